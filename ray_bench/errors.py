@@ -1,0 +1,140 @@
+"""The one exception tree of ray-bench.
+
+Every error the library raises on purpose derives from :class:`RayBenchError`.
+Errors from the layer below (docker, daytona, ray, sqlite) are translated at the
+boundary with ``raise Mapped(...) from exc``. A command that exits non-zero inside
+a sandbox is a *result*, not an exception.
+
+    RayBenchError
+    ├── UserInputError                exit 2: nothing was started or written
+    │   ├── ConfigError               a suite, accounts, backend or catalog file
+    │   ├── TaskDirError              a Harbor task directory
+    │   ├── SelectionError            a selection file
+    │   ├── PlanError                 a plan file (edited, foreign, unreadable)
+    │   ├── ConfirmationError         --confirm missing or naming another plan
+    │   ├── PairingGuardError         a one-arm plan without its counterpart rows
+    │   └── HaltActiveError           a resource halt blocks resume
+    ├── LedgerError                   the ledger is unreadable or belongs elsewhere
+    ├── SandboxError                  a sandbox operation failed (class: executor)
+    │   ├── SandboxUnavailableError   the provider cannot be reached (class: stack)
+    │   ├── SandboxCreateError        create or image build failed (class: stack)
+    │   ├── SandboxGoneError          the sandbox vanished mid-cell (class: executor)
+    │   ├── SandboxRateLimitedError   the provider said 429 (class: capacity)
+    │   └── ArchiveEscapeError        an archive entry left its directory (class: executor)
+    └── RunStopped                    the run stopped on purpose (drift, halt, circuit, spend)
+
+``UserInputError`` carries *what*, *where* and *how to fix* so that the CLI can print
+one line and exit 2.
+"""
+
+from __future__ import annotations
+
+
+class RayBenchError(Exception):
+    """The root of every error ray-bench raises on purpose."""
+
+
+class UserInputError(RayBenchError):
+    """Bad input from the operator. The CLI prints :meth:`line` and exits 2."""
+
+    def __init__(self, what: str, *, where: str = "", fix: str = "") -> None:
+        self.what = what
+        self.where = where
+        self.fix = fix
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        head = f"{self.where}: {self.what}" if self.where else self.what
+        return f"{head} ({self.fix})" if self.fix else head
+
+
+class ConfigError(UserInputError):
+    """A suite, accounts, backend or error-catalog file is malformed."""
+
+
+class TaskDirError(UserInputError):
+    """A Harbor / Terminal-Bench task directory is malformed."""
+
+
+class SelectionError(UserInputError):
+    """A selection file is malformed or names unknown tasks."""
+
+
+class PlanError(UserInputError):
+    """A plan file is unreadable, edited after planning, or belongs to another run."""
+
+
+class ConfirmationError(UserInputError):
+    """``--confirm`` is missing or does not name the exact plan identity."""
+
+
+class PairingGuardError(UserInputError):
+    """A one-arm plan was asked for without valid counterpart rows."""
+
+
+class HaltActiveError(UserInputError):
+    """A resource halt exists in the run root; resume needs ``--clear-halt``."""
+
+
+class MultipleInputErrors(UserInputError):
+    """Several problems found in one pass; each is printed on its own line."""
+
+    def __init__(self, errors: list[UserInputError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(e.line() for e in errors))
+
+    def lines(self) -> list[str]:
+        return [e.line() for e in self.errors]
+
+
+class LedgerError(RayBenchError):
+    """The ledger cannot be read or belongs to another plan."""
+
+
+class SandboxError(RayBenchError):
+    """A sandbox operation failed. ``failure_class`` says how it is counted."""
+
+    failure_class = "executor"
+
+
+class SandboxUnavailableError(SandboxError):
+    """The sandbox provider (daemon, API) cannot be reached."""
+
+    failure_class = "stack"
+
+
+class SandboxCreateError(SandboxError):
+    """Creating a sandbox or building its image failed."""
+
+    failure_class = "stack"
+
+
+class SandboxGoneError(SandboxError):
+    """The sandbox disappeared while the cell was running."""
+
+    failure_class = "executor"
+
+
+class SandboxRateLimitedError(SandboxError):
+    """The sandbox provider rate-limited us; ``retry_after`` is in seconds."""
+
+    failure_class = "capacity"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ArchiveEscapeError(SandboxError):
+    """An archive entry tried to write outside its destination directory."""
+
+    failure_class = "executor"
+
+
+class RunStopped(RayBenchError):
+    """The run stopped on purpose; ``reason`` is one of drift, halt, circuit, spend, paused."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}" if detail else reason)

@@ -1,0 +1,146 @@
+"""The sandbox interface every backend implements: create, exec, put/get files, delete,
+list-by-label.
+
+Paths passed to a sandbox are *sandbox paths* (``/app``, ``/logs/agent``). A backend
+without a private filesystem (``local``) maps them below a scratch root; :meth:`Sandbox.path`
+tells a caller what a sandbox path is called inside commands, so that commands built by the
+cell runner work on every backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Labels every sandbox carries (DESIGN.md).
+LABEL_MANAGED = "ray-bench.managed"
+LABEL_RUN = "ray-bench.run"
+LABEL_CELL = "ray-bench.cell"
+LABEL_ATTEMPT = "ray-bench.attempt"
+
+#: Output kept per stream of one exec; the rest is dropped and counted. An agent that
+#: prints gigabytes must not take the driver down with it.
+DEFAULT_OUTPUT_CAP = 1 << 20
+
+
+def run_labels(run_id: str, cell_id: str | None = None, attempt_id: str | None = None) -> dict[str, str]:
+    labels = {LABEL_MANAGED: "true", LABEL_RUN: run_id}
+    if cell_id is not None:
+        labels[LABEL_CELL] = cell_id
+    if attempt_id is not None:
+        labels[LABEL_ATTEMPT] = attempt_id
+    return labels
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Hard limits for one sandbox. ``None`` means the backend default."""
+
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
+    disk_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to create. ``image`` is an image name; ``dockerfile_dir`` a build context whose
+    content hash names the image (backends that build images build it once per hash)."""
+
+    labels: Mapping[str, str]
+    image: str | None = None
+    dockerfile_dir: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Resources = Resources()
+    network: bool = False
+    workdir: str = "/app"
+    #: Upper bound on the sandbox's life, for cloud auto-stop / auto-delete safety nets.
+    lifetime_sec: float = 3600.0
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_sec: float = 0.0
+    #: Bytes dropped from stdout + stderr beyond the cap.
+    truncated_bytes: int = 0
+    #: The process was killed by the out-of-memory killer (when the backend can tell).
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxRef:
+    """A sandbox found by label: enough to delete it and to say what it was."""
+
+    backend: str
+    id: str
+    labels: Mapping[str, str]
+    state: str = "unknown"
+    kind: str = "sandbox"  # docker also reports "volume" and "network"
+
+
+class Sandbox(abc.ABC):
+    """One live sandbox. Every method may raise a :class:`~ray_bench.errors.SandboxError`."""
+
+    id: str
+    labels: Mapping[str, str]
+
+    def path(self, sandbox_path: str) -> str:
+        """The name of ``sandbox_path`` as commands inside this sandbox see it."""
+        return sandbox_path
+
+    @abc.abstractmethod
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        """Run ``command`` with ``sh -c``; kill it (and its children) after ``timeout``."""
+
+    @abc.abstractmethod
+    async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
+        """Copy the contents of ``local_dir`` into ``sandbox_dir`` (created if missing)."""
+
+    @abc.abstractmethod
+    async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
+        """Write ``data`` to ``sandbox_path``, creating parent directories."""
+
+    @abc.abstractmethod
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+        """Copy ``sandbox_dir`` into ``local_dir``, at most ``max_bytes`` in all; return the
+        bytes written. A missing ``sandbox_dir`` copies nothing. An entry that would land
+        outside ``local_dir`` raises :class:`~ray_bench.errors.ArchiveEscapeError`."""
+
+    @abc.abstractmethod
+    async def delete(self) -> None:
+        """Remove the sandbox and everything it holds. Idempotent."""
+
+
+class SandboxBackend(abc.ABC):
+    """A sandbox provider, registered by name in :mod:`ray_bench.sandboxes`."""
+
+    name: str
+
+    @abc.abstractmethod
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        """Create and start a sandbox. A cancelled create removes whatever it made."""
+
+    @abc.abstractmethod
+    async def list(self, labels: Mapping[str, str]) -> list[SandboxRef]:
+        """Every resource of this backend carrying all of ``labels``."""
+
+    @abc.abstractmethod
+    async def remove(self, ref: SandboxRef) -> None:
+        """Remove one resource found by :meth:`list`. Idempotent."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release clients and connections."""
