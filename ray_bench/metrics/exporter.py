@@ -1,0 +1,461 @@
+"""The Prometheus exporter the driver owns for one run.
+
+The driver calls it at events (an attempt started or finished, a snapshot of the
+accounts, a circuit opening); it serves ``/metrics`` over HTTP from its own
+:class:`~prometheus_client.CollectorRegistry` and advertises itself to Prometheus with a
+file_sd target file under the state root, so one scrape config finds every run.
+
+Pace-derived gauges (``raybench_pace_rows_per_minute`` and friends) are computed when
+Prometheus scrapes, from the injected clock: if the driver blocks for a while, the pace
+still decays towards zero instead of freezing at its last value, which is exactly when
+the stall alert needs it.
+
+Metric names and label keys are a fixed contract (DESIGN.md, "Metrics").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from ray_bench.errors import UserInputError
+from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
+
+CellState = Literal["pending", "running", "valid", "failed", "cancelled"]
+CELL_STATES: tuple[CellState, ...] = ("pending", "running", "valid", "failed", "cancelled")
+
+AccountState = Literal["healthy", "degraded", "cooling", "expired", "held", "disabled"]
+ACCOUNT_STATES: tuple[AccountState, ...] = (
+    "healthy",
+    "degraded",
+    "cooling",
+    "expired",
+    "held",
+    "disabled",
+)
+
+Phase = Literal["sandbox_create", "agent", "verifier", "collect", "total"]
+PHASES: tuple[Phase, ...] = ("sandbox_create", "agent", "verifier", "collect", "total")
+
+#: Sandbox states the exporter always reports (0 when absent). Every one of them is a live
+#: sandbox: one left after its run ended is residue. ``orphaned`` is a sandbox found by
+#: label whose attempt is no longer running (a stale attempt's, before cleanup).
+SANDBOX_STATES: tuple[str, ...] = ("creating", "running", "deleting", "orphaned")
+
+#: Cells take from seconds (a crashed sandbox) to hours (a long agent run).
+CELL_SECONDS_BUCKETS: tuple[float, ...] = (
+    1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, float("inf"),
+)  # fmt: skip
+
+#: ``failure_class`` label of an attempt that did not fail.
+NO_FAILURE = "none"
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class AccountView:
+    """What the exporter needs from one account's snapshot (never a credential)."""
+
+    name: str
+    state: AccountState
+    inflight: int
+    limit: int
+
+
+def target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
+    """Where the file_sd target of ``run_id`` lives under ``state_root``."""
+    return Path(state_root) / "prometheus" / "targets" / f"{run_id}.json"
+
+
+class MetricsExporter:
+    """Serves the ``raybench_*`` metrics of one run; the driver calls it at events.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`. Every method is
+    safe to call from several threads.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        state_root: str | os.PathLike[str],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        arms: Sequence[str] = (),
+        clock: Callable[[], float] = time.time,
+        started_at: float | None = None,
+    ) -> None:
+        if not _RUN_ID.match(run_id):
+            raise ValueError(f"run id {run_id!r} is not usable as a file name")
+        self.run_id = run_id
+        self.state_root = Path(state_root)
+        self.host = host
+        self._requested_port = port
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pace = PaceTracker(clock, started_at=started_at)
+        self._remaining = 0
+        self._deadline: float | None = None
+        self._accounts: set[str] = set()
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+        self.registry = CollectorRegistry()
+        r, run = self.registry, ["run"]
+        self._cells = Gauge("raybench_cells", "Cells by state.", [*run, "state"], registry=r)
+        self._attempts = Counter(
+            "raybench_attempts",
+            "Finished attempts by outcome and failure class ('none' when it did not fail).",
+            [*run, "arm", "account", "outcome", "failure_class"],
+            registry=r,
+        )
+        self._started = Counter(
+            "raybench_attempts_started",
+            "Attempts started (a started attempt is consumed even if it fails).",
+            [*run, "arm", "account", "backend"],
+            registry=r,
+        )
+        self._inflight = Gauge(
+            "raybench_attempts_inflight",
+            "Attempts started and not yet finished, as seen by this driver.",
+            [*run, "arm", "backend"],
+            registry=r,
+        )
+        self._valid_rows = Counter(
+            "raybench_valid_rows", "Valid rows (accepted attempts).", [*run, "arm"], registry=r
+        )
+        self._reward = Counter(
+            "raybench_reward",
+            "Sum of the rewards of valid rows; divide by raybench_valid_rows_total for the mean.",
+            [*run, "arm"],
+            registry=r,
+        )
+        self._account_state = Gauge(
+            "raybench_account_state",
+            "1 for the account's current health state, 0 for the others.",
+            ["account", "state"],
+            registry=r,
+        )
+        self._account_inflight = Gauge(
+            "raybench_account_inflight", "Cells in flight on the account.", ["account"], registry=r
+        )
+        self._account_limit = Gauge(
+            "raybench_account_limit",
+            "The account's current concurrency limit (adaptive).",
+            ["account"],
+            registry=r,
+        )
+        self._rate_limited = Counter(
+            "raybench_rate_limit_signals",
+            "Rate-limit signals (429s, Retry-After, quota errors) by account and source.",
+            ["account", "source"],
+            registry=r,
+        )
+        self._healthy_capacity = Gauge(
+            "raybench_healthy_capacity",
+            "Concurrent cells the healthy accounts and backends admit now.",
+            run,
+            registry=r,
+        )
+        self._sandboxes = Gauge(
+            "raybench_sandboxes", "Live sandboxes by backend and state.", ["backend", "state"],
+            registry=r,
+        )  # fmt: skip
+        self._cell_seconds = Histogram(
+            "raybench_cell_seconds",
+            "Seconds spent per cell attempt, by arm and phase.",
+            ["arm", "phase"],
+            buckets=CELL_SECONDS_BUCKETS,
+            registry=r,
+        )
+        self._spend = Counter(
+            "raybench_spend_usd", "Spend reported by attempts, in USD.", ["account"], registry=r
+        )
+        self._circuit = Gauge(
+            "raybench_circuit_open",
+            "1 while the recovery circuit of a scope (account:X, backend:Y, run) is open.",
+            [*run, "scope"],
+            registry=r,
+        )
+        self._halted = Gauge(
+            "raybench_halted", "1 while a resource halt is active.", run, registry=r
+        )
+        self._finished = Gauge(
+            "raybench_run_finished", "1 once the run has ended (success or stop).", run, registry=r
+        )
+        started = Gauge(
+            "raybench_run_started_timestamp_seconds",
+            "Unix time the run (this driver session) started.",
+            run,
+            registry=r,
+        )
+        self.registry.register(_PaceCollector(self))
+
+        for state in CELL_STATES:
+            self._cells.labels(run_id, state).set(0)
+        for arm in arms:
+            self._valid_rows.labels(run_id, arm)
+            self._reward.labels(run_id, arm)
+        self._healthy_capacity.labels(run_id).set(0)
+        self._halted.labels(run_id).set(0)
+        self._finished.labels(run_id).set(0)
+        started.labels(run_id).set(self._pace.started_at)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port actually bound (the requested one before :meth:`start`)."""
+        if self._server is None:
+            return self._requested_port
+        return int(self._server.server_port)
+
+    @property
+    def url(self) -> str:
+        """The metrics URL, e.g. ``http://127.0.0.1:9464/metrics``."""
+        return f"http://{_hostport(self._advertised_host(), self.port)}/metrics"
+
+    @property
+    def target_file(self) -> Path:
+        return target_file(self.state_root, self.run_id)
+
+    def start(self) -> None:
+        """Serve ``/metrics`` and write this run's file_sd target file."""
+        if self._server is not None:
+            return
+        try:
+            server, thread = start_http_server(
+                self._requested_port, addr=self.host, registry=self.registry
+            )
+        except OSError as exc:
+            raise UserInputError(
+                f"cannot listen on {_hostport(self.host, self._requested_port)}: {exc.strerror}",
+                where="metrics exporter",
+                fix="choose a free port, or port 0 to pick one",
+            ) from exc
+        self._server, self._thread = server, thread
+        _write_atomic(
+            self.target_file,
+            [{"targets": [_hostport(self._advertised_host(), self.port)],
+              "labels": {"run": self.run_id}}],
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """Withdraw the target file, then stop serving. Safe to call twice."""
+        self.target_file.unlink(missing_ok=True)
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> MetricsExporter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- events from the driver --------------------------------------------------------
+
+    def attempt_started(self, arm: str, account: str, backend: str) -> None:
+        self._started.labels(self.run_id, arm, account, backend).inc()
+        self._inflight.labels(self.run_id, arm, backend).inc()
+
+    def attempt_finished(
+        self,
+        arm: str,
+        account: str,
+        backend: str,
+        *,
+        outcome: str,
+        failure_class: str | None,
+        valid: bool,
+        reward: float | None,
+        phase_seconds: Mapping[str, float],
+        cost_usd: float,
+        finished_at: float,
+    ) -> None:
+        """Count one finished attempt.
+
+        ``valid`` means it became the cell's row (the accepted attempt); only those feed
+        pace. ``failure_class`` is ``None`` (exported as ``none``) when it did not fail.
+        ``phase_seconds`` maps phases of :data:`PHASES` to durations; missing phases are
+        not observed. ``finished_at`` is unix seconds.
+        """
+        unknown = set(phase_seconds) - set(PHASES)
+        if unknown:
+            raise ValueError(f"unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
+        self._inflight.labels(self.run_id, arm, backend).dec()
+        self._attempts.labels(self.run_id, arm, account, outcome, failure_class or NO_FAILURE).inc()
+        for phase, seconds in phase_seconds.items():
+            self._cell_seconds.labels(arm, phase).observe(seconds)
+        if cost_usd > 0:
+            self._spend.labels(account).inc(cost_usd)
+        if valid:
+            self._valid_rows.labels(self.run_id, arm).inc()
+            self._reward.labels(self.run_id, arm).inc(reward or 0.0)
+            with self._lock:
+                self._pace.record(finished_at)
+
+    def rate_limited(self, account: str, source: str = "provider") -> None:
+        """Count one rate-limit signal (``source``: provider, sandbox, quota...)."""
+        self._rate_limited.labels(account, source).inc()
+
+    def set_cells(self, counts: Mapping[str, int]) -> None:
+        """Cells by state (missing states are 0). Remaining = pending + running."""
+        unknown = set(counts) - set(CELL_STATES)
+        if unknown:
+            raise ValueError(f"unknown cell states {sorted(unknown)}; known: {CELL_STATES}")
+        for state in CELL_STATES:
+            self._cells.labels(self.run_id, state).set(counts.get(state, 0))
+        with self._lock:
+            self._remaining = counts.get("pending", 0) + counts.get("running", 0)
+
+    def set_accounts(self, snapshots: Iterable[AccountView]) -> None:
+        """The full set of accounts now; accounts missing from it are withdrawn."""
+        seen: set[str] = set()
+        for view in snapshots:
+            if view.state not in ACCOUNT_STATES:
+                raise ValueError(f"account {view.name}: unknown state {view.state!r}")
+            seen.add(view.name)
+            for state in ACCOUNT_STATES:
+                self._account_state.labels(view.name, state).set(int(state == view.state))
+            self._account_inflight.labels(view.name).set(view.inflight)
+            self._account_limit.labels(view.name).set(view.limit)
+            self._spend.labels(view.name)  # present at 0 so rate() sees the first spend
+        with self._lock:
+            gone, self._accounts = self._accounts - seen, seen
+        for name in gone:
+            for state in ACCOUNT_STATES:
+                self._account_state.remove(name, state)
+            self._account_inflight.remove(name)
+            self._account_limit.remove(name)
+
+    def set_healthy_capacity(self, n: int) -> None:
+        self._healthy_capacity.labels(self.run_id).set(n)
+
+    def set_sandboxes(self, backend: str, counts: Mapping[str, int]) -> None:
+        """Live sandboxes of ``backend`` by state (missing states of SANDBOX_STATES are 0)."""
+        for state in {*SANDBOX_STATES, *counts}:
+            self._sandboxes.labels(backend, state).set(counts.get(state, 0))
+
+    def set_circuit(self, scope: str, open: bool) -> None:
+        """Open or close the circuit of ``scope``: ``account:X``, ``backend:Y`` or ``run``."""
+        self._circuit.labels(self.run_id, scope).set(int(open))
+
+    def set_halted(self, halted: bool) -> None:
+        self._halted.labels(self.run_id).set(int(halted))
+
+    def set_deadline(self, ts: float | None) -> None:
+        """The run's deadline (unix seconds), or ``None`` for none."""
+        with self._lock:
+            self._deadline = ts
+
+    def set_finished(self, finished: bool = True) -> None:
+        """Mark the run ended; live sandboxes after this are residue."""
+        self._finished.labels(self.run_id).set(int(finished))
+
+    def refresh(self, now: float | None = None) -> PaceSnapshot:
+        """The pace-derived values a scrape at ``now`` shows (default: the clock).
+
+        Scrapes compute them anyway; this is for ``status`` output and tests.
+        """
+        with self._lock:
+            return self._pace.snapshot(self._remaining, self._deadline, now)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _advertised_host(self) -> str:
+        # A wildcard bind is not an address Prometheus can scrape.
+        if self.host in ("", "0.0.0.0", "::"):
+            return socket.getfqdn()
+        return self.host
+
+
+class _PaceCollector:
+    """Computes the pace gauges at scrape time, from the exporter's clock."""
+
+    def __init__(self, exporter: MetricsExporter) -> None:
+        self._exporter = exporter
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families(self._exporter.refresh())
+
+    def _families(self, snap: PaceSnapshot | None = None) -> Iterator[Metric]:
+        run = self._exporter.run_id
+        pace = GaugeMetricFamily(
+            "raybench_pace_rows_per_minute",
+            "Valid rows per minute over a sliding window (from valid rows only).",
+            labels=["run", "window"],
+        )
+        remaining = GaugeMetricFamily(
+            "raybench_remaining_cells", "Cells pending or running.", labels=["run"]
+        )
+        required = GaugeMetricFamily(
+            "raybench_required_pace_rows_per_minute",
+            "Rows per minute needed to meet the deadline (only with a deadline).",
+            labels=["run"],
+        )
+        gap = GaugeMetricFamily(
+            "raybench_deadline_gap_rows",
+            "Rows short of the deadline at the observed 15m pace; 0 when reachable.",
+            labels=["run"],
+        )
+        estimate = GaugeMetricFamily(
+            "raybench_finish_estimate_seconds",
+            "Seconds to finish at the observed 15m pace (absent until there is a pace).",
+            labels=["run"],
+        )
+        if snap is not None:
+            for window, value in snap.rows_per_minute.items():
+                pace.add_metric([run, window], value)
+            remaining.add_metric([run], snap.remaining_cells)
+            if snap.required_rows_per_minute is not None:
+                required.add_metric([run], snap.required_rows_per_minute)
+            if snap.deadline_gap_rows is not None:
+                gap.add_metric([run], snap.deadline_gap_rows)
+            if snap.finish_estimate_seconds is not None:
+                estimate.add_metric([run], snap.finish_estimate_seconds)
+        yield from (pace, remaining, required, gap, estimate)
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _write_atomic(path: Path, payload: object) -> None:
+    # Prometheus watches the directory; a rename means it never reads half a file. The
+    # temporary name does not end in .json, so the *.json glob never matches it.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
