@@ -114,6 +114,8 @@ class MetricsExporter:
         self._accounts: set[str] = set()
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._scrapes = 0
+        self._scraped = threading.Condition()
 
         self.registry = CollectorRegistry()
         r, run = self.registry, ["run"]
@@ -255,8 +257,18 @@ class MetricsExporter:
               "labels": {"run": self.run_id}}],
         )  # fmt: skip
 
-    def stop(self) -> None:
-        """Withdraw the target file, then stop serving. Safe to call twice."""
+    def stop(self, final_scrape_timeout: float = 0.0) -> None:
+        """Withdraw the target file, then stop serving. Safe to call twice.
+
+        With ``final_scrape_timeout`` > 0, first wait (at most that many seconds) for one
+        more scrape, so that Prometheus keeps the final values (``raybench_run_finished``,
+        zero sandboxes) rather than whatever it scraped last; otherwise a clean run can
+        look like sandbox residue. Two scrape intervals is a good value.
+        """
+        if self._server is not None and final_scrape_timeout > 0:
+            with self._scraped:
+                seen = self._scrapes
+                self._scraped.wait_for(lambda: self._scrapes > seen, final_scrape_timeout)
         self.target_file.unlink(missing_ok=True)
         server, thread = self._server, self._thread
         self._server = self._thread = None
@@ -383,6 +395,11 @@ class MetricsExporter:
 
     # -- internals ---------------------------------------------------------------------
 
+    def _note_scrape(self) -> None:
+        with self._scraped:
+            self._scrapes += 1
+            self._scraped.notify_all()
+
     def _advertised_host(self) -> str:
         # A wildcard bind is not an address Prometheus can scrape.
         if self.host in ("", "0.0.0.0", "::"):
@@ -401,6 +418,7 @@ class _PaceCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._families(self._exporter.refresh())
+        self._exporter._note_scrape()
 
     def _families(self, snap: PaceSnapshot | None = None) -> Iterator[Metric]:
         run = self._exporter.run_id
