@@ -1,0 +1,46 @@
+"""Multi-account admission: the functional core (no Ray, no I/O, injected clock).
+
+:class:`AccountCore` composes a :class:`TokenBucket` (starts per minute), an
+:class:`AimdLimit` (adaptive concurrency), a :class:`RollingWindowQuota` and the
+:class:`AccountHealth` state machine for one account. :func:`classify` turns a finished
+attempt into the :class:`Outcome` that :meth:`AccountCore.on_finish` learns from.
+"""
+
+from ray_bench.accounts.concurrency import AimdLimit
+from ray_bench.accounts.core import (
+    AccountCore,
+    AccountLimits,
+    AccountSnapshot,
+    Admit,
+    AdmissionRefused,
+    Lease,
+    Refusal,
+    RefusalReason,
+    WindowLimit,
+)
+from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
+from ray_bench.accounts.outcome import Outcome, OutcomeKind, classify, parse_retry_after
+from ray_bench.accounts.quota import RollingWindowQuota
+from ray_bench.accounts.ratelimit import TokenBucket
+
+__all__ = [
+    "AccountCore",
+    "AccountHealth",
+    "AccountLimits",
+    "AccountSnapshot",
+    "AdmissionRefused",
+    "Admit",
+    "AimdLimit",
+    "HealthPolicy",
+    "HealthState",
+    "Lease",
+    "Outcome",
+    "OutcomeKind",
+    "Refusal",
+    "RefusalReason",
+    "RollingWindowQuota",
+    "TokenBucket",
+    "WindowLimit",
+    "classify",
+    "parse_retry_after",
+]

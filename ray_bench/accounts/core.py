@@ -1,0 +1,263 @@
+"""``AccountCore``: one account's admission, composed from the pieces of this package.
+
+It answers "may this account start one more cell now?" (:meth:`AccountCore.can_admit`),
+and learns from every start and finish. It is plain Python on an injected clock: the Ray
+``AccountActor`` wraps one instance, and the simulator drives the same class on virtual time.
+
+Order of the checks in :meth:`AccountCore.can_admit` (the first that fails is the reason):
+health state, spend budget, in-flight vs. the adaptive limit, rolling-window cells, rolling-
+window dollars, starts per minute.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ray_bench.accounts.concurrency import AimdLimit
+from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
+from ray_bench.accounts.outcome import Outcome, OutcomeKind
+from ray_bench.accounts.quota import RollingWindowQuota
+from ray_bench.accounts.ratelimit import TokenBucket
+from ray_bench.errors import RayBenchError
+
+
+class AdmissionRefused(RayBenchError):
+    """:meth:`AccountCore.on_start` was called while the account refuses admission."""
+
+    def __init__(self, account: str, refusal: Refusal) -> None:
+        self.account = account
+        self.refusal = refusal
+        super().__init__(f"{account}: {refusal.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLimit:
+    """A rolling-window quota: at most ``max_cells`` starts and/or ``max_usd`` per ``hours``."""
+
+    hours: float
+    max_cells: int | None = None
+    max_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AccountLimits:
+    """The limits of one account, as configured (the lead's pydantic model converts to this).
+
+    ``max_concurrent`` is the ceiling of the adaptive limit and ``min_concurrent`` its floor.
+    """
+
+    max_concurrent: int
+    min_concurrent: int = 1
+    starts_per_minute: float | None = None
+    burst: float | None = None
+    window: WindowLimit | None = None
+    spend_budget_usd: float | None = None
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    aimd_decrease: float = 0.5
+    aimd_increase: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_concurrent <= self.max_concurrent:
+            raise ValueError("need 1 <= min_concurrent <= max_concurrent")
+
+
+class RefusalReason(StrEnum):
+    HELD = "held"
+    DISABLED = "disabled"
+    EXPIRED = "expired"
+    COOLING = "cooling"
+    PROBING = "probing"
+    BUDGET = "budget"
+    CONCURRENCY = "concurrency"
+    WINDOW_CELLS = "window_cells"
+    WINDOW_USD = "window_usd"
+    RATE = "rate"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """The account may start a cell now; ``headroom`` slots are free (this one included)."""
+
+    headroom: int
+    probe: bool = False
+    """The start would be the one probe of a degraded account."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The account refuses now. ``until``: when to ask again; ``None``: on a finish or an
+    operator action only (``concurrency`` waits for a finish, ``disabled`` for an operator)."""
+
+    reason: RefusalReason
+    until: float | None = None
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One attempt holding one slot of one account."""
+
+    lease_id: str
+    cell_id: str
+    account: str
+
+
+@dataclass(frozen=True, slots=True)
+class AccountSnapshot:
+    """What an account looks like at one instant (metrics, status, account choice)."""
+
+    name: str
+    state: HealthState
+    inflight: int
+    limit: int
+    tokens: float
+    cooldown_left: float
+    window_used: int
+    window_usd: float
+    spent_usd: float
+    last_error: str
+    recommended_parallelism: int
+    """Slots the account can use now: the adaptive limit, 0 when its state admits nothing
+    or its spend budget is gone."""
+    admit: Admit | Refusal
+
+    @property
+    def headroom(self) -> int:
+        return self.admit.headroom if isinstance(self.admit, Admit) else 0
+
+
+@dataclass(slots=True)
+class _Running:
+    started_at: float
+    inflight_at_start: int
+    probe: bool
+
+
+_STATE_REASON = {
+    HealthState.HELD: RefusalReason.HELD,
+    HealthState.DISABLED: RefusalReason.DISABLED,
+    HealthState.EXPIRED: RefusalReason.EXPIRED,
+    HealthState.COOLING: RefusalReason.COOLING,
+    HealthState.DEGRADED: RefusalReason.PROBING,
+}
+
+
+class AccountCore:
+    """Admission state of one account. Not thread-safe: an actor serialises calls."""
+
+    def __init__(self, name: str, limits: AccountLimits, *, now: float = 0.0) -> None:
+        self.name = name
+        self.limits = limits
+        self.health = AccountHealth(limits.health)
+        self.concurrency = AimdLimit(floor=limits.min_concurrent, ceiling=limits.max_concurrent,
+                                     decrease=limits.aimd_decrease, increase=limits.aimd_increase)
+        self.bucket = TokenBucket(limits.starts_per_minute, burst=limits.burst, now=now)
+        w = limits.window
+        self.window = (RollingWindowQuota(w.hours * 3600, max_cells=w.max_cells, max_usd=w.max_usd)
+                       if w is not None else None)
+        self.spent_usd = 0.0
+        self._running: dict[str, _Running] = {}
+
+    @property
+    def inflight(self) -> int:
+        return len(self._running)
+
+    def can_admit(self, now: float) -> Admit | Refusal:
+        """May one more cell start on this account at ``now``? Never changes state
+        (beyond applying elapsed time)."""
+        h = self.health
+        if not h.admits(now):
+            return Refusal(_STATE_REASON.get(h.state, RefusalReason.DISABLED),
+                           h.blocked_until(now))
+        budget = self.limits.spend_budget_usd
+        if budget is not None and self.spent_usd >= budget:
+            return Refusal(RefusalReason.BUDGET, None)
+        limit = self.concurrency.limit
+        if self.inflight >= limit:
+            return Refusal(RefusalReason.CONCURRENCY, None)
+        if self.window is not None:
+            free_at = self.window.cells_free_at(now)
+            if free_at > now:
+                return Refusal(RefusalReason.WINDOW_CELLS, free_at)
+            free_at = self.window.usd_free_at(now)
+            if free_at > now:
+                return Refusal(RefusalReason.WINDOW_USD, free_at)
+        wait = self.bucket.wait_s(now)
+        if wait > 0:
+            return Refusal(RefusalReason.RATE, now + wait)
+        probe = h.state is HealthState.DEGRADED
+        headroom = 1 if probe else limit - self.inflight
+        if self.window is not None and self.window.max_cells is not None:
+            headroom = min(headroom, self.window.cells_left(now) or 0)
+        return Admit(headroom=max(1, headroom), probe=probe)
+
+    def on_start(self, now: float, lease: Lease) -> None:
+        """Record a start. Raises :class:`AdmissionRefused` if :meth:`can_admit` refuses:
+        check and start must happen in one step (the actor serialises them)."""
+        decision = self.can_admit(now)
+        if isinstance(decision, Refusal):
+            raise AdmissionRefused(self.name, decision)
+        if lease.lease_id in self._running:
+            raise ValueError(f"lease {lease.lease_id} already started")
+        self.bucket.try_take(now)
+        if self.window is not None:
+            self.window.record_start(now)
+        self.health.on_start(now)
+        self._running[lease.lease_id] = _Running(now, self.inflight, decision.probe)
+
+    def on_finish(self, now: float, lease: Lease, outcome: Outcome) -> None:
+        """Release the lease's slot and learn from its outcome. Unknown leases (from before
+        a restart) still teach the health machine but free no slot."""
+        run = self._running.pop(lease.lease_id, None)
+        started_at = run.started_at if run is not None else -math.inf
+        if outcome.usd > 0:
+            self.spent_usd += outcome.usd
+            if self.window is not None:
+                self.window.record_usd(now, outcome.usd)
+        h = self.health
+        if outcome.kind is OutcomeKind.SUCCESS:
+            h.on_success(now, started_at)
+            if run is not None and h.state is HealthState.HEALTHY:
+                self.concurrency.on_success(run.inflight_at_start)
+        elif outcome.kind is OutcomeKind.RATE_LIMITED:
+            h.on_rate_limited(now, started_at, outcome.retry_after)
+            # A probe hit by the same storm says the storm goes on, not that we ran too
+            # many: shrinking again on every probe would leave the limit at its floor.
+            if run is not None and not run.probe:
+                self.concurrency.on_rate_limited(now, started_at)
+        elif outcome.kind is OutcomeKind.AUTH_FAILED:
+            h.on_auth_failed(now, expired=outcome.expired, detail=outcome.detail)
+        elif outcome.detail:
+            h.last_error = outcome.detail
+
+    def next_change(self, now: float) -> float | None:
+        """The earliest time at which a refusal may lift by itself (``None``: only a
+        finish or an operator can lift it). Drivers and the simulator sleep until then."""
+        d = self.can_admit(now)
+        return now if isinstance(d, Admit) else d.until
+
+    def snapshot(self, now: float) -> AccountSnapshot:
+        admit = self.can_admit(now)
+        h = self.health
+        state = h.state
+        budget = self.limits.spend_budget_usd
+        usable = state in (HealthState.HEALTHY, HealthState.DEGRADED) and (
+            budget is None or self.spent_usd < budget)
+        return AccountSnapshot(
+            name=self.name,
+            state=state,
+            inflight=self.inflight,
+            limit=self.concurrency.limit,
+            tokens=self.bucket.tokens(now),
+            cooldown_left=h.cooldown_left(now),
+            window_used=self.window.cells_used(now) if self.window else 0,
+            window_usd=self.window.usd_used(now) if self.window else 0.0,
+            spent_usd=self.spent_usd,
+            last_error=h.last_error,
+            recommended_parallelism=self.concurrency.limit if usable else 0,
+            admit=admit,
+        )

@@ -1,0 +1,207 @@
+"""The account health state machine.
+
+States: ``healthy``, ``degraded`` (probation), ``cooling`` (until a time), ``expired``
+(credentials need a refresh), ``held`` (by an operator), ``disabled`` (after N auth failures).
+
+Transition table (``N`` = ``max_auth_failures``; ``tick`` is time passing, applied lazily by
+every call that takes ``now``):
+
+==========  ===============================  ==========  ==========================================
+from        event                            to          notes
+==========  ===============================  ==========  ==========================================
+healthy     success                          healthy     auth-failure count reset
+healthy     rate_limited(ra)                 cooling     until now + cooldown(ra, episode 1)
+healthy     auth_failed (< N so far)         degraded
+healthy     auth_failed (N-th)               disabled
+healthy     auth_failed(expired)             expired
+degraded    success of the probe (or later)  healthy     episode and auth counts reset
+degraded    success begun before the probe   degraded    says nothing about the account now
+degraded    tick: probe window passed        healthy     one probe start, no signal within window
+degraded    rate_limited(ra)                 cooling     episode + 1: cooldown doubles
+degraded    auth_failed (< N / N-th/expired) degraded / disabled / expired
+cooling     tick: now >= until               degraded    one probe start per probe window
+cooling     rate_limited(ra)                 cooling     until = max(until, now + cooldown); same
+                                                         episode if the attempt began before it
+healthy,    rate_limited from an attempt     unchanged   stale: it began before the last episode
+degraded    begun before the last episode
+cooling     auth_failed (< N / N-th/expired) cooling / disabled / expired
+cooling     success                          cooling     a cell from before the episode finished
+expired     refresh                          healthy     the operator logged in again
+disabled    enable                           healthy     operator action, counts reset
+any         hold                             held
+held        release                          healthy     or cooling if its cooldown has not ended
+expired,    success / rate_limited /         unchanged   late results of earlier attempts
+disabled,   auth_failed
+held
+==========  ===============================  ==========  ==========================================
+
+``cooldown(ra, k) = min(max_cooldown_s, max(ra or default_retry_after_s,
+base_cooldown_s * 2**(k-1)))`` honours Retry-After and backs off exponentially while an
+episode continues (a probe from probation gets rate-limited again).
+
+Admission by state: ``healthy`` admits up to the limit; ``degraded`` admits one probe
+start per ``probe_window_s``; every other state admits nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class HealthState(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    COOLING = "cooling"
+    EXPIRED = "expired"
+    HELD = "held"
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """Tunables of the health machine (all seconds)."""
+
+    max_auth_failures: int = 1
+    base_cooldown_s: float = 60.0
+    max_cooldown_s: float = 900.0
+    default_retry_after_s: float = 60.0
+    probe_window_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_auth_failures < 1:
+            raise ValueError("max_auth_failures must be at least 1")
+        if not 0 < self.base_cooldown_s <= self.max_cooldown_s:
+            raise ValueError("need 0 < base_cooldown_s <= max_cooldown_s")
+
+
+_INERT = (HealthState.EXPIRED, HealthState.DISABLED, HealthState.HELD)
+
+
+class AccountHealth:
+    """One account's health, on an injected clock."""
+
+    def __init__(self, policy: HealthPolicy | None = None) -> None:
+        self.policy = policy or HealthPolicy()
+        self.state = HealthState.HEALTHY
+        self.cooling_until = -math.inf
+        self.episodes = 0
+        """Consecutive rate-limit episodes since the account was last healthy."""
+        self.auth_failures = 0
+        self.last_error = ""
+        self._episode_started_at = -math.inf
+        self._probe_at: float | None = None
+
+    # -- time -------------------------------------------------------------------------
+    def tick(self, now: float) -> HealthState:
+        """Apply the time-driven transitions; return the state at ``now``."""
+        if self.state is HealthState.COOLING and now >= self.cooling_until:
+            self.state = HealthState.DEGRADED
+            self._probe_at = None
+        if (self.state is HealthState.DEGRADED and self._probe_at is not None
+                and now >= self._probe_at + self.policy.probe_window_s):
+            self._to_healthy()
+        return self.state
+
+    def admits(self, now: float) -> bool:
+        """Whether the state allows a start now (limits are checked elsewhere)."""
+        state = self.tick(now)
+        if state is HealthState.HEALTHY:
+            return True
+        return state is HealthState.DEGRADED and self._probe_at is None
+
+    def blocked_until(self, now: float) -> float | None:
+        """When the state may next admit: a time, or ``None`` when only an operator can help."""
+        state = self.tick(now)
+        if state is HealthState.HEALTHY:
+            return now
+        if state is HealthState.DEGRADED:
+            return now if self._probe_at is None else self._probe_at + self.policy.probe_window_s
+        if state is HealthState.COOLING:
+            return self.cooling_until
+        return None
+
+    def cooldown_left(self, now: float) -> float:
+        self.tick(now)
+        return max(0.0, self.cooling_until - now) if self.state is HealthState.COOLING else 0.0
+
+    # -- attempt events ---------------------------------------------------------------
+    def on_start(self, now: float) -> None:
+        if self.tick(now) is HealthState.DEGRADED and self._probe_at is None:
+            self._probe_at = now
+
+    def on_success(self, now: float, started_at: float) -> None:
+        state = self.tick(now)
+        if state is HealthState.HEALTHY:
+            self.auth_failures = 0
+        elif (state is HealthState.DEGRADED and self._probe_at is not None
+              and started_at >= self._probe_at):
+            self._to_healthy()
+
+    def on_rate_limited(self, now: float, started_at: float, retry_after: float | None) -> None:
+        state = self.tick(now)
+        if state in _INERT:
+            return
+        p = self.policy
+        if started_at < self._episode_started_at:
+            # A late signal from an attempt already in flight when the episode began: it
+            # says nothing new. While cooling it may extend the wait; otherwise ignore it.
+            if state is not HealthState.COOLING:
+                return
+            k = max(1, self.episodes)
+        else:
+            self.episodes += 1
+            k = self.episodes
+            self._episode_started_at = now
+        ra = retry_after if retry_after is not None else p.default_retry_after_s
+        cooldown = min(p.max_cooldown_s, max(ra, p.base_cooldown_s * 2 ** (k - 1)))
+        # Retry-After is a floor even above our cap: the provider said so.
+        cooldown = max(cooldown, ra)
+        self.cooling_until = max(self.cooling_until, now + cooldown)
+        self.state = HealthState.COOLING
+        self._probe_at = None
+        self.last_error = f"rate_limited (retry_after={ra:g}s)"
+
+    def on_auth_failed(self, now: float, *, expired: bool = False, detail: str = "") -> None:
+        state = self.tick(now)
+        if state in _INERT:
+            return
+        self.last_error = detail or ("credentials expired" if expired else "auth failed")
+        if expired:
+            self.state = HealthState.EXPIRED
+            return
+        self.auth_failures += 1
+        if self.auth_failures >= self.policy.max_auth_failures:
+            self.state = HealthState.DISABLED
+        elif state is not HealthState.COOLING:
+            self.state = HealthState.DEGRADED
+            self._probe_at = None
+
+    # -- operator events --------------------------------------------------------------
+    def hold(self) -> None:
+        self.state = HealthState.HELD
+
+    def release(self, now: float) -> None:
+        if self.state is not HealthState.HELD:
+            return
+        if now < self.cooling_until:
+            self.state = HealthState.COOLING
+        else:
+            self._to_healthy()
+
+    def refresh(self) -> None:
+        """Credentials were renewed (``expired`` -> ``healthy``)."""
+        if self.state is HealthState.EXPIRED:
+            self._to_healthy()
+
+    def enable(self) -> None:
+        """An operator re-enables a disabled account."""
+        if self.state is HealthState.DISABLED:
+            self._to_healthy()
+
+    def _to_healthy(self) -> None:
+        self.state = HealthState.HEALTHY
+        self.episodes = 0
+        self.auth_failures = 0
+        self._probe_at = None

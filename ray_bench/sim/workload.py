@@ -1,0 +1,226 @@
+"""The simulator's input: a synthetic suite, a duration model, accounts and events.
+
+A spec is YAML or JSON (see ``configs/sim/reference.yaml``)::
+
+    seed: 7
+    suite: {tasks: 500, arms: [baseline, mcp], reps: 2}
+    durations:
+      lognormal: {median_s: 360, sigma: 1.2, min_s: 20, max_s: 14400}
+      # or: csv: path/to/durations.csv   (a ``seconds`` column, optional ``task`` column)
+      cell_noise_sigma: 0.15            # arms and repetitions of one task vary this much
+    history: {noise_sigma: 0.3}         # omit for "no history"
+    accounts:
+      - {name: a1, max_concurrent: 8, window: {hours: 5, max_cells: 60}}
+    events:
+      - {kind: storm, account: a1, start_h: 2, length_min: 10, retry_after_s: 60}
+      - {kind: auth_loss, account: a2, at_h: 5}
+    backend_slots: null                 # the sandbox pools, if they are smaller
+    deadline_h: 24                      # optional: does each policy finish in time?
+
+:func:`build_workload` turns a spec into concrete cells and durations with one seeded RNG,
+so that every policy runs on exactly the same workload.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from ray_bench.accounts.core import AccountLimits, WindowLimit
+from ray_bench.accounts.health import HealthPolicy
+from ray_bench.errors import ConfigError
+from ray_bench.scheduler.policy import CellRef
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuiteSpec(_Model):
+    tasks: int = Field(gt=0, description="Number of tasks.")
+    arms: list[str] = Field(default=["baseline", "mcp"], min_length=1,
+                            description="Arm names; a pair is (task, repetition) across them.")
+    reps: int = Field(default=1, gt=0, description="Repetitions per task and arm.")
+
+
+class LognormalSpec(_Model):
+    median_s: float = Field(gt=0, description="Median task duration in seconds.")
+    sigma: float = Field(ge=0, description="Sigma of log(duration).")
+    min_s: float = Field(default=10.0, ge=0, description="Durations are clipped below.")
+    max_s: float = Field(default=4 * 3600.0, gt=0, description="Durations are clipped above.")
+
+
+class DurationSpec(_Model):
+    lognormal: LognormalSpec | None = None
+    csv: str | None = Field(default=None, description="CSV of observed durations "
+                            "(column `seconds`, optional `task`); relative to the spec file.")
+    cell_noise_sigma: float = Field(default=0.15, ge=0, description="Per-cell variation "
+                                    "around the task's duration (lognormal sigma).")
+
+
+class HistorySpec(_Model):
+    noise_sigma: float = Field(default=0.3, ge=0, description="How far the duration an "
+                               "earlier run recorded is from the task's (lognormal sigma).")
+
+
+class WindowSpec(_Model):
+    hours: float = Field(gt=0)
+    max_cells: int | None = Field(default=None, gt=0)
+    max_usd: float | None = Field(default=None, gt=0)
+
+
+class AccountSpec(_Model):
+    name: str
+    max_concurrent: int = Field(gt=0)
+    min_concurrent: int = Field(default=1, gt=0)
+    starts_per_minute: float | None = Field(default=None, gt=0)
+    window: WindowSpec | None = None
+    spend_budget_usd: float | None = Field(default=None, gt=0)
+    usd_per_hour: float = Field(default=0.0, ge=0, description="Cost of one running cell.")
+
+    def limits(self, health: HealthPolicy | None = None) -> AccountLimits:
+        w = self.window
+        return AccountLimits(
+            max_concurrent=self.max_concurrent, min_concurrent=self.min_concurrent,
+            starts_per_minute=self.starts_per_minute,
+            window=WindowLimit(w.hours, w.max_cells, w.max_usd) if w else None,
+            spend_budget_usd=self.spend_budget_usd, health=health or HealthPolicy())
+
+
+class StormEvent(_Model):
+    kind: Literal["storm"]
+    account: str
+    start_h: float = Field(ge=0)
+    length_min: float = Field(gt=0)
+    retry_after_s: float | None = Field(default=60.0, ge=0)
+    signal_delay_s: tuple[float, float] = Field(default=(5.0, 30.0), description="A start "
+                                                "during the storm fails after this long.")
+
+
+class AuthLossEvent(_Model):
+    kind: Literal["auth_loss"]
+    account: str
+    at_h: float = Field(ge=0)
+    signal_delay_s: tuple[float, float] = (5.0, 30.0)
+
+
+Event = Annotated[StormEvent | AuthLossEvent, Field(discriminator="kind")]
+
+
+class SimSpec(_Model):
+    seed: int = 0
+    suite: SuiteSpec
+    durations: DurationSpec
+    history: HistorySpec | None = None
+    accounts: list[AccountSpec] = Field(min_length=1)
+    events: list[Event] = []
+    backend_slots: int | None = Field(default=None, gt=0)
+    deadline_h: float | None = Field(default=None, gt=0)
+    policies: list[Literal["adaptive", "round-robin", "global-semaphore"]] = [
+        "adaptive", "round-robin", "global-semaphore"]
+    health: dict[str, float] = Field(default_factory=dict, description="HealthPolicy "
+                                     "overrides for the adaptive policy.")
+    base_dir: str = Field(default=".", description="Where relative paths resolve.")
+
+
+def load_spec(path: str | Path, **overrides: Any) -> SimSpec:
+    """Read a YAML or JSON spec; ``overrides`` replace top-level keys."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+        raw = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read simulation spec: {exc}", where=str(p),
+                          fix="pass a YAML or JSON file") from exc
+    if not isinstance(raw, Mapping):
+        raise ConfigError("a simulation spec is a mapping", where=str(p))
+    return parse_spec({"base_dir": str(p.parent), **raw, **overrides}, where=str(p))
+
+
+def parse_spec(raw: Mapping[str, Any], *, where: str = "spec") -> SimSpec:
+    from pydantic import ValidationError
+
+    try:
+        spec = SimSpec.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"{loc}: {first['msg']}", where=where,
+                          fix="see configs/sim/reference.yaml") from exc
+    names = {a.name for a in spec.accounts}
+    for ev in spec.events:
+        if ev.account not in names:
+            raise ConfigError(f"event names unknown account {ev.account!r}", where=where)
+    if spec.durations.lognormal is None and spec.durations.csv is None:
+        raise ConfigError("durations need `lognormal` or `csv`", where=where)
+    return spec
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Concrete cells with their true durations (seconds), and what history says."""
+
+    cells: list[CellRef]
+    duration: dict[str, float]
+    history: dict[str, float] | None
+
+    @property
+    def total_work_s(self) -> float:
+        return sum(self.duration.values())
+
+
+def _csv_durations(path: Path) -> tuple[list[float], dict[str, float]]:
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise ConfigError(f"cannot read durations: {exc}", where=str(path)) from exc
+    col = next((c for c in ("seconds", "duration_s", "duration") if rows and c in rows[0]), None)
+    if col is None:
+        raise ConfigError("durations CSV needs a `seconds` column", where=str(path))
+    values = [float(r[col]) for r in rows if r[col]]
+    per_task = {r["task"]: float(r[col]) for r in rows if r.get("task") and r[col]}
+    if not values:
+        raise ConfigError("durations CSV is empty", where=str(path))
+    return values, per_task
+
+
+def build_workload(spec: SimSpec) -> Workload:
+    """Draw the cells' true durations (and history) from the spec's seeded RNG."""
+    rng = np.random.default_rng(spec.seed)
+    n = spec.suite.tasks
+    tasks = [f"t{i:05d}" for i in range(n)]
+    d = spec.durations
+    lo, hi = 1.0, float("inf")
+    if d.lognormal is not None:
+        ln = d.lognormal
+        base = ln.median_s * np.exp(ln.sigma * rng.standard_normal(n))
+        lo, hi = ln.min_s, ln.max_s
+        task_s = dict(zip(tasks, np.clip(base, lo, hi).tolist(), strict=True))
+    else:
+        assert d.csv is not None
+        values, per_task = _csv_durations(Path(spec.base_dir) / d.csv)
+        sample = rng.choice(np.asarray(values), size=n)
+        task_s = {t: per_task.get(t, float(s)) for t, s in zip(tasks, sample.tolist(), strict=True)}
+    cells: list[CellRef] = []
+    duration: dict[str, float] = {}
+    for t in tasks:
+        for rep in range(spec.suite.reps):
+            for arm in spec.suite.arms:
+                cell = CellRef(f"{t}/{arm}/{rep}", t, arm, rep)
+                cells.append(cell)
+                noise = float(np.exp(d.cell_noise_sigma * rng.standard_normal()))
+                duration[cell.cell_id] = float(np.clip(task_s[t] * noise, lo, hi))
+    history = None
+    if spec.history is not None:
+        noise = np.exp(spec.history.noise_sigma * rng.standard_normal(n))
+        history = {t: task_s[t] * float(x) for t, x in zip(tasks, noise.tolist(), strict=True)}
+    return Workload(cells, duration, history)
