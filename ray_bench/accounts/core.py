@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from ray_bench.accounts.concurrency import AimdLimit
 from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
@@ -61,6 +62,27 @@ class AccountLimits:
     def __post_init__(self) -> None:
         if not 1 <= self.min_concurrent <= self.max_concurrent:
             raise ValueError("need 1 <= min_concurrent <= max_concurrent")
+
+    @classmethod
+    def from_config(cls, cfg: Any, *, health: HealthPolicy | None = None) -> AccountLimits:
+        """Convert a config object read by attribute (e.g. ``ray_bench.models.accounts.
+        AccountLimits``): ``max_concurrent``, ``min_concurrent``, ``starts_per_minute``,
+        ``window`` (``hours``, ``max_cells``, ``max_usd``) and ``spend_usd`` or
+        ``spend_budget_usd``. Duck-typed so that this core imports no config model."""
+        w = getattr(cfg, "window", None)
+        spend = getattr(cfg, "spend_budget_usd", None)
+        if spend is None:
+            spend = getattr(cfg, "spend_usd", None)
+        return cls(
+            max_concurrent=int(cfg.max_concurrent),
+            min_concurrent=int(getattr(cfg, "min_concurrent", 1) or 1),
+            starts_per_minute=getattr(cfg, "starts_per_minute", None),
+            burst=getattr(cfg, "burst", None),
+            window=(WindowLimit(float(w.hours), getattr(w, "max_cells", None),
+                                getattr(w, "max_usd", None)) if w is not None else None),
+            spend_budget_usd=spend,
+            health=health or HealthPolicy(),
+        )
 
 
 class RefusalReason(StrEnum):

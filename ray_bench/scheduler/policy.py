@@ -23,6 +23,7 @@ the backend pools (:func:`healthy_capacity`).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -54,28 +55,39 @@ class CellRef:
 
 
 class DurationBook:
-    """Expected task durations: history, then what this run has observed."""
+    """Expected task durations: what this run observed, else history, else a guess."""
 
     def __init__(self, history: Mapping[str, float] | None = None, *,
-                 prior_s: float = 600.0) -> None:
+                 prior_s: float = 600.0, unknown_quantile: float = 0.9) -> None:
         self.history = dict(history or {})
         self.prior_s = prior_s
+        self.unknown_quantile = unknown_quantile
         self._sum: dict[str, float] = {}
         self._n: dict[str, int] = {}
-        self._all_sum = 0.0
-        self._all_n = 0
+        self._seen: list[float] = []
         self.running: dict[str, dict[str, float]] = {}
         """task -> {lease_id: started_at}"""
 
-    def prior(self) -> float:
-        return self._all_sum / self._all_n if self._all_n else self.prior_s
+    def known(self, task: str) -> bool:
+        return task in self._n or task in self.history
+
+    def unknown_estimate(self) -> float:
+        """What to expect of a task never seen: a high quantile of what has finished, not
+        the mean. An unknown task may be a four-hour straggler, and exploring it early is
+        cheap, while exploring it last sets the makespan (measured on the reference
+        workload without history: the mean gave 1.11-1.27 x the lower bound)."""
+        if not self._seen:
+            return self.prior_s
+        i = min(len(self._seen) - 1, int(self.unknown_quantile * len(self._seen)))
+        return max(self.prior_s, self._seen[i])
 
     def base(self, task: str) -> float:
         """The estimate that does not depend on the time."""
         n = self._n.get(task)
         if n:
             return self._sum[task] / n
-        return self.history.get(task, self.prior())
+        h = self.history.get(task)
+        return h if h is not None else self.unknown_estimate()
 
     def estimate(self, task: str, now: float) -> float:
         est = self.base(task)
@@ -87,8 +99,7 @@ class DurationBook:
     def observe(self, task: str, seconds: float) -> None:
         self._sum[task] = self._sum.get(task, 0.0) + seconds
         self._n[task] = self._n.get(task, 0) + 1
-        self._all_sum += seconds
-        self._all_n += 1
+        bisect.insort(self._seen, seconds)
 
     def started(self, task: str, lease_id: str, now: float) -> None:
         self.running.setdefault(task, {})[lease_id] = now
@@ -116,7 +127,8 @@ class CellQueue:
         self._open: deque[tuple[str, int]] = deque()
         self._started: dict[str, int] = {}
         self._version: dict[str, int] = {}
-        self._heap: list[tuple[float, int, int, int, str]] = []
+        self._known: list[tuple[float, int, int, int, str]] = []
+        self._unknown: list[tuple[int, int, int, str]] = []
         self._len = 0
         for cell in cells:
             self._add_new(cell)
@@ -140,30 +152,34 @@ class CellQueue:
     def _push(self, task: str) -> None:
         v = self._version.get(task, 0) + 1
         self._version[task] = v
-        if self._fresh.get(task):
-            key = -self.book.base(task)
-            heapq.heappush(self._heap, (key, self._started.get(task, 0), self._order[task], v,
-                                        task))
+        if not self._fresh.get(task):
+            return
+        started, order = self._started.get(task, 0), self._order[task]
+        if self.book.known(task):
+            heapq.heappush(self._known, (-self.book.base(task), started, order, v, task))
+        else:
+            heapq.heappush(self._unknown, (started, order, v, task))
+
+    def _live(self, task: str, version: int) -> bool:
+        return self._version[task] == version and bool(self._fresh[task])
 
     def _best_fresh_task(self, now: float) -> str | None:
-        heap = self._heap
-        while heap and (self._version[heap[0][4]] != heap[0][3] or not self._fresh[heap[0][4]]):
-            heapq.heappop(heap)
+        known, unknown, book = self._known, self._unknown, self.book
+        while known and not self._live(known[0][4], known[0][3]):
+            heapq.heappop(known)
+        while unknown and not self._live(unknown[0][3], unknown[0][2]):
+            heapq.heappop(unknown)
+        candidates = [known[0][4]] if known else []
+        if unknown:
+            candidates.append(unknown[0][3])
+        # Tasks with a running cell can outgrow their heap key as time passes.
+        candidates.extend(t for t in book.running if self._fresh.get(t))
         best: tuple[float, int, int] | None = None
         best_task: str | None = None
-        if heap:
-            key, started, order, _, task = heap[0]
-            # The base estimate in the heap may be stale only through the prior moving;
-            # tasks on the prior move together, so their relative order holds.
-            best = (-self.book.estimate(task, now), started, order)
-            best_task = task
-        # Tasks with a running cell can outgrow their heap key as time passes.
-        for task in self.book.running:
-            if self._fresh.get(task):
-                cand = (-self.book.estimate(task, now), self._started.get(task, 0),
-                        self._order[task])
-                if best is None or cand < best:
-                    best, best_task = cand, task
+        for task in candidates:
+            key = (-book.estimate(task, now), self._started.get(task, 0), self._order[task])
+            if best is None or key < best:
+                best, best_task = key, task
         return best_task
 
     def pop(self, now: float) -> CellRef | None:

@@ -194,18 +194,20 @@ def run(spec: SimSpec, workload: Workload, policy: SimPolicy) -> PolicyResult:
                 wakes.discard(now)
             elif kind == _AUTH_LOSS:
                 assert isinstance(data, AuthLossEvent)
-                for att in running.values():
-                    if att.lease.account == data.account and att.end > now:
-                        att.version += 1
-                        att.end = now + float(rng.uniform(*data.signal_delay_s))
-                        att.outcome = Outcome.auth_failed("401 credentials revoked")
-                        heapq.heappush(heap, (att.end, next(seq), _FINISH,
-                                              (att.lease.lease_id, att.version)))
+                for doomed in running.values():
+                    if doomed.lease.account == data.account and doomed.end > now:
+                        doomed.version += 1
+                        doomed.end = now + float(rng.uniform(*data.signal_delay_s))
+                        doomed.outcome = Outcome.auth_failed("401 credentials revoked")
+                        heapq.heappush(heap, (doomed.end, next(seq), _FINISH,
+                                              (doomed.lease.lease_id, doomed.version)))
             else:
-                lease_id, version = data  # type: ignore[misc]
-                att = running.get(lease_id)
-                if att is None or att.version != version:
+                assert isinstance(data, tuple)
+                lease_id, version = data
+                found = running.get(lease_id)
+                if found is None or found.version != version:
                     continue
+                att = found
                 del running[lease_id]
                 provider.release(att)
                 last_end = max(last_end, now)

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ray_bench.accounts.core import AccountLimits, WindowLimit
 from ray_bench.accounts.health import HealthPolicy
@@ -146,8 +146,6 @@ def load_spec(path: str | Path, **overrides: Any) -> SimSpec:
 
 
 def parse_spec(raw: Mapping[str, Any], *, where: str = "spec") -> SimSpec:
-    from pydantic import ValidationError
-
     try:
         spec = SimSpec.model_validate(dict(raw))
     except ValidationError as exc:
@@ -221,6 +219,6 @@ def build_workload(spec: SimSpec) -> Workload:
                 duration[cell.cell_id] = float(np.clip(task_s[t] * noise, lo, hi))
     history = None
     if spec.history is not None:
-        noise = np.exp(spec.history.noise_sigma * rng.standard_normal(n))
-        history = {t: task_s[t] * float(x) for t, x in zip(tasks, noise.tolist(), strict=True)}
+        factor = np.exp(spec.history.noise_sigma * rng.standard_normal(n))
+        history = {t: task_s[t] * float(x) for t, x in zip(tasks, factor.tolist(), strict=True)}
     return Workload(cells, duration, history)
