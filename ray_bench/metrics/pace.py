@@ -39,8 +39,8 @@ class PaceSnapshot:
     #: remaining cells / minutes left; ``None`` without a deadline, ``inf`` once it passed
     #: with cells remaining.
     required_rows_per_minute: float | None
-    #: seconds until the remaining cells are done at the observed pace; ``None`` until
-    #: there is an observed pace (and 0 when nothing remains).
+    #: seconds until the remaining cells are done at the observed pace; ``None`` while
+    #: the observed pace is zero.
     finish_estimate_seconds: float | None
     #: rows short of the deadline at the observed pace (0 when reachable); ``None`` without
     #: a deadline.
@@ -130,12 +130,10 @@ def required_pace(remaining_cells: int, deadline: float | None, now: float) -> f
 
 
 def finish_estimate(remaining_cells: int, rows_per_minute: float) -> float | None:
-    """Seconds to finish at the observed pace; ``None`` until there is a pace."""
-    if remaining_cells <= 0:
-        return 0.0
+    """Seconds to finish at the observed pace; ``None`` while there is no pace."""
     if rows_per_minute <= 0:
         return None
-    return remaining_cells / rows_per_minute * 60.0
+    return max(0, remaining_cells) / rows_per_minute * 60.0
 
 
 def deadline_gap(
