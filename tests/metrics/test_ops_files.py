@@ -1,0 +1,150 @@
+"""The shipped ops/ files: promtool accepts them, the dashboard is a Grafana dashboard,
+every runbook exists, and every series they name is one the exporter serves."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ray_bench.metrics import AccountView, MetricsExporter
+from tests.support.prometheus import ALERT_RULES, REPO_ROOT, SCRAPE_CONFIG, require_binary
+
+OPS = REPO_ROOT / "ops"
+DASHBOARD = OPS / "grafana" / "ray-bench.json"
+METRIC = re.compile(r"\braybench_[a-z_]+")
+
+
+def dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return data
+
+
+def dashboard_exprs() -> list[str]:
+    return [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(ALERT_RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = require_binary("promtool")
+    return subprocess.run([binary, *args], check=False, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.prometheus
+def test_promtool_accepts_the_scrape_config() -> None:
+    result = promtool("check", "config", str(SCRAPE_CONFIG))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 rule files found" in result.stdout + result.stderr
+
+
+@pytest.mark.prometheus
+def test_promtool_accepts_the_alert_rules() -> None:
+    result = promtool("check", "rules", str(ALERT_RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_scrape_config_finds_runs_through_file_sd() -> None:
+    config = yaml.safe_load(SCRAPE_CONFIG.read_text())
+    (job,) = config["scrape_configs"]
+    assert job["honor_labels"] is True
+    (sd,) = job["file_sd_configs"]
+    (pattern,) = sd["files"]
+    assert pattern.endswith("/prometheus/targets/*.json")
+    assert config["rule_files"] == ["alerts.yml"]
+
+
+def test_every_alert_has_a_runbook_and_a_severity() -> None:
+    rules = alert_rules()
+    assert {r["alert"] for r in rules} >= {
+        "RayBenchPaceBelowRequired",
+        "RayBenchAllAccountsCooling",
+        "RayBenchAccountDisabled",
+        "RayBenchCircuitOpen",
+        "RayBenchHalted",
+        "RayBenchSandboxResidue",
+        "RayBenchRunStalled",
+    }
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"ops/runbooks/{rule['alert']}.md"
+        text = (REPO_ROOT / url).read_text()
+        assert text.startswith(f"# {rule['alert']}\n")
+        assert "ray-bench " in text  # it names commands to run
+        assert rule["labels"]["severity"] in {"warning", "critical"}
+    runbooks = {p.stem for p in (OPS / "runbooks").glob("*.md")}
+    assert runbooks == {r["alert"] for r in rules}
+
+
+def test_dashboard_has_the_grafana_schema_fields() -> None:
+    dash = dashboard()
+    for key in ("title", "uid", "schemaVersion", "version", "panels", "templating", "time"):
+        assert key in dash, key
+    assert isinstance(dash["schemaVersion"], int)
+    assert dash["refresh"]
+    assert set(dash["time"]) == {"from", "to"}
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["run"]["query"] == "label_values(raybench_cells, run)"
+    assert variables["datasource"]["type"] == "datasource"
+
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in dash["panels"]:
+        assert panel["type"], panel["id"]
+        assert panel["title"], panel["id"]
+        assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
+        assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
+        assert panel["datasource"]["type"] == "prometheus"
+        assert panel["targets"], panel["title"]
+        ref_ids = [t["refId"] for t in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids))
+        for target in panel["targets"]:
+            assert target["expr"].strip(), panel["title"]
+            assert 'run="$run"' in target["expr"], (panel["title"], target["expr"])
+
+
+def test_the_dashboard_covers_the_operator_questions() -> None:
+    exprs = "\n".join(dashboard_exprs())
+    for metric in (
+        "raybench_pace_rows_per_minute",
+        "raybench_required_pace_rows_per_minute",
+        "raybench_cells",
+        "raybench_account_inflight",
+        "raybench_account_limit",
+        "raybench_account_state",
+        "raybench_rate_limit_signals_total",
+        "raybench_attempts_total",
+        "raybench_sandboxes",
+        "raybench_spend_usd_total",
+        "raybench_circuit_open",
+        "raybench_halted",
+    ):
+        assert metric in exprs, metric
+
+
+def test_every_series_named_in_ops_is_exported(tmp_path: Path) -> None:
+    with MetricsExporter("r", tmp_path, arms=["baseline"]) as exporter:
+        exporter.set_accounts([AccountView("a", "healthy", 0, 1)])
+        exporter.set_sandboxes("docker", {})
+        exporter.set_circuit("run", False)
+        exporter.set_deadline(2e9)
+        exporter.rate_limited("a")
+        exporter.attempt_started("baseline", "a", "docker")
+        exporter.attempt_finished(
+            "baseline", "a", "docker", outcome="valid", failure_class=None, valid=True,
+            reward=1.0, phase_seconds={"total": 1.0}, cost_usd=0.1, finished_at=1e9,
+        )  # fmt: skip
+        with urllib.request.urlopen(exporter.url, timeout=5) as resp:
+            exported = set(METRIC.findall(resp.read().decode()))
+    named = set(METRIC.findall("\n".join(dashboard_exprs())))
+    named |= set(METRIC.findall("\n".join(r["expr"] for r in alert_rules())))
+    assert named - exported == set()
