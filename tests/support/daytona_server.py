@@ -1,0 +1,630 @@
+"""A local server that speaks the part of the Daytona API the ``daytona`` SDK uses, backed by
+real Docker containers, so the real SDK (and the ``daytona`` backend on top of it) runs against
+it with no cloud account.
+
+Main API under ``{url}/api``: ``POST /sandbox``, ``GET /sandbox/{id}``, ``GET /sandbox``
+(``labels`` JSON filter, one page, ``nextCursor: null``), ``DELETE /sandbox/{id}``,
+``GET /sandbox/{id}/toolbox-proxy-url``. The toolbox under ``{url}/toolbox/{id}``:
+``POST /process/execute``, ``POST /files/bulk-upload`` (multipart), ``POST /files/bulk-download``
+(answered as multipart). The SDK's Socket.IO event stream gets a 404; the SDK falls back to
+polling ``GET /sandbox/{id}``.
+
+Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
+and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create), 5xx
+answers, slow creates (state ``creating`` for a while), and :meth:`DaytonaServer.vanish`, which
+removes a sandbox's container behind the API's back.
+
+Every container carries the sandbox's labels plus :data:`MARKER_LABEL` (the server's id), so a
+test can verify zero residue with the Docker SDK alone.
+
+Run it for an operator::
+
+    python -m tests.support.daytona_server --port 0 --image rbtest:bb
+    # prints DAYTONA_API_URL=... and DAYTONA_API_KEY=... for `export`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import random
+import re
+import shlex
+import signal
+import socket
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import docker
+import docker.errors
+from aiohttp import web
+
+MARKER_LABEL = "ray-bench.fake-daytona"
+SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
+#: Not a secret: the fake accepts only this key unless told otherwise.
+DEFAULT_API_KEY = "fake-daytona-key"
+
+
+@dataclass
+class Faults:
+    """What the server does wrong on purpose. Mutate freely while it runs."""
+
+    #: Fraction of ``POST /sandbox`` answered 429 (``sandbox-create`` throttler).
+    create_429_fraction: float = 0.0
+    #: Every create is answered 429 (a create that stays limited).
+    create_429_always: bool = False
+    #: Seconds sent in ``Retry-After-sandbox-create``.
+    retry_after_sec: float = 1.0
+    #: Fraction of ``POST /sandbox`` answered with :attr:`error_status`.
+    create_5xx_fraction: float = 0.0
+    #: Fraction of every other API request answered with :attr:`error_status`.
+    api_5xx_fraction: float = 0.0
+    error_status: int = 503
+    #: Seconds a new sandbox stays ``creating`` before its container starts.
+    create_delay_sec: float = 0.0
+    #: Seed for the fault dice, so a run is reproducible.
+    seed: int = 0
+
+
+@dataclass
+class _Box:
+    id: str
+    body: dict[str, Any]
+    image: str
+    container: str | None = None
+    state: str = "creating"
+    error_reason: str | None = None
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+class DaytonaServer:
+    """The fake. ``start()`` runs it in a daemon thread with its own event loop."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str = DEFAULT_API_KEY,
+        snapshots: Mapping[str, str] | None = None,
+        default_image: str | None = None,
+        faults: Faults | None = None,
+        docker_client: Any | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.api_key = api_key
+        #: snapshot name -> local image; a snapshot not listed is taken as an image name.
+        self.snapshots = dict(snapshots or {})
+        self.default_image = default_image
+        self.faults = faults or Faults()
+        self.server_id = uuid.uuid4().hex[:12]
+        #: Every ``POST /sandbox`` body received, in order (including refused ones).
+        self.create_requests: list[dict[str, Any]] = []
+        self.counts: dict[str, int] = {"create_429": 0, "create_5xx": 0, "created": 0}
+        self._boxes: dict[str, _Box] = {}
+        self._lock = threading.Lock()
+        self._dice = random.Random(self.faults.seed)
+        self._docker = docker_client
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def docker(self) -> Any:
+        if self._docker is None:
+            self._docker = docker.from_env()
+        return self._docker
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+    def env(self) -> dict[str, str]:
+        """The environment that points the SDK (and the backend) at this server."""
+        return {"DAYTONA_API_URL": self.api_url, "DAYTONA_API_KEY": self.api_key}
+
+    def start(self) -> DaytonaServer:
+        if self.port == 0:
+            with socket.socket() as sock:
+                sock.bind((self.host, 0))
+                self.port = sock.getsockname()[1]
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._serve())
+            except BaseException as exc:  # pragma: no cover - reported to start()
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-daytona", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            raise errors[0]
+        return self
+
+    async def _serve(self) -> None:
+        app = web.Application(client_max_size=1 << 30)
+        app.router.add_post("/api/sandbox", self._create)
+        app.router.add_get("/api/sandbox", self._list)
+        app.router.add_get("/api/sandbox/{id}", self._get)
+        app.router.add_delete("/api/sandbox/{id}", self._delete)
+        app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
+        app.router.add_post("/toolbox/{id}/process/execute", self._execute)
+        app.router.add_post("/toolbox/{id}/files/bulk-upload", self._upload)
+        app.router.add_post("/toolbox/{id}/files/bulk-download", self._download)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self, *, remove_containers: bool = True) -> None:
+        """Stop serving; by default also remove every container this server made."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+        if remove_containers:
+            for container in self.containers():
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    container.remove(force=True, v=True)
+
+    def __enter__(self) -> DaytonaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- test hooks
+
+    def containers(self) -> list[Any]:
+        """Every container this server made that still exists (any state)."""
+        return list(
+            self.docker.containers.list(
+                all=True, filters={"label": f"{MARKER_LABEL}={self.server_id}"}
+            )
+        )
+
+    def vanish(self, sandbox_id: str) -> None:
+        """Remove a sandbox's container behind the API's back (a node lost, an OOM reaper)."""
+        box = self._boxes[sandbox_id]
+        if box.container:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.docker.containers.get(box.container).remove(force=True, v=True)
+
+    def sandbox_ids(self) -> list[str]:
+        with self._lock:
+            return [b.id for b in self._boxes.values() if b.state != "destroyed"]
+
+    # ---------------------------------------------------------------- helpers
+
+    def _error(
+        self, status: int, message: str, headers: Mapping[str, str] | None = None
+    ) -> web.Response:
+        body = {
+            "statusCode": status,
+            "message": message,
+            "code": _CODES.get(status, "ERROR"),
+            "source": "DAYTONA_API",
+        }
+        return web.json_response(body, status=status, headers=dict(headers or {}))
+
+    def _auth(self, request: web.Request) -> web.Response | None:
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return self._error(401, "Unauthorized")
+        return None
+
+    def _roll(self, fraction: float) -> bool:
+        return fraction > 0 and self._dice.random() < fraction
+
+    def _rate_limited(self, throttler: str) -> web.Response:
+        retry = self.faults.retry_after_sec
+        reset = max(1, round(retry))
+        headers = {
+            f"Retry-After-{throttler}": f"{retry:g}",
+            f"X-RateLimit-Limit-{throttler}": "10",
+            f"X-RateLimit-Remaining-{throttler}": "0",
+            f"X-RateLimit-Reset-{throttler}": str(reset),
+        }
+        return self._error(429, "ThrottlerException: Too Many Requests", headers)
+
+    def _dto(self, box: _Box) -> dict[str, Any]:
+        body = box.body
+        res = {
+            "cpu": body.get("cpu") or 1,
+            "memory": body.get("memory") or 1,
+            "disk": body.get("disk") or 3,
+        }
+        return {
+            "id": box.id,
+            "organizationId": "fake-org",
+            "name": body.get("name") or box.id,
+            "snapshot": body.get("snapshot"),
+            "user": body.get("user") or "root",
+            "env": body.get("env") or {},
+            "labels": body.get("labels") or {},
+            "public": bool(body.get("public", False)),
+            "networkBlockAll": bool(body.get("networkBlockAll", False)),
+            "kvm": False,
+            "target": body.get("target") or "local",
+            "gpu": 0,
+            **res,
+            "state": box.state,
+            "desiredState": "destroyed" if box.state in ("destroyed", "destroying") else "started",
+            "errorReason": box.error_reason,
+            "autoStopInterval": body.get("autoStopInterval"),
+            "autoArchiveInterval": body.get("autoArchiveInterval"),
+            "autoDeleteInterval": body.get("autoDeleteInterval"),
+            "createdAt": box.created_at,
+            "updatedAt": datetime.now(UTC).isoformat(),
+            "toolboxProxyUrl": f"{self.url}/toolbox",
+        }
+
+    def _list_item(self, box: _Box) -> dict[str, Any]:
+        dto = self._dto(box)
+        for key in ("env", "kvm"):
+            dto.pop(key)
+        return dto
+
+    def _refresh(self, box: _Box) -> None:
+        """A started sandbox whose container is gone is in ``error`` (what a lost runner shows)."""
+        if box.state != "started" or box.container is None:
+            return
+        try:
+            status = self.docker.containers.get(box.container).status
+        except docker.errors.NotFound:
+            box.state, box.error_reason = "error", "sandbox container no longer exists"
+            return
+        if status != "running":
+            box.state, box.error_reason = "stopped", f"container {status}"
+
+    def _image_for(self, body: Mapping[str, Any]) -> str:
+        build = body.get("buildInfo") or {}
+        dockerfile = build.get("dockerfileContent")
+        if dockerfile:
+            lines = [ln.strip() for ln in dockerfile.splitlines() if ln.strip()]
+            froms = [ln.split()[1] for ln in lines if ln.upper().startswith("FROM ")]
+            # Only `FROM image` (what the SDK sends for a plain image) is served; a declarative
+            # build with more steps would need a builder the fake does not have.
+            if len(froms) != 1 or len(lines) != 1:
+                raise ValueError("the fake serves only a single `FROM <image>` build")
+            return str(froms[0])
+        snapshot = body.get("snapshot")
+        if snapshot:
+            return self.snapshots.get(snapshot, snapshot)
+        if self.default_image:
+            return self.default_image
+        raise ValueError("no snapshot or image given and the server has no default image")
+
+    # ---------------------------------------------------------------- main API
+
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        body = await request.json()
+        self.create_requests.append(body)
+        if self.faults.create_429_always or self._roll(self.faults.create_429_fraction):
+            self.counts["create_429"] += 1
+            return self._rate_limited("sandbox-create")
+        if self._roll(self.faults.create_5xx_fraction):
+            self.counts["create_5xx"] += 1
+            return self._error(self.faults.error_status, "injected server error")
+        try:
+            image = self._image_for(body)
+            await asyncio.to_thread(self.docker.images.get, image)
+        except (ValueError, docker.errors.ImageNotFound) as exc:
+            return self._error(400, f"cannot create sandbox: {exc}")
+        box = _Box(id=str(uuid.uuid4()), body=body, image=image)
+        with self._lock:
+            self._boxes[box.id] = box
+        self.counts["created"] += 1
+        if self.faults.create_delay_sec > 0:
+            task = asyncio.ensure_future(self._start_later(box, self.faults.create_delay_sec))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            await self._start_container(box)
+        return web.json_response(self._dto(box))
+
+    async def _start_later(self, box: _Box, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if box.state == "creating":
+            await self._start_container(box)
+
+    async def _start_container(self, box: _Box) -> None:
+        body = box.body
+        labels = {
+            **(body.get("labels") or {}),
+            MARKER_LABEL: self.server_id,
+            SANDBOX_ID_LABEL: box.id,
+        }
+        kwargs: dict[str, Any] = {
+            "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
+            "detach": True,
+            "labels": labels,
+            "environment": body.get("env") or {},
+            "name": f"fake-daytona-{box.id[:12]}",
+            "init": True,
+        }
+        if body.get("cpu"):
+            kwargs["nano_cpus"] = int(body["cpu"] * 1e9)
+        if body.get("memory"):
+            kwargs["mem_limit"] = f"{int(body['memory'])}g"
+        if body.get("networkBlockAll"):
+            kwargs["network_mode"] = "none"
+        try:
+            container = await asyncio.to_thread(self.docker.containers.run, box.image, **kwargs)
+        except docker.errors.DockerException as exc:
+            box.state, box.error_reason = "error", str(exc)
+            return
+        box.container = container.id
+        if box.state == "destroyed":  # deleted while starting
+            await asyncio.to_thread(self._remove_container, box)
+            return
+        box.state = "started"
+
+    def _remove_container(self, box: _Box) -> None:
+        if box.container:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.docker.containers.get(box.container).remove(force=True, v=True)
+
+    def _find(self, request: web.Request) -> _Box | None:
+        box = self._boxes.get(request.match_info["id"])
+        if box is None or box.state == "destroyed":
+            return None
+        return box
+
+    async def _get(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        if self._roll(self.faults.api_5xx_fraction):
+            return self._error(self.faults.error_status, "injected server error")
+        box = self._find(request)
+        if box is None:
+            return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
+        await asyncio.to_thread(self._refresh, box)
+        return web.json_response(self._dto(box))
+
+    async def _proxy_url(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        if self._find(request) is None:
+            return self._error(404, "Sandbox not found")
+        return web.json_response({"url": f"{self.url}/toolbox"})
+
+    async def _list(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        if self._roll(self.faults.api_5xx_fraction):
+            return self._error(self.faults.error_status, "injected server error")
+        wanted = json.loads(request.query.get("labels") or "{}")
+        with self._lock:
+            boxes = [b for b in self._boxes.values() if b.state != "destroyed"]
+        items = []
+        for box in boxes:
+            labels = box.body.get("labels") or {}
+            if all(labels.get(k) == v for k, v in wanted.items()):
+                await asyncio.to_thread(self._refresh, box)
+                items.append(self._list_item(box))
+        return web.json_response({"items": items, "nextCursor": None})
+
+    async def _delete(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        if self._roll(self.faults.api_5xx_fraction):
+            return self._error(self.faults.error_status, "injected server error")
+        box = self._find(request)
+        if box is None:
+            return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
+        box.state = "destroyed"
+        await asyncio.to_thread(self._remove_container, box)
+        return web.json_response(self._dto(box))
+
+    # ---------------------------------------------------------------- toolbox
+
+    async def _running(self, request: web.Request) -> tuple[_Box | None, web.Response | None]:
+        if (denied := self._auth(request)) is not None:
+            return None, denied
+        box = self._find(request)
+        if box is None:
+            return None, self._error(404, "sandbox not found")
+        await asyncio.to_thread(self._refresh, box)
+        if box.state != "started":
+            return None, self._error(400, f"sandbox is not running (state {box.state})")
+        return box, None
+
+    async def _execute(self, request: web.Request) -> web.StreamResponse:
+        box, denied = await self._running(request)
+        if box is None:
+            assert denied is not None
+            return denied
+        req = await request.json()
+        command = req["command"]
+        timeout = req.get("timeout") or 10 * 60
+
+        def run() -> tuple[int, bytes]:
+            container = self.docker.containers.get(box.container)
+            code, out = container.exec_run(
+                ["sh", "-c", command],
+                environment=req.get("envs") or None,
+                workdir=req.get("cwd") or None,
+                demux=False,
+            )
+            return int(code if code is not None else -1), out or b""
+
+        try:
+            code, out = await asyncio.wait_for(asyncio.to_thread(run), timeout)
+        except TimeoutError:
+            return self._error(408, "command execution timeout")
+        except docker.errors.NotFound:
+            return self._error(400, "sandbox is not running")
+        return web.json_response({"exitCode": code, "result": out.decode("utf-8", "replace")})
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        box, denied = await self._running(request)
+        if box is None:
+            assert denied is not None
+            return denied
+        reader = await request.multipart()
+        paths: dict[str, str] = {}
+        blobs: dict[str, bytes] = {}
+        while (part := await reader.next()) is not None:
+            name = getattr(part, "name", None) or ""
+            match = re.fullmatch(r"files\[(\d+)\]\.(path|file)", name)
+            if match is None:
+                continue
+            data = await part.read()  # type: ignore[union-attr]
+            if match.group(2) == "path":
+                paths[match.group(1)] = data.decode()
+            else:
+                blobs[match.group(1)] = bytes(data)
+                paths.setdefault(match.group(1), getattr(part, "filename", "") or "")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for idx, blob in blobs.items():
+                info = tarfile.TarInfo(paths[idx].lstrip("/"))
+                info.size, info.mode, info.mtime = len(blob), 0o644, int(time.time())
+                tar.addfile(info, io.BytesIO(blob))
+        try:
+            container = await asyncio.to_thread(self.docker.containers.get, box.container)
+            await asyncio.to_thread(container.put_archive, "/", buf.getvalue())
+        except docker.errors.NotFound:
+            return self._error(400, "sandbox is not running")
+        return web.json_response({})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        box, denied = await self._running(request)
+        if box is None:
+            assert denied is not None
+            return denied
+        paths = (await request.json()).get("paths") or []
+
+        def fetch(path: str) -> bytes:
+            container = self.docker.containers.get(box.container)
+            stream, _ = container.get_archive(path)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                for member in tar:
+                    if member.isfile():
+                        handle = tar.extractfile(member)
+                        assert handle is not None
+                        return handle.read()
+            raise IsADirectoryError(path)
+
+        writer = aiohttp.MultipartWriter("form-data")
+        for path in paths:
+            try:
+                data = await asyncio.to_thread(fetch, path)
+            except docker.errors.NotFound:
+                part = writer.append_json(
+                    {
+                        "message": f"file not found: {path}",
+                        "statusCode": 404,
+                        "code": "FILE_NOT_FOUND",
+                    }
+                )
+                part.headers["Content-Disposition"] = _disposition("error", path)
+                continue
+            except IsADirectoryError:
+                part = writer.append_json(
+                    {"message": f"is a directory: {path}", "statusCode": 400, "code": "BAD_REQUEST"}
+                )
+                part.headers["Content-Disposition"] = _disposition("error", path)
+                continue
+            part = writer.append(data, {"Content-Type": "application/octet-stream"})
+            part.headers["Content-Disposition"] = _disposition("file", path)
+        return web.Response(
+            body=writer,
+            headers={"Content-Type": f"multipart/form-data; boundary={writer.boundary}"},
+        )
+
+
+def _disposition(name: str, filename: str) -> str:
+    # aiohttp's set_content_disposition percent-encodes the filename; the SDK matches it verbatim.
+    quoted = filename.replace('"', "%22")
+    return f'form-data; name="{name}"; filename="{quoted}"'
+
+
+_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    404: "NOT_FOUND",
+    408: "TIMEOUT",
+    429: "TOO_MANY_REQUESTS",
+    500: "INTERNAL_SERVER_ERROR",
+    502: "BAD_GATEWAY",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--api-key", default=DEFAULT_API_KEY)
+    parser.add_argument("--image", help="image for creates that name no snapshot or image")
+    parser.add_argument(
+        "--snapshot",
+        action="append",
+        default=[],
+        metavar="NAME=IMAGE",
+        help="serve snapshot NAME from local image IMAGE (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    snapshots = dict(s.split("=", 1) for s in args.snapshot)
+    server = DaytonaServer(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        snapshots=snapshots,
+        default_image=args.image,
+    ).start()
+    for key, value in server.env().items():
+        print(f"{key}={shlex.quote(value)}", flush=True)
+    print(
+        f"# fake Daytona {server.server_id} on {server.url};"
+        " Ctrl-C stops it and removes its containers",
+        flush=True,
+    )
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
