@@ -29,26 +29,29 @@ class RoundRobinPolicy:
         self.slots = {a.name: a.max_concurrent for a in spec.accounts}
         self.busy = dict.fromkeys(self.names, 0)
         self.queue: deque[CellRef] = deque(workload.cells)
+        self.retry: dict[str, deque[CellRef]] = {n: deque() for n in self.names}
+        """Cells waiting for a slot on the account named to retry them."""
         self.tries: dict[str, int] = {}
         self.leases: dict[str, CellRef] = {}
         self.turn = 0
         self._ids = itertools.count()
 
     def pending(self) -> int:
-        return len(self.queue)
+        return len(self.queue) + sum(len(q) for q in self.retry.values())
 
     def dispatch(self, now: float, free_slots: int | None) -> list[tuple[CellRef, Lease]]:
         out: list[tuple[CellRef, Lease]] = []
-        budget = len(self.queue) if free_slots is None else min(free_slots, len(self.queue))
+        budget = self.pending() if free_slots is None else min(free_slots, self.pending())
         while len(out) < budget:
             for k in range(len(self.names)):
                 name = self.names[(self.turn + k) % len(self.names)]
-                if self.busy[name] < self.slots[name]:
+                if self.busy[name] < self.slots[name] and (self.queue or self.retry[name]):
                     self.turn = (self.turn + k + 1) % len(self.names)
                     break
             else:
                 break
-            cell = self.queue.popleft()
+            retry = self.retry[name]
+            cell = retry.popleft() if retry else self.queue.popleft()
             lease = Lease(f"{cell.cell_id}#{next(self._ids)}", cell.cell_id, name)
             self.busy[name] += 1
             self.tries[cell.cell_id] = self.tries.get(cell.cell_id, 0) + 1
@@ -62,7 +65,8 @@ class RoundRobinPolicy:
         if not outcome.wasted:
             return DONE
         if self.tries[cell.cell_id] < self.max_attempts:
-            self.queue.appendleft(cell)  # the turn has moved on: the next account gets it
+            nxt = self.names[(self.names.index(lease.account) + 1) % len(self.names)]
+            self.retry[nxt].append(cell)
             return REQUEUED
         return LOST
 
