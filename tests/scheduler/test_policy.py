@@ -1,4 +1,11 @@
-from ray_bench.accounts import AccountCore, AccountLimits, HealthState, Outcome, WindowLimit
+from ray_bench.accounts import (
+    AccountCore,
+    AccountLimits,
+    HealthState,
+    Lease,
+    Outcome,
+    WindowLimit,
+)
 from ray_bench.scheduler import (
     CellQueue,
     CellRef,
@@ -48,7 +55,9 @@ def test_requeued_cell_goes_ahead_of_new_pairs() -> None:
     q = CellQueue(cells(3), DurationBook({"t0": 3.0, "t1": 2.0, "t2": 1.0}))
     first = q.pop(0.0)
     second = q.pop(0.0)
-    assert first is not None and second is not None and first.task == second.task == "t0"
+    assert first is not None
+    assert second is not None
+    assert first.task == second.task == "t0"
     assert q.pop(0.0) == CellRef("t1/base/0", "t1", "base", 0)
     q.requeue(first)
     assert q.pop(0.0) == first  # retried at once
@@ -65,18 +74,22 @@ def test_observed_duration_overrides_history_and_unknown_uses_a_high_quantile() 
     assert book.base("zzz") == 1000.0  # the 90th percentile of what finished
     book.observe("a", 300.0)
     assert book.base("a") == 300.0
-    assert book.known("a") and book.known("x1") and not book.known("zzz")
+    assert book.known("a")
+    assert book.known("x1")
+    assert not book.known("zzz")
 
 
 def test_running_long_task_jumps_ahead() -> None:
     book = DurationBook({"t0": 600.0, "t1": 500.0, "t2": 400.0})
     q = CellQueue(cells(3, arms=("a",), reps=2), book)
     c = q.pop(0.0)
-    assert c is not None and c.task == "t0"
+    assert c is not None
+    assert c.task == "t0"
     book.started("t2", "x", 0.0)  # pretend t2 rep 0 started elsewhere and runs long
     assert q.pop(100.0) is not None  # t1 rep0 (t0 rep1 is also 600 but started once)
     nxt = q.pop(10_000.0)
-    assert nxt is not None and nxt.task == "t2"
+    assert nxt is not None
+    assert nxt.task == "t2"
     assert book.stopped("t2", "x") == 0.0
     assert book.stopped("t2", "x") is None
 
@@ -105,8 +118,7 @@ def test_choose_account_prefers_headroom_and_probe_last() -> None:
     assert choose_account([]) is None
 
 
-def _lease(i: int, account: str):  # type: ignore[no-untyped-def]
-    from ray_bench.accounts import Lease
+def _lease(i: int, account: str) -> Lease:
     return Lease(f"{account}{i}", f"cell{i}", account)
 
 
