@@ -1,0 +1,42 @@
+"""Shared fixtures. Services: under ``CI=true`` a missing one fails the test; elsewhere it skips
+with the reason, so a laptop without dockerd still runs the rest."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import pytest
+from support.images import build_base_image
+
+
+def require_service(name: str, available: bool, reason: str) -> None:
+    if available:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{name} is required under CI=true but unavailable: {reason}", pytrace=False)
+    pytest.skip(f"{name} unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # any failure here means "no usable daemon"
+        require_service("docker", False, f"{type(exc).__name__}: {exc}")
+        raise  # unreachable: require_service skips or fails
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: Any) -> str:
+    """``ray-bench-base:busybox``, imported once per test run (reused when present)."""
+    try:
+        return build_base_image(docker_client)
+    except RuntimeError as exc:
+        require_service("busybox", False, str(exc))
+        raise

@@ -1,0 +1,299 @@
+"""The conformance suite every sandbox backend passes.
+
+Subclass :class:`SandboxConformance` in a test module and provide two fixtures:
+
+- ``backend_factory``: a zero-argument callable returning a fresh backend. Each test builds
+  and closes its backend inside its own event loop, so clients bound to a loop work.
+- ``sandbox_spec``: a callable ``labels -> SandboxSpec`` (image, resources, ...).
+
+Commands name sandbox paths through :meth:`Sandbox.path`, so that ``local`` (which maps them
+below a scratch root) passes too. Every test runs under its own ``ray-bench.run`` label and
+fails if anything carrying it is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+from ray_bench.errors import SandboxGoneError
+from ray_bench.sandboxes.base import (
+    LABEL_RUN,
+    Sandbox,
+    SandboxBackend,
+    SandboxSpec,
+    run_labels,
+)
+
+BackendFactory = Callable[[], SandboxBackend]
+SpecFactory = Callable[[Mapping[str, str]], SandboxSpec]
+Runner = Callable[[Callable[[SandboxBackend], Awaitable[None]]], None]
+
+# A process still listed but a zombie is dead for our purposes.
+_ALIVE = 'alive() { [ -e /proc/"$1" ] && ! grep -q ") Z" /proc/"$1"/stat 2>/dev/null; }'
+
+
+@contextlib.asynccontextmanager
+async def live_sandbox(backend: SandboxBackend, spec: SandboxSpec) -> AsyncIterator[Sandbox]:
+    sandbox = await backend.create(spec)
+    try:
+        yield sandbox
+    finally:
+        await sandbox.delete()
+
+
+class SandboxConformance:
+    """Backend-agnostic tests. Needs fixtures ``backend_factory`` and ``sandbox_spec``."""
+
+    @pytest.fixture
+    def run_id(self) -> str:
+        return f"conformance-{uuid.uuid4().hex[:12]}"
+
+    @pytest.fixture
+    def run(self, backend_factory: BackendFactory, run_id: str) -> Runner:
+        """Run ``body(backend)`` in a fresh event loop, then check nothing labelled remains."""
+
+        def runner(body: Callable[[SandboxBackend], Awaitable[None]]) -> None:
+            async def main() -> None:
+                backend = backend_factory()
+                try:
+                    try:
+                        await body(backend)
+                    finally:
+                        residue = await backend.list({LABEL_RUN: run_id})
+                        for ref in residue:
+                            await backend.remove(ref)
+                    assert residue == [], f"left behind: {residue}"
+                finally:
+                    await backend.close()
+
+            asyncio.run(main())
+
+        return runner
+
+    def _spec(self, sandbox_spec: SpecFactory, run_id: str, **labels: str) -> SandboxSpec:
+        return sandbox_spec(
+            run_labels(run_id, labels.get("cell", "cell-1"), labels.get("attempt", "att-1"))
+        )
+
+    # -- create and list ------------------------------------------------------------------
+
+    def test_create_with_labels_is_listed(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            spec = self._spec(sandbox_spec, run_id, cell="c-7", attempt="a-9")
+            async with live_sandbox(backend, spec) as sbx:
+                assert sbx.labels[LABEL_RUN] == run_id
+                refs = await backend.list({LABEL_RUN: run_id})
+                mine = [r for r in refs if r.id == sbx.id]
+                assert len(mine) == 1, refs
+                assert mine[0].labels["ray-bench.managed"] == "true"
+                assert mine[0].labels["ray-bench.cell"] == "c-7"
+                assert mine[0].labels["ray-bench.attempt"] == "a-9"
+                assert mine[0].backend == backend.name
+                narrowed = await backend.list({LABEL_RUN: run_id, "ray-bench.attempt": "a-9"})
+                assert [r.id for r in narrowed] == [sbx.id]
+                assert await backend.list({LABEL_RUN: run_id, "ray-bench.attempt": "other"}) == []
+
+        run(body)
+
+    # -- exec -----------------------------------------------------------------------------
+
+    def test_exec_exit_codes_and_streams(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                ok = await sbx.exec("true", timeout=30)
+                assert (ok.exit_code, ok.timed_out, ok.truncated_bytes) == (0, False, 0)
+                res = await sbx.exec("echo out; echo err >&2; exit 7", timeout=30)
+                assert res.exit_code == 7
+                assert res.stdout == "out\n"
+                assert res.stderr == "err\n"
+                assert not res.timed_out
+                assert not res.oom_killed
+                assert res.duration_sec >= 0
+                missing = await sbx.exec("no-such-command-ray-bench", timeout=30)
+                assert missing.exit_code == 127
+
+        run(body)
+
+    def test_exec_env(self, run: Runner, sandbox_spec: SpecFactory, run_id: str) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            base = self._spec(sandbox_spec, run_id)
+            spec = SandboxSpec(
+                labels=base.labels,
+                image=base.image,
+                dockerfile_dir=base.dockerfile_dir,
+                resources=base.resources,
+                env={"RB_A": "from-spec", "RB_B": "from-spec"},
+            )
+            async with live_sandbox(backend, spec) as sbx:
+                res = await sbx.exec(
+                    'echo "$RB_A $RB_B $RB_C"', timeout=30, env={"RB_B": "b x", "RB_C": "c"}
+                )
+                assert res.stdout == "from-spec b x c\n"
+
+        run(body)
+
+    def test_exec_cwd(self, run: Runner, sandbox_spec: SpecFactory, run_id: str) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            spec = self._spec(sandbox_spec, run_id)
+            async with live_sandbox(backend, spec) as sbx:
+                res = await sbx.exec("echo in-workdir > w.txt", timeout=30)
+                assert res.exit_code == 0, res
+                res = await sbx.exec(f"cat {sbx.path(spec.workdir)}/w.txt", timeout=30, cwd="/")
+                assert res.stdout == "in-workdir\n"
+                res = await sbx.exec("echo in-cwd > c.txt", timeout=30, cwd="/data/sub")
+                assert res.exit_code == 0, res
+                res = await sbx.exec(f"cat {sbx.path('/data/sub')}/c.txt", timeout=30)
+                assert res.stdout == "in-cwd\n"
+
+        run(body)
+
+    def test_exec_timeout_kills_process_tree(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                logs = sbx.path("/logs")
+                await sbx.put_file(b"", "/logs/.keep")
+                res = await sbx.exec(
+                    f"sleep 300 & echo $! > {logs}/child.pid; echo started; sleep 300; echo never",
+                    timeout=1.5,
+                )
+                assert res.timed_out
+                assert res.exit_code != 0
+                assert res.duration_sec < 15
+                assert "never" not in res.stdout
+                check = await sbx.exec(
+                    f"{_ALIVE}; p=$(cat {logs}/child.pid); for i in 1 2 3 4 5 6 7 8 9 10; do "
+                    "alive $p || { echo dead; exit 0; }; sleep 0.5; done; echo alive",
+                    timeout=30,
+                )
+                assert check.stdout.strip() == "dead", check
+                after = await sbx.exec("echo still-usable", timeout=30)
+                assert after.stdout == "still-usable\n"
+
+        run(body)
+
+    def test_output_cap_counts_dropped_bytes(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                res = await sbx.exec(
+                    "yes | head -c 100000; yes e | head -c 5000 >&2", timeout=60, output_cap=1000
+                )
+                assert res.exit_code == 0
+                assert len(res.stdout) == 1000
+                assert len(res.stderr) == 1000
+                assert res.stdout.startswith("y\ny\n")
+                assert res.truncated_bytes == 99000 + 4000
+
+        run(body)
+
+    # -- files ----------------------------------------------------------------------------
+
+    def test_put_and_get_round_trip(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str, tmp_path: Path
+    ) -> None:
+        src = tmp_path / "src"
+        (src / "sub" / "deeper").mkdir(parents=True)
+        (src / "a.txt").write_text("alpha\n")
+        (src / "sub" / "b.bin").write_bytes(bytes(range(256)) * 40)
+        (src / "sub" / "deeper" / "c.txt").write_text("gamma\n")
+        script = src / "run.sh"
+        script.write_text("#!/bin/sh\necho ran\n")
+        script.chmod(0o755)
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                await sbx.put_dir(src, "/data/in")
+                await sbx.put_file(b"echo extra\n", "/data/in/new/extra.sh", mode=0o755)
+                data = sbx.path("/data/in")
+                res = await sbx.exec(
+                    f"cat {data}/a.txt {data}/sub/deeper/c.txt && {data}/run.sh"
+                    f" && {data}/new/extra.sh; test -x {data}/new/extra.sh && echo exec-ok",
+                    timeout=30,
+                )
+                assert res.stdout == "alpha\ngamma\nran\nextra\nexec-ok\n", res
+
+                out = tmp_path / "out"
+                total = await sbx.get_dir("/data/in", out, max_bytes=1 << 30)
+                expected = {
+                    p.relative_to(src).as_posix(): p.read_bytes()
+                    for p in src.rglob("*")
+                    if p.is_file()
+                }
+                expected["new/extra.sh"] = b"echo extra\n"
+                got = {
+                    p.relative_to(out).as_posix(): p.read_bytes()
+                    for p in out.rglob("*")
+                    if p.is_file()
+                }
+                assert got == expected
+                assert total == sum(len(v) for v in expected.values())
+
+                capped = tmp_path / "capped"
+                n = await sbx.get_dir("/data/in", capped, max_bytes=100)
+                on_disk = sum(p.stat().st_size for p in capped.rglob("*") if p.is_file())
+                assert n == on_disk
+                assert 0 < n <= 100
+
+                assert await sbx.get_dir("/no/such/dir", tmp_path / "none", max_bytes=100) == 0
+
+        run(body)
+
+    # -- delete ---------------------------------------------------------------------------
+
+    def test_delete_idempotent_and_unlisted(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            sbx = await backend.create(self._spec(sandbox_spec, run_id))
+            assert [r.id for r in await backend.list({LABEL_RUN: run_id})] == [sbx.id]
+            await sbx.delete()
+            await sbx.delete()
+            assert await backend.list({LABEL_RUN: run_id}) == []
+            with pytest.raises(SandboxGoneError):
+                await sbx.exec("true", timeout=10)
+
+        run(body)
+
+    def test_remove_by_ref(self, run: Runner, sandbox_spec: SpecFactory, run_id: str) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            sbx = await backend.create(self._spec(sandbox_spec, run_id))
+            refs = await backend.list({LABEL_RUN: run_id})
+            assert [r.id for r in refs] == [sbx.id]
+            await backend.remove(refs[0])
+            await backend.remove(refs[0])
+            assert await backend.list({LABEL_RUN: run_id}) == []
+            await sbx.delete()
+
+        run(body)
+
+    def test_create_then_cancel_leaves_nothing(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            # Cancel at several points of the create; whichever it reached, nothing remains.
+            for delay in (0.0, 0.01, 0.05, 0.2):
+                task = asyncio.ensure_future(backend.create(self._spec(sandbox_spec, run_id)))
+                await asyncio.sleep(delay)
+                task.cancel()
+                try:
+                    made = await task
+                except asyncio.CancelledError:
+                    pass
+                else:  # it finished before the cancel landed: the caller owns it
+                    await made.delete()
+                assert await backend.list({LABEL_RUN: run_id}) == [], f"after cancel at {delay}s"
+
+        run(body)

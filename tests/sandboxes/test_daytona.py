@@ -1,0 +1,369 @@
+"""The ``daytona`` backend, through the real ``daytona`` SDK, against the local Daytona-compatible
+server in ``tests/support/daytona_server.py`` (real Docker containers behind it)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+import tarfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("daytona", reason="the daytona extra is not installed")
+
+from ray_bench.errors import (  # noqa: E402
+    ArchiveEscapeError,
+    SandboxGoneError,
+    SandboxRateLimitedError,
+    SandboxUnavailableError,
+)
+from ray_bench.sandboxes import make_backend  # noqa: E402
+from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels  # noqa: E402
+from ray_bench.sandboxes.daytona import (  # noqa: E402
+    DaytonaBackend,
+    DaytonaPool,
+    extract_capped,
+    retry_after,
+)
+from support.daytona_server import MARKER_LABEL, DaytonaServer, Faults  # noqa: E402
+
+from .conformance import BackendFactory, SandboxConformance, SpecFactory  # noqa: E402
+
+pytestmark = [pytest.mark.daytona, pytest.mark.docker]
+
+KEY_ENV = "RAY_BENCH_TEST_DAYTONA_KEY"
+
+
+@pytest.fixture(scope="module")
+def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
+    srv = DaytonaServer(docker_client=docker_client, default_image=base_image).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def clean_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DaytonaServer | None]:
+    """Reset the faults before a test; after it, no container of the server may remain."""
+    if "server" not in request.fixturenames:
+        yield None
+        return
+    srv: DaytonaServer = request.getfixturevalue("server")
+    srv.faults = Faults()
+    srv.create_requests.clear()
+    monkeypatch.setenv(KEY_ENV, srv.api_key)
+    yield srv
+    left = srv.containers()
+    for container in left:
+        container.remove(force=True, v=True)
+    assert left == [], f"{request.node.name} left containers behind"
+
+
+def _backend(server: DaytonaServer, **options: Any) -> DaytonaBackend:
+    backend = make_backend("daytona", api_url=server.api_url, api_key_env=KEY_ENV, **options)
+    assert isinstance(backend, DaytonaBackend)
+    return backend
+
+
+def _spec(image: str, run_id: str, **kw: Any) -> SandboxSpec:
+    return SandboxSpec(labels=run_labels(run_id, "cell-1", "att-1"), image=image, **kw)
+
+
+class TestDaytonaConformance(SandboxConformance):
+    @pytest.fixture
+    def backend_factory(self, server: DaytonaServer) -> BackendFactory:
+        return lambda: _backend(server)
+
+    @pytest.fixture
+    def sandbox_spec(self, base_image: str) -> SpecFactory:
+        def make(labels: Mapping[str, str]) -> SandboxSpec:
+            return SandboxSpec(labels=labels, image=base_image, resources=Resources(cpus=1, memory_mb=256))
+
+        return make
+
+
+def test_registered_by_name() -> None:
+    from ray_bench.sandboxes import backend_names
+
+    assert "daytona" in backend_names()
+
+
+def test_a_third_of_creates_limited_all_succeed_with_backoff(server: DaytonaServer, base_image: str) -> None:
+    server.faults = Faults(create_429_fraction=1 / 3, retry_after_sec=0.2, seed=7)
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            made = await asyncio.gather(*(backend.create(_spec(base_image, run_id)) for _ in range(6)))
+            assert len({s.id for s in made}) == 6
+            assert backend.rate_limited_waits == server.counts["create_429"] > 0
+            for sbx in made:
+                await sbx.delete()
+            assert await backend.list({LABEL_RUN: run_id}) == []
+        finally:
+            await backend.close()
+
+    server.counts["create_429"] = 0
+    asyncio.run(main())
+
+
+def test_a_create_that_stays_limited_raises_with_retry_after(server: DaytonaServer, base_image: str) -> None:
+    server.faults = Faults(create_429_always=True, retry_after_sec=0.3)
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server, max_rate_limit_retries=2)
+        try:
+            started = time.monotonic()
+            with pytest.raises(SandboxRateLimitedError) as info:
+                await backend.create(_spec(base_image, run_id))
+            # Two waits of (at least) the header's 0.3 s before giving up.
+            assert time.monotonic() - started >= 0.6
+            assert info.value.retry_after == pytest.approx(0.3)
+            assert info.value.failure_class == "capacity"
+            assert len(server.create_requests) == 3
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_retry_after_headers_per_throttler() -> None:
+    assert retry_after({"Retry-After-sandbox-create": "4", "Retry-After-authenticated": "1"}) == 4
+    assert retry_after({"x-ratelimit-reset-sandbox-lifecycle": "9"}) == 9
+    assert retry_after({"Retry-After": "2", "X-RateLimit-Reset-authenticated": "30"}) == 2
+    assert retry_after({"Content-Type": "application/json"}) is None
+
+
+def test_server_errors_on_creates_are_retried(server: DaytonaServer, base_image: str) -> None:
+    server.faults = Faults(create_5xx_fraction=0.3, error_status=503, seed=3)
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            for _ in range(4):
+                sbx = await backend.create(_spec(base_image, run_id))
+                await sbx.delete()
+            assert server.counts["create_5xx"] > 0
+        finally:
+            await backend.close()
+
+    server.counts["create_5xx"] = 0
+    asyncio.run(main())
+
+
+def test_slow_create_waits_for_started_and_cancel_still_cleans_up(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(create_delay_sec=1.5)
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(_spec(base_image, run_id))
+            assert (await sbx.exec("echo up", timeout=30)).stdout == "up\n"
+            await sbx.delete()
+            task = asyncio.ensure_future(backend.create(_spec(base_image, run_id)))
+            await asyncio.sleep(0.5)  # the server has made it; it is still `creating`
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await backend.list({LABEL_RUN: run_id}) == []
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    time.sleep(1.6)  # let the fake's delayed start run; it must not resurrect the sandbox
+
+
+def test_vanished_sandbox_raises_gone(server: DaytonaServer, base_image: str) -> None:
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            idle = await backend.create(_spec(base_image, run_id))
+            busy = await backend.create(_spec(base_image, run_id))
+            server.vanish(idle.id)
+            with pytest.raises(SandboxGoneError):
+                await idle.exec("true", timeout=10)
+            with pytest.raises(SandboxGoneError):
+                await idle.put_file(b"x", "/tmp/x")
+            # Mid-command: the container goes while the exec is running.
+            running = asyncio.ensure_future(busy.exec("sleep 20", timeout=60))
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(server.vanish, busy.id)
+            with pytest.raises(SandboxGoneError):
+                await running
+            await idle.delete()
+            await busy.delete()
+            assert await backend.list({LABEL_RUN: run_id}) == []
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_list_and_remove_by_label_reach_zero_residue(server: DaytonaServer, base_image: str) -> None:
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+    other = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            mine = [await backend.create(_spec(base_image, run_id)) for _ in range(3)]
+            theirs = await backend.create(_spec(base_image, other))
+            refs = await backend.list({LABEL_RUN: run_id})
+            assert sorted(r.id for r in refs) == sorted(s.id for s in mine)
+            assert all(r.backend == "daytona" and r.labels[LABEL_RUN] == run_id for r in refs)
+            # Another process (an audit after a crashed driver) cleans up with a fresh client.
+            auditor = _backend(server)
+            for ref in refs:
+                await auditor.remove(ref)
+            await auditor.remove(refs[0])  # idempotent
+            await auditor.close()
+            assert await backend.list({LABEL_RUN: run_id}) == []
+            assert [r.id for r in await backend.list({LABEL_RUN: other})] == [theirs.id]
+            await theirs.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.docker.containers.list(
+        all=True, filters={"label": [f"{MARKER_LABEL}={server.server_id}", f"{LABEL_RUN}={run_id}"]}
+    ) == []
+
+
+def test_lifetime_spec_and_labels_reach_the_api(server: DaytonaServer, base_image: str) -> None:
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+    spec = _spec(
+        base_image, run_id, lifetime_sec=570, env={"A": "1"},
+        resources=Resources(cpus=1.5, memory_mb=1536, disk_mb=4096),
+    )
+
+    async def main() -> None:
+        backend = _backend(server, ttl_margin_min=5)
+        try:
+            sbx = await backend.create(spec)
+            assert (await sbx.exec("echo $A", timeout=30)).stdout == "1\n"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    body = server.create_requests[-1]
+    assert body["autoStopInterval"] == 10  # 570 s rounds up to 10 idle minutes
+    assert body["autoDeleteInterval"] == 0  # deleted as soon as it stops
+    assert body["ttlMinutes"] == 15  # and never older than lifetime + margin
+    assert {k: body["labels"][k] for k in spec.labels} == dict(spec.labels)
+    assert body["env"] == {"A": "1"}
+    assert body["networkBlockAll"] is True
+    assert (body["cpu"], body["memory"], body["disk"]) == (2, 2, 4)
+    assert body["buildInfo"]["dockerfileContent"].strip() == f"FROM {base_image}"
+
+
+def test_snapshot_create(server: DaytonaServer, base_image: str) -> None:
+    server.snapshots["rb-busybox"] = base_image
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server, snapshot="rb-busybox")
+        try:
+            sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
+            assert (await sbx.exec("echo snap", timeout=30)).stdout == "snap\n"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.create_requests[-1]["snapshot"] == "rb-busybox"
+
+
+def test_unreachable_server_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv(KEY_ENV, "not-a-real-key")
+
+    async def main() -> None:
+        backend = make_backend(
+            "daytona", api_url=f"http://127.0.0.1:{port}/api", api_key_env=KEY_ENV, max_server_retries=0
+        )
+        try:
+            with pytest.raises(SandboxUnavailableError) as info:
+                await backend.create(SandboxSpec(labels=run_labels("daytonatest-x"), image="none"))
+            assert "not-a-real-key" not in str(info.value)
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_missing_credential_route_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_BENCH_NO_SUCH_KEY", raising=False)
+
+    async def main() -> None:
+        backend = make_backend("daytona", api_key_env="RAY_BENCH_NO_SUCH_KEY")
+        with pytest.raises(SandboxUnavailableError, match="RAY_BENCH_NO_SUCH_KEY"):
+            await backend.list({LABEL_RUN: "x"})
+
+    asyncio.run(main())
+
+
+def test_archive_escape_is_refused(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("../evil")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"evil"))
+    with pytest.raises(ArchiveEscapeError):
+        extract_capped(buf.getvalue(), tmp_path / "out", 1000)
+    assert not (tmp_path / "evil").exists()
+
+
+def test_archive_escape_from_a_hostile_sandbox(server: DaytonaServer, base_image: str, tmp_path: Path) -> None:
+    """An agent that shadows ``tar`` cannot make get_dir write outside its directory."""
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("../../escaped.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"pwn"))
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(_spec(base_image, run_id))
+            await sbx.put_file(buf.getvalue(), "/evil.tar")
+            await sbx.put_file(b"#!/bin/sh\ncat /evil.tar\n", "/usr/local/bin/tar", mode=0o755)
+            await sbx.exec("mkdir -p /logs/agent", timeout=30)
+            probe = await sbx.exec("export PATH=/usr/local/bin:$PATH; command -v tar", timeout=30)
+            assert probe.exit_code == 0
+            with pytest.raises(ArchiveEscapeError):
+                await sbx.get_dir("/logs/agent", tmp_path / "out", max_bytes=1000)
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_pool_config_is_strict() -> None:
+    pool = DaytonaPool(vcpu=40, memory_gib=80, disk_gib=200, creates_per_minute=60)
+    assert pool.default_vcpu == 1
+    with pytest.raises(ValueError, match="extra"):
+        DaytonaPool.model_validate({**pool.model_dump(), "gpus": 1})
+    assert all(f.description for f in DaytonaPool.model_fields.values())
+    backend = make_backend("daytona", pool=pool.model_dump())
+    assert isinstance(backend, DaytonaBackend) and backend.pool == pool

@@ -1,0 +1,341 @@
+"""The conformance suite and docker-specific behaviour against a real dockerd."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.images import write_task_environment
+
+from ray_bench.errors import (
+    ArchiveEscapeError,
+    SandboxCreateError,
+    SandboxGoneError,
+    SandboxUnavailableError,
+)
+from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.base import LABEL_MANAGED, LABEL_RUN, Resources, SandboxSpec, run_labels
+from ray_bench.sandboxes.docker import DockerBackend, extract_capped, task_image_tag
+
+from .conformance import BackendFactory, SandboxConformance, SpecFactory, live_sandbox
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(autouse=True)
+def no_labelled_containers_left(
+    docker_client: Any, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """After every test, no container made by this module's tests may remain."""
+    started = time.time()
+    yield
+    left = [
+        c
+        for c in docker_client.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+        if c.get("Created", 0) >= int(started) - 1
+        and c["Labels"].get(LABEL_RUN, "").startswith(_PREFIXES)
+    ]
+    for c in left:
+        docker_client.api.remove_container(c["Id"], force=True, v=True)
+    assert left == [], f"{request.node.name} left containers behind"
+
+
+_PREFIXES = ("conformance-", "dockertest-")
+
+
+class TestDockerConformance(SandboxConformance):
+    @pytest.fixture
+    def backend_factory(self) -> BackendFactory:
+        return DockerBackend
+
+    @pytest.fixture
+    def sandbox_spec(self, base_image: str) -> SpecFactory:
+        def make(labels: Mapping[str, str]) -> SandboxSpec:
+            return SandboxSpec(
+                labels=labels,
+                image=base_image,
+                resources=Resources(cpus=1, memory_mb=256, pids=256),
+            )
+
+        return make
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"dockertest-{uuid.uuid4().hex[:12]}"
+
+
+def spec(image: str, run_id: str, **kwargs: Any) -> SandboxSpec:
+    return SandboxSpec(labels=run_labels(run_id, "cell", "attempt"), image=image, **kwargs)
+
+
+async def _with_backend(body: Any) -> Any:
+    backend = DockerBackend()
+    try:
+        return await body(backend)
+    finally:
+        await backend.close()
+
+
+def test_registered_by_name() -> None:
+    assert isinstance(make_backend("docker"), DockerBackend)
+
+
+def test_limits_and_labels_applied(docker_client: Any, base_image: str, run_id: str) -> None:
+    async def body(backend: DockerBackend) -> None:
+        s = spec(base_image, run_id, resources=Resources(cpus=0.5, memory_mb=96, pids=77))
+        async with live_sandbox(backend, s) as sbx:
+            info = docker_client.api.inspect_container(sbx.id)
+            host = info["HostConfig"]
+            assert host["Memory"] == 96 * 2**20
+            assert host["MemorySwap"] == 96 * 2**20
+            assert host["NanoCpus"] == 500_000_000
+            assert host["PidsLimit"] == 77
+            assert host["NetworkMode"] == "none"
+            assert info["Config"]["Labels"] == dict(s.labels)
+            res = await sbx.exec("cat /proc/net/dev | tail -n +3 | cut -d: -f1", timeout=30)
+            assert res.stdout.split() == ["lo"]
+
+    asyncio.run(_with_backend(body))
+
+
+def test_network_when_asked(docker_client: Any, base_image: str, run_id: str) -> None:
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id, network=True)) as sbx:
+            assert (
+                docker_client.api.inspect_container(sbx.id)["HostConfig"]["NetworkMode"] != "none"
+            )
+            res = await sbx.exec("cat /proc/net/dev | tail -n +3 | cut -d: -f1", timeout=30)
+            assert "eth0" in res.stdout.split()
+
+    asyncio.run(_with_backend(body))
+
+
+def test_image_built_once_for_parallel_creates(
+    docker_client: Any, base_image: str, run_id: str, tmp_path: Path
+) -> None:
+    # A fresh context (unique content) so that the hash has never been built.
+    context = write_task_environment(
+        tmp_path / "environment", base=base_image, run=f"echo {run_id} > /built"
+    )
+    tag = task_image_tag(context)
+    since = int(time.time()) - 1
+
+    async def body(backend: DockerBackend) -> None:
+        s = SandboxSpec(labels=run_labels(run_id, "cell", "attempt"), dockerfile_dir=context)
+        made = await asyncio.gather(backend.create(s), backend.create(s), backend.create(s))
+        try:
+            images = {docker_client.api.inspect_container(m.id)["Image"] for m in made}
+            assert len(images) == 1
+            res = await made[0].exec("cat /built; pwd", timeout=30)
+            assert res.stdout == f"{run_id}\n/app\n"
+        finally:
+            await asyncio.gather(*(m.delete() for m in made))
+
+    try:
+        asyncio.run(_with_backend(body))
+        # dockerd's own record: one build tags the image once.
+        events = docker_client.api.events(
+            since=since,
+            until=int(time.time()) + 1,
+            decode=True,
+            filters={"type": "image", "event": "tag"},
+        )
+        tagged = [e for e in events if e.get("Actor", {}).get("Attributes", {}).get("name") == tag]
+        assert len(tagged) == 1, tagged
+    finally:
+        docker_client.api.remove_image(tag, force=True)
+
+
+def test_build_failure_reports_log_tail(base_image: str, run_id: str, tmp_path: Path) -> None:
+    context = write_task_environment(
+        tmp_path / "environment", base=base_image, run=f"echo boom-{run_id} && exit 3"
+    )
+
+    async def body(backend: DockerBackend) -> None:
+        s = SandboxSpec(labels=run_labels(run_id, "cell", "attempt"), dockerfile_dir=context)
+        with pytest.raises(SandboxCreateError, match=f"boom-{run_id}"):
+            await backend.create(s)
+        assert await backend.list({LABEL_RUN: run_id}) == []
+
+    asyncio.run(_with_backend(body))
+
+
+def test_container_removed_mid_exec_is_gone(
+    docker_client: Any, base_image: str, run_id: str
+) -> None:
+    async def body(backend: DockerBackend) -> None:
+        sbx = await backend.create(spec(base_image, run_id))
+        try:
+            running = asyncio.ensure_future(sbx.exec("sleep 60", timeout=120))
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(docker_client.api.remove_container, sbx.id, force=True)
+            with pytest.raises(SandboxGoneError):
+                await asyncio.wait_for(running, 30)
+            with pytest.raises(SandboxGoneError):
+                await sbx.exec("true", timeout=10)
+        finally:
+            await sbx.delete()
+
+    asyncio.run(_with_backend(body))
+
+
+def test_container_killed_mid_exec_is_gone(
+    docker_client: Any, base_image: str, run_id: str
+) -> None:
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id)) as sbx:
+            running = asyncio.ensure_future(sbx.exec("sleep 60", timeout=120))
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(docker_client.api.kill, sbx.id)
+            with pytest.raises(SandboxGoneError):
+                await asyncio.wait_for(running, 30)
+
+    asyncio.run(_with_backend(body))
+
+
+def test_memory_limit_reports_oom(base_image: str, run_id: str) -> None:
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(
+            backend, spec(base_image, run_id, resources=Resources(memory_mb=32))
+        ) as sbx:
+            res = await sbx.exec('x=0123456789abcdef; while :; do x="$x$x"; done', timeout=60)
+            assert res.exit_code == 137
+            assert res.oom_killed
+            assert not res.timed_out
+            after = await sbx.exec("echo fine; exit 3", timeout=30)
+            assert (after.stdout, after.exit_code, after.oom_killed) == ("fine\n", 3, False)
+            killed = await sbx.exec("kill -9 $$", timeout=30)  # 137 without the OOM killer
+            assert (killed.exit_code, killed.oom_killed) == (137, False)
+
+    asyncio.run(_with_backend(body))
+
+
+@pytest.mark.slow
+def test_gigabytes_of_output_are_capped(base_image: str, run_id: str) -> None:
+    size = 2 * 10**9  # dockerd relays about 100 MB/s here: ~20 s
+
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id)) as sbx:
+            res = await sbx.exec(
+                f"head -c {size // 2} /dev/zero; head -c {size // 2} /dev/zero >&2",
+                timeout=300,
+                output_cap=1 << 20,
+            )
+            assert res.exit_code == 0
+            assert len(res.stdout) == len(res.stderr) == 1 << 20
+            assert res.truncated_bytes == size - 2 * (1 << 20)
+
+    asyncio.run(_with_backend(body))
+
+
+def test_get_dir_refuses_link_out_of_directory(
+    base_image: str, run_id: str, tmp_path: Path
+) -> None:
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id)) as sbx:
+            await sbx.exec(
+                "mkdir -p /logs/ok && echo hi > /logs/ok/a && ln -s a /logs/ok/inner", timeout=30
+            )
+            assert await sbx.get_dir("/logs", tmp_path / "ok", max_bytes=100) == 3
+            assert not (tmp_path / "ok" / "ok" / "inner").exists()  # inner links are skipped
+            await sbx.exec("ln -s /etc /logs/evil", timeout=30)
+            with pytest.raises(ArchiveEscapeError):
+                await sbx.get_dir("/logs", tmp_path / "bad", max_bytes=1 << 20)
+
+    asyncio.run(_with_backend(body))
+
+
+def test_daemon_unreachable_is_unavailable(tmp_path: Path, run_id: str) -> None:
+    async def body() -> None:
+        backend = DockerBackend(base_url=f"unix://{tmp_path}/no-docker.sock")
+        try:
+            with pytest.raises(SandboxUnavailableError):
+                await backend.create(spec("ray-bench-base:busybox", run_id))
+            with pytest.raises(SandboxUnavailableError):
+                await backend.list({LABEL_RUN: run_id})
+        finally:
+            await backend.close()
+
+    asyncio.run(body())
+
+
+def test_list_and_remove_volumes_and_networks(docker_client: Any, run_id: str) -> None:
+    labels = run_labels(run_id)
+    docker_client.api.create_volume(name=f"rb-{run_id}", labels=labels)
+    docker_client.api.create_network(f"rb-{run_id}", labels=labels)
+
+    async def body(backend: DockerBackend) -> None:
+        refs = await backend.list({LABEL_RUN: run_id})
+        assert sorted(r.kind for r in refs) == ["network", "volume"]
+        for ref in refs:
+            await backend.remove(ref)
+            await backend.remove(ref)
+        assert await backend.list({LABEL_RUN: run_id}) == []
+
+    asyncio.run(_with_backend(body))
+
+
+# -- tar safety, on crafted archives ---------------------------------------------------------
+
+
+def _tar(*members: tuple[str, str, str]) -> list[bytes]:
+    """members: (name, kind, payload) with kind "file", "dir", "sym" or "hard"."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload.encode()))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[
+                kind
+            ]
+            info.linkname = payload
+            tar.addfile(info)
+    data = buf.getvalue()
+    return [data[i : i + 1000] for i in range(0, len(data), 1000)]
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        ("/etc/passwd", "file", "x"),
+        ("logs/../../escape", "file", "x"),
+        ("../escape", "file", "x"),
+        ("other/file", "file", "x"),
+        ("logs/abs-link", "sym", "/etc/passwd"),
+        ("logs/up-link", "sym", "../../etc"),
+        ("logs/sub/up-link", "sym", "../../x"),
+        ("logs/hard", "hard", "../etc/passwd"),
+    ],
+)
+def test_extract_refuses_escapes(member: tuple[str, str, str], tmp_path: Path) -> None:
+    chunks = _tar(("logs", "dir", ""), ("logs/fine", "file", "ok"), member)
+    with pytest.raises(ArchiveEscapeError):
+        extract_capped(chunks, tmp_path / "dest", 1 << 20, top="logs")
+    assert not (tmp_path / "escape").exists()
+
+
+def test_extract_caps_bytes_and_keeps_inner_links_out(tmp_path: Path) -> None:
+    chunks = _tar(
+        ("logs", "dir", ""),
+        ("logs/a", "file", "a" * 60),
+        ("logs/sub/b", "file", "b" * 60),
+        ("logs/sub/link", "sym", "../a"),
+        ("logs/c", "file", "c" * 60),
+    )
+    dest = tmp_path / "dest"
+    assert extract_capped(chunks, dest, 100, top="logs") == 100
+    assert (dest / "a").read_text() == "a" * 60
+    assert (dest / "sub" / "b").read_text() == "b" * 40
+    assert not (dest / "sub" / "link").exists()
+    assert not (dest / "c").exists()
