@@ -197,6 +197,8 @@ class DaytonaSandbox(Sandbox):
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
+        if self._deleted:
+            raise SandboxGoneError(f"Daytona sandbox {self.id} was deleted")
         scratch = f"{_SCRATCH}/{uuid.uuid4().hex}"
         limit = max(1, math.ceil(timeout))
         script = _sh(
@@ -216,7 +218,12 @@ class DaytonaSandbox(Sandbox):
                 await asyncio.shield(self._kill(scratch))
             raise
         duration = time.monotonic() - started
-        return _parse_exec(response.result or "", response.exit_code, output_cap, duration)
+        try:
+            return _parse_exec(response.result or "", response.exit_code, output_cap, duration)
+        except SandboxError as exc:
+            # A container that vanished mid-command cuts the wrapper short: report the cause.
+            await self._backend.raise_if_gone(self.id, exc)
+            raise
 
     async def _kill(self, scratch: str) -> None:
         await asyncio.wait_for(self._sandbox.process.exec(_sh(_KILL, scratch), timeout=30), 40)

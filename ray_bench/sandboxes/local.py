@@ -30,6 +30,7 @@ from ray_bench.sandboxes.base import (
 )
 
 _MARKER = ".ray-bench-sandbox.json"
+_PIDS = ".ray-bench-pgids"
 
 
 def default_root() -> Path:
@@ -83,6 +84,10 @@ class LocalSandbox(Sandbox):
             start_new_session=True,  # its own process group, so a kill reaches its children
         )
         self._procs.add(proc)
+        # Recorded so that a later `remove` (audit, resume after a crash) can kill what a dead
+        # runner left behind: the group outlives the worker process that started it.
+        with (self.root / _PIDS).open("a") as pids:
+            pids.write(f"{proc.pid}\n")
         assert proc.stdout is not None and proc.stderr is not None
         dropped = [0]
         out_task = asyncio.ensure_future(_read_capped(proc.stdout, output_cap, dropped))
@@ -137,6 +142,7 @@ class LocalSandbox(Sandbox):
     async def delete(self) -> None:
         for proc in list(self._procs):
             _kill_group(proc)
+        _kill_recorded(self.root)
         await asyncio.to_thread(shutil.rmtree, self.root, True)
 
 
@@ -177,6 +183,18 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int, dropped: list[int
     return bytes(kept)
 
 
+def _kill_recorded(root: Path) -> None:
+    try:
+        pgids = [int(line) for line in (root / _PIDS).read_text().split()]
+    except (OSError, ValueError):
+        return
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -211,4 +229,5 @@ class LocalBackend(SandboxBackend):
         return refs
 
     async def remove(self, ref: SandboxRef) -> None:
+        _kill_recorded(self.root / ref.id)
         await asyncio.to_thread(shutil.rmtree, self.root / ref.id, True)

@@ -1,0 +1,144 @@
+"""The library functions behind the CLI: one per command."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray_bench.errors import PlanError, UserInputError
+from ray_bench.ledger.store import LEDGER_FILE, Ledger
+from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
+from ray_bench.plan.receipt import render_receipt
+from ray_bench.plan.store import PLAN_FILE, confirm_plan, load_plan_file, plan_bytes, write_plan
+from ray_bench.plan.identity import identity_of
+from ray_bench.scheduler.driver import PAUSE_FILE, RunObserver, RunOptions, RunOutcome
+from ray_bench.scheduler.runstate import RunState
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+@dataclass
+class PlanResult:
+    run_root: Path
+    identity: str
+    cells: int
+    warnings: list[str]
+
+
+def default_run_id(suite_name: str) -> str:
+    return f"{suite_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None = None,
+             selection: Path | None = None, reps: int | None = None, arms: ArmFilter = "all",
+             parallel: int | None = None, counterpart_runs: list[Path] | None = None,
+             history: dict[str, float] | None = None) -> PlanResult:
+    if run_id is not None and not _RUN_ID.match(run_id):
+        raise UserInputError(f"run id {run_id!r} is not allowed", where="--run-id",
+                             fix="use letters, digits, '.', '_' and '-'")
+    placeholder = run_id or "pending"
+    plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id=placeholder, selection=selection,
+                                    reps=reps, arms=arms, parallel=parallel,
+                                    counterpart_runs=counterpart_runs or [], history=history or {}))
+    if run_id is None:
+        plan = plan.model_copy(update={"run_id": default_run_id(plan.suite)})
+    identity = identity_of(json.loads(plan_bytes(plan)))
+    run_root = runs_dir / plan.run_id
+    if (run_root / LEDGER_FILE).exists():
+        raise PlanError("this run has already started", where=str(run_root),
+                        fix="plan a new --run-id (or use `ray-bench rerun`)")
+    write_plan(plan, run_root, render_receipt(plan, identity))
+    return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
+
+
+@contextlib.contextmanager
+def run_lock(run_root: Path) -> Iterator[None]:
+    """One driver per run root: a second `execute` of the same run is refused, so no cell
+    can be started by two drivers."""
+    run_root.mkdir(parents=True, exist_ok=True)
+    with (run_root / ".execute.lock").open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserInputError("another `ray-bench execute` is running this plan", where=str(run_root),
+                                 fix="wait for it, or `ray-bench pause` it") from None
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+
+
+def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
+                observer: RunObserver | None = None) -> RunOutcome:
+    plan, identity = confirm_plan(plan_path, confirm)
+    run_root = plan_path.resolve().parent
+    with run_lock(run_root):
+        from ray_bench.cells.pool import RayContext, RayPool
+        from ray_bench.scheduler.driver import Driver
+
+        with RayContext(options.address):
+            pool = RayPool()
+            driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
+            return driver.run()
+
+
+def run_status(run_root: Path) -> dict[str, Any]:
+    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    status: dict[str, Any] = {"run_id": plan.run_id, "identity": identity, "cells": len(plan.cells)}
+    if not (run_root / LEDGER_FILE).exists():
+        status.update(state="planned", counts={"pending": len(plan.cells), "running": 0, "valid": 0, "failed": 0})
+        return status
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        attempts = ledger.attempts()
+        events = ledger.events()
+    finally:
+        ledger.close()
+    state = RunState(plan, [a for a in attempts if a.terminal])
+    running = {a.cell_id for a in attempts if not a.terminal}
+    for cell_id in running:
+        if cell_id in state.cells and state.cells[cell_id].state == "pending":
+            state.cells[cell_id].running = True
+    counts = state.counts()
+    finished = [e for e in events if e.kind == "run_finished"]
+    started = [e for e in events if e.kind == "run_started"]
+    last_stop = next((e for e in reversed(events) if e.kind in ("stop", "paused")), None)
+    live = bool(started) and (not finished or finished[-1].seq < started[-1].seq)
+    status.update(
+        state="running" if live else "finished" if finished else "planned",
+        counts=counts,
+        attempts=len(attempts),
+        failures=_failure_counts(attempts),
+        spend_usd=round(sum(a.cost_usd for a in attempts), 4),
+        last_stop=last_stop.data if last_stop else None,
+        resume_action=(last_stop.data.get("resume_action") if last_stop else None),
+        pause_requested=(run_root / PAUSE_FILE).exists(),
+    )
+    if finished and not live:
+        status["outcome"] = finished[-1].data
+    return status
+
+
+def _failure_counts(attempts: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in attempts:
+        if a.status == "finished" and not a.valid and a.failure_class:
+            out[a.failure_class] = out.get(a.failure_class, 0) + 1
+    return out
+
+
+def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[str, Any]:
+    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    request = {
+        "requested_at": time.time(), "now": now, "reason": reason,
+        "resume_action": f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}",
+    }
+    (run_root / PAUSE_FILE).write_text(json.dumps(request, indent=2))
+    return request

@@ -1,0 +1,40 @@
+"""The Ray shell around the cell runner: one async actor per node runs many attempts
+concurrently in one process (a worker process per cell would cost ~1 s and ~100 MB each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from ray_bench.cells.runner import run_attempt
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
+
+
+@ray.remote(num_cpus=0, max_concurrency=10_000)
+class CellRunner:
+    def __init__(self) -> None:
+        self._backends: dict[str, SandboxBackend] = {}
+
+    def _backend(self, name: str, options: dict[str, Any]) -> SandboxBackend:
+        key = f"{name}:{sorted(options.items())!r}"
+        if key not in self._backends:
+            self._backends[key] = make_backend(name, **options)
+        return self._backends[key]
+
+    async def run(self, spec: AttemptSpec) -> dict[str, Any]:
+        return await run_attempt(spec, self._backend(spec.backend, spec.backend_options))
+
+    async def list_sandboxes(self, backend: str, options: dict[str, Any],
+                             labels: dict[str, str]) -> list[SandboxRef]:
+        return await self._backend(backend, options).list(labels)
+
+    async def remove_sandboxes(self, backend: str, options: dict[str, Any], refs: list[SandboxRef]) -> int:
+        impl = self._backend(backend, options)
+        for ref in refs:
+            await impl.remove(ref)
+        return len(refs)
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()

@@ -1,0 +1,68 @@
+"""Credential routes resolve on the node that runs the cell. Values live only in memory here
+and in the sandbox's environment; everything written is scrubbed of them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ray_bench.errors import RayBenchError
+
+REDACTED = "[redacted]"
+#: Shorter values would redact ordinary words; credential values are never this short.
+_MIN_SECRET = 6
+
+
+class CredentialMissing(RayBenchError):
+    """The route names something this node does not have (class: auth)."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    env: dict[str, str]
+    home: Path | None
+
+    def secrets(self) -> list[str]:
+        return [v for v in self.env.values() if len(v) >= _MIN_SECRET]
+
+
+def resolve(route_env: Mapping[str, str], route_home: str | None, environ: Mapping[str, str]) -> Credentials:
+    env: dict[str, str] = {}
+    for target, source in route_env.items():
+        value = environ.get(source)
+        if not value:
+            raise CredentialMissing(f"env var {source} is not set on this node")
+        env[target] = value
+    home = Path(route_home).expanduser() if route_home else None
+    if home is not None and not home.is_dir():
+        raise CredentialMissing(f"home directory {home} does not exist on this node")
+    return Credentials(env, home)
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str]) -> None:
+        values = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
+        self._bytes = [v.encode() for v in values]
+
+    def text(self, value: str) -> str:
+        return self._pattern.sub(REDACTED, value) if self._pattern else value
+
+    def tree(self, root: Path) -> int:
+        """Scrub every file below ``root`` in place; return how many files changed."""
+        if not self._bytes or not root.is_dir():
+            return 0
+        changed = 0
+        for path in root.rglob("*"):
+            if not path.is_file() or path.is_symlink():
+                continue
+            data = path.read_bytes()
+            scrubbed = data
+            for secret in self._bytes:
+                scrubbed = scrubbed.replace(secret, REDACTED.encode())
+            if scrubbed != data:
+                path.write_bytes(scrubbed)
+                changed += 1
+        return changed

@@ -1,0 +1,136 @@
+"""The thin Ray shell the driver submits through: runners on nodes, wait, cancel, cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from types import TracebackType
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancelledError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ray_bench.cells.actor import CellRunner
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.models.suite import BackendConfig
+from ray_bench.sandboxes import run_labels
+from ray_bench.sandboxes.base import LABEL_ATTEMPT
+
+NAMESPACE = "ray-bench"
+log = logging.getLogger(__name__)
+
+
+class RayContext:
+    """Joins the cluster at ``address``, or starts a local Ray instance when there is none.
+    It never attaches silently to some other cluster on the machine (``address="local"``
+    always starts a new one), and it shuts down only what it started."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address
+        self.owns = False
+
+    def __enter__(self) -> RayContext:
+        if ray.is_initialized():
+            return self
+        kwargs: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False,
+                                  "logging_level": logging.WARNING}
+        if self.address:
+            ray.init(address=self.address, **kwargs)
+        else:
+            ray.init(address="local", include_dashboard=False, **kwargs)
+        self.owns = True
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if self.owns:
+            ray.shutdown()
+
+
+class RayPool:
+    """One :class:`CellRunner` per alive node; each attempt goes to the least loaded one."""
+
+    def __init__(self) -> None:
+        self._runners: list[Any] = []
+        self._load: list[int] = []
+        self._nodes: list[str] = []
+        self._owner: dict[Any, tuple[int, Any]] = {}
+        for node in ray.nodes():
+            if node.get("Alive"):
+                self._spawn(node["NodeID"])
+
+    def _spawn(self, node_id: str) -> int:
+        runner = CellRunner.options(  # type: ignore[attr-defined]
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+        self._runners.append(runner)
+        self._load.append(0)
+        self._nodes.append(node_id)
+        return len(self._runners) - 1
+
+    def submit(self, spec: AttemptSpec) -> Any:
+        index = min(range(len(self._runners)), key=lambda i: self._load[i])
+        ref = self._runners[index].run.remote(spec)
+        self._owner[ref] = (index, self._runners[index])
+        self._load[index] += 1
+        return ref
+
+    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any]]]:
+        if not refs:
+            return []
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        out = []
+        for ref in ready:
+            index, runner = self._owner.pop(ref)
+            self._load[index] = max(0, self._load[index] - 1)
+            out.append((ref, self._result(ref, index, runner)))
+        return out
+
+    def _result(self, ref: Any, index: int, runner: Any) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = ray.get(ref, timeout=30)
+            return result
+        except TaskCancelledError:
+            return {"cancelled": True}
+        except RayActorError as exc:
+            # The runner (or its node) died with the attempt in it.
+            if self._runners[index] is runner:  # replace a dead runner once, not per attempt
+                self._replace(index)
+            return {"error": {"type": type(exc).__name__, "message": str(exc).splitlines()[0][:500],
+                              "failure_class": "executor"}}
+        except (RayError, GetTimeoutError) as exc:
+            return {"error": {"type": type(exc).__name__, "message": str(exc).splitlines()[0][:500],
+                              "failure_class": "executor"}}
+
+    def _replace(self, index: int) -> None:
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        node = self._nodes[index] if self._nodes[index] in alive else next(iter(alive), None)
+        if node is None:
+            return
+        self._runners[index] = CellRunner.options(  # type: ignore[attr-defined]
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        self._nodes[index] = node
+
+    def cancel(self, refs: list[Any]) -> None:
+        for ref in refs:
+            with contextlib.suppress(RayError):
+                ray.cancel(ref)
+
+    def cleanup(self, backends: dict[str, BackendConfig], backend: str, run_id: str,
+                attempt_id: str | None) -> int:
+        """Remove every sandbox of the run (or of one attempt) that any runner can see."""
+        labels = run_labels(run_id)
+        if attempt_id is not None:
+            labels[LABEL_ATTEMPT] = attempt_id
+        options = dict(backends[backend].options) if backend in backends else {}
+        removed = 0
+        for runner in self._runners:
+            try:
+                refs = ray.get(runner.list_sandboxes.remote(backend, options, labels), timeout=60)
+                if refs:
+                    removed += ray.get(runner.remove_sandboxes.remote(backend, options, refs), timeout=300)
+            except RayError as exc:
+                log.warning("cleanup through a runner failed: %s", exc)
+        return removed

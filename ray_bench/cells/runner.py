@@ -1,0 +1,211 @@
+"""Run one attempt of a cell inside a sandbox and write its terminal summary.
+
+The lifecycle: resolve credentials on this node, create the sandbox (labelled), upload the
+instruction (and the solution for oracle-style arms), run the agent with its timeout, upload
+the tests and run the verifier (also after an agent timeout), collect ``/logs`` with a size
+cap, and always delete the sandbox, shielded from cancellation. The summary states facts;
+the driver classifies them (:mod:`ray_bench.evidence`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import socket
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.errors import SandboxError
+from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
+from ray_bench.sandboxes.base import ExecResult
+
+RESULT_FILE = "result.json"
+_VERIFY = 'if command -v bash >/dev/null 2>&1; then bash "$TESTS_DIR/test.sh"; else sh "$TESTS_DIR/test.sh"; fi'
+_SANDBOX_HOME = "/rb-home"
+
+
+def _paths(sandbox: Sandbox, workdir: str) -> dict[str, str]:
+    return {
+        "APP_DIR": sandbox.path(workdir),
+        "LOGS_DIR": sandbox.path("/logs"),
+        "TESTS_DIR": sandbox.path("/tests"),
+        "SOLUTION_DIR": sandbox.path("/solution"),
+        "TASK_DIR": sandbox.path("/task"),
+        "INSTRUCTION_FILE": sandbox.path("/task/instruction.md"),
+    }
+
+
+async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> dict[str, Any]:
+    """Run the attempt; never raises except on cancellation (after cleaning up)."""
+    attempt_dir = Path(spec.attempt_dir)
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    task_dir = Path(spec.task_path)
+    summary: dict[str, Any] = {
+        "attempt_id": spec.attempt_id, "cell_id": spec.cell_id, "task": spec.task_id, "arm": spec.arm,
+        "rep": spec.rep, "account": spec.account, "backend": spec.backend,
+        "node": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version(),
+        "started_at": time.time(), "phases": {}, "agent": None, "verifier": None, "reward": None,
+        "reward_source": None, "usage": None, "agent_error": None, "error": None, "cancelled": False,
+        "sandbox_id": None, "artifact_bytes": 0,
+    }
+    redactor = Redactor([])
+    sandbox: Sandbox | None = None
+    phases: dict[str, float] = summary["phases"]
+    try:
+        try:
+            creds = resolve(spec.route_env, spec.route_home, os.environ)
+        except CredentialMissing as exc:
+            summary["error"] = {"type": "CredentialMissing", "message": str(exc), "failure_class": "auth"}
+            return summary
+        redactor = Redactor(creds.secrets())
+        t = time.monotonic()
+        sandbox = await backend.create(_sandbox_spec(spec))
+        summary["sandbox_id"] = sandbox.id
+        phases["sandbox_create"] = time.monotonic() - t
+        await _run_in(sandbox, spec, task_dir, creds, redactor, summary)
+    except asyncio.CancelledError:
+        summary["cancelled"] = True
+        raise
+    except SandboxError as exc:
+        summary["error"] = {"type": type(exc).__name__, "message": redactor.text(str(exc)),
+                            "failure_class": exc.failure_class,
+                            "retry_after": getattr(exc, "retry_after", None)}
+    except Exception as exc:  # an uncaught crash is data: the attempt is invalid, not the run
+        summary["error"] = {"type": type(exc).__name__, "message": redactor.text(str(exc)),
+                            "failure_class": "executor",
+                            "traceback": redactor.text(traceback.format_exc(limit=8))}
+    finally:
+        if sandbox is not None:
+            await _delete_shielded(sandbox, summary)
+        redactor.tree(attempt_dir)
+        summary["finished_at"] = time.time()
+        phases["total"] = summary["finished_at"] - summary["started_at"]
+        _write_json(attempt_dir / RESULT_FILE, summary)
+    return summary
+
+
+async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials,
+                  redactor: Redactor, summary: dict[str, Any]) -> None:
+    attempt_dir = Path(spec.attempt_dir)
+    phases: dict[str, float] = summary["phases"]
+    paths = _paths(sandbox, spec.workdir)
+    await sandbox.put_file((task_dir / "instruction.md").read_bytes(), "/task/instruction.md")
+    await sandbox.exec(f'mkdir -p "{paths["LOGS_DIR"]}/agent" "{paths["LOGS_DIR"]}/verifier" "{paths["APP_DIR"]}"',
+                       timeout=60)
+    if spec.agent_dir:
+        await sandbox.put_dir(Path(spec.agent_dir), "/agent")
+        paths["AGENT_DIR"] = sandbox.path("/agent")
+    if spec.expose_solution and (task_dir / "solution").is_dir():
+        await sandbox.put_dir(task_dir / "solution", "/solution")
+    env = {**spec.agent_env, **paths, **creds.env, "RAY_BENCH_SEED": spec.seed,
+           "RAY_BENCH_ATTEMPT": spec.attempt_id}
+    if creds.home is not None:
+        if sandbox.path("/") == "/":  # a container: the login travels into it
+            await sandbox.put_dir(creds.home, _SANDBOX_HOME)
+            env["HOME"] = _SANDBOX_HOME
+        else:
+            env["HOME"] = str(creds.home)
+
+    t = time.monotonic()
+    agent = await sandbox.exec(spec.agent_command, timeout=spec.agent_timeout_sec, env=env)
+    phases["agent"] = time.monotonic() - t
+    summary["agent"] = _exec_facts(agent)
+    _write_text(attempt_dir / "agent" / "stdout.txt", redactor.text(agent.stdout))
+    _write_text(attempt_dir / "agent" / "stderr.txt", redactor.text(agent.stderr))
+    summary["agent"]["output_tail"] = redactor.text((agent.stdout + agent.stderr)[-4000:])
+
+    # The tests arrive only now, so the agent never saw them. An agent timeout still runs the
+    # verifier: the attempt is scored and flagged, not thrown away.
+    t = time.monotonic()
+    await sandbox.put_dir(task_dir / "tests", "/tests")
+    verifier = await sandbox.exec(_VERIFY, timeout=spec.verifier_timeout_sec,
+                                  env={**spec.verifier_env, **paths}, cwd=spec.workdir)
+    phases["verifier"] = time.monotonic() - t
+    summary["verifier"] = _exec_facts(verifier)
+    _write_text(attempt_dir / "verifier" / "stdout.txt", redactor.text(verifier.stdout))
+    _write_text(attempt_dir / "verifier" / "stderr.txt", redactor.text(verifier.stderr))
+    summary["verifier"]["output_tail"] = redactor.text((verifier.stdout + verifier.stderr)[-2000:])
+
+    t = time.monotonic()
+    summary["artifact_bytes"] = await sandbox.get_dir("/logs", attempt_dir / "logs",
+                                                      max_bytes=spec.artifact_cap_bytes)
+    phases["collect"] = time.monotonic() - t
+    redactor.tree(attempt_dir / "logs")
+    summary["reward"], summary["reward_source"] = read_reward(attempt_dir / "logs" / "verifier")
+    summary["usage"] = _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json")
+    summary["agent_error"] = _read_json_obj(attempt_dir / "logs" / "agent" / "error.json")
+
+
+def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
+    return SandboxSpec(
+        labels=run_labels(spec.run_id, spec.cell_id, spec.attempt_id),
+        image=spec.image,
+        dockerfile_dir=Path(spec.build_context) if spec.build_context else None,
+        env={},
+        resources=Resources(cpus=spec.cpus, memory_mb=spec.memory_mb, pids=spec.pids),
+        network=spec.network,
+        workdir=spec.workdir,
+        lifetime_sec=spec.agent_timeout_sec + spec.verifier_timeout_sec + 600,
+    )
+
+
+async def _delete_shielded(sandbox: Sandbox, summary: dict[str, Any]) -> None:
+    deletion = asyncio.ensure_future(sandbox.delete())
+    try:
+        await asyncio.shield(deletion)
+    except asyncio.CancelledError:
+        await deletion  # finish removing it even while being cancelled
+        raise
+    except Exception as exc:
+        summary["cleanup_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _exec_facts(result: ExecResult) -> dict[str, Any]:
+    return {"exit_code": result.exit_code, "timed_out": result.timed_out,
+            "duration_sec": round(result.duration_sec, 3), "truncated_bytes": result.truncated_bytes,
+            "oom_killed": result.oom_killed}
+
+
+def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
+    text_file = verifier_dir / "reward.txt"
+    if text_file.is_file():
+        try:
+            return float(text_file.read_text().strip()), "reward.txt"
+        except ValueError:
+            return None, "reward.txt unreadable"
+    data = _read_json_obj(verifier_dir / "reward.json")
+    if data is not None:
+        value = data.get("reward")
+        if value is None and len(data) == 1:
+            value = next(iter(data.values()))
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value), "reward.json"
+        return None, "reward.json unreadable"
+    return None, None
+
+
+def _read_json_obj(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError:
+        return {"unparseable": path.read_text(errors="replace")[:500]}
+    return data if isinstance(data, dict) else {"value": data}
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)

@@ -1,0 +1,40 @@
+"""What a cell runner needs to run one attempt: plain data, shipped to any Ray node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AttemptSpec:
+    run_id: str
+    attempt_id: str
+    cell_id: str
+    task_id: str
+    arm: str
+    rep: int
+    account: str
+    task_path: str
+    attempt_dir: str
+    backend: str
+    backend_options: dict[str, Any]
+    agent_command: str
+    agent_env: dict[str, str]
+    agent_dir: str | None
+    route_env: dict[str, str]  # agent var -> node var (names only)
+    route_home: str | None
+    agent_timeout_sec: float
+    verifier_timeout_sec: float
+    verifier_env: dict[str, str]
+    image: str | None
+    build_context: str | None
+    workdir: str
+    network: bool
+    cpus: float | None
+    memory_mb: int | None
+    pids: int | None
+    expose_solution: bool
+    artifact_cap_bytes: int
+    seed: str
+    extra: dict[str, Any] = field(default_factory=dict)

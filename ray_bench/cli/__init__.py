@@ -1,0 +1,5 @@
+"""The ray-bench CLI."""
+
+from ray_bench.cli.app import app, main
+
+__all__ = ["app", "main"]

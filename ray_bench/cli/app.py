@@ -1,0 +1,204 @@
+"""The ray-bench command line: parse, call one library function, print.
+
+User errors print one line per problem (what, where, how to fix) and exit 2 with no
+traceback. Heavy imports (ray, pandas) happen inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from ray_bench.errors import MultipleInputErrors, RayBenchError, UserInputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Run LLM-agent benchmark suites across many accounts on Ray.")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail_input(exc: UserInputError) -> NoReturn:
+    lines = exc.lines() if isinstance(exc, MultipleInputErrors) else [exc.line()]
+    for line in lines:
+        err.print(f"error: {line}", markup=False)
+    raise typer.Exit(2)
+
+
+def guarded(fn: Any) -> Any:
+    """Map the exception tree to exit codes: user input 2, other ray-bench errors 1."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserInputError as exc:
+            fail_input(exc)
+        except RayBenchError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
+    return wrapper
+
+
+class Arms(str, Enum):
+    all = "all"
+    baseline_only = "baseline-only"
+    full_only = "full-only"
+
+
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where run roots are created.")]
+
+
+@app.command()
+@guarded
+def plan(
+    suite: Annotated[Path, typer.Option("--suite", help="Suite YAML.")],
+    accounts: Annotated[Path, typer.Option("--accounts", help="Accounts YAML.")],
+    selection_file: Annotated[Path | None, typer.Option("--selection-file", help="Tasks to select.")] = None,
+    reps: Annotated[int | None, typer.Option("--reps", min=1, help="Repetitions (default: the suite's).")] = None,
+    baseline_only: Annotated[bool, typer.Option("--baseline-only", help="Gap-fill the baseline arm only.")] = False,
+    full_only: Annotated[bool, typer.Option("--full-only", help="Gap-fill the variant arm(s) only.")] = False,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: suite-timestamp).")] = None,
+    runs: Annotated[list[Path] | None, typer.Option("--runs", help="Run roots holding counterpart rows "
+                                                     "(pairing guard of one-arm plans).")] = None,
+    parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism.")] = None,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Compile a model-free plan and its receipt; print the plan identity."""
+    from ray_bench.api import plan_run
+
+    if baseline_only and full_only:
+        raise UserInputError("--baseline-only and --full-only exclude each other", where="plan",
+                             fix="pick one, or neither for a paired plan")
+    arms = "baseline-only" if baseline_only else "full-only" if full_only else "all"
+    result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
+                      reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [])
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    err.print(f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "
+              f"(receipt: {result.run_root / 'receipt.md'})", markup=False)
+    out.print(result.identity, markup=False)
+
+
+@app.command()
+@guarded
+def execute(
+    plan_path: Annotated[Path, typer.Option("--plan", help="runs/ID/launch-plan.json")],
+    confirm: Annotated[str | None, typer.Option("--confirm", help="The exact plan identity, sha256:...")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Join this Ray cluster "
+                                                "(default: start a local Ray instance).")] = None,
+    parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism further.")] = None,
+    hypothesis: Annotated[str | None, typer.Option("--hypothesis", help="What changed, to reopen an "
+                                                   "open recovery circuit (recorded in the ledger).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the final line.")] = False,
+) -> None:
+    """Execute a confirmed plan (or resume it: finished cells are never run again)."""
+    from ray_bench.api import execute_run
+    from ray_bench.cli.progress import ConsoleProgress
+    from ray_bench.scheduler.driver import RunOptions
+
+    options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis)
+    outcome = execute_run(plan_path=plan_path, confirm=confirm, options=options,
+                          observer=ConsoleProgress(err, quiet=quiet))
+    c = outcome.counts
+    line = (f"run {outcome.run_id}: {c['valid']} valid, {c['failed']} failed, {c['pending']} pending "
+            f"in {outcome.wall_sec:.1f}s")
+    if outcome.stopped:
+        line += f"; stopped: {outcome.detail}"
+    elif outcome.detail:
+        line += f"; {outcome.detail}"
+    out.print(line, markup=False)
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+@guarded
+def status(
+    run_root: Annotated[Path, typer.Argument(help="runs/ID")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Counts by state, failures, spend, and the first safe resume action."""
+    from ray_bench.api import run_status
+
+    data = run_status(run_root)
+    if as_json:
+        out.print(json.dumps(data, indent=2, default=str), markup=False)
+        return
+    c = data["counts"]
+    out.print(f"run {data['run_id']} ({data['state']}): {data['cells']} cells: {c['valid']} valid, "
+              f"{c['running']} running, {c['pending']} pending, {c['failed']} failed", markup=False)
+    if data.get("failures"):
+        out.print("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items())), markup=False)
+    if data.get("last_stop"):
+        out.print(f"last stop: {data['last_stop'].get('detail') or data['last_stop']}", markup=False)
+    if data.get("resume_action"):
+        out.print(f"first safe resume action: {data['resume_action']}", markup=False)
+
+
+@app.command()
+@guarded
+def pause(
+    run_root: Annotated[Path, typer.Argument(help="runs/ID")],
+    now: Annotated[bool, typer.Option("--now", help="Cancel running cells (recorded as cancelled).")] = False,
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the ledger.")] = "",
+) -> None:
+    """Stop launching; running cells finish (or are cancelled with --now)."""
+    from ray_bench.api import pause_run
+
+    request = pause_run(run_root, now=now, reason=reason)
+    out.print(f"pause requested; first safe resume action: {request['resume_action']}", markup=False)
+
+
+@app.command()
+@guarded
+def report(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
+    """Rebuild report.md, report.csv and report.parquet from the ledger's accepted rows."""
+    from ray_bench.reports.build import render_markdown, write_report
+
+    result = write_report(run_root)
+    out.print(render_markdown(result), markup=False)
+    files = result.files(run_root)
+    err.print("wrote " + ", ".join(str(p) for p in files.values()), markup=False)
+
+
+@app.command()
+@guarded
+def validate(files: Annotated[list[Path], typer.Argument(help="Suite, accounts, selection or task dirs.")]) -> None:
+    """Check config files, selection files and task directories without planning."""
+    from ray_bench.validate import validate_paths
+
+    problems: list[UserInputError] = []
+    for path, kind, error in validate_paths(files):
+        if error is None:
+            out.print(f"ok: {path} ({kind})", markup=False)
+        else:
+            problems.extend(error.errors if isinstance(error, MultipleInputErrors) else [error])
+    if problems:
+        fail_input(MultipleInputErrors(problems) if len(problems) > 1 else problems[0])
+
+
+@app.command()
+@guarded
+def quickstart(
+    workdir: Annotated[Path, typer.Option("--workdir", help="Where to copy the example and write runs.")]
+    = Path("ray-bench-quickstart"),
+    backend: Annotated[str, typer.Option("--backend", help="local, docker or daytona.")] = "local",
+) -> None:
+    """The whole path on a bundled example: plan, confirm, execute, report."""
+    from ray_bench.quickstart import run_quickstart
+
+    raise typer.Exit(run_quickstart(workdir, backend=backend, console=out))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,96 @@
+"""The data-driven error catalog (``configs/error-catalog.yaml``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from ray_bench.errors import ConfigError
+from ray_bench.models._base import ConfigModel
+
+FailureClass = Literal["task", "tool", "evaluator", "executor", "stack", "provider", "auth", "capacity", "drift"]
+FAILURE_CLASSES: tuple[str, ...] = ("task", "tool", "evaluator", "executor", "stack", "provider", "auth",
+                                    "capacity", "drift")
+Field_ = Literal["error", "agent_error", "agent_output", "verifier_output"]
+
+
+class CatalogRule(ConfigModel):
+    id: str = Field(description="A short stable name; part of the fingerprint.")
+    failure_class: FailureClass = Field(alias="class", description="The failure class it assigns.")
+    effect: Literal["rate_limited", "auth_failed", "none"] = Field(
+        default="none", description="What it does to the account.")
+    fields: list[Field_] = Field(min_length=1, description="Summary fields the pattern is tried on.")
+    pattern: str = Field(description="A Python regular expression.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc}") from None
+        return value
+
+
+class CatalogFile(ConfigModel):
+    rules: list[CatalogRule] = Field(description="Tried in order; the first match wins.")
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: CatalogRule
+    field: str
+    text: str
+
+
+class Catalog:
+    def __init__(self, rules: list[CatalogRule]) -> None:
+        self.rules = rules
+        self._compiled = [(rule, re.compile(rule.pattern)) for rule in rules]
+
+    @classmethod
+    def default(cls) -> Catalog:
+        text = resources.files("ray_bench.data").joinpath("error-catalog.yaml").read_text()
+        return cls(CatalogFile.model_validate(yaml.safe_load(text)).rules)
+
+    @classmethod
+    def with_user_rules(cls, path: Path | None) -> Catalog:
+        base = cls.default()
+        if path is None:
+            return base
+        from ray_bench.config.loader import load_model_file
+
+        try:
+            user = load_model_file(path, CatalogFile)
+        except ValidationError as exc:  # pragma: no cover - load_model_file maps these
+            raise ConfigError(str(exc), where=str(path)) from None
+        return cls(user.rules + base.rules)
+
+    def match(self, texts: dict[str, str]) -> Match | None:
+        for rule, regex in self._compiled:
+            for name in rule.fields:
+                text = texts.get(name) or ""
+                found = regex.search(text)
+                if found:
+                    return Match(rule, name, found.group(0))
+        return None
+
+
+def texts_of(summary: dict[str, Any]) -> dict[str, str]:
+    """The summary fields the catalog looks at, as text."""
+    error = summary.get("error") or {}
+    agent_error = summary.get("agent_error") or {}
+    agent = summary.get("agent") or {}
+    verifier = summary.get("verifier") or {}
+    return {
+        "error": f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
+        "agent_error": " ".join(f"{k}={v}" for k, v in sorted(agent_error.items())) if agent_error else "",
+        "agent_output": str(agent.get("output_tail") or ""),
+        "verifier_output": str(verifier.get("output_tail") or ""),
+    }

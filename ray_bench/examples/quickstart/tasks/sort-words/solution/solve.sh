@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+printf 'apple\nbanana\nfig\npear\n' > sorted.txt

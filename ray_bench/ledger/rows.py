@@ -1,0 +1,39 @@
+"""Accepted rows: the earliest valid attempt per (cohort, cell), never the best one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
+
+
+def accepted_rows(attempts: Iterable[AttemptRow], cohort: set[str] | None = None) -> dict[str, AttemptRow]:
+    """cell id -> its accepted row. ``cohort`` is the set of compatible epochs (all if None).
+    The rule: among valid attempts of the cohort, the one that *started* first (ties broken by
+    attempt id). Deterministic, and blind to rewards."""
+    chosen: dict[str, AttemptRow] = {}
+    for row in attempts:
+        if not row.valid or (cohort is not None and row.epoch not in cohort):
+            continue
+        best = chosen.get(row.cell_id)
+        if best is None or (row.started_at, row.attempt_id) < (best.started_at, best.attempt_id):
+            chosen[row.cell_id] = row
+    return chosen
+
+
+def valid_rows_by_task_arm(run_root: Path) -> dict[tuple[str, str, str], int]:
+    """(task, task checksum, arm) -> number of accepted rows in one run root (or every run root
+    below it)."""
+    roots = [run_root] if (run_root / LEDGER_FILE).is_file() else sorted(
+        p.parent for p in run_root.glob(f"*/{LEDGER_FILE}"))
+    counts: dict[tuple[str, str, str], int] = {}
+    for root in roots:
+        ledger = Ledger.open_readonly(root)
+        try:
+            for row in accepted_rows(ledger.attempts()).values():
+                key = (row.task, row.task_checksum, row.arm)
+                counts[key] = counts.get(key, 0) + 1
+        finally:
+            ledger.close()
+    return counts

@@ -1,0 +1,227 @@
+"""The ledger: SQLite (WAL) in the run root, written by the driver alone.
+
+Every table is insert-only. An attempt is inserted into ``attempts`` before its sandbox is
+created; its terminal record goes into ``results`` after (``finished``, ``stale``,
+``cancelled``); ``events`` is the append-only story of the run (drift, halts, hypotheses,
+pauses, circuits). Nothing is ever updated or deleted, so a crash at any point leaves a ledger
+that explains itself, and reports are rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray_bench.errors import LedgerError, PlanError
+
+LEDGER_FILE = "ledger.sqlite"
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts (
+    attempt_id    TEXT PRIMARY KEY,
+    cell_id       TEXT NOT NULL,
+    task          TEXT NOT NULL,
+    task_checksum TEXT NOT NULL,
+    arm           TEXT NOT NULL,
+    rep           INTEGER NOT NULL,
+    seq           INTEGER NOT NULL,
+    account       TEXT NOT NULL,
+    backend       TEXT NOT NULL,
+    epoch         TEXT NOT NULL,
+    preflight     INTEGER NOT NULL,
+    started_at    REAL NOT NULL,
+    UNIQUE (cell_id, seq)
+);
+CREATE TABLE IF NOT EXISTS results (
+    attempt_id    TEXT PRIMARY KEY REFERENCES attempts (attempt_id),
+    status        TEXT NOT NULL,          -- finished | stale | cancelled
+    finished_at   REAL NOT NULL,
+    valid         INTEGER NOT NULL,
+    reward        REAL,
+    failure_class TEXT,
+    fingerprint   TEXT,
+    counts        INTEGER NOT NULL,       -- counts against the cell's max_attempts
+    cost_usd      REAL NOT NULL DEFAULT 0,
+    summary       TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts         REAL NOT NULL,
+    kind       TEXT NOT NULL,
+    attempt_id TEXT,
+    cell_id    TEXT,
+    data       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS attempts_cell ON attempts (cell_id);
+CREATE INDEX IF NOT EXISTS events_kind ON events (kind);
+"""
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    attempt_id: str
+    cell_id: str
+    task: str
+    task_checksum: str
+    arm: str
+    rep: int
+    seq: int
+    account: str
+    backend: str
+    epoch: str
+    preflight: bool
+    started_at: float
+    status: str | None = None  # None: no terminal record yet
+    finished_at: float | None = None
+    valid: bool = False
+    reward: float | None = None
+    failure_class: str | None = None
+    fingerprint: str | None = None
+    counts: bool = False
+    cost_usd: float = 0.0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status is not None
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    ts: float
+    kind: str
+    attempt_id: str | None
+    cell_id: str | None
+    data: dict[str, Any]
+
+
+class Ledger:
+    """One run's ledger. Open with :meth:`create` (execute) or :meth:`open_readonly`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    @classmethod
+    def create(cls, run_root: Path, *, run_id: str, plan_identity: str) -> Ledger:
+        path = run_root / LEDGER_FILE
+        conn = _connect(path)
+        with conn:
+            conn.executescript(_SCHEMA)
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if not meta:
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
+                    ("created_at", repr(time.time()))])
+            elif meta.get("plan_identity") != plan_identity:
+                conn.close()
+                raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",
+                                where=str(run_root), fix="execute that plan, or plan a new run id")
+        return cls(conn, path)
+
+    @classmethod
+    def open_readonly(cls, run_root: Path) -> Ledger:
+        path = run_root / LEDGER_FILE
+        if not path.is_file():
+            raise LedgerError(f"no ledger at {path}: the run has not started")
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT 1 FROM meta").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot read ledger {path}: {exc}") from exc
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def meta(self) -> dict[str, str]:
+        return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+
+    # -- writes (the driver alone) -------------------------------------------------------
+
+    def start_attempt(self, *, cell_id: str, task: str, task_checksum: str, arm: str, rep: int,
+                      account: str, backend: str, epoch: str, preflight: bool,
+                      now: float | None = None) -> AttemptRow:
+        """Record an attempt as started. Called before its sandbox exists."""
+        started = time.time() if now is None else now
+        with self._conn:
+            (seq,) = self._conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE cell_id = ?", (cell_id,)).fetchone()
+            attempt_id = f"{cell_id}-a{seq}"
+            self._conn.execute(
+                "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend, epoch,
+                 int(preflight), started))
+        return AttemptRow(attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend,
+                          epoch, preflight, started)
+
+    def finish_attempt(self, attempt_id: str, *, status: str, valid: bool, reward: float | None,
+                       failure_class: str | None, fingerprint: str | None, counts: bool,
+                       cost_usd: float, summary: dict[str, Any], now: float | None = None) -> None:
+        finished = time.time() if now is None else now
+        try:
+            with self._conn:
+                self._conn.execute(
+                    "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (attempt_id, status, finished, int(valid), reward, failure_class, fingerprint,
+                     int(counts), cost_usd, json.dumps(summary, sort_keys=True)))
+        except sqlite3.IntegrityError as exc:
+            raise LedgerError(f"attempt {attempt_id} already has a terminal record") from exc
+
+    def event(self, kind: str, data: dict[str, Any] | None = None, *, attempt_id: str | None = None,
+              cell_id: str | None = None, now: float | None = None) -> None:
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO events (ts, kind, attempt_id, cell_id, data) VALUES (?,?,?,?,?)",
+                (time.time() if now is None else now, kind, attempt_id, cell_id,
+                 json.dumps(data or {}, sort_keys=True)))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def attempts(self) -> list[AttemptRow]:
+        rows = self._conn.execute(
+            "SELECT a.attempt_id, a.cell_id, a.task, a.task_checksum, a.arm, a.rep, a.seq, a.account,"
+            " a.backend, a.epoch, a.preflight, a.started_at, r.status, r.finished_at, r.valid, r.reward,"
+            " r.failure_class, r.fingerprint, r.counts, r.cost_usd"
+            " FROM attempts a LEFT JOIN results r USING (attempt_id) ORDER BY a.started_at, a.attempt_id")
+        return [AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
+                           r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
+                           bool(r[18]) if r[18] is not None else False, r[19] or 0.0)
+                for r in rows]
+
+    def summary(self, attempt_id: str) -> dict[str, Any] | None:
+        row = self._conn.execute("SELECT summary FROM results WHERE attempt_id = ?", (attempt_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def summaries(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
+            yield attempt_id, json.loads(text)
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        query = "SELECT seq, ts, kind, attempt_id, cell_id, data FROM events"
+        args: tuple[str, ...] = ()
+        if kind is not None:
+            query += " WHERE kind = ?"
+            args = (kind,)
+        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))
+                for r in self._conn.execute(query + " ORDER BY seq", args)]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, isolation_level="DEFERRED", check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode survives a process crash (SIGKILL); only power loss can drop the
+        # last commits, and the sandbox audit covers what those would have described.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"cannot open ledger {path}: {exc}") from exc
+    return conn

@@ -1,0 +1,74 @@
+"""The compiled plan: canonical JSON whose identity is ``sha256:<hex>`` of its bytes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ray_bench.models._base import FrozenModel
+from ray_bench.models.accounts import Account
+from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
+
+PLAN_SCHEMA = "ray-bench/plan/v1"
+
+
+class InputFile(FrozenModel):
+    """A confirmed input: re-checked before every new attempt (drift)."""
+
+    kind: Literal["suite", "accounts", "task", "selection", "catalog", "agent"]
+    name: str
+    path: str
+    sha256: str
+
+
+class PlanTask(FrozenModel):
+    id: str
+    path: str
+    checksum: str
+    agent_timeout_sec: float
+    verifier_timeout_sec: float
+    image: str | None
+    has_dockerfile: bool
+    has_solution: bool
+    network: bool
+    workdir: str
+    resources: ResourceLimits
+    verifier_env: dict[str, str]
+    expected_sec: float | None = Field(default=None, description="From history, for LPT order.")
+
+
+class PlanCell(FrozenModel):
+    id: str
+    task: str
+    arm: str
+    rep: int
+    backend: str
+
+
+class Capacity(FrozenModel):
+    accounts_concurrency: int
+    backend_pools: dict[str, int]
+    parallel_cap: int | None
+    effective: int
+    lines: list[str]
+
+
+class Plan(FrozenModel):
+    format: str = Field(default=PLAN_SCHEMA, description="Plan format version.")
+    run_id: str
+    suite: str
+    created_with: str
+    inputs: list[InputFile]
+    arms: list[Arm]
+    accounts: list[Account]
+    backends: dict[str, BackendConfig]
+    tasks: list[PlanTask]
+    cells: list[PlanCell]
+    preflight: list[str] = Field(description="Cell ids that must give valid rows first.")
+    max_attempts: int
+    artifact_cap_mb: int
+    spend_limit_usd: float | None
+    capacity: Capacity
+    warnings: list[str]
+    unpaired: bool = False

@@ -1,0 +1,96 @@
+"""Suites and arms (YAML)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ray_bench.models._base import ConfigModel
+
+
+class ResourceLimits(ConfigModel):
+    cpus: float | None = Field(default=None, gt=0, description="CPU limit per sandbox.")
+    memory_mb: int | None = Field(default=None, ge=16, description="Memory limit per sandbox, MiB.")
+    pids: int | None = Field(default=None, ge=8, description="Process limit per sandbox.")
+
+
+class Arm(ConfigModel):
+    """One named agent configuration."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Arm name, e.g. baseline or mcp.")
+    role: Literal["baseline", "variant"] = Field(
+        description="`baseline` is the reference arm of a pair; every other arm is a `variant`."
+    )
+    command: str = Field(
+        min_length=1,
+        description="Agent command run with `sh -c` in the sandbox's workdir. The instruction is at "
+        "$INSTRUCTION_FILE; logs go to $LOGS_DIR/agent.",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Non-secret env for the agent.")
+    agent_dir: str | None = Field(
+        default=None,
+        description="A directory (relative to the suite file) uploaded to /agent in the sandbox "
+        "and named by $AGENT_DIR; its content checksum enters the cell ids.",
+    )
+    image: str | None = Field(default=None, description="Image override for container backends.")
+    agent_timeout_sec: float | None = Field(
+        default=None, gt=0, description="Overrides the task's [agent] timeout_sec."
+    )
+    verifier_timeout_sec: float | None = Field(
+        default=None, gt=0, description="Overrides the task's [verifier] timeout_sec."
+    )
+    expose_solution: bool = Field(
+        default=False,
+        description="Upload solution/ to the sandbox (oracle and scripted demo agents only).",
+    )
+    resources: ResourceLimits = Field(default_factory=ResourceLimits, description="Sandbox limits.")
+
+
+class BackendConfig(ConfigModel):
+    """Options of one sandbox backend; passed to the backend's factory."""
+
+    options: dict[str, Any] = Field(default_factory=dict, description="Backend-specific options.")
+    max_sandboxes: int | None = Field(
+        default=None, ge=1, description="Sandboxes alive at once on this backend (pool size)."
+    )
+    resources: ResourceLimits = Field(default_factory=ResourceLimits, description="Default limits.")
+
+
+class Suite(ConfigModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Suite name.")
+    tasks_dir: str = Field(description="Directory of task directories, relative to the suite file.")
+    tasks: list[str] | None = Field(
+        default=None, description="Task ids to include (default: every task directory)."
+    )
+    reps: int = Field(default=1, ge=1, le=1000, description="Repetitions per task and arm.")
+    arms: list[Arm] = Field(min_length=1, description="The arms; exactly one has role baseline.")
+    backend: str = Field(default="local", description="Sandbox backend: local, docker or daytona.")
+    backends: dict[str, BackendConfig] = Field(
+        default_factory=dict, description="Per-backend options and pools."
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, le=20,
+        description="Attempts per cell that count against it (rate limits and stale runners don't).",
+    )
+    preflight_cells: int = Field(
+        default=1, ge=0, description="Pairs run first, per backend, before the fan-out (0: none)."
+    )
+    artifact_cap_mb: int = Field(default=64, ge=1, description="Logs collected per attempt, MiB.")
+    spend_limit_usd: float | None = Field(
+        default=None, gt=0, description="Run-wide spend limit in USD: crossing it is a hard stop."
+    )
+
+    @model_validator(mode="after")
+    def _arms(self) -> Suite:
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError("arm names must be unique")
+        baselines = [arm.name for arm in self.arms if arm.role == "baseline"]
+        if len(baselines) != 1:
+            raise ValueError(f"exactly one arm must have role baseline (found {len(baselines)})")
+        return self
+
+    @property
+    def baseline(self) -> Arm:
+        return next(arm for arm in self.arms if arm.role == "baseline")

@@ -1,0 +1,1 @@
+"""Plans: compile, identity, receipt, store."""

@@ -1,0 +1,281 @@
+"""``ray-bench plan``: files in, a canonical plan and its receipt out. Model-free: it reads
+files and checks that credential routes exist by name; it starts nothing and calls nothing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ray_bench import __version__
+from ray_bench.config.loader import load_accounts, load_suite
+from ray_bench.config.selection import Selection, load_selection
+from ray_bench.config.tasks import load_tasks, task_checksum
+from ray_bench.errors import ConfigError, MultipleInputErrors, PairingGuardError, SelectionError, UserInputError
+from ray_bench.models.accounts import Account
+from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
+from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
+from ray_bench.models.task import TaskRef
+from ray_bench.plan.identity import cell_id, file_sha256
+from ray_bench.sandboxes import backend_names
+
+ArmFilter = Literal["all", "baseline-only", "full-only"]
+UNPAIRED_ENV = "ALLOW_UNPAIRED_SINGLE_CONFIG"
+
+
+@dataclass
+class PlanRequest:
+    suite: Path
+    accounts: Path
+    run_id: str
+    selection: Path | None = None
+    reps: int | None = None
+    arms: ArmFilter = "all"
+    parallel: int | None = None
+    counterpart_runs: list[Path] = field(default_factory=list)
+    history: Mapping[str, float] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
+    """The arm's resolved config, as it enters cell ids: the agent directory by its content,
+    never by its path."""
+    config = arm.model_dump(mode="json", exclude={"agent_dir"})
+    if agent_checksum is not None:
+        config["agent_dir_sha256"] = agent_checksum
+    return config
+
+
+def _resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[
+        list[Arm], dict[str, str]]:
+    resolved: list[Arm] = []
+    checksums: dict[str, str] = {}
+    for arm in arms:
+        if arm.agent_dir is None:
+            resolved.append(arm)
+            continue
+        path = (suite_path.parent / arm.agent_dir).resolve()
+        if not path.is_dir():
+            errors.append(ConfigError(f"arms.{arm.name}.agent_dir: {path} is not a directory",
+                                      where=str(suite_path), fix="point agent_dir at the agent's files"))
+            resolved.append(arm)
+            continue
+        checksums[arm.name] = task_checksum(path)
+        resolved.append(arm.model_copy(update={"agent_dir": str(path)}))
+    return resolved, checksums
+
+
+def compile_plan(req: PlanRequest) -> Plan:
+    suite = load_suite(req.suite)
+    accounts_file = load_accounts(req.accounts)
+    tasks_root = (req.suite.parent / suite.tasks_dir).resolve()
+    selection = load_selection(req.selection) if req.selection else None
+    only = suite.tasks
+    if selection is not None:
+        known = set(suite.tasks) if suite.tasks is not None else None
+        missing = [t for t in selection.task_ids if known is not None and t not in known]
+        if missing:
+            raise SelectionError(f"tasks not in suite {suite.name}: {', '.join(missing[:5])}",
+                                 where=selection.path, fix="select tasks of this suite")
+        only = selection.task_ids
+    tasks = load_tasks(tasks_root, only)
+
+    errors: list[UserInputError] = []
+    warnings: list[str] = []
+    _check_backends(suite, req.suite, errors)
+    _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
+    arms, agent_sums = _resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+
+    unpaired = req.arms != "all"
+    if unpaired:
+        warnings.extend(_pairing_guard(suite, arms, tasks, req))
+
+    reps = req.reps or suite.reps
+    plan_tasks = [_plan_task(t, suite, req.history) for t in tasks]
+    cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
+    if not cells:
+        raise SelectionError("the selection leaves no cells to run", where=str(req.selection or req.suite),
+                             fix="check reps and arms in the selection")
+    order = {t.id: t.expected_sec or 0.0 for t in plan_tasks}
+    # Longest expected pairs first (LPT) so that a four-hour straggler does not start last;
+    # the arms of a pair stay adjacent so they launch close together.
+    cells.sort(key=lambda c: (-order[c.task], c.rep, c.task, [a.name for a in arms].index(c.arm)))
+    preflight = _preflight(cells, suite.preflight_cells, len(arms))
+    capacity = _capacity(suite, accounts_file.accounts, req.parallel)
+    if capacity.effective < len(arms):
+        warnings.append(f"capacity {capacity.effective} is below the {len(arms)} arms of a pair: "
+                        "pairs cannot start together")
+    for account in accounts_file.accounts:
+        if account.limits.spend_usd is None and suite.spend_limit_usd is None:
+            warnings.append(f"account {account.name} has no spend budget and the suite no spend limit")
+            break
+
+    inputs = [_input("suite", suite.name, req.suite), _input("accounts", "accounts", req.accounts)]
+    inputs += [InputFile(kind="task", name=t.id, path=t.path, sha256=t.checksum) for t in tasks]
+    inputs += [InputFile(kind="agent", name=name, path=str(next(a.agent_dir for a in arms if a.name == name)),
+                         sha256=checksum) for name, checksum in sorted(agent_sums.items())]
+    if selection is not None and req.selection is not None:
+        inputs.append(_input("selection", "selection", req.selection))
+    backends = dict(suite.backends)
+    backends.setdefault(suite.backend, BackendConfig())
+    return Plan(
+        run_id=req.run_id,
+        suite=suite.name,
+        created_with=f"ray-bench {__version__}",
+        inputs=inputs,
+        arms=arms,
+        accounts=accounts_file.accounts,
+        backends=backends,
+        tasks=plan_tasks,
+        cells=cells,
+        preflight=preflight,
+        max_attempts=suite.max_attempts,
+        artifact_cap_mb=suite.artifact_cap_mb,
+        spend_limit_usd=suite.spend_limit_usd,
+        capacity=capacity,
+        warnings=warnings,
+        unpaired=unpaired,
+    )
+
+
+def _input(kind: Literal["suite", "accounts", "selection"], name: str, path: Path) -> InputFile:
+    return InputFile(kind=kind, name=name, path=str(path.resolve()), sha256=file_sha256(path.read_bytes()))
+
+
+def _check_backends(suite: Suite, where: Path, errors: list[UserInputError]) -> None:
+    known = backend_names()
+    for name in {suite.backend, *suite.backends}:
+        if name not in known:
+            errors.append(ConfigError(f"backend {name!r} is not available (known: {', '.join(known)})",
+                                      where=str(where), fix="install its extra or pick another backend"))
+
+
+def _check_routes(accounts: list[Account], where: Path, environ: Mapping[str, str],
+                  errors: list[UserInputError], warnings: list[str]) -> None:
+    for account in accounts:
+        for source in account.route.env.values():
+            if source not in environ:
+                errors.append(ConfigError(f"account {account.name}: env var {source} is not set",
+                                          where=str(where), fix=f"export {source} before planning"))
+            elif not environ[source]:
+                errors.append(ConfigError(f"account {account.name}: env var {source} is empty",
+                                          where=str(where), fix=f"set {source}"))
+        if account.route.home is not None:
+            home = Path(account.route.home).expanduser()
+            if not home.is_dir():
+                errors.append(ConfigError(f"account {account.name}: home {home} does not exist",
+                                          where=str(where), fix="log in into that HOME first"))
+            elif not any(home.iterdir()):
+                warnings.append(f"account {account.name}: home {home} is empty")
+
+
+def _select_arms(suite: Suite, which: ArmFilter) -> list[Arm]:
+    if which == "baseline-only":
+        return [suite.baseline]
+    if which == "full-only":
+        return [a for a in suite.arms if a.role == "variant"]
+    return list(suite.arms)
+
+
+def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: PlanRequest) -> list[str]:
+    """A one-arm plan needs valid rows of the other arm(s) for every selected task."""
+    if req.environ.get(UNPAIRED_ENV, "").lower() == "true":
+        return [f"UNPAIRED: {UNPAIRED_ENV}=true bypassed the pairing guard; this plan runs "
+                f"only {', '.join(a.name for a in arms)}"]
+    from ray_bench.ledger.rows import valid_rows_by_task_arm  # the ledger is only read here
+
+    others = [a.name for a in suite.arms if a not in arms]
+    have: dict[tuple[str, str, str], int] = {}
+    for root in req.counterpart_runs:
+        for key, count in valid_rows_by_task_arm(root).items():
+            have[key] = have.get(key, 0) + count
+    missing = [t.id for t in tasks for other in others if have.get((t.id, t.checksum, other), 0) == 0]
+    if missing:
+        shown = ", ".join(sorted(set(missing))[:5])
+        raise PairingGuardError(
+            f"one-arm plan refused: no valid {'/'.join(others)} rows for {shown}"
+            + (f" and {len(set(missing)) - 5} more" if len(set(missing)) > 5 else ""),
+            where="--runs" if req.counterpart_runs else "plan",
+            fix=f"name run roots with --runs, plan both arms, or set {UNPAIRED_ENV}=true",
+        )
+    return []
+
+
+def _plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> PlanTask:
+    env = task.config.environment
+    memory = env.memory_mb
+    return PlanTask(
+        id=task.id,
+        path=task.path,
+        checksum=task.checksum,
+        agent_timeout_sec=task.config.agent.timeout_sec,
+        verifier_timeout_sec=task.config.verifier.timeout_sec,
+        image=env.docker_image,
+        has_dockerfile=task.has_dockerfile,
+        has_solution=task.has_solution,
+        network=env.allow_internet,
+        workdir=env.workdir,
+        resources=ResourceLimits(cpus=env.cpus, memory_mb=memory),
+        verifier_env=task.config.verifier.env,
+        expected_sec=history.get(task.id),
+    )
+
+
+def _cells(tasks: list[TaskRef], arms: list[Arm], agent_sums: dict[str, str], reps: int, backend: str,
+           selection: Selection | None) -> list[PlanCell]:
+    wanted = {e.task_id: e for e in selection.entries} if selection else {}
+    configs = {arm.name: arm_config(arm, agent_sums.get(arm.name)) for arm in arms}
+    cells: list[PlanCell] = []
+    for task in tasks:
+        entry = wanted.get(task.id)
+        task_reps = entry.reps if entry is not None and entry.reps else range(1, reps + 1)
+        for rep in task_reps:
+            for arm in arms:
+                if entry is not None and entry.arms and arm.name not in entry.arms:
+                    continue
+                cells.append(PlanCell(id=cell_id(task.id, task.checksum, configs[arm.name], rep),
+                                      task=task.id, arm=arm.name, rep=rep, backend=backend))
+    return cells
+
+
+def _preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
+    """The first ``pairs`` pairs of each backend: at least one cell per arm and backend."""
+    chosen: list[str] = []
+    per_backend: dict[str, set[tuple[str, int]]] = {}
+    for cell in cells:
+        seen = per_backend.setdefault(cell.backend, set())
+        key = (cell.task, cell.rep)
+        if key in seen or len(seen) < pairs:
+            seen.add(key)
+            chosen.append(cell.id)
+    return chosen
+
+
+def _capacity(suite: Suite, accounts: list[Account], parallel: int | None) -> Capacity:
+    accounts_total = sum(a.limits.max_concurrent for a in accounts)
+    pools: dict[str, int] = {}
+    lines = [f"accounts: {' + '.join(f'{a.name} {a.limits.max_concurrent}' for a in accounts)}"
+             f" = {accounts_total} concurrent sessions"]
+    for name in {suite.backend}:
+        config = suite.backends.get(name, BackendConfig())
+        if config.max_sandboxes is not None:
+            pools[name] = config.max_sandboxes
+            lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
+        elif name == "local":
+            pools[name] = os.cpu_count() or 1
+            lines.append(f"backend local: host cores = {pools[name]} (set backends.local.max_sandboxes to change)")
+        else:
+            pools[name] = accounts_total
+            lines.append(f"backend {name}: no pool set; bounded by accounts")
+    effective = min(accounts_total, *pools.values())
+    if parallel is not None:
+        lines.append(f"--parallel caps it at {parallel}")
+        effective = min(effective, parallel)
+    lines.append(f"effective parallelism = min({accounts_total}, {', '.join(map(str, pools.values()))}"
+                 + (f", {parallel}" if parallel is not None else "") + f") = {effective}")
+    return Capacity(accounts_concurrency=accounts_total, backend_pools=pools, parallel_cap=parallel,
+                    effective=effective, lines=lines)

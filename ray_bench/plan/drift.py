@@ -1,0 +1,70 @@
+"""Drift: the confirmed inputs are re-checked before every new attempt. Stat signatures keep
+it cheap: a file is re-hashed only when its size or mtime changed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ray_bench.config.tasks import iter_task_files, task_checksum
+from ray_bench.models.plan import InputFile
+
+
+@dataclass(frozen=True)
+class Drift:
+    kind: str
+    name: str
+    path: str
+    detail: str
+
+
+def _stat_sig(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    sig = []
+    for p in paths:
+        try:
+            st = p.stat()
+            sig.append((str(p), st.st_size, st.st_mtime_ns))
+        except OSError:
+            sig.append((str(p), -1, -1))
+    return tuple(sig)
+
+
+class DriftGuard:
+    def __init__(self, inputs: list[InputFile]) -> None:
+        self._inputs = {(i.kind, i.name): i for i in inputs}
+        self._verified: dict[tuple[str, str], tuple[tuple[str, int, int], ...]] = {}
+
+    def check_global(self) -> Drift | None:
+        for key, item in self._inputs.items():
+            if item.kind not in ("task",):
+                found = self._check(key, item)
+                if found:
+                    return found
+        return None
+
+    def check_task(self, task_id: str) -> Drift | None:
+        item = self._inputs.get(("task", task_id))
+        return self._check(("task", task_id), item) if item else None
+
+    def _check(self, key: tuple[str, str], item: InputFile) -> Drift | None:
+        path = Path(item.path)
+        is_dir = item.kind in ("task", "agent")
+        files = (iter_task_files(path) if path.is_dir() else [path]) if is_dir else [path]
+        sig = _stat_sig(files)
+        if self._verified.get(key) == sig:
+            return None
+        if is_dir:
+            if not path.is_dir():
+                return Drift(item.kind, item.name, item.path, "task directory is gone")
+            actual = task_checksum(path)
+        else:
+            try:
+                actual = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError as exc:
+                return Drift(item.kind, item.name, item.path, f"unreadable: {os.strerror(exc.errno or 0)}")
+        if actual != item.sha256:
+            return Drift(item.kind, item.name, item.path, f"sha256 {actual[:12]} != confirmed {item.sha256[:12]}")
+        self._verified[key] = sig
+        return None

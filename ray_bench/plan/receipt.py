@@ -1,0 +1,56 @@
+"""The receipt: what an operator reads before confirming a plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ray_bench.models.plan import Plan
+
+
+def render_receipt(plan: Plan, identity: str) -> str:
+    out: list[str] = [f"# Launch receipt: {plan.run_id}", ""]
+    out += [f"- plan identity: `{identity}`", f"- suite: `{plan.suite}`",
+            f"- created with: {plan.created_with}",
+            f"- cells: {len(plan.cells)} ({len(plan.tasks)} tasks x {len(plan.arms)} arms x reps)",
+            f"- preflight cells: {len(plan.preflight)}",
+            f"- attempts per cell at most: {plan.max_attempts}",
+            f"- spend limit: {'$%.2f' % plan.spend_limit_usd if plan.spend_limit_usd else 'none'}",
+            f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}", ""]
+    out += ["## Warnings", ""]
+    out += [f"- {w}" for w in plan.warnings] or ["- none"]
+    out += ["", "## Arms", "", "| arm | role | command | agent timeout | env names |", "|---|---|---|---|---|"]
+    for arm in plan.arms:
+        timeout = f"{arm.agent_timeout_sec:g}s" if arm.agent_timeout_sec else "task's"
+        out.append(f"| {arm.name} | {arm.role} | `{arm.command}` | {timeout} | {', '.join(sorted(arm.env)) or '-'} |")
+    out += ["", "## Accounts", "",
+            "| account | provider | route | max concurrent | starts/min | window quota | spend budget |",
+            "|---|---|---|---|---|---|---|"]
+    for acc in plan.accounts:
+        route = ", ".join(f"{t}<-${s}" for t, s in sorted(acc.route.env.items()))
+        if acc.route.home:
+            route = (route + ", " if route else "") + f"HOME={acc.route.home}"
+        lim = acc.limits
+        window = "-"
+        if lim.window is not None:
+            parts = [f"{lim.window.max_cells} cells" if lim.window.max_cells else "",
+                     f"${lim.window.max_usd:g}" if lim.window.max_usd else ""]
+            window = " / ".join(p for p in parts if p) + f" per {lim.window.hours:g}h"
+        out.append(f"| {acc.name} | {acc.provider} | {route} | {lim.max_concurrent} (floor {lim.min_concurrent}) | "
+                   f"{lim.starts_per_minute or '-'} | {window} | {'$%.2f' % lim.spend_usd if lim.spend_usd else '-'} |")
+    out += ["", "## Backends", ""]
+    for name, backend in sorted(plan.backends.items()):
+        out.append(f"- `{name}`: pool {backend.max_sandboxes or 'default'}, options "
+                   f"{', '.join(sorted(backend.options)) or 'none'}")
+    out += ["", "## Capacity", ""] + [f"- {line}" for line in plan.capacity.lines]
+    per_arm = Counter(c.arm for c in plan.cells)
+    out += ["", "## Cells", "", "| arm | cells |", "|---|---|"]
+    out += [f"| {arm} | {n} |" for arm, n in sorted(per_arm.items())]
+    out += ["", "## Inputs (re-checked before every new attempt)", ""]
+    kinds = Counter(i.kind for i in plan.inputs)
+    for item in plan.inputs:
+        if item.kind != "task":
+            out.append(f"- {item.kind} `{item.path}` sha256 `{item.sha256[:16]}`")
+    out.append(f"- {kinds['task']} task directories (checksums in the plan)")
+    out += ["", "## Confirm", "", "```",
+            f"ray-bench execute --plan runs/{plan.run_id}/launch-plan.json --confirm {identity}", "```", ""]
+    return "\n".join(out)

@@ -1,0 +1,72 @@
+"""`ray-bench quickstart`: the whole operator path on the bundled example suite."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from ray_bench.api import execute_run, plan_run
+from ray_bench.cli.progress import ConsoleProgress
+from ray_bench.reports.build import render_markdown, write_report
+from ray_bench.scheduler.driver import RunOptions
+
+#: Demo values for the demo accounts' routes. Not secrets: they reach nothing.
+DEMO_ROUTES = {"RAY_BENCH_DEMO_KEY_A": "demo-value-a-0000", "RAY_BENCH_DEMO_KEY_B": "demo-value-b-0000"}
+
+
+def example_dir() -> Path:
+    return Path(str(resources.files("ray_bench") / "examples" / "quickstart"))
+
+
+def prepare(workdir: Path, backend: str = "local") -> tuple[Path, Path]:
+    """Copy the bundled example into ``workdir`` (fresh each time) and return suite, accounts."""
+    target = workdir / "suite"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(example_dir(), target, ignore=shutil.ignore_patterns("__pycache__"))
+    suite = target / "suite.yaml"
+    if backend != "local":
+        data = yaml.safe_load(suite.read_text())
+        data["backend"] = backend
+        suite.write_text(yaml.safe_dump(data, sort_keys=False))
+    return suite, target / "accounts.yaml"
+
+
+def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | None = None) -> int:
+    console = console or Console()
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name, value in DEMO_ROUTES.items():
+        os.environ.setdefault(name, value)
+    suite, accounts = prepare(workdir, backend)
+    console.print(f"[bold]1. plan[/bold]  ray-bench plan --suite {suite} --accounts {accounts}")
+    started = time.monotonic()
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=workdir / "runs",
+                       run_id=f"quickstart-{time.strftime('%Y%m%d-%H%M%S')}")
+    console.print(f"   {planned.cells} cells; receipt at {planned.run_root / 'receipt.md'}")
+    for warning in planned.warnings:
+        console.print(f"   warning: {warning}", markup=False)
+    console.print(f"   plan identity: [bold]{planned.identity}[/bold]")
+    plan_path = planned.run_root / "launch-plan.json"
+    console.print(f"[bold]2. execute[/bold]  ray-bench execute --plan {plan_path} --confirm {planned.identity}")
+    outcome = execute_run(plan_path=plan_path, confirm=planned.identity, options=RunOptions(),
+                          observer=ConsoleProgress(console, every_sec=3.0))
+    console.print(f"   {outcome.counts['valid']} valid rows, {outcome.counts['failed']} failed cells, "
+                  f"{outcome.attempts_run} attempts, {outcome.wall_sec:.1f}s"
+                  + (f"; stopped: {outcome.detail}" if outcome.stopped else ""))
+    console.print(f"[bold]3. report[/bold]  ray-bench report {planned.run_root}")
+    report = write_report(planned.run_root)
+    console.print(render_markdown(report), markup=False)
+    console.print("[bold]Where everything is[/bold]")
+    for label, path in [("plan", plan_path), ("receipt", planned.run_root / "receipt.md"),
+                        ("ledger", planned.run_root / "ledger.sqlite"),
+                        ("attempts", planned.run_root / "attempts"),
+                        *[(f"report ({k})", p) for k, p in report.files(planned.run_root).items()]]:
+        console.print(f"   {label:<16} {path}", markup=False)
+    console.print(f"   quickstart took {time.monotonic() - started:.1f}s")
+    return outcome.exit_code

@@ -1,0 +1,1 @@
+"""Reports rebuilt from accepted rows."""

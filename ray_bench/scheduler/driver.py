@@ -1,0 +1,383 @@
+"""The driver of ``ray-bench execute``: the scheduler loop around the ledger, the gate and the
+cell runners on Ray.
+
+Order of work for every new attempt: the inputs are re-checked (drift), the gate picks an
+account, the attempt is recorded as started in the ledger, and only then is it sent to a
+runner, which creates the sandbox. Finished attempts are classified and recorded before
+anything else happens to their cell. A crash at any point leaves started attempts without a
+terminal record; the next ``execute`` marks them stale, removes their sandboxes by label and
+gives their cells new attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.errors import HaltActiveError, RunStopped
+from ray_bench.evidence.catalog import Catalog
+from ray_bench.evidence.circuit import RecoveryCircuit
+from ray_bench.evidence.classify import Verdict, classify
+from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.plan.drift import DriftGuard
+from ray_bench.scheduler.admission import AccountView, Gate, LocalGate
+from ray_bench.scheduler.runstate import RunState
+
+PAUSE_FILE = "pause.json"
+HALT_FILE = "resource-halt.json"
+SUMMARY_FILE = "run-summary.json"
+
+
+class RunObserver(Protocol):
+    """What the driver tells the outside world (terminal, metrics)."""
+
+    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None: ...
+    def attempt_started(self, row: AttemptRow) -> None: ...
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+                         cell_state: str) -> None: ...
+    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None: ...
+    def run_finished(self, outcome: RunOutcome) -> None: ...
+
+
+class NullObserver:
+    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
+        pass
+
+    def attempt_started(self, row: AttemptRow) -> None:
+        pass
+
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+                         cell_state: str) -> None:
+        pass
+
+    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None:
+        pass
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        pass
+
+
+@dataclass
+class RunOptions:
+    address: str | None = None
+    parallel: int | None = None
+    hypothesis: str | None = None
+    catalog: Catalog = field(default_factory=Catalog.default)
+    tick_sec: float = 0.25
+    #: Runners (one per node) are created by the driver; tests may pin the count.
+    runners_per_node: int = 1
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    exit_code: int
+    counts: dict[str, int]
+    stopped: str | None  # drift | halt | circuit | spend | paused | preflight | None
+    detail: str
+    stale_recovered: int
+    attempts_run: int
+    wall_sec: float
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class Driver:
+    """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
+    callables so that the Ray shell stays thin (see :class:`RayPool`)."""
+
+    def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool,
+                 gate: Gate | None = None, observer: RunObserver | None = None,
+                 options: RunOptions | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.plan = plan
+        self.identity = identity
+        self.run_root = run_root
+        self.pool = pool
+        self.gate: Gate = gate or LocalGate(plan.accounts)
+        self.observer: RunObserver = observer or NullObserver()
+        self.options = options or RunOptions()
+        self.clock = clock
+        self.catalog = self.options.catalog
+        self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}
+        self.arms = {a.name: a for a in plan.arms}
+        self.accounts = {a.name: a for a in plan.accounts}
+        self.drift = DriftGuard(plan.inputs)
+        self.circuit = RecoveryCircuit()
+        cap = plan.capacity.effective
+        if self.options.parallel is not None:
+            cap = min(cap, self.options.parallel)
+        self.capacity = max(1, cap)
+        self.inflight: dict[Any, tuple[AttemptRow, PlanCell]] = {}
+        self.spend: dict[str, float] = {}
+        self.attempts_run = 0
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> RunOutcome:
+        started = time.monotonic()
+        halt = self.run_root / HALT_FILE
+        if halt.exists():
+            raise HaltActiveError("a resource halt blocks resume", where=str(halt),
+                                  fix="fix the pressure, then pass --clear-halt FILE --clearance-reason TEXT")
+        ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
+        try:
+            self._clear_pause(ledger)
+            if self.options.hypothesis:
+                ledger.event("hypothesis", {"text": self.options.hypothesis})
+            stale = self._recover_stale(ledger)
+            history = ledger.attempts()
+            for row in history:
+                self.spend[row.account] = self.spend.get(row.account, 0.0) + row.cost_usd
+            self._replay_circuit(ledger, history)
+            state = RunState(self.plan, history)
+            ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
+                                         "counts": state.counts()})
+            self.observer.run_started(self.plan, state, stale)
+            stopped, detail = self._execute(ledger, state)
+            self._final_audit(ledger)
+            counts = state.counts()
+            exit_code = 0 if stopped is None and counts["valid"] == len(state.cells) else 1
+            if stopped is None and exit_code == 1:
+                detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
+            outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
+                                 self.attempts_run, round(time.monotonic() - started, 3))
+            ledger.event("run_finished", outcome.to_json())
+            (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
+            self.observer.run_finished(outcome)
+            return outcome
+        finally:
+            ledger.close()
+
+    def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
+        preflight = {c for c in self.plan.preflight if state.cells[c].state == "pending"}
+        if preflight and not any(state.cells[c].valid for c in self.plan.preflight):
+            aside = state.restrict(preflight)
+            stop = self._loop(ledger, state, phase="preflight")
+            if stop is not None:
+                return stop
+            failed = [c for c in self.plan.preflight if not state.cells[c].valid]
+            if failed:
+                cell = state.cells[failed[0]]
+                detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
+                          f"has no valid row (last failure: {cell.last_failure})")
+                ledger.event("stop", {"reason": "preflight", "detail": detail, "cells": failed})
+                return "preflight", detail
+            ledger.event("preflight_passed", {"cells": sorted(preflight)})
+            state.extend(aside)
+        return self._loop(ledger, state, phase="fan-out") or (None, "")
+
+    def _loop(self, ledger: Ledger, state: RunState, phase: str) -> tuple[str, str] | None:
+        stop: tuple[str, str] | None = None
+        last_tick = 0.0
+        while True:
+            note = None
+            if stop is None:
+                stop = self._check_stops(ledger)
+            if stop is None:
+                try:
+                    note = self._launch(ledger, state)
+                except RunStopped as exc:
+                    stop = (exc.reason, exc.detail)
+                    ledger.event("stop", {"reason": exc.reason, "detail": exc.detail})
+            if not self.inflight and (stop is not None or not state.pending):
+                break
+            for ref, summary in self.pool.wait(list(self.inflight), self.options.tick_sec):
+                self._finish(ledger, state, ref, summary)
+            now = self.clock()
+            if now - last_tick >= 1.0 or not self.inflight:
+                self.observer.tick(state, self.gate.views(now), note)
+                last_tick = now
+            if not self.inflight and stop is None and state.pending and note:
+                time.sleep(min(1.0, self.options.tick_sec * 4))
+        return stop
+
+    def _launch(self, ledger: Ledger, state: RunState) -> str | None:
+        """Start attempts while capacity, accounts and the circuit allow. Returns a note when
+        work is waiting on something."""
+        now = self.clock()
+        skipped: list[str] = []
+        note = None
+        while state.pending and len(self.inflight) < self.capacity:
+            cell_id = state.pending.popleft()
+            cell = state.cells[cell_id].cell
+            drift = self.drift.check_global() or self.drift.check_task(cell.task)
+            if drift is not None:
+                state.pending.appendleft(cell_id)
+                ledger.event("drift", drift.__dict__, cell_id=cell_id)
+                raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
+                                          "running cells may finish, a new plan is required")
+            account = self.gate.acquire(cell, now)
+            if account is None:
+                skipped.append(cell_id)
+                blocked = self.gate.blocked_until(now)
+                note = (f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)" if blocked
+                        else "waiting: every account is at its limit")
+                break
+            scope = self.circuit.blocks(account=account, backend=cell.backend)
+            if scope is not None:
+                self.gate.release(account, None, now)
+                if scope == "run" or scope.startswith("backend:"):
+                    state.pending.appendleft(cell_id)
+                    raise RunStopped("circuit", f"recovery circuit open for {scope} "
+                                                f"(signature {self.circuit.open_scopes[scope]}); "
+                                                "resume with --hypothesis TEXT")
+                skipped.append(cell_id)
+                continue
+            self._start(ledger, state, cell, account)
+        for cell_id in reversed(skipped):
+            state.pending.appendleft(cell_id)
+        if not self.inflight and state.pending and note is None and skipped:
+            usable = [v for v in self.gate.views(now) if v.state not in ("disabled", "held")
+                      and self.circuit.blocks(account=v.name, backend="") is None]
+            if not usable:
+                raise RunStopped("accounts", "no account can be admitted (disabled, held or circuit open)")
+        return note
+
+    def _start(self, ledger: Ledger, state: RunState, cell: PlanCell, account: str) -> None:
+        task = self.tasks[cell.task]
+        arm = self.arms[cell.arm]
+        row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
+                                   rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
+                                   preflight=cell.id in self.plan.preflight)
+        acc = self.accounts[account]
+        backend_cfg = self.plan.backends.get(cell.backend)
+        res = arm.resources
+        defaults = backend_cfg.resources if backend_cfg else None
+        spec = AttemptSpec(
+            run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
+            arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
+            attempt_dir=str(self.run_root / "attempts" / cell.id / row.attempt_id),
+            backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
+            agent_command=arm.command, agent_env=dict(arm.env), agent_dir=arm.agent_dir,
+            route_env=dict(acc.route.env),
+            route_home=acc.route.home,
+            agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
+            verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
+            verifier_env=dict(task.verifier_env), image=arm.image or task.image,
+            build_context=str(Path(task.path) / "environment") if task.has_dockerfile else None,
+            workdir=task.workdir, network=task.network,
+            cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
+            memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
+            pids=res.pids or (defaults.pids if defaults else None),
+            expose_solution=arm.expose_solution,
+            artifact_cap_bytes=self.plan.artifact_cap_mb << 20,
+            seed=f"{cell.id}:{row.seq}",
+        )
+        ref = self.pool.submit(spec)
+        self.inflight[ref] = (row, cell)
+        state.started(cell.id)
+        self.attempts_run += 1
+        self.observer.attempt_started(row)
+
+    def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: dict[str, Any]) -> None:
+        row, cell = self.inflight.pop(ref)
+        now = self.clock()
+        if summary.get("cancelled"):
+            ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
+                                  failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
+                                  summary=summary)
+            self.gate.release(row.account, None, now)
+            cell_state = state.finished(cell.id, None)
+            self.observer.attempt_finished(row, None, summary, cell_state)
+            return
+        verdict = classify(summary, self.catalog)
+        cost = float((summary.get("usage") or {}).get("cost_usd") or 0.0)
+        summary["verdict"] = {"valid": verdict.valid, "failure_class": verdict.failure_class,
+                              "fingerprint": verdict.fingerprint, "message": verdict.message,
+                              "flags": list(verdict.flags)}
+        ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.get("reward"),
+                              failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
+                              counts=verdict.counts, cost_usd=cost, summary=summary)
+        self.spend[row.account] = self.spend.get(row.account, 0.0) + cost
+        self.gate.release(row.account, verdict, now)
+        if verdict.valid:
+            self.circuit.record_success(account=row.account, backend=row.backend)
+        elif verdict.failure_class and verdict.fingerprint:
+            for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
+                                                     account=row.account, backend=row.backend):
+                ledger.event("circuit_open", {"scope": scope, "fingerprint": verdict.fingerprint,
+                                              "class": verdict.failure_class, "message": verdict.message})
+        cell_state = state.finished(cell.id, verdict)
+        self.observer.attempt_finished(row, verdict, summary, cell_state)
+
+    # -- stops -------------------------------------------------------------------------------
+
+    def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
+        pause = self.run_root / PAUSE_FILE
+        if pause.exists():
+            try:
+                request = json.loads(pause.read_text())
+            except ValueError:
+                request = {}
+            detail = f"paused by operator; first safe resume action: {request.get('resume_action', 'execute again')}"
+            ledger.event("paused", request)
+            if request.get("now"):
+                self.pool.cancel(list(self.inflight))
+            return "paused", detail
+        if (self.run_root / HALT_FILE).exists():
+            detail = f"resource halt: {self.run_root / HALT_FILE}"
+            ledger.event("stop", {"reason": "halt", "detail": detail})
+            return "halt", detail
+        total = sum(self.spend.values())
+        if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
+            detail = f"spend ${total:.2f} reached the limit ${self.plan.spend_limit_usd:.2f}"
+            ledger.event("stop", {"reason": "spend", "detail": detail})
+            return "spend", detail
+        for name, acc in self.accounts.items():
+            budget = acc.limits.spend_usd
+            if budget is not None and self.spend.get(name, 0.0) >= budget:
+                detail = f"account {name} spent ${self.spend[name]:.2f} of its ${budget:.2f} budget"
+                ledger.event("stop", {"reason": "spend", "detail": detail})
+                return "spend", detail
+        return None
+
+    def _clear_pause(self, ledger: Ledger) -> None:
+        pause = self.run_root / PAUSE_FILE
+        if pause.exists():
+            archive = self.run_root / "pauses"
+            archive.mkdir(exist_ok=True)
+            os.replace(pause, archive / f"{int(self.clock())}-pause.json")
+            ledger.event("resumed", {"after": "pause"})
+
+    # -- crash recovery ------------------------------------------------------------------------
+
+    def _recover_stale(self, ledger: Ledger) -> int:
+        """Attempts with no terminal record belong to a driver that died: mark them stale and
+        remove whatever sandboxes they left, found by label."""
+        open_rows = [r for r in ledger.attempts() if not r.terminal]
+        for row in open_rows:
+            removed = self.pool.cleanup(self.plan.backends, row.backend, self.plan.run_id, row.attempt_id)
+            ledger.finish_attempt(row.attempt_id, status="stale", valid=False, reward=None,
+                                  failure_class="executor", fingerprint="stale-runner", counts=False,
+                                  cost_usd=0.0, summary={"stale": True, "sandboxes_removed": removed})
+        return len(open_rows)
+
+    def _replay_circuit(self, ledger: Ledger, history: list[AttemptRow]) -> None:
+        reopened = {e.seq for e in ledger.events("hypothesis")}
+        last_hypothesis = max(reopened) if reopened else 0
+        opened = [e for e in ledger.events("circuit_open") if e.seq > last_hypothesis]
+        for event in opened:
+            self.circuit.open_scopes[event.data["scope"]] = event.data["fingerprint"]
+
+    def _final_audit(self, ledger: Ledger) -> None:
+        backends = {c.backend for c in self.plan.cells}
+        leftovers = 0
+        for backend in sorted(backends):
+            leftovers += self.pool.cleanup(self.plan.backends, backend, self.plan.run_id, None)
+        ledger.event("audit", {"removed": leftovers})
+
+
+class RunnerPool(Protocol):
+    def submit(self, spec: AttemptSpec) -> Any: ...
+    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any]]]: ...
+    def cancel(self, refs: list[Any]) -> None: ...
+    def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
