@@ -3,36 +3,27 @@ every runbook exists, and every series they name is one the exporter serves."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from ray_bench.metrics import AccountView, MetricsExporter
-from tests.support.prometheus import ALERT_RULES, REPO_ROOT, SCRAPE_CONFIG, require_binary
+from tests.support.prometheus import (
+    ALERT_RULES,
+    REPO_ROOT,
+    SCRAPE_CONFIG,
+    alert_rules,
+    dashboard,
+    dashboard_exprs,
+    require_binary,
+)
 
 OPS = REPO_ROOT / "ops"
-DASHBOARD = OPS / "grafana" / "ray-bench.json"
 METRIC = re.compile(r"\braybench_[a-z_]+")
-
-
-def dashboard() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    return data
-
-
-def dashboard_exprs() -> list[str]:
-    return [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
-
-
-def alert_rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(ALERT_RULES.read_text())["groups"]
-    return [rule for group in groups for rule in group["rules"]]
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

@@ -9,22 +9,18 @@ from collections.abc import Iterator
 import pytest
 
 from ray_bench.metrics import AccountView, MetricsExporter
-from tests.metrics.test_ops_files import alert_rules, dashboard, dashboard_exprs
-from tests.support.prometheus import PrometheusServer
+from tests.support.prometheus import (
+    PrometheusServer,
+    alert_expr,
+    alert_rules,
+    dashboard,
+    dashboard_exprs,
+)
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 RUN = "it-run"
 VALID_ROWS = 8
-
-
-def for_run(expr: str, run: str = RUN) -> str:
-    return expr.replace("$run", run)
-
-
-def rule(name: str) -> str:
-    (expr,) = [r["expr"] for r in alert_rules() if r["alert"] == name]
-    return str(expr)
 
 
 def feed_small_run(exporter: MetricsExporter) -> None:
@@ -84,19 +80,19 @@ def test_a_small_run_end_to_end(prometheus: PrometheusServer, exporter: MetricsE
     # Every dashboard expression parses and returns data (rate() and increase() need two
     # scrapes after the events, so wait rather than query once).
     assert dashboard()["panels"]
-    for expr in dashboard_exprs():
-        prometheus.wait_for_data(for_run(expr), timeout=20)
+    for expr in dashboard_exprs(run=RUN):
+        prometheus.wait_for_data(expr, timeout=20)
 
     # Alert expressions whose condition the run above makes true: each returns data now.
     # (`for:` only delays firing; the expression itself answers at once.)
-    prometheus.wait_for_data(rule("RayBenchPaceBelowRequired"))
-    prometheus.wait_for_data(rule("RayBenchAccountDisabled"))
-    prometheus.wait_for_data(rule("RayBenchCircuitOpen"))
-    prometheus.wait_for_data(rule("RayBenchHalted"))
+    prometheus.wait_for_data(alert_expr("RayBenchPaceBelowRequired"))
+    prometheus.wait_for_data(alert_expr("RayBenchAccountDisabled"))
+    prometheus.wait_for_data(alert_expr("RayBenchCircuitOpen"))
+    prometheus.wait_for_data(alert_expr("RayBenchHalted"))
     # acct-a is still healthy, so not every account is cooling yet.
-    assert prometheus.query(rule("RayBenchAllAccountsCooling")) == []
+    assert prometheus.query(alert_expr("RayBenchAllAccountsCooling")) == []
     # The run is seconds old, so the stall guard holds it off.
-    assert prometheus.query(rule("RayBenchRunStalled")) == []
+    assert prometheus.query(alert_expr("RayBenchRunStalled")) == []
     # The rules file is loaded and evaluated: the alerts without `for:` are firing.
     firing = prometheus.wait_for(
         lambda: (
@@ -112,12 +108,12 @@ def test_a_small_run_end_to_end(prometheus: PrometheusServer, exporter: MetricsE
         [AccountView("acct-a", "cooling", 0, 4), AccountView("acct-b", "cooling", 0, 2),
          AccountView("acct-c", "disabled", 0, 2)]
     )  # fmt: skip
-    result = prometheus.wait_for_data(rule("RayBenchAllAccountsCooling"))
+    result = prometheus.wait_for_data(alert_expr("RayBenchAllAccountsCooling"))
     assert [r["metric"]["run"] for r in result] == [RUN]
 
     # The run ends with sandboxes still alive: residue (first branch of the rule).
     exporter.set_finished()
-    result = prometheus.wait_for_data(rule("RayBenchSandboxResidue"))
+    result = prometheus.wait_for_data(alert_expr("RayBenchSandboxResidue"))
     assert {(r["metric"]["run"], r["metric"]["backend"]) for r in result} == {(RUN, "docker")}
 
     # Every alert expression parses (status success) whatever its value.
@@ -134,7 +130,7 @@ def test_residue_after_the_exporter_went_away(prometheus: PrometheusServer) -> N
         prometheus.wait_for_value('sum(raybench_sandboxes{run="gone-run"})', 2)
     assert not exporter.target_file.exists()
     prometheus.wait_for_target_gone("gone-run")
-    result = prometheus.wait_for_data(rule("RayBenchSandboxResidue"))
+    result = prometheus.wait_for_data(alert_expr("RayBenchSandboxResidue"))
     assert {(r["metric"]["run"], r["metric"]["backend"]) for r in result} == {
         ("gone-run", "daytona")
     }
@@ -149,7 +145,7 @@ def test_residue_after_the_exporter_went_away(prometheus: PrometheusServer) -> N
         exporter.stop(final_scrape_timeout=10)
     prometheus.wait_for_target_gone("clean-run")
     time.sleep(2)
-    runs = {r["metric"]["run"] for r in prometheus.query(rule("RayBenchSandboxResidue"))}
+    runs = {r["metric"]["run"] for r in prometheus.query(alert_expr("RayBenchSandboxResidue"))}
     assert "clean-run" not in runs
 
 
@@ -157,7 +153,7 @@ def test_stalled_run_expression(prometheus: PrometheusServer) -> None:
     # RayBenchRunStalled needs 30 minutes of silence in a run older than 30 minutes. The
     # rule's own expression is checked to parse above; here the same expression with its
     # two durations shrunk to seconds shows the logic: data once rows stop, none before.
-    expr = rule("RayBenchRunStalled")
+    expr = alert_expr("RayBenchRunStalled")
     assert "[30m]" in expr
     assert "> 1800" in expr
     shrunk = expr.replace("[30m]", "[4s]").replace("> 1800", "> 1")

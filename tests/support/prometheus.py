@@ -45,8 +45,32 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 OPS_PROMETHEUS = REPO_ROOT / "ops" / "prometheus"
 SCRAPE_CONFIG = OPS_PROMETHEUS / "prometheus.yml"
 ALERT_RULES = OPS_PROMETHEUS / "alerts.yml"
+DASHBOARD = REPO_ROOT / "ops" / "grafana" / "ray-bench.json"
 
 T = TypeVar("T")
+
+
+def dashboard() -> dict[str, Any]:
+    """The shipped Grafana dashboard."""
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return data
+
+
+def dashboard_exprs(run: str | None = None) -> list[str]:
+    """Every panel expression of the dashboard; with ``run``, ``$run`` filled in."""
+    exprs = [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
+    return exprs if run is None else [e.replace("$run", run) for e in exprs]
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    """Every rule of the shipped alert rules file."""
+    groups = yaml.safe_load(ALERT_RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def alert_expr(name: str) -> str:
+    (expr,) = [r["expr"] for r in alert_rules() if r["alert"] == name]
+    return str(expr)
 
 
 class PrometheusError(AssertionError):
@@ -61,7 +85,7 @@ def require_binary(name: str = "prometheus") -> str:
     """The binary's path; skips the test without it, fails under ``CI=true``."""
     path = find_binary(name)
     if path is None:
-        reason = f"{name} binary not found on PATH (install Debian's {name} package)"
+        reason = f"{name} not found on PATH (on Debian: apt-get install prometheus)"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{reason}; CI must run the prometheus tests")
         pytest.skip(reason)
