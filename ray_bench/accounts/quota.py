@@ -25,10 +25,13 @@ class RollingWindowQuota:
         self._usd_sum = 0.0
 
     def _expire(self, now: float) -> None:
-        horizon = now - self.window_s
-        while self._cells and self._cells[0] <= horizon:
+        # ``at + window_s <= now``, not ``at <= now - window_s``: the same expression as
+        # the free-at times below, so that waking at a free-at time always finds the start
+        # expired (the other form differs by one rounding and admitted over the cap).
+        w = self.window_s
+        while self._cells and self._cells[0] + w <= now:
             self._cells.popleft()
-        while self._usd and self._usd[0][0] <= horizon:
+        while self._usd and self._usd[0][0] + w <= now:
             self._usd_sum -= self._usd.popleft()[1]
         if not self._usd:
             self._usd_sum = 0.0

@@ -113,7 +113,7 @@ class Provider:
         if acct in self.window:
             span, cap = self.window[acct]
             q = self.starts[acct]
-            while q and q[0] <= now - span:
+            while q and q[0] + span <= now:
                 q.popleft()
             if len(q) >= cap:
                 return _Attempt(cell, lease, now, now + self._delay((1.0, 5.0)),

@@ -38,3 +38,14 @@ def test_usd_cap_frees_when_enough_spend_expires() -> None:
 def test_rejects_empty_window() -> None:
     with pytest.raises(ValueError, match="window_s"):
         RollingWindowQuota(0)
+
+
+def test_waking_at_the_free_time_finds_the_start_expired() -> None:
+    # (0.1 + 18000) - 18000 < 0.1 in floating point: an expiry test written as
+    # ``at <= now - window`` kept this start while ``cells_free_at`` said it had left.
+    q = RollingWindowQuota(18000.0, max_cells=1)
+    q.record_start(0.1)
+    free = q.cells_free_at(1.0)
+    assert free == 0.1 + 18000.0
+    assert q.cells_left(free) == 1
+    assert q.cells_free_at(free) == free
