@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The test command: create .venv if missing, install the package with its dev extra, run pytest.
+# Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+# Reinstall only when the project metadata changed since the last install.
+stamp=.venv/.ray-bench-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/pip install -q -e '.[dev]'
+    touch "$stamp"
+fi
+
+status=0
+.venv/bin/pytest -q "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
+    exit 1
+fi
+exit "$status"
