@@ -100,7 +100,8 @@ class RefusalReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """The account may start a cell now; ``headroom`` slots are free (this one included)."""
+    """The account may start a cell now, and up to ``headroom`` cells in a row (free slots,
+    capped by the window's cells and the bucket's tokens; this one included)."""
 
     headroom: int
     probe: bool = False
@@ -215,6 +216,8 @@ class AccountCore:
         headroom = 1 if probe else limit - self.inflight
         if self.window is not None and self.window.max_cells is not None:
             headroom = min(headroom, self.window.cells_left(now) or 0)
+        if not self.bucket.unlimited:
+            headroom = min(headroom, int(self.bucket.tokens(now) + 1e-9))
         return Admit(headroom=max(1, headroom), probe=probe)
 
     def on_start(self, now: float, lease: Lease) -> None:

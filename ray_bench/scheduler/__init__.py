@@ -9,6 +9,7 @@ from ray_bench.scheduler.policy import (
     Start,
     choose_account,
     healthy_capacity,
+    plan_starts,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "SystemClock",
     "choose_account",
     "healthy_capacity",
+    "plan_starts",
 ]

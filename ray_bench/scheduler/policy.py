@@ -29,9 +29,16 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ray_bench.accounts.core import AccountCore, AccountSnapshot, Admit, Lease
+from ray_bench.accounts.core import (
+    AccountCore,
+    AccountSnapshot,
+    Admit,
+    Lease,
+    Refusal,
+    RefusalReason,
+)
 from ray_bench.accounts.outcome import Outcome, OutcomeKind
 
 RUNNING_BOOST = 1.5
@@ -238,6 +245,37 @@ def choose_account(candidates: Sequence[AccountSnapshot]) -> str | None:
         if best is None or key[:3] > best[:3]:
             best = key
     return best[3] if best is not None else None
+
+
+def plan_starts(queue: CellQueue, snapshots: Sequence[AccountSnapshot], now: float,
+                free_slots: int | None = None) -> list[tuple[CellRef, str]]:
+    """Plan this round's starts from one snapshot per account: ``[(cell, account)]``.
+
+    For a driver whose accounts live elsewhere (Ray actors): one round trip for the
+    snapshots, then each planned start is confirmed by its account (``on_start`` raises
+    :class:`~ray_bench.accounts.AdmissionRefused` if the account changed its mind, e.g.
+    another run took the slot); a refused cell goes back with ``queue.requeue(cell)``.
+    Pops the planned cells from ``queue``.
+    """
+    snaps = {s.name: s for s in snapshots}
+    out: list[tuple[CellRef, str]] = []
+    budget = math.inf if free_slots is None else free_slots
+    while budget > 0 and len(queue):
+        name = choose_account(list(snaps.values()))
+        if name is None:
+            break
+        cell = queue.pop(now)
+        if cell is None:
+            break
+        out.append((cell, name))
+        budget -= 1
+        snap = snaps[name]
+        assert isinstance(snap.admit, Admit)
+        left = snap.admit.headroom - 1
+        admit: Admit | Refusal = (replace(snap.admit, headroom=left) if left > 0
+                                  else Refusal(RefusalReason.CONCURRENCY, None))
+        snaps[name] = replace(snap, inflight=snap.inflight + 1, admit=admit)
+    return out
 
 
 def healthy_capacity(snapshots: Iterable[AccountSnapshot], backend_slots: int | None) -> int:

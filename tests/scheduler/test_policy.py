@@ -1,6 +1,7 @@
 from ray_bench.accounts import (
     AccountCore,
     AccountLimits,
+    Admit,
     HealthState,
     Lease,
     Outcome,
@@ -13,6 +14,7 @@ from ray_bench.scheduler import (
     DurationBook,
     choose_account,
     healthy_capacity,
+    plan_starts,
 )
 
 
@@ -164,3 +166,24 @@ def test_dispatcher_waits_when_every_account_is_blocked() -> None:
     d.finish(5.0, s.lease, Outcome.success())
     assert d.dispatch(6.0) == []
     assert len(d.dispatch(3600.0)) == 1
+
+
+def test_plan_starts_from_snapshots_spends_each_accounts_headroom() -> None:
+    a, b = core("a", 3), core("b", 1, starts_per_minute=60, burst=1)
+    q = CellQueue(cells(4), DurationBook())
+    plan = plan_starts(q, [a.snapshot(0.0), b.snapshot(0.0)], 0.0)
+    assert sorted(acc for _, acc in plan) == ["a", "a", "a", "b"]
+    assert len(q) == 4  # 8 cells, 4 planned
+    q2 = CellQueue(cells(4), DurationBook())
+    assert len(plan_starts(q2, [a.snapshot(0.0)], 0.0, free_slots=2)) == 2
+    # The driver confirms each start with its account; a refusal sends the cell back.
+    for i, (cell, acc) in enumerate(plan):
+        (a if acc == "a" else b).on_start(0.0, Lease(f"p{i}", cell.cell_id, acc))
+    assert plan_starts(q2, [a.snapshot(0.0), b.snapshot(0.0)], 0.0) == []
+    assert len(q2) == 6
+
+
+def test_token_bucket_caps_headroom() -> None:
+    acc = core("a", 8, starts_per_minute=2, burst=2)
+    d = acc.can_admit(0.0)
+    assert d == Admit(headroom=2)
