@@ -83,7 +83,7 @@ class AccountSpec(_Model):
     min_concurrent: int = Field(default=1, gt=0)
     starts_per_minute: float | None = Field(default=None, gt=0)
     window: WindowSpec | None = None
-    spend_budget_usd: float | None = Field(default=None, gt=0)
+    spend_usd: float | None = Field(default=None, gt=0, description="Spend budget, USD.")
     usd_per_hour: float = Field(default=0.0, ge=0, description="Cost of one running cell.")
 
     def limits(self, health: HealthPolicy | None = None) -> AccountLimits:
@@ -92,7 +92,7 @@ class AccountSpec(_Model):
             max_concurrent=self.max_concurrent, min_concurrent=self.min_concurrent,
             starts_per_minute=self.starts_per_minute,
             window=WindowLimit(w.hours, w.max_cells, w.max_usd) if w else None,
-            spend_budget_usd=self.spend_budget_usd, health=health or HealthPolicy())
+            spend_budget_usd=self.spend_usd, health=health or HealthPolicy())
 
 
 class StormEvent(_Model):
