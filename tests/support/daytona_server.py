@@ -14,8 +14,9 @@ and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every 
 answers, slow creates (state ``creating`` for a while), and :meth:`DaytonaServer.vanish`, which
 removes a sandbox's container behind the API's back.
 
-Every container carries the sandbox's labels plus :data:`MARKER_LABEL` (the server's id), so a
-test can verify zero residue with the Docker SDK alone.
+Every container carries the sandbox's labels (under :data:`LABEL_PREFIX`) plus
+:data:`MARKER_LABEL` (the server's id), so a test can verify zero residue with the Docker SDK
+alone.
 
 Run it for an operator::
 
@@ -51,6 +52,10 @@ from aiohttp import web
 
 MARKER_LABEL = "ray-bench.fake-daytona"
 SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
+#: A sandbox's labels are on its container under this prefix, not verbatim: the ``docker``
+#: backend lists and cleans up containers by the same ``ray-bench.*`` labels, and must not
+#: take a (fake) Daytona sandbox for one of its own.
+LABEL_PREFIX = "ray-bench.fake-daytona.label/"
 #: Not a secret: the fake accepts only this key unless told otherwise.
 DEFAULT_API_KEY = "fake-daytona-key"
 
@@ -115,6 +120,7 @@ class DaytonaServer:
         self._boxes: dict[str, _Box] = {}
         self._lock = threading.Lock()
         self._dice = random.Random(self.faults.seed)
+        self._dice_for = self.faults
         self._docker = docker_client
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -246,6 +252,8 @@ class DaytonaServer:
         return None
 
     def _roll(self, fraction: float) -> bool:
+        if self._dice_for is not self.faults:  # new faults, new dice: each plan replays alike
+            self._dice, self._dice_for = random.Random(self.faults.seed), self.faults
         return fraction > 0 and self._dice.random() < fraction
 
     def _rate_limited(self, throttler: str) -> web.Response:
@@ -364,11 +372,8 @@ class DaytonaServer:
 
     async def _start_container(self, box: _Box) -> None:
         body = box.body
-        labels = {
-            **(body.get("labels") or {}),
-            MARKER_LABEL: self.server_id,
-            SANDBOX_ID_LABEL: box.id,
-        }
+        labels = {f"{LABEL_PREFIX}{k}": v for k, v in (body.get("labels") or {}).items()}
+        labels.update({MARKER_LABEL: self.server_id, SANDBOX_ID_LABEL: box.id})
         kwargs: dict[str, Any] = {
             "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
             "detach": True,
