@@ -314,6 +314,7 @@ class DaytonaBackend(SandboxBackend):
         api_key_env: str = "DAYTONA_API_KEY",
         target: str | None = None,
         snapshot: str | None = None,
+        image: str | None = None,
         os_user: str | None = None,
         create_timeout: float = 300.0,
         ttl_margin_min: int = 15,
@@ -329,6 +330,7 @@ class DaytonaBackend(SandboxBackend):
         self.api_key_env = api_key_env
         self.target = target
         self.snapshot = snapshot
+        self.image = image
         self.os_user = os_user
         self.create_timeout = create_timeout
         self.ttl_margin_min = ttl_margin_min
@@ -445,11 +447,10 @@ class DaytonaBackend(SandboxBackend):
         }
         image = spec.image
         if image is None and spec.dockerfile_dir is None:
-            if self.snapshot is None:
-                raise SandboxCreateError(
-                    "the spec names no image and the daytona backend has no snapshot"
-                )
-            image = SNAPSHOT_PREFIX + self.snapshot
+            if self.image is not None:
+                image = self.image
+            else:  # the backend's snapshot, else the organisation's default snapshot
+                return CreateSandboxFromSnapshotParams(snapshot=self.snapshot, **common)
         if image is not None and image.startswith(SNAPSHOT_PREFIX):
             return CreateSandboxFromSnapshotParams(snapshot=image[len(SNAPSHOT_PREFIX) :], **common)
         source: str | Image = (

@@ -310,6 +310,24 @@ def test_snapshot_create(server: DaytonaServer, base_image: str) -> None:
     assert server.create_requests[-1]["snapshot"] == "rb-busybox"
 
 
+def test_no_image_uses_the_default_snapshot(server: DaytonaServer) -> None:
+    """No image anywhere: Daytona's default snapshot (the fake's ``--image``)."""
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
+            assert (await sbx.exec("echo default", timeout=30)).stdout == "default\n"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert "snapshot" not in server.create_requests[-1]
+    assert "buildInfo" not in server.create_requests[-1]
+
+
 def test_unreachable_server_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
