@@ -120,10 +120,10 @@ class Ledger:
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", [
                     ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
                     ("created_at", repr(time.time()))])
-            elif meta.get("plan_identity") != plan_identity:
-                conn.close()
-                raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",
-                                where=str(run_root), fix="execute that plan, or plan a new run id")
+        if meta and meta.get("plan_identity") != plan_identity:
+            conn.close()
+            raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",
+                            where=str(run_root), fix="execute that plan, or plan a new run id")
         return cls(conn, path)
 
     @classmethod

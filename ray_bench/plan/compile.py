@@ -188,7 +188,8 @@ def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: Pla
                 f"only {', '.join(a.name for a in arms)}"]
     from ray_bench.ledger.rows import valid_rows_by_task_arm  # the ledger is only read here
 
-    others = [a.name for a in suite.arms if a not in arms]
+    chosen = {a.name for a in arms}
+    others = [a.name for a in suite.arms if a.name not in chosen]
     have: dict[tuple[str, str, str], int] = {}
     for root in req.counterpart_runs:
         for key, count in valid_rows_by_task_arm(root).items():

@@ -417,25 +417,30 @@ class DockerBackend(SandboxBackend):
         # sh as PID 1 reaps orphans from execs; the sleep ends the container after its lifetime,
         # a safety net for a driver that died without deleting it (audit still finds it).
         command = ["sh", "-c", f"trap 'exit 0' TERM; sleep {lifetime} & wait $!"]
+        api = self.client().api
         try:
-            container = self.client().containers.create(
+            # The low-level API: the high-level create re-inspects the container (one more
+            # round trip per cell for nothing).
+            host_config = api.create_host_config(
+                network_mode=None if spec.network else "none", **_limits(spec.resources)
+            )
+            created = api.create_container(
                 image,
                 command,
                 name=name,
                 labels=dict(spec.labels),
                 environment=dict(spec.env),
                 working_dir=spec.workdir,
-                network_mode=None if spec.network else "none",
-                **_limits(spec.resources),
+                host_config=host_config,
             )
-            container.start()
+            api.start(created["Id"])
         except docker.errors.APIError as exc:
             if _unreachable(exc):
                 raise
             with contextlib.suppress(docker.errors.APIError):
                 self.client().api.remove_container(name, force=True, v=True)
             raise SandboxCreateError(f"creating a container from {image} failed: {exc}") from exc
-        return str(container.id)
+        return str(created["Id"])
 
     # -- delete, list, remove -------------------------------------------------------------
 

@@ -205,8 +205,8 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 class LocalBackend(SandboxBackend):
     name = "local"
 
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = root or default_root()
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root else default_root()
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,94 @@
+"""The cell runner on the local backend, without Ray: lifecycle, timeouts, redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from ray_bench.cells.runner import run_attempt
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.sandboxes.local import LocalBackend
+from support.ray_local import TEST_ROUTES
+from support.suites import make_suite
+
+SECRET = TEST_ROUTES["RB_CANARY_KEY_1"]
+
+
+def _spec(tmp_path: Path, command: str, **kw: object) -> AttemptSpec:
+    make_suite(tmp_path / "suite", tasks=["hello-world"])
+    fields: dict[str, object] = dict(
+        run_id="run", attempt_id="c-a1", cell_id="c", task_id="hello-world", arm="baseline", rep=1,
+        account="acct", task_path=str(tmp_path / "suite" / "tasks" / "hello-world"),
+        attempt_dir=str(tmp_path / "attempt"), backend="local", backend_options={},
+        agent_command=command, agent_env={}, agent_dir=None, route_env={"API_KEY": "RB_CANARY_KEY_1"},
+        route_home=None, agent_timeout_sec=10.0, verifier_timeout_sec=10.0, verifier_env={}, image=None,
+        build_context=None, workdir="/app", network=False, cpus=None, memory_mb=None, pids=None,
+        expose_solution=True, artifact_cap_bytes=1 << 20, seed="s")
+    fields.update(kw)
+    return AttemptSpec(**fields)  # type: ignore[arg-type]
+
+
+def _run(spec: AttemptSpec, root: Path) -> dict[str, object]:
+    backend = LocalBackend(root)
+    return asyncio.run(run_attempt(spec, backend))
+
+
+def test_solved_attempt_has_reward_phases_and_no_sandbox_left(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, 'sh "$SOLUTION_DIR/solve.sh"')
+    summary = _run(spec, tmp_path / "sbx")
+    assert summary["reward"] == 1.0 and summary["error"] is None
+    assert set(summary["phases"]) >= {"sandbox_create", "agent", "verifier", "collect", "total"}  # type: ignore[arg-type]
+    assert json.loads((tmp_path / "attempt" / "result.json").read_text())["reward"] == 1.0
+    assert list((tmp_path / "sbx").iterdir()) == []
+
+
+def test_agent_timeout_still_verifies(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "sleep 30", agent_timeout_sec=0.5)
+    summary = _run(spec, tmp_path / "sbx")
+    assert summary["agent"]["timed_out"] is True  # type: ignore[index]
+    assert summary["reward"] == 0.0  # the verifier ran and scored it
+
+
+def test_credentials_reach_the_agent_and_are_scrubbed_from_everything(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, 'echo "key=$API_KEY"; echo "$API_KEY" > "$LOGS_DIR/agent/leak.txt"; '
+                           'echo "{\\"secret\\": \\"$API_KEY\\"}" > "$LOGS_DIR/agent/usage.json"')
+    summary = _run(spec, tmp_path / "sbx")
+    stdout = (tmp_path / "attempt" / "agent" / "stdout.txt").read_text()
+    assert stdout.strip() == "key=[redacted]"  # it reached the agent, and was scrubbed
+    for path in (tmp_path / "attempt").rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    assert SECRET not in json.dumps(summary)
+
+
+def test_missing_route_is_auth_and_creates_nothing(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "true", route_env={"API_KEY": "RB_DOES_NOT_EXIST"})
+    summary = _run(spec, tmp_path / "sbx")
+    assert summary["error"]["failure_class"] == "auth"  # type: ignore[index]
+    assert summary["sandbox_id"] is None
+
+
+def test_cancelled_attempt_removes_its_sandbox(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "sleep 30")
+    backend = LocalBackend(tmp_path / "sbx")
+
+    async def go() -> None:
+        task = asyncio.ensure_future(run_attempt(spec, backend))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(go())
+    assert list((tmp_path / "sbx").iterdir()) == []
+    assert json.loads((tmp_path / "attempt" / "result.json").read_text())["cancelled"] is True
+
+
+def test_output_is_capped(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "yes | head -c 5000000")
+    summary = _run(spec, tmp_path / "sbx")
+    assert summary["agent"]["truncated_bytes"] > 3_000_000  # type: ignore[index]
+    assert (tmp_path / "attempt" / "agent" / "stdout.txt").stat().st_size <= 1 << 20

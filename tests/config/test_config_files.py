@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ray_bench.config.loader import load_accounts, load_suite
+from ray_bench.config.selection import load_selection
+from ray_bench.config.tasks import load_task, load_tasks, task_checksum
+from ray_bench.errors import ConfigError, MultipleInputErrors, SelectionError, TaskDirError
+from support.suites import make_suite
+
+
+def test_suite_loads_with_its_arms(tmp_path: Path) -> None:
+    suite_path, _ = make_suite(tmp_path)
+    suite = load_suite(suite_path)
+    assert [a.name for a in suite.arms] == ["baseline", "mcp"]
+    assert suite.baseline.name == "baseline"
+
+
+def test_unknown_key_names_file_field_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_text("name: s\ntasks_dir: tasks\narms:\n  - name: a\n    role: baseline\n"
+                    "    command: x\n    comand_typo: y\n")
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    line = info.value.line()
+    assert f"{path}:7" in line
+    assert "arms.0.comand_typo" in line
+    assert "remove the key" in line
+
+
+def test_two_baselines_refused(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_text("name: s\ntasks_dir: t\narms:\n  - {name: a, role: baseline, command: x}\n"
+                    "  - {name: b, role: baseline, command: x}\n")
+    with pytest.raises(ConfigError, match="exactly one arm must have role baseline"):
+        load_suite(path)
+
+
+def test_yaml_syntax_error_has_line(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.yaml"
+    path.write_text("accounts:\n  - name: a\n    route: {env: [\n")
+    with pytest.raises(ConfigError) as info:
+        load_accounts(path)
+    assert "invalid YAML" in info.value.line()
+    assert str(path) + ":" in info.value.line()
+
+
+def test_several_problems_each_on_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.yaml"
+    path.write_text("accounts:\n  - name: a\n    route: {env: {K: 'bad name'}}\n    limits: {max_concurrent: 0}\n")
+    with pytest.raises(MultipleInputErrors) as info:
+        load_accounts(path)
+    lines = info.value.lines()
+    assert len(lines) == 2
+    assert any("max_concurrent" in line and ":4" in line for line in lines)
+    assert any("not an environment variable name" in line for line in lines)
+
+
+def test_accounts_floor_above_ceiling_refused(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.yaml"
+    path.write_text("accounts:\n  - name: a\n    route: {env: {K: V}}\n"
+                    "    limits: {max_concurrent: 2, min_concurrent: 3}\n")
+    with pytest.raises(ConfigError, match="min_concurrent is above max_concurrent"):
+        load_accounts(path)
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("sel.json", json.dumps({"tasks": [{"task_id": "a", "benchmark": "b", "task_dir": "x/a"},
+                                       {"task_id": "b", "benchmark": "b", "task_dir": "x/b"}]})),
+    ("sel.yaml", "- a\n- b\n"),
+    ("sel.txt", "# comment\na\n\nb  # trailing\n"),
+])
+def test_selection_formats(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert load_selection(path).task_ids == ["a", "b"]
+
+
+def test_selection_with_reps(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.json"
+    path.write_text(json.dumps({"tasks": [{"task_id": "a", "reps": [3], "arms": ["mcp"]}]}))
+    entry = load_selection(path).entries[0]
+    assert entry.reps == (3,)
+    assert entry.arms == ("mcp",)
+
+
+@pytest.mark.parametrize(("name", "text", "needle"), [
+    ("s.json", '{"tasks": [', "invalid JSON"),
+    ("s.json", '{"items": []}', 'expected {"tasks": [...]}'),
+    ("s.txt", "a\nb c\n", ":2"),
+    ("s.txt", "a\na\n", "listed twice"),
+    ("s.txt", "\n\n", "empty"),
+    ("s.yaml", "- {benchmark: x}\n", "no task_id"),
+    ("s.json", '{"tasks": [{"task_id": "a", "reps": [0]}]}', "positive integers"),
+])
+def test_selection_errors(tmp_path: Path, name: str, text: str, needle: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(SelectionError) as info:
+        load_selection(path)
+    assert needle in info.value.line()
+
+
+def test_task_directory_problems_listed(tmp_path: Path) -> None:
+    task = tmp_path / "broken"
+    task.mkdir()
+    (task / "task.toml").write_text("[agent]\ntimeout_sec = -1\n")
+    with pytest.raises(MultipleInputErrors) as info:
+        load_task(task)
+    text = "\n".join(info.value.lines())
+    assert "agent.timeout_sec" in text
+    assert "instruction.md is missing" in text
+    assert "tests/test.sh is missing" in text
+
+
+def test_task_toml_syntax(tmp_path: Path) -> None:
+    suite, _ = make_suite(tmp_path, tasks=["hello-world"])
+    toml = tmp_path / "tasks" / "hello-world" / "task.toml"
+    toml.write_text("[agent\n")
+    with pytest.raises(TaskDirError, match="invalid TOML"):
+        load_task(toml.parent)
+
+
+def test_unknown_task_named(tmp_path: Path) -> None:
+    make_suite(tmp_path, tasks=["hello-world"])
+    with pytest.raises(TaskDirError, match="task 'nope' not found"):
+        load_tasks(tmp_path / "tasks", ["nope"])
+
+
+def test_checksum_ignores_location_but_not_content(tmp_path: Path) -> None:
+    make_suite(tmp_path / "one", tasks=["hello-world"])
+    make_suite(tmp_path / "two", tasks=["hello-world"])
+    a = tmp_path / "one" / "tasks" / "hello-world"
+    b = tmp_path / "two" / "tasks" / "hello-world"
+    assert task_checksum(a) == task_checksum(b)
+    (b / "tests" / "test.sh").write_text((b / "tests" / "test.sh").read_text() + "\n# edit\n")
+    assert task_checksum(a) != task_checksum(b)

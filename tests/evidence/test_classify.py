@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_bench.errors import UserInputError
+from ray_bench.evidence import Catalog, classify, fingerprint
+from ray_bench.evidence.circuit import RecoveryCircuit
+
+CATALOG = Catalog.default()
+
+
+def summary(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"agent": {"exit_code": 0, "timed_out": False, "output_tail": ""},
+                            "verifier": {"exit_code": 0, "output_tail": ""}, "reward": 1.0,
+                            "error": None, "agent_error": None, "usage": None}
+    base.update(kw)
+    return base
+
+
+def test_solved_is_valid() -> None:
+    v = classify(summary(), CATALOG)
+    assert v.valid and v.effect == "success" and v.failure_class is None
+
+
+def test_failed_task_is_a_valid_row_with_reward_zero() -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": "gave up"}), CATALOG)
+    assert v.valid
+
+
+def test_agent_timeout_is_valid_and_flagged() -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": -9, "timed_out": True}), CATALOG)
+    assert v.valid and "agent_timeout" in v.flags
+
+
+def test_no_reward_is_evaluator() -> None:
+    v = classify(summary(reward=None, verifier={"exit_code": 2}), CATALOG)
+    assert not v.valid and v.failure_class == "evaluator" and v.counts
+
+
+@pytest.mark.parametrize(("text", "cls", "effect"), [
+    ("Error: 429 Too Many Requests", "provider", "rate_limited"),
+    ("API Error: Overloaded", "provider", "rate_limited"),
+    ("OAuth token has expired", "auth", "auth_failed"),
+    ("invalid_api_key", "auth", "auth_failed"),
+    ("MCP server sourcegraph failed to connect", "tool", "none"),
+    ("sh: claude: command not found", "tool", "none"),
+])
+def test_agent_output_is_classified_when_the_agent_failed(text: str, cls: str, effect: str) -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": text}), CATALOG)
+    assert (v.valid, v.failure_class, v.effect) == (False, cls, effect)
+
+
+def test_error_json_poisons_even_a_reward() -> None:
+    v = classify(summary(agent_error={"type": "rate_limit", "message": "429", "retry_after": 30}), CATALOG)
+    assert not v.valid and v.failure_class == "provider" and v.retry_after == 30.0
+    assert not v.counts  # a rate limit is not blamed on the cell
+
+
+def test_runner_exception_keeps_its_class() -> None:
+    v = classify(summary(error={"type": "SandboxUnavailableError", "message": "daemon down",
+                                "failure_class": "stack"}), CATALOG)
+    assert (v.valid, v.failure_class) == (False, "stack")
+
+
+def test_zero_output_tokens_is_provider() -> None:
+    v = classify(summary(reward=0.0, usage={"output_tokens": 0}, agent={"exit_code": 1, "output_tail": "x"}),
+                 CATALOG)
+    assert v.failure_class == "provider"
+
+
+def test_fingerprint_folds_numbers_and_paths() -> None:
+    assert fingerprint("stack", "r", "container 0xdeadbeef died at /var/lib/x 12") == \
+        fingerprint("stack", "r", "container 0xfeedface died at /tmp/y 13")
+    assert fingerprint("stack", "r", "a") != fingerprint("tool", "r", "a")
+
+
+def test_user_rules_come_first(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.yaml"
+    path.write_text("rules:\n  - {id: flaky-net, class: stack, fields: [agent_output], pattern: 'ECONNRESET'}\n")
+    catalog = Catalog.with_user_rules(path)
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": "ECONNRESET 429"}), catalog)
+    assert v.failure_class == "stack"
+
+
+def test_bad_catalog_rule(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.yaml"
+    path.write_text("rules:\n  - {id: x, class: nonsense, fields: [error], pattern: '('}\n")
+    with pytest.raises(UserInputError):
+        Catalog.with_user_rules(path)
+
+
+def test_circuit_opens_on_repeats_without_success() -> None:
+    circuit = RecoveryCircuit(threshold=3)
+    for _ in range(2):
+        assert circuit.record_failure("stack", "fp", account="a", backend="docker") == []
+    assert circuit.record_failure("stack", "fp", account="a", backend="docker") == ["backend:docker", "run"]
+    assert circuit.blocks(account="b", backend="docker") == "run"
+    assert circuit.reopen() == ["backend:docker", "run"]
+    assert circuit.blocks(account="b", backend="docker") is None
+
+
+def test_circuit_streak_broken_by_success_or_other_signature() -> None:
+    circuit = RecoveryCircuit(threshold=2)
+    circuit.record_failure("auth", "x", account="a", backend="local")
+    circuit.record_success(account="a", backend="local")
+    assert circuit.record_failure("auth", "x", account="a", backend="local") == []
+    assert circuit.record_failure("auth", "y", account="a", backend="local") == []
+    assert circuit.record_failure("auth", "y", account="a", backend="local") == ["account:a"]
+    assert circuit.blocks(account="b", backend="local") is None
+    assert circuit.blocks(account="a", backend="local") == "account:a"
+
+
+def test_task_failures_never_open_a_circuit() -> None:
+    circuit = RecoveryCircuit(threshold=1)
+    assert circuit.record_failure("task", "x", account="a", backend="local") == []
+    assert circuit.record_failure("provider", "x", account="a", backend="local") == []

@@ -1,0 +1,223 @@
+"""The driver on a real (shared, local) Ray instance with the local backend and scripted
+agents that misbehave on purpose."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ray_bench.ledger import Ledger
+from support.runs import execute, ledger_rows, plan_and_run
+from support.suites import make_suite
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _arm(name: str, role: str, command: str, **kw: object) -> dict[str, object]:
+    return {"name": name, "role": role, "command": command, "agent_dir": "agents", **kw}
+
+
+def _local(tmp_path: Path, pool: int = 4) -> dict[str, object]:
+    return {"local": {"max_sandboxes": pool, "options": {"root": str(tmp_path / "sbx")}}}
+
+
+def test_full_run_one_accepted_row_per_cell(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2,
+                                 backends=_local(tmp_path))
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.exit_code == 0 and outcome.stopped is None
+    assert outcome.counts == {"pending": 0, "running": 0, "valid": 12, "failed": 0}
+    attempts, rows = ledger_rows(root)
+    assert len(rows) == 12 and len(attempts) == 12
+    for row in attempts:
+        assert (root / "attempts" / row.cell_id / row.attempt_id / "result.json").is_file()
+    assert list((tmp_path / "sbx").iterdir()) == []
+
+
+def test_resume_runs_no_finished_cell_again(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], backends=_local(tmp_path))
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.exit_code == 0
+    plan_identity = Ledger.open_readonly(root).meta()["plan_identity"]
+    again = execute(root, plan_identity)
+    assert again.exit_code == 0 and again.attempts_run == 0
+
+
+def test_verifier_without_reward_is_evaluator_and_exhausts_attempts(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir(parents=True)
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"], preflight_cells=0,
+                                 backends=_local(tmp_path), max_attempts=2)
+    # break one verifier: it exits without writing a reward
+    (tmp_path / "s" / "tasks" / "sum-list" / "tests" / "test.sh").write_text("#!/bin/sh\nexit 3\n")
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.exit_code == 1
+    attempts, rows = ledger_rows(root)
+    broken = [a for a in attempts if a.task == "sum-list"]
+    assert len(broken) == 4  # two cells x max_attempts
+    assert {a.failure_class for a in broken} == {"evaluator"}
+    assert not any(a.valid for a in broken)
+    assert {r.task for r in rows.values()} == {"hello-world"}
+
+
+def test_rate_limited_account_cools_and_cells_move_on(tmp_path: Path) -> None:
+    # Account A's key makes the agent report a rate limit; B's works.
+    agent = ('if [ "$DEMO_API_KEY" = "test-value-a-123456" ]; then '
+             'echo \'{"type": "rate_limit", "message": "429 Too Many Requests", "retry_after": 600}\' '
+             '> "$LOGS_DIR/agent/error.json"; exit 1; fi; sh "$SOLUTION_DIR/solve.sh"')
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], backends=_local(tmp_path),
+        arms=[_arm("baseline", "baseline", agent, expose_solution=True),
+              _arm("mcp", "variant", agent, expose_solution=True)])
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.exit_code == 0, outcome
+    attempts, rows = ledger_rows(root)
+    limited = [a for a in attempts if not a.valid]
+    assert limited and {a.failure_class for a in limited} == {"provider"}
+    assert all(a.account == "acct-a" for a in limited)
+    assert not any(a.counts for a in limited)  # not blamed on the task
+    # After the first signal, A cooled for 600 s: at most its concurrency limit was wasted.
+    assert len(limited) <= 3
+    assert {r.account for r in rows.values()} == {"acct-b"}
+
+
+def test_agent_crash_without_reward_keeps_preflight_closed(tmp_path: Path) -> None:
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], backends=_local(tmp_path),
+        max_attempts=1,
+        arms=[_arm("baseline", "baseline", "kill -SEGV $$"),
+              _arm("mcp", "variant", 'sh "$AGENT_DIR/scripted-agent.sh"', expose_solution=True,
+                   env={"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"})])
+    # the verifier of a crashed agent still writes 0: make it not, as a broken harness would
+    for task in ("hello-world", "sum-list", "fizzbuzz"):
+        test = tmp_path / "s" / "tasks" / task / "tests" / "test.sh"
+        test.write_text('#!/bin/sh\n[ -f "$APP_DIR/hello.txt" ] || exit 4\n' + test.read_text())
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.exit_code == 1 and outcome.stopped == "preflight"
+    assert "preflight gate failed" in outcome.detail and "arm baseline" in outcome.detail
+    attempts, _ = ledger_rows(root)
+    assert all(a.preflight for a in attempts)  # no fan-out cell started
+    assert len(attempts) == 2
+
+
+def test_drift_stops_new_attempts(tmp_path: Path) -> None:
+    suite, accounts = make_suite(
+        tmp_path / "s", reps=2, backends=_local(tmp_path, pool=2), preflight_cells=0,
+        arms=[_arm("baseline", "baseline", "sleep 1"), _arm("mcp", "variant", "sleep 1")])
+    task_file = tmp_path / "s" / "tasks" / "sum-list" / "instruction.md"
+
+    def edit_soon() -> None:
+        time.sleep(2.5)
+        task_file.write_text("a different instruction\n")
+
+    thread = threading.Thread(target=edit_soon)
+    thread.start()
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    thread.join()
+    assert outcome.stopped == "drift" and outcome.exit_code == 1
+    assert "task sum-list changed" in outcome.detail
+    ledger = Ledger.open_readonly(root)
+    drift = ledger.events("drift")
+    assert drift and drift[0].data["name"] == "sum-list"
+    started_after = [a for a in ledger.attempts() if a.started_at > drift[0].ts]
+    assert started_after == []
+    assert all(a.terminal for a in ledger.attempts())  # running cells finished
+
+
+def test_spend_limit_is_a_hard_stop(tmp_path: Path) -> None:
+    agent = 'echo \'{"input_tokens": 10, "output_tokens": 10, "cost_usd": 0.4}\' > "$LOGS_DIR/agent/usage.json"'
+    suite, accounts = make_suite(
+        tmp_path / "s", reps=2, backends=_local(tmp_path, pool=2), preflight_cells=0, spend_limit_usd=1.0,
+        arms=[_arm("baseline", "baseline", agent), _arm("mcp", "variant", agent)])
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.stopped == "spend" and outcome.exit_code == 1
+    attempts, _ = ledger_rows(root)
+    # the limit is crossed at the third finished attempt; only those in flight then may finish
+    assert 3 <= len(attempts) <= 4
+    assert sum(a.cost_usd for a in attempts) >= 1.0
+
+
+def test_repeated_tool_failure_opens_circuit_and_hypothesis_reopens(tmp_path: Path) -> None:
+    suite, accounts = make_suite(
+        tmp_path / "s", reps=2, backends=_local(tmp_path, pool=1), preflight_cells=0, max_attempts=1,
+        arms=[_arm("baseline", "baseline", "no-such-agent-binary --run"),
+              _arm("mcp", "variant", "no-such-agent-binary --run")])
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.stopped == "circuit"
+    assert "recovery circuit open for run" in outcome.detail
+    attempts, _ = ledger_rows(root)
+    assert len(attempts) == 3  # the threshold, then nothing more
+    assert {a.failure_class for a in attempts} == {"tool"}
+    # Resume without a hypothesis: still closed. With one: it runs (and fails again, recorded).
+    identity = Ledger.open_readonly(root).meta()["plan_identity"]
+    assert execute(root, identity).stopped == "circuit"
+    assert len(ledger_rows(root)[0]) == 3
+    from ray_bench.scheduler.driver import RunOptions
+
+    reopened = execute(root, identity, RunOptions(hypothesis="installed the agent binary"))
+    events = Ledger.open_readonly(root).events("hypothesis")
+    assert events[-1].data["text"] == "installed the agent binary"
+    assert len(ledger_rows(root)[0]) > 3
+    assert reopened.stopped == "circuit"
+
+
+def test_pause_drains_and_records_resume_action(tmp_path: Path) -> None:
+    suite, accounts = make_suite(
+        tmp_path / "s", reps=2, backends=_local(tmp_path, pool=2), preflight_cells=0,
+        arms=[_arm("baseline", "baseline", "sleep 1"), _arm("mcp", "variant", "sleep 1")])
+    from ray_bench.api import pause_run
+
+    runs = tmp_path / "runs"
+
+    def pause_soon() -> None:
+        while not (runs / "r1" / "ledger.sqlite").exists():
+            time.sleep(0.1)
+        time.sleep(1.5)
+        pause_run(runs / "r1", reason="test")
+
+    thread = threading.Thread(target=pause_soon)
+    thread.start()
+    outcome, root = plan_and_run(suite, accounts, runs)
+    thread.join()
+    assert outcome.stopped == "paused" and outcome.exit_code == 1
+    assert "ray-bench execute --plan" in outcome.detail
+    attempts, _ = ledger_rows(root)
+    assert all(a.terminal for a in attempts) and all(a.status == "finished" for a in attempts)
+    assert outcome.counts["pending"] > 0
+    from ray_bench.api import run_status
+
+    status = run_status(root)
+    assert "ray-bench execute --plan" in (status["resume_action"] or "")
+    # resuming clears the pause and finishes the run
+    identity = Ledger.open_readonly(root).meta()["plan_identity"]
+    assert execute(root, identity).exit_code == 0
+    assert json.loads(next((root / "pauses").iterdir()).read_text())["reason"] == "test"
+
+
+def test_pause_now_cancels_running_cells(tmp_path: Path) -> None:
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list"], backends=_local(tmp_path, pool=4), preflight_cells=0,
+        arms=[_arm("baseline", "baseline", "sleep 60"), _arm("mcp", "variant", "sleep 60")])
+    from ray_bench.api import pause_run
+
+    runs = tmp_path / "runs"
+
+    def pause_soon() -> None:
+        while not (runs / "r1" / "ledger.sqlite").exists():
+            time.sleep(0.1)
+        time.sleep(2.0)
+        pause_run(runs / "r1", now=True)
+
+    thread = threading.Thread(target=pause_soon)
+    thread.start()
+    started = time.monotonic()
+    outcome, root = plan_and_run(suite, accounts, runs)
+    thread.join()
+    assert time.monotonic() - started < 40
+    assert outcome.stopped == "paused"
+    attempts, _ = ledger_rows(root)
+    assert attempts and {a.status for a in attempts} == {"cancelled"}
+    assert list((tmp_path / "sbx").iterdir()) == []
