@@ -259,6 +259,14 @@ class AccountCore:
         elif outcome.detail:
             h.last_error = outcome.detail
 
+    def abandon(self, lease_id: str) -> bool:
+        """Free a lease's slot without learning from it: the attempt was cancelled, or the
+        driver that held it died. Returns whether the lease was held."""
+        return self._running.pop(lease_id, None) is not None
+
+    def leases(self) -> list[str]:
+        return list(self._running)
+
     def next_change(self, now: float) -> float | None:
         """The earliest time at which a refusal may lift by itself (``None``: only a
         finish or an operator can lift it). Drivers and the simulator sleep until then."""

@@ -1,19 +1,30 @@
-"""Admission: which account takes a cell now. The driver talks to a :class:`Gate`; the Ray
-shell (account actors shared across runs) and the in-process gate both implement it."""
+"""Admission: which account takes a cell now.
+
+The driver talks to a :class:`Gate`. :class:`CoreGate` keeps one
+:class:`~ray_bench.accounts.AccountCore` per account in this process;
+:class:`~ray_bench.accounts.actors.ActorGate` keeps them in named, detached Ray actors so that
+every run on the same accounts shares one budget. Both translate a finished attempt's
+:class:`~ray_bench.evidence.Verdict` into the account's :class:`~ray_bench.accounts.Outcome`
+the same way (:func:`outcome_of`), and both refuse an account whose HOME login expires before
+the cell could finish.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ray_bench.accounts import AccountCore, AccountLimits, AccountSnapshot, Admit, Lease, Outcome
+from ray_bench.accounts.credentials import login_expiry
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
+from ray_bench.scheduler.policy import choose_account
 
-#: How long an account cools after a rate limit that named no Retry-After.
-DEFAULT_COOLDOWN_SEC = 60.0
-#: Auth failures in a row that disable an account.
-AUTH_FAILURES_TO_DISABLE = 2
+#: How long a login-expiry reading is trusted before the file is read again.
+_EXPIRY_RECHECK_SEC = 60.0
 
 
 @dataclass(frozen=True)
@@ -27,76 +38,99 @@ class AccountView:
 
 
 class Gate(Protocol):
-    def acquire(self, cell: PlanCell, now: float) -> str | None: ...
-    def release(self, account: str, verdict: Verdict | None, now: float) -> None: ...
+    def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None: ...
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None: ...
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
     def views(self, now: float) -> list[AccountView]: ...
     def close(self) -> None: ...
 
 
-@dataclass
-class _Slot:
-    account: Account
-    inflight: int = 0
-    cooling_until: float = 0.0
-    auth_failures: int = 0
-    disabled: bool = False
-    held: bool = False
-    last_error: str | None = None
+def outcome_of(verdict: Verdict, usd: float) -> Outcome:
+    """The catalog decided what a failure means for the account; this only restates it."""
+    if verdict.effect == "success":
+        return Outcome.success(usd=usd)
+    if verdict.effect == "rate_limited":
+        return Outcome.rate_limited(verdict.retry_after, detail=verdict.message[:200], usd=usd)
+    if verdict.effect == "auth_failed":
+        return Outcome.auth_failed(verdict.message[:200], expired="expir" in verdict.message.lower())
+    return Outcome.failure(verdict.message[:200], usd=usd)
 
 
-class LocalGate:
-    """An in-process gate: concurrency limits, cooldown on rate limits, disable on repeated
-    auth failures; the account with the most free slots wins."""
+def view_of(snapshot: AccountSnapshot) -> AccountView:
+    return AccountView(snapshot.name, str(snapshot.state), snapshot.inflight, snapshot.limit,
+                       snapshot.cooldown_left, snapshot.last_error or None)
 
-    def __init__(self, accounts: list[Account]) -> None:
-        self._slots = {a.name: _Slot(a) for a in accounts}
 
-    def acquire(self, cell: PlanCell, now: float) -> str | None:
-        best: _Slot | None = None
-        for slot in self._slots.values():
-            if slot.disabled or slot.held or slot.cooling_until > now:
-                continue
-            free = slot.account.limits.max_concurrent - slot.inflight
-            if free > 0 and (best is None or free > best.account.limits.max_concurrent - best.inflight):
-                best = slot
-        if best is None:
+class ExpiryWatch:
+    """Refuses accounts whose HOME login expires within the cell's horizon."""
+
+    def __init__(self, accounts: list[Account], clock: Callable[[], float] = time.time) -> None:
+        self._homes = {a.name: a.route.home for a in accounts if a.route.home}
+        self._cache: dict[str, tuple[float, float | None]] = {}
+        self._clock = clock
+
+    def expires_at(self, account: str) -> float | None:
+        home = self._homes.get(account)
+        if home is None:
             return None
-        best.inflight += 1
-        return best.account.name
+        now = self._clock()
+        cached = self._cache.get(account)
+        if cached is None or now - cached[0] > _EXPIRY_RECHECK_SEC:
+            cached = (now, login_expiry(home))
+            self._cache[account] = cached
+        return cached[1]
 
-    def release(self, account: str, verdict: Verdict | None, now: float) -> None:
-        slot = self._slots[account]
-        slot.inflight = max(0, slot.inflight - 1)
+    def admits(self, account: str, horizon_sec: float, now: float) -> bool:
+        expires = self.expires_at(account)
+        return expires is None or expires > now + horizon_sec
+
+
+class CoreGate:
+    """Admission in this process (one driver, no sharing across runs)."""
+
+    def __init__(self, accounts: list[Account], now: float | None = None) -> None:
+        start = time.time() if now is None else now
+        self.cores = {a.name: AccountCore(a.name, AccountLimits.from_config(a.limits), now=start)
+                      for a in accounts}
+        self.expiry = ExpiryWatch(accounts)
+
+    def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None:
+        candidates = [c.snapshot(now) for name, c in self.cores.items()
+                      if self.expiry.admits(name, horizon_sec, now)]
+        name = choose_account([s for s in candidates if isinstance(s.admit, Admit)])
+        if name is None:
+            return None
+        self.cores[name].on_start(now, Lease(lease_id, cell.id, name))
+        return name
+
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
+        core = self.cores[account]
         if verdict is None:
-            return
-        if verdict.effect == "rate_limited":
-            slot.cooling_until = max(slot.cooling_until, now + (verdict.retry_after or DEFAULT_COOLDOWN_SEC))
-            slot.last_error = verdict.message
-        elif verdict.effect == "auth_failed":
-            slot.auth_failures += 1
-            slot.last_error = verdict.message
-            if slot.auth_failures >= AUTH_FAILURES_TO_DISABLE:
-                slot.disabled = True
-        elif verdict.effect == "success":
-            slot.auth_failures = 0
+            core.abandon(lease_id)
+        else:
+            core.on_finish(now, Lease(lease_id, "", account), outcome_of(verdict, usd))
 
     def blocked_until(self, now: float) -> tuple[float, str] | None:
-        usable = [s for s in self._slots.values() if not s.disabled and not s.held]
-        if not usable:
-            return None
-        if all(s.cooling_until > now for s in usable):
-            return min(s.cooling_until for s in usable), "every account is cooling"
-        return None
+        return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
     def views(self, now: float) -> list[AccountView]:
-        out = []
-        for s in self._slots.values():
-            state = ("disabled" if s.disabled else "held" if s.held else
-                     "cooling" if s.cooling_until > now else "healthy")
-            out.append(AccountView(s.account.name, state, s.inflight, s.account.limits.max_concurrent,
-                                   max(0.0, s.cooling_until - now), s.last_error))
-        return out
+        return [view_of(c.snapshot(now)) for c in self.cores.values()]
 
     def close(self) -> None:
         return None
+
+
+def blocked_until(snapshots: list[AccountSnapshot], now: float) -> tuple[float, str] | None:
+    """When every account that could ever admit again is waiting on time, say until when."""
+    waits = []
+    for snap in snapshots:
+        if isinstance(snap.admit, Admit):
+            return None
+        if snap.admit.until is not None:
+            waits.append((snap.admit.until, str(snap.admit.reason)))
+    if not waits:
+        return None
+    until, _ = min(waits)
+    reasons = sorted({reason for _, reason in waits})
+    label = "every account is cooling" if reasons == ["cooling"] else f"accounts waiting ({', '.join(reasons)})"
+    return until, label

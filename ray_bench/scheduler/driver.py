@@ -27,7 +27,7 @@ from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.scheduler.admission import AccountView, Gate, LocalGate
+from ray_bench.scheduler.admission import AccountView, Gate
 from ray_bench.scheduler.runstate import RunState
 
 PAUSE_FILE = "pause.json"
@@ -102,7 +102,11 @@ class Driver:
         self.identity = identity
         self.run_root = run_root
         self.pool = pool
-        self.gate: Gate = gate or LocalGate(plan.accounts)
+        if gate is None:
+            from ray_bench.accounts.actors import ActorGate
+
+            gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools))
+        self.gate: Gate = gate
         self.observer: RunObserver = observer or NullObserver()
         self.options = options or RunOptions()
         self.clock = clock
@@ -116,7 +120,8 @@ class Driver:
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
         self.capacity = max(1, cap)
-        self.inflight: dict[Any, tuple[AttemptRow, PlanCell]] = {}
+        self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
+        self._leases = 0
         self.spend: dict[str, float] = {}
         self.attempts_run = 0
 
@@ -155,6 +160,7 @@ class Driver:
             self.observer.run_finished(outcome)
             return outcome
         finally:
+            self.gate.close()
             ledger.close()
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
@@ -215,7 +221,9 @@ class Driver:
                 ledger.event("drift", drift.__dict__, cell_id=cell_id)
                 raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
                                           "running cells may finish, a new plan is required")
-            account = self.gate.acquire(cell, now)
+            lease_id = f"{self.plan.run_id}/{cell.id}#{self._leases}"
+            self._leases += 1
+            account = self.gate.acquire(cell, lease_id, self._horizon(cell), now)
             if account is None:
                 skipped.append(cell_id)
                 blocked = self.gate.blocked_until(now)
@@ -224,7 +232,7 @@ class Driver:
                 break
             scope = self.circuit.blocks(account=account, backend=cell.backend)
             if scope is not None:
-                self.gate.release(account, None, now)
+                self.gate.release(account, lease_id, None, 0.0, now)
                 if scope == "run" or scope.startswith("backend:"):
                     state.pending.appendleft(cell_id)
                     raise RunStopped("circuit", f"recovery circuit open for {scope} "
@@ -232,17 +240,24 @@ class Driver:
                                                 "resume with --hypothesis TEXT")
                 skipped.append(cell_id)
                 continue
-            self._start(ledger, state, cell, account)
+            self._start(ledger, state, cell, account, lease_id)
         for cell_id in reversed(skipped):
             state.pending.appendleft(cell_id)
         if not self.inflight and state.pending and note is None and skipped:
-            usable = [v for v in self.gate.views(now) if v.state not in ("disabled", "held")
+            usable = [v for v in self.gate.views(now) if v.state not in ("disabled", "held", "expired")
                       and self.circuit.blocks(account=v.name, backend="") is None]
             if not usable:
                 raise RunStopped("accounts", "no account can be admitted (disabled, held or circuit open)")
         return note
 
-    def _start(self, ledger: Ledger, state: RunState, cell: PlanCell, account: str) -> None:
+    def _horizon(self, cell: PlanCell) -> float:
+        """How long a cell may hold its account: its agent and verifier limits."""
+        task = self.tasks[cell.task]
+        arm = self.arms[cell.arm]
+        return (arm.agent_timeout_sec or task.agent_timeout_sec) + (arm.verifier_timeout_sec or
+                                                                      task.verifier_timeout_sec)
+
+    def _start(self, ledger: Ledger, state: RunState, cell: PlanCell, account: str, lease_id: str) -> None:
         task = self.tasks[cell.task]
         arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
@@ -273,19 +288,19 @@ class Driver:
             seed=f"{cell.id}:{row.seq}",
         )
         ref = self.pool.submit(spec)
-        self.inflight[ref] = (row, cell)
+        self.inflight[ref] = (row, cell, lease_id)
         state.started(cell.id)
         self.attempts_run += 1
         self.observer.attempt_started(row)
 
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: dict[str, Any]) -> None:
-        row, cell = self.inflight.pop(ref)
+        row, cell, lease_id = self.inflight.pop(ref)
         now = self.clock()
         if summary.get("cancelled"):
             ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
                                   failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
                                   summary=summary)
-            self.gate.release(row.account, None, now)
+            self.gate.release(row.account, lease_id, None, 0.0, now)
             cell_state = state.finished(cell.id, None)
             self.observer.attempt_finished(row, None, summary, cell_state)
             return
@@ -298,7 +313,7 @@ class Driver:
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
                               counts=verdict.counts, cost_usd=cost, summary=summary)
         self.spend[row.account] = self.spend.get(row.account, 0.0) + cost
-        self.gate.release(row.account, verdict, now)
+        self.gate.release(row.account, lease_id, verdict, cost, now)
         if verdict.valid:
             self.circuit.record_success(account=row.account, backend=row.backend)
         elif verdict.failure_class and verdict.fingerprint:

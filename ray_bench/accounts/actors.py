@@ -1,0 +1,270 @@
+"""The Ray shell around the admission core.
+
+- ``AccountActor`` (one per account, named ``account:<name>``, detached, namespace
+  ``ray-bench``): wraps one :class:`~ray_bench.accounts.AccountCore`, so every run started on
+  the same accounts shares one budget and the combined in-flight count never exceeds a limit.
+  Check and start happen in one actor call, so two drivers cannot both take the last slot.
+  Leases are kept per run; a run that stops renewing them (its driver died) loses them after
+  :data:`LEASE_TTL_SEC`, and a resumed run abandons its own old leases at once.
+- ``HealthActor`` (named ``health``): the operator's word on accounts (hold / release),
+  remembered across runs; it gates admission before any account is asked.
+- ``CapacityActor`` (one per backend, named ``capacity:<backend>``): sandbox slots of a backend
+  pool on this cluster, shared across runs.
+
+The actors use wall-clock time: they outlive any driver and are shared by several.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+
+from ray_bench.accounts.core import AccountCore, AccountLimits, AccountSnapshot, AdmissionRefused, Lease
+from ray_bench.accounts.outcome import Outcome
+from ray_bench.cells.pool import NAMESPACE
+from ray_bench.evidence.classify import Verdict
+from ray_bench.models.accounts import Account
+from ray_bench.models.plan import PlanCell
+from ray_bench.scheduler.admission import AccountView, ExpiryWatch, blocked_until, outcome_of, view_of
+from ray_bench.scheduler.policy import choose_account
+
+#: A run that has not renewed its leases for this long is presumed dead; its slots free up.
+LEASE_TTL_SEC = 120.0
+#: Driver-side: account snapshots are refreshed at most this often while launching.
+SNAPSHOT_TTL_SEC = 0.5
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class AccountActor:
+    def __init__(self, name: str, limits: dict[str, Any]) -> None:
+        self.name = name
+        self._limits_doc = limits
+        self.core = AccountCore(name, _limits(limits), now=time.time())
+        self._runs: dict[str, float] = {}  # run id -> last renewal
+        self._held_by_operator = False
+
+    def configure(self, limits: dict[str, Any]) -> bool:
+        """Adopt new limits when nothing runs on the account; returns whether it did."""
+        if limits == self._limits_doc:
+            return True
+        if self.core.inflight:
+            return False
+        self._limits_doc = limits
+        self.core = AccountCore(self.name, _limits(limits), now=time.time())
+        return True
+
+    def acquire(self, run_id: str, lease_id: str, cell_id: str) -> AccountSnapshot | None:
+        """Start one lease if the account admits now; return the fresh snapshot (None: refused)."""
+        now = time.time()
+        self._expire(now)
+        self._runs[run_id] = now
+        try:
+            self.core.on_start(now, Lease(lease_id, cell_id, self.name))
+        except AdmissionRefused:
+            return None
+        return self.core.snapshot(now)
+
+    def finish(self, run_id: str, lease_id: str, outcome: Outcome | None) -> None:
+        now = time.time()
+        self._runs[run_id] = now
+        if outcome is None:
+            self.core.abandon(lease_id)
+        else:
+            self.core.on_finish(now, Lease(lease_id, "", self.name), outcome)
+
+    def renew(self, run_id: str) -> None:
+        self._runs[run_id] = time.time()
+
+    def abandon_run(self, run_id: str) -> int:
+        """Free every lease of ``run_id`` (its driver died; it is being resumed)."""
+        return sum(self.core.abandon(lease) for lease in self.core.leases() if lease.startswith(f"{run_id}/"))
+
+    def _expire(self, now: float) -> None:
+        for run_id, seen in list(self._runs.items()):
+            if now - seen > LEASE_TTL_SEC:
+                self.abandon_run(run_id)
+                del self._runs[run_id]
+
+    def snapshot(self) -> AccountSnapshot:
+        now = time.time()
+        self._expire(now)
+        return self.core.snapshot(now)
+
+    def hold(self) -> None:
+        self.core.health.hold()
+
+    def release_hold(self) -> None:
+        self.core.health.release(time.time())
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class HealthActor:
+    """Operator holds, remembered across runs, checked before any account is asked."""
+
+    def __init__(self) -> None:
+        self._holds: dict[str, dict[str, Any]] = {}
+
+    def hold(self, account: str, reason: str) -> None:
+        self._holds[account] = {"reason": reason, "since": time.time()}
+
+    def release(self, account: str) -> bool:
+        return self._holds.pop(account, None) is not None
+
+    def holds(self) -> dict[str, dict[str, Any]]:
+        return dict(self._holds)
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class CapacityActor:
+    """Slots of one backend pool, shared by every run on the cluster."""
+
+    def __init__(self, backend: str, size: int) -> None:
+        self.backend = backend
+        self.size = size
+        self._leases: dict[str, tuple[str, float]] = {}  # lease -> (run, since)
+        self._runs: dict[str, float] = {}
+
+    def resize(self, size: int) -> None:
+        self.size = size
+
+    def acquire(self, run_id: str, lease_id: str) -> bool:
+        now = time.time()
+        for run, seen in list(self._runs.items()):
+            if now - seen > LEASE_TTL_SEC:
+                self.abandon_run(run)
+        self._runs[run_id] = now
+        if len(self._leases) >= self.size:
+            return False
+        self._leases[lease_id] = (run_id, now)
+        return True
+
+    def release(self, lease_id: str) -> None:
+        self._leases.pop(lease_id, None)
+
+    def renew(self, run_id: str) -> None:
+        self._runs[run_id] = time.time()
+
+    def abandon_run(self, run_id: str) -> int:
+        mine = [lease for lease, (run, _) in self._leases.items() if run == run_id]
+        for lease in mine:
+            del self._leases[lease]
+        self._runs.pop(run_id, None)
+        return len(mine)
+
+    def usage(self) -> tuple[int, int]:
+        return len(self._leases), self.size
+
+
+def _limits(doc: dict[str, Any]) -> AccountLimits:
+    from ray_bench.models.accounts import AccountLimits as LimitsModel
+
+    return AccountLimits.from_config(LimitsModel.model_validate(doc))
+
+
+def account_actor(account: Account) -> Any:
+    return AccountActor.options(  # type: ignore[attr-defined]
+        name=f"account:{account.name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+    ).remote(account.name, account.limits.model_dump(mode="json"))
+
+
+def health_actor() -> Any:
+    return HealthActor.options(  # type: ignore[attr-defined]
+        name="health", namespace=NAMESPACE, lifetime="detached", get_if_exists=True).remote()
+
+
+def capacity_actor(backend: str, size: int) -> Any:
+    return CapacityActor.options(  # type: ignore[attr-defined]
+        name=f"capacity:{backend}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+    ).remote(backend, size)
+
+
+class ActorGate:
+    """The driver's side of admission on Ray: health gate, then the backend pool, then the
+    account chosen from fresh snapshots; one actor call starts a lease atomically."""
+
+    def __init__(self, run_id: str, accounts: list[Account], pools: dict[str, int]) -> None:
+        self.run_id = run_id
+        self.actors = {a.name: account_actor(a) for a in accounts}
+        self.health = health_actor()
+        self.pools = {name: capacity_actor(name, size) for name, size in pools.items()}
+        refs = [actor.configure.remote(a.limits.model_dump(mode="json"))
+                for a, actor in zip(accounts, self.actors.values(), strict=True)]
+        refs += [pool.resize.remote(size) for pool, size in zip(self.pools.values(), pools.values(), strict=True)]
+        self.reconfigured = ray.get(refs[: len(accounts)])
+        ray.get(refs[len(accounts):])
+        # A resumed run's old leases belong to a dead driver.
+        ray.get([a.abandon_run.remote(run_id) for a in self.actors.values()]
+                + [p.abandon_run.remote(run_id) for p in self.pools.values()])
+        self.expiry = ExpiryWatch(accounts)
+        self._snaps: dict[str, AccountSnapshot] = {}
+        self._holds: dict[str, Any] = {}
+        self._fetched = 0.0
+        self._renewed = 0.0
+        self._pool_of: dict[str, str] = {}
+
+    def _refresh(self, now: float, force: bool = False) -> None:
+        if not force and time.monotonic() - self._fetched < SNAPSHOT_TTL_SEC:
+            return
+        names = list(self.actors)
+        snaps = ray.get([self.actors[n].snapshot.remote() for n in names] + [self.health.holds.remote()])
+        self._holds = snaps.pop()
+        self._snaps = dict(zip(names, snaps, strict=True))
+        self._fetched = time.monotonic()
+        if now - self._renewed > LEASE_TTL_SEC / 4:
+            for actor in [*self.actors.values(), *self.pools.values()]:
+                actor.renew.remote(self.run_id)
+            self._renewed = now
+
+    def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None:
+        self._refresh(now)
+        candidates = [s for name, s in self._snaps.items()
+                      if name not in self._holds and self.expiry.admits(name, horizon_sec, now)]
+        tried: set[str] = set()
+        pool = self.pools.get(cell.backend)
+        if pool is not None and not ray.get(pool.acquire.remote(self.run_id, lease_id)):
+            return None
+        while True:
+            name = choose_account([s for s in candidates if s.name not in tried])
+            if name is None:
+                if pool is not None:
+                    pool.release.remote(lease_id)
+                self._refresh(now, force=True)
+                return None
+            snap = ray.get(self.actors[name].acquire.remote(self.run_id, lease_id, cell.id))
+            if snap is not None:
+                self._snaps[name] = snap
+                self._pool_of[lease_id] = cell.backend
+                return name
+            tried.add(name)
+
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
+        outcome = None if verdict is None else outcome_of(verdict, usd)
+        self.actors[account].finish.remote(self.run_id, lease_id, outcome)
+        backend = self._pool_of.pop(lease_id, None)
+        if backend is not None:
+            self.pools[backend].release.remote(lease_id)
+        self._fetched = 0.0  # the next acquire sees the freed slot
+
+    def blocked_until(self, now: float) -> tuple[float, str] | None:
+        self._refresh(now)
+        usable = [s for n, s in self._snaps.items() if n not in self._holds]
+        return blocked_until(usable, now)
+
+    def views(self, now: float) -> list[AccountView]:
+        self._refresh(now)
+        out = []
+        for name, snap in self._snaps.items():
+            view = view_of(snap)
+            if name in self._holds:
+                view = AccountView(name, "held", view.inflight, view.limit, 0.0, self._holds[name]["reason"])
+            elif not self.expiry.admits(name, 0.0, now):
+                view = AccountView(name, "expired", view.inflight, view.limit, 0.0, "login expired")
+            out.append(view)
+        return out
+
+    def close(self) -> None:
+        refs = [a.abandon_run.remote(self.run_id) for a in self.actors.values()]
+        refs += [p.abandon_run.remote(self.run_id) for p in self.pools.values()]
+        ray.get(refs)

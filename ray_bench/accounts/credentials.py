@@ -1,0 +1,36 @@
+"""Facts about credential routes that can be read without reading a secret value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: Logins that carry an expiry, relative to the route's HOME.
+_EXPIRING_LOGINS = (".claude/.credentials.json",)
+
+
+def login_expiry(home: str | Path) -> float | None:
+    """The epoch second at which the HOME login expires, or None if it carries no expiry.
+    Only the ``expiresAt`` field is read (milliseconds, as Claude Code writes it)."""
+    for rel in _EXPIRING_LOGINS:
+        path = Path(home).expanduser() / rel
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found = _find_expiry(data)
+        if found is not None:
+            return found / 1000.0 if found > 1e11 else found
+    return None
+
+
+def _find_expiry(data: object) -> float | None:
+    if isinstance(data, dict):
+        value = data.get("expiresAt")
+        if isinstance(value, int | float):
+            return float(value)
+        for child in data.values():
+            found = _find_expiry(child)
+            if found is not None:
+                return found
+    return None
