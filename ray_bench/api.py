@@ -76,10 +76,20 @@ def run_lock(run_root: Path) -> Iterator[None]:
 
 
 def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
-                observer: RunObserver | None = None) -> RunOutcome:
+                observer: RunObserver | None = None, clear_halt: Path | None = None,
+                clearance_reason: str | None = None) -> RunOutcome:
     plan, identity = confirm_plan(plan_path, confirm)
     run_root = plan_path.resolve().parent
     with run_lock(run_root):
+        if clear_halt is not None or clearance_reason is not None:
+            from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
+
+            if clear_halt is None or not clearance_reason:
+                raise UserInputError("--clear-halt and --clearance-reason go together", where="execute",
+                                     fix="name the halt file and say why it is safe to go on")
+            archived = archive_halt(run_root, clear_halt, clearance_reason)
+            Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity).event(
+                "halt_cleared", {"archived": str(archived), "reason": clearance_reason})
         from ray_bench.cells.pool import RayContext, RayPool
         from ray_bench.scheduler.driver import Driver
 
@@ -87,6 +97,28 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             pool = RayPool()
             driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
             return driver.run()
+
+
+def audit_run(run_root: Path, *, cleanup: bool) -> Any:
+    """Every sandbox, volume and network labelled with the run, on each backend it used."""
+    import asyncio
+
+    from ray_bench.sandboxes import make_backend
+    from ray_bench.sandboxes.audit import audit
+
+    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    names = sorted({c.backend for c in plan.cells})
+
+    async def go() -> Any:
+        backends = [make_backend(n, **(dict(plan.backends[n].options) if n in plan.backends else {}))
+                    for n in names]
+        try:
+            return await audit(backends, plan.run_id, cleanup)
+        finally:
+            for backend in backends:
+                await backend.close()
+
+    return asyncio.run(go())
 
 
 def run_status(run_root: Path) -> dict[str, Any]:

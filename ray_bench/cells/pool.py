@@ -118,6 +118,19 @@ class RayPool:
             with contextlib.suppress(RayError):
                 ray.cancel(ref)
 
+    def count(self, backends: dict[str, BackendConfig], backend: str, run_id: str) -> int:
+        """Resources of the run that the runners can still see (-1 per runner that failed to say)."""
+        options = dict(backends[backend].options) if backend in backends else {}
+        seen: set[str] = set()
+        unknown = 0
+        for runner in self._runners:
+            try:
+                refs = ray.get(runner.list_sandboxes.remote(backend, options, run_labels(run_id)), timeout=60)
+                seen.update(f"{r.kind}:{r.id}" for r in refs)
+            except RayError:
+                unknown += 1
+        return len(seen) + unknown
+
     def cleanup(self, backends: dict[str, BackendConfig], backend: str, run_id: str,
                 attempt_id: str | None) -> int:
         """Remove every sandbox of the run (or of one attempt) that any runner can see."""

@@ -96,6 +96,10 @@ def execute(
     parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism further.")] = None,
     hypothesis: Annotated[str | None, typer.Option("--hypothesis", help="What changed, to reopen an "
                                                    "open recovery circuit (recorded in the ledger).")] = None,
+    clear_halt: Annotated[Path | None, typer.Option("--clear-halt", help="runs/ID/resource-halt.json to "
+                                                    "archive before resuming.")] = None,
+    clearance_reason: Annotated[str | None, typer.Option("--clearance-reason", help="Why it is safe to "
+                                                         "go on (recorded with the archived halt).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the final line.")] = False,
 ) -> None:
     """Execute a confirmed plan (or resume it: finished cells are never run again)."""
@@ -105,7 +109,8 @@ def execute(
 
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis)
     outcome = execute_run(plan_path=plan_path, confirm=confirm, options=options,
-                          observer=ConsoleProgress(err, quiet=quiet))
+                          observer=ConsoleProgress(err, quiet=quiet), clear_halt=clear_halt,
+                          clearance_reason=clearance_reason)
     c = outcome.counts
     line = (f"run {outcome.run_id}: {c['valid']} valid, {c['failed']} failed, {c['pending']} pending "
             f"in {outcome.wall_sec:.1f}s")
@@ -165,6 +170,26 @@ def report(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
     out.print(render_markdown(result), markup=False)
     files = result.files(run_root)
     err.print("wrote " + ", ".join(str(p) for p in files.values()), markup=False)
+
+
+@app.command()
+@guarded
+def audit(
+    run_root: Annotated[Path, typer.Argument(help="runs/ID")],
+    cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove what is found.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List (and with --cleanup remove) every sandbox, volume and network labelled with the run.
+    Exits 1 while residue remains."""
+    from ray_bench.api import audit_run
+
+    result = audit_run(run_root, cleanup=cleanup)
+    if as_json:
+        out.print(json.dumps(result.to_json(), indent=2), markup=False)
+    else:
+        for line in result.lines():
+            out.print(line, markup=False)
+    raise typer.Exit(0 if result.clean else 1)
 
 
 @app.command()

@@ -69,6 +69,7 @@ class Plan(FrozenModel):
     max_attempts: int
     artifact_cap_mb: int
     spend_limit_usd: float | None
+    host_reserve_mb: int = 1024
     capacity: Capacity
     warnings: list[str]
     unpaired: bool = False

@@ -80,6 +80,11 @@ class Suite(ConfigModel):
     spend_limit_usd: float | None = Field(
         default=None, gt=0, description="Run-wide spend limit in USD: crossing it is a hard stop."
     )
+    host_reserve_mb: int = Field(
+        default=1024, ge=0,
+        description="Host memory kept free: admission counts sandbox limits against the rest, and "
+        "the resource supervisor halts launching when available memory falls under it.",
+    )
 
     @model_validator(mode="after")
     def _arms(self) -> Suite:

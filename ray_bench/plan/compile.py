@@ -19,7 +19,8 @@ from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.identity import cell_id, file_sha256
-from ray_bench.sandboxes import backend_names
+from ray_bench.sandboxes import Resources, backend_names
+from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 
 ArmFilter = Literal["all", "baseline-only", "full-only"]
 UNPAIRED_ENV = "ALLOW_UNPAIRED_SINGLE_CONFIG"
@@ -37,6 +38,8 @@ class PlanRequest:
     counterpart_runs: list[Path] = field(default_factory=list)
     history: Mapping[str, float] = field(default_factory=dict)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    #: Keep only these (task, arm, rep) cells; None keeps every cell (``ray-bench rerun``).
+    only_cells: frozenset[tuple[str, str, int]] | None = None
 
 
 def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
@@ -97,6 +100,8 @@ def compile_plan(req: PlanRequest) -> Plan:
     reps = req.reps or suite.reps
     plan_tasks = [_plan_task(t, suite, req.history) for t in tasks]
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
+    if req.only_cells is not None:
+        cells = [c for c in cells if (c.task, c.arm, c.rep) in req.only_cells]
     if not cells:
         raise SelectionError("the selection leaves no cells to run", where=str(req.selection or req.suite),
                              fix="check reps and arms in the selection")
@@ -105,7 +110,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     # the arms of a pair stay adjacent so they launch close together.
     cells.sort(key=lambda c: (-order[c.task], c.rep, c.task, [a.name for a in arms].index(c.arm)))
     preflight = _preflight(cells, suite.preflight_cells, len(arms))
-    capacity = _capacity(suite, accounts_file.accounts, req.parallel)
+    capacity = _capacity(suite, accounts_file.accounts, req.parallel, arms, plan_tasks)
     if capacity.effective < len(arms):
         warnings.append(f"capacity {capacity.effective} is below the {len(arms)} arms of a pair: "
                         "pairs cannot start together")
@@ -136,6 +141,7 @@ def compile_plan(req: PlanRequest) -> Plan:
         max_attempts=suite.max_attempts,
         artifact_cap_mb=suite.artifact_cap_mb,
         spend_limit_usd=suite.spend_limit_usd,
+        host_reserve_mb=suite.host_reserve_mb,
         capacity=capacity,
         warnings=warnings,
         unpaired=unpaired,
@@ -256,7 +262,24 @@ def _preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
     return chosen
 
 
-def _capacity(suite: Suite, accounts: list[Account], parallel: int | None) -> Capacity:
+def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Resources:
+    """The biggest limits any cell of the plan asks for (arm, then task, then backend)."""
+    backend = suite.backends.get(suite.backend, BackendConfig()).resources
+    cpus: list[float] = []
+    mems: list[int] = []
+    for arm in arms:
+        for task in tasks:
+            cpu = arm.resources.cpus or task.resources.cpus or backend.cpus
+            mem = arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb
+            if cpu:
+                cpus.append(cpu)
+            if mem:
+                mems.append(mem)
+    return Resources(cpus=max(cpus) if cpus else None, memory_mb=max(mems) if mems else None)
+
+
+def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms: list[Arm],
+              tasks: list[PlanTask]) -> Capacity:
     accounts_total = sum(a.limits.max_concurrent for a in accounts)
     pools: dict[str, int] = {}
     lines = [f"accounts: {' + '.join(f'{a.name} {a.limits.max_concurrent}' for a in accounts)}"
@@ -269,9 +292,21 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None) -> Ca
         elif name == "local":
             pools[name] = os.cpu_count() or 1
             lines.append(f"backend local: host cores = {pools[name]} (set backends.local.max_sandboxes to change)")
-        else:
+        elif name != "docker":
             pools[name] = accounts_total
             lines.append(f"backend {name}: no pool set; bounded by accounts")
+        if name == "docker":
+            # Host admission: the limits of every running container plus the next stay under
+            # the host's totals minus the reserve. CPU is not overcommitted either.
+            host = HostResources.read()
+            each = _largest_sandbox(suite, arms, tasks)
+            fits = max_concurrent(each, host, suite.host_reserve_mb, 0.0)
+            decision = admit([each] * max(0, fits - 1), each, host, suite.host_reserve_mb, 0.0)
+            lines.append(f"backend docker: host admission fits {fits} sandboxes of "
+                         f"{each.cpus or 'unlimited (counted as 1)'} CPUs / "
+                         f"{each.memory_mb or 'unlimited (counted as 2048)'} MiB each")
+            lines.extend(line.removeprefix("- ") for line in render_admission(decision))
+            pools[name] = min(pools.get(name, fits), fits)
     effective = min(accounts_total, *pools.values())
     if parallel is not None:
         lines.append(f"--parallel caps it at {parallel}")

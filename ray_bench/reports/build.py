@@ -1,4 +1,10 @@
-"""The report, rebuilt only from accepted rows of the ledger."""
+"""The report, rebuilt only from accepted rows.
+
+A run's report covers its *family*: the run root and the reruns planned from it
+(``ID-rerun-N``), one cohort of epochs (see :mod:`ray_bench.evidence.rows` for the rules).
+Every epoch found is listed, in the cohort or not. Usage and cost count every attempt (money
+spent on a failed attempt is still spent); everything else counts accepted rows only.
+"""
 
 from __future__ import annotations
 
@@ -8,113 +14,257 @@ from typing import Any
 
 import pandas as pd
 
-from ray_bench.ledger.rows import accepted_rows
-from ray_bench.ledger.store import Ledger
-from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
+from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, paired_summary
+
+ATTEMPT_COLUMNS = ("run_id", "attempt_id", "cell_id", "task", "task_checksum", "arm", "rep", "seq",
+                   "account", "backend", "epoch", "preflight", "started_at", "status", "finished_at",
+                   "valid", "reward", "failure_class", "fingerprint", "counts", "cost_usd")
+USAGE_COLUMNS = ("input_tokens", "output_tokens")
+TOP_FINGERPRINTS = 3
 
 
 @dataclass
 class Report:
     run_id: str
     rows: pd.DataFrame  # one accepted row per cell
-    attempts: pd.DataFrame  # every attempt
-    arms: pd.DataFrame  # per arm
-    paired: pd.DataFrame  # per task: baseline vs each variant
+    attempts: pd.DataFrame  # every attempt of the cohort, with usage and failure messages
+    arms: pd.DataFrame  # per arm: denominators, rates, reward
+    paired: pd.DataFrame  # per task and variant: mean rewards and delta
+    deltas: pd.DataFrame  # per variant: mean delta, wins/losses/ties, bootstrap interval
+    usage: pd.DataFrame  # per account and arm: tokens and cost
+    failures: pd.DataFrame  # per failure class
+    fingerprints: pd.DataFrame  # per (class, fingerprint)
+    epochs: pd.DataFrame  # every epoch found
     baseline: str
     variants: list[str]
     cells_planned: int
 
     def files(self, run_root: Path) -> dict[str, Path]:
         return {"md": run_root / "report.md", "csv": run_root / "report.csv",
-                "parquet": run_root / "report.parquet"}
+                "parquet": run_root / "report.parquet", "html": run_root / "report.html"}
 
 
-def build_report(run_root: Path) -> Report:
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
-    ledger = Ledger.open_readonly(run_root)
-    try:
-        attempts = ledger.attempts()
-    finally:
-        ledger.close()
-    cohort = {plan_identity for plan_identity in {a.epoch for a in attempts}}
-    accepted = accepted_rows(attempts, cohort)
-    baseline = next(a.name for a in plan.arms if a.role == "baseline") if any(
-        a.role == "baseline" for a in plan.arms) else plan.arms[0].name
-    variants = [a.name for a in plan.arms if a.name != baseline]
-    att = pd.DataFrame([a.__dict__ for a in attempts], columns=list(_ATTEMPT_COLUMNS))
-    rows = pd.DataFrame([r.__dict__ for r in accepted.values()], columns=list(_ATTEMPT_COLUMNS))
+def build_report(run_root: Path, roots: list[Path] | None = None) -> Report:
+    """The report of ``run_root`` and its reruns (or of ``roots``, the first one named)."""
+    from ray_bench.evidence.rerun import run_family
+
+    family = roots if roots is not None else run_family(run_root)
+    epochs = [load_epoch(p) for p in family]
+    evidence = build_evidence(epochs)
+    return report_from_evidence(epochs[0].run_id, evidence)
+
+
+def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
+    plans = [e.plan for e in evidence.epochs if e.identity in evidence.cohort.epochs]
+    baseline = next((a.name for p in plans for a in p.arms if a.role == "baseline"),
+                    evidence.arms[0] if evidence.arms else "")
+    variants = [a for a in evidence.arms if a != baseline]
+    att = _attempts_frame(evidence)
+    chosen = {(r.epoch, r.attempt_id) for r in evidence.rows.values()}
+    rows = att[[key in chosen for key in zip(att.epoch, att.attempt_id, strict=True)]]
     rows = rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True)
-    planned = pd.Series([c.arm for c in plan.cells]).value_counts()
-    arm_rows: list[dict[str, Any]] = []
-    for arm in [baseline, *variants]:
-        mine = rows[rows.arm == arm]
-        invalid = att[(att.arm == arm) & (att.status == "finished") & (~att.valid)]
-        arm_rows.append({
-            "arm": arm, "cells": int(planned.get(arm, 0)), "valid_rows": len(mine),
-            "mean_reward": float(mine.reward.mean()) if len(mine) else float("nan"),
-            "solved": int((mine.reward >= 1.0).sum()) if len(mine) else 0,
-            "invalid_attempts": len(invalid),
-            "cost_usd": float(att[att.arm == arm].cost_usd.sum()),
-        })
-    arms_df = pd.DataFrame(arm_rows)
-    paired_rows: list[dict[str, Any]] = []
-    if variants and len(rows):
-        by = rows.groupby(["task", "arm"]).reward.mean().unstack("arm")
+    paired = _paired(rows, baseline, variants)
+    return Report(
+        run_id=run_id, rows=rows, attempts=att, arms=_arms(evidence, att), paired=paired,
+        deltas=_deltas(paired, variants), usage=_usage(att), failures=_failures(att),
+        fingerprints=_fingerprints(att), epochs=_epochs(evidence), baseline=baseline,
+        variants=variants, cells_planned=len(evidence.planned))
+
+
+def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
+    records: list[dict[str, Any]] = []
+    for epoch in evidence.epochs:
+        if epoch.identity not in evidence.cohort.epochs:
+            continue
+        summaries = epoch.summaries()
+        for a in epoch.attempts:
+            summary = summaries.get(a.attempt_id) or {}
+            usage = summary.get("usage") or {}
+            verdict = summary.get("verdict") or {}
+            record: dict[str, Any] = {"run_id": epoch.run_id, **a.__dict__}
+            for column in USAGE_COLUMNS:
+                value = usage.get(column)
+                record[column] = int(value) if isinstance(value, int | float) else 0
+            record["message"] = str(verdict.get("message") or ("stale runner" if summary.get("stale") else ""))
+            records.append(record)
+    return pd.DataFrame(records, columns=[*ATTEMPT_COLUMNS, *USAGE_COLUMNS, "message"])
+
+
+def _failed(att: pd.DataFrame) -> pd.DataFrame:
+    if not len(att):
+        return att
+    return att[att.status.notna() & ~att.valid.astype(bool) & att.failure_class.notna()]
+
+
+def _arms(evidence: Evidence, att: pd.DataFrame) -> pd.DataFrame:
+    failed = _failed(att)
+    records = []
+    for d in evidence.denominators():
+        mine = att[att.arm == d.arm] if len(att) else att
+        records.append({
+            "arm": d.arm, "cells": d.planned, "valid_rows": d.valid, "missing": d.missing,
+            "solved": d.solved, "mean_reward": d.mean_reward, "strict_rate": d.strict_rate,
+            "headline_rate": d.headline_rate,
+            "invalid_attempts": int((failed.arm == d.arm).sum()) if len(failed) else 0,
+            "attempts": len(mine), "cost_usd": float(mine.cost_usd.sum()) if len(mine) else 0.0})
+    return pd.DataFrame(records, columns=["arm", "cells", "valid_rows", "missing", "solved", "mean_reward",
+                                          "strict_rate", "headline_rate", "invalid_attempts", "attempts",
+                                          "cost_usd"])
+
+
+_PAIRED_COLUMNS = ["task", "variant", "baseline_rows", "variant_rows", "baseline_reward", "variant_reward",
+                   "delta", "outcome"]
+
+
+def _paired(rows: pd.DataFrame, baseline: str, variants: list[str]) -> pd.DataFrame:
+    """Per task: the mean reward over each arm's accepted rows, and variant - baseline. A task
+    enters only when both arms have at least one row."""
+    records: list[dict[str, Any]] = []
+    if len(rows):
+        grouped = rows.groupby(["task", "arm"]).reward.agg(["mean", "count"])
         for variant in variants:
-            if baseline not in by or variant not in by:
-                continue
-            for task, values in by.iterrows():
-                b, v = values.get(baseline), values.get(variant)
-                if pd.isna(b) or pd.isna(v):
+            for task in sorted(rows.task.unique()):
+                if (task, baseline) not in grouped.index or (task, variant) not in grouped.index:
                     continue
-                paired_rows.append({"task": task, "variant": variant, "baseline_reward": float(b),
-                                    "variant_reward": float(v), "delta": float(v - b)})
-    paired = pd.DataFrame(paired_rows, columns=["task", "variant", "baseline_reward", "variant_reward", "delta"])
-    return Report(plan.run_id, rows, att, arms_df, paired, baseline, variants, len(plan.cells))
+                b, v = grouped.loc[(task, baseline)], grouped.loc[(task, variant)]
+                delta = float(v["mean"] - b["mean"])
+                records.append({"task": task, "variant": variant, "baseline_rows": int(b["count"]),
+                                "variant_rows": int(v["count"]), "baseline_reward": float(b["mean"]),
+                                "variant_reward": float(v["mean"]), "delta": delta,
+                                "outcome": "win" if delta > 0 else "loss" if delta < 0 else "tie"})
+    return pd.DataFrame(records, columns=_PAIRED_COLUMNS)
 
 
-_ATTEMPT_COLUMNS = ("attempt_id", "cell_id", "task", "task_checksum", "arm", "rep", "seq", "account", "backend",
-                    "epoch", "preflight", "started_at", "status", "finished_at", "valid", "reward",
-                    "failure_class", "fingerprint", "counts", "cost_usd")
+def _deltas(paired: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
+    records = []
+    for variant in variants:
+        mine = paired[paired.variant == variant] if len(paired) else paired
+        s = paired_summary(list(mine.delta) if len(mine) else [])
+        records.append({"variant": variant, "tasks": s.tasks, "mean_delta": s.mean_delta, "wins": s.wins,
+                        "losses": s.losses, "ties": s.ties, "ci_low": s.ci_low, "ci_high": s.ci_high})
+    return pd.DataFrame(records, columns=["variant", "tasks", "mean_delta", "wins", "losses", "ties",
+                                          "ci_low", "ci_high"])
+
+
+def _usage(att: pd.DataFrame) -> pd.DataFrame:
+    columns = ["account", "arm", "attempts", "input_tokens", "output_tokens", "cost_usd"]
+    if not len(att):
+        return pd.DataFrame(columns=columns)
+    grouped = att.groupby(["account", "arm"]).agg(
+        attempts=("attempt_id", "count"), input_tokens=("input_tokens", "sum"),
+        output_tokens=("output_tokens", "sum"), cost_usd=("cost_usd", "sum"))
+    return grouped.reset_index()[columns]
+
+
+def _fingerprints(att: pd.DataFrame) -> pd.DataFrame:
+    columns = ["failure_class", "fingerprint", "attempts", "cells", "message"]
+    failed = _failed(att)
+    if not len(failed):
+        return pd.DataFrame(columns=columns)
+    grouped = failed.groupby(["failure_class", "fingerprint"]).agg(
+        attempts=("attempt_id", "count"), cells=("cell_id", "nunique"), message=("message", "last"))
+    out = grouped.reset_index().sort_values(["failure_class", "attempts", "fingerprint"],
+                                            ascending=[True, False, True])
+    return out.reset_index(drop=True)[columns]
+
+
+def _failures(att: pd.DataFrame) -> pd.DataFrame:
+    columns = ["failure_class", "attempts", "cells", "top_fingerprints"]
+    failed = _failed(att)
+    if not len(failed):
+        return pd.DataFrame(columns=columns)
+    fps = _fingerprints(att)
+    records = []
+    for cls, group in failed.groupby("failure_class"):
+        top = fps[fps.failure_class == cls].head(TOP_FINGERPRINTS)
+        records.append({"failure_class": cls, "attempts": len(group), "cells": group.cell_id.nunique(),
+                        "top_fingerprints": ", ".join(f"{r.fingerprint} ({r.attempts})"
+                                                      for r in top.itertuples())})
+    return pd.DataFrame(records, columns=columns).sort_values(
+        ["attempts", "failure_class"], ascending=[False, True]).reset_index(drop=True)
+
+
+def _epochs(evidence: Evidence) -> pd.DataFrame:
+    records = []
+    for epoch in evidence.epochs:
+        mine = [r for r in evidence.rows.values() if r.epoch == epoch.identity]
+        finished = [a.finished_at for a in epoch.attempts if a.finished_at is not None]
+        records.append({
+            "epoch": epoch.identity, "run_id": epoch.run_id, "run_root": str(epoch.run_root),
+            "suite": epoch.plan.suite, "in_cohort": epoch.identity in evidence.cohort.epochs,
+            "cells_planned": len(epoch.plan.cells), "attempts": len(epoch.attempts),
+            "valid_attempts": sum(1 for a in epoch.attempts if a.valid), "accepted_rows": len(mine),
+            "first_start": min((a.started_at for a in epoch.attempts), default=float("nan")),
+            "last_finish": max(finished, default=float("nan"))})
+    return pd.DataFrame(records)
+
+
+def _num(value: float, spec: str = ".3f") -> str:
+    return "-" if pd.isna(value) else format(value, spec)
 
 
 def render_markdown(report: Report) -> str:
     out = [f"# Report: {report.run_id}", "",
-           f"Rebuilt from the ledger's accepted rows (earliest valid attempt per cell). "
-           f"{len(report.rows)} of {report.cells_planned} cells have a valid row; "
-           f"{len(report.attempts)} attempts in all.", "", "## Arms", "",
-           "| arm | cells | valid rows | mean reward | solved | invalid attempts | cost (USD) |",
+           "Rebuilt from accepted rows only: per (cohort, arm, task, repetition) the earliest started "
+           "valid attempt, never the best one. Strict denominator: every planned cell (a cell "
+           "without a valid row counts as a failure); headline denominator: cells with a valid row. "
+           f"Solved means reward >= 1. {len(report.rows)} of {report.cells_planned} planned cells have "
+           f"a valid row; {len(report.attempts)} attempts in all.", "", "## Epochs", "",
+           "| epoch | run | in cohort | cells planned | attempts | valid attempts | accepted rows |",
            "|---|---|---|---|---|---|---|"]
+    for e in report.epochs.itertuples():
+        out.append(f"| `{e.epoch}` | {e.run_id} | {'yes' if e.in_cohort else 'no'} | {e.cells_planned} | "
+                   f"{e.attempts} | {e.valid_attempts} | {e.accepted_rows} |")
+    out += ["", "## Arms", "",
+            "| arm | cells (strict) | valid rows (headline) | missing | solved | mean reward | "
+            "strict rate | headline rate | invalid attempts | cost (USD) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report.arms.itertuples():
-        out.append(f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.mean_reward:.3f} | {r.solved} | "
+        out.append(f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.missing} | {r.solved} | "
+                   f"{_num(r.mean_reward)} | {_num(r.strict_rate)} | {_num(r.headline_rate)} | "
                    f"{r.invalid_attempts} | {r.cost_usd:.3f} |")
-    if len(report.paired):
-        out += ["", f"## Paired deltas (variant - {report.baseline}, per task, mean over repetitions)", "",
-                "| task | variant | baseline | variant | delta |", "|---|---|---|---|---|"]
-        for p in report.paired.itertuples():
-            out.append(f"| {p.task} | {p.variant} | {p.baseline_reward:.2f} | {p.variant_reward:.2f} | "
-                       f"{p.delta:+.2f} |")
-        for variant, group in report.paired.groupby("variant"):
-            wins, losses = int((group.delta > 0).sum()), int((group.delta < 0).sum())
-            ties = len(group) - wins - losses
-            out.append("")
-            out.append(f"**{variant}**: mean paired delta {group.delta.mean():+.3f} over {len(group)} tasks "
-                       f"({wins} wins, {losses} losses, {ties} ties)")
-    failures = report.attempts[(report.attempts.status == "finished") & (~report.attempts.valid.astype(bool))]
+    if len(report.deltas):
+        out += ["", f"## Paired deltas (variant - {report.baseline}, per task, mean over accepted rows)", "",
+                f"Interval: {CONFIDENCE:.0%} percentile bootstrap of the mean paired delta over tasks "
+                f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}).", "",
+                "| variant | tasks | mean delta | wins | losses | ties | CI low | CI high |",
+                "|---|---|---|---|---|---|---|---|"]
+        for d in report.deltas.itertuples():
+            out.append(f"| {d.variant} | {d.tasks} | {_num(d.mean_delta, '+.3f')} | {d.wins} | {d.losses} | "
+                       f"{d.ties} | {_num(d.ci_low, '+.3f')} | {_num(d.ci_high, '+.3f')} |")
+        if len(report.paired):
+            out += ["", "| task | variant | baseline rows | variant rows | baseline | variant | delta | |",
+                    "|---|---|---|---|---|---|---|---|"]
+            for p in report.paired.itertuples():
+                out.append(f"| {p.task} | {p.variant} | {p.baseline_rows} | {p.variant_rows} | "
+                           f"{p.baseline_reward:.2f} | {p.variant_reward:.2f} | {p.delta:+.2f} | {p.outcome} |")
+    out += ["", "## Usage and cost (every attempt)", "",
+            "| account | arm | attempts | input tokens | output tokens | cost (USD) |", "|---|---|---|---|---|---|"]
+    for u in report.usage.itertuples():
+        out.append(f"| {u.account} | {u.arm} | {u.attempts} | {u.input_tokens} | {u.output_tokens} | "
+                   f"{u.cost_usd:.4f} |")
     out += ["", "## Failure classes", ""]
-    if len(failures):
-        out += ["| class | attempts |", "|---|---|"]
-        for cls, n in failures.failure_class.value_counts().items():
-            out.append(f"| {cls} | {n} |")
+    if len(report.failures):
+        out += ["| class | attempts | cells | top fingerprints |", "|---|---|---|---|"]
+        for f in report.failures.itertuples():
+            out.append(f"| {f.failure_class} | {f.attempts} | {f.cells} | {f.top_fingerprints} |")
+        out += ["", "| class | fingerprint | attempts | cells | message |", "|---|---|---|---|---|"]
+        for g in report.fingerprints.itertuples():
+            message = str(g.message).replace("|", "\\|")[:120]
+            out.append(f"| {g.failure_class} | `{g.fingerprint}` | {g.attempts} | {g.cells} | {message} |")
     else:
         out.append("none")
     return "\n".join(out) + "\n"
 
 
-def write_report(run_root: Path) -> Report:
-    report = build_report(run_root)
+def write_report(run_root: Path, roots: list[Path] | None = None) -> Report:
+    from ray_bench.reports.html import render_html
+
+    report = build_report(run_root, roots)
     files = report.files(run_root)
     files["md"].write_text(render_markdown(report))
     report.rows.to_csv(files["csv"], index=False)
     report.rows.to_parquet(files["parquet"], index=False)
+    files["html"].write_text(render_html(report))
     return report

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ray_bench.cells.spec import AttemptSpec
-from ray_bench.errors import HaltActiveError, RunStopped
+from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.evidence.classify import Verdict, classify
@@ -29,9 +29,10 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.scheduler.admission import AccountView, Gate
 from ray_bench.scheduler.runstate import RunState
+from ray_bench.sandboxes.host import read_available_mb
+from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_lister, require_no_halt
 
 PAUSE_FILE = "pause.json"
-HALT_FILE = "resource-halt.json"
 SUMMARY_FILE = "run-summary.json"
 
 
@@ -71,8 +72,10 @@ class RunOptions:
     hypothesis: str | None = None
     catalog: Catalog = field(default_factory=Catalog.default)
     tick_sec: float = 0.25
-    #: Runners (one per node) are created by the driver; tests may pin the count.
-    runners_per_node: int = 1
+    #: How often the resource supervisor reads host memory.
+    supervisor_every_sec: float = 2.0
+    #: Host available memory in MiB; injectable so that tests can create pressure.
+    read_available_mb: Callable[[], int] = read_available_mb
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -124,15 +127,17 @@ class Driver:
         self._leases = 0
         self.spend: dict[str, float] = {}
         self.attempts_run = 0
+        uses_docker = any(c.backend == "docker" for c in plan.cells)
+        self.supervisor = ResourceSupervisor(
+            run_root, plan.run_id, plan.host_reserve_mb, read_available=self.options.read_available_mb,
+            list_containers=docker_container_lister(plan.run_id) if uses_docker else None)
+        self._supervised = 0.0
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunOutcome:
         started = time.monotonic()
-        halt = self.run_root / HALT_FILE
-        if halt.exists():
-            raise HaltActiveError("a resource halt blocks resume", where=str(halt),
-                                  fix="fix the pressure, then pass --clear-halt FILE --clearance-reason TEXT")
+        require_no_halt(self.run_root)
         ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
         try:
             self._clear_pause(ledger)
@@ -148,7 +153,11 @@ class Driver:
                                          "counts": state.counts()})
             self.observer.run_started(self.plan, state, stale)
             stopped, detail = self._execute(ledger, state)
-            self._final_audit(ledger)
+            residue = self._final_audit(ledger)
+            if residue and stopped is None:
+                stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
+                                            f"run `ray-bench audit {self.run_root} --cleanup`")
+                ledger.event("stop", {"reason": "audit", "detail": detail})
             counts = state.counts()
             exit_code = 0 if stopped is None and counts["valid"] == len(state.cells) else 1
             if stopped is None and exit_code == 1:
@@ -338,10 +347,15 @@ class Driver:
             if request.get("now"):
                 self.pool.cancel(list(self.inflight))
             return "paused", detail
-        if (self.run_root / HALT_FILE).exists():
-            detail = f"resource halt: {self.run_root / HALT_FILE}"
-            ledger.event("stop", {"reason": "halt", "detail": detail})
-            return "halt", detail
+        now = time.monotonic()
+        if now - self._supervised >= self.options.supervisor_every_sec:
+            self._supervised = now
+            halt = self.supervisor.check()
+            if halt is not None:
+                detail = (f"resource halt: {halt.reason}; running cells finish. Resume needs "
+                          f"--clear-halt {self.run_root / 'resource-halt.json'} --clearance-reason TEXT")
+                ledger.event("stop", {"reason": "halt", "detail": detail, "halt": halt.to_json()})
+                return "halt", detail
         total = sum(self.spend.values())
         if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
             detail = f"spend ${total:.2f} reached the limit ${self.plan.spend_limit_usd:.2f}"
@@ -383,12 +397,13 @@ class Driver:
         for event in opened:
             self.circuit.open_scopes[event.data["scope"]] = event.data["fingerprint"]
 
-    def _final_audit(self, ledger: Ledger) -> None:
-        backends = {c.backend for c in self.plan.cells}
-        leftovers = 0
-        for backend in sorted(backends):
-            leftovers += self.pool.cleanup(self.plan.backends, backend, self.plan.run_id, None)
-        ledger.event("audit", {"removed": leftovers})
+    def _final_audit(self, ledger: Ledger) -> int:
+        """Remove whatever the run left, then look again: what remains is residue."""
+        backends = sorted({c.backend for c in self.plan.cells})
+        removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in backends)
+        residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in backends)
+        ledger.event("audit", {"removed": removed, "residue": residue})
+        return residue
 
 
 class RunnerPool(Protocol):
@@ -396,3 +411,4 @@ class RunnerPool(Protocol):
     def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any]]]: ...
     def cancel(self, refs: list[Any]) -> None: ...
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
+    def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...

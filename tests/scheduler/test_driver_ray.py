@@ -221,3 +221,36 @@ def test_pause_now_cancels_running_cells(tmp_path: Path) -> None:
     attempts, _ = ledger_rows(root)
     assert attempts and {a.status for a in attempts} == {"cancelled"}
     assert list((tmp_path / "sbx").iterdir()) == []
+
+
+def test_resource_halt_stops_launching_and_blocks_resume_until_cleared(tmp_path: Path) -> None:
+    from ray_bench.api import execute_run
+    from ray_bench.errors import HaltActiveError
+    from ray_bench.scheduler.driver import RunOptions
+
+    suite, accounts = make_suite(
+        tmp_path / "s", reps=2, backends=_local(tmp_path, pool=2), preflight_cells=0, host_reserve_mb=512,
+        arms=[_arm("baseline", "baseline", "sleep 0.5"), _arm("mcp", "variant", "sleep 0.5")])
+    readings = iter([4096, 4096, 100])  # plenty, plenty, then pressure for good
+
+    def available() -> int:
+        return next(readings, 100)
+
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs",
+                                 options=RunOptions(read_available_mb=available, supervisor_every_sec=0.5))
+    assert outcome.stopped == "halt" and outcome.exit_code == 1
+    halt = json.loads((root / "resource-halt.json").read_text())
+    assert "under the reserve of 512 MiB" in halt["reason"]
+    assert outcome.counts["pending"] > 0
+    attempts, _ = ledger_rows(root)
+    assert all(a.terminal for a in attempts)  # running cells finished
+
+    identity = Ledger.open_readonly(root).meta()["plan_identity"]
+    with pytest.raises(HaltActiveError):
+        execute(root, identity)
+    resumed = execute_run(plan_path=root / "launch-plan.json", confirm=identity, options=RunOptions(),
+                          clear_halt=root / "resource-halt.json", clearance_reason="moved the other job away")
+    assert resumed.exit_code == 0
+    archived = list((root / "halts").iterdir())
+    assert len(archived) == 1 and "moved the other job away" in archived[0].read_text()
+    assert not (root / "resource-halt.json").exists()

@@ -1,0 +1,135 @@
+"""``ray-bench gaps``: what is missing for N valid repetitions per task and arm.
+
+The suite's *current* cells for repetitions 1..N are computed exactly as ``plan`` computes
+them (task content, arm config, repetition); a repetition is covered when its cell has an
+accepted row in the suite's cohort across the run roots given. Rows of an older task or arm
+content are other cells: they are counted as incompatible and never fill a gap.
+
+Gaps go into CodeScaleBench selection files with ``reps`` (and ``arms``) per task:
+
+- ``NAME.json``: repetitions missing in every arm (plan them paired);
+- ``NAME-<arm>-only.json``: repetitions missing only in ``<arm>``, whose other arms have
+  valid rows, so that ``plan --baseline-only``/``--full-only --runs ...`` passes the pairing
+  guard with them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ray_bench.config.loader import load_suite
+from ray_bench.config.tasks import load_tasks, task_checksum
+from ray_bench.errors import ConfigError, SelectionError
+from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
+from ray_bench.models.suite import Arm
+from ray_bench.plan.compile import arm_config
+from ray_bench.plan.identity import cell_id
+
+
+@dataclass
+class Gaps:
+    suite: str
+    target: int
+    arms: list[str]
+    baseline: str
+    run_roots: list[Path]
+    #: (task, arm) -> covered repetitions among 1..target
+    valid: dict[tuple[str, str], list[int]]
+    #: (task, arm) -> accepted rows of other content (other cell ids), never counted
+    incompatible: dict[tuple[str, str], int]
+    both: dict[str, list[int]] = field(default_factory=dict)  # task -> reps missing in every arm
+    one_arm: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # arm -> task -> reps
+    task_dirs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.both and not any(self.one_arm.values())
+
+
+def _current_cells(suite_path: Path, target: int) -> tuple[
+        str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
+    suite = load_suite(suite_path)
+    tasks = load_tasks((suite_path.parent / suite.tasks_dir).resolve(), suite.tasks)
+    cells: dict[tuple[str, str, int], str] = {}
+    for arm in suite.arms:
+        checksum = None
+        if arm.agent_dir is not None:  # as plan does: the agent directory by its content
+            path = (suite_path.parent / arm.agent_dir).resolve()
+            if not path.is_dir():
+                raise ConfigError(f"arms.{arm.name}.agent_dir: {path} is not a directory",
+                                  where=str(suite_path), fix="point agent_dir at the agent's files")
+            checksum = task_checksum(path)
+        config = arm_config(arm, checksum)
+        for task in tasks:
+            for rep in range(1, target + 1):
+                cells[(task.id, arm.name, rep)] = cell_id(task.id, task.checksum, config, rep)
+    return suite.name, suite.arms, suite.baseline.name, {t.id: t.path for t in tasks}, cells
+
+
+def find_gaps(suite_path: Path, runs: list[Path], target: int) -> Gaps:
+    if target < 1:
+        raise SelectionError("target must be at least 1", where="--target", fix="e.g. --target 5")
+    name, arms, baseline, task_dirs, cells = _current_cells(suite_path, target)
+    epochs = load_epochs(runs)
+    evidence = build_evidence(epochs, default_cohort(epochs, name))
+    current = set(cells.values())
+    arm_names = [a.name for a in sorted(arms, key=lambda a: a.role != "baseline")]
+    gaps = Gaps(name, target, arm_names, baseline, [e.run_root for e in epochs
+                                                    if e.identity in evidence.cohort.epochs],
+                valid={(t, a): [] for t in task_dirs for a in arm_names}, incompatible={},
+                task_dirs=task_dirs)
+    for row in evidence.rows.values():
+        if row.cell_id not in current and (row.task, row.arm) in gaps.valid:
+            key = (row.task, row.arm)
+            gaps.incompatible[key] = gaps.incompatible.get(key, 0) + 1
+    for (task, arm, rep), cid in sorted(cells.items()):
+        if cid in evidence.rows:
+            gaps.valid[(task, arm)].append(rep)
+    for task in task_dirs:
+        for rep in range(1, target + 1):
+            missing = [a for a in arm_names if rep not in gaps.valid[(task, a)]]
+            if len(missing) == len(arm_names):
+                gaps.both.setdefault(task, []).append(rep)
+            else:
+                for arm in missing:
+                    gaps.one_arm.setdefault(arm, {}).setdefault(task, []).append(rep)
+    return gaps
+
+
+def selection_paths(out: Path, gaps: Gaps) -> dict[str | None, Path]:
+    """None -> the both-arm file, arm -> its one-arm file."""
+    stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
+    paths: dict[str | None, Path] = {None: out.with_name(f"{stem}.json")}
+    for arm in gaps.arms:
+        paths[arm] = out.with_name(f"{stem}-{arm}-only.json")
+    return paths
+
+
+def write_selections(gaps: Gaps, out: Path) -> list[Path]:
+    """Write the non-empty selection files; return them. Files of a previous run of gaps that
+    would now be empty are removed, so that a stale gap is never filled twice."""
+    written: list[Path] = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for arm, path in selection_paths(out, gaps).items():
+        per_task = gaps.both if arm is None else gaps.one_arm.get(arm, {})
+        if not per_task:
+            path.unlink(missing_ok=True)
+            continue
+        doc: dict[str, Any] = {
+            "generated_by": "ray-bench gaps",
+            "suite": gaps.suite,
+            "target_reps": gaps.target,
+            "arms": list(gaps.arms) if arm is None else [arm],
+            "plan_with": ("ray-bench plan --selection-file FILE" if arm is None else
+                          f"ray-bench plan --selection-file FILE "
+                          f"{'--baseline-only' if arm == gaps.baseline else '--full-only'} --runs ..."),
+            "tasks": [{"task_id": task, "benchmark": gaps.suite, "task_dir": gaps.task_dirs[task],
+                       "reps": reps, **({} if arm is None else {"arms": [arm]})}
+                      for task, reps in sorted(per_task.items())],
+        }
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        written.append(path)
+    return written
