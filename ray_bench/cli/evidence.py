@@ -15,26 +15,42 @@ from ray_bench.errors import UserInputError
 @guarded
 def rerun(
     run_root: Annotated[Path, typer.Argument(help="runs/ID")],
-    failed: Annotated[bool, typer.Option("--failed", help="Plan the cells without a valid row.")] = False,
-    failure_class: Annotated[str | None, typer.Option(
-        "--class", help="Only cells whose last failure has this class.")] = None,
-    hypothesis: Annotated[str | None, typer.Option(
-        "--hypothesis", help="What changed since the last failure (recorded in the plan).")] = None,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="Plan the cells without a valid row.")
+    ] = False,
+    failure_class: Annotated[
+        str | None, typer.Option("--class", help="Only cells whose last failure has this class.")
+    ] = None,
+    hypothesis: Annotated[
+        str | None,
+        typer.Option(
+            "--hypothesis", help="What changed since the last failure (recorded in the plan)."
+        ),
+    ] = None,
 ) -> None:
     """Plan runs/ID-rerun-N for failed cells; print its plan identity."""
-    from ray_bench.evidence.rerun import rerun_failed
+    from ray_bench.evidence.rerun import rerun_failed  # noqa: PLC0415 (CLI start-up time)
 
     if not failed:
-        raise UserInputError("rerun needs --failed", where="rerun",
-                             fix="pass --failed (the cells of the run without a valid row)")
+        raise UserInputError(
+            "rerun needs --failed",
+            where="rerun",
+            fix="pass --failed (the cells of the run without a valid row)",
+        )
     result = rerun_failed(run_root, failure_class=failure_class, hypothesis=hypothesis)
     for s in result.signatures:
-        err.print(f"signature {s.failure_class}:{s.fingerprint} x{s.attempts} on {s.cells} cell(s)"
-                  f"{' (failed last time)' if s.last_time else ''}: {s.message[:100]}", markup=False)
+        err.print(
+            f"signature {s.failure_class}:{s.fingerprint} x{s.attempts} on {s.cells} cell(s)"
+            f"{' (failed last time)' if s.last_time else ''}: {s.message[:100]}",
+            markup=False,
+        )
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
-    err.print(f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "
-              f"(receipt: {result.run_root / 'receipt.md'})", markup=False)
+    err.print(
+        f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "
+        f"(receipt: {result.run_root / 'receipt.md'})",
+        markup=False,
+    )
     out.print(result.identity, markup=False)
 
 
@@ -43,22 +59,31 @@ def rerun(
 def gaps(
     suite: Annotated[Path, typer.Option("--suite", help="Suite YAML.")],
     runs: Annotated[list[Path], typer.Option("--runs", help="Run roots, or a directory of them.")],
-    target: Annotated[int, typer.Option("--target", min=1, help="Valid repetitions wanted per "
-                                        "task and arm.")],
-    out_path: Annotated[Path, typer.Option("--out", help="selections/NAME.json; one-arm gaps go to "
-                                           "NAME-<arm>-only.json beside it.")],
+    target: Annotated[
+        int, typer.Option("--target", min=1, help="Valid repetitions wanted per task and arm.")
+    ],
+    out_path: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="selections/NAME.json; one-arm gaps go to NAME-<arm>-only.json beside it."
+        ),
+    ],
 ) -> None:
     """Selection files for the repetitions missing to reach --target valid rows."""
-    from ray_bench.evidence.gaps import find_gaps, write_selections
+    from ray_bench.evidence.gaps import find_gaps, write_selections  # noqa: PLC0415
 
     result = find_gaps(suite, runs, target)
-    err.print(f"suite {result.suite}: {len(result.run_roots)} compatible run roots, target {target}",
-              markup=False)
+    err.print(
+        f"suite {result.suite}: {len(result.run_roots)} compatible run roots, target {target}",
+        markup=False,
+    )
     for task in sorted({t for t, _ in result.valid}):
         cells = ", ".join(f"{arm} {len(result.valid[(task, arm)])}/{target}" for arm in result.arms)
         stale = sum(result.incompatible.get((task, arm), 0) for arm in result.arms)
-        out.print(f"{task}: {cells}" + (f" ({stale} rows of older content ignored)" if stale else ""),
-                  markup=False)
+        out.print(
+            f"{task}: {cells}" + (f" ({stale} rows of older content ignored)" if stale else ""),
+            markup=False,
+        )
     written = write_selections(result, out_path)
     if not written:
         out.print("no gaps: every task and arm has its target of valid rows", markup=False)

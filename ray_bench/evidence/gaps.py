@@ -49,8 +49,9 @@ class Gaps:
         return not self.both and not any(self.one_arm.values())
 
 
-def _current_cells(suite_path: Path, target: int) -> tuple[
-        str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
+def _current_cells(
+    suite_path: Path, target: int
+) -> tuple[str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
     suite = load_suite(suite_path)
     tasks = load_tasks((suite_path.parent / suite.tasks_dir).resolve(), suite.tasks)
     cells: dict[tuple[str, str, int], str] = {}
@@ -59,8 +60,11 @@ def _current_cells(suite_path: Path, target: int) -> tuple[
         if arm.agent_dir is not None:  # as plan does: the agent directory by its content
             path = (suite_path.parent / arm.agent_dir).resolve()
             if not path.is_dir():
-                raise ConfigError(f"arms.{arm.name}.agent_dir: {path} is not a directory",
-                                  where=str(suite_path), fix="point agent_dir at the agent's files")
+                raise ConfigError(
+                    f"arms.{arm.name}.agent_dir: {path} is not a directory",
+                    where=str(suite_path),
+                    fix="point agent_dir at the agent's files",
+                )
             checksum = task_checksum(path)
         config = arm_config(arm, checksum)
         for task in tasks:
@@ -77,10 +81,16 @@ def find_gaps(suite_path: Path, runs: list[Path], target: int) -> Gaps:
     evidence = build_evidence(epochs, default_cohort(epochs, name))
     current = set(cells.values())
     arm_names = [a.name for a in sorted(arms, key=lambda a: a.role != "baseline")]
-    gaps = Gaps(name, target, arm_names, baseline, [e.run_root for e in epochs
-                                                    if e.identity in evidence.cohort.epochs],
-                valid={(t, a): [] for t in task_dirs for a in arm_names}, incompatible={},
-                task_dirs=task_dirs)
+    gaps = Gaps(
+        name,
+        target,
+        arm_names,
+        baseline,
+        [e.run_root for e in epochs if e.identity in evidence.cohort.epochs],
+        valid={(t, a): [] for t in task_dirs for a in arm_names},
+        incompatible={},
+        task_dirs=task_dirs,
+    )
     for row in evidence.rows.values():
         if row.cell_id not in current and (row.task, row.arm) in gaps.valid:
             key = (row.task, row.arm)
@@ -123,12 +133,22 @@ def write_selections(gaps: Gaps, out: Path) -> list[Path]:
             "suite": gaps.suite,
             "target_reps": gaps.target,
             "arms": list(gaps.arms) if arm is None else [arm],
-            "plan_with": ("ray-bench plan --selection-file FILE" if arm is None else
-                          f"ray-bench plan --selection-file FILE "
-                          f"{'--baseline-only' if arm == gaps.baseline else '--full-only'} --runs ..."),
-            "tasks": [{"task_id": task, "benchmark": gaps.suite, "task_dir": gaps.task_dirs[task],
-                       "reps": reps, **({} if arm is None else {"arms": [arm]})}
-                      for task, reps in sorted(per_task.items())],
+            "plan_with": (
+                "ray-bench plan --selection-file FILE"
+                if arm is None
+                else f"ray-bench plan --selection-file FILE "
+                f"{'--baseline-only' if arm == gaps.baseline else '--full-only'} --runs ..."
+            ),
+            "tasks": [
+                {
+                    "task_id": task,
+                    "benchmark": gaps.suite,
+                    "task_dir": gaps.task_dirs[task],
+                    "reps": reps,
+                    **({} if arm is None else {"arms": [arm]}),
+                }
+                for task, reps in sorted(per_task.items())
+            ],
         }
         path.write_text(json.dumps(doc, indent=2) + "\n")
         written.append(path)

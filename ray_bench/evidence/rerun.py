@@ -26,7 +26,7 @@ from typing import Any
 
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.evidence.catalog import FAILURE_CLASSES
-from ray_bench.evidence.rows import Evidence, start_order, build_evidence, load_epoch
+from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch, start_order
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow
 from ray_bench.models.plan import Plan
 from ray_bench.plan.compile import PlanRequest, compile_plan
@@ -93,7 +93,9 @@ class _Failed:
 
     @property
     def failures(self) -> list[AttemptRow]:
-        return [a for a in self.history if a.status == "finished" and not a.valid and a.failure_class]
+        return [
+            a for a in self.history if a.status == "finished" and not a.valid and a.failure_class
+        ]
 
     @property
     def last_class(self) -> str | None:
@@ -128,8 +130,10 @@ def _signatures(failed: list[_Failed], messages: Mapping[tuple[str, str], str]) 
             entry["cells"].add(item.key)
             entry["last"] = entry["last"] or row.epoch == item.last_epoch
             entry["msg"] = messages.get((row.epoch, row.attempt_id), entry["msg"])
-    out = [Signature(cls, fp, str(e["msg"])[:160], e["attempts"], len(e["cells"]), bool(e["last"]))
-           for (cls, fp), e in stats.items()]
+    out = [
+        Signature(cls, fp, str(e["msg"])[:160], e["attempts"], len(e["cells"]), bool(e["last"]))
+        for (cls, fp), e in stats.items()
+    ]
     return sorted(out, key=lambda s: (-s.attempts, s.failure_class, s.fingerprint))
 
 
@@ -142,63 +146,100 @@ def _messages(evidence: Evidence) -> dict[tuple[str, str], str]:
     return out
 
 
-def rerun_failed(run_root: Path, *, failure_class: str | None = None, hypothesis: str | None = None,
-                 environ: Mapping[str, str] | None = None) -> RerunResult:
+def rerun_failed(
+    run_root: Path,
+    *,
+    failure_class: str | None = None,
+    hypothesis: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RerunResult:
     """Plan ``runs/<base>-rerun-<n>`` for the family's cells without a valid row."""
     if failure_class is not None and failure_class not in FAILURE_CLASSES:
-        raise UserInputError(f"unknown failure class {failure_class!r}", where="--class",
-                             fix=f"use one of {', '.join(FAILURE_CLASSES)}")
+        raise UserInputError(
+            f"unknown failure class {failure_class!r}",
+            where="--class",
+            fix=f"use one of {', '.join(FAILURE_CLASSES)}",
+        )
     hypothesis = (hypothesis or "").strip() or None
     family = run_family(run_root)
     named = load_epoch(run_root.resolve())
     if not (family[0] / LEDGER_FILE).is_file():
-        raise UserInputError("this run has not started: there is nothing to rerun", where=str(run_root),
-                             fix="execute its plan first")
+        raise UserInputError(
+            "this run has not started: there is nothing to rerun",
+            where=str(run_root),
+            fix="execute its plan first",
+        )
     evidence = build_evidence([load_epoch(p) for p in family])
     failed = _failed_cells(evidence)
     if failure_class is not None:
         failed = [f for f in failed if f.last_class == failure_class]
     if not failed:
-        what = f"no cell whose last failure is {failure_class}" if failure_class else \
-            "every planned cell has a valid row"
-        raise UserInputError(f"nothing to rerun: {what}", where=str(run_root),
-                             fix="check `ray-bench status` or `ray-bench report`")
+        what = (
+            f"no cell whose last failure is {failure_class}"
+            if failure_class
+            else "every planned cell has a valid row"
+        )
+        raise UserInputError(
+            f"nothing to rerun: {what}",
+            where=str(run_root),
+            fix="check `ray-bench status` or `ray-bench report`",
+        )
 
     base = family[0]
     n = 1 + max((int(m["n"]) for p in family[1:] if (m := _RERUN_NAME.match(p.name))), default=0)
     new_id = f"{base.name}-rerun-{n}"
     new_root = base.parent / new_id
     if new_root.exists():
-        raise PlanError("run root already exists", where=str(new_root), fix="remove it or rerun its plan")
+        raise PlanError(
+            "run root already exists", where=str(new_root), fix="remove it or rerun its plan"
+        )
 
     messages = _messages(evidence)
     signatures = _signatures(failed, messages)
     inputs = {i.kind: Path(i.path) for i in named.plan.inputs if i.kind in ("suite", "accounts")}
-    selection_doc = _selection_doc(named.plan, base.name, family, failed, signatures, failure_class,
-                                   hypothesis)
+    context: dict[str, Any] = {
+        "base": base.name,
+        "family": family,
+        "failed": failed,
+        "signatures": signatures,
+        "failure_class": failure_class,
+        "hypothesis": hypothesis,
+    }
+    selection_doc = _selection_doc(named.plan, **context)
     new_root.mkdir(parents=True)
     try:
         selection = new_root / RERUN_SELECTION
         selection.write_text(json.dumps(selection_doc, indent=2) + "\n")
-        plan = compile_plan(PlanRequest(
-            suite=inputs["suite"], accounts=inputs["accounts"], run_id=new_id, selection=selection,
-            only_cells=frozenset(f.key for f in failed),
-            environ=dict(os.environ) if environ is None else environ))
+        plan = compile_plan(
+            PlanRequest(
+                suite=inputs["suite"],
+                accounts=inputs["accounts"],
+                run_id=new_id,
+                selection=selection,
+                only_cells=frozenset(f.key for f in failed),
+                environ=dict(os.environ) if environ is None else environ,
+            )
+        )
         warnings = _check_repeats(plan, failed, signatures, evidence, hypothesis)
         plan = plan.model_copy(update={"warnings": [*plan.warnings, *warnings]})
         identity = identity_of(json.loads(plan_bytes(plan)))
-        receipt = _with_rerun_section(render_receipt(plan, identity), base.name, family, failed,
-                                      signatures, failure_class, hypothesis)
+        receipt = _with_rerun_section(render_receipt(plan, identity), **context)
         write_plan(plan, new_root, receipt)
     except BaseException:
         shutil.rmtree(new_root, ignore_errors=True)  # refused or failed: nothing written
         raise
-    return RerunResult(new_root, identity, len(plan.cells), base.name, signatures, hypothesis,
-                       plan.warnings)
+    return RerunResult(
+        new_root, identity, len(plan.cells), base.name, signatures, hypothesis, plan.warnings
+    )
 
 
-def _check_repeats(plan: Plan, failed: list[_Failed], signatures: list[Signature], evidence: Evidence,
-                   hypothesis: str | None) -> list[str]:
+def _check_repeats(
+    plan: Plan,
+    failed: list[_Failed],
+    signatures: list[Signature],
+    evidence: Evidence,
+    hypothesis: str | None,
+) -> list[str]:
     """Refuse the unchanged repeats of the last time's signatures unless a hypothesis is given;
     return the plan warnings that record what was decided."""
     new_ids = {(c.task, c.arm, c.rep): c.id for c in plan.cells}
@@ -211,28 +252,46 @@ def _check_repeats(plan: Plan, failed: list[_Failed], signatures: list[Signature
             continue
         for row in item.failures:
             if row.epoch == item.last_epoch:
-                repeated.setdefault((row.failure_class or "", row.fingerprint or ""), set()).add(item.key)
-    warnings = [f"task {t}: its content or arm config changed since it last ran; its rerun cells are "
-                "new cells, not rows of the old ones" for t in sorted(changed)]
+                repeated.setdefault((row.failure_class or "", row.fingerprint or ""), set()).add(
+                    item.key
+                )
+    warnings = [
+        f"task {t}: its content or arm config changed since it last ran; its rerun cells are "
+        "new cells, not rows of the old ones"
+        for t in sorted(changed)
+    ]
     if not repeated:
         return warnings
     by_sig = {(s.failure_class, s.fingerprint): s for s in signatures}
     shown = "; ".join(
         f"{cls}:{fp} ({by_sig[(cls, fp)].message[:80] or 'no message'}) on {len(keys)} cell(s)"
-        for (cls, fp), keys in sorted(repeated.items(), key=lambda kv: -len(kv[1]))[:3])
+        for (cls, fp), keys in sorted(repeated.items(), key=lambda kv: -len(kv[1]))[:3]
+    )
     if hypothesis is None:
         last_runs = sorted({evidence.run_id_of(f.last_epoch) for f in failed if f.last_epoch})
         raise RepeatedSignatureError(
             f"rerun refused: {len(repeated)} failure signature(s) failed the last time "
             f"(run {', '.join(last_runs)}) with nothing changed: {shown}",
-            where="rerun", fix="record what changed with --hypothesis TEXT, or narrow with --class")
-    return [*warnings, f"rerun repeats {len(repeated)} failure signature(s) of the last time under "
-                       f"the hypothesis: {hypothesis}"]
+            where="rerun",
+            fix="record what changed with --hypothesis TEXT, or narrow with --class",
+        )
+    return [
+        *warnings,
+        f"rerun repeats {len(repeated)} failure signature(s) of the last time under "
+        f"the hypothesis: {hypothesis}",
+    ]
 
 
-def _selection_doc(plan: Plan, base: str, family: list[Path], failed: list[_Failed],
-                   signatures: list[Signature], failure_class: str | None,
-                   hypothesis: str | None) -> dict[str, Any]:
+def _selection_doc(
+    plan: Plan,
+    *,
+    base: str,
+    family: list[Path],
+    failed: list[_Failed],
+    signatures: list[Signature],
+    failure_class: str | None,
+    hypothesis: str | None,
+) -> dict[str, Any]:
     per_task: dict[str, dict[str, set[Any]]] = {}
     for task, arm, rep in (f.key for f in failed):
         entry = per_task.setdefault(task, {"reps": set(), "arms": set()})
@@ -246,26 +305,46 @@ def _selection_doc(plan: Plan, base: str, family: list[Path], failed: list[_Fail
         "hypothesis": hypothesis,
         "cells": sorted([t, a, r] for t, a, r in (f.key for f in failed)),
         "signatures": [s.__dict__ for s in signatures],
-        "tasks": [{"task_id": task, "benchmark": plan.suite, "reps": sorted(e["reps"]),
-                   "arms": sorted(e["arms"])} for task, e in sorted(per_task.items())],
+        "tasks": [
+            {
+                "task_id": task,
+                "benchmark": plan.suite,
+                "reps": sorted(e["reps"]),
+                "arms": sorted(e["arms"]),
+            }
+            for task, e in sorted(per_task.items())
+        ],
     }
 
 
-def _with_rerun_section(receipt: str, base: str, family: list[Path], failed: list[_Failed],
-                        signatures: list[Signature], failure_class: str | None,
-                        hypothesis: str | None) -> str:
-    lines = ["## Rerun", "",
-             f"- rerun of: `{base}` (cohort of run roots: {', '.join(p.name for p in family)})",
-             f"- cells without a valid row selected: {len(failed)}"
-             + (f" (last failure class {failure_class})" if failure_class else ""),
-             f"- hypothesis: {hypothesis or 'none recorded'}",
-             f"- never attempted, stale or cancelled only: {sum(1 for f in failed if not f.failures)}",
-             "", "| class | fingerprint | message | attempts | cells | failed last time |",
-             "|---|---|---|---|---|---|"]
+def _with_rerun_section(
+    receipt: str,
+    *,
+    base: str,
+    family: list[Path],
+    failed: list[_Failed],
+    signatures: list[Signature],
+    failure_class: str | None,
+    hypothesis: str | None,
+) -> str:
+    lines = [
+        "## Rerun",
+        "",
+        f"- rerun of: `{base}` (cohort of run roots: {', '.join(p.name for p in family)})",
+        f"- cells without a valid row selected: {len(failed)}"
+        + (f" (last failure class {failure_class})" if failure_class else ""),
+        f"- hypothesis: {hypothesis or 'none recorded'}",
+        f"- never attempted, stale or cancelled only: {sum(1 for f in failed if not f.failures)}",
+        "",
+        "| class | fingerprint | message | attempts | cells | failed last time |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in signatures:
         message = s.message.replace("|", "\\|") or "-"
-        lines.append(f"| {s.failure_class} | `{s.fingerprint}` | {message} | {s.attempts} | {s.cells} | "
-                     f"{'yes' if s.last_time else 'no'} |")
+        lines.append(
+            f"| {s.failure_class} | `{s.fingerprint}` | {message} | {s.attempts} | {s.cells} | "
+            f"{'yes' if s.last_time else 'no'} |"
+        )
     if not signatures:
         lines.append("| - | - | no failure signature | 0 | 0 | - |")
     section = "\n".join(lines) + "\n\n"

@@ -74,8 +74,11 @@ def find_run_roots(paths: Iterable[Path]) -> list[Path]:
         elif path.is_dir():
             roots.extend(sorted(p.parent for p in path.glob(f"*/{PLAN_FILE}")))
         else:
-            raise UserInputError("not a run root or a directory of run roots", where=str(path),
-                                 fix="pass runs/ or runs/ID")
+            raise UserInputError(
+                "not a run root or a directory of run roots",
+                where=str(path),
+                fix="pass runs/ or runs/ID",
+            )
     unique: dict[Path, None] = {}
     for root in roots:
         unique.setdefault(root.resolve(), None)
@@ -103,8 +106,11 @@ def default_cohort(epochs: list[Epoch], suite: str | None = None) -> Cohort:
     suites = sorted({e.plan.suite for e in epochs})
     if suite is None:
         if len(suites) > 1:
-            raise UserInputError(f"run roots of several suites ({', '.join(suites)})",
-                                 where="--runs", fix="name the run roots of one suite")
+            raise UserInputError(
+                f"run roots of several suites ({', '.join(suites)})",
+                where="--runs",
+                fix="name the run roots of one suite",
+            )
         suite = suites[0] if suites else ""
     return Cohort(suite, frozenset(e.identity for e in epochs if e.plan.suite == suite))
 
@@ -179,10 +185,15 @@ class Evidence:
         for arm in self.arms:
             cells = [c.id for c in self.planned.values() if c.arm == arm]
             rows = [self.rows[c] for c in cells if c in self.rows]
-            out.append(ArmDenominators(
-                arm=arm, planned=len(cells), valid=len(rows),
-                solved=sum(1 for r in rows if (r.reward or 0.0) >= SOLVED_AT),
-                reward_sum=sum(r.reward or 0.0 for r in rows)))
+            out.append(
+                ArmDenominators(
+                    arm=arm,
+                    planned=len(cells),
+                    valid=len(rows),
+                    solved=sum(1 for r in rows if (r.reward or 0.0) >= SOLVED_AT),
+                    reward_sum=sum(r.reward or 0.0 for r in rows),
+                )
+            )
         return out
 
 

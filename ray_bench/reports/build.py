@@ -14,12 +14,33 @@ from typing import Any
 
 import pandas as pd
 
+from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, paired_summary
 
-ATTEMPT_COLUMNS = ("run_id", "attempt_id", "cell_id", "task", "task_checksum", "arm", "rep", "seq",
-                   "account", "backend", "epoch", "preflight", "started_at", "status", "finished_at",
-                   "valid", "reward", "failure_class", "fingerprint", "counts", "cost_usd")
+ATTEMPT_COLUMNS = (
+    "run_id",
+    "attempt_id",
+    "cell_id",
+    "task",
+    "task_checksum",
+    "arm",
+    "rep",
+    "seq",
+    "account",
+    "backend",
+    "epoch",
+    "preflight",
+    "started_at",
+    "status",
+    "finished_at",
+    "valid",
+    "reward",
+    "failure_class",
+    "fingerprint",
+    "counts",
+    "cost_usd",
+)
 USAGE_COLUMNS = ("input_tokens", "output_tokens")
 TOP_FINGERPRINTS = 3
 
@@ -41,14 +62,16 @@ class Report:
     cells_planned: int
 
     def files(self, run_root: Path) -> dict[str, Path]:
-        return {"md": run_root / "report.md", "csv": run_root / "report.csv",
-                "parquet": run_root / "report.parquet", "html": run_root / "report.html"}
+        return {
+            "md": run_root / "report.md",
+            "csv": run_root / "report.csv",
+            "parquet": run_root / "report.parquet",
+            "html": run_root / "report.html",
+        }
 
 
 def build_report(run_root: Path, roots: list[Path] | None = None) -> Report:
     """The report of ``run_root`` and its reruns (or of ``roots``, the first one named)."""
-    from ray_bench.evidence.rerun import run_family
-
     family = roots if roots is not None else run_family(run_root)
     epochs = [load_epoch(p) for p in family]
     evidence = build_evidence(epochs)
@@ -57,8 +80,10 @@ def build_report(run_root: Path, roots: list[Path] | None = None) -> Report:
 
 def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     plans = [e.plan for e in evidence.epochs if e.identity in evidence.cohort.epochs]
-    baseline = next((a.name for p in plans for a in p.arms if a.role == "baseline"),
-                    evidence.arms[0] if evidence.arms else "")
+    baseline = next(
+        (a.name for p in plans for a in p.arms if a.role == "baseline"),
+        evidence.arms[0] if evidence.arms else "",
+    )
     variants = [a for a in evidence.arms if a != baseline]
     att = _attempts_frame(evidence)
     chosen = {(r.epoch, r.attempt_id) for r in evidence.rows.values()}
@@ -66,10 +91,20 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     rows = rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True)
     paired = _paired(rows, baseline, variants)
     return Report(
-        run_id=run_id, rows=rows, attempts=att, arms=_arms(evidence, att), paired=paired,
-        deltas=_deltas(paired, variants), usage=_usage(att), failures=_failures(att),
-        fingerprints=_fingerprints(att), epochs=_epochs(evidence), baseline=baseline,
-        variants=variants, cells_planned=len(evidence.planned))
+        run_id=run_id,
+        rows=rows,
+        attempts=att,
+        arms=_arms(evidence, att),
+        paired=paired,
+        deltas=_deltas(paired, variants),
+        usage=_usage(att),
+        failures=_failures(att),
+        fingerprints=_fingerprints(att),
+        epochs=_epochs(evidence),
+        baseline=baseline,
+        variants=variants,
+        cells_planned=len(evidence.planned),
+    )
 
 
 def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
@@ -86,7 +121,9 @@ def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
             for column in USAGE_COLUMNS:
                 value = usage.get(column)
                 record[column] = int(value) if isinstance(value, int | float) else 0
-            record["message"] = str(verdict.get("message") or ("stale runner" if summary.get("stale") else ""))
+            record["message"] = str(
+                verdict.get("message") or ("stale runner" if summary.get("stale") else "")
+            )
             records.append(record)
     return pd.DataFrame(records, columns=[*ATTEMPT_COLUMNS, *USAGE_COLUMNS, "message"])
 
@@ -102,19 +139,49 @@ def _arms(evidence: Evidence, att: pd.DataFrame) -> pd.DataFrame:
     records = []
     for d in evidence.denominators():
         mine = att[att.arm == d.arm] if len(att) else att
-        records.append({
-            "arm": d.arm, "cells": d.planned, "valid_rows": d.valid, "missing": d.missing,
-            "solved": d.solved, "mean_reward": d.mean_reward, "strict_rate": d.strict_rate,
-            "headline_rate": d.headline_rate,
-            "invalid_attempts": int((failed.arm == d.arm).sum()) if len(failed) else 0,
-            "attempts": len(mine), "cost_usd": float(mine.cost_usd.sum()) if len(mine) else 0.0})
-    return pd.DataFrame(records, columns=["arm", "cells", "valid_rows", "missing", "solved", "mean_reward",
-                                          "strict_rate", "headline_rate", "invalid_attempts", "attempts",
-                                          "cost_usd"])
+        records.append(
+            {
+                "arm": d.arm,
+                "cells": d.planned,
+                "valid_rows": d.valid,
+                "missing": d.missing,
+                "solved": d.solved,
+                "mean_reward": d.mean_reward,
+                "strict_rate": d.strict_rate,
+                "headline_rate": d.headline_rate,
+                "invalid_attempts": int((failed.arm == d.arm).sum()) if len(failed) else 0,
+                "attempts": len(mine),
+                "cost_usd": float(mine.cost_usd.sum()) if len(mine) else 0.0,
+            }
+        )
+    return pd.DataFrame(
+        records,
+        columns=[
+            "arm",
+            "cells",
+            "valid_rows",
+            "missing",
+            "solved",
+            "mean_reward",
+            "strict_rate",
+            "headline_rate",
+            "invalid_attempts",
+            "attempts",
+            "cost_usd",
+        ],
+    )
 
 
-_PAIRED_COLUMNS = ["task", "variant", "baseline_rows", "variant_rows", "baseline_reward", "variant_reward",
-                   "delta", "outcome"]
+_PAIRED_COLUMNS = [
+    "task",
+    "variant",
+    "baseline_rows",
+    "variant_rows",
+    "baseline_reward",
+    "variant_reward",
+    "delta",
+    "outcome",
+]
 
 
 def _paired(rows: pd.DataFrame, baseline: str, variants: list[str]) -> pd.DataFrame:
@@ -129,10 +196,18 @@ def _paired(rows: pd.DataFrame, baseline: str, variants: list[str]) -> pd.DataFr
                     continue
                 b, v = grouped.loc[(task, baseline)], grouped.loc[(task, variant)]
                 delta = float(v["mean"] - b["mean"])
-                records.append({"task": task, "variant": variant, "baseline_rows": int(b["count"]),
-                                "variant_rows": int(v["count"]), "baseline_reward": float(b["mean"]),
-                                "variant_reward": float(v["mean"]), "delta": delta,
-                                "outcome": "win" if delta > 0 else "loss" if delta < 0 else "tie"})
+                records.append(
+                    {
+                        "task": task,
+                        "variant": variant,
+                        "baseline_rows": int(b["count"]),
+                        "variant_rows": int(v["count"]),
+                        "baseline_reward": float(b["mean"]),
+                        "variant_reward": float(v["mean"]),
+                        "delta": delta,
+                        "outcome": "win" if delta > 0 else "loss" if delta < 0 else "tie",
+                    }
+                )
     return pd.DataFrame(records, columns=_PAIRED_COLUMNS)
 
 
@@ -141,10 +216,22 @@ def _deltas(paired: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     for variant in variants:
         mine = paired[paired.variant == variant] if len(paired) else paired
         s = paired_summary(list(mine.delta) if len(mine) else [])
-        records.append({"variant": variant, "tasks": s.tasks, "mean_delta": s.mean_delta, "wins": s.wins,
-                        "losses": s.losses, "ties": s.ties, "ci_low": s.ci_low, "ci_high": s.ci_high})
-    return pd.DataFrame(records, columns=["variant", "tasks", "mean_delta", "wins", "losses", "ties",
-                                          "ci_low", "ci_high"])
+        records.append(
+            {
+                "variant": variant,
+                "tasks": s.tasks,
+                "mean_delta": s.mean_delta,
+                "wins": s.wins,
+                "losses": s.losses,
+                "ties": s.ties,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+            }
+        )
+    return pd.DataFrame(
+        records,
+        columns=["variant", "tasks", "mean_delta", "wins", "losses", "ties", "ci_low", "ci_high"],
+    )
 
 
 def _usage(att: pd.DataFrame) -> pd.DataFrame:
@@ -152,8 +239,11 @@ def _usage(att: pd.DataFrame) -> pd.DataFrame:
     if not len(att):
         return pd.DataFrame(columns=columns)
     grouped = att.groupby(["account", "arm"]).agg(
-        attempts=("attempt_id", "count"), input_tokens=("input_tokens", "sum"),
-        output_tokens=("output_tokens", "sum"), cost_usd=("cost_usd", "sum"))
+        attempts=("attempt_id", "count"),
+        input_tokens=("input_tokens", "sum"),
+        output_tokens=("output_tokens", "sum"),
+        cost_usd=("cost_usd", "sum"),
+    )
     return grouped.reset_index()[columns]
 
 
@@ -163,9 +253,11 @@ def _fingerprints(att: pd.DataFrame) -> pd.DataFrame:
     if not len(failed):
         return pd.DataFrame(columns=columns)
     grouped = failed.groupby(["failure_class", "fingerprint"]).agg(
-        attempts=("attempt_id", "count"), cells=("cell_id", "nunique"), message=("message", "last"))
-    out = grouped.reset_index().sort_values(["failure_class", "attempts", "fingerprint"],
-                                            ascending=[True, False, True])
+        attempts=("attempt_id", "count"), cells=("cell_id", "nunique"), message=("message", "last")
+    )
+    out = grouped.reset_index().sort_values(
+        ["failure_class", "attempts", "fingerprint"], ascending=[True, False, True]
+    )
     return out.reset_index(drop=True)[columns]
 
 
@@ -178,11 +270,21 @@ def _failures(att: pd.DataFrame) -> pd.DataFrame:
     records = []
     for cls, group in failed.groupby("failure_class"):
         top = fps[fps.failure_class == cls].head(TOP_FINGERPRINTS)
-        records.append({"failure_class": cls, "attempts": len(group), "cells": group.cell_id.nunique(),
-                        "top_fingerprints": ", ".join(f"{r.fingerprint} ({r.attempts})"
-                                                      for r in top.itertuples())})
-    return pd.DataFrame(records, columns=columns).sort_values(
-        ["attempts", "failure_class"], ascending=[False, True]).reset_index(drop=True)
+        records.append(
+            {
+                "failure_class": cls,
+                "attempts": len(group),
+                "cells": group.cell_id.nunique(),
+                "top_fingerprints": ", ".join(
+                    f"{r.fingerprint} ({r.attempts})" for r in top.itertuples()
+                ),
+            }
+        )
+    return (
+        pd.DataFrame(records, columns=columns)
+        .sort_values(["attempts", "failure_class"], ascending=[False, True])
+        .reset_index(drop=True)
+    )
 
 
 def _epochs(evidence: Evidence) -> pd.DataFrame:
@@ -190,13 +292,21 @@ def _epochs(evidence: Evidence) -> pd.DataFrame:
     for epoch in evidence.epochs:
         mine = [r for r in evidence.rows.values() if r.epoch == epoch.identity]
         finished = [a.finished_at for a in epoch.attempts if a.finished_at is not None]
-        records.append({
-            "epoch": epoch.identity, "run_id": epoch.run_id, "run_root": str(epoch.run_root),
-            "suite": epoch.plan.suite, "in_cohort": epoch.identity in evidence.cohort.epochs,
-            "cells_planned": len(epoch.plan.cells), "attempts": len(epoch.attempts),
-            "valid_attempts": sum(1 for a in epoch.attempts if a.valid), "accepted_rows": len(mine),
-            "first_start": min((a.started_at for a in epoch.attempts), default=float("nan")),
-            "last_finish": max(finished, default=float("nan"))})
+        records.append(
+            {
+                "epoch": epoch.identity,
+                "run_id": epoch.run_id,
+                "run_root": str(epoch.run_root),
+                "suite": epoch.plan.suite,
+                "in_cohort": epoch.identity in evidence.cohort.epochs,
+                "cells_planned": len(epoch.plan.cells),
+                "attempts": len(epoch.attempts),
+                "valid_attempts": sum(1 for a in epoch.attempts if a.valid),
+                "accepted_rows": len(mine),
+                "first_start": min((a.started_at for a in epoch.attempts), default=float("nan")),
+                "last_finish": max(finished, default=float("nan")),
+            }
+        )
     return pd.DataFrame(records)
 
 
@@ -205,45 +315,81 @@ def _num(value: float, spec: str = ".3f") -> str:
 
 
 def render_markdown(report: Report) -> str:
-    out = [f"# Report: {report.run_id}", "",
-           "Rebuilt from accepted rows only: per (cohort, arm, task, repetition) the earliest started "
-           "valid attempt, never the best one. Strict denominator: every planned cell (a cell "
-           "without a valid row counts as a failure); headline denominator: cells with a valid row. "
-           f"Solved means reward >= 1. {len(report.rows)} of {report.cells_planned} planned cells have "
-           f"a valid row; {len(report.attempts)} attempts in all.", "", "## Epochs", "",
-           "| epoch | run | in cohort | cells planned | attempts | valid attempts | accepted rows |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        f"# Report: {report.run_id}",
+        "",
+        "Rebuilt from accepted rows only: per (cohort, arm, task, repetition) the earliest started "
+        "valid attempt, never the best one. Strict denominator: every planned cell (a cell "
+        "without a valid row counts as a failure); headline denominator: cells with a valid row. "
+        "Solved means reward >= 1. "
+        f"{len(report.rows)} of {report.cells_planned} planned cells have "
+        f"a valid row; {len(report.attempts)} attempts in all.",
+        "",
+        "## Epochs",
+        "",
+        "| epoch | run | in cohort | cells planned | attempts | valid attempts | accepted rows |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for e in report.epochs.itertuples():
-        out.append(f"| `{e.epoch}` | {e.run_id} | {'yes' if e.in_cohort else 'no'} | {e.cells_planned} | "
-                   f"{e.attempts} | {e.valid_attempts} | {e.accepted_rows} |")
-    out += ["", "## Arms", "",
-            "| arm | cells (strict) | valid rows (headline) | missing | solved | mean reward | "
-            "strict rate | headline rate | invalid attempts | cost (USD) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+        out.append(
+            f"| `{e.epoch}` | {e.run_id} | {'yes' if e.in_cohort else 'no'} | {e.cells_planned} | "
+            f"{e.attempts} | {e.valid_attempts} | {e.accepted_rows} |"
+        )
+    out += [
+        "",
+        "## Arms",
+        "",
+        "| arm | cells (strict) | valid rows (headline) | missing | solved | mean reward | "
+        "strict rate | headline rate | invalid attempts | cost (USD) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in report.arms.itertuples():
-        out.append(f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.missing} | {r.solved} | "
-                   f"{_num(r.mean_reward)} | {_num(r.strict_rate)} | {_num(r.headline_rate)} | "
-                   f"{r.invalid_attempts} | {r.cost_usd:.3f} |")
+        out.append(
+            f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.missing} | {r.solved} | "
+            f"{_num(r.mean_reward)} | {_num(r.strict_rate)} | {_num(r.headline_rate)} | "
+            f"{r.invalid_attempts} | {r.cost_usd:.3f} |"
+        )
     if len(report.deltas):
-        out += ["", f"## Paired deltas (variant - {report.baseline}, per task, mean over accepted rows)", "",
-                f"Interval: {CONFIDENCE:.0%} percentile bootstrap of the mean paired delta over tasks "
-                f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}).", "",
-                "| variant | tasks | mean delta | wins | losses | ties | CI low | CI high |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## Paired deltas (variant - {report.baseline}, per task, mean over accepted rows)",
+            "",
+            f"Interval: {CONFIDENCE:.0%} percentile bootstrap of the mean paired delta over tasks "
+            f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}).",
+            "",
+            "| variant | tasks | mean delta | wins | losses | ties | CI low | CI high |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for d in report.deltas.itertuples():
-            out.append(f"| {d.variant} | {d.tasks} | {_num(d.mean_delta, '+.3f')} | {d.wins} | {d.losses} | "
-                       f"{d.ties} | {_num(d.ci_low, '+.3f')} | {_num(d.ci_high, '+.3f')} |")
+            out.append(
+                f"| {d.variant} | {d.tasks} | {_num(d.mean_delta, '+.3f')} | "
+                f"{d.wins} | {d.losses} | "
+                f"{d.ties} | {_num(d.ci_low, '+.3f')} | {_num(d.ci_high, '+.3f')} |"
+            )
         if len(report.paired):
-            out += ["", "| task | variant | baseline rows | variant rows | baseline | variant | delta | |",
-                    "|---|---|---|---|---|---|---|---|"]
+            out += [
+                "",
+                "| task | variant | baseline rows | variant rows | baseline | variant | delta | |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
             for p in report.paired.itertuples():
-                out.append(f"| {p.task} | {p.variant} | {p.baseline_rows} | {p.variant_rows} | "
-                           f"{p.baseline_reward:.2f} | {p.variant_reward:.2f} | {p.delta:+.2f} | {p.outcome} |")
-    out += ["", "## Usage and cost (every attempt)", "",
-            "| account | arm | attempts | input tokens | output tokens | cost (USD) |", "|---|---|---|---|---|---|"]
+                out.append(
+                    f"| {p.task} | {p.variant} | {p.baseline_rows} | {p.variant_rows} | "
+                    f"{p.baseline_reward:.2f} | {p.variant_reward:.2f} | "
+                    f"{p.delta:+.2f} | {p.outcome} |"
+                )
+    out += [
+        "",
+        "## Usage and cost (every attempt)",
+        "",
+        "| account | arm | attempts | input tokens | output tokens | cost (USD) |",
+        "|---|---|---|---|---|---|",
+    ]
     for u in report.usage.itertuples():
-        out.append(f"| {u.account} | {u.arm} | {u.attempts} | {u.input_tokens} | {u.output_tokens} | "
-                   f"{u.cost_usd:.4f} |")
+        out.append(
+            f"| {u.account} | {u.arm} | {u.attempts} | {u.input_tokens} | {u.output_tokens} | "
+            f"{u.cost_usd:.4f} |"
+        )
     out += ["", "## Failure classes", ""]
     if len(report.failures):
         out += ["| class | attempts | cells | top fingerprints |", "|---|---|---|---|"]
@@ -252,14 +398,16 @@ def render_markdown(report: Report) -> str:
         out += ["", "| class | fingerprint | attempts | cells | message |", "|---|---|---|---|---|"]
         for g in report.fingerprints.itertuples():
             message = str(g.message).replace("|", "\\|")[:120]
-            out.append(f"| {g.failure_class} | `{g.fingerprint}` | {g.attempts} | {g.cells} | {message} |")
+            out.append(
+                f"| {g.failure_class} | `{g.fingerprint}` | {g.attempts} | {g.cells} | {message} |"
+            )
     else:
         out.append("none")
     return "\n".join(out) + "\n"
 
 
 def write_report(run_root: Path, roots: list[Path] | None = None) -> Report:
-    from ray_bench.reports.html import render_html
+    from ray_bench.reports.html import render_html  # noqa: PLC0415 (html imports this module)
 
     report = build_report(run_root, roots)
     files = report.files(run_root)

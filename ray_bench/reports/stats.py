@@ -25,8 +25,13 @@ class PairedSummary:
     ci_high: float
 
 
-def bootstrap_ci(deltas: Sequence[float], *, seed: int = BOOTSTRAP_SEED,
-                 resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE) -> tuple[float, float]:
+def bootstrap_ci(
+    deltas: Sequence[float],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:
     """Percentile bootstrap of the mean, resampling tasks with replacement."""
     values = np.asarray(deltas, dtype=float)
     if values.size == 0:
