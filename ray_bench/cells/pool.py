@@ -18,6 +18,8 @@ from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
 
 NAMESPACE = "ray-bench"
+#: The custom resource that nodes able to run Docker sandboxes advertise (cluster/README.md).
+DOCKER_RESOURCE = "docker"
 log = logging.getLogger(__name__)
 
 
@@ -55,9 +57,12 @@ class RayPool:
         self._load: list[int] = []
         self._nodes: list[str] = []
         self._owner: dict[Any, tuple[int, Any]] = {}
-        for node in ray.nodes():
-            if node.get("Alive"):
-                self._spawn(node["NodeID"])
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
+        self._docker_nodes = {n["NodeID"] for n in alive
+                              if n.get("Resources", {}).get(DOCKER_RESOURCE)}
+        for node in alive:
+            self._spawn(node["NodeID"])
 
     def _spawn(self, node_id: str) -> int:
         runner = CellRunner.options(  # type: ignore[attr-defined]
@@ -68,7 +73,10 @@ class RayPool:
         return len(self._runners) - 1
 
     def submit(self, spec: AttemptSpec) -> Any:
-        index = min(range(len(self._runners)), key=lambda i: self._load[i])
+        eligible = list(range(len(self._runners)))
+        if spec.backend == "docker" and self._docker_nodes:
+            eligible = [i for i in eligible if self._nodes[i] in self._docker_nodes] or eligible
+        index = min(eligible, key=lambda i: self._load[i])
         ref = self._runners[index].run.remote(spec)
         self._owner[ref] = (index, self._runners[index])
         self._load[index] += 1
@@ -106,7 +114,9 @@ class RayPool:
 
     def _replace(self, index: int) -> None:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-        node = self._nodes[index] if self._nodes[index] in alive else next(iter(alive), None)
+        if self._nodes[index] not in alive and self._nodes[index] in self._docker_nodes:
+            alive = (alive & self._docker_nodes) or alive  # keep a docker runner on a docker node
+        node = self._nodes[index] if self._nodes[index] in alive else min(alive, default=None)
         if node is None:
             return
         self._runners[index] = CellRunner.options(  # type: ignore[attr-defined]
