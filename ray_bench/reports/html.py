@@ -186,7 +186,7 @@ def failure_plot(report: Report) -> str:
     failures = report.failures
     if not len(failures):
         return _empty("plot-failures", title, "no failed attempts")
-    x0, x1, top = 110, WIDTH - 40, 16
+    x0, x1, top = 110, WIDTH - 120, 16
     most = int(failures.attempts.max())
     row_h = min(28.0, (HEIGHT - PAD - top) / len(failures))
     body: list[str] = []
