@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.runs import plan_and_run
+from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.config.selection import load_selection
@@ -14,8 +16,6 @@ from ray_bench.errors import PairingGuardError
 from ray_bench.evidence.gaps import find_gaps, write_selections
 from ray_bench.plan.compile import UNPAIRED_ENV
 from ray_bench.plan.store import load_plan_file
-from support.runs import plan_and_run
-from support.suites import make_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -26,10 +26,17 @@ SOLVE = 'sh "$SOLUTION_DIR/solve.sh"'
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     tmp = tmp_path_factory.mktemp("gaps")
     suite, accounts = make_suite(
-        tmp / "s", tasks=["hello-world", "sum-list"], reps=1, preflight_cells=0, max_attempts=1,
+        tmp / "s",
+        tasks=["hello-world", "sum-list"],
+        reps=1,
+        preflight_cells=0,
+        max_attempts=1,
         backends={"local": {"max_sandboxes": 4, "options": {"root": str(tmp / "sbx")}}},
-        arms=[{"name": "baseline", "role": "baseline", "command": SOLVE, "expose_solution": True},
-              {"name": "mcp", "role": "variant", "command": "no-such-agent-binary --run"}])
+        arms=[
+            {"name": "baseline", "role": "baseline", "command": SOLVE, "expose_solution": True},
+            {"name": "mcp", "role": "variant", "command": "no-such-agent-binary --run"},
+        ],
+    )
     outcome, _ = plan_and_run(suite, accounts, tmp / "runs")
     assert outcome.counts["valid"] == 2 and outcome.counts["failed"] == 2
     return suite, accounts, tmp / "runs"
@@ -38,50 +45,91 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
 def test_gaps_split_both_arm_and_one_arm(world: tuple[Path, Path, Path], tmp_path: Path) -> None:
     suite, _, runs = world
     gaps = find_gaps(suite, [runs], target=2)
-    assert gaps.valid == {("hello-world", "baseline"): [1], ("hello-world", "mcp"): [],
-                          ("sum-list", "baseline"): [1], ("sum-list", "mcp"): []}
+    assert gaps.valid == {
+        ("hello-world", "baseline"): [1],
+        ("hello-world", "mcp"): [],
+        ("sum-list", "baseline"): [1],
+        ("sum-list", "mcp"): [],
+    }
     assert gaps.both == {"hello-world": [2], "sum-list": [2]}
     assert gaps.one_arm == {"mcp": {"hello-world": [1], "sum-list": [1]}}
     written = write_selections(gaps, tmp_path / "sel" / "fill.json")
     assert [p.name for p in written] == ["fill.json", "fill-mcp-only.json"]
     both = load_selection(tmp_path / "sel" / "fill.json")
     assert [(e.task_id, e.reps, e.arms) for e in both.entries] == [
-        ("hello-world", (2,), None), ("sum-list", (2,), None)]
+        ("hello-world", (2,), None),
+        ("sum-list", (2,), None),
+    ]
     one = json.loads((tmp_path / "sel" / "fill-mcp-only.json").read_text())
-    assert one["tasks"][0] == {"task_id": "hello-world", "benchmark": "t",
-                               "task_dir": one["tasks"][0]["task_dir"], "reps": [1], "arms": ["mcp"]}
+    assert one["tasks"][0] == {
+        "task_id": "hello-world",
+        "benchmark": "t",
+        "task_dir": one["tasks"][0]["task_dir"],
+        "reps": [1],
+        "arms": ["mcp"],
+    }
 
 
-def test_one_arm_gap_passes_the_guard_and_the_other_is_refused(world: tuple[Path, Path, Path],
-                                                                 tmp_path: Path) -> None:
+def test_one_arm_gap_passes_the_guard_and_the_other_is_refused(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
     suite, accounts, runs = world
     gaps = find_gaps(suite, [runs], target=2)
     write_selections(gaps, tmp_path / "fill.json")
     # mcp-only gaps: every task has valid baseline rows in runs/ -> the guard passes
-    ok = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="fill-mcp",
-                  selection=tmp_path / "fill-mcp-only.json", arms="full-only", counterpart_runs=[runs])
+    ok = plan_run(
+        suite=suite,
+        accounts=accounts,
+        runs_dir=tmp_path / "runs",
+        run_id="fill-mcp",
+        selection=tmp_path / "fill-mcp-only.json",
+        arms="full-only",
+        counterpart_runs=[runs],
+    )
     plan, _ = load_plan_file(ok.run_root / "launch-plan.json")
-    assert sorted((c.task, c.arm, c.rep) for c in plan.cells) == [("hello-world", "mcp", 1),
-                                                                 ("sum-list", "mcp", 1)]
+    assert sorted((c.task, c.arm, c.rep) for c in plan.cells) == [
+        ("hello-world", "mcp", 1),
+        ("sum-list", "mcp", 1),
+    ]
     assert plan.unpaired and not any(UNPAIRED_ENV in w for w in plan.warnings)
     # the same one-arm plan with no counterpart run roots is refused, nothing written
     with pytest.raises(PairingGuardError, match="no valid baseline rows"):
-        plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="refused",
-                 selection=tmp_path / "fill-mcp-only.json", arms="full-only")
+        plan_run(
+            suite=suite,
+            accounts=accounts,
+            runs_dir=tmp_path / "runs",
+            run_id="refused",
+            selection=tmp_path / "fill-mcp-only.json",
+            arms="full-only",
+        )
     assert not (tmp_path / "runs" / "refused").exists()
     # a baseline-only plan of the both-arm gaps has no mcp rows to pair with: refused
     with pytest.raises(PairingGuardError, match="no valid mcp rows"):
-        plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="refused2",
-                 selection=tmp_path / "fill.json", arms="baseline-only", counterpart_runs=[runs])
+        plan_run(
+            suite=suite,
+            accounts=accounts,
+            runs_dir=tmp_path / "runs",
+            run_id="refused2",
+            selection=tmp_path / "fill.json",
+            arms="baseline-only",
+            counterpart_runs=[runs],
+        )
 
 
-def test_unpaired_bypass_is_a_receipt_warning(world: tuple[Path, Path, Path], tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unpaired_bypass_is_a_receipt_warning(
+    world: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     suite, accounts, runs = world
     write_selections(find_gaps(suite, [runs], target=2), tmp_path / "fill.json")
     monkeypatch.setenv(UNPAIRED_ENV, "true")
-    result = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="bypass",
-                      selection=tmp_path / "fill.json", arms="baseline-only")
+    result = plan_run(
+        suite=suite,
+        accounts=accounts,
+        runs_dir=tmp_path / "runs",
+        run_id="bypass",
+        selection=tmp_path / "fill.json",
+        arms="baseline-only",
+    )
     assert any(UNPAIRED_ENV in w for w in result.warnings)
     receipt = (result.run_root / "receipt.md").read_text()
     assert f"UNPAIRED: {UNPAIRED_ENV}=true bypassed the pairing guard" in receipt

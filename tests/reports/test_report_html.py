@@ -21,11 +21,14 @@ _MEASURE = """<script>
 const out = {};
 for (const svg of document.querySelectorAll("svg.plot")) {
   const box = svg.getBoundingClientRect();
-  const marks = [...svg.querySelectorAll("polyline.series, rect.bar, circle.task-delta, line.ci")];
-  out[svg.id] = {width: box.width, height: box.height, marks: marks.length,
-                 drawn: marks.filter(m => { const b = m.getBBox(); return b.width > 0 || b.height > 0; }).length};
+  const sel = "polyline.series, rect.bar, circle.task-delta, line.ci";
+  const marks = [...svg.querySelectorAll(sel)];
+  const drawn = marks.filter(m => { const b = m.getBBox(); return b.width > 0 || b.height > 0; });
+  out[svg.id] = {width: box.width, height: box.height, marks: marks.length, drawn: drawn.length};
 }
-const pre = document.createElement("pre"); pre.id = "measure"; pre.textContent = JSON.stringify(out);
+const pre = document.createElement("pre");
+pre.id = "measure";
+pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
 </script>"""
 
@@ -41,8 +44,17 @@ def _chromium() -> str:
 
 
 def _run(browser: str, profile: Path, *args: str) -> str:
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}", *args]
+    cmd = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -74,8 +86,13 @@ def test_report_html_renders_its_plots_offline(tmp_path: Path) -> None:
     assert plots["plot-failures"]["marks"] == 3  # tool, evaluator, executor
 
     shot = tmp_path / "report.png"
-    _run(browser, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1100,1400",
-         (root / "report.html").as_uri())
+    _run(
+        browser,
+        tmp_path / "profile-shot",
+        f"--screenshot={shot}",
+        "--window-size=1100,1400",
+        (root / "report.html").as_uri(),
+    )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     keep = os.environ.get("RAY_BENCH_KEEP_SCREENSHOT")
