@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.driver_process import DriverProcess, ledger_query, pgrep, wait_for
+from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.ledger import Ledger
-from support.driver_process import DriverProcess, ledger_query, pgrep, wait_for
-from support.suites import make_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -65,13 +65,15 @@ def test_sigkilled_driver_resumes_cleanly(tmp_path: Path, point: str) -> None:
     suite, accounts = make_suite(
         tmp_path / "s", tasks=TASKS, reps=2, preflight_cells=1, max_attempts=2,
         backends={"local": {"max_sandboxes": 4, "options": {"root": str(sandboxes)}}},
-        arms=[{"name": "baseline", "role": "baseline", **arm}, {"name": "mcp", "role": "variant", **arm}])
+        arms=[{"name": "baseline", "role": "baseline", **arm},
+              {"name": "mcp", "role": "variant", **arm}])
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="crash")
     root = planned.run_root
     assert planned.cells == CELLS
 
-    first = DriverProcess(root / "launch-plan.json", planned.identity, tmp_path / "logs", name="first")
-    second = DriverProcess(root / "launch-plan.json", planned.identity, tmp_path / "logs", name="second")
+    plan, logs = root / "launch-plan.json", tmp_path / "logs"
+    first = DriverProcess(plan, planned.identity, logs, name="first")
+    second = DriverProcess(plan, planned.identity, logs, name="second")
     try:
         first.start()
         wait_for(lambda: POINTS[point](root), 120, point, alive=first)
@@ -107,16 +109,20 @@ def test_sigkilled_driver_resumes_cleanly(tmp_path: Path, point: str) -> None:
     valid_per_cell: dict[str, int] = {}
     for a in after:
         valid_per_cell[a.cell_id] = valid_per_cell.get(a.cell_id, 0) + int(a.valid)
-    assert len(valid_per_cell) == CELLS and set(valid_per_cell.values()) == {1}
+    assert len(valid_per_cell) == CELLS
+    assert set(valid_per_cell.values()) == {1}
     # no cell that had a valid row got another attempt
     old_ids = {a.attempt_id for a in before}
     assert not [a for a in after if a.cell_id in valid_before and a.attempt_id not in old_ids]
     # what was in flight at the kill is stale, does not count, and its cell ran again
     for attempt_id in open_before:
         stale = by_id[attempt_id]
-        assert stale.status == "stale" and not stale.counts and stale.failure_class == "executor"
+        assert stale.status == "stale"
+        assert not stale.counts
+        assert stale.failure_class == "executor"
     assert all(a.terminal for a in after)
-    assert finished[-1].data["exit_code"] == 0 and finished[-1].data["stale_recovered"] == len(open_before)
+    assert finished[-1].data["exit_code"] == 0
+    assert finished[-1].data["stale_recovered"] == len(open_before)
     # no sandbox and no orphan agent process is left
     assert list(sandboxes.iterdir()) == []
     assert pgrep(marker) == []

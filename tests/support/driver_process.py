@@ -6,6 +6,7 @@ group (the driver and the Ray instance it started), never anything by name."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -30,15 +31,17 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def run_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN), *args], cwd=cwd, env=dict(env or cli_env()), capture_output=True,
-                          text=True, timeout=timeout, start_new_session=True)
+    return subprocess.run([str(BIN), *args], cwd=cwd, env=dict(env or cli_env()),
+                          capture_output=True, text=True, timeout=timeout, start_new_session=True,
+                          check=False)
 
 
 class DriverProcess:
     """``ray-bench execute`` in its own process group, output to files under ``log_dir``."""
 
-    def __init__(self, plan: Path, identity: str, log_dir: Path, *, env: Mapping[str, str] | None = None,
-                 extra_args: tuple[str, ...] = (), name: str = "driver") -> None:
+    def __init__(self, plan: Path, identity: str, log_dir: Path, *,
+                 env: Mapping[str, str] | None = None, extra_args: tuple[str, ...] = (),
+                 name: str = "driver") -> None:
         self.args = [str(BIN), "execute", "--plan", str(plan), "--confirm", identity, *extra_args]
         self.env = dict(env or cli_env())
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -71,10 +74,8 @@ class DriverProcess:
         """Kill what is left of this driver's process group (the Ray it started)."""
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         if self.proc.poll() is None:
             self.proc.wait(timeout=30)
 
@@ -109,11 +110,12 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval:
         if condition():
             return
         if alive is not None and alive.proc is not None and alive.proc.poll() is not None:
-            raise AssertionError(f"driver exited ({alive.proc.returncode}) before {what}:\n{alive.stderr[-3000:]}")
+            raise AssertionError(f"driver exited ({alive.proc.returncode}) before {what}:\n"
+                                 f"{alive.stderr[-3000:]}")
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def pgrep(pattern: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
     return [int(p) for p in found.stdout.split()]
