@@ -44,6 +44,8 @@ class DriverProcess:
                  name: str = "driver") -> None:
         self.args = [str(BIN), "execute", "--plan", str(plan), "--confirm", identity, *extra_args]
         self.env = dict(env or cli_env())
+        # the metrics exporter's file_sd target stays inside the test's directory
+        self.env.setdefault("RAY_BENCH_STATE_ROOT", str(log_dir / "state"))
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = log_dir / f"{name}.stdout"
         self.stderr_path = log_dir / f"{name}.stderr"
