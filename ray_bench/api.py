@@ -9,7 +9,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,38 @@ from ray_bench.scheduler.driver import PAUSE_FILE, RunObserver, RunOptions, RunO
 from ray_bench.scheduler.runstate import RunState
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_RELATIVE = re.compile(r"^\+?(\d+(?:\.\d+)?)\s*([smhd])$")
+
+
+def default_state_root() -> Path:
+    return Path(os.environ.get("RAY_BENCH_STATE_ROOT", Path.home() / ".ray-bench"))
+
+
+@dataclass
+class MetricsSettings:
+    """Where the run's Prometheus exporter listens and advertises itself."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    state_root: Path = field(default_factory=default_state_root)
+    deadline: float | None = None
+    #: Seconds to wait at the end for one last scrape, so the final state reaches Prometheus.
+    final_scrape_sec: float = 0.0
+
+
+def parse_deadline(text: str, now: float | None = None) -> float:
+    """``2026-12-04T18:00`` (local time, or with an offset) or a duration from now: ``36h``."""
+    import datetime as dt
+
+    base = time.time() if now is None else now
+    found = _RELATIVE.match(text.strip())
+    if found:
+        return base + float(found.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[found.group(2)]
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UserInputError(f"cannot read deadline {text!r}", where="--deadline",
+                             fix="use an ISO time like 2026-12-04T18:00 or a duration like 36h") from None
 
 
 @dataclass
@@ -77,7 +109,8 @@ def run_lock(run_root: Path) -> Iterator[None]:
 
 def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 observer: RunObserver | None = None, clear_halt: Path | None = None,
-                clearance_reason: str | None = None) -> RunOutcome:
+                clearance_reason: str | None = None, metrics: MetricsSettings | None = None,
+                on_metrics: Any = None) -> RunOutcome:
     plan, identity = confirm_plan(plan_path, confirm)
     run_root = plan_path.resolve().parent
     with run_lock(run_root):
@@ -93,10 +126,27 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
         from ray_bench.cells.pool import RayContext, RayPool
         from ray_bench.scheduler.driver import Driver
 
-        with RayContext(options.address):
-            pool = RayPool()
-            driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
-            return driver.run()
+        exporter = None
+        if metrics is not None:
+            from ray_bench.metrics.exporter import MetricsExporter
+            from ray_bench.metrics.observer import MetricsObserver
+            from ray_bench.scheduler.driver import NullObserver, Observers
+
+            exporter = MetricsExporter(plan.run_id, metrics.state_root, metrics.host, metrics.port,
+                                       arms=[a.name for a in plan.arms])
+            exporter.set_deadline(metrics.deadline)
+            exporter.start()
+            if on_metrics is not None:
+                on_metrics(exporter)
+            observer = Observers(observer or NullObserver(), MetricsObserver(exporter))
+        try:
+            with RayContext(options.address):
+                pool = RayPool()
+                driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
+                return driver.run()
+        finally:
+            if exporter is not None:
+                exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0)
 
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:

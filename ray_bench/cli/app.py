@@ -100,17 +100,29 @@ def execute(
                                                     "archive before resuming.")] = None,
     clearance_reason: Annotated[str | None, typer.Option("--clearance-reason", help="Why it is safe to "
                                                          "go on (recorded with the archived halt).")] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Exporter address.")] = "127.0.0.1",
+    metrics_port: Annotated[int, typer.Option("--metrics-port", help="Exporter port (0: any free).")] = 0,
+    no_metrics: Annotated[bool, typer.Option("--no-metrics", help="Do not export metrics.")] = False,
+    state_root: Annotated[Path | None, typer.Option("--state-root", help="Where the file_sd target is "
+                                                    "written (default $RAY_BENCH_STATE_ROOT or ~/.ray-bench).")] = None,
+    deadline: Annotated[str | None, typer.Option("--deadline", help="When the run must finish: an ISO "
+                                                 "time or a duration like 36h; gives a required pace.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the final line.")] = False,
 ) -> None:
     """Execute a confirmed plan (or resume it: finished cells are never run again)."""
-    from ray_bench.api import execute_run
+    from ray_bench.api import MetricsSettings, default_state_root, execute_run, parse_deadline
     from ray_bench.cli.progress import ConsoleProgress
     from ray_bench.scheduler.driver import RunOptions
 
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis)
+    metrics = None if no_metrics else MetricsSettings(
+        host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
+        deadline=parse_deadline(deadline) if deadline else None, final_scrape_sec=3.0)
     outcome = execute_run(plan_path=plan_path, confirm=confirm, options=options,
                           observer=ConsoleProgress(err, quiet=quiet), clear_halt=clear_halt,
-                          clearance_reason=clearance_reason)
+                          clearance_reason=clearance_reason, metrics=metrics,
+                          on_metrics=lambda e: err.print(f"metrics: {e.url} (target {e.target_file})",
+                                                         markup=False))
     c = outcome.counts
     line = (f"run {outcome.run_id}: {c['valid']} valid, {c['failed']} failed, {c['pending']} pending "
             f"in {outcome.wall_sec:.1f}s")

@@ -218,6 +218,26 @@ class MetricsExporter:
         self._finished.labels(run_id).set(0)
         started.labels(run_id).set(self._pace.started_at)
 
+    def declare(self, *, arms: Sequence[str], accounts: Sequence[str], backends: Sequence[str],
+                failure_classes: Sequence[str]) -> None:
+        """Create every series a dashboard panel or alert asks about, at zero, so that rate()
+        and increase() answer 0 rather than nothing before the first event of their kind."""
+        for arm in arms:
+            for account in accounts:
+                for cls in failure_classes:
+                    self._attempts.labels(self.run_id, arm, account, "failed", cls)
+                self._attempts.labels(self.run_id, arm, account, "valid", NO_FAILURE)
+                for backend in backends:
+                    self._started.labels(self.run_id, arm, account, backend)
+            for phase in PHASES:
+                self._cell_seconds.labels(arm, phase)
+        for account in accounts:
+            self._rate_limited.labels(account, "provider")
+            self._spend.labels(account)
+        self._circuit.labels(self.run_id, "run").set(0)
+        for backend in backends:
+            self._circuit.labels(self.run_id, f"backend:{backend}").set(0)
+
     # -- lifecycle ---------------------------------------------------------------------
 
     @property

@@ -44,6 +44,7 @@ class RunObserver(Protocol):
     def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
                          cell_state: str) -> None: ...
     def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None: ...
+    def note_event(self, kind: str, data: dict[str, Any]) -> None: ...
     def run_finished(self, outcome: RunOutcome) -> None: ...
 
 
@@ -61,8 +62,43 @@ class NullObserver:
     def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None:
         pass
 
+    def note_event(self, kind: str, data: dict[str, Any]) -> None:
+        pass
+
     def run_finished(self, outcome: RunOutcome) -> None:
         pass
+
+
+class Observers:
+    """Several observers as one (terminal progress and metrics, say)."""
+
+    def __init__(self, *observers: RunObserver) -> None:
+        self.observers = observers
+
+    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
+        for o in self.observers:
+            o.run_started(plan, state, resumed)
+
+    def attempt_started(self, row: AttemptRow) -> None:
+        for o in self.observers:
+            o.attempt_started(row)
+
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+                         cell_state: str) -> None:
+        for o in self.observers:
+            o.attempt_finished(row, verdict, summary, cell_state)
+
+    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None:
+        for o in self.observers:
+            o.tick(state, accounts, note)
+
+    def note_event(self, kind: str, data: dict[str, Any]) -> None:
+        for o in self.observers:
+            o.note_event(kind, data)
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        for o in self.observers:
+            o.run_finished(outcome)
 
 
 @dataclass
@@ -328,8 +364,10 @@ class Driver:
         elif verdict.failure_class and verdict.fingerprint:
             for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
                                                      account=row.account, backend=row.backend):
-                ledger.event("circuit_open", {"scope": scope, "fingerprint": verdict.fingerprint,
-                                              "class": verdict.failure_class, "message": verdict.message})
+                data = {"scope": scope, "fingerprint": verdict.fingerprint,
+                        "class": verdict.failure_class, "message": verdict.message}
+                ledger.event("circuit_open", data)
+                self.observer.note_event("circuit_open", data)
         cell_state = state.finished(cell.id, verdict)
         self.observer.attempt_finished(row, verdict, summary, cell_state)
 
@@ -355,6 +393,7 @@ class Driver:
                 detail = (f"resource halt: {halt.reason}; running cells finish. Resume needs "
                           f"--clear-halt {self.run_root / 'resource-halt.json'} --clearance-reason TEXT")
                 ledger.event("stop", {"reason": "halt", "detail": detail, "halt": halt.to_json()})
+                self.observer.note_event("stop", {"reason": "halt", "detail": detail})
                 return "halt", detail
         total = sum(self.spend.values())
         if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:

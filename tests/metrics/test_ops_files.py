@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ray_bench.metrics import AccountView, MetricsExporter
-from tests.support.prometheus import (
+from support.prometheus import (
     ALERT_RULES,
     REPO_ROOT,
     SCRAPE_CONFIG,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from ray_bench.metrics import AccountView, MetricsExporter
-from tests.support.prometheus import (
+from support.prometheus import (
     PrometheusServer,
     alert_expr,
     alert_rules,

@@ -7,7 +7,7 @@ tests exercise the shipped config, not a copy of it.
 
 Use the ``prometheus`` fixture (a fresh server and state root per test)::
 
-    from tests.support.prometheus import prometheus  # noqa: F401  (the fixture)
+    from support.prometheus import prometheus  # noqa: F401  (the fixture)
 
     @pytest.mark.prometheus
     def test_run(prometheus: PrometheusServer) -> None:
