@@ -13,21 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ray_bench.errors import PlanError, UserInputError
+from ray_bench.errors import MultipleInputErrors, PlanError, UserInputError
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
+from ray_bench.models.plan import InputFile
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
+from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import PLAN_FILE, confirm_plan, load_plan_file, plan_bytes, write_plan
 from ray_bench.plan.identity import identity_of
 from ray_bench.scheduler.driver import PAUSE_FILE, RunObserver, RunOptions, RunOutcome
 from ray_bench.scheduler.runstate import RunState
+from ray_bench.state import default_state_root
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _RELATIVE = re.compile(r"^\+?(\d+(?:\.\d+)?)\s*([smhd])$")
-
-
-def default_state_root() -> Path:
-    return Path(os.environ.get("RAY_BENCH_STATE_ROOT", Path.home() / ".ray-bench"))
 
 
 @dataclass
@@ -91,6 +90,21 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
 
 
+def refuse_drifted_inputs(inputs: list[InputFile]) -> None:
+    """Inputs that changed after planning are bad input: refused with one line each before
+    Ray starts or anything is written. (Drift found mid-run is recorded by the driver.)"""
+    errors: list[UserInputError] = []
+    for item in inputs:
+        guard = DriftGuard([item])
+        drift = guard.check_task(item.name) if item.kind == "task" else guard.check_global()
+        if drift is not None:
+            what = drift.kind if drift.name == drift.kind else f"{drift.kind} {drift.name}"
+            errors.append(PlanError(f"{what} changed after planning ({drift.detail})", where=drift.path,
+                                    fix="plan again and confirm the new identity"))
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+
+
 @contextlib.contextmanager
 def run_lock(run_root: Path) -> Iterator[None]:
     """One driver per run root: a second `execute` of the same run is refused, so no cell
@@ -112,6 +126,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 clearance_reason: str | None = None, metrics: MetricsSettings | None = None,
                 on_metrics: Any = None) -> RunOutcome:
     plan, identity = confirm_plan(plan_path, confirm)
+    refuse_drifted_inputs(plan.inputs)
     run_root = plan_path.resolve().parent
     with run_lock(run_root):
         if clear_halt is not None or clearance_reason is not None:
@@ -139,6 +154,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             if on_metrics is not None:
                 on_metrics(exporter)
             observer = Observers(observer or NullObserver(), MetricsObserver(exporter))
+        if options.state_root is None and metrics is not None:
+            options.state_root = metrics.state_root
         try:
             with RayContext(options.address):
                 pool = RayPool()

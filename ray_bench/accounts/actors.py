@@ -19,9 +19,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pathlib import Path
+
 import ray
 
 from ray_bench.accounts.core import AccountCore, AccountLimits, AccountSnapshot, AdmissionRefused, Lease
+from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
@@ -29,6 +32,7 @@ from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
 from ray_bench.scheduler.admission import AccountView, ExpiryWatch, blocked_until, outcome_of, view_of
 from ray_bench.scheduler.policy import choose_account
+from ray_bench.state import default_state_root
 
 #: A run that has not renewed its leases for this long is presumed dead; its slots free up.
 LEASE_TTL_SEC = 120.0
@@ -101,19 +105,20 @@ class AccountActor:
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class HealthActor:
-    """Operator holds, remembered across runs, checked before any account is asked."""
+    """The operator's word on accounts (holds), checked before any account is asked. Holds
+    live in the state root's file, so they survive this actor, clusters and restarts."""
 
-    def __init__(self) -> None:
-        self._holds: dict[str, dict[str, Any]] = {}
+    def __init__(self, state_root: str) -> None:
+        self.state_root = Path(state_root)
 
     def hold(self, account: str, reason: str) -> None:
-        self._holds[account] = {"reason": reason, "since": time.time()}
+        write_hold(self.state_root, account, hold=True, reason=reason)
 
     def release(self, account: str) -> bool:
-        return self._holds.pop(account, None) is not None
+        return write_hold(self.state_root, account, hold=False)
 
     def holds(self) -> dict[str, dict[str, Any]]:
-        return dict(self._holds)
+        return read_holds(self.state_root)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
@@ -169,9 +174,10 @@ def account_actor(account: Account) -> Any:
     ).remote(account.name, account.limits.model_dump(mode="json"))
 
 
-def health_actor() -> Any:
+def health_actor(state_root: Path) -> Any:
     return HealthActor.options(  # type: ignore[attr-defined]
-        name="health", namespace=NAMESPACE, lifetime="detached", get_if_exists=True).remote()
+        name=f"health:{state_root}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+    ).remote(str(state_root))
 
 
 def capacity_actor(backend: str, size: int) -> Any:
@@ -184,10 +190,11 @@ class ActorGate:
     """The driver's side of admission on Ray: health gate, then the backend pool, then the
     account chosen from fresh snapshots; one actor call starts a lease atomically."""
 
-    def __init__(self, run_id: str, accounts: list[Account], pools: dict[str, int]) -> None:
+    def __init__(self, run_id: str, accounts: list[Account], pools: dict[str, int],
+                 state_root: Path | None = None) -> None:
         self.run_id = run_id
         self.actors = {a.name: account_actor(a) for a in accounts}
-        self.health = health_actor()
+        self.health = health_actor(state_root or default_state_root())
         self.pools = {name: capacity_actor(name, size) for name, size in pools.items()}
         refs = [actor.configure.remote(a.limits.model_dump(mode="json"))
                 for a, actor in zip(accounts, self.actors.values(), strict=True)]

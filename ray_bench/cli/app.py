@@ -139,10 +139,16 @@ def execute(
 def status(
     run_root: Annotated[Path, typer.Argument(help="runs/ID")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="A live view until the run finishes.")] = False,
 ) -> None:
     """Counts by state, failures, spend, and the first safe resume action."""
     from ray_bench.api import run_status
 
+    if watch:
+        from ray_bench.cli.watch import watch_run
+
+        watch_run(run_root)
+        return
     data = run_status(run_root)
     if as_json:
         out.print(json.dumps(data, indent=2, default=str), markup=False)

@@ -108,6 +108,8 @@ class RunOptions:
     hypothesis: str | None = None
     catalog: Catalog = field(default_factory=Catalog.default)
     tick_sec: float = 0.25
+    #: Operator holds and other host state (default: $RAY_BENCH_STATE_ROOT or ~/.ray-bench).
+    state_root: Path | None = None
     #: How often the resource supervisor reads host memory.
     supervisor_every_sec: float = 2.0
     #: Host available memory in MiB; injectable so that tests can create pressure.
@@ -141,13 +143,14 @@ class Driver:
         self.identity = identity
         self.run_root = run_root
         self.pool = pool
+        self.options = options or RunOptions()
         if gate is None:
             from ray_bench.accounts.actors import ActorGate
 
-            gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools))
+            gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools),
+                             state_root=self.options.state_root)
         self.gate: Gate = gate
         self.observer: RunObserver = observer or NullObserver()
-        self.options = options or RunOptions()
         self.clock = clock
         self.catalog = self.options.catalog
         self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}

@@ -1,0 +1,39 @@
+"""Operator holds on accounts: a small JSON file in the state root, so that a hold survives
+drivers, clusters and restarts. The HealthActor serves it to every driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+HOLDS_FILE = "account-holds.json"
+
+
+def holds_path(state_root: Path) -> Path:
+    return state_root / HOLDS_FILE
+
+
+def read_holds(state_root: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(holds_path(state_root).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_hold(state_root: Path, account: str, *, hold: bool, reason: str = "") -> bool:
+    """Hold or release ``account``; returns whether anything changed."""
+    holds = read_holds(state_root)
+    if hold:
+        changed = account not in holds
+        holds[account] = {"reason": reason or "operator", "since": time.time()}
+    else:
+        changed = holds.pop(account, None) is not None
+    state_root.mkdir(parents=True, exist_ok=True)
+    tmp = holds_path(state_root).with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(holds, indent=2, sort_keys=True))
+    os.replace(tmp, holds_path(state_root))
+    return changed

@@ -1,0 +1,145 @@
+"""Operator commands: accounts, simulate, status --watch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ray_bench.cli.app import app, err, guarded, out
+from ray_bench.errors import UserInputError
+
+accounts_app = typer.Typer(no_args_is_help=True, help="Account state, probes and operator holds.")
+app.add_typer(accounts_app, name="accounts")
+
+AccountsOpt = Annotated[Path, typer.Option("--accounts", help="Accounts YAML.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@accounts_app.command("status")
+@guarded
+def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
+                    address: Annotated[str | None, typer.Option("--address", help="Ray cluster whose "
+                                                               "account actors to read.")] = None) -> None:
+    """State, in-flight against limit, tokens, cooldown, window quota, last error, recommended
+    parallelism, login expiry. Reads the shared account actors when a cluster runs them."""
+    from ray_bench.accounts.status import account_status
+
+    rows = account_status(accounts, address=address)
+    if as_json:
+        out.print(json.dumps(rows, indent=2, default=str), markup=False)
+        return
+    out.print(f"{'account':<16} {'state':<9} {'inflight':>8} {'tokens':>7} {'cooldown':>9} {'window':>7} "
+              f"{'parallel':>8}  route / last error", markup=False)
+    for r in rows:
+        out.print(f"{r['name']:<16} {r['state']:<9} {r['inflight']:>3}/{r['limit']:<4} {r['tokens']:>7} "
+                  f"{r['cooldown_left_sec']:>8}s {r['window_used']:>7} {r['recommended_parallelism']:>8}  "
+                  f"{r['route']}{'  ' + r['last_error'] if r['last_error'] else ''}"
+                  f"{'  expires ' + r['login_expires'] if r.get('login_expires') else ''}", markup=False)
+
+
+@accounts_app.command("probe")
+@guarded
+def accounts_probe(accounts: AccountsOpt, as_json: JsonOpt = False,
+                   timeout: Annotated[float, typer.Option("--timeout", help="Seconds per probe.")] = 30.0) -> None:
+    """Check each route exists and run its probe command, classifying the answer."""
+    from ray_bench.accounts.status import probe_accounts
+
+    rows = probe_accounts(accounts, timeout=timeout)
+    if as_json:
+        out.print(json.dumps(rows, indent=2), markup=False)
+    else:
+        for r in rows:
+            out.print(f"{r['name']:<16} {r['verdict']:<13} {r['detail']}", markup=False)
+    raise typer.Exit(0 if all(r["verdict"] in ("ok", "no-probe") for r in rows) else 1)
+
+
+@accounts_app.command("hold")
+@guarded
+def accounts_hold(accounts: AccountsOpt,
+                  name: Annotated[list[str], typer.Option("--name", help="Account(s) to hold.")],
+                  reason: Annotated[str, typer.Option("--reason", help="Why, for the record.")] = "operator",
+                  address: Annotated[str | None, typer.Option("--address")] = None) -> None:
+    """Stop admitting cells on accounts (running cells finish); shared by every run."""
+    from ray_bench.accounts.status import set_hold
+
+    for account in set_hold(accounts, name, hold=True, reason=reason, address=address):
+        out.print(f"held {account}", markup=False)
+
+
+@accounts_app.command("release")
+@guarded
+def accounts_release(accounts: AccountsOpt,
+                     name: Annotated[list[str], typer.Option("--name", help="Account(s) to release.")],
+                     address: Annotated[str | None, typer.Option("--address")] = None) -> None:
+    """Admit cells on held accounts again."""
+    from ray_bench.accounts.status import set_hold
+
+    for account in set_hold(accounts, name, hold=False, reason="", address=address):
+        out.print(f"released {account}", markup=False)
+
+
+@app.command()
+@guarded
+def simulate(
+    plan: Annotated[Path | None, typer.Option("--plan", help="A compiled plan to simulate.")] = None,
+    spec: Annotated[Path | None, typer.Option("--spec", help="A synthetic workload spec (YAML).")] = None,
+    median_min: Annotated[float, typer.Option("--median-min", help="Lognormal median cell minutes "
+                                              "(with --plan).")] = 6.0,
+    sigma: Annotated[float, typer.Option("--sigma", help="Lognormal sigma (with --plan).")] = 1.2,
+    durations_csv: Annotated[Path | None, typer.Option("--durations-csv", help="Observed durations "
+                                                       "(column `seconds`), instead of the lognormal.")] = None,
+    events: Annotated[Path | None, typer.Option("--events", help="YAML list of storms, quota caps, "
+                                                "auth losses.")] = None,
+    history: Annotated[bool, typer.Option("--history", help="Durations known from an earlier run.")] = False,
+    deadline_h: Annotated[float | None, typer.Option("--deadline-h", help="Does it finish in time?")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Capacity planning: the real admission core on a virtual clock, against round-robin and
+    global-semaphore launchers on the same workload."""
+    import yaml
+
+    from ray_bench.plan.store import load_plan_file
+    from ray_bench.sim import simulate as run_simulation
+    from ray_bench.sim.from_plan import spec_from_plan
+
+    if (plan is None) == (spec is None):
+        raise UserInputError("give exactly one of --plan and --spec", where="simulate",
+                             fix="--plan runs/ID/launch-plan.json or --spec configs/sim/reference.yaml")
+    source: Any
+    if plan is not None:
+        loaded, _ = load_plan_file(plan)
+        durations: dict[str, Any] = ({"csv": str(durations_csv.resolve())} if durations_csv else
+                                     {"lognormal": {"median_s": median_min * 60, "sigma": sigma}})
+        event_list = yaml.safe_load(events.read_text()) if events else []
+        if not isinstance(event_list, list):
+            raise UserInputError("events must be a YAML list", where=str(events), fix="- {kind: storm, ...}")
+        source = spec_from_plan(loaded, durations=durations, events=event_list, history=history,
+                                deadline_h=deadline_h)
+    else:
+        source = spec
+    report = run_simulation(source).to_dict()
+    if as_json:
+        out.print(json.dumps(report, indent=2), markup=False)
+        return
+    out.print(f"{report['cells']} cells on {report['accounts']} accounts; capacity lower bound "
+              f"{report['lower_bound_h']:.2f} h", markup=False)
+    for name, r in report["policies"].items():
+        line = (f"  {name:<17} makespan {r['makespan_h']:>7.2f} h  ratio {r['ratio_to_lower_bound']}  "
+                f"wasted {r['wasted_attempts']}  lost {r['cells_lost']}  duplicates {r['duplicate_rows']}")
+        if "meets_deadline" in r:
+            line += f"  deadline {'met' if r['meets_deadline'] else 'MISSED'}"
+        out.print(line, markup=False)
+    err.print(f"simulated in {report['wall_s']:.2f}s", markup=False)
+
+
+@app.command()
+@guarded
+def watch(run_root: Annotated[Path, typer.Argument(help="runs/ID")],
+          every: Annotated[float, typer.Option("--every", help="Seconds between refreshes.")] = 2.0) -> None:
+    """A live terminal view of a run (same as `status --watch`)."""
+    from ray_bench.cli.watch import watch_run
+
+    watch_run(run_root, every=every)
