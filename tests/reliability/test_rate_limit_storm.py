@@ -25,9 +25,10 @@ STORM_SEC = 2.0
 def test_all_accounts_rate_limited_the_run_waits_and_completes(tmp_path: Path) -> None:
     storm = tmp_path / "storm-on"
     storm.write_text("429\n")
-    agent = (f'if [ -f "{storm}" ]; then echo \'{{"type": "rate_limit", "message": "429 Too Many '
-             f'Requests", "retry_after": {RETRY_AFTER:g}}}\' > "$LOGS_DIR/agent/error.json"; exit 1; fi; '
-             'sh "$SOLUTION_DIR/solve.sh"')
+    signal = ('{"type": "rate_limit", "message": "429 Too Many Requests", '
+              f'"retry_after": {RETRY_AFTER:g}}}')
+    agent = (f'if [ -f "{storm}" ]; then echo \'{signal}\' > "$LOGS_DIR/agent/error.json"; '
+             'exit 1; fi; sh "$SOLUTION_DIR/solve.sh"')
     arm = {"command": agent, "agent_dir": "agents", "expose_solution": True}
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2, max_attempts=2,
