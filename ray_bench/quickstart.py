@@ -34,8 +34,26 @@ def prepare(workdir: Path, backend: str = "local") -> tuple[Path, Path]:
     if backend != "local":
         data = yaml.safe_load(suite.read_text())
         data["backend"] = backend
+        data["backends"] = {backend: _container_backend(backend)}
         suite.write_text(yaml.safe_dump(data, sort_keys=False))
     return suite, target / "accounts.yaml"
+
+
+def _container_backend(backend: str) -> dict[str, object]:
+    """The example's tasks carry no image: container backends run them in the local busybox
+    base image (imported from Debian's busybox-static, since no registry may be reachable)."""
+    from ray_bench.sandboxes.images import BASE_IMAGE
+
+    config: dict[str, object] = {"max_sandboxes": 4, "image": BASE_IMAGE,
+                                 "resources": {"cpus": 0.5, "memory_mb": 256, "pids": 256}}
+    if backend == "docker":
+        import docker
+
+        from ray_bench.sandboxes.images import build_base_image
+
+        build_base_image(docker.from_env())
+        config["options"] = {}
+    return config
 
 
 def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | None = None) -> int:

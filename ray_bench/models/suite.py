@@ -51,6 +51,8 @@ class BackendConfig(ConfigModel):
     """Options of one sandbox backend; passed to the backend's factory."""
 
     options: dict[str, Any] = Field(default_factory=dict, description="Backend-specific options.")
+    image: str | None = Field(
+        default=None, description="Image for cells whose arm and task name none (container backends).")
     max_sandboxes: int | None = Field(
         default=None, ge=1, description="Sandboxes alive at once on this backend (pool size)."
     )

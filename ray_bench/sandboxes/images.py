@@ -1,4 +1,5 @@
-"""Local base images for tests and benchmarks: no registry is reachable on CI runners.
+"""A local busybox base image, for machines that reach no registry (CI runners, air-gapped
+hosts): the quickstart's docker mode, the tests and the benchmarks use it.
 
 The base image is Debian's static busybox imported as a one-layer rootfs
 (``docker import``), with a symlink per applet. Task images are built ``FROM`` it.

@@ -7,7 +7,7 @@ logs="${LOGS_DIR:-/logs}/agent"
 mkdir -p "$logs"
 instruction=$(cat "${INSTRUCTION_FILE:-/task/instruction.md}")
 [ -n "${DEMO_API_KEY:-}" ] || { echo '{"type":"auth","message":"no DEMO_API_KEY"}' > "$logs/error.json"; exit 3; }
-coin=$(printf '%s' "${RAY_BENCH_SEED:-0}" | cksum | cut -d' ' -f1)
+coin=$((0x$(printf '%s' "${RAY_BENCH_SEED:-0}" | md5sum | cut -c1-6)))
 roll=$((coin % 100))
 min=${SCRIPTED_MIN_SEC:-1}; max=${SCRIPTED_MAX_SEC:-3}
 span=$((max - min + 1)); [ "$span" -ge 1 ] || span=1

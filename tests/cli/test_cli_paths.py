@@ -1,0 +1,93 @@
+"""The operator's path through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ray_bench.cli import app
+from support.ray_local import TEST_ROUTES, set_test_routes
+from support.suites import make_suite
+
+RAY_BENCH = str(Path(sys.executable).with_name("ray-bench"))
+
+
+def _env() -> dict[str, str]:
+    set_test_routes()
+    return {**os.environ, **TEST_ROUTES}
+
+
+def test_plan_prints_identity_and_execute_refuses_wrong_confirmation(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s")
+    runner = CliRunner()
+    planned = runner.invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts), "--run-id", "r1",
+                                  "--runs-dir", str(tmp_path / "runs")])
+    assert planned.exit_code == 0, planned.output
+    identity = planned.stdout.strip().splitlines()[-1]
+    assert identity.startswith("sha256:") and len(identity) == 71
+    plan = tmp_path / "runs" / "r1" / "launch-plan.json"
+    before = sorted(p.name for p in plan.parent.iterdir())
+    wrong = "sha256:" + "0" * 64
+    for args in (["--confirm", wrong], [], ["--confirm", "yes"]):
+        result = runner.invoke(app, ["execute", "--plan", str(plan), *args])
+        assert result.exit_code == 2
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ")
+        assert "Traceback" not in result.output
+    assert sorted(p.name for p in plan.parent.iterdir()) == before  # nothing written, no ledger
+
+
+def test_bad_suite_is_one_line_per_problem_and_writes_nothing(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s")
+    suite.write_text(suite.read_text().replace("reps: 1", "reps: 0\nbogus_key: 1"))
+    result = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts),
+                                      "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"error: {suite}:") for line in lines)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_quickstart_end_to_end(tmp_path: Path) -> None:
+    done = subprocess.run([RAY_BENCH, "quickstart", "--workdir", str(tmp_path / "qs")], env=_env(),
+                          capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "plan identity: sha256:" in done.stdout
+    assert "ray-bench execute --plan" in done.stdout and "--confirm sha256:" in done.stdout
+    assert "| baseline | 16 | 16 |" in done.stdout.replace("  ", " ") or "baseline" in done.stdout
+    (run_root,) = (tmp_path / "qs" / "runs").iterdir()
+    summary = json.loads((run_root / "run-summary.json").read_text())
+    assert summary["counts"]["valid"] == 32 and summary["exit_code"] == 0
+    for name in ("report.md", "report.csv", "report.parquet", "receipt.md", "ledger.sqlite"):
+        assert (run_root / name).is_file()
+    status = subprocess.run([RAY_BENCH, "status", str(run_root), "--json"], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert json.loads(status.stdout)["counts"]["valid"] == 32
+
+
+@pytest.mark.ray
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_backend_run_leaves_no_container(tmp_path: Path, docker_client: object, base_image: str) -> None:
+    from support.runs import ledger_rows, plan_and_run
+
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "fizzbuzz"], backend="docker",
+        backends={"docker": {"image": base_image, "max_sandboxes": 2,
+                             "resources": {"cpus": 0.5, "memory_mb": 128, "pids": 128}}})
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", run_id="docker-run")
+    assert outcome.exit_code == 0, outcome
+    attempts, rows = ledger_rows(root)
+    assert len(rows) == 4
+    receipt = (root / "receipt.md").read_text()
+    assert "host admission fits" in receipt
+    left = docker_client.containers.list(all=True, filters={"label": "ray-bench.run=docker-run"})  # type: ignore[attr-defined]
+    assert left == []
