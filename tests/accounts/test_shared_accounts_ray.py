@@ -1,0 +1,77 @@
+"""Two runs started at the same time on the same accounts share one budget: sampled from the
+account actors while both run, the combined in-flight count never exceeds a limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from ray_bench.api import plan_run
+from ray_bench.cells.pool import NAMESPACE, RayPool
+from ray_bench.plan.store import confirm_plan
+from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
+from support.ray_local import ensure_ray
+from support.suites import make_suite
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+LIMITS = {"shared-a": 2, "shared-b": 1}
+
+
+def test_two_runs_never_exceed_an_accounts_limit_together(tmp_path: Path) -> None:
+    ensure_ray()
+    accounts = [{"name": name, "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}},
+                 "limits": {"max_concurrent": limit}} for name, limit in LIMITS.items()]
+    arms = [{"name": "baseline", "role": "baseline", "command": "sleep 0.7"},
+            {"name": "mcp", "role": "variant", "command": "sleep 0.7"}]
+    roots = []
+    for name in ("one", "two"):
+        suite, accounts_file = make_suite(
+            tmp_path / name, tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2, arms=arms,
+            accounts=accounts, preflight_cells=0,
+            backends={"local": {"max_sandboxes": 8, "options": {"root": str(tmp_path / "sbx")}}})
+        planned = plan_run(suite=suite, accounts=accounts_file, runs_dir=tmp_path / "runs", run_id=f"shared-{name}")
+        roots.append((planned.run_root, planned.identity))
+
+    outcomes: list[RunOutcome] = []
+    samples: list[dict[str, int]] = []
+    running = threading.Event()
+    finished = threading.Event()
+
+    def drive(root: Path, identity: str) -> None:
+        plan, identity = confirm_plan(root / "launch-plan.json", identity)
+        running.set()
+        outcomes.append(Driver(plan, identity, root, RayPool(), options=RunOptions(tick_sec=0.05)).run())
+
+    def sample() -> None:
+        actors = {n: ray.get_actor(f"account:{n}", namespace=NAMESPACE) for n in LIMITS}
+        while not finished.is_set():
+            snaps = ray.get([a.snapshot.remote() for a in actors.values()])
+            samples.append({s.name: s.inflight for s in snaps})
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=drive, args=root) for root in roots]
+    for t in threads:
+        t.start()
+    running.wait(30)
+    time.sleep(1.0)  # the actors exist once both gates are up
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    for t in threads:
+        t.join(timeout=300)
+    finished.set()
+    sampler.join()
+
+    assert [o.exit_code for o in outcomes] == [0, 0]
+    assert sum(o.counts["valid"] for o in outcomes) == 24
+    assert len(samples) > 20
+    for sample_ in samples:
+        for name, inflight in sample_.items():
+            assert inflight <= LIMITS[name], (name, inflight)
+    # both accounts were used at their limit at some point: the budget was shared, not idle
+    assert max(s["shared-a"] for s in samples) == 2
+    assert max(s["shared-b"] for s in samples) == 1
