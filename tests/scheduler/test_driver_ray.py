@@ -254,3 +254,28 @@ def test_resource_halt_stops_launching_and_blocks_resume_until_cleared(tmp_path:
     archived = list((root / "halts").iterdir())
     assert len(archived) == 1 and "moved the other job away" in archived[0].read_text()
     assert not (root / "resource-halt.json").exists()
+
+
+def test_held_and_expiring_accounts_are_not_admitted(tmp_path: Path) -> None:
+    from ray_bench.accounts.holds import write_hold
+    from ray_bench.scheduler.driver import RunOptions
+
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    # The login expires in a minute: less than a cell's horizon (agent + verifier limits).
+    (home / ".claude" / ".credentials.json").write_text(json.dumps(
+        {"claudeAiOauth": {"expiresAt": int((time.time() + 60) * 1000)}}))
+    accounts = [
+        {"name": "held-one", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}}, "limits": {"max_concurrent": 2}},
+        {"name": "expiring", "route": {"home": str(home)}, "limits": {"max_concurrent": 2}},
+        {"name": "good", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_B"}}, "limits": {"max_concurrent": 2}},
+    ]
+    suite, accounts_file = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"], accounts=accounts,
+                                      backends=_local(tmp_path))
+    state = tmp_path / "state"
+    write_hold(state, "held-one", hold=True, reason="test")
+    outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs",
+                                 options=RunOptions(state_root=state))
+    assert outcome.exit_code == 0
+    attempts, _ = ledger_rows(root)
+    assert {a.account for a in attempts} == {"good"}

@@ -1,0 +1,84 @@
+"""`ray-bench accounts status|probe|hold|release` without a cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ray_bench.cli import app
+from support.ray_local import set_test_routes
+
+set_test_routes()
+
+
+def _accounts(tmp_path: Path, home: Path | None = None, probe: str | None = None) -> Path:
+    route_b = f"{{home: {home}}}" if home else "{env: {K: RB_TEST_KEY_B}}"
+    text = ("accounts:\n"
+            "  - name: a\n    route: {env: {K: RB_TEST_KEY_A}}\n    limits: {max_concurrent: 3, "
+            "window: {hours: 5, max_cells: 40}}\n"
+            + (f"    probe_command: \"{probe}\"\n" if probe else "")
+            + f"  - name: b\n    route: {route_b}\n    limits: {{max_concurrent: 2}}\n")
+    path = tmp_path / "accounts.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_BENCH_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+
+def test_status_shows_limits_and_recommended_parallelism(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["accounts", "status", "--accounts", str(_accounts(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["a"]["limit"] == 3 and rows["a"]["recommended_parallelism"] == 3
+    assert rows["a"]["state"] == "healthy" and rows["a"]["source"] == "config"
+    assert rows["b"]["route"] == "K<-$RB_TEST_KEY_B"
+    assert "test-value" not in result.stdout  # routes by name, never values
+
+
+def test_hold_and_release_are_remembered(tmp_path: Path) -> None:
+    accounts = str(_accounts(tmp_path))
+    runner = CliRunner()
+    assert runner.invoke(app, ["accounts", "hold", "--accounts", accounts, "--name", "b",
+                               "--reason", "quota dispute"]).exit_code == 0
+    rows = {r["name"]: r for r in json.loads(runner.invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json"]).stdout)}
+    assert rows["b"]["state"] == "held" and rows["b"]["hold"]["reason"] == "quota dispute"
+    assert rows["b"]["recommended_parallelism"] == 0
+    assert runner.invoke(app, ["accounts", "release", "--accounts", accounts, "--name", "b"]).exit_code == 0
+    rows = {r["name"]: r for r in json.loads(runner.invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json"]).stdout)}
+    assert rows["b"]["state"] == "healthy"
+    bad = runner.invoke(app, ["accounts", "hold", "--accounts", accounts, "--name", "zzz"])
+    assert bad.exit_code == 2 and "unknown account(s) zzz" in bad.stderr
+
+
+def test_expired_home_login_is_reported(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text(json.dumps(
+        {"claudeAiOauth": {"accessToken": "x" * 20, "expiresAt": int((time.time() - 60) * 1000)}}))
+    result = CliRunner().invoke(app, ["accounts", "status", "--accounts", str(_accounts(tmp_path, home)), "--json"])
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["b"]["state"] == "expired" and rows["b"]["recommended_parallelism"] == 0
+    assert "x" * 20 not in result.stdout
+    probe = CliRunner().invoke(app, ["accounts", "probe", "--accounts", str(_accounts(tmp_path, home)), "--json"])
+    verdicts = {r["name"]: r["verdict"] for r in json.loads(probe.stdout)}
+    assert verdicts == {"a": "no-probe", "b": "expired"}
+    assert probe.exit_code == 1
+
+
+def test_probe_classifies_a_rate_limited_answer(tmp_path: Path) -> None:
+    accounts = _accounts(tmp_path, probe="echo HTTP 429 Too Many Requests for $K; exit 1")
+    result = CliRunner().invoke(app, ["accounts", "probe", "--accounts", str(accounts), "--json"])
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["a"]["verdict"] == "provider" and "rate-limit" in rows["a"]["detail"]
+    assert "test-value-a" not in result.stdout  # the key echoed by the probe is redacted
+    assert result.exit_code == 1
