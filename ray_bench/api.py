@@ -18,9 +18,9 @@ from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
+from ray_bench.plan.identity import identity_of
 from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import PLAN_FILE, confirm_plan, load_plan_file, plan_bytes, write_plan
-from ray_bench.plan.identity import identity_of
 from ray_bench.scheduler.driver import PAUSE_FILE, RunObserver, RunOptions, RunOutcome
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.state import default_state_root
@@ -234,7 +234,7 @@ def _failure_counts(attempts: list[Any]) -> dict[str, int]:
 
 
 def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[str, Any]:
-    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    _plan, identity = load_plan_file(run_root / PLAN_FILE)
     request = {
         "requested_at": time.time(), "now": now, "reason": reason,
         "resume_action": f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}",

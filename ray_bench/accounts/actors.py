@@ -17,9 +17,8 @@ The actors use wall-clock time: they outlive any driver and are shared by severa
 from __future__ import annotations
 
 import time
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import ray
 
@@ -168,21 +167,31 @@ def _limits(doc: dict[str, Any]) -> AccountLimits:
     return AccountLimits.from_config(LimitsModel.model_validate(doc))
 
 
+#: Admission actors live on the head node. Anywhere else, losing that worker node made every
+#: admission call fail (ActorUnavailableError) until Ray restarted the actor elsewhere, with
+#: its leases and cooldowns lost; the head's loss ends the cluster anyway.
+#: (tests/reliability/test_node_loss.py)
+ON_HEAD = {"node:__internal_head__": 0.001}
+
+
 def account_actor(account: Account) -> Any:
     return AccountActor.options(  # type: ignore[attr-defined]
         name=f"account:{account.name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        resources=ON_HEAD,
     ).remote(account.name, account.limits.model_dump(mode="json"))
 
 
 def health_actor(state_root: Path) -> Any:
     return HealthActor.options(  # type: ignore[attr-defined]
         name=f"health:{state_root}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        resources=ON_HEAD,
     ).remote(str(state_root))
 
 
 def capacity_actor(backend: str, size: int) -> Any:
     return CapacityActor.options(  # type: ignore[attr-defined]
         name=f"capacity:{backend}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        resources=ON_HEAD,
     ).remote(backend, size)
 
 

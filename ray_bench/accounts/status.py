@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ray_bench.accounts.core import AccountCore, AccountLimits, AccountSnapshot
 from ray_bench.accounts.credentials import login_expiry
@@ -46,7 +46,7 @@ def _live_snapshots(accounts: list[Account], address: str | None) -> dict[str, A
                 actor = ray.get_actor(f"account:{account.name}", namespace=NAMESPACE)
             except ValueError:
                 continue
-            found[account.name] = ray.get(actor.snapshot.remote(), timeout=30)
+            found[account.name] = cast(AccountSnapshot, ray.get(actor.snapshot.remote(), timeout=30))
     finally:
         ray.shutdown()
     return found
@@ -60,7 +60,7 @@ def account_status(path: Path, *, address: str | None = None,
     now = time.time()
     rows = []
     for account in accounts:
-        snap = live.get(account.name) or AccountCore(
+        snap: AccountSnapshot = live.get(account.name) or AccountCore(
             account.name, AccountLimits.from_config(account.limits), now=now).snapshot(now)
         expires = login_expiry(account.route.home) if account.route.home else None
         state = str(snap.state)

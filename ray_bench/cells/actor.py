@@ -12,7 +12,7 @@ from ray_bench.cells.spec import AttemptSpec
 from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
 
 
-@ray.remote(num_cpus=0, max_concurrency=10_000)
+@ray.remote(num_cpus=0, max_concurrency=10_000)  # type: ignore[call-overload]
 class CellRunner:
     def __init__(self) -> None:
         self._backends: dict[str, SandboxBackend] = {}

@@ -57,7 +57,7 @@ class RayPool:
         self._load: list[int] = []
         self._nodes: list[str] = []
         self._owner: dict[Any, tuple[int, Any]] = {}
-        alive = [n for n in ray.nodes() if n.get("Alive")]
+        alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
         #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
         self._docker_nodes = {n["NodeID"] for n in alive
                               if n.get("Resources", {}).get(DOCKER_RESOURCE)}
@@ -113,7 +113,7 @@ class RayPool:
                               "failure_class": "executor"}}
 
     def _replace(self, index: int) -> None:
-        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
         if self._nodes[index] not in alive and self._nodes[index] in self._docker_nodes:
             alive = (alive & self._docker_nodes) or alive  # keep a docker runner on a docker node
         node = self._nodes[index] if self._nodes[index] in alive else min(alive, default=None)

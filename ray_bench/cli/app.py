@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -46,7 +46,7 @@ def guarded(fn: Any) -> Any:
     return wrapper
 
 
-class Arms(str, Enum):
+class Arms(StrEnum):
     all = "all"
     baseline_only = "baseline-only"
     full_only = "full-only"
@@ -72,11 +72,12 @@ def plan(
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
     from ray_bench.api import plan_run
+    from ray_bench.plan.compile import ArmFilter
 
     if baseline_only and full_only:
         raise UserInputError("--baseline-only and --full-only exclude each other", where="plan",
                              fix="pick one, or neither for a paired plan")
-    arms = "baseline-only" if baseline_only else "full-only" if full_only else "all"
+    arms: ArmFilter = "baseline-only" if baseline_only else "full-only" if full_only else "all"
     result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [])
     for warning in result.warnings:
@@ -110,9 +111,10 @@ def execute(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the final line.")] = False,
 ) -> None:
     """Execute a confirmed plan (or resume it: finished cells are never run again)."""
-    from ray_bench.api import MetricsSettings, default_state_root, execute_run, parse_deadline
+    from ray_bench.api import MetricsSettings, execute_run, parse_deadline
     from ray_bench.cli.progress import ConsoleProgress
     from ray_bench.scheduler.driver import RunOptions
+    from ray_bench.state import default_state_root
 
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis)
     metrics = None if no_metrics else MetricsSettings(

@@ -29,7 +29,7 @@ def rerun(
     ] = None,
 ) -> None:
     """Plan runs/ID-rerun-N for failed cells; print its plan identity."""
-    from ray_bench.evidence.rerun import rerun_failed  # noqa: PLC0415 (CLI start-up time)
+    from ray_bench.evidence.rerun import rerun_failed
 
     if not failed:
         raise UserInputError(
@@ -70,7 +70,7 @@ def gaps(
     ],
 ) -> None:
     """Selection files for the repetitions missing to reach --target valid rows."""
-    from ray_bench.evidence.gaps import find_gaps, write_selections  # noqa: PLC0415
+    from ray_bench.evidence.gaps import find_gaps, write_selections
 
     result = find_gaps(suite, runs, target)
     err.print(

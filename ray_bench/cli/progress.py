@@ -66,5 +66,12 @@ class ConsoleProgress:
         self._print(f"[{c['valid'] + c['failed']}/{self._total}] valid {c['valid']} failed {c['failed']} "
                     f"running {c['running']} pending {c['pending']} | {acc}")
 
+    def note_event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "circuit_open":
+            self._print(f"  recovery circuit OPEN for {data.get('scope')}: {data.get('class')} "
+                        f"({str(data.get('message', ''))[:120]})")
+        elif kind == "stop":
+            self._print(f"  stopping: {data.get('detail') or data.get('reason')}")
+
     def run_finished(self, outcome: RunOutcome) -> None:
         pass

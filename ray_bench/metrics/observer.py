@@ -52,7 +52,7 @@ class MetricsObserver:
 
     def tick(self, state: RunState, accounts: list[GateView], note: str | None) -> None:
         self.exporter.set_cells(state.counts())
-        views = [AccountView(a.name, a.state if a.state in ACCOUNT_STATES else "healthy",  # type: ignore[arg-type]
+        views = [AccountView(a.name, a.state if a.state in ACCOUNT_STATES else "healthy",
                              a.inflight, a.limit) for a in accounts]
         self.exporter.set_accounts(views)
         self.exporter.set_healthy_capacity(sum(a.limit for a in accounts if a.state in ("healthy", "degraded")))

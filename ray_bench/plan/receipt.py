@@ -14,7 +14,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
             f"- cells: {len(plan.cells)} ({len(plan.tasks)} tasks x {len(plan.arms)} arms x reps)",
             f"- preflight cells: {len(plan.preflight)}",
             f"- attempts per cell at most: {plan.max_attempts}",
-            f"- spend limit: {'$%.2f' % plan.spend_limit_usd if plan.spend_limit_usd else 'none'}",
+            f"- spend limit: {f'${plan.spend_limit_usd:.2f}' if plan.spend_limit_usd else 'none'}",
             f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}", ""]
     out += ["## Warnings", ""]
     out += [f"- {w}" for w in plan.warnings] or ["- none"]
@@ -36,7 +36,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
                      f"${lim.window.max_usd:g}" if lim.window.max_usd else ""]
             window = " / ".join(p for p in parts if p) + f" per {lim.window.hours:g}h"
         out.append(f"| {acc.name} | {acc.provider} | {route} | {lim.max_concurrent} (floor {lim.min_concurrent}) | "
-                   f"{lim.starts_per_minute or '-'} | {window} | {'$%.2f' % lim.spend_usd if lim.spend_usd else '-'} |")
+                   f"{lim.starts_per_minute or '-'} | {window} | {f'${lim.spend_usd:.2f}' if lim.spend_usd else '-'} |")
     out += ["", "## Backends", ""]
     for name, backend in sorted(plan.backends.items()):
         out.append(f"- `{name}`: pool {backend.max_sandboxes or 'default'}, options "

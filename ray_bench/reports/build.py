@@ -407,7 +407,7 @@ def render_markdown(report: Report) -> str:
 
 
 def write_report(run_root: Path, roots: list[Path] | None = None) -> Report:
-    from ray_bench.reports.html import render_html  # noqa: PLC0415 (html imports this module)
+    from ray_bench.reports.html import render_html
 
     report = build_report(run_root, roots)
     files = report.files(run_root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -47,14 +48,10 @@ def _load_builtin() -> None:
     from ray_bench.sandboxes.local import LocalBackend
 
     register("local", LocalBackend)
-    try:  # the docker backend registers itself when its module is present
-        import ray_bench.sandboxes.docker  # noqa: F401
-    except ImportError:
-        pass
-    try:  # the daytona backend needs the optional extra
+    with contextlib.suppress(ImportError):  # the docker backend registers itself at import
+        import ray_bench.sandboxes.docker
+    with contextlib.suppress(ImportError):  # the daytona backend needs the optional extra
         import ray_bench.sandboxes.daytona  # noqa: F401
-    except ImportError:
-        pass
 
 
 __all__ = [

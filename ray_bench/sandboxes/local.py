@@ -9,6 +9,7 @@ exports them as ``APP_DIR``, ``LOGS_DIR``, ``TESTS_DIR`` and friends, which port
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -88,7 +89,8 @@ class LocalSandbox(Sandbox):
         # runner left behind: the group outlives the worker process that started it.
         with (self.root / _PIDS).open("a") as pids:
             pids.write(f"{proc.pid}\n")
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         dropped = [0]
         out_task = asyncio.ensure_future(_read_capped(proc.stdout, output_cap, dropped))
         err_task = asyncio.ensure_future(_read_capped(proc.stderr, output_cap, dropped))
@@ -189,17 +191,13 @@ def _kill_recorded(root: Path) -> None:
     except (OSError, ValueError):
         return
     for pgid in pgids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class LocalBackend(SandboxBackend):

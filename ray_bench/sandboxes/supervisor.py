@@ -110,7 +110,7 @@ def docker_container_lister(run_id: str, base_url: str | None = None) -> Contain
     """A lister of this run's managed containers via the Docker SDK (for the halt record)."""
 
     def lister() -> list[dict[str, Any]]:
-        import docker  # noqa: PLC0415 - only when a docker backend is in use
+        import docker
 
         client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
         try:

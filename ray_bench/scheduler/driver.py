@@ -27,10 +27,10 @@ from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.scheduler.admission import AccountView, Gate
-from ray_bench.scheduler.runstate import RunState
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_lister, require_no_halt
+from ray_bench.scheduler.admission import AccountView, Gate
+from ray_bench.scheduler.runstate import RunState
 
 PAUSE_FILE = "pause.json"
 SUMMARY_FILE = "run-summary.json"
