@@ -21,7 +21,8 @@ from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
 from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import PLAN_FILE, confirm_plan, load_plan_file, plan_bytes, write_plan
-from ray_bench.scheduler.driver import PAUSE_FILE, RunObserver, RunOptions, RunOutcome
+from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
+from ray_bench.scheduler.observers import RunObserver
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.state import default_state_root
 
@@ -145,7 +146,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
         if metrics is not None:
             from ray_bench.metrics.exporter import MetricsExporter
             from ray_bench.metrics.observer import MetricsObserver
-            from ray_bench.scheduler.driver import NullObserver, Observers
+            from ray_bench.scheduler.observers import NullObserver, Observers
 
             exporter = MetricsExporter(plan.run_id, metrics.state_root, metrics.host, metrics.port,
                                        arms=[a.name for a in plan.arms])
