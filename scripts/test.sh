@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: create .venv if missing, install the package with its dev extra, run pytest.
+# The test command: create .venv if missing, install the package with its dev and daytona extras, run pytest.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ fi
 # Reinstall only when the project metadata changed since the last install.
 stamp=.venv/.ray-bench-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/pip install -q -e '.[dev]'
+    .venv/bin/pip install -q -e '.[dev,daytona]'
     touch "$stamp"
 fi
 
