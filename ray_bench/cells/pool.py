@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from types import TracebackType
 from typing import Any
 
@@ -20,6 +21,8 @@ from ray_bench.sandboxes.base import LABEL_ATTEMPT
 NAMESPACE = "ray-bench"
 #: The custom resource that nodes able to run Docker sandboxes advertise (cluster/README.md).
 DOCKER_RESOURCE = "docker"
+#: How long an audit waits for a replacement runner; Ray declares a lost node dead in ~10-30 s.
+SETTLE_SEC = 60.0
 log = logging.getLogger(__name__)
 
 
@@ -57,6 +60,8 @@ class RayPool:
         self._load: list[int] = []
         self._nodes: list[str] = []
         self._owner: dict[Any, tuple[int, Any]] = {}
+        #: A replacement runner's first ping until it answers (None: the runner is ready).
+        self._pending: list[Any] = []
         alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
         #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
         self._docker_nodes = {n["NodeID"] for n in alive
@@ -70,12 +75,14 @@ class RayPool:
         self._runners.append(runner)
         self._load.append(0)
         self._nodes.append(node_id)
+        self._pending.append(None)
         return len(self._runners) - 1
 
     def submit(self, spec: AttemptSpec) -> Any:
         eligible = list(range(len(self._runners)))
         if spec.backend == "docker" and self._docker_nodes:
             eligible = [i for i in eligible if self._nodes[i] in self._docker_nodes] or eligible
+        eligible = [i for i in eligible if self._ready(i)] or eligible
         index = min(eligible, key=lambda i: self._load[i])
         ref = self._runners[index].run.remote(spec)
         self._owner[ref] = (index, self._runners[index])
@@ -122,6 +129,36 @@ class RayPool:
         self._runners[index] = CellRunner.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
         self._nodes[index] = node
+        self._pending[index] = self._runners[index].node_id.remote()
+
+    def _settle(self, timeout: float) -> None:
+        """Wait (bounded) for replacement runners to answer, placing again those lost with
+        their node, so that an audit asks runners that exist."""
+        deadline = time.monotonic() + timeout
+        for index in range(len(self._runners)):
+            while self._pending[index] is not None and (left := deadline - time.monotonic()) > 0:
+                ray.wait([self._pending[index]], timeout=left)
+                self._ready(index)
+
+    def _ready(self, index: int) -> bool:
+        """A replacement gets no attempts until it answers a ping. A runner lost with its node
+        is first replaced on that same node, which Ray still lists as alive for ~10-30 s after
+        its raylet died; attempts sent there hung until then and failed as ``executor``
+        (tests/reliability/test_node_loss.py). A failed ping places the runner again, by then
+        on a node that is really alive."""
+        ping = self._pending[index]
+        if ping is None:
+            return True
+        done, _ = ray.wait([ping], timeout=0)
+        if not done:
+            return False
+        try:
+            ray.get(ping)
+        except RayError:
+            self._replace(index)
+            return False
+        self._pending[index] = None
+        return True
 
     def cancel(self, refs: list[Any]) -> None:
         for ref in refs:
@@ -130,6 +167,7 @@ class RayPool:
 
     def count(self, backends: dict[str, BackendConfig], backend: str, run_id: str) -> int:
         """Resources of the run that the runners can still see (-1 per runner that failed to say)."""
+        self._settle(SETTLE_SEC)
         options = dict(backends[backend].options) if backend in backends else {}
         seen: set[str] = set()
         unknown = 0
@@ -144,6 +182,7 @@ class RayPool:
     def cleanup(self, backends: dict[str, BackendConfig], backend: str, run_id: str,
                 attempt_id: str | None) -> int:
         """Remove every sandbox of the run (or of one attempt) that any runner can see."""
+        self._settle(SETTLE_SEC)
         labels = run_labels(run_id)
         if attempt_id is not None:
             labels[LABEL_ATTEMPT] = attempt_id
