@@ -1,0 +1,5 @@
+"""Fixtures of the reliability tests."""
+
+from support.multinode import multinode
+
+__all__ = ["multinode"]

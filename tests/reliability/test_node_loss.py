@@ -1,0 +1,79 @@
+"""A worker node's raylet killed mid-run on a local multi-node cluster: the attempts it held
+are recorded as ``executor`` failures, their cells finish on the other nodes, the run
+exits 0."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.driver_process import DriverProcess, cli_env, ledger_query, wait_for
+from support.multinode import MultiNode
+from support.suites import make_suite
+
+from ray_bench.api import plan_run
+from ray_bench.ledger import Ledger
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _fanned_out(root: Path) -> bool:
+    passed = ledger_query(root, "SELECT 1 FROM events WHERE kind = 'preflight_passed'")
+    running = ledger_query(root, "SELECT a.attempt_id FROM attempts a LEFT JOIN results r "
+                                 "USING (attempt_id) WHERE r.attempt_id IS NULL")
+    return bool(passed) and len(running) >= 5
+
+
+def test_worker_raylet_killed_mid_run(tmp_path: Path, multinode: MultiNode) -> None:
+    nodes = multinode.nodes()
+    docker_nodes = [n for n in nodes if n["Alive"] and "docker" in str(n["Resources"])]
+    assert len(docker_nodes) == 2
+    victim = docker_nodes[0]
+
+    arm = {"command": 'sleep 3; sh "$SOLUTION_DIR/solve.sh"', "agent_dir": "agents",
+           "expose_solution": True}
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2, max_attempts=3,
+        preflight_cells=1,
+        backends={"local": {"max_sandboxes": 6, "options": {"root": str(tmp_path / "sbx")}}},
+        arms=[{"name": "baseline", "role": "baseline", **arm},
+              {"name": "mcp", "role": "variant", **arm}])
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="loss")
+    root = planned.run_root
+    driver = DriverProcess(root / "launch-plan.json", planned.identity, tmp_path / "logs",
+                           env=cli_env(multinode.env), extra_args=("--address", multinode.address))
+    try:
+        driver.start()
+        # fan-out under way, every runner busy: 6 in flight over 3 nodes
+        wait_for(lambda: _fanned_out(root), 180, "a busy fan-out", alive=driver)
+        killed_at = time.time()
+        multinode.kill_raylet(victim)
+        rc = driver.wait(timeout=300)
+        assert rc == 0, driver.stderr[-3000:]
+        assert "Traceback" not in driver.stderr
+    finally:
+        driver.reap()
+
+    ledger = Ledger.open_readonly(root)
+    try:
+        attempts = ledger.attempts()
+        summaries = dict(ledger.summaries())
+    finally:
+        ledger.close()
+    lost = [a for a in attempts if not a.valid]
+    assert lost, "the killed node held attempts"
+    assert {a.failure_class for a in lost} == {"executor"}
+    # only what the node held when it died: nothing was sent to a runner on the dead node
+    assert all(a.started_at < killed_at for a in lost)
+    assert all(a.status == "finished" for a in lost)
+    for a in lost:
+        error = summaries[a.attempt_id].get("error") or {}
+        assert "Actor" in str(error.get("type")) or "Actor" in str(error.get("message")), error
+    valid = [a for a in attempts if a.valid]
+    assert len({a.cell_id for a in valid}) == 12
+    assert len(valid) == 12
+    for a in lost:  # its cell finished on another runner, later
+        assert any(v.cell_id == a.cell_id and v.started_at > a.started_at for v in valid)
+    assert [n for n in multinode.nodes() if n["NodeID"] == victim["NodeID"] and not n["Alive"]]
+    assert list((tmp_path / "sbx").iterdir()) == []

@@ -1,0 +1,106 @@
+"""A local multi-node Ray cluster (``cluster/local-multinode.sh``) as a pytest fixture: a
+head and two worker raylets advertising ``{"docker": 1}``, each a separate Ray node.
+
+Only what the script started is torn down (``stop`` kills processes whose command line names
+this cluster's state directory). Starting it costs ~15-20 s on two cores, so it is
+module-scoped and used by few tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "cluster" / "local-multinode.sh"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class MultiNode:
+    state: Path
+    address: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a client (``ray-bench execute --address``) needs to join: the cluster's token."""
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.state / "auth_token")}
+
+    def nodes(self) -> list[dict[str, object]]:
+        """``ray.nodes()`` as seen by a fresh client process (this one may hold another Ray)."""
+        keys = ("NodeID", "Alive", "Resources", "RayletSocketName")
+        code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False); "
+                f"print(json.dumps([{{k: n[k] for k in {keys!r}}} for n in ray.nodes()]))")
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **self.env},
+                             capture_output=True, text=True, timeout=120, check=True)
+        nodes: list[dict[str, object]] = json.loads(out.stdout.strip().splitlines()[-1])
+        return nodes
+
+    def raylet_pid(self, node: dict[str, object]) -> int:
+        socket_name = str(node["RayletSocketName"])
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"/raylet") and any(
+                    a == f"--raylet_socket_name={socket_name}".encode() for a in argv):
+                return int(entry.name)
+        raise LookupError(f"no raylet process for {socket_name}")
+
+    def kill_raylet(self, node: dict[str, object]) -> int:
+        pid = self.raylet_pid(node)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+
+def start_cluster(workers: int = 2) -> MultiNode:
+    # short: Ray's socket paths must stay under ~107 bytes
+    state = Path("/tmp") / f"rbmn-{secrets.token_hex(3)}"
+    port = _free_port()
+    args = ["bash", str(SCRIPT), "start", "--state", str(state), "--port", str(port),
+            "--head-cpus", "1", "--worker-cpus", "1", "--workers", str(workers)]
+    env = {**os.environ, "RAY_BIN": str(Path(sys.executable).parent / "ray")}
+    started = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240,
+                             check=False)
+    if started.returncode != 0:
+        stop_cluster(state)
+        raise RuntimeError(f"local multi-node cluster did not start: {started.stderr[-2000:]}")
+    return MultiNode(state, f"127.0.0.1:{port}")
+
+
+def stop_cluster(state: Path) -> None:
+    subprocess.run(["bash", str(SCRIPT), "stop", "--state", str(state)], capture_output=True,
+                   timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def multinode() -> Iterator[MultiNode]:
+    cluster = start_cluster()
+    try:
+        deadline = time.monotonic() + 60
+        while len([n for n in cluster.nodes() if n["Alive"]]) < 3:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the worker nodes did not join")
+            time.sleep(1)
+        yield cluster
+    finally:
+        stop_cluster(cluster.state)
+        subprocess.run(["rm", "-rf", str(cluster.state)], check=False)
