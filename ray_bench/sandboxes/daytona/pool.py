@@ -1,0 +1,30 @@
+"""The organisation's compute pool on Daytona, as configuration (no SDK needed to read it)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DaytonaPool(BaseModel):
+    """The organisation's compute pool on Daytona: what the capacity actor may hand out."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vcpu: int = Field(
+        gt=0, description="vCPUs the organisation may run at once across all sandboxes."
+    )
+    memory_gib: int = Field(gt=0, description="Memory in GiB the organisation may hold at once.")
+    disk_gib: int = Field(gt=0, description="Disk in GiB the organisation may hold at once.")
+    creates_per_minute: float = Field(
+        gt=0,
+        description="Sandbox creates per minute the API allows (its `sandbox-create` throttler).",
+    )
+    default_vcpu: int = Field(
+        default=1, gt=0, description="vCPUs a sandbox gets when its spec names none."
+    )
+    default_memory_gib: int = Field(
+        default=1, gt=0, description="Memory in GiB a sandbox gets when its spec names none."
+    )
+    default_disk_gib: int = Field(
+        default=3, gt=0, description="Disk in GiB a sandbox gets when its spec names none."
+    )

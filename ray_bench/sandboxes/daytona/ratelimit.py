@@ -1,0 +1,78 @@
+"""Daytona's rate limits: a 429 carries ``Retry-After-<throttler>`` (throttlers
+``authenticated``, ``sandbox-create``, ``sandbox-lifecycle``); every call waits that long and
+retries, a bounded number of times, then raises :class:`SandboxRateLimitedError` with
+``retry_after``. Brief 5xx spells get a few backed-off retries too."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from daytona import DaytonaError
+
+from ray_bench.errors import SandboxRateLimitedError
+
+T = TypeVar("T")
+
+THROTTLERS = ("authenticated", "sandbox-create", "sandbox-lifecycle")
+
+
+def retry_after(headers: Mapping[str, Any]) -> float | None:
+    """Seconds to wait from a 429's ``Retry-After[-<throttler>]`` headers (the longest one),
+    else its ``X-RateLimit-Reset-<throttler>`` headers; ``None`` when it carries neither."""
+    waits: list[float] = []
+    resets: list[float] = []
+    for key, value in headers.items():
+        name = str(key).lower()
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            continue
+        if name == "retry-after" or name.startswith("retry-after-"):
+            waits.append(seconds)
+        elif name.startswith("x-ratelimit-reset"):
+            resets.append(seconds)
+    found = waits or resets
+    return max(found) if found else None
+
+
+async def call_with_retries(
+    what: str,
+    fn: Callable[[], Awaitable[T]],
+    *,
+    max_rate_limit_retries: int,
+    max_retry_after: float,
+    max_server_retries: int,
+    on_rate_limited: Callable[[], None] | None = None,
+) -> T:
+    """Run one SDK call, waiting out 429s (by their headers, at most ``max_retry_after`` each,
+    ``max_rate_limit_retries`` times) and 502/503/504s (``max_server_retries`` times, backed
+    off). ``on_rate_limited`` is told of every 429 waited out."""
+    limited = 0
+    failed = 0
+    while True:
+        try:
+            return await fn()
+        except DaytonaError as exc:
+            status = exc.status_code
+            if status == 429:
+                wait = retry_after(exc.headers)
+                if limited >= max_rate_limit_retries:
+                    raise SandboxRateLimitedError(
+                        f"{what}: Daytona rate limit persisted through {limited} retries",
+                        retry_after=wait,
+                    ) from exc
+                limited += 1
+                if on_rate_limited is not None:
+                    on_rate_limited()
+                delay = min(wait if wait is not None else 2.0**limited, max_retry_after)
+                # Jitter, so that runners limited together do not come back together.
+                await asyncio.sleep(delay * (1 + 0.2 * random.random()))
+                continue
+            if status in (502, 503, 504) and failed < max_server_retries:
+                failed += 1
+                await asyncio.sleep(min(0.5 * 2**failed, 10.0))
+                continue
+            raise

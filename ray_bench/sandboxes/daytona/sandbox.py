@@ -1,0 +1,215 @@
+"""One Daytona sandbox: commands run under an in-sandbox watchdog with stdout and stderr framed
+separately in one round trip; files travel as tar archives through the toolbox."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import math
+import shlex
+import tarfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, TypeVar
+
+from daytona import AsyncSandbox, DaytonaError, FileUpload
+
+from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError
+from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
+from ray_bench.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
+from ray_bench.sandboxes.daytona.translate import translate
+
+if TYPE_CHECKING:
+    from ray_bench.sandboxes.daytona.backend import DaytonaBackend
+
+T = TypeVar("T")
+
+_SCRATCH = "/tmp/.ray-bench"
+# $1 scratch dir, $2 output cap, $3 timeout, $4 cwd, $5 command. The command is its own session
+# (setsid), so the watchdog's `kill -9 -PGID` reaches its children; the watchdog is one too, so
+# killing it also kills its `sleep`. Output comes back as one header line and two base64 blocks.
+_EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
+mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
+$S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
+p=$!; echo "$p" >"$d/pid"
+$S sh -c 'sleep "$1"; echo 1 >"$3/to"
+  kill -9 -"$2" 2>/dev/null || kill -9 "$2" 2>/dev/null || rm -f "$3/to"' rb-watchdog \
+  "$t" "$p" "$d" >/dev/null 2>&1 </dev/null &
+w=$!
+wait "$p" 2>/dev/null; rc=$?
+kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null
+to=0; [ -f "$d/to" ] && to=1
+echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err")"
+head -c "$cap" "$d/out" | base64; echo RB-SEP
+head -c "$cap" "$d/err" | base64
+rm -rf "$d"
+"""
+_KILL = r"""p=$(cat "$1/pid" 2>/dev/null) && { kill -9 -"$p" 2>/dev/null || kill -9 "$p"; }
+rm -rf "$1" """
+# Slack on the HTTP request beyond the in-sandbox watchdog, for the output to come back.
+_EXEC_SLACK_SEC = 60
+
+
+class DaytonaSandbox(Sandbox):
+    def __init__(self, backend: DaytonaBackend, sandbox: AsyncSandbox, spec: SandboxSpec) -> None:
+        self._backend = backend
+        self._sandbox = sandbox
+        self.id = sandbox.id
+        self.labels = dict(spec.labels)
+        self._workdir = spec.workdir
+        self._deleted = False
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        if self._deleted:
+            raise SandboxGoneError(f"Daytona sandbox {self.id} was deleted")
+        scratch = f"{_SCRATCH}/{uuid.uuid4().hex}"
+        limit = max(1, math.ceil(timeout))
+        script = _sh(
+            _EXEC, scratch, str(max(0, output_cap)), str(limit), cwd or self._workdir, command
+        )
+        started = time.monotonic()
+        try:
+            response = await self._call(
+                "exec",
+                lambda: self._sandbox.process.exec(
+                    script, env=dict(env or {}), timeout=limit + _EXEC_SLACK_SEC
+                ),
+            )
+        except asyncio.CancelledError:
+            # The HTTP request is gone but the command is not: kill its group, shielded.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._kill(scratch))
+            raise
+        duration = time.monotonic() - started
+        try:
+            return _parse_exec(response.result or "", response.exit_code, output_cap, duration)
+        except SandboxError as exc:
+            # A sandbox that vanished mid-command cuts the wrapper short; the API may take a
+            # moment to notice, so look a few times before calling it a wrapper failure.
+            for _ in range(3):
+                await self._backend.raise_if_gone(self.id, exc)
+                await asyncio.sleep(0.5)
+            raise
+
+    async def _kill(self, scratch: str) -> None:
+        await asyncio.wait_for(self._sandbox.process.exec(_sh(_KILL, scratch), timeout=30), 40)
+
+    async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
+        data = await asyncio.to_thread(_tar_dir, local_dir)
+        await self._put_tar(data, sandbox_dir)
+
+    async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
+        path = PurePosixPath(sandbox_path)
+        await self._put_tar(tar_file(data, path.name, mode), str(path.parent))
+
+    async def _put_tar(self, data: bytes, sandbox_dir: str) -> None:
+        tmp = f"{_SCRATCH}/{uuid.uuid4().hex}.tar"
+        await self._call("upload", lambda: self._sandbox.fs.upload_files([FileUpload(data, tmp)]))
+        script = _sh(
+            'mkdir -p "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f "$1"; exit $rc', tmp, sandbox_dir
+        )
+        response = await self._call(
+            "upload", lambda: self._sandbox.process.exec(script, timeout=300)
+        )
+        if response.exit_code != 0:
+            raise SandboxError(
+                f"unpacking into {sandbox_dir} failed: {(response.result or '')[-500:]}"
+            )
+
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+        tmp = f"{_SCRATCH}/{uuid.uuid4().hex}.tar"
+        # Archive headers and padding ride on top of the payload; the cap itself is enforced on
+        # extraction, this bound only keeps a huge log directory from crossing the wire.
+        wire_cap = 2 * max(0, max_bytes) + (1 << 20)
+        script = _sh(
+            '[ -d "$2" ] || { echo RB-NODIR; exit 0; }; mkdir -p "${1%/*}"; '
+            'tar -C "$2" -cf - . 2>/dev/null | head -c "$3" >"$1"; echo RB-OK',
+            tmp,
+            sandbox_dir,
+            str(wire_cap),
+        )
+        response = await self._call(
+            "download", lambda: self._sandbox.process.exec(script, timeout=300)
+        )
+        if "RB-NODIR" in (response.result or ""):
+            return 0
+        if "RB-OK" not in (response.result or ""):
+            raise SandboxError(f"archiving {sandbox_dir} failed: {(response.result or '')[-500:]}")
+        try:
+            data = await self._call("download", lambda: self._sandbox.fs.download_file(tmp))
+        finally:
+            with contextlib.suppress(Exception):
+                await self._sandbox.process.exec(_sh('rm -f "$1"', tmp), timeout=60)
+        # The wire cap above may cut the archive short: what arrived whole is kept.
+        return await asyncio.to_thread(
+            extract_capped, data, local_dir, max_bytes, truncated_ok=True
+        )
+
+    async def delete(self) -> None:
+        if self._deleted:
+            return
+        task = asyncio.ensure_future(self._backend.delete_id(self.id))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await task
+            raise
+        self._deleted = True
+
+    async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await self._backend.retrying(f"{what} in sandbox {self.id}", fn)
+        except SandboxRateLimitedError:
+            raise
+        except DaytonaError as exc:
+            await self._backend.raise_if_gone(self.id, exc)
+            raise translate(exc, f"{what} in sandbox {self.id}") from exc
+
+
+def _sh(script: str, *args: str) -> str:
+    """``sh -c script`` with positional arguments, quoted for any POSIX-ish login shell."""
+    return " ".join(shlex.quote(a) for a in ("sh", "-c", script, "rb", *args))
+
+
+def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> ExecResult:
+    # Shells may report a killed job on the merged output before the header line.
+    at = text.find("RB ") if text.startswith("RB ") else text.find("\nRB ") + 1
+    head, _, rest = text[at:].partition("\n") if at >= 0 else ("", "", "")
+    fields = head.split()
+    if len(fields) != 5 or fields[0] != "RB":
+        # The wrapper itself failed (no `sh`, `base64` or `head` in the image): say so.
+        raise SandboxError(f"exec wrapper failed (exit {exit_code}): {text[-500:]!r}")
+    rc, timed_out, out_len, err_len = (int(f) for f in fields[1:])
+    out_b64, _, err_b64 = rest.partition("RB-SEP\n")
+    stdout = base64.b64decode("".join(out_b64.split()))
+    stderr = base64.b64decode("".join(err_b64.split()))
+    return ExecResult(
+        exit_code=rc,
+        stdout=stdout.decode("utf-8", "replace"),
+        stderr=stderr.decode("utf-8", "replace"),
+        timed_out=bool(timed_out),
+        duration_sec=duration,
+        truncated_bytes=max(0, out_len - cap) + max(0, err_len - cap),
+    )
+
+
+def _tar_dir(local_dir: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        # Children only: the root entry would impose local_dir's mode on the sandbox directory.
+        for child in sorted(local_dir.iterdir()):
+            tar.add(child, arcname=child.name, filter=root_owned)
+    return buf.getvalue()

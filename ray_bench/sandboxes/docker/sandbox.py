@@ -1,0 +1,253 @@
+"""One container: commands run as ``docker exec`` of ``sh -c`` (timeouts kill the exec's process
+group; exit 137 is told apart into OOM, an outside kill and a vanished container), and files
+travel as tar archives (:mod:`ray_bench.sandboxes.archive`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import re
+import tarfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import docker.errors
+
+from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
+from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
+from ray_bench.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
+
+if TYPE_CHECKING:
+    from ray_bench.sandboxes.docker.backend import DockerBackend
+
+_PID_DIR = "/tmp/.ray-bench-exec"
+# $1 pid file, $2 cwd, $3 the command. The pid is the exec's process group (see module doc).
+_WRAPPER = (
+    'mkdir -p "${1%/*}" 2>/dev/null; echo $$ > "$1" 2>/dev/null; '
+    'mkdir -p "$2" 2>/dev/null; cd "$2" || exit 126; '
+    'sh -c "$3"; rc=$?; rm -f "$1"; exit $rc'
+)
+_KILL = 'p=$(cat "$1" 2>/dev/null) && { kill -9 -"$p" || kill -9 "$p"; } 2>/dev/null; rm -f "$1"'
+_OOM_COUNT = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"
+# After a kill, a process that escaped its group (setsid) can keep the output pipes open.
+_DRAIN_GRACE_SEC = 5.0
+_GONE_SETTLE_SEC = 0.5
+
+
+def _gone_message(exc: docker.errors.APIError) -> bool:
+    text = str(exc).lower()
+    return exc.status_code == 404 or "is not running" in text or "is paused" in text
+
+
+class DockerSandbox(Sandbox):
+    def __init__(self, backend: DockerBackend, container_id: str, spec: SandboxSpec) -> None:
+        self._b = backend
+        self.id = container_id
+        self.labels = dict(spec.labels)
+        self._workdir = spec.workdir
+        self._oom_seen = 0
+
+    # -- exec -----------------------------------------------------------------------------
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        started = time.monotonic()
+        pidfile = f"{_PID_DIR}/{uuid.uuid4().hex}.pid"
+        argv = ["sh", "-c", _WRAPPER, "ray-bench", pidfile, cwd or self._workdir, command]
+        exec_id = await self._b.call(self._exec_create, argv, dict(env or {}))
+        streams: list[Any] = []
+        reader = asyncio.ensure_future(self._b.call(self._exec_drain, exec_id, output_cap, streams))
+        timed_out = False
+        try:
+            out, err, dropped = await asyncio.wait_for(asyncio.shield(reader), timeout)
+        except TimeoutError:
+            timed_out = True
+            await self._b.call(self._kill, pidfile)
+            out, err, dropped = await self._finish_drain(reader, streams)
+        except BaseException:
+            # Cancelled (or failed): the process must not outlive the caller's interest in it.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._b.call(self._kill, pidfile))
+            for stream in streams:
+                stream.close()
+            raise
+        exit_code = await self._b.call(self._exec_exit_code, exec_id)
+        oom = False
+        if exit_code is None or exit_code >= 128:
+            # 137 is also what a `docker kill` from outside looks like: tell the two apart.
+            oom = await self._b.call(self._check_alive_and_oom, exit_code == 137 and not timed_out)
+        return ExecResult(
+            exit_code=-1 if exit_code is None else exit_code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            duration_sec=time.monotonic() - started,
+            truncated_bytes=dropped,
+            oom_killed=oom,
+        )
+
+    async def _finish_drain(
+        self, reader: asyncio.Future[tuple[bytes, bytes, int]], streams: list[Any]
+    ) -> tuple[bytes, bytes, int]:
+        try:
+            return await asyncio.wait_for(asyncio.shield(reader), _DRAIN_GRACE_SEC)
+        except TimeoutError:
+            for stream in streams:
+                stream.close()
+            return await reader
+
+    def _exec_create(self, argv: list[str], env: dict[str, str]) -> str:
+        try:
+            created = self._b.client().api.exec_create(
+                self.id, argv, stdout=True, stderr=True, stdin=False, environment=env or None
+            )
+        except docker.errors.APIError as exc:
+            if _gone_message(exc):
+                raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
+            raise
+        return str(created["Id"])
+
+    def _exec_drain(self, exec_id: str, cap: int, streams: list[Any]) -> tuple[bytes, bytes, int]:
+        try:
+            stream = self._b.client().api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.APIError as exc:
+            if _gone_message(exc):
+                raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
+            raise
+        streams.append(stream)
+        kept = [bytearray(), bytearray()]
+        dropped = 0
+        for frames in stream:
+            for i, chunk in enumerate(frames):
+                if not chunk:
+                    continue
+                room = cap - len(kept[i])
+                if room > 0:
+                    kept[i] += chunk[:room]
+                dropped += max(0, len(chunk) - max(room, 0))
+        return bytes(kept[0]), bytes(kept[1]), dropped
+
+    def _exec_exit_code(self, exec_id: str) -> int | None:
+        try:
+            info = self._b.client().api.exec_inspect(exec_id)
+        except docker.errors.NotFound as exc:
+            raise SandboxGoneError(f"container {self.id[:12]} is gone") from exc
+        code = info.get("ExitCode")
+        return None if code is None else int(code)
+
+    def _kill(self, pidfile: str) -> None:
+        with contextlib.suppress(SandboxGoneError, docker.errors.APIError):
+            exec_id = self._exec_create(["sh", "-c", _KILL, "ray-bench", pidfile], {})
+            self._b.client().api.exec_start(exec_id)
+
+    def _check_alive_and_oom(self, killed: bool) -> bool:
+        """Raise SandboxGoneError unless the container still runs; then say whether the
+        memory limit's OOM killer ended the exec (only asked for exit 137)."""
+        state = self._state()
+        if killed and state.get("OOMKilled"):
+            return True
+        count = self._oom_count() if killed else 0
+        if count > self._oom_seen:
+            self._oom_seen = count
+            return True
+        if killed:
+            # A SIGKILL from `docker kill` / `docker rm -f` reaches the exec before dockerd
+            # marks the container stopped (measured: up to ~100 ms here); look again.
+            deadline = time.monotonic() + _GONE_SETTLE_SEC
+            while time.monotonic() < deadline:
+                time.sleep(0.1)
+                self._state()
+        return False
+
+    def _state(self) -> dict[str, Any]:
+        try:
+            state: dict[str, Any] = self._b.client().api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound as exc:
+            raise SandboxGoneError(f"container {self.id[:12]} was removed mid-cell") from exc
+        if state.get("Status") != "running" or not state.get("Running"):
+            raise SandboxGoneError(
+                f"container {self.id[:12]} stopped mid-cell ({state.get('Status')}, "
+                f"exit {state.get('ExitCode')}, oom {state.get('OOMKilled')})"
+            )
+        return state
+
+    def _oom_count(self) -> int:
+        try:
+            exec_id = self._exec_create(["sh", "-c", _OOM_COUNT], {})
+            raw = self._b.client().api.exec_start(exec_id)
+        except docker.errors.APIError as exc:
+            if _gone_message(exc):
+                raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
+            raise
+        found = [int(n) for n in re.findall(rb"^oom_kill (\d+)$", raw, re.MULTILINE)]
+        return max(found, default=0)
+
+    # -- files ----------------------------------------------------------------------------
+
+    async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
+        data = await asyncio.to_thread(_tar_dir, local_dir, sandbox_dir)
+        await self._b.call(self._put_archive, data)
+
+    async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
+        await self._b.call(self._put_archive, tar_file(data, _sandbox_arcname(sandbox_path), mode))
+
+    def _put_archive(self, data: bytes) -> None:
+        try:
+            self._b.client().api.put_archive(self.id, "/", data)
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404:
+                raise SandboxGoneError(f"container {self.id[:12]} is gone") from exc
+            raise SandboxError(f"copying into container {self.id[:12]} failed: {exc}") from exc
+
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+        return await self._b.call(self._get_dir, sandbox_dir, local_dir, max_bytes)
+
+    def _get_dir(self, sandbox_dir: str, local_dir: Path, max_bytes: int) -> int:
+        api = self._b.client().api
+        try:
+            response = api.get_archive(self.id, sandbox_dir)
+        except docker.errors.NotFound as exc:
+            try:
+                api.inspect_container(self.id)
+            except docker.errors.NotFound:
+                raise SandboxGoneError(f"container {self.id[:12]} is gone") from exc
+            return 0  # the directory does not exist: nothing to copy
+        chunks, stat = response
+        top = str(stat.get("name") or PurePosixPath(sandbox_dir).name)
+        try:
+            return extract_capped(chunks, local_dir, max_bytes, top=top)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def delete(self) -> None:
+        # Shielded: a cancelled cell still removes its container.
+        await asyncio.shield(self._b.call(self._b.remove_container, self.id))
+
+
+def _sandbox_arcname(sandbox_path: str) -> str:
+    rel = PurePosixPath(sandbox_path.lstrip("/"))
+    if ".." in rel.parts or not rel.parts:
+        raise ArchiveEscapeError(f"sandbox path {sandbox_path!r} is not a path below /")
+    return rel.as_posix()
+
+
+def _tar_dir(local_dir: Path, sandbox_dir: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(local_dir, arcname=_sandbox_arcname(sandbox_dir), filter=root_owned)
+    return buf.getvalue()
