@@ -29,7 +29,7 @@ from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
-from ray_bench.scheduler.admission import AccountView, ExpiryWatch, blocked_until, outcome_of, view_of
+from ray_bench.scheduler.admission import AccountView, ExpiryWatch, blocked_until, outcome_of, stalled, view_of
 from ray_bench.scheduler.policy import choose_account
 from ray_bench.state import default_state_root
 
@@ -267,6 +267,11 @@ class ActorGate:
         self._refresh(now)
         usable = [s for n, s in self._snaps.items() if n not in self._holds]
         return blocked_until(usable, now)
+
+    def stalled(self, now: float) -> str | None:
+        self._refresh(now, force=True)
+        unusable = {n for n in self._snaps if n in self._holds or not self.expiry.admits(n, 0.0, now)}
+        return stalled(list(self._snaps.values()), unusable)
 
     def views(self, now: float) -> list[AccountView]:
         self._refresh(now)

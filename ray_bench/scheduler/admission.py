@@ -41,6 +41,7 @@ class Gate(Protocol):
     def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None: ...
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None: ...
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
+    def stalled(self, now: float) -> str | None: ...
     def views(self, now: float) -> list[AccountView]: ...
     def close(self) -> None: ...
 
@@ -113,11 +114,29 @@ class CoreGate:
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
+    def stalled(self, now: float) -> str | None:
+        return stalled([c.snapshot(now) for c in self.cores.values()], set())
+
     def views(self, now: float) -> list[AccountView]:
         return [view_of(c.snapshot(now)) for c in self.cores.values()]
 
     def close(self) -> None:
         return None
+
+
+def stalled(snapshots: list[AccountSnapshot], unusable: set[str]) -> str | None:
+    """Why no account will ever admit again by itself, or None. An account frees itself when
+    time passes (a cooldown, a window) or when a cell running on it finishes (in any run); one
+    refused for good with nothing running (disabled, expired, out of budget, held) never does."""
+    reasons = []
+    for snap in snapshots:
+        if snap.name in unusable:
+            reasons.append(f"{snap.name} held or expired")
+            continue
+        if isinstance(snap.admit, Admit) or snap.admit.until is not None or snap.inflight > 0:
+            return None
+        reasons.append(f"{snap.name} {snap.admit.reason}")
+    return ", ".join(reasons) if reasons else None
 
 
 def blocked_until(snapshots: list[AccountSnapshot], now: float) -> tuple[float, str] | None:

@@ -211,6 +211,13 @@ class Driver:
             if account is None:
                 skipped.append(cell_id)
                 blocked = self.gate.blocked_until(now)
+                if blocked is None and not self.inflight:
+                    stalled = self.gate.stalled(now)
+                    if stalled is not None:
+                        state.pending.appendleft(cell_id)
+                        skipped.pop()
+                        raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
+                                                     "fix the accounts (`ray-bench accounts status`), then resume")
                 note = (f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)" if blocked
                         else "waiting: every account is at its limit")
                 break

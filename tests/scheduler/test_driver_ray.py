@@ -279,3 +279,19 @@ def test_held_and_expiring_accounts_are_not_admitted(tmp_path: Path) -> None:
     assert outcome.exit_code == 0
     attempts, _ = ledger_rows(root)
     assert {a.account for a in attempts} == {"good"}
+
+
+def test_every_account_rejecting_its_credentials_stops_the_run_instead_of_hanging(tmp_path: Path) -> None:
+    agent = 'echo "Error: 401 Unauthorized - invalid x-api-key"; exit 1'
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list"], backends=_local(tmp_path), preflight_cells=0,
+        arms=[_arm("baseline", "baseline", agent), _arm("mcp", "variant", agent)])
+    started = time.monotonic()
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert time.monotonic() - started < 60
+    assert outcome.stopped == "accounts" and outcome.exit_code == 1
+    assert "acct-a disabled" in outcome.detail and "acct-b disabled" in outcome.detail
+    attempts, _ = ledger_rows(root)
+    assert {a.failure_class for a in attempts} == {"auth"}
+    assert not any(a.counts for a in attempts)  # not blamed on the cells: they stay pending
+    assert outcome.counts["failed"] == 0 and outcome.counts["pending"] == 4
