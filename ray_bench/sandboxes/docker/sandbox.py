@@ -227,6 +227,9 @@ class DockerSandbox(Sandbox):
         top = str(stat.get("name") or PurePosixPath(sandbox_dir).name)
         try:
             return extract_capped(chunks, local_dir, max_bytes, top=top)
+        except (tarfile.ReadError, EOFError) as exc:
+            # The stream broke mid-archive (the container died, the daemon restarted).
+            raise SandboxGoneError(f"logs of container {self.id[:12]} could not be read: {exc}") from exc
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:
