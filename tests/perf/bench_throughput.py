@@ -1,0 +1,149 @@
+"""End-to-end throughput of no-op cells (issue 8): the driver on a local Ray instance with the
+local backend (agent ``true``, a verifier that only writes its reward), against raw Ray tasks
+doing the same work (create a scratch directory, run the two commands as subprocesses, read
+the reward, remove the directory) at the same concurrency, in the same process and Ray.
+
+    .venv/bin/python tests/perf/bench_throughput.py [--cells 2000] [--concurrency 16]
+                                                    [--profile OUT.prof]
+
+Goals: at least 100 cells/s, and at least half the raw-Ray rate. Exits 1 if one is missed.
+The driver's figure includes everything ``execute`` does per cell: drift check, admission
+(the account actors), ledger writes before and after, the runner (credentials, sandbox
+create, uploads, two execs, /logs collection, redaction, result.json, delete) and
+classification.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ray
+from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
+
+from ray_bench.api import plan_run
+from ray_bench.cells.pool import NAMESPACE, RayPool
+from ray_bench.ledger import Ledger
+from ray_bench.plan.store import confirm_plan
+from ray_bench.scheduler.driver import Driver, RunOptions
+
+GOAL_RATE = 100.0
+GOAL_FRACTION = 0.5
+VERIFY = 'mkdir -p logs/verifier && echo 1 > logs/verifier/reward.txt'
+
+
+@ray.remote(num_cpus=0)
+def raw_cell(scratch_root: str) -> float:
+    scratch = Path(tempfile.mkdtemp(dir=scratch_root))
+    try:
+        subprocess.run(["/bin/sh", "-c", "true"], cwd=scratch, check=True, capture_output=True)
+        subprocess.run(["/bin/sh", "-c", VERIFY], cwd=scratch, check=True, capture_output=True)
+        return float((scratch / "logs" / "verifier" / "reward.txt").read_text())
+    finally:
+        shutil.rmtree(scratch)
+
+
+def cpu_per_cell(before: dict[str, float], after: dict[str, float], n: int) -> str:
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    top = sorted(((v, k) for k, v in delta.items() if v > 0.005 * n / 1000), reverse=True)[:6]
+    return ", ".join(f"{k} {1000 * v / n:.1f}" for v, k in top)
+
+
+def run_raw(n: int, concurrency: int, scratch: Path) -> float:
+    """Seconds for ``n`` raw cells with at most ``concurrency`` in flight."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    ray.get([raw_cell.remote(str(scratch)) for _ in range(concurrency)])  # warm the workers
+    t = time.perf_counter()
+    inflight: list[Any] = []
+    done = submitted = 0
+    while done < n:
+        while submitted < n and len(inflight) < concurrency:
+            inflight.append(raw_cell.remote(str(scratch)))
+            submitted += 1
+        ready, inflight = ray.wait(inflight, num_returns=1)
+        assert ray.get(ready[0]) == 1.0
+        done += 1
+    return time.perf_counter() - t
+
+
+def run_driver(root: Path, n: int, concurrency: int, profile: str | None) -> tuple[float, float, int]:
+    """(driver wall seconds, first start to last finish from the ledger, valid rows)."""
+    reps = max(1, n // 2)
+    suite, accounts = write_suite(root / "suite", tasks=1, reps=reps, concurrency=concurrency,
+                                  local_root=root / "sbx")
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id="tp")
+    plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+    driver = Driver(plan, identity, planned.run_root, RayPool(), options=RunOptions())
+    profiler = cProfile.Profile() if profile else None
+    t = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    outcome = driver.run()
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    wall = time.perf_counter() - t
+    assert outcome.exit_code == 0, outcome
+    ledger = Ledger.open_readonly(planned.run_root)
+    attempts = ledger.attempts()
+    ledger.close()
+    span = max(a.finished_at or 0 for a in attempts) - min(a.started_at for a in attempts)
+    return wall, span, outcome.counts["valid"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--profile", help="write a cProfile of the driver's run here")
+    args = parser.parse_args()
+    os.environ.update(ROUTES)  # before Ray starts: its workers resolve the credential routes
+    ray.init(address="local", include_dashboard=False, namespace=NAMESPACE, log_to_driver=False,
+             logging_level=logging.WARNING)
+    try:
+        with tempfile.TemporaryDirectory(prefix="rb-bench-tp-") as tmp:
+            root = Path(tmp)
+            c0, s0 = descendant_cpu(), self_cpu()
+            raw = run_raw(args.cells, args.concurrency, root / "raw")
+            c1, s1 = descendant_cpu(), self_cpu()
+            wall, span, valid = run_driver(root, args.cells, args.concurrency, args.profile)
+            c2, s2 = descendant_cpu(), self_cpu()
+            raw_again = run_raw(args.cells, args.concurrency, root / "raw2")
+    finally:
+        ray.shutdown()
+    raw_rate = args.cells / min(raw, raw_again)
+    rate = valid / wall
+    print(f"{args.cells:,} no-op cells at concurrency {args.concurrency}")
+    print(f"  raw Ray tasks      {args.cells / raw:7.1f} cells/s ({raw:.1f} s), "
+          f"again after the driver {args.cells / raw_again:.1f} cells/s")
+    print(f"  ray-bench driver   {rate:7.1f} cells/s ({wall:.1f} s wall; first start to last "
+          f"finish {span:.1f} s = {valid / span:.1f} cells/s)")
+    print(f"  driver / raw       {rate / raw_rate:7.2f}   goal >= {GOAL_FRACTION}")
+    n = args.cells
+    print(f"  CPU ms per cell, raw:    this process {1000 * (s1 - s0) / n:.1f}; "
+          f"{cpu_per_cell(c0, c1, n)}")
+    print(f"  CPU ms per cell, driver: this process {1000 * (s2 - s1) / n:.1f}; "
+          f"{cpu_per_cell(c1, c2, n)}")
+    misses = []
+    if rate < GOAL_RATE:
+        misses.append(f"{rate:.1f} cells/s < {GOAL_RATE:.0f}")
+    if rate < GOAL_FRACTION * raw_rate:
+        misses.append(f"{rate / raw_rate:.2f} of raw Ray < {GOAL_FRACTION}")
+    for miss in misses:
+        print(f"MISSED: {miss}")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
