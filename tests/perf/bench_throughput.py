@@ -90,7 +90,7 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None) -> tup
     if profiler:
         profiler.enable()
     outcome = driver.run()
-    if profiler:
+    if profiler and profile:
         profiler.disable()
         profiler.dump_stats(profile)
     wall = time.perf_counter() - t
