@@ -36,20 +36,22 @@ def _cells_started(root: Path) -> int:
     return len(ledger_query(root, "SELECT DISTINCT cell_id FROM attempts"))
 
 
-def _first_started(root: Path) -> bool:
+def _first_started(root: Path, marker: str) -> bool:
     return bool(ledger_query(root, "SELECT attempt_id FROM attempts"))
 
 
-def _several_in_flight(root: Path) -> bool:
-    return _valid(root) >= 1 and _open(root) >= 3
+def _several_in_flight(root: Path, marker: str) -> bool:
+    # in flight means agents running, not only attempts recorded (that comes first)
+    return _valid(root) >= 1 and _open(root) >= 3 and len(pgrep(marker)) >= 2
 
 
-def _last_started(root: Path) -> bool:
+def _last_started(root: Path, marker: str) -> bool:
     finished = ledger_query(root, "SELECT seq FROM events WHERE kind = 'run_finished'")
-    return _cells_started(root) == CELLS and _open(root) >= 1 and not finished
+    return (_cells_started(root) == CELLS and _open(root) >= 1 and not finished
+            and bool(pgrep(marker)))
 
 
-POINTS: dict[str, Callable[[Path], bool]] = {
+POINTS: dict[str, Callable[[Path, str], bool]] = {
     "first-attempt-started": _first_started,
     "several-in-flight": _several_in_flight,
     "last-attempt-started": _last_started,
@@ -76,7 +78,7 @@ def test_sigkilled_driver_resumes_cleanly(tmp_path: Path, point: str) -> None:
     second = DriverProcess(plan, planned.identity, logs, name="second")
     try:
         first.start()
-        wait_for(lambda: POINTS[point](root), 120, point, alive=first)
+        wait_for(lambda: POINTS[point](root, marker), 120, point, alive=first)
         first.kill()
         ledger = Ledger.open_readonly(root)
         try:
