@@ -110,7 +110,17 @@ def test_drift_stops_new_attempts(tmp_path: Path) -> None:
     task_file = tmp_path / "s" / "tasks" / "sum-list" / "instruction.md"
 
     def edit_soon() -> None:
-        time.sleep(2.5)
+        # Edit once the run has started attempts (Ray may still be starting when this begins).
+        ledger_file = tmp_path / "runs" / "r1" / "ledger.sqlite"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if ledger_file.exists() and Ledger.open_readonly(ledger_file.parent).attempts():
+                    break
+            except Exception:  # the ledger is being created
+                pass
+            time.sleep(0.1)
+        time.sleep(1.0)
         task_file.write_text("a different instruction\n")
 
     thread = threading.Thread(target=edit_soon)
