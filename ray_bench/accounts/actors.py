@@ -22,15 +22,29 @@ from typing import Any
 
 import ray
 
-from ray_bench.accounts.core import AccountCore, AccountLimits, AccountSnapshot, AdmissionRefused, Lease
+from ray_bench.accounts.core import (
+    AccountCore,
+    AccountLimits,
+    AccountSnapshot,
+    AdmissionRefused,
+    Admit,
+    Lease,
+    RefusalReason,
+)
 from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
-from ray_bench.models.plan import PlanCell
-from ray_bench.scheduler.admission import AccountView, ExpiryWatch, blocked_until, outcome_of, stalled, view_of
-from ray_bench.scheduler.policy import choose_account
+from ray_bench.scheduler.admission import (
+    AccountView,
+    ExpiryWatch,
+    LeaseRequest,
+    blocked_until,
+    outcome_of,
+    stalled,
+    view_of,
+)
 from ray_bench.state import default_state_root
 
 #: A run that has not renewed its leases for this long is presumed dead; its slots free up.
@@ -68,6 +82,25 @@ class AccountActor:
         except AdmissionRefused:
             return None
         return self.core.snapshot(now)
+
+    def acquire_many(self, run_id: str, leases: list[tuple[str, str]]) -> tuple[list[str], AccountSnapshot]:
+        """Start leases in order while the account admits; return the started ones and the
+        fresh snapshot. One call per batch keeps the actor off the per-cell path."""
+        now = time.time()
+        self._expire(now)
+        self._runs[run_id] = now
+        started: list[str] = []
+        for lease_id, cell_id in leases:
+            try:
+                self.core.on_start(now, Lease(lease_id, cell_id, self.name))
+            except AdmissionRefused:
+                break
+            started.append(lease_id)
+        return started, self.core.snapshot(now)
+
+    def finish_many(self, run_id: str, finished: list[tuple[str, Outcome | None]]) -> None:
+        for lease_id, outcome in finished:
+            self.finish(run_id, lease_id, outcome)
 
     def finish(self, run_id: str, lease_id: str, outcome: Outcome | None) -> None:
         now = time.time()
@@ -144,8 +177,15 @@ class CapacityActor:
         self._leases[lease_id] = (run_id, now)
         return True
 
+    def acquire_many(self, run_id: str, lease_ids: list[str]) -> list[str]:
+        return [lease for lease in lease_ids if self.acquire(run_id, lease)]
+
     def release(self, lease_id: str) -> None:
         self._leases.pop(lease_id, None)
+
+    def release_many(self, lease_ids: list[str]) -> None:
+        for lease in lease_ids:
+            self._leases.pop(lease, None)
 
     def renew(self, run_id: str) -> None:
         self._runs[run_id] = time.time()
@@ -219,12 +259,17 @@ class ActorGate:
         self._fetched = 0.0
         self._renewed = 0.0
         self._pool_of: dict[str, str] = {}
+        self._freed: dict[str, int] = {}  # account -> finishes since its last snapshot
+        self._finishes: dict[str, list[tuple[str, Outcome | None]]] = {}
+        self._pool_releases: dict[str, list[str]] = {}
 
     def _refresh(self, now: float, force: bool = False) -> None:
         if not force and time.monotonic() - self._fetched < SNAPSHOT_TTL_SEC:
             return
+        self.flush()  # the snapshots must include what this driver has released
         names = list(self.actors)
         snaps = ray.get([self.actors[n].snapshot.remote() for n in names] + [self.health.holds.remote()])
+        self._freed = {}
         self._holds = snaps.pop()
         self._snaps = dict(zip(names, snaps, strict=True))
         self._fetched = time.monotonic()
@@ -233,35 +278,80 @@ class ActorGate:
                 actor.renew.remote(self.run_id)
             self._renewed = now
 
-    def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None:
+    def acquire_many(self, requests: list[LeaseRequest], now: float,
+                     exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+        """Backend pool slots first (one call per pool), then accounts: the cells are spread
+        over the accounts by headroom from the cached snapshots (an account that finished a
+        cell since counts as one slot freer), and each account is asked once for its share;
+        what it refuses waits for the next round."""
+        self.flush()
         self._refresh(now)
-        candidates = [s for name, s in self._snaps.items()
-                      if name not in self._holds and self.expiry.admits(name, horizon_sec, now)]
-        tried: set[str] = set()
-        pool = self.pools.get(cell.backend)
-        if pool is not None and not ray.get(pool.acquire.remote(self.run_id, lease_id)):
-            return None
-        while True:
-            name = choose_account([s for s in candidates if s.name not in tried])
-            if name is None:
-                if pool is not None:
-                    pool.release.remote(lease_id)
-                self._refresh(now, force=True)
-                return None
-            snap = ray.get(self.actors[name].acquire.remote(self.run_id, lease_id, cell.id))
-            if snap is not None:
-                self._snaps[name] = snap
-                self._pool_of[lease_id] = cell.backend
-                return name
-            tried.add(name)
+        horizon = max(r.horizon_sec for r in requests)
+        headroom: dict[str, int] = {}
+        limits: dict[str, int] = {}
+        for name, snap in self._snaps.items():
+            if name in exclude or name in self._holds or not self.expiry.admits(name, horizon, now):
+                continue
+            room = snap.headroom
+            if not isinstance(snap.admit, Admit) and snap.admit.reason is RefusalReason.CONCURRENCY:
+                room = self._freed.get(name, 0)  # full at the snapshot; cells finished since
+            if room > 0:
+                headroom[name] = room
+                limits[name] = max(1, snap.limit)
+        wanted = requests[: sum(headroom.values())]
+        if not wanted:
+            return {}
+        by_backend: dict[str, list[str]] = {}
+        for r in wanted:
+            by_backend.setdefault(r.cell.backend, []).append(r.lease_id)
+        pool_refs = {b: self.pools[b].acquire_many.remote(self.run_id, ids)
+                     for b, ids in by_backend.items() if b in self.pools}
+        pooled = {lease for ids in ray.get(list(pool_refs.values())) for lease in ids}
+        pooled |= {lease for b, ids in by_backend.items() if b not in self.pools for lease in ids}
+        shares: dict[str, list[LeaseRequest]] = {}
+        for r in wanted:
+            if r.lease_id not in pooled or not headroom:
+                continue
+            name = max(headroom, key=lambda n: (headroom[n] / limits[n], headroom[n], n))
+            shares.setdefault(name, []).append(r)
+            headroom[name] -= 1
+            if headroom[name] == 0:
+                del headroom[name]
+        names = list(shares)
+        answers = ray.get([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]])
+                           for n in names])
+        granted: dict[str, str] = {}
+        for name, (started, snap) in zip(names, answers, strict=True):
+            self._snaps[name] = snap
+            self._freed.pop(name, None)
+            granted.update({lease: name for lease in started})
+        by_lease = {r.lease_id: r for r in wanted}
+        unused = [lease for lease in pooled if lease not in granted]
+        for lease in unused:
+            backend = by_lease[lease].cell.backend
+            if backend in self.pools:
+                self._pool_releases.setdefault(backend, []).append(lease)
+        for lease in granted:
+            self._pool_of[lease] = by_lease[lease].cell.backend
+        return granted
 
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
         outcome = None if verdict is None else outcome_of(verdict, usd)
-        self.actors[account].finish.remote(self.run_id, lease_id, outcome)
+        self._finishes.setdefault(account, []).append((lease_id, outcome))
+        self._freed[account] = self._freed.get(account, 0) + 1
         backend = self._pool_of.pop(lease_id, None)
-        if backend is not None:
-            self.pools[backend].release.remote(lease_id)
-        self._fetched = 0.0  # the next acquire sees the freed slot
+        if backend is not None and backend in self.pools:
+            self._pool_releases.setdefault(backend, []).append(lease_id)
+
+    def flush(self) -> None:
+        """Send buffered finishes and pool releases (calls from one caller to one actor run in
+        order, so a later acquire sees them)."""
+        for name, finished in self._finishes.items():
+            self.actors[name].finish_many.remote(self.run_id, finished)
+        for backend, leases in self._pool_releases.items():
+            self.pools[backend].release_many.remote(leases)
+        self._finishes = {}
+        self._pool_releases = {}
 
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         self._refresh(now)
@@ -286,6 +376,7 @@ class ActorGate:
         return out
 
     def close(self) -> None:
+        self.flush()
         refs = [a.abandon_run.remote(self.run_id) for a in self.actors.values()]
         refs += [p.abandon_run.remote(self.run_id) for p in self.pools.values()]
         ray.get(refs)

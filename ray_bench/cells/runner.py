@@ -10,12 +10,16 @@ the driver classifies them (:mod:`ray_bench.evidence`).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import platform
+import shutil
 import socket
+import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,7 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> dict[str, A
         "sandbox_id": None, "artifact_bytes": 0,
     }
     redactor = Redactor([])
+    progress = _Progress()
     sandbox: Sandbox | None = None
     phases: dict[str, float] = summary["phases"]
     try:
@@ -68,7 +73,7 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> dict[str, A
         sandbox = await backend.create(_sandbox_spec(spec))
         summary["sandbox_id"] = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
-        await _run_in(sandbox, spec, task_dir, creds, redactor, summary)
+        await _run_in(sandbox, spec, task_dir, creds, redactor, summary, progress)
     except asyncio.CancelledError:
         summary["cancelled"] = True
         raise
@@ -83,26 +88,60 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> dict[str, A
     finally:
         if sandbox is not None:
             await _delete_shielded(sandbox, summary)
-        redactor.tree(attempt_dir)
+        if not progress.logs_redacted:  # outputs were redacted as written; logs may be partial
+            redactor.tree(attempt_dir)
         summary["finished_at"] = time.time()
         phases["total"] = summary["finished_at"] - summary["started_at"]
         _write_json(attempt_dir / RESULT_FILE, summary)
     return summary
 
 
+@dataclass
+class _Progress:
+    logs_redacted: bool = False
+
+
+#: Staged uploads, per runner process: (content key, agent dir, solution?, workdir) -> dir.
+_STAGES: dict[tuple[str, str | None, bool, str], Path] = {}
+_STAGE_ROOT: list[Path] = []
+
+
+def stage_for(spec: AttemptSpec) -> Path:
+    """The tree uploaded to ``/`` before the agent starts, built once per task and arm in this
+    process (the task's and the agent's checksums are in the key, so edited content is never
+    served stale)."""
+    key = (spec.stage_key, spec.agent_dir, spec.expose_solution, spec.workdir)
+    stage = _STAGES.get(key)
+    if stage is not None and stage.is_dir():
+        return stage
+    if not _STAGE_ROOT:
+        root = Path(tempfile.mkdtemp(prefix="ray-bench-stage-"))
+        atexit.register(shutil.rmtree, root, True)
+        _STAGE_ROOT.append(root)
+    stage = Path(tempfile.mkdtemp(dir=_STAGE_ROOT[0]))
+    task_dir = Path(spec.task_path)
+    (stage / "task").mkdir()
+    shutil.copy2(task_dir / "instruction.md", stage / "task" / "instruction.md")
+    for sub in ("logs/agent", "logs/verifier", spec.workdir.lstrip("/")):
+        (stage / sub).mkdir(parents=True, exist_ok=True)
+    if spec.agent_dir:
+        shutil.copytree(spec.agent_dir, stage / "agent", symlinks=True)
+    if spec.expose_solution and (task_dir / "solution").is_dir():
+        shutil.copytree(task_dir / "solution", stage / "solution", symlinks=True)
+    _STAGES[key] = stage
+    return stage
+
+
 async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials,
-                  redactor: Redactor, summary: dict[str, Any]) -> None:
+                  redactor: Redactor, summary: dict[str, Any], progress: _Progress) -> None:
     attempt_dir = Path(spec.attempt_dir)
     phases: dict[str, float] = summary["phases"]
     paths = _paths(sandbox, spec.workdir)
-    await sandbox.put_file((task_dir / "instruction.md").read_bytes(), "/task/instruction.md")
-    await sandbox.exec(f'mkdir -p "{paths["LOGS_DIR"]}/agent" "{paths["LOGS_DIR"]}/verifier" "{paths["APP_DIR"]}"',
-                       timeout=60)
+    # One upload brings the instruction, the empty log directories, the workdir, the agent's
+    # files and (for oracle-style arms) the solution: one round trip instead of five.
+    await sandbox.put_dir(stage_for(spec), "/")
     if spec.agent_dir:
-        await sandbox.put_dir(Path(spec.agent_dir), "/agent")
         paths["AGENT_DIR"] = sandbox.path("/agent")
-    if spec.expose_solution and (task_dir / "solution").is_dir():
-        await sandbox.put_dir(task_dir / "solution", "/solution")
     env = {**spec.agent_env, **paths, **creds.env, "RAY_BENCH_SEED": spec.seed,
            "RAY_BENCH_ATTEMPT": spec.attempt_id}
     if creds.home is not None:
@@ -137,6 +176,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                                                       max_bytes=spec.artifact_cap_bytes)
     phases["collect"] = time.monotonic() - t
     redactor.tree(attempt_dir / "logs")
+    progress.logs_redacted = True
     summary["reward"], summary["reward_source"] = read_reward(attempt_dir / "logs" / "verifier")
     summary["usage"] = _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json")
     summary["agent_error"] = _read_json_obj(attempt_dir / "logs" / "agent" / "error.json")

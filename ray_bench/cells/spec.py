@@ -16,6 +16,8 @@ class AttemptSpec:
     rep: int
     account: str
     task_path: str
+    #: The content the staged upload is made of (task and agent checksums); see stage_for.
+    stage_key: str
     attempt_dir: str
     backend: str
     backend_options: dict[str, Any]

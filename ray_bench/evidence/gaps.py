@@ -26,7 +26,7 @@ from ray_bench.errors import ConfigError, SelectionError
 from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
 from ray_bench.models.suite import Arm
 from ray_bench.plan.compile import arm_config
-from ray_bench.plan.identity import cell_id
+from ray_bench.plan.identity import canonical_bytes, cell_id
 
 
 @dataclass
@@ -66,7 +66,7 @@ def _current_cells(
                     fix="point agent_dir at the agent's files",
                 )
             checksum = task_checksum(path)
-        config = arm_config(arm, checksum)
+        config = canonical_bytes(arm_config(arm, checksum))
         for task in tasks:
             for rep in range(1, target + 1):
                 cells[(task.id, arm.name, rep)] = cell_id(task.id, task.checksum, config, rep)

@@ -18,7 +18,7 @@ from ray_bench.models.accounts import Account
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
-from ray_bench.plan.identity import cell_id, file_sha256
+from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.sandboxes import Resources, backend_names
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 
@@ -235,7 +235,7 @@ def _plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> Pla
 def _cells(tasks: list[TaskRef], arms: list[Arm], agent_sums: dict[str, str], reps: int, backend: str,
            selection: Selection | None) -> list[PlanCell]:
     wanted = {e.task_id: e for e in selection.entries} if selection else {}
-    configs = {arm.name: arm_config(arm, agent_sums.get(arm.name)) for arm in arms}
+    configs = {arm.name: canonical_bytes(arm_config(arm, agent_sums.get(arm.name))) for arm in arms}
     cells: list[PlanCell] = []
     for task in tasks:
         entry = wanted.get(task.id)

@@ -37,9 +37,24 @@ class AccountView:
     last_error: str | None = None
 
 
+@dataclass(frozen=True)
+class LeaseRequest:
+    """One cell asking for an account slot; ``horizon_sec`` is how long it may hold it."""
+
+    lease_id: str
+    cell: PlanCell
+    horizon_sec: float
+
+
 class Gate(Protocol):
-    def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None: ...
+    def acquire_many(self, requests: list[LeaseRequest], now: float,
+                     exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+        """Admit what can start now, in order: lease id -> account. ``exclude``: accounts
+        not to use (their recovery circuit is open)."""
+        ...
+
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None: ...
+    def flush(self) -> None: ...
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
     def stalled(self, now: float) -> str | None: ...
     def views(self, now: float) -> list[AccountView]: ...
@@ -95,14 +110,21 @@ class CoreGate:
                       for a in accounts}
         self.expiry = ExpiryWatch(accounts)
 
-    def acquire(self, cell: PlanCell, lease_id: str, horizon_sec: float, now: float) -> str | None:
-        candidates = [c.snapshot(now) for name, c in self.cores.items()
-                      if self.expiry.admits(name, horizon_sec, now)]
-        name = choose_account([s for s in candidates if isinstance(s.admit, Admit)])
-        if name is None:
-            return None
-        self.cores[name].on_start(now, Lease(lease_id, cell.id, name))
-        return name
+    def acquire_many(self, requests: list[LeaseRequest], now: float,
+                     exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+        granted: dict[str, str] = {}
+        for request in requests:
+            candidates = [c.snapshot(now) for name, c in self.cores.items()
+                          if name not in exclude and self.expiry.admits(name, request.horizon_sec, now)]
+            name = choose_account([s for s in candidates if isinstance(s.admit, Admit)])
+            if name is None:
+                break  # in order: a later cell never overtakes an earlier one
+            self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name))
+            granted[request.lease_id] = name
+        return granted
+
+    def flush(self) -> None:
+        return None
 
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
         core = self.cores[account]

@@ -29,7 +29,7 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_lister, require_no_halt
-from ray_bench.scheduler.admission import Gate
+from ray_bench.scheduler.admission import Gate, LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.runstate import RunState
 
@@ -93,6 +93,8 @@ class Driver:
         self.arms = {a.name: a for a in plan.arms}
         self.accounts = {a.name: a for a in plan.accounts}
         self.drift = DriftGuard(plan.inputs)
+        agent_inputs = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
+        self._agent_sums = {a.name: agent_inputs.get(a.name, "") for a in plan.arms}
         self.circuit = RecoveryCircuit()
         cap = plan.capacity.effective
         if self.options.parallel is not None:
@@ -182,6 +184,7 @@ class Driver:
                 break
             for ref, summary in self.pool.wait(list(self.inflight), self.options.tick_sec):
                 self._finish(ledger, state, ref, summary)
+            self.gate.flush()
             now = self.clock()
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.tick(state, self.gate.views(now), note)
@@ -191,55 +194,58 @@ class Driver:
         return stop
 
     def _launch(self, ledger: Ledger, state: RunState) -> str | None:
-        """Start attempts while capacity, accounts and the circuit allow. Returns a note when
-        work is waiting on something."""
+        """Start attempts while capacity, accounts and the circuit allow: the free slots' worth
+        of cells is admitted in one batch (one round trip per actor, not per cell). Returns a
+        note when work is waiting on something."""
         now = self.clock()
-        skipped: list[str] = []
-        note = None
-        while state.pending and len(self.inflight) < self.capacity:
+        requests: list[LeaseRequest] = []
+        while state.pending and len(self.inflight) + len(requests) < self.capacity:
             cell_id = state.pending.popleft()
             cell = state.cells[cell_id].cell
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
-            if drift is not None:
+            scope = self.circuit.blocks(account="", backend=cell.backend)
+            if drift is not None or scope is not None:
                 state.pending.appendleft(cell_id)
-                ledger.event("drift", drift.__dict__, cell_id=cell_id)
-                raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
-                                          "running cells may finish, a new plan is required")
-            lease_id = f"{self.plan.run_id}/{cell.id}#{self._leases}"
+                for request in reversed(requests):
+                    state.pending.appendleft(request.cell.id)
+                if drift is not None:
+                    ledger.event("drift", drift.__dict__, cell_id=cell_id)
+                    raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
+                                              "running cells may finish, a new plan is required")
+                assert scope is not None
+                raise RunStopped("circuit", f"recovery circuit open for {scope} "
+                                            f"(signature {self.circuit.open_scopes[scope]}); "
+                                            "resume with --hypothesis TEXT")
+            requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
+                                         self._horizon(cell)))
             self._leases += 1
-            account = self.gate.acquire(cell, lease_id, self._horizon(cell), now)
+        if not requests:
+            return None
+        excluded = {name for name in self.accounts
+                    if self.circuit.blocks(account=name, backend="") is not None}
+        granted = self.gate.acquire_many(requests, now, exclude=excluded)
+        waiting: list[str] = []
+        for request in requests:
+            account = granted.get(request.lease_id)
             if account is None:
-                skipped.append(cell_id)
-                blocked = self.gate.blocked_until(now)
-                if blocked is None and not self.inflight:
-                    stalled = self.gate.stalled(now)
-                    if stalled is not None:
-                        state.pending.appendleft(cell_id)
-                        skipped.pop()
-                        raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
-                                                     "fix the accounts (`ray-bench accounts status`), then resume")
-                note = (f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)" if blocked
-                        else "waiting: every account is at its limit")
-                break
-            scope = self.circuit.blocks(account=account, backend=cell.backend)
-            if scope is not None:
-                self.gate.release(account, lease_id, None, 0.0, now)
-                if scope == "run" or scope.startswith("backend:"):
-                    state.pending.appendleft(cell_id)
-                    raise RunStopped("circuit", f"recovery circuit open for {scope} "
-                                                f"(signature {self.circuit.open_scopes[scope]}); "
-                                                "resume with --hypothesis TEXT")
-                skipped.append(cell_id)
-                continue
-            self._start(ledger, state, cell, account, lease_id)
-        for cell_id in reversed(skipped):
+                waiting.append(request.cell.id)
+            else:
+                self._start(ledger, state, request.cell, account, request.lease_id)
+        for cell_id in reversed(waiting):
             state.pending.appendleft(cell_id)
-        if not self.inflight and state.pending and note is None and skipped:
-            usable = [v for v in self.gate.views(now) if v.state not in ("disabled", "held", "expired")
-                      and self.circuit.blocks(account=v.name, backend="") is None]
-            if not usable:
-                raise RunStopped("accounts", "no account can be admitted (disabled, held or circuit open)")
-        return note
+        if not waiting or self.inflight:
+            return "waiting: every account is at its limit" if waiting else None
+        if excluded and excluded >= set(self.accounts):
+            raise RunStopped("accounts", "no account can be admitted: the recovery circuit is open for every "
+                                         "account; resume with --hypothesis TEXT")
+        blocked = self.gate.blocked_until(now)
+        if blocked is not None:
+            return f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)"
+        stalled = self.gate.stalled(now)
+        if stalled is not None:
+            raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
+                                         "fix the accounts (`ray-bench accounts status`), then resume")
+        return "waiting: every account is at its limit"
 
     def _horizon(self, cell: PlanCell) -> float:
         """How long a cell may hold its account: its agent and verifier limits."""
@@ -261,6 +267,7 @@ class Driver:
         spec = AttemptSpec(
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
+            stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
             attempt_dir=str(self.run_root / "attempts" / cell.id / row.attempt_id),
             backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
             agent_command=arm.command, agent_env=dict(arm.env), agent_dir=arm.agent_dir,

@@ -85,7 +85,12 @@ class PrivateDockerd:
     def argv(self) -> list[str]:
         dockerd = shutil.which("dockerd")
         assert dockerd is not None
+        # A network namespace of its own: a dockerd started with --bridge=none deletes the
+        # host's docker0 interface on start-up (it "removes the default bridge"), which broke
+        # the shared system daemon's bridge networking for every later test. unshare execs
+        # dockerd in place, so self.proc's pid is dockerd's.
         return [
+            "unshare", "--net", "--",
             dockerd, "-H", self.url, "--config-file", str(self.config),
             "--data-root", str(self.data_root), "--exec-root", str(self.exec_root),
             "--pidfile", str(self.pidfile),

@@ -251,6 +251,27 @@ class SandboxConformance:
 
         run(body)
 
+    def test_put_dir_into_the_root(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str, tmp_path: Path
+    ) -> None:
+        """The cell runner uploads a staged tree (task/, logs/, agent/, the workdir) to "/" in
+        one call; every backend merges it into its root, empty directories included."""
+        stage = tmp_path / "stage"
+        (stage / "task").mkdir(parents=True)
+        (stage / "task" / "instruction.md").write_text("do it\n")
+        (stage / "logs" / "agent").mkdir(parents=True)
+        (stage / "rbapp").mkdir()
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                await sbx.put_dir(stage, "/")
+                task, logs, app = sbx.path("/task"), sbx.path("/logs/agent"), sbx.path("/rbapp")
+                res = await sbx.exec(f"cat {task}/instruction.md && test -d {logs} && test -d {app} && echo dirs-ok",
+                                     timeout=30)
+                assert res.stdout == "do it\ndirs-ok\n", res
+
+        run(body)
+
     # -- delete ---------------------------------------------------------------------------
 
     def test_delete_idempotent_and_unlisted(

@@ -19,7 +19,7 @@ TEST_ROUTES = {
     "RAY_BENCH_DEMO_KEY_B": "demo-value-b-0000",
 }
 
-_started = False
+_STATE = {"started": False}
 
 
 def set_test_routes() -> None:
@@ -28,7 +28,6 @@ def set_test_routes() -> None:
 
 
 def ensure_ray() -> None:
-    global _started
     import ray
 
     set_test_routes()
@@ -38,12 +37,47 @@ def ensure_ray() -> None:
 
     ray.init(address="local", include_dashboard=False, namespace="ray-bench", log_to_driver=False,
              logging_level=logging.WARNING)
-    _started = True
+    _STATE["started"] = True
     atexit.register(_shutdown)
+
+
+def reset_shared_actors() -> int:
+    """Kill the detached admission actors (accounts, pools, health) of earlier tests.
+
+    They are shared across runs on purpose: a run inherits the accounts' health and budget
+    from the runs before it. Tests reuse account names, so each in-process run starts from
+    fresh accounts instead of, say, an account an earlier test left cooling for ten minutes."""
+    import ray
+
+    killed = 0
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        name = entry["name"] if isinstance(entry, dict) else entry
+        namespace = entry.get("namespace") if isinstance(entry, dict) else "ray-bench"
+        if namespace == "ray-bench" and name.split(":", 1)[0] in ("account", "capacity", "health"):
+            ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
+            killed += 1
+            _wait_until_gone(name, namespace)
+    return killed
+
+
+def _wait_until_gone(name: str, namespace: str, timeout: float = 30.0) -> None:
+    """A killed actor's name is released asynchronously; creating one with get_if_exists
+    before then would hand back the dying actor."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return
+        time.sleep(0.05)
 
 
 def _shutdown() -> None:
     import ray
 
-    if _started and ray.is_initialized():
+    if _STATE["started"] and ray.is_initialized():
         ray.shutdown()

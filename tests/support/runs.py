@@ -10,7 +10,7 @@ from ray_bench.cells.pool import RayPool
 from ray_bench.ledger import Ledger, accepted_rows
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
-from support.ray_local import ensure_ray
+from support.ray_local import ensure_ray, reset_shared_actors
 
 
 def plan_and_run(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
@@ -20,8 +20,13 @@ def plan_and_run(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
     return execute(result.run_root, result.identity, options), result.run_root
 
 
-def execute(run_root: Path, identity: str, options: RunOptions | None = None) -> RunOutcome:
+def execute(run_root: Path, identity: str, options: RunOptions | None = None, *,
+            fresh_accounts: bool = True) -> RunOutcome:
+    """Run (or resume) a plan in-process. ``fresh_accounts=False`` keeps the account actors
+    of the previous run, as a real resume on a live cluster does."""
     ensure_ray()
+    if fresh_accounts:
+        reset_shared_actors()
     plan, identity = confirm_plan(run_root / "launch-plan.json", identity)
     opts = options or RunOptions()
     opts.tick_sec = min(opts.tick_sec, 0.1)

@@ -252,5 +252,10 @@ def _sandbox_arcname(sandbox_path: str) -> str:
 def _tar_dir(local_dir: Path, sandbox_dir: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(local_dir, arcname=_sandbox_arcname(sandbox_dir), filter=root_owned)
+        if PurePosixPath(sandbox_dir) == PurePosixPath("/"):
+            # Into the root: the directory's children, each under its own name.
+            for child in sorted(local_dir.iterdir()):
+                tar.add(child, arcname=child.name, filter=root_owned)
+        else:
+            tar.add(local_dir, arcname=_sandbox_arcname(sandbox_dir), filter=root_owned)
     return buf.getvalue()
