@@ -19,7 +19,7 @@ def _spec(tmp_path: Path, command: str, **kw: object) -> AttemptSpec:
     make_suite(tmp_path / "suite", tasks=["hello-world"])
     fields: dict[str, object] = dict(
         run_id="run", attempt_id="c-a1", cell_id="c", task_id="hello-world", arm="baseline", rep=1,
-        account="acct", task_path=str(tmp_path / "suite" / "tasks" / "hello-world"),
+        account="acct", task_path=str(tmp_path / "suite" / "tasks" / "hello-world"), stage_key=str(tmp_path),
         attempt_dir=str(tmp_path / "attempt"), backend="local", backend_options={},
         agent_command=command, agent_env={}, agent_dir=None, route_env={"API_KEY": "RB_CANARY_KEY_1"},
         route_home=None, agent_timeout_sec=10.0, verifier_timeout_sec=10.0, verifier_env={}, image=None,
