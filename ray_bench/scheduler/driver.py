@@ -107,7 +107,7 @@ class Driver:
         uses_docker = any(c.backend == "docker" for c in plan.cells)
         self.supervisor = ResourceSupervisor(
             run_root, plan.run_id, plan.host_reserve_mb, read_available=self.options.read_available_mb,
-            list_containers=docker_container_lister(plan.run_id) if uses_docker else None)
+            list_containers=docker_container_lister(plan.run_id, base_url=self._docker_url()) if uses_docker else None)
         self._supervised = 0.0
 
     # -- the run -----------------------------------------------------------------------------
@@ -246,6 +246,12 @@ class Driver:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
         return "waiting: every account is at its limit"
+
+    def _docker_url(self) -> str | None:
+        """The daemon the suite's docker backend talks to (None: the default socket)."""
+        config = self.plan.backends.get("docker")
+        url = config.options.get("base_url") if config else None
+        return str(url) if url else None
 
     def _horizon(self, cell: PlanCell) -> float:
         """How long a cell may hold its account: its agent and verifier limits."""
