@@ -50,7 +50,6 @@ class RunOptions:
     supervisor_every_sec: float = 2.0
     #: Host available memory in MiB; injectable so that tests can create pressure.
     read_available_mb: Callable[[], int] = read_available_mb
-    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 @dataclass
