@@ -49,4 +49,5 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             import daytona  # noqa: F401
         except ImportError as exc:
-            raise pytest.UsageError(f"CI=true needs the daytona extra (pip install -e '.[dev,daytona]'): {exc}") from exc
+            raise pytest.UsageError(
+                f"CI=true needs the daytona extra (pip install -e '.[dev,daytona]'): {exc}") from exc

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.ray_local import set_test_routes
 from typer.testing import CliRunner
 
 from ray_bench.cli import app
-from support.ray_local import set_test_routes
 
 set_test_routes()
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import ray
+from support.ray_local import ensure_ray
+from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
-from support.ray_local import ensure_ray
-from support.suites import make_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

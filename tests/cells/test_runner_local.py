@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
+
+from support.ray_local import TEST_ROUTES
+from support.suites import make_suite
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.sandboxes.local import LocalBackend
-from support.ray_local import TEST_ROUTES
-from support.suites import make_suite
 
 SECRET = TEST_ROUTES["RB_CANARY_KEY_1"]
 
@@ -77,10 +79,8 @@ def test_cancelled_attempt_removes_its_sandbox(tmp_path: Path) -> None:
         task = asyncio.ensure_future(run_attempt(spec, backend))
         await asyncio.sleep(1.0)
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
 
     asyncio.run(go())
     assert list((tmp_path / "sbx").iterdir()) == []

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.ray_local import TEST_ROUTES, set_test_routes
+from support.suites import make_suite
 from typer.testing import CliRunner
 
 from ray_bench.cli import app
-from support.ray_local import TEST_ROUTES, set_test_routes
-from support.suites import make_suite
 
 RAY_BENCH = str(Path(sys.executable).with_name("ray-bench"))
 
@@ -85,7 +85,7 @@ def test_docker_backend_run_leaves_no_container(tmp_path: Path, docker_client: o
                              "resources": {"cpus": 0.5, "memory_mb": 128, "pids": 128}}})
     outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", run_id="docker-run")
     assert outcome.exit_code == 0, outcome
-    attempts, rows = ledger_rows(root)
+    _attempts, rows = ledger_rows(root)
     assert len(rows) == 4
     receipt = (root / "receipt.md").read_text()
     assert "host admission fits" in receipt

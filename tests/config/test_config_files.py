@@ -4,12 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support.suites import make_suite
 
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.selection import load_selection
 from ray_bench.config.tasks import load_task, load_tasks, task_checksum
 from ray_bench.errors import ConfigError, MultipleInputErrors, SelectionError, TaskDirError
-from support.suites import make_suite
 
 
 def test_suite_loads_with_its_arms(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_task_directory_problems_listed(tmp_path: Path) -> None:
 
 
 def test_task_toml_syntax(tmp_path: Path) -> None:
-    suite, _ = make_suite(tmp_path, tasks=["hello-world"])
+    _suite, _ = make_suite(tmp_path, tasks=["hello-world"])
     toml = tmp_path / "tasks" / "hello-world" / "task.toml"
     toml.write_text("[agent\n")
     with pytest.raises(TaskDirError, match="invalid TOML"):

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from ray_bench.metrics import AccountView, MetricsExporter
 from support.prometheus import (
     ALERT_RULES,
     REPO_ROOT,
@@ -21,6 +19,8 @@ from support.prometheus import (
     dashboard_exprs,
     require_binary,
 )
+
+from ray_bench.metrics import AccountView, MetricsExporter
 
 OPS = REPO_ROOT / "ops"
 METRIC = re.compile(r"\braybench_[a-z_]+")

@@ -7,8 +7,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
-from ray_bench.metrics import AccountView, MetricsExporter
 from support.prometheus import (
     PrometheusServer,
     alert_expr,
@@ -16,6 +14,8 @@ from support.prometheus import (
     dashboard,
     dashboard_exprs,
 )
+
+from ray_bench.metrics import AccountView, MetricsExporter
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 

@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ray_bench.api import MetricsSettings, execute_run, plan_run
-from ray_bench.scheduler.driver import RunOptions
 from support.prometheus import PrometheusServer, alert_rules, dashboard_exprs
 from support.ray_local import ensure_ray
 from support.runs import ledger_rows
 from support.suites import make_suite
+
+from ray_bench.api import MetricsSettings, execute_run, plan_run
+from ray_bench.scheduler.driver import RunOptions
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.ray, pytest.mark.slow]
 
@@ -38,11 +38,12 @@ def test_pace_and_dashboard_from_a_real_run(tmp_path: Path, prometheus: Promethe
         prometheus.wait_for_data('sum(raybench_valid_rows_total{run="metrics-run"}) > 2', timeout=60)
         time.sleep(3)  # a few scrapes, so rate() and increase() have two points
         empty["dashboard"] = [e for e in dashboard_exprs(run="metrics-run") if not prometheus.query(e)]
-        empty["debug"] = [str(prometheus.query('{__name__=~"raybench_(remaining_cells|pace_rows_per_minute|finish_estimate_seconds)"}'))]
+        empty["debug"] = [str(prometheus.query(
+            '{__name__=~"raybench_(remaining_cells|pace_rows_per_minute|finish_estimate_seconds)"}'))]
         done.set()
 
     def during(exporter: object) -> None:
-        seen.append(str(getattr(exporter, "url")))
+        seen.append(str(exporter.url))
         threading.Thread(target=probe_while_running, daemon=True).start()
 
     outcome = execute_run(

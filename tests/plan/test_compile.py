@@ -5,13 +5,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.ray_local import TEST_ROUTES
+from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.errors import ConfigError, ConfirmationError, PairingGuardError, PlanError
 from ray_bench.plan.compile import PlanRequest, compile_plan
 from ray_bench.plan.store import confirm_plan, load_plan_file
-from support.ray_local import TEST_ROUTES
-from support.suites import make_suite
 
 ENV = dict(TEST_ROUTES)
 

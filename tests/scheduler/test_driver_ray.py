@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ray_bench.ledger import Ledger
 from support.runs import execute, ledger_rows, plan_and_run
 from support.suites import make_suite
+
+from ray_bench.ledger import Ledger
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
