@@ -183,7 +183,7 @@ def pause(
 @app.command()
 @guarded
 def report(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
-    """Rebuild report.md, report.csv and report.parquet from the ledger's accepted rows."""
+    """Rebuild report.md, .csv, .parquet and .html from the ledger's accepted rows (the run and its reruns)."""
     from ray_bench.reports.build import render_markdown, write_report
 
     result = write_report(run_root)
