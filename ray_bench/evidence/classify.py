@@ -66,6 +66,13 @@ def classify(summary: dict[str, Any], catalog: Catalog) -> Verdict:
         msg = texts["error"]
         return Verdict(False, cls, fingerprint(cls, rule, msg), msg, effect, retry_after, tuple(flags))
 
+    for phase in ("agent", "verifier"):
+        if (summary.get(phase) or {}).get("oom_killed"):
+            # The sandbox's memory limit killed it: a verdict on the limit, not on the agent.
+            msg = f"{phase} was killed by the sandbox's memory limit (OOM)"
+            return Verdict(False, "capacity", fingerprint("capacity", "oom-killed", msg), msg, "none",
+                           retry_after, tuple(flags))
+
     if summary.get("agent_error"):
         # The agent said it was in trouble: whatever the verifier says, this is not evidence.
         match = catalog.match({"agent_error": texts["agent_error"]})

@@ -65,6 +65,12 @@ def test_runner_exception_keeps_its_class() -> None:
     assert (v.valid, v.failure_class) == (False, "stack")
 
 
+def test_memory_limit_kill_is_capacity_even_with_a_reward() -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": 137, "oom_killed": True, "output_tail": ""}), CATALOG)
+    assert (v.valid, v.failure_class) == (False, "capacity")
+    assert not v.counts  # the limit, not the cell
+
+
 def test_zero_output_tokens_is_provider() -> None:
     v = classify(summary(reward=0.0, usage={"output_tokens": 0}, agent={"exit_code": 1, "output_tail": "x"}),
                  CATALOG)
