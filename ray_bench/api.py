@@ -157,6 +157,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             observer = Observers(observer or NullObserver(), MetricsObserver(exporter))
         if options.state_root is None and metrics is not None:
             options.state_root = metrics.state_root
+        if options.deadline is None and metrics is not None:
+            options.deadline = metrics.deadline
         try:
             with RayContext(options.address):
                 pool = RayPool()
@@ -223,7 +225,26 @@ def run_status(run_root: Path) -> dict[str, Any]:
     )
     if finished and not live:
         status["outcome"] = finished[-1].data
+    deadline = started[-1].data.get("deadline") if started else None
+    status["pace"] = pace_against_deadline(attempts, counts["pending"] + counts["running"], deadline, time.time())
     return status
+
+
+def pace_against_deadline(attempts: list[Any], remaining: int, deadline: float | None,
+                          now: float) -> dict[str, Any]:
+    """Observed valid rows per minute (15 minutes), the pace the deadline requires, and the
+    rows the observed pace leaves undone by then. Estimates come from observed pace only."""
+    window = 900.0
+    recent = sum(1 for a in attempts if a.valid and a.finished_at and a.finished_at >= now - window)
+    observed = recent / (window / 60)
+    out: dict[str, Any] = {"observed_rows_per_minute_15m": round(observed, 3), "remaining_cells": remaining,
+                           "finish_estimate_min": round(remaining / observed, 1) if observed > 0 else None}
+    if deadline is not None:
+        minutes_left = max(0.0, (deadline - now) / 60)
+        out["deadline"] = deadline
+        out["required_rows_per_minute"] = round(remaining / minutes_left, 3) if minutes_left > 0 else None
+        out["rows_short_at_observed_pace"] = max(0, round(remaining - observed * minutes_left))
+    return out
 
 
 def _failure_counts(attempts: list[Any]) -> dict[str, int]:

@@ -116,10 +116,11 @@ def execute(
     from ray_bench.scheduler.driver import RunOptions
     from ray_bench.state import default_state_root
 
-    options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis)
+    deadline_ts = parse_deadline(deadline) if deadline else None
+    options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts)
     metrics = None if no_metrics else MetricsSettings(
         host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
-        deadline=parse_deadline(deadline) if deadline else None, final_scrape_sec=3.0)
+        deadline=deadline_ts, final_scrape_sec=3.0)
     outcome = execute_run(plan_path=plan_path, confirm=confirm, options=options,
                           observer=ConsoleProgress(err, quiet=quiet), clear_halt=clear_halt,
                           clearance_reason=clearance_reason, metrics=metrics,
@@ -162,6 +163,16 @@ def status(
         out.print("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items())), markup=False)
     if data.get("last_stop"):
         out.print(f"last stop: {data['last_stop'].get('detail') or data['last_stop']}", markup=False)
+    pace = data.get("pace") or {}
+    if pace and data["state"] == "running":
+        line = f"observed pace {pace['observed_rows_per_minute_15m']} rows/min (15m)"
+        if pace.get("finish_estimate_min") is not None:
+            line += f", finish in ~{pace['finish_estimate_min']:.0f} min at that pace"
+        if pace.get("deadline") is not None:
+            short = pace["rows_short_at_observed_pace"]
+            line += (f"; deadline needs {pace['required_rows_per_minute']} rows/min: "
+                     + (f"{short} rows short at the observed pace" if short else "on track"))
+        out.print(line, markup=False)
     if data.get("resume_action"):
         out.print(f"first safe resume action: {data['resume_action']}", markup=False)
 

@@ -44,6 +44,8 @@ class RunOptions:
     hypothesis: str | None = None
     catalog: Catalog = field(default_factory=Catalog.default)
     tick_sec: float = 0.25
+    #: When the run must finish (unix seconds): recorded so that `status` can compare pace.
+    deadline: float | None = None
     #: Operator holds and other host state (default: $RAY_BENCH_STATE_ROOT or ~/.ray-bench).
     state_root: Path | None = None
     #: How often the resource supervisor reads host memory.
@@ -126,6 +128,7 @@ class Driver:
             self._replay_circuit(ledger, history)
             state = RunState(self.plan, history)
             ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
+                                         "deadline": self.options.deadline,
                                          "counts": state.counts()})
             self.observer.run_started(self.plan, state, stale)
             stopped, detail = self._execute(ledger, state)
