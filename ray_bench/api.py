@@ -161,7 +161,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             options.deadline = metrics.deadline
         try:
             with RayContext(options.address):
-                pool = RayPool()
+                pool = RayPool(options.runners_per_node)
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:

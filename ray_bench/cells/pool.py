@@ -56,7 +56,7 @@ class RayContext:
 class RayPool:
     """One :class:`CellRunner` per alive node; each attempt goes to the least loaded one."""
 
-    def __init__(self) -> None:
+    def __init__(self, runners_per_node: int = 1) -> None:
         self._runners: list[Any] = []
         self._load: list[int] = []
         self._nodes: list[str] = []
@@ -68,7 +68,8 @@ class RayPool:
         self._docker_nodes = {n["NodeID"] for n in alive
                               if n.get("Resources", {}).get(DOCKER_RESOURCE)}
         for node in alive:
-            self._spawn(node["NodeID"])
+            for _ in range(max(1, runners_per_node)):
+                self._spawn(node["NodeID"])
 
     def _spawn(self, node_id: str) -> int:
         runner = CellRunner.options(  # type: ignore[attr-defined]

@@ -95,6 +95,8 @@ def execute(
     address: Annotated[str | None, typer.Option("--address", help="Join this Ray cluster "
                                                 "(default: start a local Ray instance).")] = None,
     parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism further.")] = None,
+    runners_per_node: Annotated[int, typer.Option("--runners-per-node", min=1, max=64,
+                                                  help="Cell runner processes per Ray node.")] = 1,
     hypothesis: Annotated[str | None, typer.Option("--hypothesis", help="What changed, to reopen an "
                                                    "open recovery circuit (recorded in the ledger).")] = None,
     clear_halt: Annotated[Path | None, typer.Option("--clear-halt", help="runs/ID/resource-halt.json to "
@@ -117,7 +119,8 @@ def execute(
     from ray_bench.state import default_state_root
 
     deadline_ts = parse_deadline(deadline) if deadline else None
-    options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts)
+    options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts,
+                         runners_per_node=runners_per_node)
     metrics = None if no_metrics else MetricsSettings(
         host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
         deadline=deadline_ts, final_scrape_sec=3.0)

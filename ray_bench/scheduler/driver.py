@@ -44,6 +44,9 @@ class RunOptions:
     hypothesis: str | None = None
     catalog: Catalog = field(default_factory=Catalog.default)
     tick_sec: float = 0.25
+    #: Cell runners per Ray node. One async runner holds one core (the GIL) at ~15-20 ms of
+    #: Python per no-op cell; nodes with more cores and very short cells want more.
+    runners_per_node: int = 1
     #: When the run must finish (unix seconds): recorded so that `status` can compare pace.
     deadline: float | None = None
     #: Operator holds and other host state (default: $RAY_BENCH_STATE_ROOT or ~/.ray-bench).

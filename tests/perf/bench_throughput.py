@@ -77,14 +77,15 @@ def run_raw(n: int, concurrency: int, scratch: Path) -> float:
     return time.perf_counter() - t
 
 
-def run_driver(root: Path, n: int, concurrency: int, profile: str | None) -> tuple[float, float, int]:
+def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
+               runners: int = 1) -> tuple[float, float, int]:
     """(driver wall seconds, first start to last finish from the ledger, valid rows)."""
     reps = max(1, n // 2)
     suite, accounts = write_suite(root / "suite", tasks=1, reps=reps, concurrency=concurrency,
                                   local_root=root / "sbx")
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id="tp")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
-    driver = Driver(plan, identity, planned.run_root, RayPool(), options=RunOptions())
+    driver = Driver(plan, identity, planned.run_root, RayPool(runners), options=RunOptions())
     profiler = cProfile.Profile() if profile else None
     t = time.perf_counter()
     if profiler:
@@ -106,6 +107,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--runners", type=int, default=1, help="cell runners per node")
     parser.add_argument("--profile", help="write a cProfile of the driver's run here")
     args = parser.parse_args()
     os.environ.update(ROUTES)  # before Ray starts: its workers resolve the credential routes
@@ -117,7 +119,7 @@ def main() -> int:
             c0, s0 = descendant_cpu(), self_cpu()
             raw = run_raw(args.cells, args.concurrency, root / "raw")
             c1, s1 = descendant_cpu(), self_cpu()
-            wall, span, valid = run_driver(root, args.cells, args.concurrency, args.profile)
+            wall, span, valid = run_driver(root, args.cells, args.concurrency, args.profile, args.runners)
             c2, s2 = descendant_cpu(), self_cpu()
             raw_again = run_raw(args.cells, args.concurrency, root / "raw2")
     finally:

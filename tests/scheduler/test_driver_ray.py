@@ -305,3 +305,16 @@ def test_every_account_rejecting_its_credentials_stops_the_run_instead_of_hangin
     assert {a.failure_class for a in attempts} == {"auth"}
     assert not any(a.counts for a in attempts)  # not blamed on the cells: they stay pending
     assert outcome.counts["failed"] == 0 and outcome.counts["pending"] == 4
+
+
+def test_several_runners_per_node_share_the_work(tmp_path: Path) -> None:
+    from ray_bench.scheduler.driver import RunOptions
+
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2,
+                                 backends=_local(tmp_path))
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", options=RunOptions(runners_per_node=2))
+    assert outcome.exit_code == 0 and outcome.counts["valid"] == 12
+    attempts, _ = ledger_rows(root)
+    pids = {json.loads((root / "attempts" / a.cell_id / a.attempt_id / "result.json").read_text())["pid"]
+            for a in attempts}
+    assert len(pids) == 2  # both runner processes ran cells

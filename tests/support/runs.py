@@ -30,7 +30,7 @@ def execute(run_root: Path, identity: str, options: RunOptions | None = None, *,
     plan, identity = confirm_plan(run_root / "launch-plan.json", identity)
     opts = options or RunOptions()
     opts.tick_sec = min(opts.tick_sec, 0.1)
-    return Driver(plan, identity, run_root, RayPool(), options=opts).run()
+    return Driver(plan, identity, run_root, RayPool(opts.runners_per_node), options=opts).run()
 
 
 def ledger_rows(run_root: Path) -> tuple[list[Any], dict[str, Any]]:
