@@ -26,7 +26,8 @@ from typing import Any
 
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.evidence.catalog import FAILURE_CLASSES
-from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch, start_order
+from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
+from ray_bench.ledger.rows import start_order
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow
 from ray_bench.models.plan import Plan
 from ray_bench.plan.compile import PlanRequest, compile_plan

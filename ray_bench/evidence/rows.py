@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.errors import UserInputError
+from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
@@ -115,20 +116,10 @@ def default_cohort(epochs: list[Epoch], suite: str | None = None) -> Cohort:
     return Cohort(suite, frozenset(e.identity for e in epochs if e.plan.suite == suite))
 
 
-def start_order(row: AttemptRow) -> tuple[float, str, str]:
-    return (row.started_at, row.epoch, row.attempt_id)
-
-
 def accepted(attempts: Iterable[AttemptRow], cohort: Cohort) -> dict[str, AttemptRow]:
-    """cell id -> its accepted row: the earliest started valid attempt of the cohort."""
-    chosen: dict[str, AttemptRow] = {}
-    for row in attempts:
-        if not row.valid or row.epoch not in cohort.epochs:
-            continue
-        best = chosen.get(row.cell_id)
-        if best is None or start_order(row) < start_order(best):
-            chosen[row.cell_id] = row
-    return chosen
+    """cell id -> its accepted row: the earliest started valid attempt of the cohort (the rule
+    lives in :func:`ray_bench.ledger.rows.accepted_rows`)."""
+    return accepted_rows(attempts, set(cohort.epochs))
 
 
 @dataclass(frozen=True)

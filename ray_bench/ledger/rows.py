@@ -11,15 +11,20 @@ from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
 def accepted_rows(attempts: Iterable[AttemptRow], cohort: set[str] | None = None) -> dict[str, AttemptRow]:
     """cell id -> its accepted row. ``cohort`` is the set of compatible epochs (all if None).
     The rule: among valid attempts of the cohort, the one that *started* first (ties broken by
-    attempt id). Deterministic, and blind to rewards."""
+    epoch, then attempt id). Deterministic, and blind to rewards. The one implementation of the
+    rule: reports, gaps, reruns and the pairing guard all come here."""
     chosen: dict[str, AttemptRow] = {}
     for row in attempts:
         if not row.valid or (cohort is not None and row.epoch not in cohort):
             continue
         best = chosen.get(row.cell_id)
-        if best is None or (row.started_at, row.attempt_id) < (best.started_at, best.attempt_id):
+        if best is None or start_order(row) < start_order(best):
             chosen[row.cell_id] = row
     return chosen
+
+
+def start_order(row: AttemptRow) -> tuple[float, str, str]:
+    return (row.started_at, row.epoch, row.attempt_id)
 
 
 def valid_rows_by_task_arm(run_root: Path) -> dict[tuple[str, str, str], int]:
