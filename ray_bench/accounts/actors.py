@@ -60,7 +60,6 @@ class AccountActor:
         self._limits_doc = limits
         self.core = AccountCore(name, _limits(limits), now=time.time())
         self._runs: dict[str, float] = {}  # run id -> last renewal
-        self._held_by_operator = False
 
     def configure(self, limits: dict[str, Any]) -> bool:
         """Adopt new limits when nothing runs on the account; returns whether it did."""
@@ -127,12 +126,6 @@ class AccountActor:
         now = time.time()
         self._expire(now)
         return self.core.snapshot(now)
-
-    def hold(self) -> None:
-        self.core.health.hold()
-
-    def release_hold(self) -> None:
-        self.core.health.release(time.time())
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
@@ -248,8 +241,8 @@ class ActorGate:
         refs = [actor.configure.remote(a.limits.model_dump(mode="json"))
                 for a, actor in zip(accounts, self.actors.values(), strict=True)]
         refs += [pool.resize.remote(size) for pool, size in zip(self.pools.values(), pools.values(), strict=True)]
-        self.reconfigured = ray.get(refs[: len(accounts)])
-        ray.get(refs[len(accounts):])
+        # configure() answers False when the account is busy: it keeps its limits until idle.
+        ray.get(refs)
         # A resumed run's old leases belong to a dead driver.
         ray.get([a.abandon_run.remote(run_id) for a in self.actors.values()]
                 + [p.abandon_run.remote(run_id) for p in self.pools.values()])

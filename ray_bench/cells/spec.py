@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -39,4 +39,3 @@ class AttemptSpec:
     expose_solution: bool
     artifact_cap_bytes: int
     seed: str
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -44,12 +43,6 @@ def guarded(fn: Any) -> Any:
             err.print(f"error: {exc}", markup=False)
             raise typer.Exit(1) from None
     return wrapper
-
-
-class Arms(StrEnum):
-    all = "all"
-    baseline_only = "baseline-only"
-    full_only = "full-only"
 
 
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where run roots are created.")]
