@@ -82,9 +82,15 @@ class AccountActor:
             return None
         return self.core.snapshot(now)
 
-    def acquire_many(self, run_id: str, leases: list[tuple[str, str]]) -> tuple[list[str], AccountSnapshot]:
-        """Start leases in order while the account admits; return the started ones and the
-        fresh snapshot. One call per batch keeps the actor off the per-cell path."""
+    def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
+                     finished: list[tuple[str, Outcome | None]] | None = None,
+                     ) -> tuple[list[str], AccountSnapshot]:
+        """Record the run's ``finished`` leases, then start ``leases`` in order while the
+        account admits; return the started ones and the fresh snapshot. One call per batch
+        and account keeps the actor off the per-cell path (an actor call costs ~1.3 ms of the
+        actor's CPU, whatever it carries)."""
+        if finished:
+            self.finish_many(run_id, finished)
         now = time.time()
         self._expire(now)
         self._runs[run_id] = now
@@ -170,7 +176,9 @@ class CapacityActor:
         self._leases[lease_id] = (run_id, now)
         return True
 
-    def acquire_many(self, run_id: str, lease_ids: list[str]) -> list[str]:
+    def acquire_many(self, run_id: str, lease_ids: list[str], released: list[str] | None = None) -> list[str]:
+        """Free ``released`` first, then take a slot for each of ``lease_ids`` while any is left."""
+        self.release_many(released or [])
         return [lease for lease in lease_ids if self.acquire(run_id, lease)]
 
     def release(self, lease_id: str) -> None:
@@ -277,7 +285,6 @@ class ActorGate:
         over the accounts by headroom from the cached snapshots (an account that finished a
         cell since counts as one slot freer), and each account is asked once for its share;
         what it refuses waits for the next round."""
-        self.flush()
         self._refresh(now)
         horizon = max(r.horizon_sec for r in requests)
         headroom: dict[str, int] = {}
@@ -293,11 +300,14 @@ class ActorGate:
                 limits[name] = max(1, snap.limit)
         wanted = requests[: sum(headroom.values())]
         if not wanted:
+            self.flush()
             return {}
         by_backend: dict[str, list[str]] = {}
         for r in wanted:
             by_backend.setdefault(r.cell.backend, []).append(r.lease_id)
-        pool_refs = {b: self.pools[b].acquire_many.remote(self.run_id, ids)
+        # Buffered releases and finishes ride along with the acquire calls of the same actor
+        # (applied before the acquire); flush() sends what is left to the others.
+        pool_refs = {b: self.pools[b].acquire_many.remote(self.run_id, ids, self._pool_releases.pop(b, None))
                      for b, ids in by_backend.items() if b in self.pools}
         pooled = {lease for ids in ray.get(list(pool_refs.values())) for lease in ids}
         pooled |= {lease for b, ids in by_backend.items() if b not in self.pools for lease in ids}
@@ -311,8 +321,10 @@ class ActorGate:
             if headroom[name] == 0:
                 del headroom[name]
         names = list(shares)
-        answers = ray.get([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]])
+        answers = ray.get([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]],
+                                                              self._finishes.pop(n, None))
                            for n in names])
+        self.flush()
         granted: dict[str, str] = {}
         for name, (started, snap) in zip(names, answers, strict=True):
             self._snaps[name] = snap

@@ -120,6 +120,11 @@ class Sandbox(abc.ABC):
         bytes written. A missing ``sandbox_dir`` copies nothing. An entry that would land
         outside ``local_dir`` raises :class:`~ray_bench.errors.ArchiveEscapeError`."""
 
+    async def take_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+        """Collect ``sandbox_dir`` as :meth:`get_dir` does, when the sandbox is done: nothing
+        runs in it afterwards, and the backend may move the files rather than copy them."""
+        return await self.get_dir(sandbox_dir, local_dir, max_bytes=max_bytes)
+
     @abc.abstractmethod
     async def delete(self) -> None:
         """Remove the sandbox and everything it holds. Idempotent."""

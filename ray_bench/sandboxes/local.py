@@ -17,8 +17,9 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ray_bench.errors import ArchiveEscapeError, SandboxGoneError
 from ray_bench.sandboxes.base import (
@@ -30,8 +31,11 @@ from ray_bench.sandboxes.base import (
     SandboxSpec,
 )
 
+#: The sandbox's record: its labels (JSON, first line), then one line per process group it
+#: started, so that a later ``remove`` (audit, resume after a crash) can kill what a dead
+#: runner left behind. One file: on a busy host every file created costs (see _copy_tree).
 _MARKER = ".ray-bench-sandbox.json"
-_PIDS = ".ray-bench-pgids"
+T = TypeVar("T")
 
 
 def default_root() -> Path:
@@ -72,10 +76,10 @@ class LocalSandbox(Sandbox):
         self._check_alive()
         workdir = self._host(cwd or self._workdir)
         workdir.mkdir(parents=True, exist_ok=True)
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root / "home")}
+        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
+        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
         full_env.update(self._env)
         full_env.update(env or {})
-        (self.root / "home").mkdir(exist_ok=True)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", command,
@@ -85,10 +89,9 @@ class LocalSandbox(Sandbox):
             start_new_session=True,  # its own process group, so a kill reaches its children
         )
         self._procs.add(proc)
-        # Recorded so that a later `remove` (audit, resume after a crash) can kill what a dead
-        # runner left behind: the group outlives the worker process that started it.
-        with (self.root / _PIDS).open("a") as pids:
-            pids.write(f"{proc.pid}\n")
+        # The group outlives the worker process that started it: recorded for `remove`.
+        with (self.root / _MARKER).open("a") as record:
+            record.write(f"{proc.pid}\n")
         assert proc.stdout is not None
         assert proc.stderr is not None
         dropped = [0]
@@ -125,7 +128,7 @@ class LocalSandbox(Sandbox):
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         self._check_alive()
         dest = self._host(sandbox_dir)
-        await asyncio.to_thread(shutil.copytree, local_dir, dest, dirs_exist_ok=True, symlinks=True)
+        await _off_loop_if_large(local_dir, _copy_tree, local_dir, dest)
 
     async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
         self._check_alive()
@@ -139,40 +142,171 @@ class LocalSandbox(Sandbox):
         src = self._host(sandbox_dir)
         if not src.is_dir():
             return 0
-        return await asyncio.to_thread(copy_tree_capped, src, local_dir, max_bytes)
+        return await _off_loop_if_large(src, copy_tree_capped, src, local_dir, max_bytes)
+
+    async def take_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+        """Move the directory out when it fits the cap and ``local_dir`` is new and on the same
+        filesystem (one rename instead of a copy per file); copy otherwise. The sandbox's
+        processes are killed first, so none writes into the collected files afterwards, and
+        symbolic links are dropped, as a copy would skip them."""
+        self._check_alive()
+        src = self._host(sandbox_dir)
+        if not src.is_dir():
+            return 0
+        for proc in list(self._procs):
+            _kill_group(proc)
+        _kill_recorded(self.root)
+        return await _off_loop_if_large(src, _move_or_copy, src, local_dir, max_bytes)
 
     async def delete(self) -> None:
         for proc in list(self._procs):
             _kill_group(proc)
         _kill_recorded(self.root)
-        await asyncio.to_thread(shutil.rmtree, self.root, True)
+        await _off_loop_if_large(self.root, shutil.rmtree, self.root, True)
+
+
+#: Trees up to this many entries are copied, moved or removed on the event loop itself.
+SMALL_TREE = 256
+
+
+async def _off_loop_if_large(tree: Path, func: Callable[..., T], *args: Any) -> T:
+    """Run filesystem work on the event loop when ``tree`` is small, in a thread otherwise.
+    A thread per call looked free but was not: with a dozen cells in flight the worker
+    threads and the loop fight over the GIL around every system call, and inline the
+    runner's CPU per no-op cell fell from ~6 to ~4 ms (/tmp/rb-style micro-benchmark in
+    tests/perf/README.md). A large tree (a repository the agent cloned) still goes to a
+    thread so that the loop keeps serving the other cells."""
+    if _small(tree, SMALL_TREE):
+        return func(*args)
+    return await asyncio.to_thread(func, *args)
+
+
+def _small(root: Path, limit: int) -> bool:
+    """Whether ``root`` holds at most ``limit`` entries (a walk that stops early)."""
+    seen = 0
+    stack = [root]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > limit:
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return True
+
+
+#: The process umask, read once (reading it means setting it).
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    """Merge ``src`` into ``dest`` (``cp -a`` without times): files keep their mode, symlinks
+    stay links. Each file and directory is created with its mode in one call, without the
+    ``copystat`` of ``shutil.copytree``: on the hosts measured a metadata operation costs
+    50-500 us of CPU, and a cell's uploads are mostly metadata."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with os.scandir(src) as entries:
+        for entry in entries:
+            target = dest / entry.name
+            if entry.is_symlink():
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir():
+                _make_dir(target, entry.stat().st_mode)
+                _copy_tree(Path(entry.path), target)
+            else:
+                _copy_file(entry.path, target, entry.stat().st_mode)
+
+
+def _make_dir(path: Path, mode: int) -> None:
+    try:
+        os.mkdir(path, mode & 0o7777)
+    except FileExistsError:
+        return
+    if mode & 0o7777 & _UMASK:
+        os.chmod(path, mode & 0o7777)
+
+
+def _copy_file(src: str, dest: Path, mode: int) -> None:
+    with open(src, "rb") as fin:
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode & 0o7777)
+        with open(fd, "wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+    if mode & 0o7777 & _UMASK:
+        os.chmod(dest, mode & 0o7777)
 
 
 def copy_tree_capped(src: Path, dest: Path, max_bytes: int) -> int:
-    """Copy regular files below ``src`` into ``dest`` up to ``max_bytes`` in all. Symlinks are
-    not followed: a link pointing out of the sandbox is skipped rather than copied."""
-    written = 0
+    """Copy regular files below ``src`` into ``dest`` up to ``max_bytes`` in all, in name
+    order. Symlinks are not followed: a link pointing out of the sandbox is skipped rather
+    than copied. Names come from directory listings (never ``..``), so nothing lands outside
+    ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    root = dest.resolve()
-    for path in sorted(src.rglob("*")):
-        rel = path.relative_to(src)
-        target = (dest / rel).resolve()
-        if not target.is_relative_to(root):
-            raise ArchiveEscapeError(f"{rel} would be written outside {dest}")
-        if path.is_symlink():
+    return _copy_capped(src, dest, max_bytes)
+
+
+def _copy_capped(src: Path, dest: Path, budget: int) -> int:
+    written = 0
+    with os.scandir(src) as listing:
+        entries = sorted(listing, key=lambda e: e.name)
+    for entry in entries:
+        if entry.is_symlink():
             continue
-        if path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+        target = dest / entry.name
+        if entry.is_dir():
+            target.mkdir(exist_ok=True)
+            written += _copy_capped(Path(entry.path), target, budget - written)
             continue
-        budget = max_bytes - written
-        if budget <= 0:
+        if budget - written <= 0:
             break
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("rb") as fin, target.open("wb") as fout:
-            chunk = fin.read(budget)
+        if not entry.is_file():
+            continue  # fifos, sockets, devices
+        with open(entry.path, "rb") as fin, target.open("wb") as fout:
+            chunk = fin.read(budget - written)
             fout.write(chunk)
             written += len(chunk)
     return written
+
+
+def _move_or_copy(src: Path, dest: Path, max_bytes: int) -> int:
+    """Move ``src`` to ``dest`` when it holds at most ``max_bytes`` of regular files only
+    (symlinks are removed first); otherwise copy with the cap."""
+    size = _drop_links_and_measure(src, max_bytes)
+    if size is not None and not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(src, dest)
+            return size
+        except OSError:  # another filesystem (EXDEV), or dest appeared: copy instead
+            pass
+    return copy_tree_capped(src, dest, max_bytes)
+
+
+def _drop_links_and_measure(root: Path, limit: int) -> int | None:
+    """Unlink symlinks below ``root`` and total the regular files' sizes; None when the
+    total passes ``limit`` or something other than files and directories is there."""
+    total = 0
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    os.unlink(entry.path)
+                elif entry.is_dir():
+                    stack.append(Path(entry.path))
+                elif entry.is_file():
+                    total += entry.stat().st_size
+                    if total > limit:
+                        return None
+                else:
+                    return None
+    return total
 
 
 async def _read_capped(stream: asyncio.StreamReader, cap: int, dropped: list[int]) -> bytes:
@@ -187,7 +321,7 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int, dropped: list[int
 
 def _kill_recorded(root: Path) -> None:
     try:
-        pgids = [int(line) for line in (root / _PIDS).read_text().split()]
+        pgids = [int(line) for line in (root / _MARKER).read_text().splitlines()[1:]]
     except (OSError, ValueError):
         return
     for pgid in pgids:
@@ -210,7 +344,7 @@ class LocalBackend(SandboxBackend):
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / f"sbx-{uuid.uuid4().hex[:12]}"
         path.mkdir()
-        (path / _MARKER).write_text(json.dumps({"labels": dict(spec.labels)}))
+        (path / _MARKER).write_text(json.dumps({"labels": dict(spec.labels)}) + "\n")
         return LocalSandbox(path, spec)
 
     async def list(self, labels: Mapping[str, str]) -> list[SandboxRef]:
@@ -219,7 +353,8 @@ class LocalBackend(SandboxBackend):
             return refs
         for marker in self.root.glob(f"*/{_MARKER}"):
             try:
-                found = json.loads(marker.read_text())["labels"]
+                with marker.open() as record:
+                    found = json.loads(record.readline())["labels"]
             except (OSError, ValueError, KeyError):
                 continue
             if all(found.get(k) == v for k, v in labels.items()):

@@ -189,7 +189,8 @@ class Driver:
                 break
             for ref, summary in self.pool.wait(list(self.inflight), self.options.tick_sec):
                 self._finish(ledger, state, ref, summary)
-            self.gate.flush()
+            if stop is not None:
+                self.gate.flush()  # otherwise the next round's acquire carries the releases
             now = self.clock()
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.tick(state, self.gate.views(now), note)
@@ -225,6 +226,7 @@ class Driver:
                                          self._horizon(cell)))
             self._leases += 1
         if not requests:
+            self.gate.flush()
             return None
         excluded = {name for name in self.accounts
                     if self.circuit.blocks(account=name, backend="") is not None}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
 from pathlib import Path
 
 from support.ray_local import TEST_ROUTES
@@ -92,3 +94,28 @@ def test_output_is_capped(tmp_path: Path) -> None:
     summary = _run(spec, tmp_path / "sbx")
     assert summary["agent"]["truncated_bytes"] > 3_000_000  # type: ignore[index]
     assert (tmp_path / "attempt" / "agent" / "stdout.txt").stat().st_size <= 1 << 20
+
+
+def test_stage_roots_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    """Ray ends runner processes without atexit; the next runner clears what they staged."""
+    from ray_bench.cells.runner import _new_stage_root
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    parent = tmp_path / "stages"
+    (parent / f"{dead.pid}-abc").mkdir(parents=True)
+    (parent / f"{os.getppid()}-live").mkdir()
+    (parent / "not-a-pid").mkdir()
+
+    mine = _new_stage_root(parent)
+
+    assert sorted(p.name for p in parent.iterdir()) == sorted([f"{os.getppid()}-live", "not-a-pid", mine.name])
+    assert mine.name.startswith(f"{os.getpid()}-")
+
+
+def test_silent_streams_leave_no_output_files(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, 'sh "$SOLUTION_DIR/solve.sh" >/dev/null 2>&1; echo oops >&2')
+    summary = _run(spec, tmp_path / "sbx")
+    assert summary["reward"] == 1.0
+    assert (tmp_path / "attempt" / "agent" / "stderr.txt").read_text() == "oops\n"
+    assert not (tmp_path / "attempt" / "agent" / "stdout.txt").exists()

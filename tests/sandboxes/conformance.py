@@ -251,6 +251,28 @@ class SandboxConformance:
 
         run(body)
 
+    def test_take_dir_collects_what_get_dir_would(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str, tmp_path: Path
+    ) -> None:
+        """The runner collects ``/logs`` with ``take_dir`` once the sandbox is done."""
+        src = tmp_path / "src"
+        (src / "agent").mkdir(parents=True)
+        (src / "agent" / "trace.txt").write_text("trace\n")
+        (src / "verifier").mkdir()
+        (src / "verifier" / "reward.txt").write_text("1\n")
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                await sbx.put_dir(src, "/logs")
+                out = tmp_path / "out"
+                n = await sbx.take_dir("/logs", out, max_bytes=1 << 20)
+                got = {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()}
+                assert got == {"agent/trace.txt": "trace\n", "verifier/reward.txt": "1\n"}
+                assert n == len("trace\n") + len("1\n")
+                assert await sbx.take_dir("/no/such/dir", tmp_path / "none", max_bytes=100) == 0
+
+        run(body)
+
     def test_put_dir_into_the_root(
         self, run: Runner, sandbox_spec: SpecFactory, run_id: str, tmp_path: Path
     ) -> None:

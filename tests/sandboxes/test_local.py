@@ -1,14 +1,20 @@
-"""The conformance suite against the ``local`` backend."""
+"""The conformance suite against the ``local`` backend, and what only it does (moving logs out,
+keeping small filesystem work on the event loop)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import stat
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from ray_bench.sandboxes import local
 from ray_bench.sandboxes.base import SandboxSpec
-from ray_bench.sandboxes.local import LocalBackend
+from ray_bench.sandboxes.local import LocalBackend, LocalSandbox
 
 from .conformance import BackendFactory, SandboxConformance, SpecFactory
 
@@ -24,3 +30,104 @@ class TestLocalConformance(SandboxConformance):
             return SandboxSpec(labels=labels)
 
         return make
+
+
+def _sandbox(tmp_path: Path) -> tuple[LocalBackend, LocalSandbox]:
+    backend = LocalBackend(root=tmp_path / "sandboxes")
+    sbx = asyncio.run(backend.create(SandboxSpec(labels={"ray-bench.run": "r"})))
+    assert isinstance(sbx, LocalSandbox)
+    return backend, sbx
+
+
+def test_take_dir_moves_logs_out_and_drops_links(tmp_path: Path) -> None:
+    _, sbx = _sandbox(tmp_path)
+    logs = Path(sbx.path("/logs"))
+    (logs / "agent").mkdir(parents=True)
+    (logs / "agent" / "out.txt").write_text("kept\n")
+    (tmp_path / "secret.txt").write_text("not yours\n")
+    (logs / "agent" / "link").symlink_to(tmp_path / "secret.txt")
+    before = (logs / "agent" / "out.txt").stat().st_ino
+
+    n = asyncio.run(sbx.take_dir("/logs", tmp_path / "collected", max_bytes=1 << 20))
+
+    assert n == len("kept\n")
+    assert (tmp_path / "collected" / "agent" / "out.txt").stat().st_ino == before  # moved, not copied
+    assert not (tmp_path / "collected" / "agent" / "link").exists()
+    assert not (tmp_path / "collected" / "agent" / "link").is_symlink()
+    assert not logs.exists()
+    asyncio.run(sbx.delete())
+
+
+def test_take_dir_over_the_cap_copies_what_fits(tmp_path: Path) -> None:
+    _, sbx = _sandbox(tmp_path)
+    logs = Path(sbx.path("/logs"))
+    logs.mkdir()
+    (logs / "a.bin").write_bytes(b"a" * 300)
+    (logs / "b.bin").write_bytes(b"b" * 300)
+
+    n = asyncio.run(sbx.take_dir("/logs", tmp_path / "collected", max_bytes=400))
+
+    assert n == 400
+    assert (tmp_path / "collected" / "a.bin").read_bytes() == b"a" * 300
+    assert (tmp_path / "collected" / "b.bin").read_bytes() == b"b" * 100
+    assert (logs / "a.bin").exists()  # copied: the sandbox keeps its files until deleted
+    asyncio.run(sbx.delete())
+
+
+def test_take_dir_kills_what_still_runs_in_the_sandbox(tmp_path: Path) -> None:
+    """A background process left by the agent must not write into collected (redacted) logs."""
+    _, sbx = _sandbox(tmp_path)
+    logs = sbx.path("/logs")
+    res = asyncio.run(sbx.exec(f"mkdir -p {logs}; (sleep 0.5; echo late > {logs}/late.txt) >/dev/null 2>&1 &",
+                               timeout=10))
+    assert res.exit_code == 0
+    asyncio.run(sbx.take_dir("/logs", tmp_path / "collected", max_bytes=1 << 20))
+    time.sleep(1.0)
+    assert not (tmp_path / "collected" / "late.txt").exists()
+    asyncio.run(sbx.delete())
+
+
+def test_uploads_keep_modes_and_links(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "run.sh").write_text("#!/bin/sh\n")
+    (src / "bin" / "run.sh").chmod(0o750)
+    (src / "private.txt").write_text("p")
+    (src / "private.txt").chmod(0o600)
+    (src / "alias").symlink_to("bin/run.sh")
+    _, sbx = _sandbox(tmp_path)
+
+    asyncio.run(sbx.put_dir(src, "/up"))
+
+    up = Path(sbx.path("/up"))
+    assert stat.S_IMODE((up / "bin" / "run.sh").stat().st_mode) == 0o750
+    assert stat.S_IMODE((up / "private.txt").stat().st_mode) == 0o600
+    assert os.readlink(up / "alias") == "bin/run.sh"
+    asyncio.run(sbx.delete())
+
+
+def test_large_trees_leave_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small trees are handled inline; a tree past SMALL_TREE entries goes to a thread."""
+    threads: list[str] = []
+    real = asyncio.to_thread
+
+    async def spy(func: object, *args: object) -> object:
+        threads.append(getattr(func, "__name__", "?"))
+        return await real(func, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local.asyncio, "to_thread", spy)
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.mkdir()
+    (small / "f").write_text("x")
+    large.mkdir()
+    for i in range(local.SMALL_TREE + 1):
+        (large / f"f{i}").write_text("x")
+    _, sbx = _sandbox(tmp_path)
+    asyncio.run(sbx.put_dir(small, "/s"))
+    assert threads == []
+    asyncio.run(sbx.put_dir(large, "/l"))
+    assert threads == ["_copy_tree"]
+    assert len(list(Path(sbx.path("/l")).iterdir())) == local.SMALL_TREE + 1
+    asyncio.run(sbx.delete())
+    assert threads == ["_copy_tree", "rmtree"]
+    assert not sbx.root.exists()
