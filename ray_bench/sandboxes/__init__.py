@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -27,31 +28,38 @@ def register(name: str, factory: Callable[..., SandboxBackend]) -> None:
     _FACTORIES[name] = factory
 
 
+#: Built-in backends and the module that registers each; imported on first use, so a runner
+#: that only runs local cells never pays for the Daytona SDK's import (~1 s of CPU).
+_BUILTIN = {"local": "ray_bench.sandboxes.local", "docker": "ray_bench.sandboxes.docker",
+            "daytona": "ray_bench.sandboxes.daytona"}
+
+
 def backend_names() -> list[str]:
-    _load_builtin()
+    for name in _BUILTIN:
+        _load(name)
     return sorted(_FACTORIES)
 
 
 def make_backend(name: str, **options: Any) -> SandboxBackend:
     """Build the backend registered as ``name`` with its config ``options``."""
-    _load_builtin()
+    _load(name)
     try:
         factory = _FACTORIES[name]
     except KeyError:
-        raise KeyError(f"unknown sandbox backend {name!r}; known: {', '.join(sorted(_FACTORIES))}") from None
+        raise KeyError(f"unknown sandbox backend {name!r}; known: {', '.join(backend_names())}") from None
     return factory(**options)
 
 
-def _load_builtin() -> None:
-    if "local" in _FACTORIES:
+def _load(name: str) -> None:
+    if name in _FACTORIES or name not in _BUILTIN:
         return
-    from ray_bench.sandboxes.local import LocalBackend
+    if name == "local":
+        from ray_bench.sandboxes.local import LocalBackend
 
-    register("local", LocalBackend)
-    with contextlib.suppress(ImportError):  # the docker backend registers itself at import
-        import ray_bench.sandboxes.docker
-    with contextlib.suppress(ImportError):  # the daytona backend needs the optional extra
-        import ray_bench.sandboxes.daytona  # noqa: F401
+        register("local", LocalBackend)
+        return
+    with contextlib.suppress(ImportError):  # docker and daytona register themselves at import;
+        importlib.import_module(_BUILTIN[name])  # daytona needs the optional extra
 
 
 __all__ = [

@@ -187,7 +187,8 @@ class Driver:
                     ledger.event("stop", {"reason": exc.reason, "detail": exc.detail})
             if not self.inflight and (stop is not None or not state.pending):
                 break
-            for ref, summary in self.pool.wait(list(self.inflight), self.options.tick_sec):
+            finished = self.pool.wait(list(self.inflight), self.options.tick_sec)
+            for ref, summary in finished:
                 self._finish(ledger, state, ref, summary)
             if stop is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
@@ -195,7 +196,9 @@ class Driver:
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.tick(state, self.gate.views(now), note)
                 last_tick = now
-            if not self.inflight and stop is None and state.pending and note:
+            if not self.inflight and not finished and stop is None and state.pending and note:
+                # Nothing ran and nothing could start: wait before asking again. (When cells
+                # just finished, the note predates them and their slots are free now.)
                 time.sleep(min(1.0, self.options.tick_sec * 4))
         return stop
 
@@ -281,7 +284,7 @@ class Driver:
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
             stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
-            attempt_dir=str(self.run_root / "attempts" / cell.id / row.attempt_id),
+            attempt_dir=str(self.run_root / "attempts" / row.attempt_id),  # <cell>-a<seq>: one directory made
             backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
             agent_command=arm.command, agent_env=dict(arm.env), agent_dir=arm.agent_dir,
             route_env=dict(acc.route.env),

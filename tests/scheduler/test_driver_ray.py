@@ -34,7 +34,7 @@ def test_full_run_one_accepted_row_per_cell(tmp_path: Path) -> None:
     attempts, rows = ledger_rows(root)
     assert len(rows) == 12 and len(attempts) == 12
     for row in attempts:
-        assert (root / "attempts" / row.cell_id / row.attempt_id / "result.json").is_file()
+        assert (root / "attempts" / row.attempt_id / "result.json").is_file()
     assert list((tmp_path / "sbx").iterdir()) == []
 
 
@@ -315,6 +315,6 @@ def test_several_runners_per_node_share_the_work(tmp_path: Path) -> None:
     outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", options=RunOptions(runners_per_node=2))
     assert outcome.exit_code == 0 and outcome.counts["valid"] == 12
     attempts, _ = ledger_rows(root)
-    pids = {json.loads((root / "attempts" / a.cell_id / a.attempt_id / "result.json").read_text())["pid"]
+    pids = {json.loads((root / "attempts" / a.attempt_id / "result.json").read_text())["pid"]
             for a in attempts}
     assert len(pids) == 2  # both runner processes ran cells
