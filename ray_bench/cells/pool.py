@@ -13,14 +13,13 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancell
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.cells.actor import CellRunner
-from ray_bench.cells.spec import AttemptSpec
+from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.models.suite import BackendConfig
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
 
 NAMESPACE = "ray-bench"
 BATCH_LINGER_SEC = 0.02
-BATCH_FRACTION = 8
 #: The custom resource that nodes able to run Docker sandboxes advertise (cluster/README.md).
 DOCKER_RESOURCE = "docker"
 #: How long an audit waits for a replacement runner; Ray declares a lost node dead in ~10-30 s.
@@ -55,9 +54,10 @@ class RayContext:
 
 
 class RayPool:
-    """One :class:`CellRunner` per alive node; each attempt goes to the least loaded one."""
+    """``runners_per_node`` :class:`CellRunner` actors per alive node; each attempt goes to the
+    least loaded one."""
 
-    def __init__(self, runners_per_node: int = 1) -> None:
+    def __init__(self, runners_per_node: int = DEFAULT_RUNNERS_PER_NODE) -> None:
         self._runners: list[Any] = []
         self._load: list[int] = []
         self._nodes: list[str] = []
@@ -97,12 +97,12 @@ class RayPool:
             return []
         ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
         if ready and rest:
-            # Linger a moment for the attempts finishing right behind the first (up to an
-            # eighth of those in flight, at most BATCH_LINGER_SEC): the driver then admits and
-            # releases them in one batch, one round trip per actor instead of one per cell.
-            # Measured on the no-op benchmark: see tests/perf/README.md.
-            want = min(len(rest), max(1, len(refs) // BATCH_FRACTION))
-            more, _ = ray.wait(rest, num_returns=want, timeout=BATCH_LINGER_SEC)
+            # Linger a moment for the attempts finishing right behind the first: the driver then
+            # admits and releases them in one batch (one round trip per actor, not per cell), for
+            # a few ms of latency on cells that take minutes. Stopping at a fraction of those in
+            # flight instead made rounds smaller and the driver and actors busier (driver CPU per
+            # no-op cell 1.8 -> 3.2 ms). Measured on the no-op benchmark: tests/perf/README.md.
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=BATCH_LINGER_SEC)
             ready += more
         try:  # one call for the batch; any failure is sorted out attempt by attempt below
             results: list[dict[str, Any]] | None = ray.get(ready, timeout=30)

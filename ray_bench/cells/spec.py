@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+#: Cell runner processes per node. One async runner is bound by one core (the GIL); two keep
+#: very short cells from queueing behind each other on a busy loop, and a runner that dies
+#: takes half of its node's attempts with it, not all (no-op benchmark: tests/perf/README.md).
+DEFAULT_RUNNERS_PER_NODE = 2
+
 
 @dataclass(frozen=True)
 class AttemptSpec:

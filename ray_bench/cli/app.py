@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.errors import MultipleInputErrors, RayBenchError, UserInputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -88,8 +89,8 @@ def execute(
     address: Annotated[str | None, typer.Option("--address", help="Join this Ray cluster "
                                                 "(default: start a local Ray instance).")] = None,
     parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism further.")] = None,
-    runners_per_node: Annotated[int, typer.Option("--runners-per-node", min=1, max=64,
-                                                  help="Cell runner processes per Ray node.")] = 1,
+    runners_per_node: Annotated[int, typer.Option(
+        "--runners-per-node", min=1, max=64, help="Cell runner processes per Ray node.")] = DEFAULT_RUNNERS_PER_NODE,
     hypothesis: Annotated[str | None, typer.Option("--hypothesis", help="What changed, to reopen an "
                                                    "open recovery circuit (recorded in the ledger).")] = None,
     clear_halt: Annotated[Path | None, typer.Option("--clear-halt", help="runs/ID/resource-halt.json to "

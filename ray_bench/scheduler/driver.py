@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ray_bench.cells.spec import AttemptSpec
+from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit
@@ -44,9 +44,8 @@ class RunOptions:
     hypothesis: str | None = None
     catalog: Catalog = field(default_factory=Catalog.default)
     tick_sec: float = 0.25
-    #: Cell runners per Ray node. One async runner holds one core (the GIL) at ~15-20 ms of
-    #: Python per no-op cell; nodes with more cores and very short cells want more.
-    runners_per_node: int = 1
+    #: Cell runners per Ray node (see DEFAULT_RUNNERS_PER_NODE).
+    runners_per_node: int = DEFAULT_RUNNERS_PER_NODE
     #: When the run must finish (unix seconds): recorded so that `status` can compare pace.
     deadline: float | None = None
     #: Operator holds and other host state (default: $RAY_BENCH_STATE_ROOT or ~/.ray-bench).

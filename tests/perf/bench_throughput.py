@@ -34,6 +34,7 @@ from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
 
 from ray_bench.api import plan_run
 from ray_bench.cells.pool import NAMESPACE, RayPool
+from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.ledger import Ledger
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions
@@ -78,7 +79,7 @@ def run_raw(n: int, concurrency: int, scratch: Path) -> float:
 
 
 def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
-               runners: int = 1) -> tuple[float, float, int]:
+               runners: int = DEFAULT_RUNNERS_PER_NODE) -> tuple[float, float, int]:
     """(driver wall seconds, first start to last finish from the ledger, valid rows)."""
     reps = max(1, n // 2)
     suite, accounts = write_suite(root / "suite", tasks=1, reps=reps, concurrency=concurrency,
@@ -107,7 +108,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--runners", type=int, default=1, help="cell runners per node")
+    parser.add_argument("--runners", type=int, default=DEFAULT_RUNNERS_PER_NODE,
+                        help=f"cell runners per node (default {DEFAULT_RUNNERS_PER_NODE}, as execute)")
     parser.add_argument("--profile", help="write a cProfile of the driver's run here")
     args = parser.parse_args()
     os.environ.update(ROUTES)  # before Ray starts: its workers resolve the credential routes
