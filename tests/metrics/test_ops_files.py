@@ -44,6 +44,14 @@ def test_promtool_accepts_the_alert_rules() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.prometheus
+def test_alerts_fire_as_their_unit_tests_say() -> None:
+    """ops/prometheus/alerts_test.yml: series in, the alerts (labels, annotations) out."""
+    result = promtool("test", "rules", str(OPS / "prometheus" / "alerts_test.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
 def test_scrape_config_finds_runs_through_file_sd() -> None:
     config = yaml.safe_load(SCRAPE_CONFIG.read_text())
     (job,) = config["scrape_configs"]
