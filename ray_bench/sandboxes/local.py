@@ -173,8 +173,8 @@ async def _off_loop_if_large(tree: Path, func: Callable[..., T], *args: Any) -> 
     """Run filesystem work on the event loop when ``tree`` is small, in a thread otherwise.
     A thread per call looked free but was not: with a dozen cells in flight the worker
     threads and the loop fight over the GIL around every system call; inline, the runner's
-    CPU per no-op cell is about half (tests/perf/bench_runner.py). A large tree (a repository the agent cloned) still goes to a
-    thread so that the loop keeps serving the other cells."""
+    CPU per no-op cell is about half (tests/perf/bench_runner.py). A large tree (a repository
+    the agent cloned) still goes to a thread so that the loop keeps serving the other cells."""
     if _small(tree, SMALL_TREE):
         return func(*args)
     return await asyncio.to_thread(func, *args)
