@@ -4,6 +4,7 @@ keeping small filesystem work on the event loop)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import stat
 import time
@@ -130,4 +131,23 @@ def test_large_trees_leave_the_event_loop(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(list(Path(sbx.path("/l")).iterdir())) == local.SMALL_TREE + 1
     asyncio.run(sbx.delete())
     assert threads == ["_copy_tree", "rmtree"]
+    assert not sbx.root.exists()
+
+
+def test_take_dir_across_filesystems_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox root on another filesystem than the run root: rename fails with EXDEV."""
+    _, sbx = _sandbox(tmp_path)
+    logs = Path(sbx.path("/logs"))
+    (logs / "verifier").mkdir(parents=True)
+    (logs / "verifier" / "reward.txt").write_text("1\n")
+
+    def exdev(src: object, dst: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(local.os, "rename", exdev)
+    n = asyncio.run(sbx.take_dir("/logs", tmp_path / "collected", max_bytes=1 << 20))
+
+    assert n == 2
+    assert (tmp_path / "collected" / "verifier" / "reward.txt").read_text() == "1\n"
+    asyncio.run(sbx.delete())
     assert not sbx.root.exists()
