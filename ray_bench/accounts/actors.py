@@ -363,9 +363,11 @@ class ActorGate:
         usable = [s for n, s in self._snaps.items() if n not in self._holds]
         return blocked_until(usable, now)
 
-    def stalled(self, now: float) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
         self._refresh(now, force=True)
-        unusable = {n for n in self._snaps if n in self._holds or not self.expiry.admits(n, 0.0, now)}
+        unusable = {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
+        unusable |= {n: why for n in self._snaps
+                     if n not in unusable and (why := self.expiry.refusal(n, horizon_sec, now)) is not None}
         return stalled(list(self._snaps.values()), unusable)
 
     def views(self, now: float) -> list[AccountView]:

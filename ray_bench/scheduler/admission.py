@@ -12,7 +12,7 @@ the cell could finish.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,7 +62,11 @@ class Gate(Protocol):
         ...
 
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
-    def stalled(self, now: float) -> str | None: ...
+    def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
+        """Why no account can admit a cell of ``horizon_sec`` without an operator (None: one can,
+        or will by itself)."""
+        ...
+
     def views(self, now: float) -> list[AccountView]: ...
     def close(self) -> None: ...
 
@@ -103,8 +107,23 @@ class ExpiryWatch:
         return cached[1]
 
     def admits(self, account: str, horizon_sec: float, now: float) -> bool:
+        return self.refusal(account, horizon_sec, now) is None
+
+    def refusal(self, account: str, horizon_sec: float, now: float) -> str | None:
+        """Why a cell that may run ``horizon_sec`` cannot start on ``account`` now (None: it can)."""
         expires = self.expires_at(account)
-        return expires is None or expires > now + horizon_sec
+        if expires is None or expires > now + horizon_sec:
+            return None
+        if expires <= now:
+            return "login expired"
+        return (f"login expires in {_duration(expires - now)}, within a cell's "
+                f"{_duration(horizon_sec)} limit")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class CoreGate:
@@ -142,8 +161,10 @@ class CoreGate:
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
-    def stalled(self, now: float) -> str | None:
-        return stalled([c.snapshot(now) for c in self.cores.values()], set())
+    def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
+        unusable = {name: why for name in self.cores
+                    if (why := self.expiry.refusal(name, horizon_sec, now)) is not None}
+        return stalled([c.snapshot(now) for c in self.cores.values()], unusable)
 
     def views(self, now: float) -> list[AccountView]:
         return [view_of(c.snapshot(now)) for c in self.cores.values()]
@@ -152,14 +173,15 @@ class CoreGate:
         return None
 
 
-def stalled(snapshots: list[AccountSnapshot], unusable: set[str]) -> str | None:
+def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str]) -> str | None:
     """Why no account will ever admit again by itself, or None. An account frees itself when
     time passes (a cooldown, a window) or when a cell running on it finishes (in any run); one
-    refused for good with nothing running (disabled, expired, out of budget, held) never does."""
+    refused for good with nothing running (disabled, out of budget) never does, nor one the
+    operator must act on (``unusable``, name -> why: held, login expired or expiring)."""
     reasons = []
     for snap in snapshots:
         if snap.name in unusable:
-            reasons.append(f"{snap.name} held or expired")
+            reasons.append(f"{snap.name} {unusable[snap.name]}")
             continue
         if isinstance(snap.admit, Admit) or snap.admit.until is not None or snap.inflight > 0:
             return None

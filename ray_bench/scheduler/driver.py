@@ -250,7 +250,7 @@ class Driver:
         blocked = self.gate.blocked_until(now)
         if blocked is not None:
             return f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)"
-        stalled = self.gate.stalled(now)
+        stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests))
         if stalled is not None:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")

@@ -291,6 +291,27 @@ def test_held_and_expiring_accounts_are_not_admitted(tmp_path: Path) -> None:
     assert {a.account for a in attempts} == {"good"}
 
 
+def test_logins_expiring_before_a_cell_could_finish_stop_the_run_at_once(tmp_path: Path) -> None:
+    """Not idle until the login runs out: the operator is told which login, and when."""
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text(json.dumps(
+        {"claudeAiOauth": {"expiresAt": int((time.time() + 120) * 1000)}}))
+    accounts = [{"name": "expiring", "route": {"home": str(home)}, "limits": {"max_concurrent": 2}}]
+    agent = 'sh "$SOLUTION_DIR/solve.sh"'
+    suite, accounts_file = make_suite(  # cells may run for an hour; the login has two minutes
+        tmp_path / "s", tasks=["hello-world"], accounts=accounts, backends=_local(tmp_path),
+        arms=[_arm("baseline", "baseline", agent, agent_timeout_sec=3600, expose_solution=True),
+              _arm("mcp", "variant", agent, agent_timeout_sec=3600, expose_solution=True)])
+    started = time.monotonic()
+    outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs")
+    assert time.monotonic() - started < 60
+    assert outcome.stopped == "accounts" and outcome.exit_code == 1
+    assert "expiring login expires in 2 min, within a cell's" in outcome.detail
+    attempts, _ = ledger_rows(root)
+    assert attempts == []
+
+
 def test_every_account_rejecting_its_credentials_stops_the_run_instead_of_hanging(tmp_path: Path) -> None:
     agent = 'echo "Error: 401 Unauthorized - invalid x-api-key"; exit 1'
     suite, accounts = make_suite(
