@@ -71,17 +71,6 @@ class AccountActor:
         self.core = AccountCore(self.name, _limits(limits), now=time.time())
         return True
 
-    def acquire(self, run_id: str, lease_id: str, cell_id: str) -> AccountSnapshot | None:
-        """Start one lease if the account admits now; return the fresh snapshot (None: refused)."""
-        now = time.time()
-        self._expire(now)
-        self._runs[run_id] = now
-        try:
-            self.core.on_start(now, Lease(lease_id, cell_id, self.name))
-        except AdmissionRefused:
-            return None
-        return self.core.snapshot(now)
-
     def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
                      finished: list[tuple[str, Outcome | None]] | None = None,
                      ) -> tuple[list[str], AccountSnapshot]:
@@ -165,24 +154,18 @@ class CapacityActor:
     def resize(self, size: int) -> None:
         self.size = size
 
-    def acquire(self, run_id: str, lease_id: str) -> bool:
+    def acquire_many(self, run_id: str, lease_ids: list[str], released: list[str] | None = None) -> list[str]:
+        """Free ``released`` first, then take a slot for each of ``lease_ids`` while any is left
+        (runs silent for LEASE_TTL_SEC lose theirs first)."""
+        self.release_many(released or [])
         now = time.time()
         for run, seen in list(self._runs.items()):
             if now - seen > LEASE_TTL_SEC:
                 self.abandon_run(run)
         self._runs[run_id] = now
-        if len(self._leases) >= self.size:
-            return False
-        self._leases[lease_id] = (run_id, now)
-        return True
-
-    def acquire_many(self, run_id: str, lease_ids: list[str], released: list[str] | None = None) -> list[str]:
-        """Free ``released`` first, then take a slot for each of ``lease_ids`` while any is left."""
-        self.release_many(released or [])
-        return [lease for lease in lease_ids if self.acquire(run_id, lease)]
-
-    def release(self, lease_id: str) -> None:
-        self._leases.pop(lease_id, None)
+        taken = lease_ids[: max(0, self.size - len(self._leases))]
+        self._leases.update((lease, (run_id, now)) for lease in taken)
+        return taken
 
     def release_many(self, lease_ids: list[str]) -> None:
         for lease in lease_ids:
@@ -365,9 +348,8 @@ class ActorGate:
 
     def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
         self._refresh(now, force=True)
-        unusable = {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
-        unusable |= {n: why for n in self._snaps
-                     if n not in unusable and (why := self.expiry.refusal(n, horizon_sec, now)) is not None}
+        unusable = self.expiry.refusals(self._snaps, horizon_sec, now)
+        unusable |= {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
         return stalled(list(self._snaps.values()), unusable)
 
     def views(self, now: float) -> list[AccountView]:

@@ -153,16 +153,19 @@ class LocalSandbox(Sandbox):
         src = self._host(sandbox_dir)
         if not src.is_dir():
             return 0
-        for proc in list(self._procs):
-            _kill_group(proc)
-        _kill_recorded(self.root)
+        self._kill_processes()
         return await _off_loop_if_large(src, _move_or_copy, src, local_dir, max_bytes)
 
     async def delete(self) -> None:
+        self._kill_processes()
+        await _off_loop_if_large(self.root, shutil.rmtree, self.root, True)
+
+    def _kill_processes(self) -> None:
+        """Every process group this sandbox started, running ones and those recorded by an
+        earlier runner."""
         for proc in list(self._procs):
             _kill_group(proc)
         _kill_recorded(self.root)
-        await _off_loop_if_large(self.root, shutil.rmtree, self.root, True)
 
 
 #: Trees up to this many entries are copied, moved or removed on the event loop itself.

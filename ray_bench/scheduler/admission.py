@@ -12,7 +12,7 @@ the cell could finish.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -109,6 +109,10 @@ class ExpiryWatch:
     def admits(self, account: str, horizon_sec: float, now: float) -> bool:
         return self.refusal(account, horizon_sec, now) is None
 
+    def refusals(self, accounts: Iterable[str], horizon_sec: float, now: float) -> dict[str, str]:
+        """Account -> why, for the accounts a cell of ``horizon_sec`` cannot start on now."""
+        return {name: why for name in accounts if (why := self.refusal(name, horizon_sec, now)) is not None}
+
     def refusal(self, account: str, horizon_sec: float, now: float) -> str | None:
         """Why a cell that may run ``horizon_sec`` cannot start on ``account`` now (None: it can)."""
         expires = self.expires_at(account)
@@ -162,8 +166,7 @@ class CoreGate:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
     def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
-        unusable = {name: why for name in self.cores
-                    if (why := self.expiry.refusal(name, horizon_sec, now)) is not None}
+        unusable = self.expiry.refusals(self.cores, horizon_sec, now)
         return stalled([c.snapshot(now) for c in self.cores.values()], unusable)
 
     def views(self, now: float) -> list[AccountView]:
