@@ -2,8 +2,8 @@
 
 :class:`AccountCore` composes a :class:`TokenBucket` (starts per minute), an
 :class:`AimdLimit` (adaptive concurrency), a :class:`RollingWindowQuota` and the
-:class:`AccountHealth` state machine for one account. :func:`classify` turns a finished
-attempt into the :class:`Outcome` that :meth:`AccountCore.on_finish` learns from.
+:class:`AccountHealth` state machine for one account. :meth:`AccountCore.on_finish` learns
+from an :class:`Outcome`, which admission derives from the one classifier's verdict.
 """
 
 from ray_bench.accounts.concurrency import AimdLimit
@@ -19,7 +19,7 @@ from ray_bench.accounts.core import (
     WindowLimit,
 )
 from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
-from ray_bench.accounts.outcome import Outcome, OutcomeKind, classify, parse_retry_after
+from ray_bench.accounts.outcome import Outcome, OutcomeKind
 from ray_bench.accounts.quota import RollingWindowQuota
 from ray_bench.accounts.ratelimit import TokenBucket
 
@@ -41,6 +41,4 @@ __all__ = [
     "RollingWindowQuota",
     "TokenBucket",
     "WindowLimit",
-    "classify",
-    "parse_retry_after",
 ]

@@ -14,12 +14,12 @@ failure       none                                 per policy   yes
 A *valid row* is a success for the account even when the agent failed the task
 (reward 0): the account did its job. A rate-limited or auth-failed attempt is consumed
 (attempts are never reused) but its cell goes straight back to the queue for another
-account. :func:`classify` maps the executor's failure class and message to a kind.
+account. The one classifier of attempts is :func:`ray_bench.evidence.classify`; admission
+restates its verdict as an outcome (:func:`ray_bench.scheduler.admission.outcome_of`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -73,46 +73,3 @@ class Outcome:
     def wasted(self) -> bool:
         """The attempt produced no row."""
         return self.kind is not OutcomeKind.SUCCESS
-
-
-_RATE_LIMIT = re.compile(
-    r"\b429\b|rate[ _-]?limit|too many requests|overloaded|usage limit|quota exceeded"
-    r"|resource[ _]exhausted|throttl", re.IGNORECASE)
-_EXPIRED = re.compile(r"expired|refresh token|re-?login|session has ended", re.IGNORECASE)
-_AUTH = re.compile(
-    r"\b401\b|\b403\b|unauthori[sz]ed|invalid (?:api[ _-]?key|x-api-key|credentials?)"
-    r"|authentication[ _]error|permission[ _]denied|forbidden", re.IGNORECASE)
-_RETRY_AFTER = re.compile(
-    r"retry[- ]after\D{0,3}(\d+(?:\.\d+)?)|try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds|m|min)?",
-    re.IGNORECASE)
-
-
-def parse_retry_after(message: str) -> float | None:
-    """Seconds from a ``Retry-After: 30`` header or a "try again in 2 min" phrase."""
-    m = _RETRY_AFTER.search(message)
-    if m is None:
-        return None
-    if m.group(1) is not None:
-        return float(m.group(1))
-    value = float(m.group(2))
-    return value * 60 if (m.group(3) or "").lower().startswith("m") else value
-
-
-def classify(*, valid_row: bool, failure_class: str | None = None, message: str = "",
-             retry_after: float | None = None, usd: float = 0.0) -> Outcome:
-    """Map a finished attempt to its effect on the account.
-
-    ``failure_class`` is the catalog class of DESIGN.md (``task``, ``auth``, ``capacity``,
-    ``provider``...). The class wins when it says ``auth``; rate limits are recognised by
-    class ``capacity``/``provider`` *with* a rate-limit message, or by the message alone,
-    since agents often surface a 429 as a generic crash.
-    """
-    if valid_row:
-        return Outcome.success(usd=usd)
-    if failure_class == "auth" or (failure_class in (None, "provider", "stack", "executor")
-                                   and _AUTH.search(message)):
-        return Outcome.auth_failed(message[:200], expired=bool(_EXPIRED.search(message)))
-    if _RATE_LIMIT.search(message) or (failure_class == "capacity" and retry_after is not None):
-        ra = retry_after if retry_after is not None else parse_retry_after(message)
-        return Outcome.rate_limited(ra, detail=message[:200], usd=usd)
-    return Outcome.failure(message[:200], usd=usd)

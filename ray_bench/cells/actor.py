@@ -14,6 +14,7 @@ import ray
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
 
 
@@ -42,7 +43,7 @@ class CellRunner:
             self._backends[key] = make_backend(name, **options)
         return self._backends[key]
 
-    async def run(self, spec: AttemptSpec) -> dict[str, Any]:
+    async def run(self, spec: AttemptSpec) -> AttemptSummary:
         if not self._watcher_set:
             self._use_pidfd_watcher()
         return await run_attempt(spec, self._backend(spec.backend, spec.backend_options))

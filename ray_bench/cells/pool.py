@@ -13,7 +13,9 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancell
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.cells.actor import CellRunner
+from ray_bench.cells.runner import new_summary
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
+from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.models.suite import BackendConfig
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
@@ -61,7 +63,7 @@ class RayPool:
         self._runners: list[Any] = []
         self._load: list[int] = []
         self._nodes: list[str] = []
-        self._owner: dict[Any, tuple[int, Any]] = {}
+        self._owner: dict[Any, tuple[int, Any, AttemptSpec]] = {}
         #: A replacement runner's first ping until it answers (None: the runner is ready).
         self._pending: list[Any] = []
         alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
@@ -88,11 +90,11 @@ class RayPool:
         eligible = [i for i in eligible if self._ready(i)] or eligible
         index = min(eligible, key=lambda i: self._load[i])
         ref = self._runners[index].run.remote(spec)
-        self._owner[ref] = (index, self._runners[index])
+        self._owner[ref] = (index, self._runners[index], spec)
         self._load[index] += 1
         return ref
 
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any]]]:
+    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
         if not refs:
             return []
         ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
@@ -105,31 +107,31 @@ class RayPool:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=BATCH_LINGER_SEC)
             ready += more
         try:  # one call for the batch; any failure is sorted out attempt by attempt below
-            results: list[dict[str, Any]] | None = ray.get(ready, timeout=30)
+            results: list[AttemptSummary] | None = ray.get(ready, timeout=30)
         except (RayError, GetTimeoutError):
             results = None
         out = []
         for i, ref in enumerate(ready):
-            index, runner = self._owner.pop(ref)
+            index, runner, spec = self._owner.pop(ref)
             self._load[index] = max(0, self._load[index] - 1)
-            out.append((ref, results[i] if results is not None else self._result(ref, index, runner)))
+            out.append((ref, results[i] if results is not None else self._result(ref, index, runner, spec)))
         return out
 
-    def _result(self, ref: Any, index: int, runner: Any) -> dict[str, Any]:
+    def _result(self, ref: Any, index: int, runner: Any, spec: AttemptSpec) -> AttemptSummary:
         try:
-            result: dict[str, Any] = ray.get(ref, timeout=30)
+            result: AttemptSummary = ray.get(ref, timeout=30)
             return result
         except TaskCancelledError:
-            return {"cancelled": True}
+            return new_summary(spec).model_copy(update={"cancelled": True})
         except RayActorError as exc:
             # The runner (or its node) died with the attempt in it.
             if self._runners[index] is runner:  # replace a dead runner once, not per attempt
                 self._replace(index)
-            return {"error": {"type": type(exc).__name__, "message": str(exc).splitlines()[0][:500],
-                              "failure_class": "executor"}}
+            return lost_summary(spec, exc)
         except (RayError, GetTimeoutError) as exc:
-            return {"error": {"type": type(exc).__name__, "message": str(exc).splitlines()[0][:500],
-                              "failure_class": "executor"}}
+            # The runner never raises: whatever Ray raised is about Ray (an object lost with
+            # its node, a result that would not come back), not about the cell.
+            return lost_summary(spec, exc)
 
     def _replace(self, index: int) -> None:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
@@ -208,3 +210,14 @@ class RayPool:
             except RayError as exc:
                 log.warning("cleanup through a runner failed: %s", exc)
         return removed
+
+
+def lost_summary(spec: AttemptSpec, exc: BaseException) -> AttemptSummary:
+    """The summary of an attempt lost with its runner or node: infrastructure, not evidence
+    about the cell (it neither uses up the cell's attempts nor opens a circuit by itself)."""
+    text = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+    summary = new_summary(spec)
+    summary.lost = True
+    summary.error = AttemptError(type=type(exc).__name__, message=text, failure_class="executor")
+    summary.finished_at = time.time()
+    return summary

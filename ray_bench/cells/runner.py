@@ -21,11 +21,14 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import SandboxError
+from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, Usage
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
 
@@ -47,54 +50,56 @@ def _paths(sandbox: Sandbox, workdir: str) -> dict[str, str]:
     }
 
 
-async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> dict[str, Any]:
+def new_summary(spec: AttemptSpec) -> AttemptSummary:
+    """The summary of ``spec``'s attempt before anything happened (also what the pool fills in
+    when the runner is lost with it)."""
+    return AttemptSummary(
+        attempt_id=spec.attempt_id, cell_id=spec.cell_id, task=spec.task_id, arm=spec.arm,
+        rep=spec.rep, account=spec.account, backend=spec.backend, started_at=time.time())
+
+
+async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSummary:
     """Run the attempt; never raises except on cancellation (after cleaning up)."""
     attempt_dir = Path(spec.attempt_dir)
     attempt_dir.mkdir(parents=True, exist_ok=True)
     task_dir = Path(spec.task_path)
-    summary: dict[str, Any] = {
-        "attempt_id": spec.attempt_id, "cell_id": spec.cell_id, "task": spec.task_id, "arm": spec.arm,
-        "rep": spec.rep, "account": spec.account, "backend": spec.backend,
-        "node": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version(),
-        "started_at": time.time(), "phases": {}, "agent": None, "verifier": None, "reward": None,
-        "reward_source": None, "usage": None, "agent_error": None, "error": None, "cancelled": False,
-        "sandbox_id": None, "artifact_bytes": 0,
-    }
+    summary = new_summary(spec)
+    summary.node, summary.pid, summary.python = socket.gethostname(), os.getpid(), platform.python_version()
     redactor = Redactor([])
     progress = _Progress()
     sandbox: Sandbox | None = None
-    phases: dict[str, float] = summary["phases"]
+    phases = summary.phases
     try:
         try:
             creds = resolve(spec.route_env, spec.route_home, os.environ)
         except CredentialMissing as exc:
-            summary["error"] = {"type": "CredentialMissing", "message": str(exc), "failure_class": "auth"}
+            summary.error = AttemptError(type="CredentialMissing", message=str(exc), failure_class="auth")
             return summary
         redactor = Redactor(creds.secrets())
         t = time.monotonic()
         sandbox = await backend.create(_sandbox_spec(spec))
-        summary["sandbox_id"] = sandbox.id
+        summary.sandbox_id = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
         await _run_in(sandbox, spec, task_dir, creds, redactor, summary, progress)
     except asyncio.CancelledError:
-        summary["cancelled"] = True
+        summary.cancelled = True
         raise
     except SandboxError as exc:
-        summary["error"] = {"type": type(exc).__name__, "message": redactor.text(str(exc)),
-                            "failure_class": exc.failure_class,
-                            "retry_after": getattr(exc, "retry_after", None)}
+        summary.error = AttemptError(type=type(exc).__name__, message=redactor.text(str(exc)),
+                                     failure_class=exc.failure_class,
+                                     retry_after=getattr(exc, "retry_after", None))
     except Exception as exc:  # an uncaught crash is data: the attempt is invalid, not the run
-        summary["error"] = {"type": type(exc).__name__, "message": redactor.text(str(exc)),
-                            "failure_class": "executor",
-                            "traceback": redactor.text(traceback.format_exc(limit=8))}
+        summary.error = AttemptError(type=type(exc).__name__, message=redactor.text(str(exc)),
+                                     failure_class="executor",
+                                     traceback=redactor.text(traceback.format_exc(limit=8)))
     finally:
         if sandbox is not None:
             await _delete_shielded(sandbox, summary)
         if not progress.logs_redacted:  # outputs were redacted as written; logs may be partial
             redactor.tree(attempt_dir)
-        summary["finished_at"] = time.time()
-        phases["total"] = summary["finished_at"] - summary["started_at"]
-        _write_json(attempt_dir / RESULT_FILE, summary)
+        summary.finished_at = time.time()
+        phases["total"] = summary.finished_at - summary.started_at
+        _write_json(attempt_dir / RESULT_FILE, summary.to_json())
     return summary
 
 
@@ -158,9 +163,9 @@ def _alive(pid: int) -> bool:
 
 
 async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials,
-                  redactor: Redactor, summary: dict[str, Any], progress: _Progress) -> None:
+                  redactor: Redactor, summary: AttemptSummary, progress: _Progress) -> None:
     attempt_dir = Path(spec.attempt_dir)
-    phases: dict[str, float] = summary["phases"]
+    phases = summary.phases
     paths = _paths(sandbox, spec.workdir)
     # One upload brings the instruction, the empty log directories, the workdir, the agent's
     # files and (for oracle-style arms) the solution: one round trip instead of five.
@@ -179,9 +184,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     t = time.monotonic()
     agent = await sandbox.exec(spec.agent_command, timeout=spec.agent_timeout_sec, env=env)
     phases["agent"] = time.monotonic() - t
-    summary["agent"] = _exec_facts(agent)
     _write_output(attempt_dir / "agent", agent, redactor)
-    summary["agent"]["output_tail"] = redactor.text((agent.stdout + agent.stderr)[-4000:])
+    summary.agent = _exec_facts(agent, redactor.text((agent.stdout + agent.stderr)[-4000:]))
 
     # The tests arrive only now, so the agent never saw them. An agent timeout still runs the
     # verifier: the attempt is scored and flagged, not thrown away.
@@ -190,19 +194,18 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     verifier = await sandbox.exec(_VERIFY, timeout=spec.verifier_timeout_sec,
                                   env={**spec.verifier_env, **paths}, cwd=spec.workdir)
     phases["verifier"] = time.monotonic() - t
-    summary["verifier"] = _exec_facts(verifier)
     _write_output(attempt_dir / "verifier", verifier, redactor)
-    summary["verifier"]["output_tail"] = redactor.text((verifier.stdout + verifier.stderr)[-2000:])
+    summary.verifier = _exec_facts(verifier, redactor.text((verifier.stdout + verifier.stderr)[-2000:]))
 
     t = time.monotonic()
-    summary["artifact_bytes"] = await sandbox.take_dir("/logs", attempt_dir / "logs",
+    summary.artifact_bytes = await sandbox.take_dir("/logs", attempt_dir / "logs",
                                                        max_bytes=spec.artifact_cap_bytes)
     phases["collect"] = time.monotonic() - t
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
-    summary["reward"], summary["reward_source"] = read_reward(attempt_dir / "logs" / "verifier")
-    summary["usage"] = _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json")
-    summary["agent_error"] = _read_json_obj(attempt_dir / "logs" / "agent" / "error.json")
+    summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
+    summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
+    summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
 
 
 def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
@@ -218,7 +221,7 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
     )
 
 
-async def _delete_shielded(sandbox: Sandbox, summary: dict[str, Any]) -> None:
+async def _delete_shielded(sandbox: Sandbox, summary: AttemptSummary) -> None:
     deletion = asyncio.ensure_future(sandbox.delete())
     try:
         await asyncio.shield(deletion)
@@ -226,13 +229,26 @@ async def _delete_shielded(sandbox: Sandbox, summary: dict[str, Any]) -> None:
         await deletion  # finish removing it even while being cancelled
         raise
     except Exception as exc:
-        summary["cleanup_error"] = f"{type(exc).__name__}: {exc}"
+        summary.cleanup_error = f"{type(exc).__name__}: {exc}"
 
 
-def _exec_facts(result: ExecResult) -> dict[str, Any]:
-    return {"exit_code": result.exit_code, "timed_out": result.timed_out,
-            "duration_sec": round(result.duration_sec, 3), "truncated_bytes": result.truncated_bytes,
-            "oom_killed": result.oom_killed}
+def _exec_facts(result: ExecResult, output_tail: str) -> ExecFacts:
+    return ExecFacts(exit_code=result.exit_code, timed_out=result.timed_out,
+                     duration_sec=round(result.duration_sec, 3), truncated_bytes=result.truncated_bytes,
+                     oom_killed=result.oom_killed, output_tail=output_tail)
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _open_model(model: type[_M], data: dict[str, Any] | None) -> _M | None:
+    """An agent-written file as its model; one that does not fit is kept as text, not lost."""
+    if data is None:
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return model.model_validate({"unparseable": json.dumps(data, default=str)[:500]})
 
 
 def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:

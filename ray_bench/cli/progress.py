@@ -9,6 +9,7 @@ from rich.console import Console
 
 from ray_bench.evidence.classify import Verdict
 from ray_bench.ledger.store import AttemptRow
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.scheduler.admission import AccountView
 from ray_bench.scheduler.driver import RunOutcome
@@ -39,14 +40,14 @@ class ConsoleProgress:
     def attempt_started(self, row: AttemptRow) -> None:
         pass
 
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
                          cell_state: str) -> None:
         if verdict is None:
             self._print(f"  cancelled {row.task}/{row.arm} rep {row.rep} ({row.attempt_id})")
             return
         if verdict.valid:
             flags = f" [{', '.join(verdict.flags)}]" if verdict.flags else ""
-            self._print(f"  ok   {row.task}/{row.arm} rep {row.rep}: reward {summary.get('reward')} "
+            self._print(f"  ok   {row.task}/{row.arm} rep {row.rep}: reward {summary.reward} "
                         f"on {row.account}{flags}")
         else:
             self._print(f"  FAIL {row.task}/{row.arm} rep {row.rep}: {verdict.failure_class} "

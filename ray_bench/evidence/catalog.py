@@ -6,13 +6,14 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from ray_bench.errors import ConfigError
 from ray_bench.models._base import ConfigModel
+from ray_bench.models.attempt import AttemptSummary
 
 FailureClass = Literal["task", "tool", "evaluator", "executor", "stack", "provider", "auth", "capacity", "drift"]
 FAILURE_CLASSES: tuple[str, ...] = ("task", "tool", "evaluator", "executor", "stack", "provider", "auth",
@@ -82,15 +83,13 @@ class Catalog:
         return None
 
 
-def texts_of(summary: dict[str, Any]) -> dict[str, str]:
+def texts_of(summary: AttemptSummary) -> dict[str, str]:
     """The summary fields the catalog looks at, as text."""
-    error = summary.get("error") or {}
-    agent_error = summary.get("agent_error") or {}
-    agent = summary.get("agent") or {}
-    verifier = summary.get("verifier") or {}
+    error, agent_error = summary.error, summary.agent_error
+    fields = agent_error.model_dump(exclude_none=True) if agent_error is not None else {}
     return {
-        "error": f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
-        "agent_error": " ".join(f"{k}={v}" for k, v in sorted(agent_error.items())) if agent_error else "",
-        "agent_output": str(agent.get("output_tail") or ""),
-        "verifier_output": str(verifier.get("output_tail") or ""),
+        "error": f"{error.type}: {error.message}" if error is not None else "",
+        "agent_error": " ".join(f"{k}={v}" for k, v in sorted(fields.items())),
+        "agent_output": summary.agent.output_tail if summary.agent is not None else "",
+        "verifier_output": summary.verifier.output_tail if summary.verifier is not None else "",
     }

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from ray_bench.evidence.catalog import Catalog, texts_of
+from ray_bench.models.attempt import AttemptSummary, ExecFacts, VerdictRecord
 
 Effect = Literal["success", "rate_limited", "auth_failed", "none"]
 
@@ -32,10 +33,19 @@ class Verdict:
     effect: Effect
     retry_after: float | None = None
     flags: tuple[str, ...] = field(default_factory=tuple)
+    #: auth_failed only: the login expired (a refresh or re-login fixes it), not refused.
+    expired: bool = False
+    #: Lost with its runner or node: infrastructure. It does not use up the cell's attempts
+    #: and does not open a recovery circuit by itself.
+    lost: bool = False
 
     @property
     def counts(self) -> bool:
-        return self.failure_class in COUNTING_CLASSES
+        return self.failure_class in COUNTING_CLASSES and not self.lost
+
+    def record(self) -> VerdictRecord:
+        return VerdictRecord(valid=self.valid, failure_class=self.failure_class,
+                             fingerprint=self.fingerprint, message=self.message, flags=list(self.flags))
 
 
 def fingerprint(failure_class: str, rule: str, text: str) -> str:
@@ -45,20 +55,56 @@ def fingerprint(failure_class: str, rule: str, text: str) -> str:
     return hashlib.sha256(f"{failure_class}|{rule}|{norm}".encode()).hexdigest()[:12]
 
 
-def classify(summary: dict[str, Any], catalog: Catalog) -> Verdict:
+#: An auth failure whose message says the login ran out (rather than being refused).
+_EXPIRED = re.compile(r"expired|refresh token|re-?login|session has ended", re.IGNORECASE)
+_RETRY_AFTER = re.compile(
+    r"retry[- ]after\D{0,3}(\d+(?:\.\d+)?)|try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds|m|min)?",
+    re.IGNORECASE)
+
+
+def parse_retry_after(message: str) -> float | None:
+    """Seconds from a ``Retry-After: 30`` header or a "try again in 2 min" phrase."""
+    m = _RETRY_AFTER.search(message)
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        return float(m.group(1))
+    value = float(m.group(2))
+    return value * 60 if (m.group(3) or "").lower().startswith("m") else value
+
+
+def classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
+    """The one classifier of a finished attempt: the driver, the simulator and every reader
+    of the ledger call this, and admission only restates its verdict (``outcome_of``)."""
+    verdict = _classify(summary, catalog)
+    if verdict.effect == "rate_limited" and verdict.retry_after is None:
+        text = " ".join(texts_of(summary).values())  # the rule matched a part; the hint may be elsewhere
+        verdict = replace(verdict, retry_after=parse_retry_after(text))
+    elif verdict.effect == "auth_failed":
+        text = " ".join(texts_of(summary).values())
+        verdict = replace(verdict, expired=bool(_EXPIRED.search(text)))
+    return verdict
+
+
+def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
     flags: list[str] = []
-    agent = summary.get("agent") or {}
-    if agent.get("timed_out"):
+    agent = summary.agent or ExecFacts()
+    if agent.timed_out:
         flags.append("agent_timeout")
-    if agent.get("truncated_bytes"):
+    if agent.truncated_bytes:
         flags.append("output_truncated")
     texts = texts_of(summary)
-    error = summary.get("error")
+    error = summary.error
     retry_after = _retry_after(summary)
 
-    if error:
+    if summary.lost:
+        msg = texts["error"] or "runner lost"
+        return Verdict(False, "executor", fingerprint("executor", "runner-lost", msg), msg, "none",
+                       None, tuple(flags), lost=True)
+
+    if error is not None:
         match = catalog.match(texts)
-        cls = str(error.get("failure_class") or "executor")
+        cls = error.failure_class or "executor"
         rule = "exception"
         effect: Effect = "none"
         if match is not None:
@@ -66,14 +112,14 @@ def classify(summary: dict[str, Any], catalog: Catalog) -> Verdict:
         msg = texts["error"]
         return Verdict(False, cls, fingerprint(cls, rule, msg), msg, effect, retry_after, tuple(flags))
 
-    for phase in ("agent", "verifier"):
-        if (summary.get(phase) or {}).get("oom_killed"):
+    for name, phase in (("agent", summary.agent), ("verifier", summary.verifier)):
+        if phase is not None and phase.oom_killed:
             # The sandbox's memory limit killed it: a verdict on the limit, not on the agent.
-            msg = f"{phase} was killed by the sandbox's memory limit (OOM)"
+            msg = f"{name} was killed by the sandbox's memory limit (OOM)"
             return Verdict(False, "capacity", fingerprint("capacity", "oom-killed", msg), msg, "none",
                            retry_after, tuple(flags))
 
-    if summary.get("agent_error"):
+    if summary.agent_error is not None:
         # The agent said it was in trouble: whatever the verifier says, this is not evidence.
         match = catalog.match({"agent_error": texts["agent_error"]})
         cls, rule, effect = ("tool", "agent-error", "none") if match is None else (
@@ -81,33 +127,33 @@ def classify(summary: dict[str, Any], catalog: Catalog) -> Verdict:
         msg = texts["agent_error"]
         return Verdict(False, cls, fingerprint(cls, rule, msg), msg, effect, retry_after, tuple(flags))
 
-    if agent.get("exit_code") not in (0, None) and not agent.get("timed_out"):
+    if agent.exit_code not in (0, None) and not agent.timed_out:
         match = catalog.match({"agent_output": texts["agent_output"]})
         if match is not None and match.rule.failure_class != "task":
             cls, msg = match.rule.failure_class, match.text
             return Verdict(False, cls, fingerprint(cls, match.rule.id, msg), msg, match.rule.effect,
                            retry_after, tuple(flags))
 
-    usage = summary.get("usage") or {}
-    if usage.get("output_tokens") == 0 and agent.get("exit_code") not in (0, None):
+    usage = summary.usage
+    if usage is not None and usage.output_tokens == 0 and agent.exit_code not in (0, None):
         msg = "agent produced zero output tokens"
         return Verdict(False, "provider", fingerprint("provider", "zero-output", msg), msg, "none",
                        retry_after, tuple(flags))
 
-    if summary.get("reward") is None:
-        verifier = summary.get("verifier") or {}
-        source = summary.get("reward_source")
-        msg = (f"verifier wrote no reward (exit {verifier.get('exit_code')}"
-               f"{', timed out' if verifier.get('timed_out') else ''}{', ' + source if source else ''})")
+    if summary.reward is None:
+        verifier = summary.verifier or ExecFacts()
+        source = summary.reward_source
+        msg = (f"verifier wrote no reward (exit {verifier.exit_code}"
+               f"{', timed out' if verifier.timed_out else ''}{', ' + source if source else ''})")
         return Verdict(False, "evaluator", fingerprint("evaluator", "no-reward", msg), msg, "none",
                        retry_after, tuple(flags))
 
     return Verdict(True, None, None, "valid", "success", None, tuple(flags))
 
 
-def _retry_after(summary: dict[str, Any]) -> float | None:
-    for source in (summary.get("agent_error") or {}, summary.get("error") or {}):
-        value = source.get("retry_after")
-        if isinstance(value, int | float) and value >= 0:
+def _retry_after(summary: AttemptSummary) -> float | None:
+    for value in (summary.agent_error.retry_after if summary.agent_error else None,
+                  summary.error.retry_after if summary.error else None):
+        if value is not None and value >= 0:
             return float(value)
     return None

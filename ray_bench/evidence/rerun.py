@@ -142,8 +142,7 @@ def _messages(evidence: Evidence) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for epoch in evidence.epochs:
         for attempt_id, summary in epoch.summaries().items():
-            verdict = summary.get("verdict") or {}
-            out[(epoch.identity, attempt_id)] = str(verdict.get("message") or "")
+            out[(epoch.identity, attempt_id)] = summary.verdict.message if summary.verdict is not None else ""
     return out
 
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ray_bench.errors import UserInputError
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 
@@ -45,7 +45,7 @@ class Epoch:
     plan: Plan
     attempts: tuple[AttemptRow, ...]
 
-    def summaries(self) -> dict[str, dict[str, Any]]:
+    def summaries(self) -> dict[str, AttemptSummary]:
         """attempt id -> terminal summary (read from the ledger on demand)."""
         if not (self.run_root / LEDGER_FILE).is_file():
             return {}

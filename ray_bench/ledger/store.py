@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.errors import LedgerError, PlanError
+from ray_bench.models.attempt import AttemptSummary
 
 LEDGER_FILE = "ledger.sqlite"
 SCHEMA_VERSION = "1"
@@ -164,14 +165,14 @@ class Ledger:
 
     def finish_attempt(self, attempt_id: str, *, status: str, valid: bool, reward: float | None,
                        failure_class: str | None, fingerprint: str | None, counts: bool,
-                       cost_usd: float, summary: dict[str, Any], now: float | None = None) -> None:
+                       cost_usd: float, summary: AttemptSummary, now: float | None = None) -> None:
         finished = time.time() if now is None else now
         try:
             with self._conn:
                 self._conn.execute(
                     "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (attempt_id, status, finished, int(valid), reward, failure_class, fingerprint,
-                     int(counts), cost_usd, json.dumps(summary, sort_keys=True)))
+                     int(counts), cost_usd, summary.dumps()))
         except sqlite3.IntegrityError as exc:
             raise LedgerError(f"attempt {attempt_id} already has a terminal record") from exc
 
@@ -196,13 +197,13 @@ class Ledger:
                            bool(r[18]) if r[18] is not None else False, r[19] or 0.0)
                 for r in rows]
 
-    def summary(self, attempt_id: str) -> dict[str, Any] | None:
+    def summary(self, attempt_id: str) -> AttemptSummary | None:
         row = self._conn.execute("SELECT summary FROM results WHERE attempt_id = ?", (attempt_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return AttemptSummary.loads(row[0]) if row else None
 
-    def summaries(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def summaries(self) -> Iterator[tuple[str, AttemptSummary]]:
         for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
-            yield attempt_id, json.loads(text)
+            yield attempt_id, AttemptSummary.loads(text)
 
     def events(self, kind: str | None = None) -> list[Event]:
         query = "SELECT seq, ts, kind, attempt_id, cell_id, data FROM events"

@@ -9,6 +9,7 @@ from ray_bench.evidence.catalog import FAILURE_CLASSES
 from ray_bench.evidence.classify import Verdict
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.metrics.exporter import ACCOUNT_STATES, PHASES, AccountView, MetricsExporter
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.scheduler.admission import AccountView as GateView
 from ray_bench.scheduler.runstate import RunState
@@ -32,10 +33,10 @@ class MetricsObserver:
         self.exporter.attempt_started(row.arm, row.account, row.backend)
         self._sandboxes()
 
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
                          cell_state: str) -> None:
         self._running[row.backend] -= 1
-        phases = {k: float(v) for k, v in (summary.get("phases") or {}).items() if k in PHASES}
+        phases: dict[str, float] = {k: v for k, v in summary.phases.items() if k in PHASES}
         if verdict is None:
             outcome, failure_class = "cancelled", None
         else:
@@ -45,9 +46,8 @@ class MetricsObserver:
         self.exporter.attempt_finished(
             row.arm, row.account, row.backend, outcome=outcome, failure_class=failure_class,
             valid=bool(verdict and verdict.valid and cell_state == "valid"),
-            reward=summary.get("reward"), phase_seconds=phases,
-            cost_usd=float((summary.get("usage") or {}).get("cost_usd") or 0.0),
-            finished_at=float(summary.get("finished_at") or 0.0) or row.started_at)
+            reward=summary.reward, phase_seconds=phases, cost_usd=summary.cost_usd,
+            finished_at=summary.finished_at or row.started_at)
         self._sandboxes()
 
     def tick(self, state: RunState, accounts: list[GateView], note: str | None) -> None:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, paired_summary
 
 ATTEMPT_COLUMNS = (
@@ -114,16 +115,14 @@ def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
             continue
         summaries = epoch.summaries()
         for a in epoch.attempts:
-            summary = summaries.get(a.attempt_id) or {}
-            usage = summary.get("usage") or {}
-            verdict = summary.get("verdict") or {}
+            summary = summaries.get(a.attempt_id) or AttemptSummary()
+            usage = summary.usage.model_dump() if summary.usage is not None else {}
             record: dict[str, Any] = {"run_id": epoch.run_id, **a.__dict__}
             for column in USAGE_COLUMNS:
                 value = usage.get(column)
                 record[column] = int(value) if isinstance(value, int | float) else 0
-            record["message"] = str(
-                verdict.get("message") or ("stale runner" if summary.get("stale") else "")
-            )
+            verdict = summary.verdict.message if summary.verdict is not None else ""
+            record["message"] = verdict or ("stale runner" if summary.stale else "")
             records.append(record)
     return pd.DataFrame(records, columns=[*ATTEMPT_COLUMNS, *USAGE_COLUMNS, "message"])
 

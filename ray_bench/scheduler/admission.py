@@ -78,7 +78,7 @@ def outcome_of(verdict: Verdict, usd: float) -> Outcome:
     if verdict.effect == "rate_limited":
         return Outcome.rate_limited(verdict.retry_after, detail=verdict.message[:200], usd=usd)
     if verdict.effect == "auth_failed":
-        return Outcome.auth_failed(verdict.message[:200], expired="expir" in verdict.message.lower())
+        return Outcome.auth_failed(verdict.message[:200], expired=verdict.expired)
     return Outcome.failure(verdict.message[:200], usd=usd)
 
 

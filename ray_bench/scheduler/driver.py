@@ -25,6 +25,7 @@ from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.evidence.classify import classify
 from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.sandboxes.host import read_available_mb
@@ -307,10 +308,10 @@ class Driver:
         self.attempts_run += 1
         self.observer.attempt_started(row)
 
-    def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: dict[str, Any]) -> None:
+    def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
         row, cell, lease_id = self.inflight.pop(ref)
         now = self.clock()
-        if summary.get("cancelled"):
+        if summary.cancelled:
             ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
                                   failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
                                   summary=summary)
@@ -319,18 +320,17 @@ class Driver:
             self.observer.attempt_finished(row, None, summary, cell_state)
             return
         verdict = classify(summary, self.catalog)
-        cost = float((summary.get("usage") or {}).get("cost_usd") or 0.0)
-        summary["verdict"] = {"valid": verdict.valid, "failure_class": verdict.failure_class,
-                              "fingerprint": verdict.fingerprint, "message": verdict.message,
-                              "flags": list(verdict.flags)}
-        ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.get("reward"),
+        cost = summary.cost_usd
+        summary = summary.model_copy(update={"verdict": verdict.record()})
+        ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
                               counts=verdict.counts, cost_usd=cost, summary=summary)
         self.spend[row.account] = self.spend.get(row.account, 0.0) + cost
-        self.gate.release(row.account, lease_id, verdict, cost, now)
+        # A lost runner says nothing about the account: its lease is given back, not judged.
+        self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
         if verdict.valid:
             self.circuit.record_success(account=row.account, backend=row.backend)
-        elif verdict.failure_class and verdict.fingerprint:
+        elif verdict.failure_class and verdict.fingerprint and not verdict.lost:
             for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
                                                      account=row.account, backend=row.backend):
                 data = {"scope": scope, "fingerprint": verdict.fingerprint,
@@ -395,7 +395,10 @@ class Driver:
             removed = self.pool.cleanup(self.plan.backends, row.backend, self.plan.run_id, row.attempt_id)
             ledger.finish_attempt(row.attempt_id, status="stale", valid=False, reward=None,
                                   failure_class="executor", fingerprint="stale-runner", counts=False,
-                                  cost_usd=0.0, summary={"stale": True, "sandboxes_removed": removed})
+                                  cost_usd=0.0, summary=AttemptSummary(
+                                      attempt_id=row.attempt_id, cell_id=row.cell_id, task=row.task, arm=row.arm,
+                                      rep=row.rep, account=row.account, backend=row.backend,
+                                      started_at=row.started_at, stale=True, sandboxes_removed=removed))
         return len(open_rows)
 
     def _replay_circuit(self, ledger: Ledger, history: list[AttemptRow]) -> None:
@@ -416,7 +419,7 @@ class Driver:
 
 class RunnerPool(Protocol):
     def submit(self, spec: AttemptSpec) -> Any: ...
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any]]]: ...
+    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
     def cancel(self, refs: list[Any]) -> None: ...
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...

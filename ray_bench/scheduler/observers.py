@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ray_bench.evidence.classify import Verdict
 from ray_bench.ledger.store import AttemptRow
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.scheduler.admission import AccountView
 from ray_bench.scheduler.runstate import RunState
@@ -19,7 +20,7 @@ class RunObserver(Protocol):
 
     def run_started(self, plan: Plan, state: RunState, resumed: int) -> None: ...
     def attempt_started(self, row: AttemptRow) -> None: ...
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
                          cell_state: str) -> None: ...
     def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None: ...
     def note_event(self, kind: str, data: dict[str, Any]) -> None: ...
@@ -33,7 +34,7 @@ class NullObserver:
     def attempt_started(self, row: AttemptRow) -> None:
         pass
 
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
                          cell_state: str) -> None:
         pass
 
@@ -61,7 +62,7 @@ class Observers:
         for o in self.observers:
             o.attempt_started(row)
 
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: dict[str, Any],
+    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
                          cell_state: str) -> None:
         for o in self.observers:
             o.attempt_finished(row, verdict, summary, cell_state)

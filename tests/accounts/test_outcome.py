@@ -1,10 +1,28 @@
+"""Admission learns from the one classifier: a summary -> its verdict -> the account's outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
 import pytest
 
-from ray_bench.accounts import Outcome, OutcomeKind, classify, parse_retry_after
+from ray_bench.accounts import Outcome, OutcomeKind
+from ray_bench.evidence import Catalog, classify
+from ray_bench.models.attempt import AttemptSummary
+from ray_bench.scheduler.admission import outcome_of
+
+CATALOG = Catalog.default()
+
+
+def outcome(usd: float = 0.0, **kw: Any) -> Outcome:
+    base: dict[str, Any] = {"agent": {"exit_code": 1, "output_tail": ""}, "verifier": {"exit_code": 0},
+                            "reward": 0.0}
+    base.update(kw)
+    return outcome_of(classify(AttemptSummary.parse(base), CATALOG), usd)
 
 
 def test_valid_row_is_success_even_with_reward_zero() -> None:
-    o = classify(valid_row=True, failure_class=None, message="tests failed", usd=0.4)
+    o = outcome(usd=0.4, agent={"exit_code": 1, "output_tail": "tests failed"})
     assert o.kind is OutcomeKind.SUCCESS
     assert o.usd == 0.4
     assert not o.requeue
@@ -12,16 +30,15 @@ def test_valid_row_is_success_even_with_reward_zero() -> None:
 
 
 @pytest.mark.parametrize(
-    ("failure_class", "message", "retry_after"),
+    ("output", "retry_after"),
     [
-        ("provider", "Error 429: rate_limit_error. Retry-After: 30", 30.0),
-        ("capacity", "overloaded_error, try again in 2 min", 120.0),
-        (None, "Claude usage limit reached", None),
-        ("task", "agent crashed: 429 Too Many Requests", None),
+        ("Error 429: rate_limit_error. Retry-After: 30", 30.0),
+        ("overloaded_error, try again in 2 min", 120.0),
+        ("Claude usage limit reached", None),
     ],
 )
-def test_rate_limits(failure_class: str | None, message: str, retry_after: float | None) -> None:
-    o = classify(valid_row=False, failure_class=failure_class, message=message)
+def test_rate_limits(output: str, retry_after: float | None) -> None:
+    o = outcome(agent={"exit_code": 1, "output_tail": output})
     assert o.kind is OutcomeKind.RATE_LIMITED
     assert o.retry_after == retry_after
     assert o.requeue
@@ -29,41 +46,30 @@ def test_rate_limits(failure_class: str | None, message: str, retry_after: float
 
 
 def test_explicit_retry_after_wins() -> None:
-    o = classify(valid_row=False, failure_class="capacity", message="", retry_after=12.0)
-    assert o == Outcome.rate_limited(12.0)
+    o = outcome(agent_error={"type": "rate_limit", "message": "429, retry after 5", "retry_after": 12})
+    assert (o.kind, o.retry_after) == (OutcomeKind.RATE_LIMITED, 12.0)
 
 
 @pytest.mark.parametrize(
-    ("failure_class", "message", "expired"),
+    ("output", "expired"),
     [
-        ("auth", "", False),
-        ("provider", "401 invalid x-api-key", False),
-        (None, "authentication_error: OAuth token has expired", True),
+        ("401 invalid x-api-key", False),
+        ("authentication_error: OAuth token has expired", True),
     ],
 )
-def test_auth(failure_class: str | None, message: str, expired: bool) -> None:
-    o = classify(valid_row=False, failure_class=failure_class, message=message)
+def test_auth(output: str, expired: bool) -> None:
+    o = outcome(agent={"exit_code": 1, "output_tail": output})
     assert o.kind is OutcomeKind.AUTH_FAILED
     assert o.expired is expired
     assert o.requeue
 
 
-def test_auth_class_task_message_is_not_auth() -> None:
-    # A task whose own tests mention "forbidden" is not an auth failure of the account.
-    o = classify(valid_row=False, failure_class="task", message="403 Forbidden from test server")
+def test_missing_credential_is_auth() -> None:
+    o = outcome(error={"type": "CredentialMissing", "message": "RB_KEY not set", "failure_class": "auth"})
+    assert o.kind is OutcomeKind.AUTH_FAILED
+
+
+def test_verifier_failure_is_a_plain_failure() -> None:
+    o = outcome(reward=None, verifier={"exit_code": 2})
     assert o.kind is OutcomeKind.FAILURE
-    assert o.blames_task
-    assert not o.requeue
-
-
-def test_other_failure() -> None:
-    o = classify(valid_row=False, failure_class="evaluator", message="verifier wrote nothing")
-    assert o.kind is OutcomeKind.FAILURE
-    assert o.wasted
-
-
-def test_parse_retry_after() -> None:
-    assert parse_retry_after("retry-after: 7") == 7.0
-    assert parse_retry_after("please try again in 3 seconds") == 3.0
-    assert parse_retry_after("try again in 1.5 min") == 90.0
-    assert parse_retry_after("no hint") is None
+    assert o.wasted and o.blames_task

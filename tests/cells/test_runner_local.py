@@ -14,6 +14,7 @@ from support.suites import make_suite
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes.local import LocalBackend
 
 SECRET = TEST_ROUTES["RB_CANARY_KEY_1"]
@@ -33,7 +34,7 @@ def _spec(tmp_path: Path, command: str, **kw: object) -> AttemptSpec:
     return AttemptSpec(**fields)  # type: ignore[arg-type]
 
 
-def _run(spec: AttemptSpec, root: Path) -> dict[str, object]:
+def _run(spec: AttemptSpec, root: Path) -> AttemptSummary:
     backend = LocalBackend(root)
     return asyncio.run(run_attempt(spec, backend))
 
@@ -41,8 +42,8 @@ def _run(spec: AttemptSpec, root: Path) -> dict[str, object]:
 def test_solved_attempt_has_reward_phases_and_no_sandbox_left(tmp_path: Path) -> None:
     spec = _spec(tmp_path, 'sh "$SOLUTION_DIR/solve.sh"')
     summary = _run(spec, tmp_path / "sbx")
-    assert summary["reward"] == 1.0 and summary["error"] is None
-    assert set(summary["phases"]) >= {"sandbox_create", "agent", "verifier", "collect", "total"}  # type: ignore[arg-type]
+    assert summary.reward == 1.0 and summary.error is None
+    assert set(summary.phases) >= {"sandbox_create", "agent", "verifier", "collect", "total"}
     assert json.loads((tmp_path / "attempt" / "result.json").read_text())["reward"] == 1.0
     assert list((tmp_path / "sbx").iterdir()) == []
 
@@ -50,8 +51,8 @@ def test_solved_attempt_has_reward_phases_and_no_sandbox_left(tmp_path: Path) ->
 def test_agent_timeout_still_verifies(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "sleep 30", agent_timeout_sec=0.5)
     summary = _run(spec, tmp_path / "sbx")
-    assert summary["agent"]["timed_out"] is True  # type: ignore[index]
-    assert summary["reward"] == 0.0  # the verifier ran and scored it
+    assert summary.agent is not None and summary.agent.timed_out is True
+    assert summary.reward == 0.0  # the verifier ran and scored it
 
 
 def test_credentials_reach_the_agent_and_are_scrubbed_from_everything(tmp_path: Path) -> None:
@@ -63,14 +64,14 @@ def test_credentials_reach_the_agent_and_are_scrubbed_from_everything(tmp_path: 
     for path in (tmp_path / "attempt").rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path
-    assert SECRET not in json.dumps(summary)
+    assert SECRET not in summary.dumps()
 
 
 def test_missing_route_is_auth_and_creates_nothing(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "true", route_env={"API_KEY": "RB_DOES_NOT_EXIST"})
     summary = _run(spec, tmp_path / "sbx")
-    assert summary["error"]["failure_class"] == "auth"  # type: ignore[index]
-    assert summary["sandbox_id"] is None
+    assert summary.error is not None and summary.error.failure_class == "auth"
+    assert summary.sandbox_id is None
 
 
 def test_cancelled_attempt_removes_its_sandbox(tmp_path: Path) -> None:
@@ -92,7 +93,7 @@ def test_cancelled_attempt_removes_its_sandbox(tmp_path: Path) -> None:
 def test_output_is_capped(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "yes | head -c 5000000")
     summary = _run(spec, tmp_path / "sbx")
-    assert summary["agent"]["truncated_bytes"] > 3_000_000  # type: ignore[index]
+    assert summary.agent is not None and summary.agent.truncated_bytes > 3_000_000
     assert (tmp_path / "attempt" / "agent" / "stdout.txt").stat().st_size <= 1 << 20
 
 
@@ -116,6 +117,6 @@ def test_stage_roots_of_dead_processes_are_removed(tmp_path: Path) -> None:
 def test_silent_streams_leave_no_output_files(tmp_path: Path) -> None:
     spec = _spec(tmp_path, 'sh "$SOLUTION_DIR/solve.sh" >/dev/null 2>&1; echo oops >&2')
     summary = _run(spec, tmp_path / "sbx")
-    assert summary["reward"] == 1.0
+    assert summary.reward == 1.0
     assert (tmp_path / "attempt" / "agent" / "stderr.txt").read_text() == "oops\n"
     assert not (tmp_path / "attempt" / "agent" / "stdout.txt").exists()

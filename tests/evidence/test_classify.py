@@ -8,16 +8,18 @@ import pytest
 from ray_bench.errors import UserInputError
 from ray_bench.evidence import Catalog, classify, fingerprint
 from ray_bench.evidence.circuit import RecoveryCircuit
+from ray_bench.models.attempt import AttemptSummary
 
 CATALOG = Catalog.default()
 
 
-def summary(**kw: Any) -> dict[str, Any]:
+def summary(**kw: Any) -> AttemptSummary:
+    """A summary in the JSON shape the runner writes (and the first ledgers stored)."""
     base: dict[str, Any] = {"agent": {"exit_code": 0, "timed_out": False, "output_tail": ""},
                             "verifier": {"exit_code": 0, "output_tail": ""}, "reward": 1.0,
                             "error": None, "agent_error": None, "usage": None}
     base.update(kw)
-    return base
+    return AttemptSummary.parse(base)
 
 
 def test_solved_is_valid() -> None:
@@ -123,3 +125,24 @@ def test_task_failures_never_open_a_circuit() -> None:
     circuit = RecoveryCircuit(threshold=1)
     assert circuit.record_failure("task", "x", account="a", backend="local") == []
     assert circuit.record_failure("provider", "x", account="a", backend="local") == []
+
+
+def test_lost_runner_is_infrastructure() -> None:
+    v = classify(summary(lost=True, error={"type": "ActorDiedError", "message": "node died",
+                                           "failure_class": "executor"}), CATALOG)
+    assert not v.valid and v.lost and not v.counts
+
+
+def test_retry_after_read_from_the_message_when_not_given() -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": "429 rate limit; retry-after: 45"}),
+                 CATALOG)
+    assert (v.effect, v.retry_after) == ("rate_limited", 45.0)
+
+
+@pytest.mark.parametrize(("text", "expired"), [
+    ("authentication_error: OAuth token has expired", True),
+    ("401 invalid_api_key", False),
+])
+def test_auth_expiry_is_decided_by_the_classifier(text: str, expired: bool) -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": text}), CATALOG)
+    assert (v.effect, v.expired) == ("auth_failed", expired)

@@ -11,6 +11,7 @@ from ray_bench.api import plan_run
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.rows import build_evidence, declare_cohort, default_cohort, load_epochs
 from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 
 
@@ -42,7 +43,7 @@ def _record(root: Path, outcomes: list[tuple[str, str, int, float, float | None]
             fingerprint=None if reward is not None else "fp",
             counts=True,
             cost_usd=0.0,
-            summary={},
+            summary=AttemptSummary(),
             now=t + 1,
         )
     ledger.close()

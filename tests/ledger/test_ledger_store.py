@@ -7,6 +7,7 @@ import pytest
 
 from ray_bench.errors import LedgerError, PlanError
 from ray_bench.ledger import Ledger, accepted_rows
+from ray_bench.models.attempt import AttemptSummary
 
 
 def _start(ledger: Ledger, cell: str, now: float, arm: str = "a"):  # type: ignore[no-untyped-def]
@@ -17,7 +18,7 @@ def _start(ledger: Ledger, cell: str, now: float, arm: str = "a"):  # type: igno
 def _finish(ledger: Ledger, attempt_id: str, valid: bool, reward: float | None, now: float) -> None:
     ledger.finish_attempt(attempt_id, status="finished", valid=valid, reward=reward,
                           failure_class=None if valid else "stack", fingerprint=None if valid else "fp",
-                          counts=False, cost_usd=0.5, summary={"reward": reward}, now=now)
+                          counts=False, cost_usd=0.5, summary=AttemptSummary(reward=reward), now=now)
 
 
 def test_attempts_are_numbered_per_cell_and_never_reused(tmp_path: Path) -> None:

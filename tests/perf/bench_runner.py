@@ -56,7 +56,7 @@ async def run(n: int, concurrency: int, root: Path, sandboxes: Path) -> None:
     async def one(i: int) -> None:
         async with gate:
             summary = await run_attempt(spec(root, task, i), backend)
-            assert summary["reward"] == 1.0, summary
+            assert summary.reward == 1.0, summary
 
     await asyncio.gather(*(one(i) for i in range(n)))
 

@@ -343,10 +343,10 @@ def test_dockerd_killed_mid_run_opens_circuit_then_resumes(
         # container could not be deleted and is still in the (dead) daemon
         for attempt_id in in_flight:
             row, summary = by_id[attempt_id], summaries[attempt_id]
-            assert row.failure_class == "stack", (row, summary["error"])
-            assert summary["error"]["type"] == "SandboxUnavailableError", summary["error"]
-            assert summary["sandbox_id"], summary
-            assert "cleanup_error" in summary, summary
+            assert row.failure_class == "stack", (row, summary.error)
+            assert summary.error is not None and summary.error.type == "SandboxUnavailableError", summary.error
+            assert summary.sandbox_id, summary
+            assert summary.cleanup_error is not None, summary
         # new cells after the kill: refused at their first call -> stack
         assert len(new) >= 1
         for row in new:

@@ -4,12 +4,12 @@ test suite, attempts recorded at chosen times with chosen outcomes."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 
 TASKS = ["count-words", "fizzbuzz", "hello-world", "sum-list"]
@@ -60,16 +60,16 @@ class Writer:
                 fingerprint="stale-runner",
                 counts=False,
                 cost_usd=0.0,
-                summary={"stale": True},
+                summary=AttemptSummary(stale=True),
                 now=t + 1,
             )
             return
         valid = fail is None
-        summary: dict[str, Any] = {
+        summary = AttemptSummary.parse({
             "usage": usage,
             "reward": reward,
-            "verdict": {"valid": valid, "message": "valid" if valid else f"{fail[0]} broke"},
-        }  # type: ignore[index]
+            "verdict": {"valid": valid, "message": "valid" if valid else f"{fail[0]} broke"},  # type: ignore[index]
+        })
         self.ledger.finish_attempt(
             row.attempt_id,
             status="finished",

@@ -1,0 +1,145 @@
+"""The attempt summary: what a cell runner returns and writes as ``result.json``, what the
+driver classifies and stores in the ledger, and what reports read back.
+
+One model for the contract between runner, pool, driver, evidence and metrics (a rename is a
+type error, not a silent ``None``). Its JSON keeps the shape the first ledgers stored (same
+keys, same meanings), so :meth:`AttemptSummary.parse` reads old ledgers too; a field an old
+or foreign writer got wrong is dropped rather than failing the whole read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Record(BaseModel):
+    # ``ignore``: ledgers written by newer code may carry fields this code does not know.
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Open(BaseModel):
+    """Written by agents and providers, not by us: unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ExecFacts(_Record):
+    """One command run in the sandbox (the agent, the verifier)."""
+
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_sec: float = 0.0
+    truncated_bytes: int = 0
+    oom_killed: bool = False
+    output_tail: str = Field(default="", description="The last few KB of stdout+stderr, redacted.")
+
+
+class AttemptError(_Record):
+    """An exception the attempt ended with (the runner's, or the pool's when the runner was lost)."""
+
+    type: str = ""
+    message: str = ""
+    failure_class: str = "executor"
+    retry_after: float | None = None
+    traceback: str | None = None
+
+
+class Usage(_Open):
+    """``/logs/agent/usage.json``: tokens, cost, model, request ids (adapters add more)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+
+
+class AgentError(_Open):
+    """``/logs/agent/error.json``: the agent's own account of a failure."""
+
+    type: str | None = None
+    message: str | None = None
+    retry_after: float | None = None
+
+
+class VerdictRecord(_Record):
+    """The driver's classification, stored with the summary."""
+
+    valid: bool = False
+    failure_class: str | None = None
+    fingerprint: str | None = None
+    message: str = ""
+    flags: list[str] = Field(default_factory=list)
+
+
+class AttemptSummary(_Record):
+    """The terminal summary of one attempt. The runner states facts; the driver adds the
+    ``verdict``. ``lost`` marks an attempt that died with its runner or node (infrastructure,
+    not evidence about the cell); ``stale`` one a dead driver left without a terminal record."""
+
+    attempt_id: str = ""
+    cell_id: str = ""
+    task: str = ""
+    arm: str = ""
+    rep: int = 0
+    account: str = ""
+    backend: str = ""
+    node: str = ""
+    pid: int = 0
+    python: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    phases: dict[str, float] = Field(default_factory=dict)
+    agent: ExecFacts | None = None
+    verifier: ExecFacts | None = None
+    reward: float | None = None
+    reward_source: str | None = None
+    usage: Usage | None = None
+    agent_error: AgentError | None = None
+    error: AttemptError | None = None
+    cancelled: bool = False
+    lost: bool = False
+    stale: bool = False
+    sandbox_id: str | None = None
+    sandboxes_removed: int | None = None
+    artifact_bytes: int = 0
+    cleanup_error: str | None = None
+    verdict: VerdictRecord | None = None
+
+    @property
+    def cost_usd(self) -> float:
+        return float(self.usage.cost_usd or 0.0) if self.usage is not None else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The on-disk shape (``result.json``, the ledger's ``summary`` column)."""
+        return self.model_dump(mode="json")
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    @classmethod
+    def parse(cls, data: object) -> AttemptSummary:
+        """Read a stored summary, old or new. Fields that do not fit the model are dropped
+        (one at a time, so the rest of the record survives); a non-object reads as empty."""
+        if not isinstance(data, dict):
+            return cls()
+        doc = dict(data)
+        for _ in range(len(doc) + 1):
+            try:
+                return cls.model_validate(doc)
+            except ValidationError as exc:
+                bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+                if not bad & set(doc):
+                    break
+                for key in bad:
+                    doc.pop(key, None)
+        return cls()
+
+    @classmethod
+    def loads(cls, text: str) -> AttemptSummary:
+        try:
+            return cls.parse(json.loads(text))
+        except ValueError:
+            return cls()

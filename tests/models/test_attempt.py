@@ -1,0 +1,45 @@
+"""The attempt summary reads what the first ledgers stored, and writes the same shape."""
+
+from __future__ import annotations
+
+import json
+
+from ray_bench.models.attempt import AttemptSummary
+
+#: A result.json as the first-round runner wrote it (dict built by hand, every key present).
+OLD = {
+    "attempt_id": "c1-a1", "cell_id": "c1", "task": "hello", "arm": "baseline", "rep": 1,
+    "account": "a", "backend": "local", "node": "n", "pid": 7, "python": "3.11.9",
+    "started_at": 10.0, "finished_at": 12.5, "phases": {"agent": 1.0, "total": 2.5},
+    "agent": {"exit_code": 0, "timed_out": False, "duration_sec": 1.0, "truncated_bytes": 0,
+              "oom_killed": False, "output_tail": "done"},
+    "verifier": {"exit_code": 0, "timed_out": False, "duration_sec": 0.2, "truncated_bytes": 0,
+                 "oom_killed": False, "output_tail": ""},
+    "reward": 1.0, "reward_source": "reward.txt", "usage": {"output_tokens": 5, "cost_usd": 0.25, "extra": 1},
+    "agent_error": None, "error": None, "cancelled": False, "sandbox_id": "sb", "artifact_bytes": 10,
+    "verdict": {"valid": True, "failure_class": None, "fingerprint": None, "message": "valid", "flags": []},
+}
+
+
+def test_old_summary_round_trips_with_the_same_keys_and_values() -> None:
+    s = AttemptSummary.parse(OLD)
+    assert s.reward == 1.0 and s.agent is not None and s.agent.output_tail == "done"
+    assert s.cost_usd == 0.25 and s.verdict is not None and s.verdict.valid
+    written = json.loads(s.dumps())
+    for key, value in OLD.items():
+        if key != "usage":
+            assert written[key] == value, key
+    assert written["usage"]["extra"] == 1  # an agent's own usage keys are kept
+
+
+def test_stale_and_pool_made_summaries_parse() -> None:
+    assert AttemptSummary.parse({"stale": True, "sandboxes_removed": 2}).stale
+    lost = AttemptSummary.parse({"error": {"type": "RayActorError", "message": "x", "failure_class": "executor"}})
+    assert lost.error is not None and lost.error.type == "RayActorError"
+
+
+def test_a_field_that_does_not_fit_is_dropped_not_the_record() -> None:
+    s = AttemptSummary.parse({**OLD, "phases": "garbled", "reward": 0.5})
+    assert s.phases == {} and s.reward == 0.5
+    assert AttemptSummary.loads("not json") == AttemptSummary()
+    assert AttemptSummary.parse([1, 2]) == AttemptSummary()
