@@ -13,14 +13,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ray_bench.errors import MultipleInputErrors, PlanError, UserInputError
+from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.models.plan import InputFile
+from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
 from ray_bench.plan.receipt import render_receipt
-from ray_bench.plan.store import PLAN_FILE, confirm_plan, load_plan_file, plan_bytes, write_plan
+from ray_bench.plan.store import (
+    PLAN_FILE,
+    check_confirmation,
+    check_confirmation_form,
+    load_plan_file,
+    plan_bytes,
+    write_plan,
+)
+from ray_bench.plan.verify import verify_plan
 from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import RunObserver
 from ray_bench.scheduler.runstate import RunState
@@ -80,15 +89,25 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id=placeholder, selection=selection,
                                     reps=reps, arms=arms, parallel=parallel,
                                     counterpart_runs=counterpart_runs or [], history=history or {}))
-    if run_id is None:
-        plan = plan.model_copy(update={"run_id": default_run_id(plan.suite)})
+    final_id = run_id or default_run_id(plan.suite)
+    run_root = runs_dir / final_id
+    refuse_unusable_runs_dir(runs_dir)
+    plan = plan.model_copy(update={"run_id": final_id, "run_root": str(run_root.resolve())})
     identity = identity_of(json.loads(plan_bytes(plan)))
-    run_root = runs_dir / plan.run_id
     if (run_root / LEDGER_FILE).exists():
         raise PlanError("this run has already started", where=str(run_root),
                         fix="plan a new --run-id (or use `ray-bench rerun`)")
     write_plan(plan, run_root, render_receipt(plan, identity))
     return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
+
+
+def refuse_unusable_runs_dir(runs_dir: Path) -> None:
+    for parent in (runs_dir, *runs_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserInputError(f"{parent} is not a directory", where="--runs-dir",
+                                     fix="name a directory for run roots")
+            return
 
 
 def refuse_drifted_inputs(inputs: list[InputFile]) -> None:
@@ -126,8 +145,17 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 observer: RunObserver | None = None, clear_halt: Path | None = None,
                 clearance_reason: str | None = None, metrics: MetricsSettings | None = None,
                 on_metrics: Any = None) -> RunOutcome:
-    plan, identity = confirm_plan(plan_path, confirm)
+    confirmed = check_confirmation_form(confirm, plan_path)
+    plan, identity = load_plan_file(plan_path)
     refuse_drifted_inputs(plan.inputs)
+    verify_plan(plan, identity, plan_path)
+    check_confirmation(plan_path, identity, confirmed)
+    if metrics is not None:
+        check_port(metrics.port)
+        check_state_root(metrics.state_root)
+    if options.state_root is not None:
+        check_state_root(Path(options.state_root))
+    check_ray_address(options.address)
     run_root = plan_path.resolve().parent
     with run_lock(run_root):
         if clear_halt is not None or clearance_reason is not None:
@@ -139,7 +167,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             archived = archive_halt(run_root, clear_halt, clearance_reason)
             Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity).event(
                 "halt_cleared", {"archived": str(archived), "reason": clearance_reason})
-        from ray_bench.cells.pool import RayContext, RayPool
+        from ray_bench.cells.pool import RayPool
         from ray_bench.scheduler.driver import Driver
 
         exporter = None
@@ -151,7 +179,12 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             exporter = MetricsExporter(plan.run_id, metrics.state_root, metrics.host, metrics.port,
                                        arms=[a.name for a in plan.arms])
             exporter.set_deadline(metrics.deadline)
-            exporter.start()
+            try:
+                exporter.start()
+            except OSError as exc:
+                raise UserInputError(f"cannot serve metrics on {metrics.host}:{metrics.port}: "
+                                     f"{exc.strerror or exc}", where="--metrics-port",
+                                     fix="pick a free port, 0 for any, or --no-metrics") from None
             if on_metrics is not None:
                 on_metrics(exporter)
             observer = Observers(observer or NullObserver(), MetricsObserver(exporter))
@@ -160,13 +193,34 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
         if options.deadline is None and metrics is not None:
             options.deadline = metrics.deadline
         try:
-            with RayContext(options.address):
+            with join_ray(options.address):
                 pool = RayPool(options.runners_per_node)
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:
             if exporter is not None:
                 exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0)
+
+
+@contextlib.contextmanager
+def join_ray(address: str | None) -> Iterator[None]:
+    """Ray for the run; failing to join or start it is one line, not a traceback (exit 2 for an
+    --address that does not work, 1 when a local Ray cannot start)."""
+    from ray_bench.cells.pool import RayContext
+
+    context = RayContext(address)
+    try:
+        context.__enter__()
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        if address:
+            raise UserInputError(f"cannot join the Ray cluster at {address}: {first}", where="--address",
+                                 fix="check the address, or leave it out to start a local Ray") from None
+        raise RunStopped("ray", f"a local Ray instance did not start: {first}") from None
+    try:
+        yield
+    finally:
+        context.__exit__(None, None, None)
 
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:

@@ -30,6 +30,11 @@ one line and exit 2.
 from __future__ import annotations
 
 
+def fingerprint(secret: str) -> str:
+    """All that any message may show of a secret: its first four characters and its length."""
+    return f"{secret[:4]}... ({len(secret)} chars)"
+
+
 class RayBenchError(Exception):
     """The root of every error ray-bench raises on purpose."""
 

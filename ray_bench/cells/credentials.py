@@ -51,10 +51,11 @@ class Redactor:
         return self._pattern.sub(REDACTED, value) if self._pattern else value
 
     def tree(self, root: Path) -> int:
-        """Scrub every file below ``root`` in place; return how many files changed."""
+        """Scrub every file below ``root`` in place, names included (an agent can write a file
+        named after its key); return how many files changed."""
         if not self._bytes or not root.is_dir():
             return 0
-        changed = 0
+        changed = self._rename(root)
         for path in root.rglob("*"):
             if not path.is_file() or path.is_symlink():
                 continue
@@ -66,3 +67,22 @@ class Redactor:
                 path.write_bytes(scrubbed)
                 changed += 1
         return changed
+
+    def _rename(self, root: Path) -> int:
+        """Rename every entry whose name holds a secret, deepest first (so parents rename after
+        their children); a clash gets a numeric suffix rather than overwriting."""
+        if self._pattern is None:
+            return 0
+        renamed = 0
+        for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            name = self.text(path.name).replace("/", "_")
+            if name == path.name:
+                continue
+            target = path.with_name(name)
+            n = 1
+            while target.exists() or target.is_symlink():
+                target = path.with_name(f"{name}.{n}")
+                n += 1
+            path.rename(target)
+            renamed += 1
+        return renamed

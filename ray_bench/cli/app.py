@@ -7,6 +7,7 @@ traceback. Heavy imports (ray, pandas) happen inside the commands that need them
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -42,6 +43,20 @@ def guarded(fn: Any) -> Any:
             fail_input(exc)
         except RayBenchError as exc:
             err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
+            raise
+        except MemoryError:
+            err.print("error: out of memory (an input may be far larger than it looks; "
+                      "check the files named on the command line)", markup=False)
+            raise typer.Exit(1) from None
+        except Exception as exc:
+            # Never a traceback for the operator: one line, and the traceback on request.
+            if os.environ.get("RAY_BENCH_DEBUG"):
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            err.print(f"error: unexpected {type(exc).__name__}: {first} (a bug in ray-bench: "
+                      "set RAY_BENCH_DEBUG=1 for the traceback and report it)", markup=False)
             raise typer.Exit(1) from None
     return wrapper
 

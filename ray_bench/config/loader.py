@@ -6,50 +6,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from ray_bench.config.bounded import Loc, parse_yaml, read_text_bounded
+from ray_bench.config.secrets import find_secrets
 from ray_bench.errors import ConfigError, MultipleInputErrors, UserInputError
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.suite import Suite
 
 M = TypeVar("M", bound=BaseModel)
 
-Loc = tuple[str | int, ...]
-
 
 def read_yaml(path: Path, error: type[UserInputError] = ConfigError) -> tuple[Any, dict[Loc, int]]:
-    """Parse ``path`` as YAML (JSON is YAML) and return the data and the line of every key."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error("file not found", where=str(path), fix="check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"cannot read: {exc}", where=str(path)) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise error(f"invalid YAML: {problem}", where=where, fix="fix the syntax") from None
-    lines: dict[Loc, int] = {}
-    if node is not None:
-        _index(node, (), lines)
-    return data, lines
-
-
-def _index(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
-    lines[loc] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-            _index(value_node, (*loc, key), lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _index(item, (*loc, i), lines)
+    """Parse ``path`` as YAML (JSON is YAML) within the bounds of :mod:`ray_bench.config.bounded`
+    and return the data and the line of every key."""
+    return parse_yaml(read_text_bounded(path, error), path, error)
 
 
 def _line_for(loc: Loc, lines: dict[Loc, int]) -> int | None:
@@ -79,17 +50,45 @@ def _fix_for(kind: str) -> str:
     }.get(kind, "see the field's description in the docs")
 
 
+#: Error lines shown for one file; a generated file with 10,000 bad keys needs only the first few.
+MAX_ERROR_LINES = 20
+
+
 def load_model_file(path: Path, model: type[M], error: type[UserInputError] = ConfigError) -> M:
+    """Read, bound, scan for credentials, then validate strictly: ``reps: true`` is not 1 and
+    ``max_concurrent: "3"`` is not 3."""
     data, lines = read_yaml(path, error)
     if data is None:
         raise error("file is empty", where=str(path), fix=f"write a {model.__name__} document")
+    refuse_secrets(data, path, lines, error)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=True)
     except ValidationError as exc:
         errors = list(validation_errors(exc, path, lines, error))
         if len(errors) == 1:
             raise errors[0] from None
+        if len(errors) > MAX_ERROR_LINES:
+            rest = len(errors) - MAX_ERROR_LINES + 1
+            errors = [*errors[:MAX_ERROR_LINES - 1],
+                      error(f"and {rest} more problems", where=str(path), fix="fix the ones above first")]
         raise MultipleInputErrors(errors) from None
+
+
+def refuse_secrets(data: Any, path: Path, lines: dict[Loc, int], error: type[UserInputError],
+                   route_values: list[str] | None = None) -> None:
+    """Refuse credential-looking values, each on its line, showing a fingerprint at most."""
+    found = find_secrets(data, route_values or [])
+    if not found:
+        return
+    errors: list[UserInputError] = []
+    for loc, kind, shown in found[:MAX_ERROR_LINES]:
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        line = _line_for(loc, lines)
+        errors.append(error(f"{field} holds what looks like {kind} ({shown})",
+                            where=f"{path}:{line}" if line else str(path),
+                            fix="never write a secret into a config file: put it in an env var and name "
+                                "that variable in an account's route"))
+    raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
 
 
 def load_suite(path: Path) -> Suite:

@@ -6,13 +6,13 @@ writes so that a gap-fill runs exactly the missing repetitions.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field
 
+from ray_bench.config.bounded import MAX_SELECTION_BYTES, parse_json, parse_yaml, read_text_bounded
+from ray_bench.config.secrets import find_secrets
 from ray_bench.errors import SelectionError
 from ray_bench.models._base import FrozenModel
 
@@ -33,32 +33,18 @@ class Selection(FrozenModel):
 
 
 def load_selection(path: Path) -> Selection:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SelectionError("file not found", where=str(path), fix="check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SelectionError(f"cannot read: {exc}", where=str(path)) from None
+    text = read_text_bounded(path, SelectionError, MAX_SELECTION_BYTES)
     stripped = text.lstrip()
     if not stripped:
         raise SelectionError("selection is empty", where=str(path), fix="list at least one task")
     if path.suffix == ".json" or stripped.startswith("{"):
-        try:
-            data: Any = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SelectionError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
-                                 fix="fix the syntax") from None
+        data: Any = parse_json(text, path, SelectionError)
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             raise SelectionError('expected {"tasks": [...]}', where=str(path),
                                  fix="use the CodeScaleBench selection format")
         items = data["tasks"]
     elif path.suffix in {".yaml", ".yml"} or stripped.startswith("-"):
-        try:
-            items = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise SelectionError("invalid YAML", where=where, fix="fix the syntax") from None
+        items = parse_yaml(text, path, SelectionError)[0]
         if isinstance(items, dict) and isinstance(items.get("tasks"), list):
             items = items["tasks"]
         if not isinstance(items, list):
@@ -74,6 +60,9 @@ def load_selection(path: Path) -> Selection:
                 raise SelectionError(f"not a task id: {line!r}", where=f"{path}:{number}",
                                      fix="one task id per line")
             items.append(line)
+    for loc, kind, shown in find_secrets(items)[:1]:
+        raise SelectionError(f"entry {loc[0] + 1 if loc and isinstance(loc[0], int) else 1} holds what looks like "
+                             f"{kind} ({shown})", where=str(path), fix="a selection names tasks; remove the secret")
     entries = [_entry(item, path, index) for index, item in enumerate(items)]
     if not entries:
         raise SelectionError("selection is empty", where=str(path), fix="list at least one task")
@@ -96,7 +85,7 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
             raise SelectionError("entry has no task_id", where=where, fix='add "task_id"')
         reps = item.get("reps")
         if reps is not None and (not isinstance(reps, list) or
-                                 not all(isinstance(r, int) and r >= 1 for r in reps)):
+                                 not all(type(r) is int and r >= 1 for r in reps)):
             raise SelectionError("reps must be a list of positive integers", where=where,
                                  fix="e.g. reps: [3, 4]")
         arms = item.get("arms")
@@ -104,4 +93,5 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
             raise SelectionError("arms must be a list of arm names", where=where, fix="e.g. arms: [mcp]")
         return SelectionEntry(task_id=task_id, reps=tuple(reps) if reps else None,
                               arms=tuple(arms) if arms else None)
-    raise SelectionError(f"cannot read entry {item!r}", where=where, fix="use a task id or a mapping")
+    raise SelectionError(f"cannot read an entry of type {type(item).__name__}", where=where,
+                         fix="use a task id or a mapping")

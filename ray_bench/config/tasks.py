@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ray_bench.config.bounded import read_text_bounded
 from ray_bench.errors import MultipleInputErrors, TaskDirError, UserInputError
 from ray_bench.models.task import TaskRef, TaskToml
 
@@ -42,9 +43,11 @@ def load_task(task_dir: Path) -> TaskRef:
         errors.append(TaskDirError("task.toml is missing", where=str(task_dir), fix="add task.toml"))
     else:
         try:
-            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_text_bounded(toml_path, TaskDirError))
             config = TaskToml.model_validate(data)
-        except tomllib.TOMLDecodeError as exc:
+        except UserInputError as exc:
+            errors.append(exc)
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
             errors.append(TaskDirError(f"invalid TOML: {exc}", where=str(toml_path), fix="fix the syntax"))
         except ValidationError as exc:
             for item in exc.errors():

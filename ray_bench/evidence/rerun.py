@@ -217,6 +217,7 @@ def rerun_failed(
                 run_id=new_id,
                 selection=selection,
                 only_cells=frozenset(f.key for f in failed),
+                run_root=new_root,
                 environ=dict(os.environ) if environ is None else environ,
             )
         )

@@ -73,7 +73,11 @@ def find_run_roots(paths: Iterable[Path]) -> list[Path]:
         if (path / PLAN_FILE).is_file():
             roots.append(path)
         elif path.is_dir():
-            roots.extend(sorted(p.parent for p in path.glob(f"*/{PLAN_FILE}")))
+            found = sorted(p.parent for p in path.glob(f"*/{PLAN_FILE}"))
+            if not found:  # an empty or mistyped directory would read as "no rows anywhere"
+                raise UserInputError("holds no run root (no */launch-plan.json)", where=str(path),
+                                     fix="pass runs/ or runs/ID")
+            roots.extend(found)
         else:
             raise UserInputError(
                 "not a run root or a directory of run roots",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,15 +130,26 @@ class Ledger:
 
     @classmethod
     def open_readonly(cls, run_root: Path) -> Ledger:
+        """Read the ledger and leave nothing behind. ``mode=ro`` on a WAL database creates the
+        ``-wal`` and ``-shm`` files when they are absent (and leaves them); ``immutable=1`` reads
+        the file alone without locks, which is exact when there is no ``-wal`` (no writer since
+        the last clean close). When a ``-wal`` exists (a live or crashed driver) its commits
+        matter, so ``mode=ro`` reads them; the files exist already."""
         path = run_root / LEDGER_FILE
         if not path.is_file():
             raise LedgerError(f"no ledger at {path}: the run has not started")
-        try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-            conn.execute("SELECT 1 FROM meta").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"cannot read ledger {path}: {exc}") from exc
-        return cls(conn, path)
+        quoted = urllib.parse.quote(str(path.resolve()))
+        modes = ["immutable=1", "mode=ro"] if not Path(f"{path}-wal").exists() else ["mode=ro"]
+        for i, mode in enumerate(modes):
+            conn = sqlite3.connect(f"file:{quoted}?{mode}", uri=True, check_same_thread=False)
+            try:
+                conn.execute("SELECT 1 FROM meta").fetchall()
+                return cls(conn, path)
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if i == len(modes) - 1:  # a writer may have started between the check and the read
+                    raise LedgerError(f"cannot read ledger {path}: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self._conn.close()

@@ -6,6 +6,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from ray_bench.errors import fingerprint
 from ray_bench.models._base import ConfigModel
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -31,7 +32,8 @@ class CredentialRoute(ConfigModel):
         for target, source in value.items():
             for name in (target, source):
                 if not _ENV_NAME.match(name):
-                    raise ValueError(f"{name!r} is not an environment variable name")
+                    # never echoed whole: a key pasted where its variable's name belongs
+                    raise ValueError(f"{fingerprint(name)} is not an environment variable name")
         return value
 
     @model_validator(mode="after")

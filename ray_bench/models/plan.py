@@ -57,6 +57,8 @@ class Capacity(FrozenModel):
 class Plan(FrozenModel):
     format: str = Field(default=PLAN_SCHEMA, description="Plan format version.")
     run_id: str
+    run_root: str = Field(default="", description="The absolute run root this plan was written "
+                          "into; `execute` refuses a copy anywhere else.")
     suite: str
     created_with: str
     inputs: list[InputFile]

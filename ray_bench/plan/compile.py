@@ -11,6 +11,7 @@ from typing import Literal
 
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
+from ray_bench.config.secrets import find_secrets, route_values
 from ray_bench.config.selection import Selection, load_selection
 from ray_bench.config.tasks import load_tasks, task_checksum
 from ray_bench.errors import ConfigError, MultipleInputErrors, PairingGuardError, SelectionError, UserInputError
@@ -40,6 +41,8 @@ class PlanRequest:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     #: Keep only these (task, arm, rep) cells; None keeps every cell (``ray-bench rerun``).
     only_cells: frozenset[tuple[str, str, int]] | None = None
+    #: The run root the plan is bound to (``execute`` refuses a copy anywhere else).
+    run_root: Path | None = None
 
 
 def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
@@ -51,7 +54,7 @@ def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
     return config
 
 
-def _resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[
+def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[
         list[Arm], dict[str, str]]:
     resolved: list[Arm] = []
     checksums: dict[str, str] = {}
@@ -83,22 +86,31 @@ def compile_plan(req: PlanRequest) -> Plan:
             raise SelectionError(f"tasks not in suite {suite.name}: {', '.join(missing[:5])}",
                                  where=selection.path, fix="select tasks of this suite")
         only = selection.task_ids
+    if selection is not None:
+        _check_selection_arms(selection, suite)
     tasks = load_tasks(tasks_root, only)
 
     errors: list[UserInputError] = []
     warnings: list[str] = []
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
-    arms, agent_sums = _resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
+    arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
 
     unpaired = req.arms != "all"
     if unpaired:
         warnings.extend(_pairing_guard(suite, arms, tasks, req))
+    elif selection is not None and req.only_cells is None:
+        # entries whose `arms:` leave out an arm of the plan unpair those tasks: the same guard
+        # as --baseline-only/--full-only, task by task
+        lopsided = _unpaired_by_selection(selection, arms, tasks)
+        for chosen, subset in lopsided.items():
+            warnings.extend(_pairing_guard(suite, [a for a in arms if a.name in chosen], subset, req))
+        unpaired = bool(lopsided)
 
     reps = req.reps or suite.reps
-    plan_tasks = [_plan_task(t, suite, req.history) for t in tasks]
+    plan_tasks = [plan_task(t, suite, req.history) for t in tasks]
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
     if req.only_cells is not None:
         cells = [c for c in cells if (c.task, c.arm, c.rep) in req.only_cells]
@@ -127,8 +139,9 @@ def compile_plan(req: PlanRequest) -> Plan:
         inputs.append(_input("selection", "selection", req.selection))
     backends = dict(suite.backends)
     backends.setdefault(suite.backend, BackendConfig())
-    return Plan(
+    plan = Plan(
         run_id=req.run_id,
+        run_root=str(req.run_root.resolve()) if req.run_root is not None else "",
         suite=suite.name,
         created_with=f"ray-bench {__version__}",
         inputs=inputs,
@@ -146,6 +159,54 @@ def compile_plan(req: PlanRequest) -> Plan:
         warnings=warnings,
         unpaired=unpaired,
     )
+    refuse_route_values(plan, req)
+    return plan
+
+
+def refuse_route_values(plan: Plan, req: PlanRequest) -> None:
+    """No field of the plan may hold the value of a route variable (a key pasted into an arm's
+    env, a probe command or a task's verifier env) or anything else credential-like that the
+    file scans could not see (task.toml values)."""
+    values = route_values([a.route.env for a in plan.accounts], req.environ)
+    sources = {"accounts": req.accounts, "tasks": "task.toml"}
+    found = find_secrets(plan.model_dump(mode="json", exclude={"inputs", "cells", "preflight"}), values)
+    if not found:
+        return
+    errors: list[UserInputError] = []
+    for loc, kind, shown in found[:20]:
+        field = ".".join(str(p) for p in loc)
+        where = str(sources.get(str(loc[0]), req.suite))
+        if loc[0] == "tasks" and len(loc) > 1 and isinstance(loc[1], int):
+            where = plan.tasks[loc[1]].path
+        errors.append(ConfigError(f"{field} holds what looks like {kind} ({shown})", where=where,
+                                  fix="never write a secret into a config file: name its env var in an "
+                                      "account's route"))
+    raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+
+
+def _check_selection_arms(selection: Selection, suite: Suite) -> None:
+    known = [a.name for a in suite.arms]
+    for entry in selection.entries:
+        unknown = [a for a in entry.arms or () if a not in known]
+        if unknown:
+            raise SelectionError(f"task {entry.task_id}: arm {unknown[0][:40]!r} is not in suite {suite.name} "
+                                 f"(arms: {', '.join(known)})", where=selection.path,
+                                 fix="name arms of this suite")
+
+
+def _unpaired_by_selection(selection: Selection, arms: list[Arm], tasks: list[TaskRef]) -> dict[
+        frozenset[str], list[TaskRef]]:
+    """Arms kept -> the tasks whose selection entry keeps only those arms of the plan."""
+    names = {a.name for a in arms}
+    by_id = {t.id: t for t in tasks}
+    out: dict[frozenset[str], list[TaskRef]] = {}
+    for entry in selection.entries:
+        if entry.arms is None or entry.task_id not in by_id:
+            continue
+        kept = frozenset(entry.arms) & names
+        if kept != names:
+            out.setdefault(kept, []).append(by_id[entry.task_id])
+    return out
 
 
 def _input(kind: Literal["suite", "accounts", "selection"], name: str, path: Path) -> InputFile:
@@ -212,7 +273,7 @@ def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: Pla
     return []
 
 
-def _plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> PlanTask:
+def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> PlanTask:
     env = task.config.environment
     memory = env.memory_mb
     return PlanTask(

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ray_bench.config.bounded import MAX_PLAN_BYTES, read_bounded
 from ray_bench.errors import ConfirmationError, PlanError
 from ray_bench.models.plan import PLAN_SCHEMA, Plan
 from ray_bench.plan.identity import canonical_bytes, identity_of
 
 PLAN_FILE = "launch-plan.json"
 RECEIPT_FILE = "receipt.md"
+_IDENTITY = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def plan_bytes(plan: Plan) -> bytes:
@@ -41,20 +44,28 @@ def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
         if existing != identity:
             raise PlanError(f"run root already holds plan {existing}", where=str(run_root),
                             fix="choose another --run-id")
-    run_root.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, data)
-    atomic_write(run_root / RECEIPT_FILE, receipt.encode())
+    if plan.run_root != str(run_root.resolve()):
+        raise PlanError(f"plan is bound to {plan.run_root or 'no run root'}", where=str(run_root),
+                        fix="compile it with this run root")
+    try:
+        run_root.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+        atomic_write(run_root / RECEIPT_FILE, receipt.encode())
+    except OSError as exc:
+        raise PlanError(f"cannot write the plan: {exc.strerror or exc}", where=str(run_root),
+                        fix="choose a writable --runs-dir") from None
     return identity
 
 
 def load_plan_file(path: Path) -> tuple[Plan, str]:
-    """Read a plan and compute its identity from its canonical content."""
+    """Read a plan and compute its identity from its canonical content. Bounded in size; a
+    file that is not byte for byte the canonical form `plan` writes is refused."""
+    data = read_bounded(path, PlanError, MAX_PLAN_BYTES)
     try:
-        raw = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise PlanError("plan file not found", where=str(path), fix="run `ray-bench plan` first") from None
-    except (OSError, ValueError) as exc:
-        raise PlanError(f"not a plan file: {exc}", where=str(path), fix="pass runs/ID/launch-plan.json") from None
+        raw = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise PlanError(f"not a plan file: {str(exc)[:120]}", where=str(path),
+                        fix="pass runs/ID/launch-plan.json") from None
     if not isinstance(raw, dict) or raw.get("format") != PLAN_SCHEMA:
         raise PlanError(f"not a {PLAN_SCHEMA} plan", where=str(path), fix="re-plan with this version")
     try:
@@ -64,19 +75,34 @@ def load_plan_file(path: Path) -> tuple[Plan, str]:
         field = ".".join(str(p) for p in first["loc"])
         raise PlanError(f"plan field {field}: {first['msg']}", where=str(path),
                         fix="plans are written by `ray-bench plan`; do not edit them") from None
+    if canonical_bytes(raw) + b"\n" != data:
+        raise PlanError("the plan file was edited (it is not in the form `ray-bench plan` writes)",
+                        where=str(path), fix="make a new plan with `ray-bench plan`")
     return plan, identity_of(raw)
 
 
-def confirm_plan(path: Path, confirm: str | None) -> tuple[Plan, str]:
+def check_confirmation_form(confirm: str | None, path: Path) -> str:
     if not confirm:
         raise ConfirmationError("--confirm is required", where=str(path),
                                 fix="pass --confirm with the identity `ray-bench plan` printed")
-    if not confirm.startswith("sha256:") or len(confirm) != 71:
-        raise ConfirmationError(f"{confirm!r} is not a plan identity", where="--confirm",
+    if not _IDENTITY.match(confirm):
+        raise ConfirmationError("that is not a plan identity", where="--confirm",
                                 fix="pass sha256:<64 hex digits> as printed by `ray-bench plan`")
-    plan, identity = load_plan_file(path)
+    return confirm
+
+
+def check_confirmation(path: Path, identity: str, confirm: str) -> None:
+    """The plan must be the one confirmed. The refusal shows no identity to paste: the
+    receipt is what is reviewed, and its identity is the one to confirm."""
     if identity != confirm:
+        receipt = path.resolve().parent / RECEIPT_FILE
         raise ConfirmationError(
-            f"plan identity is {identity}, not the confirmed {confirm}", where=str(path),
-            fix="the plan changed since it was reviewed: review its receipt and confirm the new identity")
+            f"this plan is not the one confirmed ({confirm[:15]}...)", where=str(path),
+            fix=f"review {receipt} and confirm the identity it states, or make a new plan with `ray-bench plan`")
+
+
+def confirm_plan(path: Path, confirm: str | None) -> tuple[Plan, str]:
+    confirmed = check_confirmation_form(confirm, path)
+    plan, identity = load_plan_file(path)
+    check_confirmation(path, identity, confirmed)
     return plan, identity

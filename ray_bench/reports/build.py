@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ray_bench.errors import UserInputError
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.models.attempt import AttemptSummary
@@ -75,6 +76,9 @@ def build_report(run_root: Path, roots: list[Path] | None = None) -> Report:
     """The report of ``run_root`` and its reruns (or of ``roots``, the first one named)."""
     family = roots if roots is not None else run_family(run_root)
     epochs = [load_epoch(p) for p in family]
+    if not any(e.attempts for e in epochs):
+        raise UserInputError("no attempt has run yet: there is nothing to report", where=str(run_root),
+                             fix="execute the plan first (its receipt names the command)")
     evidence = build_evidence(epochs)
     return report_from_evidence(epochs[0].run_id, evidence)
 

@@ -16,7 +16,6 @@ import shutil
 import signal
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,11 +29,9 @@ from ray_bench.sandboxes.base import (
     SandboxRef,
     SandboxSpec,
 )
+from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
+from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, sweep
 
-#: The sandbox's record: its labels (JSON, first line), then one line per process group it
-#: started, so that a later ``remove`` (audit, resume after a crash) can kill what a dead
-#: runner left behind. One file: on a busy host every file created costs (see _copy_tree).
-_MARKER = ".ray-bench-sandbox.json"
 T = TypeVar("T")
 
 
@@ -158,7 +155,7 @@ class LocalSandbox(Sandbox):
 
     async def delete(self) -> None:
         self._kill_processes()
-        await _off_loop_if_large(self.root, shutil.rmtree, self.root, True)
+        await _off_loop_if_large(self.root, remove_dir, self.root)
 
     def _kill_processes(self) -> None:
         """Every process group this sandbox started, running ones and those recorded by an
@@ -343,16 +340,13 @@ class LocalBackend(SandboxBackend):
         self.root = Path(root) if root else default_root()
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"sbx-{uuid.uuid4().hex[:12]}"
-        path.mkdir()
-        (path / _MARKER).write_text(json.dumps({"labels": dict(spec.labels)}) + "\n")
-        return LocalSandbox(path, spec)
+        return LocalSandbox(create_dir(self.root, spec.labels), spec)
 
     async def list(self, labels: Mapping[str, str]) -> list[SandboxRef]:
         refs: list[SandboxRef] = []
         if not self.root.is_dir():
             return refs
+        await asyncio.to_thread(sweep, self.root)
         for marker in self.root.glob(f"*/{_MARKER}"):
             try:
                 with marker.open() as record:
@@ -365,4 +359,4 @@ class LocalBackend(SandboxBackend):
 
     async def remove(self, ref: SandboxRef) -> None:
         _kill_recorded(self.root / ref.id)
-        await asyncio.to_thread(shutil.rmtree, self.root / ref.id, True)
+        await asyncio.to_thread(remove_dir, self.root / ref.id)

@@ -11,6 +11,7 @@ from support.suites import make_suite
 from ray_bench.api import plan_run
 from ray_bench.errors import ConfigError, ConfirmationError, PairingGuardError, PlanError
 from ray_bench.plan.compile import PlanRequest, compile_plan
+from ray_bench.plan.identity import canonical_bytes, identity_of
 from ray_bench.plan.store import confirm_plan, load_plan_file
 
 ENV = dict(TEST_ROUTES)
@@ -110,8 +111,14 @@ def test_identity_matches_file_and_edit_is_refused(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     data["max_attempts"] = 9
     path.write_text(json.dumps(data))
-    with pytest.raises(ConfirmationError, match="not the confirmed"):
+    with pytest.raises(PlanError, match="edited") as refused:
         confirm_plan(path, result.identity)
+    assert "sha256:" not in str(refused.value)
+    path.write_bytes(canonical_bytes(data) + b"\n")  # edited in the canonical form
+    with pytest.raises(ConfirmationError, match="not the one confirmed") as refused:
+        confirm_plan(path, result.identity)
+    new_identity = identity_of(data)
+    assert new_identity[7:] not in str(refused.value) and "receipt.md" in str(refused.value)
 
 
 @pytest.mark.parametrize("confirm", [None, "", "sha256:abc", "deadbeef"])

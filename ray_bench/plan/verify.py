@@ -1,0 +1,191 @@
+"""Plans are frozen manifests: ``execute`` runs only a plan that ``plan`` wrote, where it wrote it.
+
+The identity alone cannot tell a reviewed plan from an edited one: whoever edits
+``launch-plan.json`` can compute its new identity, and an operator pasting it runs the edit.
+So ``execute`` re-derives what the plan claims from its own content and from the inputs it
+names (their checksums were re-checked just before), and refuses any difference:
+
+- the plan sits in the run root it was written into (a copy elsewhere would re-run every cell
+  under the same run id, labels and metrics target);
+- arms, accounts, limits and backends are what the suite and accounts files say;
+- every task is what its directory says, and every task and agent directory is a checked input;
+- every cell id is recomputed from the task's checksum, the arm's config and the repetition;
+- the receipt the operator reviewed states every fact of this plan.
+
+A refusal never shows an identity to paste: it names the receipt to review and the `plan`
+command that makes a new plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ray_bench.config.loader import load_accounts, load_suite
+from ray_bench.config.tasks import load_task
+from ray_bench.errors import PlanError, UserInputError
+from ray_bench.models.accounts import AccountsFile
+from ray_bench.models.plan import InputFile, Plan
+from ray_bench.models.suite import BackendConfig, Suite
+from ray_bench.plan.compile import arm_config, plan_task, resolve_agent_dirs
+from ray_bench.plan.identity import canonical_bytes, cell_id
+from ray_bench.plan.receipt import render_receipt
+from ray_bench.plan.store import RECEIPT_FILE
+
+
+def replan_command(plan: Plan) -> str:
+    """The `plan` command that makes a new plan from this plan's inputs."""
+    named = {i.kind: i.path for i in plan.inputs if i.kind in ("suite", "accounts", "selection")}
+    parts = ["ray-bench plan", f"--suite {named.get('suite', 'SUITE')}",
+             f"--accounts {named.get('accounts', 'ACCOUNTS')}"]
+    if "selection" in named:
+        parts.append(f"--selection-file {named['selection']}")
+    parts.append("--run-id NEW_RUN_ID")
+    return " ".join(parts)
+
+
+def refusal(plan: Plan, plan_path: Path, what: str) -> PlanError:
+    receipt = plan_path.resolve().parent / RECEIPT_FILE
+    return PlanError(f"not the plan `ray-bench plan` wrote: {what}", where=str(plan_path),
+                     fix=f"review {receipt} and make a new plan: {replan_command(plan)}")
+
+
+def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
+    """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs."""
+    elsewhere = _bound_to_root(plan, plan_path)
+    if elsewhere is not None:
+        raise PlanError(elsewhere, where=str(plan_path),
+                        fix=f"execute {Path(plan.run_root or '?') / 'launch-plan.json'} where it is, or make "
+                            f"a new plan: {replan_command(plan)}")
+    problem = _inputs_cover(plan)
+    if problem is None:
+        suite_path = Path(_input(plan, "suite").path)
+        try:
+            suite = load_suite(suite_path)
+            accounts = load_accounts(Path(_input(plan, "accounts").path))
+        except UserInputError as exc:
+            raise refusal(plan, plan_path, f"its inputs no longer load ({exc.line()[:200]})") from None
+        problem = _rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
+    if problem is None:
+        problem = _receipt(plan, identity, plan_path)
+    if problem is not None:
+        raise refusal(plan, plan_path, problem)
+
+
+def _bound_to_root(plan: Plan, plan_path: Path) -> str | None:
+    here = str(plan_path.resolve().parent)
+    if plan.run_root != here:
+        return (f"this plan belongs to run root {plan.run_root or '(none)'}, not {here}: a copy would "
+                "re-run every cell under the same run id, labels and metrics target")
+    if Path(here).name != plan.run_id:
+        return f"this plan's run id {plan.run_id!r} is not its run root's name"
+    return None
+
+
+def _inputs_cover(plan: Plan) -> str | None:
+    kinds = {i.kind for i in plan.inputs}
+    if not {"suite", "accounts"} <= kinds:
+        return "it names no suite or accounts file"
+    tasks = {i.name: i for i in plan.inputs if i.kind == "task"}
+    for task in plan.tasks:
+        item = tasks.get(task.id)
+        if item is None or item.path != task.path or item.sha256 != task.checksum:
+            return f"task {task.id} is not a checked input"
+    agents = {i.name: i for i in plan.inputs if i.kind == "agent"}
+    for arm in plan.arms:
+        if arm.agent_dir is not None and (arm.name not in agents or agents[arm.name].path != arm.agent_dir):
+            return f"arm {arm.name}'s agent directory is not a checked input"
+    return None
+
+
+def _input(plan: Plan, kind: str) -> InputFile:
+    return next(i for i in plan.inputs if i.kind == kind)
+
+
+def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile) -> str | None:
+    errors: list[UserInputError] = []
+    resolved, _ = resolve_agent_dirs(list(suite.arms), suite_path, errors)
+    if errors:
+        return "an arm's agent directory is gone"
+    by_name = {a.name: a for a in resolved}
+    names = [a.name for a in plan.arms]
+    for arm in plan.arms:
+        if by_name.get(arm.name) != arm:
+            return f"arm {arm.name} is not the suite's arm of that name"
+    if names != [a.name for a in resolved if a.name in names]:
+        return "its arms are not in the suite's order"
+    allowed = ([a.name for a in resolved], [suite.baseline.name],
+               [a.name for a in resolved if a.role == "variant"])
+    if names not in allowed:
+        return "its arms are not the suite's arms, its baseline or its variants"
+    if names != allowed[0] and not plan.unpaired:
+        return "it runs a subset of the arms but says it is paired"
+    if plan.accounts != accounts.accounts:
+        return "its accounts are not the accounts file's"
+    backends = dict(suite.backends)
+    backends.setdefault(suite.backend, BackendConfig())
+    expected = {"suite": suite.name, "max_attempts": suite.max_attempts, "artifact_cap_mb": suite.artifact_cap_mb,
+                "spend_limit_usd": suite.spend_limit_usd, "host_reserve_mb": suite.host_reserve_mb,
+                "backends": backends}
+    for name, value in expected.items():
+        if getattr(plan, name) != value:
+            return f"its {name} is not the suite's"
+    tasks_root = (suite_path.parent / suite.tasks_dir).resolve()
+    for task in plan.tasks:
+        if Path(task.path).parent != tasks_root or Path(task.path).name != task.id:
+            return f"task {task.id} is not under the suite's tasks directory"
+        if suite.tasks is not None and task.id not in suite.tasks:
+            return f"task {task.id} is not one of the suite's tasks"
+        try:
+            derived = plan_task(load_task(Path(task.path)), suite, {})
+        except UserInputError:
+            return f"task {task.id} no longer loads"
+        if derived.model_copy(update={"expected_sec": task.expected_sec}) != task:
+            return f"task {task.id} is not what its directory says"
+    cap = plan.capacity
+    if cap.accounts_concurrency != sum(a.limits.max_concurrent for a in accounts.accounts):
+        return "its capacity is not the accounts' concurrency"
+    bound = min([cap.accounts_concurrency, *cap.backend_pools.values()]
+                + ([cap.parallel_cap] if cap.parallel_cap is not None else []))
+    if cap.effective != bound:
+        return "its effective parallelism is not the minimum of its limits"
+    for name, pool in cap.backend_pools.items():
+        configured = backends.get(name, BackendConfig()).max_sandboxes
+        if configured is not None and pool > configured:
+            return f"its {name} pool is above the suite's max_sandboxes"
+    return None
+
+
+def _cells(plan: Plan, backend: str) -> str | None:
+    tasks = {t.id: t for t in plan.tasks}
+    agents = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
+    configs = {a.name: canonical_bytes(arm_config(a, agents.get(a.name))) for a in plan.arms}
+    seen: set[str] = set()
+    for cell in plan.cells:
+        task = tasks.get(cell.task)
+        if task is None or cell.arm not in configs or cell.rep < 1:
+            return f"cell {cell.id[:12]} names a task, arm or repetition the plan does not have"
+        if cell.id != cell_id(task.id, task.checksum, configs[cell.arm], cell.rep):
+            return f"cell {cell.id[:12]} ({cell.task}, {cell.arm}, rep {cell.rep}) has another id than its content"
+        if cell.backend != backend:
+            return f"cell {cell.id[:12]} runs on {cell.backend}, not the suite's backend"
+        if cell.id in seen:
+            return f"cell {cell.id[:12]} appears twice"
+        seen.add(cell.id)
+    if not plan.cells or not set(plan.preflight) <= seen:
+        return "its preflight names cells it does not have"
+    return None
+
+
+def _receipt(plan: Plan, identity: str, plan_path: Path) -> str | None:
+    """Every line of the receipt this plan renders is in the receipt on disk, in order (a
+    rerun's receipt adds a section; nothing may be missing or different)."""
+    path = plan_path.resolve().parent / RECEIPT_FILE
+    try:
+        on_disk = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return f"its receipt {path} is missing or unreadable"
+    lines = iter(on_disk)
+    for line in render_receipt(plan, identity).splitlines():
+        if not any(line == other for other in lines):
+            return "its receipt does not state what the plan holds (the plan or the receipt was edited)"
+    return None
