@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
-
-from ray_bench.config.loader import load_accounts, load_suite
+from ray_bench.config.loader import load_accounts, load_suite, read_yaml
 from ray_bench.config.selection import load_selection
 from ray_bench.config.tasks import load_task
 from ray_bench.errors import ConfigError, UserInputError
@@ -18,8 +16,8 @@ def _kind(path: Path) -> str:
         return "task"
     if path.suffix in {".yaml", ".yml"}:
         try:
-            data = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, OSError, UnicodeDecodeError):
+            data = read_yaml(path)[0]
+        except UserInputError:
             return "suite"  # let the loader report the problem with its line
         if isinstance(data, dict) and "accounts" in data:
             return "accounts"

@@ -13,6 +13,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancell
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.cells.actor import CellRunner
+from ray_bench.cells.ray_start import init_ray
 from ray_bench.cells.runner import new_summary
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.models.attempt import AttemptError, AttemptSummary
@@ -43,10 +44,7 @@ class RayContext:
             return self
         kwargs: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False,
                                   "logging_level": logging.WARNING}
-        if self.address:
-            ray.init(address=self.address, **kwargs)
-        else:
-            ray.init(address="local", include_dashboard=False, **kwargs)
+        init_ray(self.address, **kwargs)
         self.owns = True
         return self
 

@@ -31,6 +31,7 @@ from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, Usage
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
+from ray_bench.sandboxes.local_dirs import pid_alive as _alive
 
 RESULT_FILE = "result.json"
 #: ``exec``: the shell becomes the test script rather than forking it (one process less).
@@ -150,16 +151,6 @@ def _new_stage_root(parent: Path | None = None) -> Path:
     root = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
     atexit.register(shutil.rmtree, root, True)
     return root
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials,

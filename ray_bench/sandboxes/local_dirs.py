@@ -60,13 +60,13 @@ def remove_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return True  # another user's process
     return True
 
 
@@ -83,7 +83,7 @@ def sweep(root: Path) -> int:
         path = Path(entry.path)
         if entry.name.startswith(_STAGING):
             pid_text = entry.name[len(_STAGING):].split("-", 1)[0]
-            if pid_text.isdigit() and not _alive(int(pid_text)):
+            if pid_text.isdigit() and not pid_alive(int(pid_text)):
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
         elif entry.name.startswith("sbx-") and not (path / MARKER).exists():

@@ -35,8 +35,9 @@ def ensure_ray() -> None:
         return
     import logging
 
-    ray.init(address="local", include_dashboard=False, namespace="ray-bench", log_to_driver=False,
-             logging_level=logging.WARNING)
+    from ray_bench.cells.ray_start import init_ray
+
+    init_ray(None, namespace="ray-bench", log_to_driver=False, logging_level=logging.WARNING)
     _STATE["started"] = True
     atexit.register(_shutdown)
 
