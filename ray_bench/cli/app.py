@@ -129,7 +129,7 @@ def execute(
 
     deadline_ts = parse_deadline(deadline) if deadline else None
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts,
-                         runners_per_node=runners_per_node)
+                         runners_per_node=runners_per_node, state_root=state_root)
     metrics = None if no_metrics else MetricsSettings(
         host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
         deadline=deadline_ts, final_scrape_sec=3.0)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ray_bench.config.bounded import Loc, parse_yaml, read_text_bounded
-from ray_bench.config.secrets import find_secrets
+from ray_bench.config.secrets import find_secrets, shown_field
 from ray_bench.errors import ConfigError, MultipleInputErrors, UserInputError
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.suite import Suite
@@ -82,7 +82,7 @@ def refuse_secrets(data: Any, path: Path, lines: dict[Loc, int], error: type[Use
         return
     errors: list[UserInputError] = []
     for loc, kind, shown in found[:MAX_ERROR_LINES]:
-        field = ".".join(str(p) for p in loc) or "(top level)"
+        field = shown_field(loc)
         line = _line_for(loc, lines)
         errors.append(error(f"{field} holds what looks like {kind} ({shown})",
                             where=f"{path}:{line}" if line else str(path),

@@ -105,3 +105,13 @@ def route_values(route_envs: Iterable[Mapping[str, str]], environ: Mapping[str, 
     """The values of every route's variables in ``environ`` (they are searched for, never shown)."""
     return sorted({environ[source] for env in route_envs for source in env.values()
                    if environ.get(source) and len(environ[source]) >= _MIN_ROUTE_VALUE})
+
+
+def shown_field(loc: tuple[str | int, ...]) -> str:
+    """A dotted field path in which a key that is itself a secret is shown as its fingerprint."""
+    parts = []
+    for part in loc:
+        text = str(part)
+        hit = looks_like_secret(text) if isinstance(part, str) else None
+        parts.append(f"<{hit[1]}>" if hit else text)
+    return ".".join(parts) or "(top level)"

@@ -11,7 +11,7 @@ from typing import Literal
 
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
-from ray_bench.config.secrets import find_secrets, route_values
+from ray_bench.config.secrets import find_secrets, route_values, shown_field
 from ray_bench.config.selection import Selection, load_selection
 from ray_bench.config.tasks import load_tasks, task_checksum
 from ray_bench.errors import ConfigError, MultipleInputErrors, PairingGuardError, SelectionError, UserInputError
@@ -174,7 +174,7 @@ def refuse_route_values(plan: Plan, req: PlanRequest) -> None:
         return
     errors: list[UserInputError] = []
     for loc, kind, shown in found[:20]:
-        field = ".".join(str(p) for p in loc)
+        field = shown_field(loc)
         where = str(sources.get(str(loc[0]), req.suite))
         if loc[0] == "tasks" and len(loc) > 1 and isinstance(loc[1], int):
             where = plan.tasks[loc[1]].path
