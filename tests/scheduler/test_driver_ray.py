@@ -123,7 +123,7 @@ def test_drift_stops_new_attempts(tmp_path: Path) -> None:
         time.sleep(1.0)
         task_file.write_text("a different instruction\n")
 
-    thread = threading.Thread(target=edit_soon)
+    thread = threading.Thread(target=edit_soon, daemon=True)
     thread.start()
     outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
     thread.join()
@@ -183,12 +183,17 @@ def test_pause_drains_and_records_resume_action(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
 
     def pause_soon() -> None:
+        # bounded, and the thread is a daemon: a run that fails before its ledger exists must
+        # fail this test, not hang pytest's exit on a thread that waits forever
+        deadline = time.monotonic() + 180
         while not (runs / "r1" / "ledger.sqlite").exists():
+            if time.monotonic() > deadline:
+                return
             time.sleep(0.1)
         time.sleep(1.5)
         pause_run(runs / "r1", reason="test")
 
-    thread = threading.Thread(target=pause_soon)
+    thread = threading.Thread(target=pause_soon, daemon=True)
     thread.start()
     outcome, root = plan_and_run(suite, accounts, runs)
     thread.join()
@@ -216,12 +221,17 @@ def test_pause_now_cancels_running_cells(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
 
     def pause_soon() -> None:
+        # bounded, and the thread is a daemon: a run that fails before its ledger exists must
+        # fail this test, not hang pytest's exit on a thread that waits forever
+        deadline = time.monotonic() + 180
         while not (runs / "r1" / "ledger.sqlite").exists():
+            if time.monotonic() > deadline:
+                return
             time.sleep(0.1)
         time.sleep(2.0)
         pause_run(runs / "r1", now=True)
 
-    thread = threading.Thread(target=pause_soon)
+    thread = threading.Thread(target=pause_soon, daemon=True)
     thread.start()
     started = time.monotonic()
     outcome, root = plan_and_run(suite, accounts, runs)
