@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import SandboxError
@@ -56,7 +57,8 @@ def new_summary(spec: AttemptSpec) -> AttemptSummary:
     when the runner is lost with it)."""
     return AttemptSummary(
         attempt_id=spec.attempt_id, cell_id=spec.cell_id, task=spec.task_id, arm=spec.arm,
-        rep=spec.rep, account=spec.account, backend=spec.backend, started_at=time.time())
+        rep=spec.rep, account=spec.account, backend=spec.backend, started_at=time.time(),
+        agent_kind=spec.agent, model=spec.model)
 
 
 async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSummary:
@@ -163,8 +165,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     await sandbox.put_dir(stage_for(spec), "/")
     if spec.agent_dir:
         paths["AGENT_DIR"] = sandbox.path("/agent")
-    env = {**spec.agent_env, **paths, **creds.env, "RAY_BENCH_SEED": spec.seed,
-           "RAY_BENCH_ATTEMPT": spec.attempt_id}
+    env = {**env_for(spec.agent, spec.model), **spec.agent_env, **paths, **creds.env,
+           "RAY_BENCH_SEED": spec.seed, "RAY_BENCH_ATTEMPT": spec.attempt_id}
     if creds.home is not None:
         if sandbox.path("/") == "/":  # a container: the login travels into it
             await sandbox.put_dir(creds.home, _SANDBOX_HOME)
@@ -173,7 +175,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
             env["HOME"] = str(creds.home)
 
     t = time.monotonic()
-    agent = await sandbox.exec(spec.agent_command, timeout=spec.agent_timeout_sec, env=env)
+    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
+    agent = await sandbox.exec(command, timeout=spec.agent_timeout_sec, env=env)
     phases["agent"] = time.monotonic() - t
     _write_output(attempt_dir / "agent", agent, redactor)
     summary.agent = _exec_facts(agent, redactor.text((agent.stdout + agent.stderr)[-4000:]))
@@ -192,6 +195,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     summary.artifact_bytes = await sandbox.take_dir("/logs", attempt_dir / "logs",
                                                        max_bytes=spec.artifact_cap_bytes)
     phases["collect"] = time.monotonic() - t
+    record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
+           attempt_dir / "logs" / "agent")
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
     summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")

@@ -44,3 +44,8 @@ class AttemptSpec:
     expose_solution: bool
     artifact_cap_bytes: int
     seed: str
+    #: The arm's agent adapter, model, extra CLI args and MCP servers (arm's then task's).
+    agent: str = "command"
+    model: str | None = None
+    agent_args: tuple[str, ...] = ()
+    mcp_servers: tuple[dict[str, Any], ...] = ()

@@ -135,6 +135,10 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
                            retry_after, tuple(flags))
 
     usage = summary.usage
+    evidence = _missing_evidence(summary)
+    if evidence is not None:
+        cls, rule, msg = evidence
+        return Verdict(False, cls, fingerprint(cls, rule, msg), msg, "none", retry_after, tuple(flags))
     if usage is not None and usage.output_tokens == 0 and agent.exit_code not in (0, None):
         msg = "agent produced zero output tokens"
         return Verdict(False, "provider", fingerprint("provider", "zero-output", msg), msg, "none",
@@ -149,6 +153,19 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
                        retry_after, tuple(flags))
 
     return Verdict(True, None, None, "valid", "success", None, tuple(flags))
+
+
+def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:
+    """An arm that names a model must show the model answered: a usage record with output
+    tokens. Whatever the reward, a row without that is not evidence about the model."""
+    if not summary.model:
+        return None
+    if summary.usage is None:
+        return ("tool", "no-usage", f"no usage evidence: the arm runs {summary.model} but the agent "
+                f"({summary.agent_kind or 'command'}) left no usage record")
+    if not summary.usage.output_tokens:
+        return ("provider", "zero-output", f"no usage evidence: {summary.model} produced zero output tokens")
+    return None
 
 
 def _retry_after(summary: AttemptSummary) -> float | None:

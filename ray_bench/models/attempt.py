@@ -107,6 +107,10 @@ class AttemptSummary(_Record):
     artifact_bytes: int = 0
     cleanup_error: str | None = None
     verdict: VerdictRecord | None = None
+    agent_kind: str | None = Field(default=None, description="The arm's agent adapter.")
+    model: str | None = Field(default=None, description="The arm's model: usage evidence is required.")
+    login_written_back: list[str] = Field(
+        default_factory=list, description="HOME credential files the agent refreshed, written back.")
 
     @property
     def cost_usd(self) -> float:

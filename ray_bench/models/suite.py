@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ray_bench.models._base import ConfigModel
+from ray_bench.models.agent import McpServer
 
 
 class ResourceLimits(ConfigModel):
@@ -22,10 +23,30 @@ class Arm(ConfigModel):
     role: Literal["baseline", "variant"] = Field(
         description="`baseline` is the reference arm of a pair; every other arm is a `variant`."
     )
-    command: str = Field(
+    agent: str = Field(
+        default="command",
+        description="The agent adapter: claude-code, codex, gemini-cli, or command (the arm's own "
+        "`command`, which writes $LOGS_DIR/agent/usage.json itself).",
+    )
+    model: str | None = Field(
+        default=None,
+        description="The model the agent runs. An arm with a model needs usage evidence (tokens "
+        "the model produced) for a valid row.",
+    )
+    command: str | None = Field(
+        default=None,
         min_length=1,
-        description="Agent command run with `sh -c` in the sandbox's workdir. The instruction is at "
-        "$INSTRUCTION_FILE; logs go to $LOGS_DIR/agent.",
+        description="agent: command only. Run with `sh -c` in the sandbox's workdir. The instruction "
+        "is at $INSTRUCTION_FILE; logs go to $LOGS_DIR/agent.",
+    )
+    agent_args: list[str] = Field(
+        default_factory=list, description="Extra arguments for the adapter's CLI (e.g. --max-turns 30).")
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list, description="MCP servers given to the agent, besides the task's own.")
+    network: Literal["closed", "public"] | None = Field(
+        default=None,
+        description="The agent phase's network. `public` is required for a CLI agent on a backend "
+        "that cannot enforce the adapter's host allowlist (docker); the receipt shows it.",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Non-secret env for the agent.")
     agent_dir: str | None = Field(
@@ -45,6 +66,21 @@ class Arm(ConfigModel):
         description="Upload solution/ to the sandbox (oracle and scripted demo agents only).",
     )
     resources: ResourceLimits = Field(default_factory=ResourceLimits, description="Sandbox limits.")
+
+    @model_validator(mode="after")
+    def _command_or_adapter(self) -> Arm:
+        if self.agent == "command" and self.command is None:
+            raise ValueError(f"arm {self.name}: agent command needs a `command`")
+        if self.agent != "command" and self.command is not None:
+            raise ValueError(f"arm {self.name}: agent {self.agent} builds its own command line; "
+                             "drop `command` (extra flags go in agent_args)")
+        return self
+
+
+#: Arm fields added after cell ids were first published: left out of an arm's resolved config
+#: while at their defaults, so that existing suites keep their cell ids.
+ARM_FIELDS_SINCE_ADAPTERS: dict[str, object] = {"agent": "command", "model": None, "agent_args": [], "mcp_servers": [],
+                             "network": None}
 
 
 class BackendConfig(ConfigModel):

@@ -17,8 +17,9 @@ from ray_bench.config.tasks import load_tasks, task_checksum
 from ray_bench.errors import ConfigError, MultipleInputErrors, PairingGuardError, SelectionError, UserInputError
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
-from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
+from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
+from ray_bench.plan.agents import check_agents
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.sandboxes import Resources, backend_names
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
@@ -49,6 +50,9 @@ def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
     """The arm's resolved config, as it enters cell ids: the agent directory by its content,
     never by its path."""
     config = arm.model_dump(mode="json", exclude={"agent_dir"})
+    for key, default in ARM_FIELDS_SINCE_ADAPTERS.items():
+        if config.get(key) == default:
+            config.pop(key, None)
     if agent_checksum is not None:
         config["agent_dir_sha256"] = agent_checksum
     return config
@@ -95,6 +99,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
+    check_agents(arms, {suite.backend}, req.suite, errors)
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ray_bench.models.plan import Plan
+from ray_bench.plan.agents import agents_section
 
 
 def render_receipt(plan: Plan, identity: str) -> str:
@@ -21,7 +22,9 @@ def render_receipt(plan: Plan, identity: str) -> str:
     out += ["", "## Arms", "", "| arm | role | command | agent timeout | env names |", "|---|---|---|---|---|"]
     for arm in plan.arms:
         timeout = f"{arm.agent_timeout_sec:g}s" if arm.agent_timeout_sec else "task's"
-        out.append(f"| {arm.name} | {arm.role} | `{arm.command}` | {timeout} | {', '.join(sorted(arm.env)) or '-'} |")
+        shown = arm.command or f"{arm.agent} adapter"
+        out.append(f"| {arm.name} | {arm.role} | `{shown}` | {timeout} | {', '.join(sorted(arm.env)) or '-'} |")
+    out += agents_section(plan)
     out += ["", "## Accounts", "",
             "| account | provider | route | max concurrent | starts/min | window quota | spend budget |",
             "|---|---|---|---|---|---|---|"]

@@ -27,6 +27,7 @@ from ray_bench.evidence.classify import classify
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_lister, require_no_halt
@@ -286,7 +287,7 @@ class Driver:
             stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
             attempt_dir=str(self.run_root / "attempts" / row.attempt_id),  # <cell>-a<seq>: one directory made
             backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
-            agent_command=arm.command, agent_env=dict(arm.env), agent_dir=arm.agent_dir,
+            agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
             route_env=dict(acc.route.env),
             route_home=acc.route.home,
             agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
@@ -294,13 +295,16 @@ class Driver:
             verifier_env=dict(task.verifier_env),
             image=arm.image or task.image or (backend_cfg.image if backend_cfg else None),
             build_context=str(Path(task.path) / "environment") if task.has_dockerfile else None,
-            workdir=task.workdir, network=task.network,
+            workdir=task.workdir, network=task.network or agent_network(arm),
             cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
             memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
             pids=res.pids or (defaults.pids if defaults else None),
             expose_solution=arm.expose_solution,
             artifact_cap_bytes=self.plan.artifact_cap_mb << 20,
             seed=f"{cell.id}:{row.seq}",
+            agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
+            mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers,
+                                                                  *getattr(task, "mcp_servers", [])]),
         )
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)

@@ -146,3 +146,23 @@ def test_retry_after_read_from_the_message_when_not_given() -> None:
 def test_auth_expiry_is_decided_by_the_classifier(text: str, expired: bool) -> None:
     v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": text}), CATALOG)
     assert (v.effect, v.expired) == ("auth_failed", expired)
+
+
+@pytest.mark.parametrize(("usage", "cls"), [(None, "tool"), ({"input_tokens": 9, "output_tokens": 0}, "provider")])
+def test_an_arm_with_a_model_needs_usage_evidence_whatever_the_reward(usage: Any, cls: str) -> None:
+    v = classify(summary(model="claude-sonnet-4-5", agent_kind="claude-code", usage=usage, reward=1.0), CATALOG)
+    assert not v.valid and v.failure_class == cls and "no usage evidence" in v.message
+
+
+def test_usage_evidence_makes_a_model_row_valid_and_a_modelless_arm_needs_none() -> None:
+    assert classify(summary(model="m", usage={"input_tokens": 1, "output_tokens": 5}), CATALOG).valid
+    assert classify(summary(usage=None), CATALOG).valid
+
+
+@pytest.mark.parametrize(("etype", "cls", "effect"), [
+    ("usage_limit", "provider", "rate_limited"), ("overloaded", "provider", "rate_limited"),
+    ("server_error", "provider", "none"), ("no_answer", "provider", "none"), ("expired", "auth", "auth_failed"),
+    ("cli_missing", "tool", "none")])
+def test_the_adapters_error_types_classify(etype: str, cls: str, effect: str) -> None:
+    v = classify(summary(model="m", agent_error={"type": etype, "message": "x", "retry_after": 60}), CATALOG)
+    assert (v.valid, v.failure_class, v.effect) == (False, cls, effect)

@@ -1,0 +1,170 @@
+"""The adapter interface: how one agent CLI is run headless and how its output is read.
+
+An adapter knows three things about its CLI: how it gets into the sandbox (the npm package and
+the binary it brings, see :mod:`ray_bench.agents.layer`), the headless command line (model,
+instruction, MCP servers), and how its native output becomes the usage and error contracts
+(:mod:`ray_bench.models.agent`). Adapters are pure: they build strings and read strings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ray_bench.models.agent import AgentError, AgentReport, McpServer
+
+#: Where a CLI adapter's raw output is kept inside ``$LOGS_DIR/agent``.
+OUTPUT_FILE = "agent-output.txt"
+STDERR_FILE = "agent-stderr.txt"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What the command line is built from."""
+
+    model: str | None
+    mcp_servers: tuple[McpServer, ...] = ()
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """One finished run of the CLI, as the sandbox reported it."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    duration_sec: float = 0.0
+    #: Epoch seconds at the end of the run; relative reset times are turned into absolute ones.
+    now: float = 0.0
+
+
+class AgentAdapter(ABC):
+    name: ClassVar[str]
+    #: The executable the sandbox must have on PATH ("" for the ``command`` adapter).
+    binary: ClassVar[str] = ""
+    #: The npm package that brings it.
+    npm_package: ClassVar[str] = ""
+    #: Hosts the agent phase must reach (an allowlist, where a backend can enforce one).
+    provider_hosts: ClassVar[tuple[str, ...]] = ()
+    #: Models this CLI can run; anything else is refused at plan time.
+    model_pattern: ClassVar[re.Pattern[str]] = re.compile(r".+")
+    #: Env the headless mode needs (no secret values: those come from the account's route).
+    headless_env: ClassVar[dict[str, str]] = {}
+
+    def refuse_model(self, model: str | None) -> str | None:
+        """Why this adapter cannot run ``model``, or None."""
+        if model is None:
+            return f"agent {self.name} needs a model"
+        if not self.model_pattern.fullmatch(model):
+            return f"agent {self.name} does not run model {model!r} (expects {self.model_pattern.pattern})"
+        return None
+
+    @abstractmethod
+    def command(self, inv: Invocation) -> str:
+        """The ``sh -c`` line: reads ``$INSTRUCTION_FILE``, keeps its raw output in
+        ``$LOGS_DIR/agent``, prints it, and exits with the CLI's exit code."""
+
+    @abstractmethod
+    def translate(self, run: CliRun) -> AgentReport:
+        """The usage and error contracts from the CLI's native output."""
+
+
+def instruction() -> str:
+    return '"$(cat "$INSTRUCTION_FILE")"'
+
+
+def wrap(cli: str, setup: str = "") -> str:
+    """Run ``cli`` with its output kept in ``$LOGS_DIR/agent`` and then printed, so that the
+    runner's output tail and the file agree; the CLI's exit code is the command's. A CLI that
+    is not installed says so in one line (class ``tool``)."""
+    binary = cli.split(" ", 1)[0]
+    return (
+        f'command -v {binary} >/dev/null 2>&1 || {{ echo "ray-bench: agent CLI {binary} is not '
+        f'installed in this sandbox (cli_missing)" >&2; exit 127; }}\n'
+        f"{setup}"
+        f'{cli} </dev/null >"$LOGS_DIR/agent/{OUTPUT_FILE}" 2>"$LOGS_DIR/agent/{STDERR_FILE}"\n'
+        f'rc=$?\ncat "$LOGS_DIR/agent/{OUTPUT_FILE}"\ncat "$LOGS_DIR/agent/{STDERR_FILE}" >&2\nexit $rc\n'
+    )
+
+
+def quote(value: str) -> str:
+    return shlex.quote(value)
+
+
+#: "Claude AI usage limit reached|1767225600" (older CLIs) or "... · resets 4:18pm (UTC)".
+_RESET_EPOCH = re.compile(r"limit reached\|(\d{9,11})", re.IGNORECASE)
+_RESET_CLOCK = re.compile(r"resets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\s*(?:\(([^)]+)\))?",
+                          re.IGNORECASE)
+
+
+def reset_time(text: str, now: float) -> float | None:
+    """The epoch second a usage-limit message says the window resets at: an epoch after a
+    ``|``, or the next wall-clock time named (in the named zone, UTC if none or unknown)."""
+    m = _RESET_EPOCH.search(text)
+    if m is not None:
+        return float(m.group(1))
+    m = _RESET_CLOCK.search(text)
+    if m is None:
+        return None
+    hour, minute, half, zone = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower(), m.group(4)
+    if half == "pm" and hour < 12:
+        hour += 12
+    elif half == "am" and hour == 12:
+        hour = 0
+    if hour > 23 or minute > 59:
+        return None
+    try:
+        tz: dt.tzinfo = ZoneInfo(zone) if zone and zone.upper() != "UTC" else dt.UTC
+    except (ZoneInfoNotFoundError, ValueError):
+        tz = dt.UTC
+    local = dt.datetime.fromtimestamp(now, tz)
+    at = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if at.timestamp() <= now:
+        at += dt.timedelta(days=1)
+    return at.timestamp()
+
+
+def error_from(status: int | None, message: str, run: CliRun, *, reset_at: float | None = None,
+               retry_after: float | None = None) -> AgentError:
+    """One mapping from a provider's status and message to the error contract, shared by the
+    adapters: 429 with a reset time (or a usage-limit message) is a subscription window,
+    other 429s a rate limit, 529/503 overload, other 5xx server errors, 401/403 credentials."""
+    text = message.strip()[:500] or f"HTTP {status}"
+    low = text.lower()
+    if reset_at is None and (status == 429 or "limit" in low):
+        reset_at = reset_time(text, run.now)
+    usage_limit = reset_at is not None or any(w in low for w in ("usage limit", "usage_limit", "session limit",
+                                                                  "weekly limit", "hit your limit"))
+    if status == 429 or usage_limit or "rate limit" in low or "rate_limit" in low:
+        if usage_limit:
+            wait = max(0.0, reset_at - run.now) if reset_at is not None else retry_after
+            return AgentError(type="usage_limit", message=text, status=status, reset_at=reset_at,
+                              retry_after=wait)
+        return AgentError(type="rate_limit", message=text, status=status, retry_after=retry_after)
+    if status in (529, 503) or "overloaded" in low:
+        return AgentError(type="overloaded", message=text, status=status, retry_after=retry_after)
+    if status in (401, 403) or "authenticat" in low or "not logged in" in low or "api key" in low:
+        expired = "expired" in low or "refresh" in low or "/login" in low
+        return AgentError(type="expired" if expired else "auth", message=text, status=status)
+    if status is not None and status >= 500:
+        return AgentError(type="server_error", message=text, status=status)
+    return AgentError(type="agent", message=text, status=status)
+
+
+def silent(run: CliRun, name: str) -> AgentError:
+    """The CLI printed no result: cut by its timeout (a silent retry loop or a stall), or
+    missing, or crashed before it could answer."""
+    if run.exit_code == 127 or "cli_missing" in run.stderr:
+        return AgentError(type="cli_missing", message=f"agent CLI for {name} is not installed in the sandbox")
+    if run.timed_out:
+        return AgentError(type="no_answer", message=f"{name} gave no answer within its timeout "
+                          f"({run.duration_sec:.0f} s): a stalled provider or a silent retry loop")
+    tail = (run.stderr or run.stdout).strip()[-300:]
+    return AgentError(type="agent", message=f"{name} exited {run.exit_code} without a result: {tail}")

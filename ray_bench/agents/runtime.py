@@ -1,0 +1,59 @@
+"""The runner's side of an adapter: the command and env an attempt runs with, and the usage
+and error files made from the CLI's output after it ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ray_bench.agents import adapter
+from ray_bench.agents.base import CliRun, Invocation
+from ray_bench.models.agent import AgentReport, McpServer
+
+USAGE_FILE = "usage.json"
+ERROR_FILE = "error.json"
+
+
+def command_for(agent: str, model: str | None, own_command: str, args: tuple[str, ...],
+                mcp_servers: tuple[dict[str, Any], ...]) -> str:
+    if agent == "command":
+        return own_command
+    servers = tuple(McpServer.model_validate(s) for s in mcp_servers)
+    return adapter(agent).command(Invocation(model=model, mcp_servers=servers, args=args))
+
+
+def env_for(agent: str, model: str | None) -> dict[str, str]:
+    env = dict(adapter(agent).headless_env)
+    if model:
+        env["RAY_BENCH_MODEL"] = model
+    return env
+
+
+def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_out: bool, duration_sec: float,
+           agent_logs: Path) -> AgentReport | None:
+    """Translate a CLI adapter's output into ``usage.json`` / ``error.json`` in the collected
+    ``logs/agent`` (the files the runner reads, as a ``command`` agent writes them itself).
+    The full output file wins over the runner's captured stdout, which may be truncated."""
+    if agent == "command":
+        return None
+    kept = agent_logs / "agent-output.txt"
+    if kept.is_file():
+        stdout = kept.read_text(errors="replace")
+    kept_err = agent_logs / "agent-stderr.txt"
+    if kept_err.is_file():
+        stderr = kept_err.read_text(errors="replace")
+    report = adapter(agent).translate(CliRun(stdout=stdout, stderr=stderr, exit_code=exit_code,
+                                             timed_out=timed_out, duration_sec=duration_sec, now=time.time()))
+    agent_logs.mkdir(parents=True, exist_ok=True)
+    for name, model in ((USAGE_FILE, report.usage), (ERROR_FILE, report.error)):
+        path = agent_logs / name
+        if model is None:
+            path.unlink(missing_ok=True)
+            continue
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(model.model_dump(mode="json"), sort_keys=True))
+        os.replace(tmp, path)
+    return report

@@ -1,0 +1,64 @@
+"""What an agent adapter reports about one run: the usage contract and the error contract.
+
+``usage.json`` and ``error.json`` in ``$LOGS_DIR/agent`` carry these models; the keys of the
+older contract (``input_tokens``, ``output_tokens``, ``cost_usd``; ``type``, ``message``,
+``retry_after``) keep their meaning, so a ``command`` agent may still write them by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ray_bench.models._base import ConfigModel
+
+#: What went wrong, as the scheduler needs to know it. ``usage_limit`` is a subscription's
+#: window (with ``reset_at``); ``rate_limit`` a per-minute limit (with ``retry_after``);
+#: ``no_answer``: the CLI printed no result before its timeout (a silent retry loop).
+AgentErrorType = Literal["rate_limit", "usage_limit", "overloaded", "server_error", "auth", "expired",
+                         "no_answer", "cli_missing", "agent"]
+
+
+class McpServer(ConfigModel):
+    """An MCP server the agent is given (Harbor's ``mcp_servers`` entry)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Server name.")
+    transport: Literal["stdio", "sse", "streamable-http"] = Field(
+        default="stdio", description="stdio (command + args) or a URL transport.")
+    command: str | None = Field(default=None, description="stdio: the server's command.")
+    args: list[str] = Field(default_factory=list, description="stdio: its arguments.")
+    url: str | None = Field(default=None, description="sse / streamable-http: the server's URL.")
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    input_tokens: int = Field(default=0, ge=0, description="Uncached input tokens.")
+    output_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(default=0, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0, description="As the CLI reported it.")
+    model: str | None = None
+    session_id: str | None = None
+    request_ids: list[str] = Field(default_factory=list)
+    turns: int | None = None
+
+
+class AgentError(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: AgentErrorType
+    message: str
+    status: int | None = Field(default=None, description="The provider's HTTP status, if known.")
+    retry_after: float | None = Field(default=None, ge=0, description="Seconds to wait.")
+    reset_at: float | None = Field(default=None, description="usage_limit: epoch second it resets.")
+
+
+class AgentReport(BaseModel):
+    """An adapter's reading of one run of its CLI."""
+
+    model_config = ConfigDict(frozen=True)
+
+    usage: Usage | None = None
+    error: AgentError | None = None

@@ -1,0 +1,149 @@
+"""Every adapter with its REAL CLI (installed from npm by .ci/run) against the fake provider on
+loopback, through the cell runner on the local backend: usage equals what the fake billed, and
+each provider failure lands in the error contract with the class the scheduler acts on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require_service
+from support.agent_clis import bin_dir, missing
+from support.fake_provider import Answer, FakeProvider
+from support.suites import make_suite
+
+from ray_bench.cells.runner import run_attempt
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.evidence.catalog import Catalog
+from ray_bench.evidence.classify import classify
+from ray_bench.sandboxes.local import LocalBackend
+
+pytestmark = pytest.mark.slow
+KEY = "sk-test-route-key-0123456789"
+
+
+def _needs(binary: str) -> None:
+    reason = missing(binary)
+    require_service(f"agent CLI {binary}", reason is None, reason or "")
+
+
+def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: float = 90.0,
+             home: Path | None = None) -> dict[str, Any]:
+    make_suite(tmp / "suite", tasks=["hello-world"])
+    os.environ["RB_AGENT_TEST_KEY"] = KEY
+    route = {"ANTHROPIC_API_KEY": "RB_AGENT_TEST_KEY", "CODEX_API_KEY": "RB_AGENT_TEST_KEY",
+             "GEMINI_API_KEY": "RB_AGENT_TEST_KEY"} if home is None else {}
+    spec = AttemptSpec(
+        run_id="run", attempt_id=f"{agent}-a1", cell_id="c", task_id="hello-world", arm="a", rep=1,
+        account="acct", task_path=str(tmp / "suite" / "tasks" / "hello-world"), stage_key=str(tmp),
+        attempt_dir=str(tmp / "attempt"), backend="local", backend_options={}, agent_command="",
+        agent_env={"PATH": f"{bin_dir()}:{os.environ['PATH']}", **env}, agent_dir=None, route_env=route,
+        route_home=str(home) if home else None, agent_timeout_sec=timeout, verifier_timeout_sec=30.0,
+        verifier_env={}, image=None, build_context=None, workdir="/app", network=True, cpus=None, memory_mb=None,
+        pids=None, expose_solution=False, artifact_cap_bytes=8 << 20, seed="s", agent=agent, model=model)
+    return asyncio.run(run_attempt(spec, LocalBackend(tmp / "sbx")))
+
+
+def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool = False) -> tuple[
+        dict[str, Any], FakeProvider]:
+    with FakeProvider() as fake:
+        fake.then(*answers)
+        home = None
+        if oauth:
+            home = tmp / "login"
+            (home / ".claude").mkdir(parents=True)
+            (home / ".claude" / ".credentials.json").write_text(json.dumps(fake.issue_login()))
+        summary = _attempt(tmp, "claude-code", "claude-sonnet-4-5",
+                           {"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": "1"}, timeout, home)
+        return summary, fake
+
+
+def _parallel(*jobs: Any) -> list[Any]:
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return [f.result() for f in [pool.submit(job) for job in jobs]]
+
+
+def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
+    _needs("claude")
+    catalog = Catalog.default()
+    fail = [Answer(kind=k) for k in ("server_error",) * 3]
+    results = _parallel(
+        lambda: _claude(tmp_path / "ok", [Answer(input_tokens=321, output_tokens=45, cache_read_tokens=12)]),
+        lambda: _claude(tmp_path / "500", fail),
+        lambda: _claude(tmp_path / "529", [Answer(kind="overloaded")] * 3),
+        lambda: _claude(tmp_path / "401", [Answer(kind="unauthorized")] * 3),
+        lambda: _claude(tmp_path / "limit", [Answer(kind="usage_limit", reset_at=time.time() + 5400)] * 3,
+                        oauth=True),
+        lambda: _claude(tmp_path / "stall", [Answer(kind="stall")] * 3, timeout=25.0),
+    )
+    (ok, fake), (e500, _), (e529, _), (e401, _), (limit, _), (stall, _) = results
+    assert ok["usage"]["input_tokens"] == fake.served.input_tokens == 321
+    assert ok["usage"]["output_tokens"] == fake.served.output_tokens == 45
+    assert ok["usage"]["cache_read_tokens"] == 12 and ok["usage"]["cost_usd"] > 0
+    assert ok["usage"]["model"] == "claude-sonnet-4-5" and ok["usage"]["session_id"]
+    verdict = classify(ok, catalog)
+    assert verdict.valid, verdict.message
+
+    assert e500["agent_error"]["type"] == "server_error" and e500["agent_error"]["status"] == 500
+    assert classify(e500, catalog).failure_class == "provider"
+    assert e529["agent_error"]["type"] == "overloaded"
+    assert classify(e529, catalog).effect == "rate_limited"
+    assert e401["agent_error"]["type"] == "auth" and classify(e401, catalog).failure_class == "auth"
+    # A subscription's window: "You've hit your session limit · resets 4:18pm (UTC)".
+    err = limit["agent_error"]
+    assert err["type"] == "usage_limit", err
+    assert err["reset_at"] is not None and abs(err["reset_at"] - (time.time() + 5400)) < 120
+    v = classify(limit, catalog)
+    assert v.effect == "rate_limited" and v.retry_after is not None and v.retry_after > 5000
+    assert stall["agent"]["timed_out"] and stall["agent_error"]["type"] == "no_answer"
+    v = classify(stall, catalog)
+    assert not v.valid and v.failure_class == "provider"
+    for sub in ("ok", "500", "401"):
+        for path in (tmp_path / sub / "attempt").rglob("*"):
+            if path.is_file():
+                assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
+    _needs("codex")
+    catalog = Catalog.default()
+
+    def run(sub: str, answers: list[Answer], timeout: float = 90.0) -> tuple[dict[str, Any], FakeProvider]:
+        with FakeProvider() as fake:
+            fake.then(*answers)
+            return _attempt(tmp_path / sub, "codex", "gpt-5",
+                            {"OPENAI_BASE_URL": f"{fake.url}/v1"}, timeout), fake
+
+    (ok, fake), (e401, _) = _parallel(
+        lambda: run("ok", [Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100)]),
+        lambda: run("401", [Answer(kind="unauthorized")] * 10))
+    assert ok["usage"]["output_tokens"] == fake.served.output_tokens == 33
+    # The Responses API counts cached tokens inside input_tokens; the contract keeps them apart.
+    assert ok["usage"]["input_tokens"] + ok["usage"]["cache_read_tokens"] == fake.served.input_tokens == 500
+    assert classify(ok, catalog).valid
+    assert e401["agent_error"]["type"] == "auth", e401["agent_error"]
+    assert classify(e401, catalog).failure_class == "auth"
+
+
+def test_gemini_cli_usage(tmp_path: Path) -> None:
+    _needs("gemini")
+    with FakeProvider() as fake:
+        fake.then(Answer(input_tokens=210, output_tokens=21))
+        ok = _attempt(tmp_path, "gemini-cli", "gemini-2.5-pro", {"GOOGLE_GEMINI_BASE_URL": fake.url})
+    assert ok["usage"]["input_tokens"] == fake.served.input_tokens == 210
+    assert ok["usage"]["output_tokens"] == 21 and ok["usage"]["model"] == "gemini-2.5-pro"
+    assert classify(ok, Catalog.default()).valid
+
+
+def test_a_cli_missing_from_the_sandbox_is_a_tool_failure(tmp_path: Path) -> None:
+    summary = _attempt(tmp_path, "claude-code", "sonnet", {"PATH": "/usr/bin:/bin"})
+    assert summary["agent_error"]["type"] == "cli_missing"
+    verdict = classify(summary, Catalog.default())
+    assert not verdict.valid and verdict.failure_class == "tool"
+    assert "not installed" in verdict.message

@@ -1,0 +1,347 @@
+"""A fake model provider on loopback that the REAL agent CLIs talk to.
+
+It speaks, as the CLIs call them:
+
+- the Anthropic Messages API (``POST /v1/messages``; streaming SSE: ``message_start`` with the
+  input usage, a text delta, ``message_delta`` with the output usage, ``message_stop``) and
+  Claude's OAuth token endpoint (``POST /v1/oauth/token``, a refresh grant);
+- the OpenAI Responses API (``POST /v1/responses``, SSE) that ``codex exec`` uses;
+- the Gemini API (``POST /v1beta/models/M:streamGenerateContent?alt=sse`` and
+  ``:generateContent``, ``:countTokens``) that ``gemini`` uses.
+
+Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok``,
+``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
+(529 / 503), ``unauthorized`` (401), ``server_error`` (500), ``stall`` (headers never come) and
+``usage_limit`` (a subscription's 429 with the reset time in the unified rate-limit headers).
+Everything served is counted, so a test can compare a report with what the "model" billed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+Kind = Literal["ok", "rate_limit", "overloaded", "unauthorized", "expired", "server_error", "stall",
+               "usage_limit"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    kind: Kind = "ok"
+    text: str = "Done."
+    input_tokens: int = 120
+    output_tokens: int = 7
+    cache_read_tokens: int = 0
+    retry_after: int = 30
+    #: usage_limit: when the window resets (epoch seconds); default one hour on.
+    reset_at: float | None = None
+
+
+@dataclass
+class Served:
+    """What the fake billed: successful model answers and their tokens."""
+
+    answers: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    request_ids: list[str] = field(default_factory=list)
+    tokens_issued: list[str] = field(default_factory=list)
+    refreshes: int = 0
+
+
+class FakeProvider:
+    def __init__(self, default: Answer | None = None, token_ttl_sec: int = 300) -> None:
+        self.default = default or Answer()
+        self.script: deque[Answer] = deque()
+        self.served = Served()
+        self.requests: list[dict[str, Any]] = []
+        self.token_ttl_sec = token_ttl_sec
+        #: Refresh tokens the token endpoint accepts (a refresh rotates them).
+        self.refresh_tokens: set[str] = set()
+        #: Access tokens the Messages API accepts (None: any credential).
+        self.access_tokens: set[str] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def then(self, *answers: Answer) -> FakeProvider:
+        with self._lock:
+            self.script.extend(answers)
+        return self
+
+    def next_answer(self) -> Answer:
+        with self._lock:
+            return self.script.popleft() if self.script else self.default
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def bill(self, answer: Answer, request_id: str) -> None:
+        with self._lock:
+            s = self.served
+            s.answers += 1
+            s.input_tokens += answer.input_tokens
+            s.output_tokens += answer.output_tokens
+            s.cache_read_tokens += answer.cache_read_tokens
+            s.request_ids.append(request_id)
+
+    def error(self, kind: str) -> None:
+        with self._lock:
+            self.served.errors[kind] = self.served.errors.get(kind, 0) + 1
+
+    def issue_login(self) -> dict[str, Any]:
+        """A fresh Claude login (as ``.credentials.json`` holds it) that this fake accepts."""
+        with self._lock:
+            access = f"sk-ant-oat01-{uuid.uuid4().hex}{uuid.uuid4().hex}"
+            refresh = f"sk-ant-ort01-{uuid.uuid4().hex}{uuid.uuid4().hex}"
+            self.refresh_tokens.add(refresh)
+            if self.access_tokens is not None:
+                self.access_tokens.add(access)
+            self.served.tokens_issued += [access, refresh]
+        return {"claudeAiOauth": {"accessToken": access, "refreshToken": refresh,
+                                  "expiresAt": int((time.time() + self.token_ttl_sec) * 1000),
+                                  "scopes": ["user:inference", "user:profile"],
+                                  "subscriptionType": "max"}}
+
+    def refresh(self, refresh_token: str) -> dict[str, Any] | None:
+        with self._lock:
+            if refresh_token not in self.refresh_tokens:
+                return None
+            self.refresh_tokens.discard(refresh_token)
+        login = self.issue_login()["claudeAiOauth"]
+        with self._lock:
+            self.served.refreshes += 1
+        return {"token_type": "Bearer", "access_token": login["accessToken"],
+                "refresh_token": login["refreshToken"], "expires_in": self.token_ttl_sec,
+                "scope": "user:inference user:profile"}
+
+
+def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            fake.record({"method": "GET", "path": self.path, "headers": dict(self.headers)})
+            self._json(404, {"error": {"type": "not_found_error", "message": "not found"}})
+
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {}
+            path = self.path.split("?", 1)[0]
+            fake.record({"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body})
+            if path.endswith("/oauth/token"):
+                self._token(body)
+            elif path.endswith("/v1/messages/count_tokens"):
+                self._json(200, {"input_tokens": 10})
+            elif path.endswith("/v1/messages"):
+                self._answer("anthropic", body)
+            elif path.endswith("/responses"):
+                self._answer("openai", body)
+            elif path.endswith(":countTokens"):
+                self._json(200, {"totalTokens": 10})
+            elif ":generateContent" in path or ":streamGenerateContent" in path:
+                self._answer("gemini", body)
+            else:
+                self._json(404, {"error": {"type": "not_found_error", "message": f"no route {path}"}})
+
+        # -- plumbing ----------------------------------------------------------------------
+        def _json(self, status: int, data: object, headers: dict[str, str] | None = None) -> None:
+            payload = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _sse(self, events: list[tuple[str | None, object]], headers: dict[str, str]) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            for event, data in events:
+                chunk = (f"event: {event}\n" if event else "") + f"data: {json.dumps(data)}\n\n"
+                self.wfile.write(chunk.encode())
+                self.wfile.flush()
+            self.close_connection = True
+
+        def _token(self, body: dict[str, Any]) -> None:
+            answer = fake.refresh(str(body.get("refresh_token", "")))
+            if answer is None:
+                fake.error("refresh_rejected")
+                self._json(400, {"error": "invalid_grant", "error_description": "Invalid refresh token"})
+            else:
+                self._json(200, answer)
+
+        def _authorised(self, api: str) -> bool:
+            if fake.access_tokens is None or api != "anthropic":
+                return True
+            auth = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            return auth in fake.access_tokens or self.headers.get("x-api-key", "") in fake.access_tokens
+
+        def _answer(self, api: str, body: dict[str, Any]) -> None:
+            answer = fake.next_answer()
+            if answer.kind == "ok" and not self._authorised(api):
+                answer = Answer(kind="expired" if self.headers.get("authorization") else "unauthorized")
+            request_id = f"req_{uuid.uuid4().hex[:24]}"
+            if answer.kind != "ok":
+                fake.error(answer.kind)
+                self._fail(api, answer, request_id)
+                return
+            fake.bill(answer, request_id)
+            model = str(body.get("model") or self.path.split("/models/")[-1].split(":")[0])
+            if api == "anthropic":
+                self._anthropic(answer, model, request_id, bool(body.get("stream")))
+            elif api == "openai":
+                self._openai(answer, model, request_id)
+            else:
+                self._gemini(answer, model, request_id, "streamGenerateContent" in self.path)
+
+        def _fail(self, api: str, answer: Answer, request_id: str) -> None:
+            if answer.kind == "stall":
+                time.sleep(3600)  # the client gives up first; the handler thread is a daemon
+                return
+            status, etype, message = {
+                "rate_limit": (429, "rate_limit_error", "Number of request tokens has exceeded your "
+                               "per-minute rate limit"),
+                "usage_limit": (429, "rate_limit_error", "This request would exceed your account's "
+                                "rate limit. Please try again later."),
+                "overloaded": (529 if api == "anthropic" else 503, "overloaded_error", "Overloaded"),
+                "unauthorized": (401, "authentication_error", "invalid x-api-key"),
+                "expired": (401, "authentication_error", "OAuth token has expired. Please obtain a new "
+                            "token or refresh your existing token."),
+                "server_error": (500, "api_error", "Internal server error"),
+            }[answer.kind]
+            headers = {"request-id": request_id, "x-request-id": request_id}
+            if answer.kind == "rate_limit":
+                headers |= {"retry-after": str(answer.retry_after),
+                            "anthropic-ratelimit-requests-limit": "50",
+                            "anthropic-ratelimit-requests-remaining": "0",
+                            "x-ratelimit-limit-requests": "50", "x-ratelimit-remaining-requests": "0",
+                            "x-ratelimit-reset-requests": f"{answer.retry_after}s"}
+            if answer.kind == "usage_limit":
+                reset = int(answer.reset_at or time.time() + 3600)
+                headers |= {"anthropic-ratelimit-unified-status": "rejected",
+                            "anthropic-ratelimit-unified-reset": str(reset),
+                            "anthropic-ratelimit-unified-5h-status": "rejected",
+                            "anthropic-ratelimit-unified-5h-reset": str(reset),
+                            "anthropic-ratelimit-unified-representative-claim": "five_hour"}
+            if api == "anthropic":
+                data: object = {"type": "error", "error": {"type": etype, "message": message},
+                                "request_id": request_id}
+            elif api == "openai":
+                code = {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status, "server_error")
+                if answer.kind == "usage_limit":
+                    code = "usage_limit_reached"
+                data = {"error": {"type": code, "code": code, "message": message,
+                                  **({"resets_at": int(answer.reset_at or time.time() + 3600)}
+                                     if answer.kind == "usage_limit" else {})}}
+            else:
+                gstatus = {429: "RESOURCE_EXHAUSTED", 401: "UNAUTHENTICATED", 503: "UNAVAILABLE"}.get(
+                    status, "INTERNAL")
+                data = [{"error": {"code": status, "message": message, "status": gstatus}}]
+            self._json(status, data, headers)
+
+        def _anthropic(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
+            msg_id = f"msg_{uuid.uuid4().hex[:24]}"
+            usage = {"input_tokens": a.input_tokens, "cache_creation_input_tokens": 0,
+                     "cache_read_input_tokens": a.cache_read_tokens, "output_tokens": a.output_tokens}
+            headers = {"request-id": request_id}
+            if not stream:
+                self._json(200, {"id": msg_id, "type": "message", "role": "assistant", "model": model,
+                                 "content": [{"type": "text", "text": a.text}], "stop_reason": "end_turn",
+                                 "stop_sequence": None, "usage": usage}, headers)
+                return
+            self._sse([
+                ("message_start", {"type": "message_start", "message": {
+                    "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+                    "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}}),
+                ("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}}),
+                ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": a.text}}),
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                ("message_delta", {"type": "message_delta",
+                                   "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                   "usage": {"output_tokens": a.output_tokens}}),
+                ("message_stop", {"type": "message_stop"}),
+            ], headers)
+
+        def _openai(self, a: Answer, model: str, request_id: str) -> None:
+            resp_id = f"resp_{uuid.uuid4().hex[:24]}"
+            item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
+            base = {"id": resp_id, "object": "response", "model": model, "created_at": int(time.time())}
+            usage = {"input_tokens": a.input_tokens,
+                     "input_tokens_details": {"cached_tokens": a.cache_read_tokens},
+                     "output_tokens": a.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                     "total_tokens": a.input_tokens + a.output_tokens}
+            self._sse([
+                ("response.created", {"type": "response.created",
+                                      "response": {**base, "status": "in_progress", "output": []}}),
+                ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                                "item": {**item, "status": "in_progress", "content": []}}),
+                ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                                                "output_index": 0, "content_index": 0, "delta": a.text}),
+                ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
+                                               "item": item}),
+                ("response.completed", {"type": "response.completed", "response": {
+                    **base, "status": "completed", "output": [item], "usage": usage}}),
+            ], {"x-request-id": request_id})
+
+        def _gemini(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
+            chunk = {"candidates": [{"content": {"parts": [{"text": a.text}], "role": "model"},
+                                     "finishReason": "STOP", "index": 0}],
+                     "usageMetadata": {"promptTokenCount": a.input_tokens + a.cache_read_tokens,
+                                       "candidatesTokenCount": a.output_tokens,
+                                       "cachedContentTokenCount": a.cache_read_tokens,
+                                       "totalTokenCount": a.input_tokens + a.cache_read_tokens
+                                       + a.output_tokens},
+                     "modelVersion": model, "responseId": request_id}
+            if stream:
+                self._sse([(None, chunk)], {"x-request-id": request_id})
+            else:
+                self._json(200, chunk, {"x-request-id": request_id})
+
+    return Handler
