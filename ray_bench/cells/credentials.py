@@ -43,7 +43,15 @@ def resolve(route_env: Mapping[str, str], route_home: str | None, environ: Mappi
 
 class Redactor:
     def __init__(self, secrets: Iterable[str]) -> None:
-        values = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True)
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._bytes: list[bytes] = []
+        self.extend(secrets)
+
+    def extend(self, secrets: Iterable[str]) -> None:
+        """Also scrub ``secrets`` (tokens a CLI refreshed during the attempt)."""
+        self._values |= {s for s in secrets if len(s) >= _MIN_SECRET}
+        values = sorted(self._values, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
         self._bytes = [v.encode() for v in values]
 

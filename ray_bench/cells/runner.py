@@ -25,8 +25,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
+from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, Usage
@@ -78,7 +80,7 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumm
         except CredentialMissing as exc:
             summary.error = AttemptError(type="CredentialMissing", message=str(exc), failure_class="auth")
             return summary
-        redactor = Redactor(creds.secrets())
+        redactor = Redactor([*creds.secrets(), *(tokens_in(creds.home) if creds.home else [])])
         t = time.monotonic()
         sandbox = await backend.create(_sandbox_spec(spec))
         summary.sandbox_id = sandbox.id
@@ -178,6 +180,10 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
     agent = await sandbox.exec(command, timeout=spec.agent_timeout_sec, env=env)
     phases["agent"] = time.monotonic() - t
+    if creds.home is not None:
+        if env["HOME"] == _SANDBOX_HOME:  # a copy of the login: what the CLI refreshed comes back
+            summary.login_written_back = await bring_back_login(sandbox, _SANDBOX_HOME, creds.home, redactor)
+        redactor.extend(tokens_in(creds.home))  # refreshed in place (local) or just written back
     _write_output(attempt_dir / "agent", agent, redactor)
     summary.agent = _exec_facts(agent, redactor.text((agent.stdout + agent.stderr)[-4000:]))
 

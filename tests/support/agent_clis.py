@@ -12,7 +12,8 @@ PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "ge
 
 
 #: Where .ci/run installs them (kept across CI runs on one machine), then a checkout's own.
-PLACES = (Path("/var/cache/ray-bench/agent-clis/node_modules/.bin"), REPO / ".cache" / "agent-clis" / "node_modules" / ".bin")
+PLACES = (Path("/var/cache/ray-bench/agent-clis/node_modules/.bin"),
+          REPO / ".cache" / "agent-clis" / "node_modules" / ".bin")
 
 
 def bin_dir() -> Path:
@@ -26,4 +27,5 @@ def missing(binary: str) -> str | None:
     path = bin_dir() / binary
     if path.exists():
         return None
-    return f"{binary} not found at {path} (.ci/run installs it; or npm install --prefix .cache/agent-clis {PACKAGES[binary]})"
+    return (f"{binary} not found at {path} "
+            f"(.ci/run installs it; or npm install --prefix .cache/agent-clis {PACKAGES[binary]})")
