@@ -22,6 +22,7 @@ from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes.local import LocalBackend
 
 pytestmark = pytest.mark.slow
@@ -34,7 +35,7 @@ def _needs(binary: str) -> None:
 
 
 def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: float = 90.0,
-             home: Path | None = None) -> dict[str, Any]:
+             home: Path | None = None) -> AttemptSummary:
     make_suite(tmp / "suite", tasks=["hello-world"])
     os.environ["RB_AGENT_TEST_KEY"] = KEY
     route = {"ANTHROPIC_API_KEY": "RB_AGENT_TEST_KEY", "CODEX_API_KEY": "RB_AGENT_TEST_KEY",
@@ -51,7 +52,7 @@ def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: fl
 
 
 def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool = False) -> tuple[
-        dict[str, Any], FakeProvider]:
+        AttemptSummary, FakeProvider]:
     with FakeProvider() as fake:
         fake.then(*answers)
         home = None
@@ -83,25 +84,25 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
         lambda: _claude(tmp_path / "stall", [Answer(kind="stall")] * 3, timeout=25.0),
     )
     (ok, fake), (e500, _), (e529, _), (e401, _), (limit, _), (stall, _) = results
-    assert ok["usage"]["input_tokens"] == fake.served.input_tokens == 321
-    assert ok["usage"]["output_tokens"] == fake.served.output_tokens == 45
-    assert ok["usage"]["cache_read_tokens"] == 12 and ok["usage"]["cost_usd"] > 0
-    assert ok["usage"]["model"] == "claude-sonnet-4-5" and ok["usage"]["session_id"]
+    assert ok.to_json()["usage"]["input_tokens"] == fake.served.input_tokens == 321
+    assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 45
+    assert ok.to_json()["usage"]["cache_read_tokens"] == 12 and ok.to_json()["usage"]["cost_usd"] > 0
+    assert ok.to_json()["usage"]["model"] == "claude-sonnet-4-5" and ok.to_json()["usage"]["session_id"]
     verdict = classify(ok, catalog)
     assert verdict.valid, verdict.message
 
-    assert e500["agent_error"]["type"] == "server_error" and e500["agent_error"]["status"] == 500
+    assert e500.to_json()["agent_error"]["type"] == "server_error" and e500.to_json()["agent_error"]["status"] == 500
     assert classify(e500, catalog).failure_class == "provider"
-    assert e529["agent_error"]["type"] == "overloaded"
+    assert e529.to_json()["agent_error"]["type"] == "overloaded"
     assert classify(e529, catalog).effect == "rate_limited"
-    assert e401["agent_error"]["type"] == "auth" and classify(e401, catalog).failure_class == "auth"
+    assert e401.to_json()["agent_error"]["type"] == "auth" and classify(e401, catalog).failure_class == "auth"
     # A subscription's window: "You've hit your session limit · resets 4:18pm (UTC)".
-    err = limit["agent_error"]
+    err = limit.to_json()["agent_error"]
     assert err["type"] == "usage_limit", err
     assert err["reset_at"] is not None and abs(err["reset_at"] - (time.time() + 5400)) < 120
     v = classify(limit, catalog)
     assert v.effect == "rate_limited" and v.retry_after is not None and v.retry_after > 5000
-    assert stall["agent"]["timed_out"] and stall["agent_error"]["type"] == "no_answer"
+    assert stall.to_json()["agent"]["timed_out"] and stall.to_json()["agent_error"]["type"] == "no_answer"
     v = classify(stall, catalog)
     assert not v.valid and v.failure_class == "provider"
     for sub in ("ok", "500", "401"):
@@ -114,7 +115,7 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     _needs("codex")
     catalog = Catalog.default()
 
-    def run(sub: str, answers: list[Answer], timeout: float = 90.0) -> tuple[dict[str, Any], FakeProvider]:
+    def run(sub: str, answers: list[Answer], timeout: float = 90.0) -> tuple[AttemptSummary, FakeProvider]:
         with FakeProvider() as fake:
             fake.then(*answers)
             return _attempt(tmp_path / sub, "codex", "gpt-5",
@@ -123,11 +124,12 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     (ok, fake), (e401, _) = _parallel(
         lambda: run("ok", [Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100)]),
         lambda: run("401", [Answer(kind="unauthorized")] * 10))
-    assert ok["usage"]["output_tokens"] == fake.served.output_tokens == 33
+    assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 33
     # The Responses API counts cached tokens inside input_tokens; the contract keeps them apart.
-    assert ok["usage"]["input_tokens"] + ok["usage"]["cache_read_tokens"] == fake.served.input_tokens == 500
+    usage = ok.to_json()["usage"]
+    assert usage["input_tokens"] + usage["cache_read_tokens"] == fake.served.input_tokens == 500
     assert classify(ok, catalog).valid
-    assert e401["agent_error"]["type"] == "auth", e401["agent_error"]
+    assert e401.to_json()["agent_error"]["type"] == "auth", e401.to_json()["agent_error"]
     assert classify(e401, catalog).failure_class == "auth"
 
 
@@ -136,14 +138,14 @@ def test_gemini_cli_usage(tmp_path: Path) -> None:
     with FakeProvider() as fake:
         fake.then(Answer(input_tokens=210, output_tokens=21))
         ok = _attempt(tmp_path, "gemini-cli", "gemini-2.5-pro", {"GOOGLE_GEMINI_BASE_URL": fake.url})
-    assert ok["usage"]["input_tokens"] == fake.served.input_tokens == 210
-    assert ok["usage"]["output_tokens"] == 21 and ok["usage"]["model"] == "gemini-2.5-pro"
+    assert ok.to_json()["usage"]["input_tokens"] == fake.served.input_tokens == 210
+    assert ok.to_json()["usage"]["output_tokens"] == 21 and ok.to_json()["usage"]["model"] == "gemini-2.5-pro"
     assert classify(ok, Catalog.default()).valid
 
 
 def test_a_cli_missing_from_the_sandbox_is_a_tool_failure(tmp_path: Path) -> None:
     summary = _attempt(tmp_path, "claude-code", "sonnet", {"PATH": "/usr/bin:/bin"})
-    assert summary["agent_error"]["type"] == "cli_missing"
+    assert summary.to_json()["agent_error"]["type"] == "cli_missing"
     verdict = classify(summary, Catalog.default())
     assert not verdict.valid and verdict.failure_class == "tool"
     assert "not installed" in verdict.message

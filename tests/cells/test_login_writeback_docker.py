@@ -14,6 +14,7 @@ from support.suites import make_suite
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = pytest.mark.docker
@@ -46,7 +47,7 @@ def test_refreshed_login_comes_back_and_no_token_stays(tmp_path: Path, docker_cl
         network=False, cpus=None, memory_mb=256, pids=None, expose_solution=True, artifact_cap_bytes=1 << 20,
         seed="s")
 
-    async def go() -> dict[str, Any]:
+    async def go() -> AttemptSummary:
         backend = DockerBackend()
         try:
             return await run_attempt(spec, backend)
@@ -54,8 +55,8 @@ def test_refreshed_login_comes_back_and_no_token_stays(tmp_path: Path, docker_cl
             await backend.close()
 
     summary = asyncio.run(go())
-    assert summary["error"] is None, summary["error"]
-    assert summary["login_written_back"] == [".claude/.credentials.json"]
+    assert summary.to_json()["error"] is None, summary.to_json()["error"]
+    assert summary.to_json()["login_written_back"] == [".claude/.credentials.json"]
     host = json.loads((home / ".claude" / ".credentials.json").read_text())
     assert host["claudeAiOauth"]["refreshToken"] == NEW[1]
     leaks = [p for p in (tmp_path / "attempt").rglob("*") if p.is_file()
