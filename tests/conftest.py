@@ -42,6 +42,13 @@ def base_image(docker_client: Any) -> str:
         raise
 
 
+@pytest.fixture(autouse=True)
+def _own_state_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own state root: account state is durable there (accounts.sqlite), and
+    one test's windows, cooldowns or disabled logins must not reach the next."""
+    monkeypatch.setenv("RAY_BENCH_STATE_ROOT", str(tmp_path_factory.mktemp("state-root")))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under CI=true the optional Daytona SDK is required: its tests skip elsewhere when it is
     missing, and a CI run must not pass by skipping them."""

@@ -33,6 +33,7 @@ from ray_bench.accounts.core import (
 )
 from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.outcome import Outcome
+from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
@@ -55,11 +56,50 @@ SNAPSHOT_TTL_SEC = 0.5
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class AccountActor:
-    def __init__(self, name: str, limits: dict[str, Any]) -> None:
+    def __init__(self, name: str, limits: dict[str, Any], state_root: str | None = None) -> None:
         self.name = name
         self._limits_doc = limits
-        self.core = AccountCore(name, _limits(limits), now=time.time())
         self._runs: dict[str, float] = {}  # run id -> last renewal
+        # The one writer of this account's durable state (windows, cooldowns, disabled, spend).
+        self.store = AccountStore(state_root) if state_root else None
+        self._events_seen = 0
+        self._events_checked = 0.0
+        self.core = self._new_core(limits)
+
+    def _new_core(self, limits: dict[str, Any]) -> AccountCore:
+        now = time.time()
+        core = AccountCore(self.name, _limits(limits), now=now)
+        if self.store is not None:
+            window = core.limits.window
+            saved = self.store.load(self.name, since=now - (window.hours * 3600 if window else 0.0))
+            core.spent_usd = saved.spent_usd
+            if core.window is not None:
+                core.window.restore(saved.starts, saved.spend)
+            self._events_seen = saved.events_seen
+            if saved.state is not None:
+                core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
+                                    saved.last_error)
+        return core
+
+    def _save_health(self) -> None:
+        if self.store is not None:
+            h = self.core.health
+            self.store.save_health(self.name, state=str(h.state), cooling_until=h.cooling_until,
+                                   episodes=h.episodes, auth_failures=h.auth_failures, last_error=h.last_error,
+                                   events_seen=self._events_seen)
+
+    def _apply_operator_events(self, now: float) -> None:
+        """``accounts enable`` writes an event; the actor, the one writer, applies it."""
+        if self.store is None or now - self._events_checked < 1.0:
+            return
+        self._events_checked = now
+        for event in self.store.events_after(self.name, self._events_seen):
+            self._events_seen = event.seq
+            if event.kind == "enable":
+                self.core.health.enable()
+                self.core.health.refresh()
+                self.core.health.last_error = f"enabled by {event.who}: {event.reason}"
+                self._save_health()
 
     def configure(self, limits: dict[str, Any]) -> bool:
         """Adopt new limits when nothing runs on the account; returns whether it did."""
@@ -68,7 +108,7 @@ class AccountActor:
         if self.core.inflight:
             return False
         self._limits_doc = limits
-        self.core = AccountCore(self.name, _limits(limits), now=time.time())
+        self.core = self._new_core(limits)
         return True
 
     def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
@@ -82,6 +122,7 @@ class AccountActor:
             self.finish_many(run_id, finished)
         now = time.time()
         self._expire(now)
+        self._apply_operator_events(now)
         self._runs[run_id] = now
         started: list[str] = []
         for lease_id, cell_id in leases:
@@ -90,6 +131,8 @@ class AccountActor:
             except AdmissionRefused:
                 break
             started.append(lease_id)
+            if self.store is not None and self.core.window is not None:
+                self.store.record_start(self.name, now)
         return started, self.core.snapshot(now)
 
     def finish_many(self, run_id: str, finished: list[tuple[str, Outcome | None]]) -> None:
@@ -103,6 +146,9 @@ class AccountActor:
             self.core.abandon(lease_id)
         else:
             self.core.on_finish(now, Lease(lease_id, "", self.name), outcome)
+            if self.store is not None:
+                self.store.record_spend(self.name, now, outcome.usd)
+                self._save_health()
 
     def renew(self, run_id: str) -> None:
         self._runs[run_id] = time.time()
@@ -120,6 +166,7 @@ class AccountActor:
     def snapshot(self) -> AccountSnapshot:
         now = time.time()
         self._expire(now)
+        self._apply_operator_events(now)
         return self.core.snapshot(now)
 
 
@@ -198,11 +245,11 @@ def _limits(doc: dict[str, Any]) -> AccountLimits:
 ON_HEAD = {"node:__internal_head__": 0.001}
 
 
-def account_actor(account: Account) -> Any:
+def account_actor(account: Account, state_root: Path | None = None) -> Any:
     return AccountActor.options(  # type: ignore[attr-defined]
         name=f"account:{account.name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         resources=ON_HEAD,
-    ).remote(account.name, account.limits.model_dump(mode="json"))
+    ).remote(account.name, account.limits.model_dump(mode="json"), str(state_root or default_state_root()))
 
 
 def health_actor(state_root: Path) -> Any:
@@ -226,7 +273,7 @@ class ActorGate:
     def __init__(self, run_id: str, accounts: list[Account], pools: dict[str, int],
                  state_root: Path | None = None) -> None:
         self.run_id = run_id
-        self.actors = {a.name: account_actor(a) for a in accounts}
+        self.actors = {a.name: account_actor(a, state_root) for a in accounts}
         self.health = health_actor(state_root or default_state_root())
         self.pools = {name: capacity_actor(name, size) for name, size in pools.items()}
         refs = [actor.configure.remote(a.limits.model_dump(mode="json"))

@@ -50,6 +50,13 @@ class RollingWindowQuota:
             return None
         return max(0, self.max_cells - self.cells_used(now))
 
+    def restore(self, starts: list[float], spend: list[tuple[float, float]]) -> None:
+        """Start from what an earlier holder of this account used (sorted by time)."""
+        self._cells.extend(starts)
+        for at, usd in spend:
+            self._usd.append((at, usd))
+            self._usd_sum += usd
+
     def record_start(self, now: float) -> None:
         self._expire(now)
         self._cells.append(now)

@@ -132,3 +132,26 @@ def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: 
     for name in names:
         write_hold(root, name, hold=hold, reason=reason)
     return names
+
+
+def enable_account(path: Path, name: str, *, reason: str, who: str | None = None,
+                   state_root: Path | None = None) -> str | None:
+    """Record an operator's ``enable`` of a disabled (or expired) account in the state root's
+    account store; the account's actor, its one writer, applies it on its next call (or when
+    it is next created). Returns the state the account was last saved in."""
+    import getpass
+
+    from ray_bench.accounts.store import AccountStore
+
+    known = {a.name for a in load_accounts(path).accounts}
+    if name not in known:
+        raise UserInputError(f"unknown account {name}", where=str(path), fix=f"choose from {', '.join(sorted(known))}")
+    if not reason.strip():
+        raise UserInputError("enable needs a reason", where="--reason", fix="say what changed, e.g. 'new login'")
+    store = AccountStore(state_root or default_state_root())
+    try:
+        previous = store.health_state(name)
+        store.add_event(name, "enable", reason.strip(), who or getpass.getuser())
+    finally:
+        store.close()
+    return previous

@@ -81,6 +81,19 @@ def accounts_release(accounts: AccountsOpt,
         out.print(f"released {account}", markup=False)
 
 
+@accounts_app.command("enable")
+@guarded
+def accounts_enable(accounts: AccountsOpt,
+                    name: Annotated[str, typer.Argument(help="The account to bring back.")],
+                    reason: Annotated[str, typer.Option("--reason", help="What changed (recorded).")]) -> None:
+    """Bring back a disabled or expired account; recorded with who and why in the state root."""
+    from ray_bench.accounts.status import enable_account
+
+    previous = enable_account(accounts, name, reason=reason)
+    out.print(f"enable recorded for {name} (was {previous or 'never saved'}); its actor applies it on its "
+              "next call", markup=False)
+
+
 @app.command()
 @guarded
 def simulate(

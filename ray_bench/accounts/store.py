@@ -1,0 +1,117 @@
+"""Durable account state: what an account has used and how it is, in the state root
+(``accounts.sqlite``), so that a Ray restart, a pause and resume or a second cluster on the same
+host do not hand every account a fresh rolling window, forget a cooldown or revive a disabled
+login.
+
+One writer per account: its ``AccountActor`` (the CLI writes only ``operator_events``, which the
+actor applies). Tables are insert-only except ``health``, one row per account overwritten by
+its actor. Time is epoch seconds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FILE = "accounts.sqlite"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS window_starts (account TEXT NOT NULL, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS window_starts_at ON window_starts (account, at);
+CREATE TABLE IF NOT EXISTS spend (account TEXT NOT NULL, at REAL NOT NULL, usd REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS spend_at ON spend (account, at);
+CREATE TABLE IF NOT EXISTS health (
+    account TEXT PRIMARY KEY, state TEXT NOT NULL, cooling_until REAL NOT NULL, episodes INTEGER NOT NULL,
+    auth_failures INTEGER NOT NULL, last_error TEXT NOT NULL, updated_at REAL NOT NULL,
+    events_seen INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS operator_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
+    who TEXT NOT NULL, at REAL NOT NULL);
+"""
+
+
+@dataclass
+class Saved:
+    """What an account had when its actor last wrote."""
+
+    starts: list[float] = field(default_factory=list)
+    spend: list[tuple[float, float]] = field(default_factory=list)
+    spent_usd: float = 0.0
+    state: str | None = None
+    cooling_until: float = float("-inf")
+    episodes: int = 0
+    auth_failures: int = 0
+    last_error: str = ""
+    #: The last operator event the actor applied (later ones are still to apply).
+    events_seen: int = 0
+
+
+@dataclass(frozen=True)
+class OperatorEvent:
+    seq: int
+    account: str
+    kind: str
+    reason: str
+    who: str
+    at: float
+
+
+class AccountStore:
+    def __init__(self, state_root: str | Path) -> None:
+        root = Path(state_root)
+        root.mkdir(parents=True, exist_ok=True)
+        self.path = root / FILE
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- the actor's writes -----------------------------------------------------------------
+    def record_start(self, account: str, at: float) -> None:
+        self._db.execute("INSERT INTO window_starts VALUES (?, ?)", (account, at))
+
+    def record_spend(self, account: str, at: float, usd: float) -> None:
+        if usd > 0:
+            self._db.execute("INSERT INTO spend VALUES (?, ?, ?)", (account, at, usd))
+
+    def save_health(self, account: str, *, state: str, cooling_until: float, episodes: int, auth_failures: int,
+                    last_error: str, events_seen: int) -> None:
+        self._db.execute("INSERT OR REPLACE INTO health VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (account, state, max(cooling_until, -1e18), episodes, auth_failures, last_error,
+                          time.time(), events_seen))
+
+    # -- reads ------------------------------------------------------------------------------
+    def load(self, account: str, since: float) -> Saved:
+        """Starts and spend at or after ``since`` (the rolling window), all-time spend, health."""
+        saved = Saved()
+        saved.starts = [r[0] for r in self._db.execute(
+            "SELECT at FROM window_starts WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
+        saved.spend = [(r[0], r[1]) for r in self._db.execute(
+            "SELECT at, usd FROM spend WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
+        saved.spent_usd = float(self._db.execute(
+            "SELECT COALESCE(SUM(usd), 0) FROM spend WHERE account = ?", (account,)).fetchone()[0])
+        row = self._db.execute("SELECT state, cooling_until, episodes, auth_failures, last_error, events_seen "
+                               "FROM health WHERE account = ?", (account,)).fetchone()
+        if row is not None:
+            (saved.state, saved.cooling_until, saved.episodes, saved.auth_failures, saved.last_error,
+             saved.events_seen) = row
+        return saved
+
+    def events_after(self, account: str, seq: int) -> list[OperatorEvent]:
+        return [OperatorEvent(*r) for r in self._db.execute(
+            "SELECT seq, account, kind, reason, who, at FROM operator_events WHERE account = ? AND seq > ? "
+            "ORDER BY seq", (account, seq))]
+
+    # -- the operator's write -----------------------------------------------------------------
+    def add_event(self, account: str, kind: str, reason: str, who: str) -> int:
+        cur = self._db.execute("INSERT INTO operator_events (account, kind, reason, who, at) VALUES (?, ?, ?, ?, ?)",
+                               (account, kind, reason, who, time.time()))
+        return int(cur.lastrowid or 0)
+
+    def health_state(self, account: str) -> str | None:
+        row = self._db.execute("SELECT state FROM health WHERE account = ?", (account,)).fetchone()
+        return None if row is None else str(row[0])
