@@ -66,8 +66,14 @@ class FakeProvider:
         self.token_ttl_sec = token_ttl_sec
         #: Refresh tokens the token endpoint accepts (a refresh rotates them).
         self.refresh_tokens: set[str] = set()
-        #: Access tokens the Messages API accepts (None: any credential).
-        self.access_tokens: set[str] | None = None
+        #: Access tokens the Messages API accepts, with their expiry (None: any credential).
+        self.access_tokens: dict[str, float] | None = None
+        #: Which login (label) each issued token belongs to, and what each label was served.
+        self.label_of: dict[str, str] = {}
+        self.served_by_label: dict[str, int] = {}
+        #: A subscription window: the first request of this label is answered usage_limit.
+        self.usage_limit_for: tuple[str, float] | None = None
+        self.usage_limit_answered_at: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -113,14 +119,15 @@ class FakeProvider:
         with self._lock:
             self.served.errors[kind] = self.served.errors.get(kind, 0) + 1
 
-    def issue_login(self) -> dict[str, Any]:
+    def issue_login(self, label: str = "") -> dict[str, Any]:
         """A fresh Claude login (as ``.credentials.json`` holds it) that this fake accepts."""
         with self._lock:
             access = f"sk-ant-oat01-{uuid.uuid4().hex}{uuid.uuid4().hex}"
             refresh = f"sk-ant-ort01-{uuid.uuid4().hex}{uuid.uuid4().hex}"
             self.refresh_tokens.add(refresh)
             if self.access_tokens is not None:
-                self.access_tokens.add(access)
+                self.access_tokens[access] = time.time() + self.token_ttl_sec
+            self.label_of[access] = self.label_of[refresh] = label
             self.served.tokens_issued += [access, refresh]
         return {"claudeAiOauth": {"accessToken": access, "refreshToken": refresh,
                                   "expiresAt": int((time.time() + self.token_ttl_sec) * 1000),
@@ -132,7 +139,8 @@ class FakeProvider:
             if refresh_token not in self.refresh_tokens:
                 return None
             self.refresh_tokens.discard(refresh_token)
-        login = self.issue_login()["claudeAiOauth"]
+            label = self.label_of.get(refresh_token, "")
+        login = self.issue_login(label)["claudeAiOauth"]
         with self._lock:
             self.served.refreshes += 1
         return {"token_type": "Bearer", "access_token": login["accessToken"],
@@ -213,14 +221,22 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             else:
                 self._json(200, answer)
 
+        def _token_of(self) -> str:
+            return (self.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                    or self.headers.get("x-api-key", ""))
+
         def _authorised(self, api: str) -> bool:
             if fake.access_tokens is None or api != "anthropic":
                 return True
-            auth = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
-            return auth in fake.access_tokens or self.headers.get("x-api-key", "") in fake.access_tokens
+            return fake.access_tokens.get(self._token_of(), 0.0) > time.time()
 
         def _answer(self, api: str, body: dict[str, Any]) -> None:
             answer = fake.next_answer()
+            label = fake.label_of.get(self._token_of(), "")
+            limit = fake.usage_limit_for
+            if limit is not None and label == limit[0] and fake.usage_limit_answered_at is None:
+                fake.usage_limit_answered_at = time.time()
+                answer = Answer(kind="usage_limit", reset_at=limit[1])
             if answer.kind == "ok" and not self._authorised(api):
                 answer = Answer(kind="expired" if self.headers.get("authorization") else "unauthorized")
             request_id = f"req_{uuid.uuid4().hex[:24]}"
@@ -229,6 +245,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 self._fail(api, answer, request_id)
                 return
             fake.bill(answer, request_id)
+            with fake._lock:
+                fake.served_by_label[label] = fake.served_by_label.get(label, 0) + 1
             model = str(body.get("model") or self.path.split("/models/")[-1].split(":")[0])
             if api == "anthropic":
                 self._anthropic(answer, model, request_id, bool(body.get("stream")))
