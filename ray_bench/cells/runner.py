@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ray_bench.accounts.logins import tokens_in
+from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.logins import bring_back_login
@@ -220,6 +221,7 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         network=spec.network,
         workdir=spec.workdir,
         lifetime_sec=spec.agent_timeout_sec + spec.verifier_timeout_sec + 600,
+        agent_layer=prepare_layer(spec.agent) if spec.backend == "docker" else None,
     )
 
 

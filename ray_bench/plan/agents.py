@@ -12,6 +12,8 @@ from ray_bench.models.suite import Arm
 #: Backends whose sandboxes are isolated from the network unless opened; none of them can
 #: enforce a per-host allowlist today, so a CLI agent there needs `network: public`.
 CLOSED_BACKENDS = frozenset({"docker", "daytona"})
+#: Agents whose CLI the docker backend lays over the task image (ray_bench.agents.layer).
+LAID_AGENTS = frozenset({"claude-code", "codex"})
 
 
 def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[UserInputError]) -> None:
@@ -54,8 +56,13 @@ def image_of(plan: Plan, arm: Arm, backend: str) -> str:
     else:
         base = f"`{config.image}` (the backend's)" if config is not None and config.image else "none named"
     adapter = ADAPTERS.get(arm.agent)
-    if adapter is not None and adapter.binary:
-        base += f" + agent layer `{adapter.npm_package}` (`{adapter.binary}` must be on PATH; checked by the preflight)"
+    if adapter is not None and adapter.binary and backend == "docker":
+        if arm.agent in LAID_AGENTS:
+            base += f" + agent layer: `{adapter.binary}` of the node's `{adapter.npm_package}` install"
+        else:
+            base += f" (no agent layer for {arm.agent}: the image must have `{adapter.binary}`; the preflight checks)"
+    elif adapter is not None and adapter.binary:
+        base += f" (the image must have `{adapter.binary}`; the preflight checks)"
     return base
 
 

@@ -58,6 +58,10 @@ class SandboxSpec:
     workdir: str = "/app"
     #: Upper bound on the sandbox's life, for cloud auto-stop / auto-delete safety nets.
     lifetime_sec: float = 3600.0
+    #: A build context laid over the image (an agent CLI, :mod:`ray_bench.agents.layer`); its
+    #: ``Dockerfile`` takes the image as build arg ``BASE``. Container backends build it once
+    #: per (image, content).
+    agent_layer: Path | None = None
 
 
 @dataclass(frozen=True)

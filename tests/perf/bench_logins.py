@@ -130,12 +130,13 @@ def main() -> int:
         import ray
 
         from ray_bench.accounts.actors import account_actor
+        from ray_bench.cells.ray_start import init_ray
         from ray_bench.config.loader import load_accounts
 
         before = {n: 0 for n in names}
         for attempt in Ledger.open_readonly(run_root).attempts():
             before[attempt.account] += 1
-        ray.init(address="local", namespace="ray-bench", include_dashboard=False, log_to_driver=False)
+        init_ray(None, namespace="ray-bench", include_dashboard=False, log_to_driver=False)
         try:
             actors = {a.name: account_actor(a, state) for a in load_accounts(suite_dir / "accounts.yaml").accounts}
             reloaded = {n: ray.get(actor.snapshot.remote()).window_used for n, actor in actors.items()}

@@ -58,7 +58,7 @@ class Served:
 
 
 class FakeProvider:
-    def __init__(self, default: Answer | None = None, token_ttl_sec: int = 300) -> None:
+    def __init__(self, default: Answer | None = None, token_ttl_sec: int = 300, host: str = "127.0.0.1") -> None:
         self.default = default or Answer()
         self.script: deque[Answer] = deque()
         self.served = Served()
@@ -76,13 +76,17 @@ class FakeProvider:
         self.usage_limit_answered_at: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = ThreadingHTTPServer((host, 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> FakeProvider:
         self._thread.start()

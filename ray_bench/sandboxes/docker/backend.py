@@ -111,7 +111,10 @@ class DockerBackend(SandboxBackend):
             await self.call(self.remove_container, name)
 
     def _ensure_image(self, spec: SandboxSpec) -> str:
-        return images.ensure_image(self.client(), spec)
+        image = images.ensure_image(self.client(), spec)
+        if spec.agent_layer is not None:
+            image = images.layer_image(self.client(), image, spec.agent_layer)
+        return image
 
     def build_image(self, context_dir: Path) -> str:
         """Build ``context_dir`` once per content hash; return its tag. Blocking."""

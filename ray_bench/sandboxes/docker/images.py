@@ -57,6 +57,42 @@ def ensure_image(client: Any, spec: SandboxSpec) -> str:
     return spec.image
 
 
+AGENT_IMAGE_REPO = "ray-bench-agent"
+_LAYER_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def layer_image(client: Any, base: str, layer_dir: Path) -> str:
+    """``base`` with ``layer_dir`` laid over it (its Dockerfile takes ``BASE``), built once per
+    (base image id, layer content); return its tag. Blocking."""
+    stat = (layer_dir / "Dockerfile").stat()
+    key = (str(layer_dir), stat.st_mtime_ns, stat.st_ino)
+    layer_hash = _LAYER_HASHES.get(key)
+    if layer_hash is None:
+        layer_hash = _LAYER_HASHES[key] = context_hash(layer_dir)
+    try:
+        base_id = client.api.inspect_image(base)["Id"]
+    except docker.errors.APIError as exc:
+        raise SandboxCreateError(f"image {base} for the agent layer: {exc}") from exc
+    tag = f"{AGENT_IMAGE_REPO}:{hashlib.sha256(f'{base_id}|{layer_hash}'.encode()).hexdigest()[:16]}"
+    with _BUILD_LOCKS_GUARD:
+        lock = _BUILD_LOCKS.setdefault(tag, threading.Lock())
+    with lock:
+        try:
+            client.api.inspect_image(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        try:
+            client.images.build(path=str(layer_dir), tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True,
+                                labels={"ray-bench.agent-layer": layer_dir.name})
+        except docker.errors.BuildError as exc:
+            raise SandboxCreateError(
+                f"laying {layer_dir.name} over {base} failed: {exc.msg}\n{_log_tail(exc.build_log)}") from exc
+        except docker.errors.APIError as exc:
+            raise SandboxCreateError(f"laying {layer_dir.name} over {base} failed: {exc}") from exc
+    return tag
+
+
 def build_image(client: Any, context_dir: Path) -> str:
     """Build ``context_dir`` once per content hash; return its tag. Blocking."""
     tag = task_image_tag(context_dir)
