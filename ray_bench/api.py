@@ -8,7 +8,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,12 @@ from ray_bench.plan.store import (
 from ray_bench.plan.verify import verify_plan
 from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import RunObserver
-from ray_bench.scheduler.runstate import RunState
 from ray_bench.state import default_state_root
+from ray_bench.status.liveness import LOCK_FILE
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _RELATIVE = re.compile(r"^\+?(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT_SEC = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass
@@ -47,8 +48,11 @@ class MetricsSettings:
     port: int = 0
     state_root: Path = field(default_factory=default_state_root)
     deadline: float | None = None
-    #: Seconds to wait at the end for one last scrape, so the final state reaches Prometheus.
+    #: Seconds to wait at the end for a scrape of the final state (at least two scrape
+    #: intervals); needed only without a linger, which serves the final state anyway.
     final_scrape_sec: float = 0.0
+    #: How long a finished run's target stays, serving its final figures (seconds).
+    linger_sec: float = 0.0
 
 
 def parse_deadline(text: str, now: float | None = None) -> float:
@@ -58,12 +62,22 @@ def parse_deadline(text: str, now: float | None = None) -> float:
     base = time.time() if now is None else now
     found = _RELATIVE.match(text.strip())
     if found:
-        return base + float(found.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[found.group(2)]
+        return base + float(found.group(1)) * _UNIT_SEC[found.group(2)]
     try:
         return dt.datetime.fromisoformat(text).timestamp()
     except ValueError:
         raise UserInputError(f"cannot read deadline {text!r}", where="--deadline",
                              fix="use an ISO time like 2026-12-04T18:00 or a duration like 36h") from None
+
+
+def parse_duration(text: str, where: str) -> float:
+    """``15m``, ``90s``, ``2h``, ``0`` -> seconds."""
+    found = _RELATIVE.match(text.strip())
+    if text.strip() == "0":
+        return 0.0
+    if not found:
+        raise UserInputError(f"cannot read duration {text!r}", where=where, fix="use a duration like 15m, 90s or 0")
+    return float(found.group(1)) * _UNIT_SEC[found.group(2)]
 
 
 @dataclass
@@ -81,14 +95,16 @@ def default_run_id(suite_name: str) -> str:
 def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None = None,
              selection: Path | None = None, reps: int | None = None, arms: ArmFilter = "all",
              parallel: int | None = None, counterpart_runs: list[Path] | None = None,
-             history: dict[str, float] | None = None) -> PlanResult:
+             history: dict[str, float] | None = None, task_ids: tuple[str, ...] = (),
+             limit: int | None = None) -> PlanResult:
     if run_id is not None and not _RUN_ID.match(run_id):
         raise UserInputError(f"run id {run_id!r} is not allowed", where="--run-id",
                              fix="use letters, digits, '.', '_' and '-'")
     placeholder = run_id or "pending"
     plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id=placeholder, selection=selection,
                                     reps=reps, arms=arms, parallel=parallel,
-                                    counterpart_runs=counterpart_runs or [], history=history or {}))
+                                    counterpart_runs=counterpart_runs or [], history=history or {},
+                                    task_ids=task_ids, limit=limit))
     final_id = run_id or default_run_id(plan.suite)
     run_root = runs_dir / final_id
     refuse_unusable_runs_dir(runs_dir)
@@ -130,7 +146,7 @@ def run_lock(run_root: Path) -> Iterator[None]:
     """One driver per run root: a second `execute` of the same run is refused, so no cell
     can be started by two drivers."""
     run_root.mkdir(parents=True, exist_ok=True)
-    with (run_root / ".execute.lock").open("w") as handle:
+    with (run_root / LOCK_FILE).open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -144,7 +160,9 @@ def run_lock(run_root: Path) -> Iterator[None]:
 def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 observer: RunObserver | None = None, clear_halt: Path | None = None,
                 clearance_reason: str | None = None, metrics: MetricsSettings | None = None,
-                on_metrics: Any = None) -> RunOutcome:
+                on_metrics: Any = None, say: Callable[[str], None] | None = None) -> RunOutcome:
+    """Run (or resume) a confirmed plan. ``say`` hears progress lines before the driver's
+    observer exists (Ray takes 10-20 s to start on a loaded host: the operator should know)."""
     confirmed = check_confirmation_form(confirm, plan_path)
     plan, identity = load_plan_file(plan_path)
     refuse_drifted_inputs(plan.inputs)
@@ -187,19 +205,25 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                                      fix="pick a free port, 0 for any, or --no-metrics") from None
             if on_metrics is not None:
                 on_metrics(exporter)
-            observer = Observers(observer or NullObserver(), MetricsObserver(exporter))
+            observer = Observers(observer or NullObserver(), MetricsObserver(exporter, run_root))
         if options.state_root is None and metrics is not None:
             options.state_root = metrics.state_root
         if options.deadline is None and metrics is not None:
             options.deadline = metrics.deadline
         try:
+            if say is not None:
+                say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
+            ray_started = time.monotonic()
             with join_ray(options.address):
+                if say is not None:
+                    say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
                 pool = RayPool(options.runners_per_node)
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:
             if exporter is not None:
-                exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0)
+                exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0,
+                              linger_sec=metrics.linger_sec if metrics else 0.0)
 
 
 @contextlib.contextmanager
@@ -246,74 +270,28 @@ def audit_run(run_root: Path, *, cleanup: bool) -> Any:
 
 
 def run_status(run_root: Path) -> dict[str, Any]:
-    plan, identity = load_plan_file(run_root / PLAN_FILE)
-    status: dict[str, Any] = {"run_id": plan.run_id, "identity": identity, "cells": len(plan.cells)}
-    if not (run_root / LEDGER_FILE).exists():
-        status.update(state="planned", counts={"pending": len(plan.cells), "running": 0, "valid": 0, "failed": 0})
-        return status
-    ledger = Ledger.open_readonly(run_root)
-    try:
-        attempts = ledger.attempts()
-        events = ledger.events()
-    finally:
-        ledger.close()
-    state = RunState(plan, [a for a in attempts if a.terminal])
-    running = {a.cell_id for a in attempts if not a.terminal}
-    for cell_id in running:
-        if cell_id in state.cells and state.cells[cell_id].state == "pending":
-            state.cells[cell_id].running = True
-    counts = state.counts()
-    finished = [e for e in events if e.kind == "run_finished"]
-    started = [e for e in events if e.kind == "run_started"]
-    last_stop = next((e for e in reversed(events) if e.kind in ("stop", "paused")), None)
-    live = bool(started) and (not finished or finished[-1].seq < started[-1].seq)
-    status.update(
-        state="running" if live else "finished" if finished else "planned",
-        counts=counts,
-        attempts=len(attempts),
-        failures=_failure_counts(attempts),
-        spend_usd=round(sum(a.cost_usd for a in attempts), 4),
-        last_stop=last_stop.data if last_stop else None,
-        resume_action=(last_stop.data.get("resume_action") if last_stop else None),
-        pause_requested=(run_root / PAUSE_FILE).exists(),
-    )
-    if finished and not live:
-        status["outcome"] = finished[-1].data
-    deadline = started[-1].data.get("deadline") if started else None
-    status["pace"] = pace_against_deadline(attempts, counts["pending"] + counts["running"], deadline, time.time())
-    return status
+    """The run's status as JSON (``status --json``); see :mod:`ray_bench.status`."""
+    from ray_bench.status.read import read_status
 
-
-def pace_against_deadline(attempts: list[Any], remaining: int, deadline: float | None,
-                          now: float) -> dict[str, Any]:
-    """Observed valid rows per minute (15 minutes), the pace the deadline requires, and the
-    rows the observed pace leaves undone by then. Estimates come from observed pace only."""
-    window = 900.0
-    recent = sum(1 for a in attempts if a.valid and a.finished_at and a.finished_at >= now - window)
-    observed = recent / (window / 60)
-    out: dict[str, Any] = {"observed_rows_per_minute_15m": round(observed, 3), "remaining_cells": remaining,
-                           "finish_estimate_min": round(remaining / observed, 1) if observed > 0 else None}
-    if deadline is not None:
-        minutes_left = max(0.0, (deadline - now) / 60)
-        out["deadline"] = deadline
-        out["required_rows_per_minute"] = round(remaining / minutes_left, 3) if minutes_left > 0 else None
-        out["rows_short_at_observed_pace"] = max(0, round(remaining - observed * minutes_left))
-    return out
-
-
-def _failure_counts(attempts: list[Any]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for a in attempts:
-        if a.status == "finished" and not a.valid and a.failure_class:
-            out[a.failure_class] = out.get(a.failure_class, 0) + 1
-    return out
+    return read_status(run_root).to_json()
 
 
 def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[str, Any]:
-    _plan, identity = load_plan_file(run_root / PLAN_FILE)
+    """Ask the run's driver to stop launching. Only a running run can be paused: pausing one
+    that is planned, paused, stopped or finished would do nothing, so it is refused (exit 2)
+    and nothing is written."""
+    from ray_bench.status.read import read_status
+
+    status = read_status(run_root)
+    if status.state != "running":
+        fix = {"planned": "nothing to pause: it has not started",
+               "finished": "nothing to pause: it has finished",
+               "paused": "it is already paused",
+               "stopped": "nothing to pause: it is not running"}[status.state]
+        raise UserInputError(f"run {status.run_id} is {status.state}", where=str(run_root), fix=fix)
     request = {
         "requested_at": time.time(), "now": now, "reason": reason,
-        "resume_action": f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}",
+        "resume_action": f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {status.identity}",
     }
     (run_root / PAUSE_FILE).write_text(json.dumps(request, indent=2))
     return request

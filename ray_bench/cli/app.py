@@ -61,6 +61,20 @@ def guarded(fn: Any) -> Any:
     return wrapper
 
 
+def _version(value: bool) -> None:
+    if value:
+        from ray_bench import __version__
+
+        out.print(f"ray-bench {__version__}", markup=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Run LLM-agent benchmark suites across many accounts on Ray."""
+
+
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where run roots are created.")]
 
 
@@ -77,6 +91,10 @@ def plan(
     runs: Annotated[list[Path] | None, typer.Option("--runs", help="Run roots holding counterpart rows "
                                                      "(pairing guard of one-arm plans).")] = None,
     parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism.")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="Only this task (repeatable): a quick "
+                                                   "trial without a selection file.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N tasks (by id) of "
+                                              "what is selected.")] = None,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
@@ -88,7 +106,8 @@ def plan(
                              fix="pick one, or neither for a paired plan")
     arms: ArmFilter = "baseline-only" if baseline_only else "full-only" if full_only else "all"
     result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
-                      reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [])
+                      reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
+                      task_ids=tuple(task or ()), limit=limit)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     err.print(f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "
@@ -119,29 +138,38 @@ def execute(
                                                     "written (default $RAY_BENCH_STATE_ROOT or ~/.ray-bench).")] = None,
     deadline: Annotated[str | None, typer.Option("--deadline", help="When the run must finish: an ISO "
                                                  "time or a duration like 36h; gives a required pace.")] = None,
+    metrics_linger: Annotated[str, typer.Option("--metrics-linger", envvar="RAY_BENCH_METRICS_LINGER",
+                                                help="How long a finished run's target keeps serving its "
+                                                "final figures (0: withdraw at once).")]
+    = "15m",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the final line.")] = False,
 ) -> None:
     """Execute a confirmed plan (or resume it: finished cells are never run again)."""
-    from ray_bench.api import MetricsSettings, execute_run, parse_deadline
+    from ray_bench.api import MetricsSettings, execute_run, parse_deadline, parse_duration
     from ray_bench.cli.progress import ConsoleProgress
     from ray_bench.scheduler.driver import RunOptions
     from ray_bench.state import default_state_root
 
     deadline_ts = parse_deadline(deadline) if deadline else None
+    linger = parse_duration(metrics_linger, "--metrics-linger")
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts,
                          runners_per_node=runners_per_node, state_root=state_root)
     metrics = None if no_metrics else MetricsSettings(
         host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
-        deadline=deadline_ts, final_scrape_sec=3.0)
+        # Without a linger, wait for two 15 s scrape intervals so the final state is scraped.
+        deadline=deadline_ts, linger_sec=linger, final_scrape_sec=0.0 if linger else 30.0)
     outcome = execute_run(plan_path=plan_path, confirm=confirm, options=options,
                           observer=ConsoleProgress(err, quiet=quiet), clear_halt=clear_halt,
                           clearance_reason=clearance_reason, metrics=metrics,
                           on_metrics=lambda e: err.print(f"metrics: {e.url} (target {e.target_file})",
-                                                         markup=False))
+                                                         markup=False),
+                          say=None if quiet else (lambda line: err.print(line, markup=False)))
     c = outcome.counts
     line = (f"run {outcome.run_id}: {c['valid']} valid, {c['failed']} failed, {c['pending']} pending "
             f"in {outcome.wall_sec:.1f}s")
-    if outcome.stopped:
+    if outcome.stopped == "paused":
+        line += f"; paused (resume: {outcome.detail.split('resume action: ', 1)[-1]})"
+    elif outcome.stopped:
         line += f"; stopped: {outcome.detail}"
     elif outcome.detail:
         line += f"; {outcome.detail}"
@@ -156,37 +184,22 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="A live view until the run finishes.")] = False,
 ) -> None:
-    """Counts by state, failures, spend, and the first safe resume action."""
-    from ray_bench.api import run_status
-
+    """State (planned, running, paused, stopped, finished), counts, pace, and the next command
+    that would do something."""
     if watch:
         from ray_bench.cli.watch import watch_run
 
         watch_run(run_root)
         return
-    data = run_status(run_root)
+    from ray_bench.status.read import read_status
+    from ray_bench.status.text import status_lines
+
+    data = read_status(run_root)
     if as_json:
-        out.print(json.dumps(data, indent=2, default=str), markup=False)
+        out.print(json.dumps(data.to_json(), indent=2, default=str), markup=False)
         return
-    c = data["counts"]
-    out.print(f"run {data['run_id']} ({data['state']}): {data['cells']} cells: {c['valid']} valid, "
-              f"{c['running']} running, {c['pending']} pending, {c['failed']} failed", markup=False)
-    if data.get("failures"):
-        out.print("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items())), markup=False)
-    if data.get("last_stop"):
-        out.print(f"last stop: {data['last_stop'].get('detail') or data['last_stop']}", markup=False)
-    pace = data.get("pace") or {}
-    if pace and data["state"] == "running":
-        line = f"observed pace {pace['observed_rows_per_minute_15m']} rows/min (15m)"
-        if pace.get("finish_estimate_min") is not None:
-            line += f", finish in ~{pace['finish_estimate_min']:.0f} min at that pace"
-        if pace.get("deadline") is not None:
-            short = pace["rows_short_at_observed_pace"]
-            line += (f"; deadline needs {pace['required_rows_per_minute']} rows/min: "
-                     + (f"{short} rows short at the observed pace" if short else "on track"))
+    for line in status_lines(data):
         out.print(line, markup=False)
-    if data.get("resume_action"):
-        out.print(f"first safe resume action: {data['resume_action']}", markup=False)
 
 
 @app.command()
@@ -199,8 +212,9 @@ def pause(
     """Stop launching; running cells finish (or are cancelled with --now)."""
     from ray_bench.api import pause_run
 
-    request = pause_run(run_root, now=now, reason=reason)
-    out.print(f"pause requested; first safe resume action: {request['resume_action']}", markup=False)
+    pause_run(run_root, now=now, reason=reason)
+    out.print("pause requested: " + ("running cells are cancelled" if now else "running cells finish")
+              + f"; `ray-bench status {run_root}` shows when it is paused and how to resume", markup=False)
 
 
 @app.command()
@@ -225,8 +239,12 @@ def audit(
     """List (and with --cleanup remove) every sandbox, volume and network labelled with the run.
     Exits 1 while residue remains."""
     from ray_bench.api import audit_run
+    from ray_bench.metrics.targets import prune_stale_targets
+    from ray_bench.state import default_state_root
 
     result = audit_run(run_root, cleanup=cleanup)
+    for gone in prune_stale_targets(default_state_root()):
+        err.print(f"removed the metrics target of run {gone}: its driver is gone", markup=False)
     if as_json:
         out.print(json.dumps(result.to_json(), indent=2), markup=False)
     else:

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from ray_bench.evidence.classify import Verdict
+from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
@@ -46,8 +47,11 @@ class ConsoleProgress:
             self._print(f"  cancelled {row.task}/{row.arm} rep {row.rep} ({row.attempt_id})")
             return
         if verdict.valid:
+            # "valid" is about the evidence, "solved" about the reward: a valid row may score 0.
             flags = f" [{', '.join(verdict.flags)}]" if verdict.flags else ""
-            self._print(f"  ok   {row.task}/{row.arm} rep {row.rep}: reward {summary.reward} "
+            reward = summary.reward
+            solved = "solved" if (reward or 0.0) >= SOLVED_AT else "not solved"
+            self._print(f"  valid row {row.task}/{row.arm} rep {row.rep}: reward {reward} ({solved}) "
                         f"on {row.account}{flags}")
         else:
             self._print(f"  FAIL {row.task}/{row.arm} rep {row.rep}: {verdict.failure_class} "

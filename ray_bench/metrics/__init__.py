@@ -16,9 +16,9 @@ from ray_bench.metrics.exporter import (
     CellState,
     MetricsExporter,
     Phase,
-    target_file,
 )
-from ray_bench.metrics.pace import WINDOWS, PaceSnapshot, PaceTracker
+from ray_bench.metrics.pace import WINDOWS, PaceSnapshot, PaceTracker, pace_snapshot
+from ray_bench.metrics.targets import prune_stale_targets, target_file
 
 __all__ = [
     "ACCOUNT_STATES",
@@ -33,5 +33,7 @@ __all__ = [
     "PaceSnapshot",
     "PaceTracker",
     "Phase",
+    "pace_snapshot",
+    "prune_stale_targets",
     "target_file",
 ]

@@ -15,11 +15,9 @@ Metric names and label keys are a fixed contract (DESIGN.md, "Metrics").
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -28,17 +26,31 @@ from pathlib import Path
 from typing import Literal
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from ray_bench.errors import UserInputError
+from ray_bench.metrics.lasting import LastingGauges
 from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
+from ray_bench.metrics.targets import hostport, prune_stale_targets, remove_target, target_file, write_target
+
+# Every counter would otherwise get a `_created` twin: twice the series, no panel uses them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CellState = Literal["pending", "running", "valid", "failed", "cancelled"]
 CELL_STATES: tuple[CellState, ...] = ("pending", "running", "valid", "failed", "cancelled")
 
-AccountState = Literal["healthy", "degraded", "cooling", "expired", "held", "disabled"]
+AccountState = Literal["healthy", "degraded", "cooling", "expired", "held", "disabled", "unknown"]
+#: ``unknown`` is a state the exporter does not know: never counted as usable (nor as healthy).
 ACCOUNT_STATES: tuple[AccountState, ...] = (
     "healthy",
     "degraded",
@@ -46,6 +58,7 @@ ACCOUNT_STATES: tuple[AccountState, ...] = (
     "expired",
     "held",
     "disabled",
+    "unknown",
 )
 
 Phase = Literal["sandbox_create", "agent", "verifier", "collect", "total"]
@@ -75,11 +88,6 @@ class AccountView:
     state: AccountState
     inflight: int
     limit: int
-
-
-def target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
-    """Where the file_sd target of ``run_id`` lives under ``state_root``."""
-    return Path(state_root) / "prometheus" / "targets" / f"{run_id}.json"
 
 
 class MetricsExporter:
@@ -115,6 +123,7 @@ class MetricsExporter:
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._scrapes = 0
+        self._last_scrape_began = float("-inf")
         self._scraped = threading.Condition()
 
         self.registry = CollectorRegistry()
@@ -207,6 +216,7 @@ class MetricsExporter:
             registry=r,
         )
         self.registry.register(_PaceCollector(self))
+        self.lasting = LastingGauges(r, run_id)
 
         for state in CELL_STATES:
             self._cells.labels(run_id, state).set(0)
@@ -250,53 +260,58 @@ class MetricsExporter:
     @property
     def url(self) -> str:
         """The metrics URL, e.g. ``http://127.0.0.1:9464/metrics``."""
-        return f"http://{_hostport(self._advertised_host(), self.port)}/metrics"
+        return f"http://{hostport(self._advertised_host(), self.port)}/metrics"
 
     @property
     def target_file(self) -> Path:
         return target_file(self.state_root, self.run_id)
 
     def start(self) -> None:
-        """Serve ``/metrics`` and write this run's file_sd target file."""
+        """Serve ``/metrics`` and write this run's file_sd target file. Targets left by dead
+        drivers on this host are removed first."""
         if self._server is not None:
             return
+        prune_stale_targets(self.state_root)
         try:
             server, thread = start_http_server(
                 self._requested_port, addr=self.host, registry=self.registry
             )
         except OSError as exc:
             raise UserInputError(
-                f"cannot listen on {_hostport(self.host, self._requested_port)}: {exc.strerror}",
+                f"cannot listen on {hostport(self.host, self._requested_port)}: {exc.strerror}",
                 where="metrics exporter",
                 fix="choose a free port, or port 0 to pick one",
             ) from exc
         self._server, self._thread = server, thread
-        _write_atomic(
-            self.target_file,
-            [{"targets": [_hostport(self._advertised_host(), self.port)],
-              "labels": {"run": self.run_id}}],
-        )  # fmt: skip
+        write_target(self.target_file, hostport(self._advertised_host(), self.port), self.run_id, os.getpid())
 
-    def stop(self, final_scrape_timeout: float = 0.0) -> None:
-        """Withdraw the target file, then stop serving. Safe to call twice.
+    def stop(self, final_scrape_timeout: float = 0.0, linger_sec: float = 0.0) -> None:
+        """Stop serving; then hand the final figures to a linger process for ``linger_sec``
+        seconds, or withdraw the target file at once. Safe to call twice.
 
-        With ``final_scrape_timeout`` > 0, first wait (at most that many seconds) for one
-        more scrape, so that Prometheus keeps the final values (``raybench_run_finished``,
-        zero sandboxes) rather than whatever it scraped last; otherwise a clean run can
-        look like sandbox residue. Two scrape intervals is a good value.
+        With ``final_scrape_timeout`` > 0, first wait (at most that many seconds) for the next
+        scrape that *began* after this call to complete (one under way may have read the
+        state before the last events). Pass at least two scrape intervals.
         """
         if self._server is not None and final_scrape_timeout > 0:
+            called = time.monotonic()
             with self._scraped:
-                seen = self._scrapes
-                self._scraped.wait_for(lambda: self._scrapes > seen, final_scrape_timeout)
-        self.target_file.unlink(missing_ok=True)
+                self._scraped.wait_for(lambda: self._last_scrape_began >= called, final_scrape_timeout)
+        final = generate_latest(self.registry) if self._server is not None and linger_sec > 0 else None
         server, thread = self._server, self._thread
+        port = self.port
         self._server = self._thread = None
         if server is not None:
             server.shutdown()
             server.server_close()
         if thread is not None:
             thread.join(timeout=5)
+        if final is not None:
+            from ray_bench.metrics.linger import spawn
+
+            spawn(exposition=final, host=self.host, port=port, target=self.target_file, linger_sec=linger_sec)
+        else:
+            remove_target(self.target_file, only_pid=os.getpid())
 
     def __enter__(self) -> MetricsExporter:
         self.start()
@@ -400,6 +415,13 @@ class MetricsExporter:
         """The run's deadline (unix seconds), or ``None`` for none."""
         with self._lock:
             self._deadline = ts
+        self.lasting.set_deadline(ts)
+
+    def session_started(self, ts: float) -> None:
+        """This driver session's start (the ledger's ``run_started``): pace counts from here,
+        exactly as ``status`` does."""
+        with self._lock:
+            self._pace.started_at = ts
 
     def set_finished(self, finished: bool = True) -> None:
         """Mark the run ended; live sandboxes after this are residue."""
@@ -415,9 +437,10 @@ class MetricsExporter:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _note_scrape(self) -> None:
+    def _note_scrape(self, began: float) -> None:
         with self._scraped:
             self._scrapes += 1
+            self._last_scrape_began = max(self._last_scrape_began, began)
             self._scraped.notify_all()
 
     def _advertised_host(self) -> str:
@@ -437,8 +460,9 @@ class _PaceCollector:
         yield from self._families()
 
     def collect(self) -> Iterator[Metric]:
+        began = time.monotonic()
         yield from self._families(self._exporter.refresh())
-        self._exporter._note_scrape()
+        self._exporter._note_scrape(began)
 
     def _families(self, snap: PaceSnapshot | None = None) -> Iterator[Metric]:
         run = self._exporter.run_id
@@ -457,13 +481,20 @@ class _PaceCollector:
         )
         gap = GaugeMetricFamily(
             "raybench_deadline_gap_rows",
-            "Rows short of the deadline at the observed 15m pace; 0 when reachable.",
+            "Rows short of the deadline at the estimated pace; 0 when reachable (absent without "
+            "a deadline or an estimate).",
             labels=["run"],
         )
         estimate = GaugeMetricFamily(
             "raybench_finish_estimate_seconds",
-            "Seconds to finish at the observed 15m pace (absent until there is a pace).",
+            "Seconds to finish at the estimated pace (absent until a window holds enough rows).",
             labels=["run"],
+        )
+        basis = GaugeMetricFamily(
+            "raybench_pace_estimate_rows_per_minute",
+            "The pace estimates use: the shortest of the 15m and 60m windows holding enough "
+            "rows (absent until one does).",
+            labels=["run", "window"],
         )
         if snap is not None:
             for window, value in snap.rows_per_minute.items():
@@ -475,25 +506,6 @@ class _PaceCollector:
                 gap.add_metric([run], snap.deadline_gap_rows)
             if snap.finish_estimate_seconds is not None:
                 estimate.add_metric([run], snap.finish_estimate_seconds)
-        yield from (pace, remaining, required, gap, estimate)
-
-
-def _hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _write_atomic(path: Path, payload: object) -> None:
-    # Prometheus watches the directory; a rename means it never reads half a file. The
-    # temporary name does not end in .json, so the *.json glob never matches it.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            if snap.estimate is not None:
+                basis.add_metric([run, snap.estimate.window], snap.estimate.rows_per_minute)
+        yield from (pace, remaining, required, gap, estimate, basis)

@@ -1,11 +1,23 @@
-"""Observed pace, from the timestamps of valid rows only.
+"""Observed pace, from the timestamps of valid rows only: the one formula that ``status``,
+``watch`` and the Prometheus exporter all call.
 
 Pace is what the run has *delivered*, so it is computed from when valid rows finished,
 never from scheduler state (in-flight cells, admitted slots): a run whose every account
 is cooling has a high in-flight count and a pace of zero, and the dashboard must say so.
 
-Everything here is pure: the clock is injected and no I/O happens, so the arithmetic is
-tested on a fake clock and reused by ``status`` and the simulator.
+The rule, in one place:
+
+- a window's pace is the valid rows that finished inside the span it actually covers,
+  divided by that span. The span starts at the later of the window's start and the start
+  of this driver session (a resumed run does not count the hours it was stopped), and is
+  never shorter than :data:`MIN_SPAN_SECONDS` (the first row one second in is not
+  60 rows/min);
+- a finish estimate and a deadline gap exist only once a window holds
+  :data:`MIN_ROWS` rows; they use the shortest of :data:`ESTIMATE_WINDOWS` that does, and
+  say so ("from 12 rows in 3 min"). Before that there is no estimate, and the text says
+  why. Forty seconds of work is not a forecast.
+
+Everything here is pure: the clock is injected and no I/O happens.
 """
 
 from __future__ import annotations
@@ -13,19 +25,39 @@ from __future__ import annotations
 import bisect
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 #: The pace windows exported as ``raybench_pace_rows_per_minute{window=...}``, in seconds.
 WINDOWS: Mapping[str, float] = {"5m": 300.0, "15m": 900.0, "60m": 3600.0}
 
-#: The window whose pace drives the finish estimate and the deadline gap. Fifteen minutes
-#: spans several cells of a typical suite (cells take minutes) without lagging an hour.
-ESTIMATE_WINDOW = "15m"
+#: Windows an estimate may come from, shortest first: the 15m pace follows a change of
+#: speed within minutes; runs of hour-long cells fall back to the 60m one rather than
+#: reading a 15-minute pause between finishes as a pace of zero.
+ESTIMATE_WINDOWS: tuple[str, ...] = ("15m", "60m")
 
-#: The shortest span a pace is divided by. Without it, the first row one second after
-#: start would read as 60 rows/minute.
+#: Rows a window needs before its pace is a basis for an estimate.
+MIN_ROWS = 5
+
+#: The shortest span a pace is divided by.
 MIN_SPAN_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class WindowPace:
+    """Valid rows inside one window and the span they were counted over."""
+
+    window: str
+    rows: int
+    span_seconds: float
+
+    @property
+    def rows_per_minute(self) -> float:
+        return self.rows / (self.span_seconds / 60.0)
+
+    def basis(self) -> str:
+        """``from 12 rows in 3 min``."""
+        return f"from {self.rows} row{'s' if self.rows != 1 else ''} in {human_span(self.span_seconds)}"
 
 
 @dataclass(frozen=True)
@@ -33,27 +65,72 @@ class PaceSnapshot:
     """Everything derived from pace at one instant; ``None`` where it is not defined."""
 
     now: float
-    rows_per_minute: Mapping[str, float]
+    started_at: float
+    windows: Mapping[str, WindowPace]
     remaining_cells: int
     deadline: float | None
-    #: remaining cells / minutes left; ``None`` without a deadline, ``inf`` once it passed
-    #: with cells remaining.
+    #: The window the estimate comes from, ``None`` until one holds MIN_ROWS rows.
+    estimate: WindowPace | None
+    #: remaining cells / minutes left; ``None`` without a deadline or once it passed.
     required_rows_per_minute: float | None
-    #: seconds until the remaining cells are done at the observed pace; ``None`` while
-    #: the observed pace is zero.
+    #: seconds until the remaining cells are done at the estimate's pace.
     finish_estimate_seconds: float | None
-    #: rows short of the deadline at the observed pace (0 when reachable); ``None`` without
-    #: a deadline.
+    #: rows short of the deadline at the estimate's pace (0 when reachable); ``None``
+    #: without a deadline or an estimate.
     deadline_gap_rows: int | None
+
+    @property
+    def rows_per_minute(self) -> dict[str, float]:
+        return {name: w.rows_per_minute for name, w in self.windows.items()}
+
+    @property
+    def estimate_rows_per_minute(self) -> float | None:
+        return None if self.estimate is None else self.estimate.rows_per_minute
+
+    def basis(self) -> str:
+        """Where the estimate comes from, or why there is none yet."""
+        if self.estimate is not None:
+            return f"{self.estimate.basis()} ({self.estimate.window} window)"
+        longest = self.windows[ESTIMATE_WINDOWS[-1]]
+        return (f"no estimate yet: {longest.rows} row{'s' if longest.rows != 1 else ''} in "
+                f"{human_span(longest.span_seconds)}, an estimate needs {MIN_ROWS}")
+
+
+def pace_snapshot(
+    finish_times: Iterable[float],
+    *,
+    now: float,
+    started_at: float,
+    remaining_cells: int,
+    deadline: float | None,
+    windows: Mapping[str, float] = WINDOWS,
+) -> PaceSnapshot:
+    """The pace of valid rows that finished at ``finish_times`` (unix seconds, any order)."""
+    times = sorted(finish_times)
+    measured = {name: _window(times, name, length, now, started_at) for name, length in windows.items()}
+    estimate = next((measured[w] for w in ESTIMATE_WINDOWS
+                     if w in measured and measured[w].rows >= MIN_ROWS), None)
+    rate = None if estimate is None else estimate.rows_per_minute
+    return PaceSnapshot(
+        now=now, started_at=started_at, windows=measured, remaining_cells=remaining_cells,
+        deadline=deadline, estimate=estimate,
+        required_rows_per_minute=required_pace(remaining_cells, deadline, now),
+        finish_estimate_seconds=None if rate is None else finish_estimate(remaining_cells, rate),
+        deadline_gap_rows=None if rate is None else deadline_gap(remaining_cells, rate, deadline, now),
+    )
+
+
+def _window(times: Sequence[float], name: str, length: float, now: float, started_at: float) -> WindowPace:
+    start = max(now - length, started_at)
+    # A sliding window excludes its start instant; the session's start belongs to it.
+    first = bisect.bisect_left(times, start) if start == started_at else bisect.bisect_right(times, start)
+    rows = bisect.bisect_right(times, now) - first
+    return WindowPace(name, max(0, rows), max(now - start, MIN_SPAN_SECONDS))
 
 
 class PaceTracker:
-    """Rows per minute over sliding windows, from valid-row finish times.
-
-    ``started_at`` is when the run (or this driver session) began; a window longer than
-    the time since then is divided by the elapsed time instead, so the 60m pace is not
-    underestimated during the first hour.
-    """
+    """Valid-row finish times of one driver session, for the exporter (which answers scrapes
+    between ledger reads). ``started_at`` is when this driver session began."""
 
     def __init__(
         self,
@@ -61,14 +138,10 @@ class PaceTracker:
         *,
         started_at: float | None = None,
         windows: Mapping[str, float] = WINDOWS,
-        estimate_window: str = ESTIMATE_WINDOW,
     ) -> None:
-        if estimate_window not in windows:
-            raise ValueError(f"estimate_window {estimate_window!r} is not one of {sorted(windows)}")
         self._clock = clock
         self.started_at = clock() if started_at is None else started_at
         self.windows = dict(windows)
-        self.estimate_window = estimate_window
         self._horizon = max(self.windows.values())
         # Kept sorted: rows finish on many workers and are reported out of order.
         self._times: list[float] = []
@@ -80,52 +153,30 @@ class PaceTracker:
         self.total_rows += 1
 
     def rows_per_minute(self, window: str, now: float | None = None) -> float:
-        """Valid rows per minute over the last ``window`` (a key of :data:`WINDOWS`)."""
-        now = self._clock() if now is None else now
-        self._prune(now)
-        length = self.windows[window]
-        count = bisect.bisect_right(self._times, now) - bisect.bisect_right(
-            self._times, now - length
-        )
-        span = min(length, max(now - self.started_at, MIN_SPAN_SECONDS))
-        return count / (span / 60.0)
+        return self.rates(now)[window]
 
     def rates(self, now: float | None = None) -> dict[str, float]:
-        now = self._clock() if now is None else now
-        return {window: self.rows_per_minute(window, now) for window in self.windows}
+        return self.snapshot(0, None, now).rows_per_minute
 
-    def snapshot(
-        self, remaining_cells: int, deadline: float | None, now: float | None = None
-    ) -> PaceSnapshot:
+    def snapshot(self, remaining_cells: int, deadline: float | None, now: float | None = None) -> PaceSnapshot:
         now = self._clock() if now is None else now
-        rates = self.rates(now)
-        pace = rates[self.estimate_window]
-        return PaceSnapshot(
-            now=now,
-            rows_per_minute=rates,
-            remaining_cells=remaining_cells,
-            deadline=deadline,
-            required_rows_per_minute=required_pace(remaining_cells, deadline, now),
-            finish_estimate_seconds=finish_estimate(remaining_cells, pace),
-            deadline_gap_rows=deadline_gap(remaining_cells, pace, deadline, now),
-        )
-
-    def _prune(self, now: float) -> None:
         # Rows older than the longest window can never count again.
-        cut = bisect.bisect_right(self._times, now - self._horizon)
-        if cut:
-            del self._times[:cut]
+        del self._times[: bisect.bisect_right(self._times, now - self._horizon)]
+        return pace_snapshot(self._times, now=now, started_at=self.started_at,
+                             remaining_cells=remaining_cells, deadline=deadline, windows=self.windows)
 
 
 def required_pace(remaining_cells: int, deadline: float | None, now: float) -> float | None:
-    """Rows per minute needed to finish ``remaining_cells`` by ``deadline``."""
+    """Rows per minute needed to finish ``remaining_cells`` by ``deadline``; ``None`` without
+    a deadline and once it has passed (no pace meets it then: the deadline gap says how
+    many rows are short, and a gauge of +Inf breaks every panel and ratio)."""
     if deadline is None:
         return None
     if remaining_cells <= 0:
         return 0.0
     minutes_left = (deadline - now) / 60.0
     if minutes_left <= 0:
-        return math.inf
+        return None
     return remaining_cells / minutes_left
 
 
@@ -146,3 +197,12 @@ def deadline_gap(
     # A tolerance keeps a float product like 9.999999 from counting as one row short.
     short = remaining_cells - rows_per_minute * minutes_left
     return max(0, math.ceil(short - 1e-9))
+
+
+def human_span(seconds: float) -> str:
+    """``40 s``, ``3 min``, ``2.5 h``: spans as an operator reads them."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

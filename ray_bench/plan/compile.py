@@ -44,6 +44,10 @@ class PlanRequest:
     only_cells: frozenset[tuple[str, str, int]] | None = None
     #: The run root the plan is bound to (``execute`` refuses a copy anywhere else).
     run_root: Path | None = None
+    #: ``plan --task ID`` (repeatable): these tasks only, without a selection file.
+    task_ids: tuple[str, ...] = ()
+    #: ``plan --limit N``: the first N tasks (by id) of what is selected.
+    limit: int | None = None
 
 
 def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
@@ -77,6 +81,19 @@ def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInput
     return resolved, checksums
 
 
+def _named_tasks(req: PlanRequest, suite_tasks: list[str] | None, only: list[str] | None) -> list[str] | None:
+    """``--task`` narrows the suite (or the selection) to the tasks named, in their order."""
+    if not req.task_ids:
+        return only
+    allowed = only if only is not None else suite_tasks
+    outside = [t for t in req.task_ids if allowed is not None and t not in allowed]
+    if outside:
+        raise SelectionError(f"--task names tasks outside the {'selection' if req.selection else 'suite'}: "
+                             f"{', '.join(outside[:5])}", where=str(req.selection or req.suite),
+                             fix="name tasks the suite (and selection) contains")
+    return list(dict.fromkeys(req.task_ids))
+
+
 def compile_plan(req: PlanRequest) -> Plan:
     suite = load_suite(req.suite)
     accounts_file = load_accounts(req.accounts)
@@ -92,7 +109,10 @@ def compile_plan(req: PlanRequest) -> Plan:
         only = selection.task_ids
     if selection is not None:
         _check_selection_arms(selection, suite)
+    only = _named_tasks(req, suite.tasks, only)
     tasks = load_tasks(tasks_root, only)
+    if req.limit is not None:
+        tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
 
     errors: list[UserInputError] = []
     warnings: list[str] = []

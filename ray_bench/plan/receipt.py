@@ -6,13 +6,14 @@ from collections import Counter
 
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
+from ray_bench.plan.receipt_terms import cells_line, estimate_lines, glossary_lines, task_lines
 
 
 def render_receipt(plan: Plan, identity: str) -> str:
     out: list[str] = [f"# Launch receipt: {plan.run_id}", ""]
     out += [f"- plan identity: `{identity}`", f"- suite: `{plan.suite}`",
             f"- created with: {plan.created_with}",
-            f"- cells: {len(plan.cells)} ({len(plan.tasks)} tasks x {len(plan.arms)} arms x reps)",
+            f"- {cells_line(plan)}",
             f"- preflight cells: {len(plan.preflight)}",
             f"- attempts per cell at most: {plan.max_attempts}",
             f"- spend limit: {f'${plan.spend_limit_usd:.2f}' if plan.spend_limit_usd else 'none'}",
@@ -48,12 +49,17 @@ def render_receipt(plan: Plan, identity: str) -> str:
     per_arm = Counter(c.arm for c in plan.cells)
     out += ["", "## Cells", "", "| arm | cells |", "|---|---|"]
     out += [f"| {arm} | {n} |" for arm, n in sorted(per_arm.items())]
+    out += ["", f"## Tasks ({len({c.task for c in plan.cells})})", "", *task_lines(plan)]
+    out += ["", "## Estimate", "", *estimate_lines(plan)]
     out += ["", "## Inputs (re-checked before every new attempt)", ""]
     kinds = Counter(i.kind for i in plan.inputs)
+    listed: set[tuple[str, str]] = set()
     for item in plan.inputs:
-        if item.kind != "task":
+        if item.kind != "task" and (item.path, item.sha256) not in listed:  # arms may share an agent dir
+            listed.add((item.path, item.sha256))
             out.append(f"- {item.kind} `{item.path}` sha256 `{item.sha256[:16]}`")
     out.append(f"- {kinds['task']} task directories (checksums in the plan)")
     out += ["", "## Confirm", "", "```",
             f"ray-bench execute --plan runs/{plan.run_id}/launch-plan.json --confirm {identity}", "```", ""]
+    out += ["## Terms", "", *glossary_lines(), ""]
     return "\n".join(out)

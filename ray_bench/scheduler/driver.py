@@ -34,6 +34,7 @@ from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_
 from ray_bench.scheduler.admission import Gate, LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.runstate import RunState
+from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
 
 PAUSE_FILE = "pause.json"
 SUMMARY_FILE = "run-summary.json"
@@ -114,6 +115,7 @@ class Driver:
             run_root, plan.run_id, plan.host_reserve_mb, read_available=self.options.read_available_mb,
             list_containers=docker_container_lister(plan.run_id, base_url=self._docker_url()) if uses_docker else None)
         self._supervised = 0.0
+        self._beat = clock()  # run_started is the first beat
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -142,7 +144,8 @@ class Driver:
                                             f"run `ray-bench audit {self.run_root} --cleanup`")
                 ledger.event("stop", {"reason": "audit", "detail": detail})
             counts = state.counts()
-            exit_code = 0 if stopped is None and counts["valid"] == len(state.cells) else 1
+            # An operator's pause is what they asked for: exit 0 (the final line says "paused").
+            exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
             if stopped is None and exit_code == 1:
                 detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
             outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
@@ -194,6 +197,9 @@ class Driver:
             if stop is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
             now = self.clock()
+            if now - self._beat >= HEARTBEAT_SEC:
+                ledger.event(HEARTBEAT_EVENT, {"pid": os.getpid(), "inflight": len(self.inflight)})
+                self._beat = now
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.tick(state, self.gate.views(now), note)
                 last_tick = now

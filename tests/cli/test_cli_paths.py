@@ -91,21 +91,3 @@ def test_docker_backend_run_leaves_no_container(tmp_path: Path, docker_client: o
     assert "host admission fits" in receipt
     left = docker_client.containers.list(all=True, filters={"label": "ray-bench.run=docker-run"})  # type: ignore[attr-defined]
     assert left == []
-
-
-def test_pace_against_deadline_says_how_far_short() -> None:
-    from types import SimpleNamespace
-
-    from ray_bench.api import pace_against_deadline
-
-    now = 10_000.0
-    # 15 valid rows in the last 15 minutes: 1 row/min observed
-    attempts = [SimpleNamespace(valid=True, finished_at=now - 60 * i) for i in range(15)]
-    attempts.append(SimpleNamespace(valid=True, finished_at=now - 3600))  # outside the window
-    pace = pace_against_deadline(attempts, remaining=100, deadline=now + 30 * 60, now=now)
-    assert pace["observed_rows_per_minute_15m"] == 1.0
-    assert pace["required_rows_per_minute"] == round(100 / 30, 3)
-    assert pace["rows_short_at_observed_pace"] == 70  # 30 rows in 30 minutes, 100 remain
-    assert pace["finish_estimate_min"] == 100.0
-    idle = pace_against_deadline([], remaining=5, deadline=None, now=now)
-    assert idle["finish_estimate_min"] is None and "required_rows_per_minute" not in idle

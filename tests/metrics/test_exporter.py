@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ from ray_bench.metrics import (
     MetricsExporter,
     target_file,
 )
+from ray_bench.metrics.pace import MIN_ROWS
 
 T0 = 1_700_000_000.0
 RUN = "run-1"
@@ -129,7 +131,9 @@ def test_start_serves_and_writes_the_file_sd_target(tmp_path: Path) -> None:
         assert json.loads(path.read_text()) == [
             {"targets": [f"127.0.0.1:{exporter.port}"], "labels": {"run": RUN}}
         ]
-        assert [p.name for p in path.parent.iterdir()] == [f"{RUN}.json"]  # no temp left
+        # no temp left; the pid beside the target says who serves it
+        assert sorted(p.name for p in path.parent.iterdir()) == [f"{RUN}.json", f"{RUN}.pid"]
+        assert (path.parent / f"{RUN}.pid").read_text() == str(os.getpid())
         assert "raybench_cells" in names(scrape(exporter))
     finally:
         exporter.stop()
@@ -164,7 +168,7 @@ def test_each_exporter_has_its_own_registry(tmp_path: Path) -> None:
         assert value(scrape(a), "raybench_valid_rows_total", run="run-a", arm="baseline") == 1
         assert value(scrape(b), "raybench_valid_rows_total", run="run-a", arm="baseline") is None
         assert a.port != b.port
-        assert sorted(p.name for p in (tmp_path / "prometheus" / "targets").iterdir()) == [
+        assert sorted(p.name for p in (tmp_path / "prometheus" / "targets").glob("*.json")) == [
             "run-a.json",
             "run-b.json",
         ]
@@ -199,8 +203,11 @@ def test_every_contract_metric_is_exported(exporter: MetricsExporter, clock: Fak
     exporter.set_sandboxes("docker", {"running": 1})
     exporter.set_circuit("run", False)
     exporter.set_deadline(clock.now + 3600)
-    finish(exporter, at=clock.now, cost=0.5, phases={"total": 3.0})
+    for _ in range(MIN_ROWS):  # estimates (finish, deadline gap) need this many rows
+        finish(exporter, at=clock.now, cost=0.5, phases={"total": 3.0})
     assert not CONTRACT - names(scrape(exporter))
+    # no `_created` twin of any counter or histogram
+    assert not {n for n in names(scrape(exporter)) if n.endswith("_created")}
 
 
 def test_fresh_exporter_reports_zeros_not_nothing(exporter: MetricsExporter) -> None:
@@ -375,7 +382,9 @@ def test_deadline_gauges(exporter: MetricsExporter, clock: FakeClock) -> None:
     snap = exporter.refresh()
     assert snap.deadline_gap_rows == 20
     assert snap.rows_per_minute["15m"] == pytest.approx(2.0)
-    assert exporter.refresh(clock.now + 600).required_rows_per_minute == float("inf")
+    # Past the deadline no pace meets it: no required pace (never +Inf); the gap says it all.
+    late = exporter.refresh(clock.now + 600)
+    assert late.required_rows_per_minute is None and late.deadline_gap_rows == 40
 
     exporter.set_deadline(None)
     s = scrape(exporter)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from ray_bench.metrics.pace import (
+    MIN_ROWS,
     PaceTracker,
     deadline_gap,
     finish_estimate,
+    pace_snapshot,
     required_pace,
 )
 
@@ -110,11 +110,6 @@ def test_started_at_can_be_given(clock: FakeClock) -> None:
     assert tracker.rows_per_minute("60m") == pytest.approx(1 / 60)
 
 
-def test_unknown_estimate_window_is_rejected(clock: FakeClock) -> None:
-    with pytest.raises(ValueError, match="estimate_window"):
-        PaceTracker(clock, estimate_window="1m")
-
-
 def test_snapshot_with_deadline(tracker: PaceTracker, clock: FakeClock) -> None:
     for _ in range(30):  # 2 rows/minute for 15 minutes
         clock.advance(30)
@@ -133,8 +128,9 @@ def test_required_pace() -> None:
     assert required_pace(10, T0 + 300, T0) == pytest.approx(2.0)
     assert required_pace(0, T0 + 300, T0) == 0.0
     assert required_pace(0, T0 - 300, T0) == 0.0
-    assert required_pace(1, T0, T0) == math.inf
-    assert required_pace(1, T0 - 1, T0) == math.inf
+    # Past the deadline no pace meets it: no value (the gap says how far short), never +Inf.
+    assert required_pace(1, T0, T0) is None
+    assert required_pace(1, T0 - 1, T0) is None
 
 
 def test_finish_estimate_uses_observed_pace_only() -> None:
@@ -155,3 +151,60 @@ def test_deadline_gap() -> None:
     assert deadline_gap(0, 0.0, T0 + 600, T0) == 0
     # 0.1 * 100 is 10.000000000000002 in floats; still exactly reachable.
     assert deadline_gap(10, 0.1, T0 + 6000, T0) == 0
+
+
+# -- the one rule that status, watch and the exporter share ---------------------------------
+
+
+def test_a_young_run_is_divided_by_the_span_it_covers_not_the_window() -> None:
+    # The case: 100 s into a run, 10 valid rows. Prometheus and status must both
+    # read 6 rows/min (status used to divide by 15 minutes and say 0.667).
+    snap = pace_snapshot([T0 + 10 * (i + 1) for i in range(10)], now=T0 + 100, started_at=T0,
+                         remaining_cells=18, deadline=T0 + 280)
+    assert snap.rows_per_minute == pytest.approx({"5m": 6.0, "15m": 6.0, "60m": 6.0})
+    assert snap.estimate is not None and snap.estimate.window == "15m"
+    assert snap.basis() == "from 10 rows in 100 s (15m window)"
+    assert snap.finish_estimate_seconds == pytest.approx(180.0)
+    assert snap.required_rows_per_minute == pytest.approx(6.0)
+    assert snap.deadline_gap_rows == 0
+
+
+def test_no_estimate_until_enough_rows() -> None:
+    # Forty seconds and two rows: a pace exists, a forecast does not.
+    snap = pace_snapshot([T0 + 20, T0 + 40], now=T0 + 40, started_at=T0, remaining_cells=30,
+                         deadline=T0 + 3600)
+    assert snap.estimate is None
+    assert snap.finish_estimate_seconds is None and snap.deadline_gap_rows is None
+    assert snap.required_rows_per_minute == pytest.approx(30 / (3560 / 60))
+    assert snap.basis() == f"no estimate yet: 2 rows in 60 s, an estimate needs {MIN_ROWS}"
+
+
+def test_hour_long_cells_fall_back_to_the_60m_window() -> None:
+    # Six rows in the last hour, none in the last 15 minutes: 0.1 rows/min, not zero.
+    start = T0 - 7200
+    times = [T0 - 3000 + 400 * i for i in range(6)]  # the last one 1000 s ago
+    snap = pace_snapshot(times, now=T0, started_at=start, remaining_cells=6, deadline=None)
+    assert snap.windows["15m"].rows == 0
+    assert snap.estimate is not None and snap.estimate.window == "60m"
+    assert snap.estimate_rows_per_minute == pytest.approx(0.1)
+    assert snap.finish_estimate_seconds == pytest.approx(3600.0)
+
+
+def test_a_resumed_session_counts_from_its_own_start() -> None:
+    # Rows of the session before a stop are not divided by the time since the resume.
+    before = [T0 - 600 + 10 * i for i in range(30)]
+    snap = pace_snapshot([*before, T0 + 30, T0 + 60], now=T0 + 120, started_at=T0,
+                         remaining_cells=5, deadline=None)
+    assert snap.windows["15m"].rows == 2
+    assert snap.windows["15m"].span_seconds == 120
+
+
+def test_the_tracker_and_the_function_agree() -> None:
+    clock = FakeClock()
+    tracker = PaceTracker(clock)
+    times = [T0 + 7 * i for i in range(1, 40)]
+    for t in times:
+        tracker.record(t)
+    clock.advance(400)
+    assert tracker.snapshot(10, T0 + 1000) == pace_snapshot(
+        times, now=clock.now, started_at=T0, remaining_cells=10, deadline=T0 + 1000)

@@ -25,6 +25,9 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a CLI subprocess: the test routes set, no inherited Ray address."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
     env.update(TEST_ROUTES)
+    # A finished run's metrics would linger 15 minutes in a process of its own; tests that
+    # want the linger ask for it.
+    env.setdefault("RAY_BENCH_METRICS_LINGER", "0")
     env.update(extra or {})
     return env
 

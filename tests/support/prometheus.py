@@ -63,9 +63,14 @@ def dashboard_exprs(run: str | None = None) -> list[str]:
 
 
 def alert_rules() -> list[dict[str, Any]]:
-    """Every rule of the shipped alert rules file."""
+    """Every alerting rule of the shipped rules file (recording rules: :func:`recording_rules`)."""
     groups = yaml.safe_load(ALERT_RULES.read_text())["groups"]
-    return [rule for group in groups for rule in group["rules"]]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def recording_rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(ALERT_RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"] if "record" in rule]
 
 
 def alert_expr(name: str) -> str:

@@ -1,0 +1,145 @@
+"""Gauges that outlive a driver session: rebuilt from the ledger when a driver starts, kept
+current by its events after that.
+
+Counters (``raybench_valid_rows_total``, ``raybench_spend_usd_total``) count what *this*
+process saw and restart at 0 on resume, which is right for ``rate()`` and wrong for "how
+much has this run spent". The driver's spend limit uses ledger totals; so do these gauges.
+The same goes for stop reasons, open circuits (replayed on resume: a hypothesis closes
+them) and the driver's heartbeat, which the ``RayBenchDriverDown`` alert watches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from ray_bench.ledger.rows import accepted_rows
+from ray_bench.ledger.store import LEDGER_FILE, Ledger
+
+#: Values of ``raybench_run_stopped{reason}``: why the last session ended (1), or 0 for all
+#: while it runs or after a clean finish.
+STOP_REASONS: tuple[str, ...] = ("paused", "drift", "halt", "circuit", "spend", "preflight", "accounts",
+                                 "audit")
+
+
+@dataclass
+class LedgerTotals:
+    """What the ledger says about a run so far (every session)."""
+
+    valid_rows: Counter[str] = field(default_factory=Counter)  # arm -> accepted rows
+    spend_usd: dict[str, float] = field(default_factory=dict)  # account -> USD
+    circuits: dict[str, bool] = field(default_factory=dict)  # scope -> open
+    residue: int | None = None  # the last end-of-run audit's count
+
+
+def ledger_totals(run_root: Path) -> LedgerTotals:
+    totals = LedgerTotals()
+    if not (run_root / LEDGER_FILE).exists():
+        return totals
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        attempts = ledger.attempts()
+        events = [e for e in ledger.events() if e.kind in ("circuit_open", "hypothesis", "audit")]
+    finally:
+        ledger.close()
+    for row in accepted_rows(attempts).values():
+        totals.valid_rows[row.arm] += 1
+    for row in attempts:
+        totals.spend_usd[row.account] = totals.spend_usd.get(row.account, 0.0) + row.cost_usd
+    for event in events:
+        if event.kind == "hypothesis":  # a changed hypothesis reopens every scope (driver)
+            totals.circuits = dict.fromkeys(totals.circuits, False)
+        elif event.kind == "circuit_open":
+            totals.circuits[str(event.data.get("scope"))] = True
+        elif event.kind == "audit":
+            totals.residue = int(event.data.get("residue") or 0)
+    return totals
+
+
+class LastingGauges:
+    """The ledger-backed gauges of one run, on the exporter's registry."""
+
+    def __init__(self, registry: CollectorRegistry, run_id: str) -> None:
+        self.run_id = run_id
+        r, run = registry, ["run"]
+        self.valid_rows = Gauge("raybench_run_valid_rows", "Valid rows of the run so far, every session "
+                                "(from the ledger; survives a resume).", [*run, "arm"], registry=r)
+        self.spend = Gauge("raybench_run_spend_usd", "Spend of the run so far by account, every session "
+                           "(from the ledger; what the spend limit is checked against).", [*run, "account"],
+                           registry=r)
+        self.spend_limit = Gauge("raybench_spend_limit_usd", "Spend limit of the run (scope=run) or an "
+                                 "account's budget (scope=account:NAME).", [*run, "scope"], registry=r)
+        self.stopped = Gauge("raybench_run_stopped", "1 for the reason the run's last session stopped "
+                             "(0 for every reason while it runs or after a clean finish).", [*run, "reason"],
+                             registry=r)
+        self.heartbeat = Gauge("raybench_driver_heartbeat_timestamp_seconds", "Unix time of the driver "
+                               "loop's last turn; stale while the driver hangs.", run, registry=r)
+        self.deadline = Gauge("raybench_deadline_timestamp_seconds", "The run's deadline (unix time), "
+                              "only with a deadline.", run, registry=r)
+        self.residue = Gauge("raybench_audit_residue_sandboxes", "Sandboxes the end-of-run audit found "
+                             "and could not remove (from the backends' labels).", run, registry=r)
+        self.cooldown_end = Gauge("raybench_account_cooldown_end_timestamp_seconds", "When the account's "
+                                  "cool-down ends (unix time); only while it cools.", ["account"], registry=r)
+        self.login_expiry = Gauge("raybench_account_login_expiry_timestamp_seconds", "When the account's "
+                                  "HOME login expires (unix time); only for HOME logins.", ["account"],
+                                  registry=r)
+        for reason in STOP_REASONS:
+            self.stopped.labels(run_id, reason).set(0)
+        self.residue.labels(run_id).set(0)
+
+    def load(self, totals: LedgerTotals, arms: Iterable[str], accounts: Iterable[str]) -> None:
+        """Start from the ledger's totals (circuits go to the exporter's own gauge)."""
+        for arm in arms:
+            self.valid_rows.labels(self.run_id, arm).set(totals.valid_rows.get(arm, 0))
+        for account in accounts:
+            self.spend.labels(self.run_id, account).set(totals.spend_usd.get(account, 0.0))
+        if totals.residue is not None:
+            self.residue.labels(self.run_id).set(totals.residue)
+
+    def limits(self, run_limit: float | None, budgets: Mapping[str, float | None]) -> None:
+        if run_limit is not None:
+            self.spend_limit.labels(self.run_id, "run").set(run_limit)
+        for account, budget in budgets.items():
+            if budget is not None:
+                self.spend_limit.labels(self.run_id, f"account:{account}").set(budget)
+
+    def row(self, arm: str, account: str, cost_usd: float, valid: bool) -> None:
+        if valid:
+            self.valid_rows.labels(self.run_id, arm).inc()
+        if cost_usd:
+            self.spend.labels(self.run_id, account).inc(cost_usd)
+
+    def stop(self, reason: str | None) -> None:
+        for known in STOP_REASONS:
+            self.stopped.labels(self.run_id, known).set(int(known == reason))
+
+    def beat(self, now: float) -> None:
+        self.heartbeat.labels(self.run_id).set(now)
+
+    def set_deadline(self, ts: float | None) -> None:
+        if ts is None:
+            self.deadline.clear()
+        else:
+            self.deadline.labels(self.run_id).set(ts)
+
+    def accounts(self, cooldown_ends: Mapping[str, float | None], expiries: Mapping[str, float | None]) -> None:
+        for name, end in cooldown_ends.items():
+            if end is None:
+                _remove(self.cooldown_end, name)
+            else:
+                self.cooldown_end.labels(name).set(end)
+        for name, ts in expiries.items():
+            if ts is None:
+                _remove(self.login_expiry, name)
+            else:
+                self.login_expiry.labels(name).set(ts)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)

@@ -1,0 +1,95 @@
+"""The file_sd target files under the state root: one per run, written by whoever serves the
+run's metrics (the driver's exporter, then for a while the lingering final figures), with
+the serving process's pid beside it so that a dead server's target can be told apart and
+removed (by the next exporter that starts on this host, and by ``ray-bench audit``).
+
+    <state_root>/prometheus/targets/<run_id>.json   [{"targets": [...], "labels": {"run": ...}}]
+    <state_root>/prometheus/targets/<run_id>.pid    the serving process (not matched by *.json)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ray_bench.status.liveness import pid_alive
+
+
+def targets_dir(state_root: str | os.PathLike[str]) -> Path:
+    return Path(state_root) / "prometheus" / "targets"
+
+
+def target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
+    """Where the file_sd target of ``run_id`` lives under ``state_root``."""
+    return targets_dir(state_root) / f"{run_id}.json"
+
+
+def pid_file(target: Path) -> Path:
+    return target.with_suffix(".pid")
+
+
+def hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def write_target(target: Path, address: str, run_id: str, pid: int) -> None:
+    write_atomic(pid_file(target), str(pid))
+    write_atomic(target, [{"targets": [address], "labels": {"run": run_id}}])
+
+
+def remove_target(target: Path, *, only_pid: int | None = None) -> bool:
+    """Remove the target (and its pid file); with ``only_pid``, only while that process owns
+    it (a lingering server must not remove the target of a driver that resumed the run)."""
+    if only_pid is not None and owner(target) not in (only_pid, None):
+        return False
+    target.unlink(missing_ok=True)
+    pid_file(target).unlink(missing_ok=True)
+    return True
+
+
+def owner(target: Path) -> int | None:
+    try:
+        text = pid_file(target).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def prune_stale_targets(state_root: str | os.PathLike[str]) -> list[str]:
+    """Remove the targets whose serving process is gone (a SIGKILLed driver leaves its file
+    behind, and Prometheus would scrape a dead port forever). Returns the runs pruned. Targets
+    without a pid file (written by another tool, or by a version before pid files) are left."""
+    pruned: list[str] = []
+    folder = targets_dir(state_root)
+    if not folder.is_dir():
+        return pruned
+    for target in sorted(folder.glob("*.json")):
+        pid = owner(target)
+        if pid is not None and not pid_alive(pid):
+            remove_target(target)
+            pruned.append(target.stem)
+    return pruned
+
+
+def write_atomic(path: Path, payload: object) -> None:
+    # Prometheus watches the directory; a rename means it never reads half a file. The
+    # temporary name does not end in .json, so the *.json glob never matches it.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if isinstance(payload, str):
+                fh.write(payload)
+            else:
+                json.dump(payload, fh, indent=2)
+                fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise

@@ -1,0 +1,113 @@
+"""Parts of the receipt that say what the operator confirms: the cells as tasks x arms x reps,
+the task list, the estimated makespan and cost, and what each term means.
+
+Kept apart from :mod:`ray_bench.plan.receipt` (which lays out the page) so that each part can
+change without touching the others.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ray_bench.models.plan import Plan
+
+#: Past this many tasks the receipt lists the first and last few and says how many it left out.
+TASK_LIST_MAX = 20
+
+#: Every term the receipt uses, explained once (in the order an operator meets them).
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    ("plan identity", "sha256 of the plan's canonical JSON; `execute --confirm` must name it exactly"),
+    ("task", "one benchmark problem (a Harbor task directory)"),
+    ("arm", "one agent configuration; `baseline` is the reference the variants are paired with"),
+    ("rep", "repetition: the same task and arm run again, as a separate cell"),
+    ("cell", "one (task, arm, rep): the unit of work, run until it has one valid row"),
+    ("pair", "the cells of one (task, rep) across the arms, launched close together"),
+    ("attempt", "one execution of a cell; a cell gets up to the attempts shown before it counts as failed "
+                "(rate limits, auth and sandbox failures do not use one up)"),
+    ("valid row", "an attempt whose verifier gave a reward, with no infrastructure failure; reward 0 is "
+                  "still valid (valid is about the evidence, solved about the reward)"),
+    ("preflight", "the first cells (one pair per backend) that must give valid rows before the rest start"),
+    ("max concurrent (floor N)", "cells in flight on the account at most; the limit adapts down on rate "
+                                 "limits and never below the floor N"),
+    ("window quota", "cells or dollars the account may use per rolling window"),
+    ("capacity", "cells that can run at once: the smallest of the accounts' concurrency, the backends' "
+                 "pools and --parallel"),
+    ("makespan", "wall time from the first start to the last finish"),
+)
+
+
+def cells_line(plan: Plan) -> str:
+    """``cells: 32 = 8 tasks x 2 arms x 2 reps`` (or the spread when reps differ by task)."""
+    tasks = {c.task for c in plan.cells}
+    arms = {c.arm for c in plan.cells}
+    per = Counter((c.task, c.arm) for c in plan.cells)
+    reps = sorted(set(per.values()))
+    n = len(plan.cells)
+    if len(reps) == 1 and len(per) == len(tasks) * len(arms):
+        return f"cells: {n} = {len(tasks)} tasks x {len(arms)} arms x {reps[0]} reps"
+    return (f"cells: {n} over {len(tasks)} tasks x {len(arms)} arms, {reps[0]}-{reps[-1]} reps per task "
+            "and arm (set by the selection)")
+
+
+def task_lines(plan: Plan) -> list[str]:
+    """The tasks of the plan, with their cells; collapsed past :data:`TASK_LIST_MAX`."""
+    per_task = Counter(c.task for c in plan.cells)
+    names = sorted(per_task)
+    shown = names if len(names) <= TASK_LIST_MAX else names[:10] + names[-5:]
+    out = [f"- `{name}` ({per_task[name]} cells)" for name in shown]
+    if len(names) > TASK_LIST_MAX:
+        out.insert(10, f"- ... {len(names) - 15} more (the plan file lists every task)")
+    return out
+
+
+def estimate_lines(plan: Plan) -> list[str]:
+    """Estimated makespan and cost, from the simulator on the plan's history of task durations,
+    or "no history" when there is none to base them on."""
+    known = [t for t in plan.tasks if t.expected_sec]
+    if not known:
+        return ["- no history: no earlier run of these tasks gave durations, so no estimate. "
+                f"`ray-bench simulate --plan runs/{plan.run_id}/launch-plan.json --median-min M` gives "
+                "one under an assumed median cell time"]
+    makespan = _simulated_makespan_h(plan)
+    cover = f"{len(known)} of {len(plan.tasks)} tasks"
+    lines = [f"- history: durations of {cover} from earlier runs"]
+    if makespan is None:
+        lines.append("- estimated makespan: not available (the simulator could not use this history)")
+    else:
+        lines.append(f"- estimated makespan: {makespan:.2f} h at capacity {plan.capacity.effective} "
+                     "(simulated, adaptive admission)")
+    lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
+    return lines
+
+
+def _simulated_makespan_h(plan: Plan) -> float | None:
+    """The simulator's makespan over the history's durations (median of the known tasks for
+    the others)."""
+    import csv
+    import statistics
+    import tempfile
+    from pathlib import Path
+
+    from ray_bench.sim import simulate
+    from ray_bench.sim.from_plan import spec_from_plan
+
+    secs = [t.expected_sec for t in plan.tasks if t.expected_sec]
+    median = statistics.median(secs)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "durations.csv"
+        with path.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["seconds"])
+            for task in plan.tasks:
+                writer.writerow([task.expected_sec or median])
+        spec = spec_from_plan(plan, durations={"csv": str(path)}, history=True)
+        spec["policies"] = ["adaptive"]
+        try:
+            report = simulate(spec).to_dict()
+        except Exception:
+            return None
+    return float(report["policies"]["adaptive"]["makespan_h"])
+
+
+def glossary_lines() -> list[str]:
+    return [f"- **{term}**: {meaning}" for term, meaning in GLOSSARY]

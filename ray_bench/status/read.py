@@ -1,0 +1,269 @@
+"""What state a run is in, read from its plan, its ledger and its lock: one typed answer for
+``status``, ``status --json``, ``watch`` and ``pause``.
+
+States:
+
+- ``planned``: the plan exists, no driver ever started it;
+- ``running``: a live driver holds the run's lock (probed) and its session is open;
+- ``paused``: the last session ended on an operator's pause;
+- ``stopped``: the last session ended on a stop (drift, halt, circuit, spend, preflight,
+  accounts, audit), or its driver died without closing it (no live lock holder);
+- ``finished``: the last session ended with nothing left to start.
+
+``next_action`` is the command that would do something now (a resume only where cells are
+left and a resume is not refused or stopped again at once), else ``None``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ray_bench.evidence.rows import SOLVED_AT
+from ray_bench.ledger.rows import accepted_rows
+from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
+from ray_bench.metrics.pace import PaceSnapshot, human_span, pace_snapshot
+from ray_bench.models.plan import Plan
+from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.scheduler.driver import PAUSE_FILE
+from ray_bench.scheduler.runstate import RunState
+from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder
+
+RunPhase = Literal["planned", "running", "paused", "stopped", "finished"]
+
+#: Stops after which a plain resume stops again at once: the operator must change something.
+_NO_PLAIN_RESUME = {"drift": "the inputs changed since planning: plan again and confirm the new identity",
+                    "spend": "the spend limit is reached: a resume would stop again at once; plan again "
+                             "with a higher limit"}
+
+
+@dataclass(frozen=True)
+class DriverView:
+    """The driver as seen from outside: the lock's holder and the ledger's last heartbeat."""
+
+    lock_held: bool
+    pid: int | None
+    last_heartbeat: float | None
+    heartbeat_age_sec: float | None
+
+    @property
+    def heartbeat_stale(self) -> bool:
+        return self.heartbeat_age_sec is not None and self.heartbeat_age_sec > HEARTBEAT_STALE_SEC
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run_id: str
+    identity: str
+    run_root: Path
+    cells: int
+    state: RunPhase
+    counts: dict[str, int]
+    #: Valid rows whose reward reached SOLVED_AT (a valid row may have reward 0: not solved).
+    solved: int
+    attempts: int
+    failures: dict[str, int]
+    spend_usd: float
+    #: Why the run is paused, stopped or finished with failures, in words; ``None`` otherwise.
+    reason: str | None
+    #: When the last session ended (unix seconds), if it did.
+    ended_at: float | None
+    #: The command that would do something now, and what it would do.
+    next_action: str | None
+    next_action_why: str | None
+    pause_requested: bool
+    driver: DriverView
+    pace: PaceSnapshot | None
+    deadline: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def remaining(self) -> int:
+        return self.counts["pending"] + self.counts["running"]
+
+    def to_json(self) -> dict[str, Any]:
+        pace = self.pace
+        return {
+            "run_id": self.run_id, "identity": self.identity, "cells": self.cells, "state": self.state,
+            "counts": self.counts, "solved": self.solved, "attempts": self.attempts,
+            "failures": self.failures, "spend_usd": round(self.spend_usd, 4), "reason": self.reason,
+            "ended_at": self.ended_at, "next_action": self.next_action,
+            "next_action_why": self.next_action_why,
+            # the resume command, where a resume would do something (kept for scripts)
+            "resume_action": self.next_action if self.next_action and " execute " in f" {self.next_action}"
+            else None,
+            "pause_requested": self.pause_requested,
+            "driver": {"lock_held": self.driver.lock_held, "pid": self.driver.pid,
+                       "last_heartbeat": self.driver.last_heartbeat,
+                       "heartbeat_age_sec": self.driver.heartbeat_age_sec},
+            "deadline": self.deadline,
+            "pace": None if pace is None else {
+                "session_started_at": pace.started_at,
+                "rows_per_minute": {w: round(v, 4) for w, v in pace.rows_per_minute.items()},
+                "rows": {w: p.rows for w, p in pace.windows.items()},
+                "estimate_rows_per_minute": None if pace.estimate is None
+                else round(pace.estimate.rows_per_minute, 4),
+                "basis": pace.basis(),
+                "remaining_cells": pace.remaining_cells,
+                "finish_estimate_sec": None if pace.finish_estimate_seconds is None
+                else round(pace.finish_estimate_seconds, 1),
+                "required_rows_per_minute": None if pace.required_rows_per_minute is None
+                else round(pace.required_rows_per_minute, 4),
+                "deadline_gap_rows": pace.deadline_gap_rows,
+            },
+            "notes": self.notes,
+        }
+
+
+def read_status(run_root: Path, now: float | None = None) -> RunStatus:
+    now = time.time() if now is None else now
+    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    holder = lock_holder(run_root)
+    pause_requested = (run_root / PAUSE_FILE).exists()
+    if not (run_root / LEDGER_FILE).exists():
+        return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        attempts = ledger.attempts()
+        events = [e for e in ledger.events() if e.kind != HEARTBEAT_EVENT]
+        beats = ledger.events(HEARTBEAT_EVENT)
+    finally:
+        ledger.close()
+    started = [e for e in events if e.kind == "run_started"]
+    if not started:
+        return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
+    session = started[-1]
+    closed = next((e for e in reversed(events) if e.kind == "run_finished" and e.seq > session.seq), None)
+    last_beat = max([session.ts, *(b.ts for b in beats if b.seq > session.seq)])
+    driver = DriverView(holder.held, holder.pid, last_beat, round(now - last_beat, 1))
+
+    state = RunState(plan, [a for a in attempts if a.terminal])
+    open_cells = {a.cell_id for a in attempts if not a.terminal}
+    for cell_id in open_cells:
+        if cell_id in state.cells and state.cells[cell_id].state == "pending":
+            state.cells[cell_id].running = True
+    counts = state.counts()
+    rows = accepted_rows(attempts)
+    solved = sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT)
+    deadline = session.data.get("deadline")
+    resume = f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}"
+    notes: list[str] = []
+    phase: RunPhase
+    reason: str | None = None
+    ended_at: float | None = None
+    action: str | None = None
+    why: str | None = None
+
+    if closed is None and holder.held:
+        phase = "running"
+        if driver.heartbeat_stale:
+            notes.append(f"no heartbeat for {human_span(driver.heartbeat_age_sec or 0)}: the driver "
+                         f"(pid {holder.pid}) holds the lock but makes no progress")
+        if pause_requested:
+            notes.append("pause requested: running cells finish, nothing new starts")
+    elif closed is None:
+        phase = "stopped"
+        # the last sign of life: a heartbeat, or an attempt it recorded after the last one
+        ended_at = max([last_beat, *(t for a in attempts for t in (a.started_at, a.finished_at)
+                                     if t is not None and t > session.ts)])
+        reason = (f"the driver died or was killed (no live process holds the run's lock; last "
+                  f"heartbeat {_clock(last_beat)}, {human_span(now - last_beat)} ago)")
+        in_flight = len(open_cells)
+        action, why = resume, (f"recovers {in_flight} attempt{'s' if in_flight != 1 else ''} left in flight "
+                               f"and runs the {counts['pending'] + counts['running']} cells left")
+    else:
+        ended_at = closed.ts
+        stopped = closed.data.get("stopped")
+        detail = str(closed.data.get("detail") or "")
+        counts = _counts_at_close(counts, open_cells)
+        if stopped == "paused":
+            phase = "paused"
+            request = _last(events, "paused", after=session.seq)
+            said = (request.data.get("reason") if request else "") or ""
+            reason = f"paused by the operator at {_clock(request.ts if request else closed.ts)}" + (
+                f" ({said})" if said else "")
+        elif stopped:
+            phase = "stopped"
+            reason = _stop_words(str(stopped), detail)
+        else:
+            phase = "finished"
+            if counts["failed"]:
+                reason = detail or f"{counts['failed']} cells failed"
+                action = f"ray-bench rerun {run_root} --failed"
+                why = f"plans the {counts['failed']} failed cells again, as a new run"
+        if phase in ("paused", "stopped"):
+            action, why = _resume_for(str(stopped), counts, resume, run_root)
+
+    pace = pace_snapshot(
+        (a.finished_at for a in attempts if a.valid and a.finished_at is not None),
+        now=now if ended_at is None else ended_at, started_at=session.ts,
+        remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
+    )
+    return RunStatus(
+        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
+        counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),
+        spend_usd=sum(a.cost_usd for a in attempts), reason=reason, ended_at=ended_at,
+        next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
+        pace=pace, deadline=deadline, notes=notes)
+
+
+def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,
+             pause_requested: bool) -> RunStatus:
+    n = len(plan.cells)
+    starting = held  # a driver holds the lock but has not recorded its start yet
+    return RunStatus(
+        run_id=plan.run_id, identity=identity, run_root=run_root, cells=n,
+        state="running" if starting else "planned",
+        counts={"pending": n, "running": 0, "valid": 0, "failed": 0}, solved=0, attempts=0, failures={},
+        spend_usd=0.0, reason=None, ended_at=None,
+        next_action=None if starting else f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}",
+        next_action_why=None if starting else "starts the run",
+        pause_requested=pause_requested, driver=DriverView(held, pid, None, None), pace=None,
+        notes=["the driver is starting (Ray, then the ledger)"] if starting else [])
+
+
+def _counts_at_close(counts: dict[str, int], open_cells: set[str]) -> dict[str, int]:
+    # A closed session has nothing running: a cell still open in the ledger waits for a resume.
+    out = dict(counts)
+    out["pending"] += out.get("running", 0)
+    out["running"] = 0
+    return out
+
+
+def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Path) -> tuple[str | None, str | None]:
+    if counts["pending"] == 0:
+        return None, None
+    if stopped in _NO_PLAIN_RESUME:
+        return None, _NO_PLAIN_RESUME[stopped]
+    if stopped == "halt":
+        return (f"{resume} --clear-halt {run_root / 'resource-halt.json'} --clearance-reason TEXT",
+                f"archives the halt and runs the {counts['pending']} cells left")
+    if stopped == "circuit":
+        return (f"{resume} --hypothesis TEXT",
+                f"records what changed, reopens the circuit and runs the {counts['pending']} cells left")
+    return resume, f"runs the {counts['pending']} cells left"
+
+
+def _stop_words(stopped: str, detail: str) -> str:
+    label = {"drift": "inputs changed", "halt": "resource halt", "circuit": "recovery circuit open",
+             "spend": "spend limit", "preflight": "preflight failed", "accounts": "no usable account",
+             "audit": "cleanup audit found residue"}.get(stopped, stopped)
+    return f"{label}: {detail}" if detail else label
+
+
+def _last(events: list[Event], kind: str, *, after: int) -> Event | None:
+    return next((e for e in reversed(events) if e.kind == kind and e.seq > after), None)
+
+
+def _failure_counts(attempts: list[AttemptRow]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in attempts:
+        if a.status == "finished" and not a.valid and a.failure_class:
+            out[a.failure_class] = out.get(a.failure_class, 0) + 1
+    return out
+
+
+def _clock(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))

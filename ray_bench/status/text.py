@@ -1,0 +1,57 @@
+"""Status in words: the lines ``status`` prints and ``watch`` writes when not on a terminal."""
+
+from __future__ import annotations
+
+import time
+
+from ray_bench.metrics.pace import PaceSnapshot, human_span
+from ray_bench.status.read import RunStatus
+
+
+def headline(s: RunStatus) -> str:
+    c = s.counts
+    return (f"run {s.run_id} ({s.state}): {s.cells} cells: {c['valid']} valid rows ({s.solved} solved), "
+            f"{c['running']} running, {c['pending']} pending, {c['failed']} failed")
+
+
+def pace_line(p: PaceSnapshot) -> str:
+    """``pace 6.0 rows/min from 12 rows in 2 min (15m window); finish in ~3 min; deadline ...``"""
+    if p.estimate is None:
+        line = f"pace: {p.basis()}"
+    else:
+        line = f"pace {p.estimate.rows_per_minute:.2f} rows/min {p.basis()}"
+        if p.finish_estimate_seconds is not None and p.remaining_cells:
+            line += f"; finish in ~{human_span(p.finish_estimate_seconds)} at that pace"
+    if p.deadline is not None:
+        left = p.deadline - p.now
+        if left <= 0:
+            line += f"; the deadline passed {human_span(-left)} ago with {p.remaining_cells} cells left"
+        elif p.required_rows_per_minute is not None:
+            line += f"; deadline in {human_span(left)} needs {p.required_rows_per_minute:.2f} rows/min"
+            if p.deadline_gap_rows is not None:
+                line += (f": {p.deadline_gap_rows} rows short at this pace" if p.deadline_gap_rows
+                         else ": on track")
+    return line
+
+
+def status_lines(s: RunStatus) -> list[str]:
+    lines = [headline(s)]
+    if s.failures:
+        lines.append("failed attempts by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s.failures.items())))
+    if s.spend_usd:
+        lines.append(f"spend: ${s.spend_usd:.2f}")
+    if s.reason:
+        when = f" (ended {_clock(s.ended_at)})" if s.ended_at and s.state != "stopped" else ""
+        lines.append(f"{'last stop' if s.state in ('paused', 'stopped') else 'outcome'}: {s.reason}{when}")
+    if s.pace is not None and (s.state == "running" or s.pace.estimate is not None):
+        lines.append(pace_line(s.pace))
+    lines.extend(s.notes)
+    if s.next_action:
+        lines.append(f"next: {s.next_action}" + (f"  ({s.next_action_why})" if s.next_action_why else ""))
+    elif s.next_action_why:
+        lines.append(f"next: {s.next_action_why}")
+    return lines
+
+
+def _clock(ts: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts))

@@ -1,0 +1,217 @@
+"""Status states from real plans, ledgers and locks (no Ray: the ledger is written the way the
+driver writes it), and what `status`, `pause` and `watch` say about them."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from support.suites import make_suite
+from typer.testing import CliRunner
+
+from ray_bench.api import pause_run, plan_run
+from ray_bench.cli.app import app
+from ray_bench.cli.watch import watch_run
+from ray_bench.errors import UserInputError
+from ray_bench.ledger.store import Ledger
+from ray_bench.metrics.pace import pace_snapshot
+from ray_bench.models.plan import Plan
+from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.status.liveness import HEARTBEAT_EVENT, LOCK_FILE
+from ray_bench.status.read import RunStatus, read_status
+from ray_bench.status.text import status_lines
+
+
+@pytest.fixture
+def run_root(tmp_path: Path) -> Path:
+    # 8 tasks x 2 arms x 2 reps = 32 cells
+    suite, accounts = make_suite(tmp_path / "s", reps=2)
+    return plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1").run_root
+
+
+def _plan(run_root: Path) -> tuple[Plan, str]:
+    return load_plan_file(run_root / PLAN_FILE)
+
+
+def _session(run_root: Path, *, valid: int, t0: float, step: float = 10.0, open_attempts: int = 0,
+             deadline: float | None = None) -> Ledger:
+    """A driver session as the driver records it: run_started, then `valid` valid rows
+    finishing every `step` seconds, then `open_attempts` attempts still in flight."""
+    plan, identity = _plan(run_root)
+    ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
+    ledger.event("run_started", {"identity": identity, "deadline": deadline}, now=t0)
+    cells = plan.cells
+    for i in range(valid):
+        cell = cells[i]
+        row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum="x", arm=cell.arm,
+                                   rep=cell.rep, account="acct-a", backend="local", epoch=identity,
+                                   preflight=False, now=t0 + step * i)
+        ledger.finish_attempt(row.attempt_id, status="finished", valid=True, reward=float(i % 2),
+                              failure_class=None, fingerprint=None, counts=True, cost_usd=0.01,
+                              summary={}, now=t0 + step * (i + 1))
+    for j in range(open_attempts):
+        cell = cells[valid + j]
+        ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum="x", arm=cell.arm, rep=cell.rep,
+                             account="acct-b", backend="local", epoch=identity, preflight=False,
+                             now=t0 + step * valid)
+    return ledger
+
+
+def _close(ledger: Ledger, run_root: Path, *, stopped: str | None, detail: str = "", now: float) -> None:
+    plan, _ = _plan(run_root)
+    ledger.event("run_finished", {"run_id": plan.run_id, "stopped": stopped, "detail": detail}, now=now)
+
+
+@contextmanager
+def _driver_lock(run_root: Path) -> Iterator[None]:
+    """Hold the run's lock the way `execute` does (another open file description)."""
+    with (run_root / LOCK_FILE).open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+
+
+def test_planned(run_root: Path) -> None:
+    status = read_status(run_root)
+    assert status.state == "planned"
+    assert status.next_action is not None and status.next_action.startswith("ray-bench execute --plan")
+    assert status.counts["pending"] == 32
+
+
+def test_running_needs_a_live_lock_holder_and_shows_one_pace(run_root: Path) -> None:
+    t0 = time.time() - 100
+    ledger = _session(run_root, valid=10, t0=t0, open_attempts=2, deadline=t0 + 400)
+    ledger.close()
+    with _driver_lock(run_root):
+        status = read_status(run_root, now=t0 + 100)
+        assert status.state == "running"
+        assert status.driver.lock_held and status.driver.pid == os.getpid()
+        assert status.next_action is None  # nothing to resume while it runs
+        assert status.counts == {"pending": 20, "running": 2, "valid": 10, "failed": 0}
+        assert status.solved == 5  # valid is about the evidence, solved about the reward
+        # the same rule, the same numbers as the exporter's: 10 rows in 100 s = 6 rows/min
+        assert status.pace is not None
+        assert status.pace == pace_snapshot([t0 + 10 * (i + 1) for i in range(10)], now=t0 + 100,
+                                            started_at=t0, remaining_cells=22, deadline=t0 + 400)
+        assert status.pace.rows_per_minute["15m"] == pytest.approx(6.0)
+        text = "\n".join(status_lines(status))
+        assert "pace 6.00 rows/min from 10 rows in 100 s (15m window)" in text
+        assert "10 valid rows (5 solved)" in text
+
+
+def test_a_copy_of_a_run_whose_driver_died_is_stopped_not_running(run_root: Path) -> None:
+    t0 = time.time() - 600
+    ledger = _session(run_root, valid=3, t0=t0, open_attempts=2)
+    ledger.event(HEARTBEAT_EVENT, {"pid": 1}, now=t0 + 60)
+    ledger.close()
+    (run_root / LOCK_FILE).write_text("999999")  # the lock file is there, nobody holds it
+    status = read_status(run_root)
+    assert status.state == "stopped"
+    assert status.reason is not None and "driver died" in status.reason
+    assert status.driver.last_heartbeat == t0 + 60
+    assert status.next_action is not None and "execute --plan" in status.next_action
+    assert "recovers 2 attempts left in flight" in (status.next_action_why or "")
+
+
+def test_a_paused_run_with_cells_left_is_paused_and_says_how_to_resume(run_root: Path) -> None:
+    t0 = time.time() - 300
+    ledger = _session(run_root, valid=7, t0=t0)
+    ledger.event("paused", {"reason": "quota", "now": False}, now=t0 + 100)
+    _close(ledger, run_root, stopped="paused", detail="paused by operator", now=t0 + 110)
+    ledger.close()
+    status = read_status(run_root)
+    assert status.state == "paused"
+    assert status.counts["pending"] == 25
+    assert status.reason is not None and status.reason.startswith("paused by the operator at ")
+    assert status.reason.endswith("(quota)")
+    assert status.next_action is not None and status.next_action.startswith("ray-bench execute --plan")
+    assert status.to_json()["resume_action"] == status.next_action
+    lines = status_lines(status)
+    assert not any("{" in line for line in lines)  # words, not a dict
+    assert any(line.startswith("last stop: paused by the operator") for line in lines)
+
+
+def test_a_finished_run_offers_no_resume(run_root: Path) -> None:
+    t0 = time.time() - 300
+    ledger = _session(run_root, valid=32, t0=t0, step=1.0)
+    _close(ledger, run_root, stopped=None, now=t0 + 40)
+    ledger.close()
+    status = read_status(run_root)
+    assert status.state == "finished"
+    assert status.next_action is None and status.to_json()["resume_action"] is None
+    assert not any(line.startswith("next:") for line in status_lines(status))
+
+
+def _stopped(run_root: Path, stopped: str, detail: str) -> RunStatus:
+    t0 = time.time() - 300
+    ledger = _session(run_root, valid=4, t0=t0)
+    _close(ledger, run_root, stopped=stopped, detail=detail, now=t0 + 50)
+    ledger.close()
+    return read_status(run_root)
+
+
+def test_stops_say_why_in_words_and_resume_only_where_it_would_do_something(run_root: Path) -> None:
+    status = _stopped(run_root, "drift", "task hello-world changed (tests/test.sh)")
+    assert status.state == "stopped"
+    assert status.reason == "inputs changed: task hello-world changed (tests/test.sh)"
+    assert status.next_action is None  # a resume would stop again at once
+    assert status.next_action_why is not None and "plan again" in status.next_action_why
+
+
+def test_a_circuit_stop_resumes_with_a_hypothesis(run_root: Path) -> None:
+    status = _stopped(run_root, "circuit", "recovery circuit open for run")
+    assert status.next_action is not None and status.next_action.endswith("--hypothesis TEXT")
+
+
+def test_pause_refuses_a_run_that_is_not_running(run_root: Path) -> None:
+    t0 = time.time() - 300
+    ledger = _session(run_root, valid=32, t0=t0, step=1.0)
+    _close(ledger, run_root, stopped=None, now=t0 + 40)
+    ledger.close()
+    with pytest.raises(UserInputError, match="is finished"):
+        pause_run(run_root)
+    assert not (run_root / "pause.json").exists()
+    result = CliRunner().invoke(app, ["pause", str(run_root)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "nothing to pause: it has finished" in result.output
+
+
+def test_pause_of_a_running_run_is_written(run_root: Path) -> None:
+    ledger = _session(run_root, valid=1, t0=time.time() - 10)
+    ledger.close()
+    with _driver_lock(run_root):
+        result = CliRunner().invoke(app, ["pause", str(run_root), "--reason", "lunch"])
+        assert result.exit_code == 0, result.output
+        assert json.loads((run_root / "pause.json").read_text())["reason"] == "lunch"
+        assert read_status(run_root).pause_requested
+
+
+def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path) -> None:
+    t0 = time.time() - 300
+    ledger = _session(run_root, valid=7, t0=t0)
+    _close(ledger, run_root, stopped="paused", now=t0 + 100)
+    ledger.close()
+    stream = io.StringIO()
+    watch_run(run_root, every=0.01, stream=stream, sleep=lambda _s: None)
+    lines = stream.getvalue().splitlines()
+    assert lines and "run r1 (paused): 32 cells: 7 valid rows" in lines[0]
+    assert any(line.startswith("next: ray-bench execute") for line in lines)
+
+
+def test_status_json_is_typed_and_complete(run_root: Path) -> None:
+    ledger = _session(run_root, valid=2, t0=time.time() - 30)
+    ledger.close()
+    result = CliRunner().invoke(app, ["status", str(run_root), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["state"] == "stopped"  # nobody holds the lock: the driver is gone
+    assert data["pace"]["basis"].startswith("no estimate yet: 2 rows")
+    assert data["driver"]["lock_held"] is False
