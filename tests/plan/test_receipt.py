@@ -1,0 +1,65 @@
+"""What the receipt says an operator confirms: cells as tasks x arms x reps, the task list,
+the estimate (or "no history"), every term once, nothing listed twice."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from support.suites import make_suite
+from typer.testing import CliRunner
+
+from ray_bench.api import plan_run
+from ray_bench.cli.app import app
+from ray_bench.plan.receipt_terms import GLOSSARY
+
+
+def test_the_receipt_counts_reps_lists_tasks_and_explains_its_terms(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", reps=2)
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1")
+    receipt = (planned.run_root / "receipt.md").read_text()
+    assert "- cells: 32 = 8 tasks x 2 arms x 2 reps" in receipt
+    tasks = re.findall(r"^- `([a-z0-9-]+)` \(4 cells\)$", receipt, re.M)
+    assert len(tasks) == 8 and tasks == sorted(tasks)
+    assert "- no history: no earlier run of these tasks gave durations" in receipt
+    # every term once; "floor" is among them
+    for term, _ in GLOSSARY:
+        assert receipt.count(f"- **{term}**:") == 1, term
+    assert "floor N" in receipt
+    # both arms share one agent directory: listed once
+    agent_lines = [line for line in receipt.splitlines() if line.startswith("- agent `")]
+    assert len(agent_lines) == len(set(agent_lines)) == 1
+
+
+def test_a_long_task_list_is_collapsed(tmp_path: Path) -> None:
+    from ray_bench.models.plan import Plan
+    from ray_bench.plan.receipt_terms import task_lines
+
+    suite, accounts = make_suite(tmp_path / "s")
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1")
+    plan = Plan.model_validate_json((planned.run_root / "launch-plan.json").read_text())
+    cells = [c.model_copy(update={"task": f"task-{i:03d}"}) for i, c in enumerate(plan.cells * 4)]
+    lines = task_lines(plan.model_copy(update={"cells": cells}))
+    assert len(lines) == 16 and lines[10] == "- ... 49 more (the plan file lists every task)"
+
+
+def test_plan_task_and_limit_make_a_quick_trial(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s")
+    base = ["plan", "--suite", str(suite), "--accounts", str(accounts), "--runs-dir", str(tmp_path / "runs")]
+    one = CliRunner().invoke(app, [*base, "--run-id", "one", "--task", "hello-world", "--task", "sum-list"])
+    assert one.exit_code == 0, one.output
+    assert "planned 4 cells" in one.stderr
+    limited = CliRunner().invoke(app, [*base, "--run-id", "lim", "--limit", "3"])
+    assert limited.exit_code == 0, limited.output
+    assert "planned 6 cells" in limited.stderr
+    bad = CliRunner().invoke(app, [*base, "--run-id", "bad", "--task", "no-such-task"])
+    assert bad.exit_code == 2
+    assert len(bad.stderr.strip().splitlines()) == 1 and "no-such-task" in bad.stderr
+    assert not (tmp_path / "runs" / "bad").exists()
+
+
+def test_version() -> None:
+    from ray_bench import __version__
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"ray-bench {__version__}"
