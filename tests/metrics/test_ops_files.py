@@ -3,6 +3,7 @@ every runbook exists, and every series they name is one the exporter serves."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import time
@@ -107,31 +108,50 @@ def test_every_alert_has_a_unit_test_that_fires_it() -> None:
     assert len(quiet & names) >= len(names) // 2
 
 
-def test_dashboard_has_the_grafana_schema_fields() -> None:
+def test_the_dashboard_json_is_what_its_builder_writes() -> None:
+    """ops/grafana/ray-bench.json comes from grafana-foundation-sdk's typed builders
+    (ops/grafana/dashboard.py): regenerate it after changing the builder."""
+    spec = importlib.util.spec_from_file_location("ops_dashboard", OPS / "grafana" / "dashboard.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (OPS / "grafana" / "ray-bench.json").read_text() == module.render(), (
+        "stale dashboard: .venv/bin/python ops/grafana/dashboard.py > ops/grafana/ray-bench.json")
+
+
+def test_dashboard_panels_have_units_runbooks_and_rate_intervals() -> None:
     dash = dashboard()
-    for key in ("title", "uid", "schemaVersion", "version", "panels", "templating", "time"):
+    for key in ("title", "uid", "schemaVersion", "panels", "templating", "time", "refresh"):
         assert key in dash, key
-    assert isinstance(dash["schemaVersion"], int)
-    assert dash["refresh"]
-    assert set(dash["time"]) == {"from", "to"}
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["run"]["query"] == "label_values(raybench_cells, run)"
+    assert variables["run"]["multi"] is True and variables["run"]["includeAll"] is True
     assert variables["datasource"]["type"] == "datasource"
-
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
+    linked = set()
     for panel in dash["panels"]:
-        assert panel["type"], panel["id"]
-        assert panel["title"], panel["id"]
-        assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
+        assert panel["title"] and panel["type"] in {"stat", "timeseries", "state-timeline"}
         assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
         assert panel["datasource"]["type"] == "prometheus"
-        assert panel["targets"], panel["title"]
-        ref_ids = [t["refId"] for t in panel["targets"]]
-        assert len(ref_ids) == len(set(ref_ids))
+        assert panel["fieldConfig"]["defaults"].get("unit"), panel["title"]
         for target in panel["targets"]:
-            assert target["expr"].strip(), panel["title"]
-            assert 'run="$run"' in target["expr"], (panel["title"], target["expr"])
+            expr = target["expr"]
+            assert 'run=~"$run"' in expr, (panel["title"], expr)
+            # rates follow Grafana's interval, never a fixed window
+            for window in re.findall(r"\[([^\]]+)\]", expr):
+                assert window == "$__rate_interval", (panel["title"], expr)
+        for link in panel.get("links", []):
+            linked.add(link["url"].rsplit("/", 1)[-1].removesuffix(".md"))
+        if panel["type"] == "state-timeline" or panel["title"] in ("Halted", "Stopped"):
+            assert panel["fieldConfig"]["defaults"]["mappings"], panel["title"]
+    assert (OPS / "runbooks").is_dir()
+    assert linked >= {"RayBenchDriverDown", "RayBenchHalted", "RayBenchPaceBelowRequired",
+                      "RayBenchNoUsableAccount", "RayBenchSandboxResidue", "RayBenchCircuitOpen"}
+    assert all((OPS / "runbooks" / f"{name}.md").exists() for name in linked)
+    # USD and USD/h are on panels of their own
+    units = {p["title"]: p["fieldConfig"]["defaults"]["unit"] for p in dash["panels"]}
+    assert units["Spend"] == "currencyUSD" and units["Spend rate"] == "suffix: USD/h"
 
 
 def test_the_dashboard_covers_the_operator_questions() -> None:
@@ -147,8 +167,12 @@ def test_the_dashboard_covers_the_operator_questions() -> None:
         "raybench_attempts_total",
         "raybench_sandboxes",
         "raybench_spend_usd_total",
+        "raybench_run_spend_usd",
         "raybench_circuit_open",
         "raybench_halted",
+        "raybench_driver_heartbeat_timestamp_seconds",
+        "raybench_account_cooldown_end_timestamp_seconds",
+        "raybench_account_login_expiry_timestamp_seconds",
     ):
         assert metric in exprs, metric
 

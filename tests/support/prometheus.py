@@ -56,10 +56,13 @@ def dashboard() -> dict[str, Any]:
     return data
 
 
-def dashboard_exprs(run: str | None = None) -> list[str]:
-    """Every panel expression of the dashboard; with ``run``, ``$run`` filled in."""
+def dashboard_exprs(run: str | None = None, rate_interval: str = "5s") -> list[str]:
+    """Every panel expression of the dashboard; with ``run``, ``$run`` filled in (and
+    ``$__rate_interval`` as Grafana would for 1 s scrapes)."""
     exprs = [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
-    return exprs if run is None else [e.replace("$run", run) for e in exprs]
+    if run is None:
+        return exprs
+    return [e.replace("$run", run).replace("$__rate_interval", rate_interval) for e in exprs]
 
 
 def alert_rules() -> list[dict[str, Any]]:
