@@ -157,7 +157,8 @@ def build() -> dashboard.Dashboard:
             (f"max by (account) (raybench_account_limit{{{RUN}}})", "{{account}} limit"),
         ], GridPos(h=9, w=12, x=0, y=13), "short", min_val=0),
         _extras(statetimeline.Panel().title("Account state").datasource(DS).grid_pos(GridPos(h=9, w=12, x=12, y=13))
-                .unit("none").show_value(VisibilityMode.AUTO).with_target(_q(f"max by (account) ({account_code})", "{{account}}")),
+                .unit("none").show_value(VisibilityMode.AUTO)
+                .with_target(_q(f"max by (account) ({account_code})", "{{account}}")),
                 mappings=_words({str(i + 1): (s, STATE_COLOURS[s]) for i, s in enumerate(ACCOUNT_STATES)}),
                 runbook="RayBenchNoUsableAccount",
                 description="One row per account, coloured by its health state."),
