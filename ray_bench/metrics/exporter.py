@@ -217,6 +217,8 @@ class MetricsExporter:
         )
         self.registry.register(_PaceCollector(self))
         self.lasting = LastingGauges(r, run_id)
+        self.lasting.present(arms=arms)
+        self.lasting.beat(self._clock())
 
         for state in CELL_STATES:
             self._cells.labels(run_id, state).set(0)
@@ -356,6 +358,7 @@ class MetricsExporter:
             self._cell_seconds.labels(arm, phase).observe(seconds)
         if cost_usd > 0:
             self._spend.labels(account).inc(cost_usd)
+        self.lasting.row(arm, account, cost_usd, valid)
         if valid:
             self._valid_rows.labels(self.run_id, arm).inc()
             self._reward.labels(self.run_id, arm).inc(reward or 0.0)
@@ -388,6 +391,7 @@ class MetricsExporter:
             self._account_inflight.labels(view.name).set(view.inflight)
             self._account_limit.labels(view.name).set(view.limit)
             self._spend.labels(view.name)  # present at 0 so rate() sees the first spend
+            self.lasting.present(accounts=[view.name])
         with self._lock:
             gone, self._accounts = self._accounts - seen, seen
         for name in gone:

@@ -101,6 +101,13 @@ class LastingGauges:
         if totals.residue is not None:
             self.residue.labels(self.run_id).set(totals.residue)
 
+    def present(self, arms: Iterable[str] = (), accounts: Iterable[str] = ()) -> None:
+        """Make the series of these arms and accounts exist (at their current value, else 0)."""
+        for arm in arms:
+            self.valid_rows.labels(self.run_id, arm)
+        for account in accounts:
+            self.spend.labels(self.run_id, account)
+
     def limits(self, run_limit: float | None, budgets: Mapping[str, float | None]) -> None:
         if run_limit is not None:
             self.spend_limit.labels(self.run_id, "run").set(run_limit)

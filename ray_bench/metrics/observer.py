@@ -71,7 +71,6 @@ class MetricsObserver:
             row.arm, row.account, row.backend, outcome=outcome, failure_class=failure_class,
             valid=valid, reward=summary.reward, phase_seconds=phases, cost_usd=cost,
             finished_at=summary.finished_at or row.started_at)
-        self.exporter.lasting.row(row.arm, row.account, cost, valid)
         self._sandboxes()
 
     def tick(self, state: RunState, accounts: list[GateView], note: str | None) -> None:

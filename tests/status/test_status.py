@@ -22,6 +22,7 @@ from ray_bench.cli.watch import watch_run
 from ray_bench.errors import UserInputError
 from ray_bench.ledger.store import Ledger
 from ray_bench.metrics.pace import pace_snapshot
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.status.liveness import HEARTBEAT_EVENT, LOCK_FILE
@@ -55,7 +56,7 @@ def _session(run_root: Path, *, valid: int, t0: float, step: float = 10.0, open_
                                    preflight=False, now=t0 + step * i)
         ledger.finish_attempt(row.attempt_id, status="finished", valid=True, reward=float(i % 2),
                               failure_class=None, fingerprint=None, counts=True, cost_usd=0.01,
-                              summary={}, now=t0 + step * (i + 1))
+                              summary=AttemptSummary(), now=t0 + step * (i + 1))
     for j in range(open_attempts):
         cell = cells[valid + j]
         ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum="x", arm=cell.arm, rep=cell.rep,
