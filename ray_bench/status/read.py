@@ -29,7 +29,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.driver import PAUSE_FILE
 from ray_bench.scheduler.runstate import RunState
-from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder
+from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder, pid_alive
 
 RunPhase = Literal["planned", "running", "paused", "stopped", "finished"]
 
@@ -156,7 +156,11 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
     action: str | None = None
     why: str | None = None
 
-    if closed is None and holder.held:
+    # A driver run from the library (not `execute`) holds no lock: a fresh heartbeat, and no
+    # lock file naming a dead process, says it is alive.
+    beating = (not driver.heartbeat_stale and (driver.heartbeat_age_sec or 0.0) <= HEARTBEAT_STALE_SEC
+               and (holder.pid is None or pid_alive(holder.pid)))
+    if closed is None and (holder.held or beating):
         phase = "running"
         if driver.heartbeat_stale:
             notes.append(f"no heartbeat for {human_span(driver.heartbeat_age_sec or 0)}: the driver "

@@ -7,6 +7,8 @@ import fcntl
 import io
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,6 +72,12 @@ def _close(ledger: Ledger, run_root: Path, *, stopped: str | None, detail: str =
     ledger.event("run_finished", {"run_id": plan.run_id, "stopped": stopped, "detail": detail}, now=now)
 
 
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 @contextmanager
 def _driver_lock(run_root: Path) -> Iterator[None]:
     """Hold the run's lock the way `execute` does (another open file description)."""
@@ -113,7 +121,7 @@ def test_a_copy_of_a_run_whose_driver_died_is_stopped_not_running(run_root: Path
     ledger = _session(run_root, valid=3, t0=t0, open_attempts=2)
     ledger.event(HEARTBEAT_EVENT, {"pid": 1}, now=t0 + 60)
     ledger.close()
-    (run_root / LOCK_FILE).write_text("999999")  # the lock file is there, nobody holds it
+    (run_root / LOCK_FILE).write_text(str(_dead_pid()))  # the lock file is there, nobody holds it
     status = read_status(run_root)
     assert status.state == "stopped"
     assert status.reason is not None and "driver died" in status.reason
@@ -185,6 +193,13 @@ def test_pause_refuses_a_run_that_is_not_running(run_root: Path) -> None:
     assert result.output.strip().count("\n") == 0 and "nothing to pause: it has finished" in result.output
 
 
+def test_a_library_driver_without_a_lock_is_running_while_its_heartbeat_is_fresh(run_root: Path) -> None:
+    ledger = _session(run_root, valid=1, t0=time.time() - 10)
+    ledger.close()
+    assert read_status(run_root).state == "running"
+    assert read_status(run_root, now=time.time() + 600).state == "stopped"
+
+
 def test_pause_of_a_running_run_is_written(run_root: Path) -> None:
     ledger = _session(run_root, valid=1, t0=time.time() - 10)
     ledger.close()
@@ -210,6 +225,7 @@ def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path) -> None
 def test_status_json_is_typed_and_complete(run_root: Path) -> None:
     ledger = _session(run_root, valid=2, t0=time.time() - 30)
     ledger.close()
+    (run_root / LOCK_FILE).write_text(str(_dead_pid()))  # a driver that died 30 s in
     result = CliRunner().invoke(app, ["status", str(run_root), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
