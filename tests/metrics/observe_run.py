@@ -21,15 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support.prometheus import running_prometheus  # noqa: E402
-from support.ray_local import ensure_ray  # noqa: E402
-from support.suites import make_suite  # noqa: E402
+from support.prometheus import running_prometheus
+from support.ray_local import ensure_ray
+from support.suites import make_suite
 
-from ray_bench.api import MetricsSettings, execute_run, plan_run  # noqa: E402
-from ray_bench.cli.watch import plain_line, snapshot  # noqa: E402
-from ray_bench.metrics.exporter import MetricsExporter  # noqa: E402
-from ray_bench.scheduler.driver import RunOptions  # noqa: E402
-from ray_bench.status.read import read_status  # noqa: E402
+from ray_bench.api import MetricsSettings, execute_run, plan_run
+from ray_bench.cli.watch import plain_line, snapshot
+from ray_bench.metrics.exporter import MetricsExporter
+from ray_bench.scheduler.driver import RunOptions
+from ray_bench.status.read import read_status
 
 
 def _exported(url: str) -> dict[str, float]:
