@@ -13,6 +13,7 @@ from support.runs import ledger_rows
 from support.suites import make_suite
 
 from ray_bench.api import MetricsSettings, execute_run, plan_run
+from ray_bench.metrics.pace import MIN_ROWS
 from ray_bench.scheduler.driver import RunOptions
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.ray, pytest.mark.slow]
@@ -35,7 +36,8 @@ def test_pace_and_dashboard_from_a_real_run(tmp_path: Path, prometheus: Promethe
     def probe_while_running() -> None:
         # Instant queries only see a target while it is up: probe mid-run, once rows flow.
         prometheus.wait_for_target("metrics-run", timeout=60)
-        prometheus.wait_for_data('sum(raybench_valid_rows_total{run="metrics-run"}) > 2', timeout=60)
+        # enough rows for a pace estimate (the estimate series is absent before)
+        prometheus.wait_for_data(f'sum(raybench_valid_rows_total{{run="metrics-run"}}) > {MIN_ROWS}', timeout=90)
         time.sleep(3)  # a few scrapes, so rate() and increase() have two points
         empty["dashboard"] = [e for e in dashboard_exprs(run="metrics-run") if not prometheus.query(e)]
         empty["debug"] = [str(prometheus.query(
