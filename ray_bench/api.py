@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
+from ray_bench.evidence.decisions import refuse_official
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
@@ -175,6 +176,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
         check_state_root(Path(options.state_root))
     check_ray_address(options.address)
     run_root = plan_path.resolve().parent
+    refuse_official(run_root, "executed again")
     with run_lock(run_root):
         if clear_halt is not None or clearance_reason is not None:
             from ray_bench.sandboxes.supervisor import clear_halt as archive_halt

@@ -219,14 +219,31 @@ def pause(
 
 @app.command()
 @guarded
-def report(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
-    """Rebuild report.md, .csv, .parquet and .html from the ledger's accepted rows (the run and its reruns)."""
-    from ray_bench.reports.build import render_markdown, write_report
+def report(
+    run_roots: Annotated[list[Path] | None, typer.Argument(help="runs/ID (or, after --runs, more run roots)")] = None,
+    runs: Annotated[list[Path] | None, typer.Option("--runs", help="A lineage: --runs runs/A runs/B ... "
+                                                    "(one paired report over exactly these run roots).")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Where a lineage report is written.")] = None,
+) -> None:
+    """Rebuild report.md, .csv, .parquet and .html from the ledger's accepted rows (the run and its
+    reruns, or with --runs the named lineage)."""
+    from ray_bench.reports.build import render_markdown, write_lineage_report, write_report
 
-    result = write_report(run_root)
+    if runs:
+        if out_dir is None:
+            raise UserInputError("a lineage report needs --out", where="report --runs",
+                                 fix="pass --out DIR (reports are not written into one of the runs)")
+        roots = [*runs, *(run_roots or [])]
+        result = write_lineage_report(roots, out_dir)
+        target = out_dir
+    else:
+        if not run_roots or len(run_roots) != 1 or out_dir is not None:
+            raise UserInputError("name one run root, or a lineage with --runs A B ... --out DIR",
+                                 where="report", fix="ray-bench report runs/ID")
+        target = run_roots[0]
+        result = write_report(target)
     out.print(render_markdown(result), markup=False)
-    files = result.files(run_root)
-    err.print("wrote " + ", ".join(str(p) for p in files.values()), markup=False)
+    err.print("wrote " + ", ".join(str(p) for p in result.files(target).values()), markup=False)
 
 
 @app.command()

@@ -7,7 +7,9 @@ Scopes are strings: ``run``, ``backend:<name>``, ``account:<name>``. Pure: no cl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 #: Repeats of one signature (with no success between) that open a scope. Three: two can be
 #: chance on a busy provider; a third identical failure is a pattern worth a human.
@@ -70,3 +72,22 @@ class RecoveryCircuit:
             self.open_scopes.pop(name, None)
             self._streaks.pop(name, None)
         return scopes
+
+
+class _Event(Protocol):
+    @property
+    def seq(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def data(self) -> dict[str, object]: ...
+
+
+def open_scopes_from(events: Iterable[_Event]) -> dict[str, str]:
+    """scope -> fingerprint of the circuits a ledger's events leave open: every ``circuit_open``
+    after the last recorded ``hypothesis`` (a hypothesis reopens them all). The driver replays
+    this on resume; ``promote`` refuses a run while it is not empty."""
+    listed = list(events)
+    last_hypothesis = max((e.seq for e in listed if e.kind == "hypothesis"), default=0)
+    return {str(e.data["scope"]): str(e.data["fingerprint"])
+            for e in listed if e.kind == "circuit_open" and e.seq > last_hypothesis}

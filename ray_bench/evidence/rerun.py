@@ -26,6 +26,7 @@ from typing import Any
 
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.evidence.catalog import FAILURE_CLASSES
+from ray_bench.evidence.decisions import refuse_official
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.ledger.rows import start_order
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow
@@ -162,6 +163,8 @@ def rerun_failed(
         )
     hypothesis = (hypothesis or "").strip() or None
     family = run_family(run_root)
+    for root in family:
+        refuse_official(root, "rerun (its report would change)")
     named = load_epoch(run_root.resolve())
     if not (family[0] / LEDGER_FILE).is_file():
         raise UserInputError(

@@ -16,6 +16,10 @@ The rules, in the order they apply:
 - **Denominators.** The strict denominator is every cell planned by an epoch of the cohort;
   a cell without an accepted row counts as a failure. The headline denominator is the
   planned cells that have an accepted row. Both are recomputed from the rows every time.
+- **Exclusions.** A cell excluded by an operator (``ray-bench exclude``, recorded in the ledger
+  with who, when and why) in any epoch of the cohort leaves *both* denominators and the rows;
+  its attempts stay in the ledger and in the attempt counts. See
+  :mod:`ray_bench.evidence.decisions`.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ray_bench.errors import UserInputError
+from ray_bench.evidence.decisions import Exclusion, Promotion, exclusions_of, promotion_of
 from ray_bench.ledger.rows import accepted_rows
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
+from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
@@ -44,6 +50,20 @@ class Epoch:
     run_root: Path
     plan: Plan
     attempts: tuple[AttemptRow, ...]
+    events: tuple[Event, ...] = ()
+
+    @property
+    def exclusions(self) -> dict[str, Exclusion]:
+        return exclusions_of(self.run_id, self.events)
+
+    @property
+    def promotion(self) -> Promotion | None:
+        return promotion_of(self.run_id, self.events)
+
+    def executions(self) -> list[dict[str, Any]]:
+        """The data of each ``run_started`` event: one per execute (or resume) of the plan,
+        with the options that shaped it."""
+        return [e.data for e in self.events if e.kind == "run_started"]
 
     def summaries(self) -> dict[str, AttemptSummary]:
         """attempt id -> terminal summary (read from the ledger on demand)."""
@@ -93,13 +113,15 @@ def find_run_roots(paths: Iterable[Path]) -> list[Path]:
 def load_epoch(run_root: Path) -> Epoch:
     plan, identity = load_plan_file(run_root / PLAN_FILE)
     attempts: tuple[AttemptRow, ...] = ()
+    events: tuple[Event, ...] = ()
     if (run_root / LEDGER_FILE).is_file():
         ledger = Ledger.open_readonly(run_root)
         try:
             attempts = tuple(ledger.attempts())
+            events = tuple(ledger.events())
         finally:
             ledger.close()
-    return Epoch(identity, plan.run_id, run_root, plan, attempts)
+    return Epoch(identity, plan.run_id, run_root, plan, attempts, events)
 
 
 def load_epochs(paths: Iterable[Path]) -> list[Epoch]:
@@ -161,6 +183,8 @@ class Evidence:
     planned: dict[str, PlanCell]
     rows: dict[str, AttemptRow]
     arms: list[str] = field(default_factory=list)
+    #: Cells out of both denominators by an operator's decision (cell id -> the decision).
+    excluded: dict[str, Exclusion] = field(default_factory=dict)
 
     def attempts(self, *, cohort_only: bool = True) -> Iterator[AttemptRow]:
         for epoch in self.epochs:
@@ -204,5 +228,13 @@ def build_evidence(epochs: list[Epoch], cohort: Cohort | None = None) -> Evidenc
         for arm in sorted(epoch.plan.arms, key=lambda a: a.role != "baseline"):
             if arm.name not in arms:
                 arms.append(arm.name)
+    excluded: dict[str, Exclusion] = {}
+    for epoch in members:
+        for cell_id, decision in epoch.exclusions.items():
+            if cell_id in planned:
+                excluded.setdefault(cell_id, decision)
+    for cell_id in excluded:
+        planned.pop(cell_id)
     rows = accepted((a for e in members for a in e.attempts), cohort)
-    return Evidence(cohort, epochs, planned, rows, arms)
+    rows = {c: r for c, r in rows.items() if c not in excluded}
+    return Evidence(cohort, epochs, planned, rows, arms, excluded)

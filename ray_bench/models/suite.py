@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from ray_bench.models._base import ConfigModel
 from ray_bench.models.agent import McpServer
+from ray_bench.models.roles import ModelRole
 
 
 class ResourceLimits(ConfigModel):
@@ -66,6 +67,10 @@ class Arm(ConfigModel):
         description="Upload solution/ to the sandbox (oracle and scripted demo agents only).",
     )
     resources: ResourceLimits = Field(default_factory=ResourceLimits, description="Sandbox limits.")
+    roles: list[ModelRole] = Field(
+        default_factory=list,
+        description="Every model the arm calls (executor, advisors, subagents, judge) with route, "
+        "billing kind and bounds; shown in the receipt before confirmation.")
 
     @model_validator(mode="after")
     def _command_or_adapter(self) -> Arm:
@@ -80,7 +85,7 @@ class Arm(ConfigModel):
 #: Arm fields added after cell ids were first published: left out of an arm's resolved config
 #: while at their defaults, so that existing suites keep their cell ids.
 ARM_FIELDS_SINCE_ADAPTERS: dict[str, object] = {"agent": "command", "model": None, "agent_args": [], "mcp_servers": [],
-                             "network": None}
+                             "network": None, "roles": []}
 
 
 class BackendConfig(ConfigModel):

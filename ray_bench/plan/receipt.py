@@ -7,6 +7,7 @@ from collections import Counter
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
 from ray_bench.plan.receipt_terms import cells_line, estimate_lines, glossary_lines, task_lines
+from ray_bench.plan.roles import render_roles
 
 
 def render_receipt(plan: Plan, identity: str) -> str:
@@ -26,6 +27,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
         shown = arm.command or f"{arm.agent} adapter"
         out.append(f"| {arm.name} | {arm.role} | `{shown}` | {timeout} | {', '.join(sorted(arm.env)) or '-'} |")
     out += agents_section(plan)
+    out += ["", *render_roles(plan.arms)]
     out += ["", "## Accounts", "",
             "| account | provider | route | max concurrent | starts/min | window quota | spend budget |",
             "|---|---|---|---|---|---|---|"]

@@ -2,13 +2,17 @@
 
 A run's report covers its *family*: the run root and the reruns planned from it
 (``ID-rerun-N``), one cohort of epochs (see :mod:`ray_bench.evidence.rows` for the rules).
-Every epoch found is listed, in the cohort or not. Usage and cost count every attempt (money
-spent on a failed attempt is still spent); everything else counts accepted rows only.
+A lineage report (``ray-bench report --runs A B C --out DIR``) covers exactly the run roots
+named, under the same rule. Every epoch found is listed, in the cohort or not, with the execute
+options of each of its executions. Usage and cost count every attempt (money spent on a failed
+attempt is still spent); everything else counts accepted rows only. Excluded cells are listed
+with who excluded them and why, and are out of both denominators. The title says whether the
+evidence is staging or official (every run it draws from promoted).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,15 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.models.attempt import AttemptSummary
-from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, paired_summary
+from ray_bench.plan.store import PLAN_FILE
+from ray_bench.reports import sections
+from ray_bench.reports.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    difference_ci,
+    paired_summary,
+)
 
 ATTEMPT_COLUMNS = (
     "run_id",
@@ -62,6 +74,19 @@ class Report:
     baseline: str
     variants: list[str]
     cells_planned: int
+    category: str = "staging"  # or "official"
+    runs: list[str] = field(default_factory=list)  # every run id the report draws from
+    lineage: bool = False  # built from named run roots (report --runs)
+    promotions: list[str] = field(default_factory=list)
+    exclusions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    settlement: pd.DataFrame = field(default_factory=pd.DataFrame)
+    executions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    roles: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def title(self) -> str:
+        what = f"Lineage report: {' + '.join(self.runs)}" if self.lineage else f"Report: {self.run_id}"
+        return f"{what} ({self.category})"
 
     def files(self, run_root: Path) -> dict[str, Path]:
         return {
@@ -83,6 +108,31 @@ def build_report(run_root: Path, roots: list[Path] | None = None) -> Report:
     return report_from_evidence(epochs[0].run_id, evidence)
 
 
+def lineage_roots(paths: list[Path]) -> list[Path]:
+    """The run roots of a lineage, as named and in order. Bad input: a path that is not a run
+    root, or one named twice."""
+    roots: list[Path] = []
+    for path in paths:
+        if not (path / PLAN_FILE).is_file():
+            raise UserInputError("unknown run: no launch-plan.json here", where=str(path),
+                                 fix="name run roots (runs/ID) of one lineage")
+        if path.resolve() in roots:
+            raise UserInputError("run named twice", where=str(path), fix="name each run root once")
+        roots.append(path.resolve())
+    if not roots:
+        raise UserInputError("no run roots named", where="--runs", fix="pass --runs runs/A runs/B ...")
+    return roots
+
+
+def build_lineage_report(paths: list[Path]) -> Report:
+    """One paired report over the named run roots (same cohort and accepted-row rule)."""
+    epochs = [load_epoch(p) for p in lineage_roots(paths)]
+    evidence = build_evidence(epochs)
+    report = report_from_evidence(epochs[0].run_id, evidence)
+    report.lineage = True
+    return report
+
+
 def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     plans = [e.plan for e in evidence.epochs if e.identity in evidence.cohort.epochs]
     baseline = next(
@@ -95,11 +145,12 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     rows = att[[key in chosen for key in zip(att.epoch, att.attempt_id, strict=True)]]
     rows = rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True)
     paired = _paired(rows, baseline, variants)
+    settled = sections.settled_cost(evidence)
     return Report(
         run_id=run_id,
         rows=rows,
         attempts=att,
-        arms=_arms(evidence, att),
+        arms=_arms(evidence, att, settled),
         paired=paired,
         deltas=_deltas(paired, variants),
         usage=_usage(att),
@@ -109,6 +160,13 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
         baseline=baseline,
         variants=variants,
         cells_planned=len(evidence.planned),
+        category=sections.category(evidence),
+        runs=[e.run_id for e in evidence.epochs if e.identity in evidence.cohort.epochs],
+        promotions=sections.promotions(evidence),
+        exclusions=sections.exclusions(evidence),
+        settlement=sections.settlements(evidence),
+        executions=sections.executions(evidence),
+        roles=sections.roles(evidence),
     )
 
 
@@ -137,7 +195,7 @@ def _failed(att: pd.DataFrame) -> pd.DataFrame:
     return att[att.status.notna() & ~att.valid.astype(bool) & att.failure_class.notna()]
 
 
-def _arms(evidence: Evidence, att: pd.DataFrame) -> pd.DataFrame:
+def _arms(evidence: Evidence, att: pd.DataFrame, settled: dict[str, float]) -> pd.DataFrame:
     failed = _failed(att)
     records = []
     for d in evidence.denominators():
@@ -155,6 +213,9 @@ def _arms(evidence: Evidence, att: pd.DataFrame) -> pd.DataFrame:
                 "invalid_attempts": int((failed.arm == d.arm).sum()) if len(failed) else 0,
                 "attempts": len(mine),
                 "cost_usd": float(mine.cost_usd.sum()) if len(mine) else 0.0,
+                # settled USD of the arm's settled attempts; NaN when nothing was settled
+                "settled_usd": (sum(settled.get(a, 0.0) for a in mine.attempt_id)
+                                if settled and len(mine) else float("nan")),
             }
         )
     return pd.DataFrame(
@@ -171,6 +232,7 @@ def _arms(evidence: Evidence, att: pd.DataFrame) -> pd.DataFrame:
             "invalid_attempts",
             "attempts",
             "cost_usd",
+            "settled_usd",
         ],
     )
 
@@ -183,6 +245,8 @@ _PAIRED_COLUMNS = [
     "baseline_reward",
     "variant_reward",
     "delta",
+    "ci_low",
+    "ci_high",
     "outcome",
 ]
 
@@ -193,12 +257,14 @@ def _paired(rows: pd.DataFrame, baseline: str, variants: list[str]) -> pd.DataFr
     records: list[dict[str, Any]] = []
     if len(rows):
         grouped = rows.groupby(["task", "arm"]).reward.agg(["mean", "count"])
+        rewards = {k: [float(x) for x in g.fillna(0.0)] for k, g in rows.groupby(["task", "arm"]).reward}
         for variant in variants:
             for task in sorted(rows.task.unique()):
                 if (task, baseline) not in grouped.index or (task, variant) not in grouped.index:
                     continue
                 b, v = grouped.loc[(task, baseline)], grouped.loc[(task, variant)]
                 delta = float(v["mean"] - b["mean"])
+                low, high = difference_ci(rewards[(task, baseline)], rewards[(task, variant)])
                 records.append(
                     {
                         "task": task,
@@ -208,6 +274,8 @@ def _paired(rows: pd.DataFrame, baseline: str, variants: list[str]) -> pd.DataFr
                         "baseline_reward": float(b["mean"]),
                         "variant_reward": float(v["mean"]),
                         "delta": delta,
+                        "ci_low": low,
+                        "ci_high": high,
                         "outcome": "win" if delta > 0 else "loss" if delta < 0 else "tie",
                     }
                 )
@@ -319,14 +387,17 @@ def _num(value: float, spec: str = ".3f") -> str:
 
 def render_markdown(report: Report) -> str:
     out = [
-        f"# Report: {report.run_id}",
+        f"# {report.title}",
+        "",
+        sections.status_line(report.category, report.promotions),
         "",
         "Rebuilt from accepted rows only: per (cohort, arm, task, repetition) the earliest started "
         "valid attempt, never the best one. Strict denominator: every planned cell (a cell "
         "without a valid row counts as a failure); headline denominator: cells with a valid row. "
         "Solved means reward >= 1. "
         f"{len(report.rows)} of {report.cells_planned} planned cells have "
-        f"a valid row; {len(report.attempts)} attempts in all.",
+        f"a valid row; {len(report.attempts)} attempts in all"
+        + (f"; {len(report.exclusions)} cells excluded." if len(report.exclusions) else "."),
         "",
         "## Epochs",
         "",
@@ -343,14 +414,15 @@ def render_markdown(report: Report) -> str:
         "## Arms",
         "",
         "| arm | cells (strict) | valid rows (headline) | missing | solved | mean reward | "
-        "strict rate | headline rate | invalid attempts | cost (USD) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "strict rate | headline rate | invalid attempts | cost estimated (USD) | "
+        "cost settled (USD) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.arms.itertuples():
         out.append(
             f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.missing} | {r.solved} | "
             f"{_num(r.mean_reward)} | {_num(r.strict_rate)} | {_num(r.headline_rate)} | "
-            f"{r.invalid_attempts} | {r.cost_usd:.3f} |"
+            f"{r.invalid_attempts} | {r.cost_usd:.3f} | {_num(r.settled_usd)} |"
         )
     if len(report.deltas):
         out += [
@@ -406,16 +478,30 @@ def render_markdown(report: Report) -> str:
             )
     else:
         out.append("none")
+    out += sections.markdown_sections(report.exclusions, report.settlement, report.executions,
+                                      report.roles)
     return "\n".join(out) + "\n"
 
 
 def write_report(run_root: Path, roots: list[Path] | None = None) -> Report:
+    report = build_report(run_root, roots)
+    write_files(report, run_root)
+    return report
+
+
+def write_lineage_report(paths: list[Path], out_dir: Path) -> Report:
+    """The lineage report of the named run roots into ``out_dir`` (bad input writes nothing)."""
+    report = build_lineage_report(paths)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_files(report, out_dir)
+    return report
+
+
+def write_files(report: Report, out_dir: Path) -> None:
     from ray_bench.reports.html import render_html
 
-    report = build_report(run_root, roots)
-    files = report.files(run_root)
+    files = report.files(out_dir)
     files["md"].write_text(render_markdown(report))
     report.rows.to_csv(files["csv"], index=False)
     report.rows.to_parquet(files["parquet"], index=False)
     files["html"].write_text(render_html(report))
-    return report

@@ -1,262 +1,194 @@
-"""``report.html``: one self-contained page (no script, no network) with inline SVG plots:
-pace over time from accepted rows' finish times, reward by arm, paired deltas and failure
-classes. Plots are drawn here rather than with a plotting library: four simple charts do not
-justify a heavy dependency, and the page must render offline."""
+"""``report.html``: one self-contained page (no script, no network) a researcher can send on.
+
+The order is the reader's: the title says staging or official; the headline paired result
+comes first (mean paired delta with its interval, wins/losses/ties); then a per-task plot of
+the paired deltas with task names and intervals; then the arms, the decisions (exclusions,
+settlement), the conditions (epochs, executions, model roles), and the failures. Tables have
+human headers; plots are inline SVG drawn here (a few simple charts do not justify a plotting
+dependency, and the page must render offline). The charts live in
+:mod:`ray_bench.reports.plots`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from html import escape
+from typing import Any
 
 import pandas as pd
 
-from ray_bench.reports.build import Report, render_markdown
+from ray_bench.reports import sections
+from ray_bench.reports.build import Report
+from ray_bench.reports.plots import delta_plot, failure_plot, pace_plot, reward_plot
+from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE
 
-WIDTH, HEIGHT, PAD = 640, 260, 44
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+__all__ = ["delta_plot", "failure_plot", "pace_plot", "render_html", "reward_plot"]
 
-
-def _frame(plot_id: str, title: str, body: list[str]) -> str:
-    return (
-        f'<figure><svg id="{plot_id}" class="plot" xmlns="http://www.w3.org/2000/svg" '
-        f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
-        f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>'
-        + "".join(body)
-        + f"</svg><figcaption>{escape(title)}</figcaption></figure>"
-    )
-
-
-def _axes(y_max: float, y_label: str, x_label: str) -> list[str]:
-    x0, y0, x1, y1 = PAD, HEIGHT - PAD, WIDTH - 12, 16
-    out = [
-        f'<line class="axis" x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333"/>',
-        f'<line class="axis" x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#333"/>',
-        f'<text x="{(x0 + x1) / 2}" y="{HEIGHT - 8}" font-size="11" text-anchor="middle">'
-        f"{escape(x_label)}</text>",
-        f'<text x="12" y="{(y0 + y1) / 2}" font-size="11" text-anchor="middle" '
-        f'transform="rotate(-90 12 {(y0 + y1) / 2})">{escape(y_label)}</text>',
-    ]
-    for i in range(5):
-        value = y_max * i / 4
-        y = y0 - (y0 - y1) * i / 4
-        out.append(
-            f'<text x="{x0 - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
-            f"{value:.3g}</text>"
-        )
-    return out
+_STYLE = """body{font-family:system-ui,-apple-system,sans-serif;margin:24px auto;max-width:1040px;
+color:#1d1d1f;padding:0 16px;line-height:1.45}
+h1{font-size:26px;margin-bottom:4px}h2{font-size:19px;margin-top:30px;border-bottom:1px solid #ddd;
+padding-bottom:4px}.badge{display:inline-block;font-size:13px;padding:2px 8px;border-radius:10px;
+vertical-align:middle;margin-left:8px;color:#fff}.staging{background:#b26b00}.official{background:#1a7f37}
+.status{color:#444}.headline{display:flex;flex-wrap:wrap;gap:14px;margin:14px 0}
+.card{border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;min-width:260px}
+.card .big{font-size:28px;font-weight:600}.card .sub{color:#555;font-size:13px}
+.pos{color:#1a7f37}.neg{color:#c62828}
+figure{margin:10px 0;border:1px solid #e3e3e3;padding:6px;display:inline-block;max-width:100%}
+figcaption{font-size:12px;color:#555}svg{max-width:100%;height:auto}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+th{background:#f4f6f8;text-align:left}td,th{border:1px solid #d0d7de;padding:4px 8px;vertical-align:top}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.note{color:#555;font-size:13px}
+code{font-size:12px}"""
 
 
-def _empty(plot_id: str, title: str, what: str) -> str:
-    return _frame(
-        plot_id,
-        title,
-        [
-            f'<text class="empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" '
-            f'text-anchor="middle" font-size="13">{escape(what)}</text>'
-        ],
-    )
+def _cell(value: Any, fmt: Callable[[Any], str] | None) -> tuple[str, bool]:
+    if fmt is not None:
+        return fmt(value), isinstance(value, int | float)
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-", True
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), False
+    if isinstance(value, float):
+        return f"{value:.3f}", True
+    return str(value), isinstance(value, int)
 
 
-def pace_plot(report: Report) -> str:
-    """Cumulative accepted rows by finish time, one line per arm."""
-    title = "Pace: accepted rows over time (finish times of valid rows)"
-    rows = report.rows.dropna(subset=["finished_at"])
-    if not len(rows):
-        return _empty("plot-pace", title, "no valid rows yet")
-    start = float(report.attempts.started_at.min())
-    end = max(float(rows.finished_at.max()), start + 1e-9)
-    span = end - start
-    per_arm = {
-        arm: sorted(float(t) for t in group.finished_at) for arm, group in rows.groupby("arm")
-    }
-    y_max = max(len(v) for v in per_arm.values())
-    x0, y0, x1, y1 = PAD, HEIGHT - PAD, WIDTH - 12, 16
-    body = _axes(
-        y_max, "accepted rows", f"minutes since the first start ({span / 60:.1f} min in all)"
-    )
-    for index, (arm, times) in enumerate(sorted(per_arm.items())):
-        color = COLORS[index % len(COLORS)]
-        points: list[tuple[float, float]] = [(x0, y0)]
-        for count, t in enumerate(times, 1):
-            x = x0 + (x1 - x0) * (t - start) / span
-            y = y0 - (y0 - y1) * count / y_max
-            points += [(x, points[-1][1]), (x, y)]
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-        body.append(
-            f'<polyline class="series" data-arm="{escape(arm)}" fill="none" stroke="{color}" '
-            f'stroke-width="2" points="{path}"/>'
-        )
-        body.append(
-            f'<text x="{x0 + 8}" y="{y1 + 14 * (index + 1)}" font-size="11" fill="{color}">'
-            f"{escape(arm)}: {len(times)} rows</text>"
-        )
-    return _frame("plot-pace", title, body)
+def table(frame: pd.DataFrame, table_id: str, headers: dict[str, str],
+          formats: Mapping[str, Callable[[Any], str]] | None = None) -> str:
+    """A table with human headers, only the columns named, numbers right-aligned."""
+    formats = formats or {}
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers.values())
+    body = []
+    for record in frame.to_dict("records"):
+        cells = []
+        for key in headers:
+            text, numeric = _cell(record.get(key), formats.get(key))
+            cells.append(f'<td{" class=num" if numeric else ""}>{escape(text)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<div class="scroll"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def reward_plot(report: Report) -> str:
-    """Mean reward over accepted rows per arm, with the strict and headline solve rates."""
-    title = "Reward by arm (bar: mean reward of valid rows; ticks: strict / headline solve rate)"
-    arms = report.arms
-    if not len(arms):
-        return _empty("plot-reward", title, "no arms")
-    x0, y0, x1, y1 = PAD, HEIGHT - PAD, WIDTH - 12, 16
-    body = _axes(1.0, "reward / rate", "arm")
-    slot = (x1 - x0) / len(arms)
-    for index, a in enumerate(arms.itertuples()):
-        color = COLORS[index % len(COLORS)]
-        left = x0 + slot * index + slot * 0.2
-        width = slot * 0.6
-        mean = 0.0 if pd.isna(a.mean_reward) else float(a.mean_reward)
-        height = (y0 - y1) * mean
-        body.append(
-            f'<rect class="bar" data-arm="{escape(str(a.arm))}" '
-            f'x="{left:.1f}" y="{y0 - height:.1f}" '
-            f'width="{width:.1f}" height="{max(height, 0.5):.1f}" fill="{color}"/>'
-        )
-        for rate, dash in ((a.strict_rate, "4 2"), (a.headline_rate, "")):
-            if not pd.isna(rate):
-                y = y0 - (y0 - y1) * float(rate)
-                body.append(
-                    f'<line class="rate" x1="{left - 4:.1f}" x2="{left + width + 4:.1f}" '
-                    f'y1="{y:.1f}" '
-                    f'y2="{y:.1f}" stroke="#000" stroke-dasharray="{dash}"/>'
-                )
-        body.append(
-            f'<text x="{left + width / 2:.1f}" y="{y0 + 14}" font-size="11" text-anchor="middle">'
-            f"{escape(str(a.arm))} ({a.valid_rows}/{a.cells})</text>"
-        )
-        body.append(
-            f'<text x="{left + width / 2:.1f}" y="{y0 - height - 4:.1f}" font-size="10" '
-            f'text-anchor="middle">{mean:.2f}</text>'
-        )
-    return _frame("plot-reward", title, body)
+def _signed(v: Any) -> str:
+    return "-" if v is None or pd.isna(v) else f"{float(v):+.3f}"
 
 
-def delta_plot(report: Report) -> str:
-    """Per task paired deltas (dots) and the mean with its bootstrap interval, per variant."""
-    title = (
-        f"Paired deltas per task (variant - {report.baseline}); bar: mean and bootstrap interval"
-    )
-    if not len(report.paired):
-        return _empty("plot-deltas", title, "no task with rows in both arms")
-    x0, y0, x1, y1 = PAD, HEIGHT - PAD, WIDTH - 12, 16
-    lim = max(1e-9, float(report.paired.delta.abs().max()))
-
-    def y_of(v: float) -> float:
-        return (y0 + y1) / 2 - (y0 - y1) / 2 * v / lim
-
-    body = [
-        f'<line class="axis" x1="{x0}" y1="{y_of(0):.1f}" x2="{x1}" y2="{y_of(0):.1f}" '
-        'stroke="#999"/>',
-        f'<line class="axis" x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#333"/>',
-        f'<text x="{x0 - 4}" y="{y1 + 4}" font-size="10" text-anchor="end">+{lim:.2g}</text>',
-        f'<text x="{x0 - 4}" y="{y0 + 4}" font-size="10" text-anchor="end">-{lim:.2g}</text>',
-    ]
-    variants = list(report.deltas.variant)
-    slot = (x1 - x0) / max(1, len(variants))
-    for index, d in enumerate(report.deltas.itertuples()):
-        center = x0 + slot * (index + 0.5)
-        mine = report.paired[report.paired.variant == d.variant].reset_index(drop=True)
-        for j, p in enumerate(mine.itertuples()):
-            x = center - slot * 0.3 + slot * 0.6 * (j + 0.5) / max(1, len(mine))
-            body.append(
-                f'<circle class="task-delta" cx="{x:.1f}" cy="{y_of(float(p.delta)):.1f}" r="3" '
-                f'fill="{COLORS[index % len(COLORS)]}"><title>{escape(str(p.task))}: '
-                f"{p.delta:+.2f}</title></circle>"
-            )
-        if not pd.isna(d.ci_low):
-            body.append(
-                f'<line class="ci" x1="{center:.1f}" x2="{center:.1f}" y1="{y_of(d.ci_low):.1f}" '
-                f'y2="{y_of(d.ci_high):.1f}" stroke="#000" stroke-width="3"/>'
-            )
-            body.append(
-                f'<rect class="mean" x="{center - 8:.1f}" y="{y_of(d.mean_delta) - 2:.1f}" '
-                f'width="16" '
-                f'height="4" fill="#000"/>'
-            )
-        body.append(
-            f'<text x="{center:.1f}" y="{y0 + 14}" font-size="11" text-anchor="middle">'
-            f"{escape(str(d.variant))}: {d.wins}W {d.losses}L {d.ties}T</text>"
-        )
-    return _frame("plot-deltas", title, body)
+def _pct(v: Any) -> str:
+    return "-" if v is None or pd.isna(v) else f"{float(v):.1%}"
 
 
-def failure_plot(report: Report) -> str:
-    title = "Failure classes (failed attempts)"
-    failures = report.failures
-    if not len(failures):
-        return _empty("plot-failures", title, "no failed attempts")
-    x0, x1, top = 110, WIDTH - 120, 16
-    most = int(failures.attempts.max())
-    row_h = min(28.0, (HEIGHT - PAD - top) / len(failures))
-    body: list[str] = []
-    for index, f in enumerate(failures.itertuples()):
-        y = top + row_h * index
-        width = (x1 - x0) * int(f.attempts) / most
-        body.append(
-            f'<text x="{x0 - 6}" y="{y + row_h * 0.65:.1f}" font-size="11" text-anchor="end">'
-            f"{escape(str(f.failure_class))}</text>"
-        )
-        body.append(
-            f'<rect class="bar" data-class="{escape(str(f.failure_class))}" '
-            f'x="{x0}" y="{y + 2:.1f}" '
-            f'width="{max(width, 1):.1f}" height="{row_h - 4:.1f}" fill="#d62728"/>'
-        )
-        body.append(
-            f'<text x="{x0 + width + 4:.1f}" y="{y + row_h * 0.65:.1f}" font-size="11">'
-            f"{f.attempts} ({f.cells} cells)</text>"
-        )
-    return _frame("plot-failures", title, body)
+def _usd(v: Any) -> str:
+    return "-" if v is None or pd.isna(v) else f"${float(v):.4f}"
 
 
-_STYLE = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1000px;color:#222}
-figure{display:inline-block;margin:8px;border:1px solid #ddd;padding:6px}
-figcaption{font-size:12px;color:#555}table{border-collapse:collapse;margin:8px 0}
-td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}
-pre{white-space:pre-wrap;font-size:12px}"""
+def _headline(report: Report) -> str:
+    cards = []
+    for d in report.deltas.itertuples():
+        cls = "pos" if d.mean_delta > 0 else "neg" if d.mean_delta < 0 else ""
+        interval = ("-" if pd.isna(d.ci_low) else f"{d.ci_low:+.3f} to {d.ci_high:+.3f}")
+        cards.append(
+            f'<div class="card headline-delta"><div class="sub">{escape(str(d.variant))} minus '
+            f"{escape(report.baseline)}: mean paired delta in reward</div>"
+            f'<div class="big {cls}">{_signed(d.mean_delta)}</div>'
+            f'<div class="sub">{CONFIDENCE:.0%} interval {interval} over {d.tasks} tasks; '
+            f"{d.wins} better, {d.losses} worse, {d.ties} tied</div></div>")
+    for a in report.arms.itertuples():
+        cards.append(
+            f'<div class="card"><div class="sub">{escape(str(a.arm))}: solved (strict / headline)'
+            f'</div><div class="big">{_pct(a.strict_rate)} / {_pct(a.headline_rate)}</div>'
+            f'<div class="sub">{a.solved} solved of {a.cells} planned cells, {a.valid_rows} with '
+            f"a valid row; mean reward {_cell(a.mean_reward, None)[0]}</div></div>")
+    return '<div class="headline">' + "".join(cards) + "</div>"
 
 
-def _table(frame: pd.DataFrame, table_id: str) -> str:
-    return str(
-        frame.to_html(
-            index=False,
-            table_id=table_id,
-            na_rep="-",
-            float_format=lambda v: f"{v:.3f}",
-            escape=True,
-            border=0,
-        )
-    )
+ARM_HEADERS = {"arm": "Arm", "cells": "Planned cells (strict)", "valid_rows": "Valid rows (headline)",
+               "missing": "Missing", "solved": "Solved", "mean_reward": "Mean reward",
+               "strict_rate": "Strict solve rate", "headline_rate": "Headline solve rate",
+               "invalid_attempts": "Invalid attempts", "attempts": "Attempts",
+               "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled"}
+PAIRED_HEADERS = {"task": "Task", "variant": "Variant", "baseline_rows": "Baseline rows",
+                  "variant_rows": "Variant rows", "baseline_reward": "Baseline reward",
+                  "variant_reward": "Variant reward", "delta": "Delta", "ci_low": "Interval low",
+                  "ci_high": "Interval high", "outcome": "Outcome"}
+EPOCH_HEADERS = {"epoch": "Plan identity", "run_id": "Run", "suite": "Suite", "in_cohort": "In cohort",
+                 "cells_planned": "Cells planned", "attempts": "Attempts",
+                 "valid_attempts": "Valid attempts", "accepted_rows": "Accepted rows",
+                 "first_start": "First start (UTC)", "last_finish": "Last finish (UTC)"}
+USAGE_HEADERS = {"account": "Account", "arm": "Arm", "attempts": "Attempts",
+                 "input_tokens": "Input tokens", "output_tokens": "Output tokens",
+                 "cost_usd": "Cost, estimated"}
+FAILURE_HEADERS = {"failure_class": "Class", "attempts": "Attempts", "cells": "Cells",
+                   "top_fingerprints": "Top fingerprints"}
+FINGERPRINT_HEADERS = {"failure_class": "Class", "fingerprint": "Fingerprint", "attempts": "Attempts",
+                       "cells": "Cells", "message": "Last message"}
+
+
+def _epochs(report: Report) -> pd.DataFrame:
+    frame = report.epochs.copy()
+    if len(frame):
+        frame["epoch"] = [str(e)[:19] + "..." for e in frame.epoch]
+        frame["first_start"] = [sections.stamp(t) for t in frame.first_start]
+        frame["last_finish"] = [sections.stamp(t) for t in frame.last_finish]
+    return frame
+
+
+def _plain(markdown: str) -> str:
+    return markdown.replace("**", "").replace("`", "")
+
+
+def _or_none(frame: pd.DataFrame, html: str, none: str) -> str:
+    return html if len(frame) else f'<p class="note">{escape(none)}</p>'
 
 
 def render_html(report: Report) -> str:
-    sections = [
-        f"<h1>Report: {escape(report.run_id)}</h1>",
-        f"<p>{len(report.rows)} of {report.cells_planned} planned cells have a valid row; "
-        f"{len(report.attempts)} attempts in all. Rebuilt from accepted rows only.</p>",
-        '<div class="plots">',
-        pace_plot(report),
-        reward_plot(report),
+    money = {"cost_usd": _usd, "settled_usd": _usd, "estimated_usd": _usd}
+    fingerprints = report.fingerprints.copy()
+    if len(fingerprints):
+        fingerprints["message"] = [str(m)[:160] for m in fingerprints.message]
+    parts = [
+        f'<h1>{escape(report.title.rsplit(" (", 1)[0])}'
+        f'<span class="badge {report.category}">{report.category}</span></h1>',
+        f'<p class="status">{escape(_plain(sections.status_line(report.category, report.promotions)))}</p>',
+        f'<p class="note">{len(report.rows)} of {report.cells_planned} planned cells have an accepted '
+        f"valid row; {len(report.attempts)} attempts in all; {len(report.exclusions)} cells excluded. "
+        "Rows are the earliest valid attempt per cell, never the best; strict rates count every "
+        "planned cell, headline rates only cells with a valid row. Runs: "
+        f"{escape(', '.join(report.runs))}.</p>",
+        "<h2>Headline</h2>",
+        _headline(report),
         delta_plot(report),
-        failure_plot(report),
-        "</div>",
-        "<h2>Epochs</h2>",
-        _table(report.epochs, "epochs"),
+        f'<p class="note">Per task: the variant\'s mean reward minus the baseline\'s over accepted '
+        f"rows, with a {CONFIDENCE:.0%} bootstrap interval over repetitions ({BOOTSTRAP_RESAMPLES} "
+        "resamples, fixed seed); a dot without whiskers had one repetition per arm.</p>",
         "<h2>Arms</h2>",
-        _table(report.arms, "arms"),
-        "<h2>Paired deltas</h2>",
-        _table(report.deltas, "deltas"),
-        _table(report.paired, "paired"),
+        table(report.arms, "arms", ARM_HEADERS, money),
+        reward_plot(report),
+        "<h2>Per task</h2>",
+        table(report.paired, "paired", PAIRED_HEADERS,
+              {"delta": _signed, "ci_low": _signed, "ci_high": _signed}),
+        "<h2>Exclusions</h2>",
+        _or_none(report.exclusions, table(report.exclusions, "exclusions", sections.EXCLUSION_HEADERS),
+                 "None: every planned cell counts."),
+        "<h2>Settlement</h2>",
+        _or_none(report.settlement, table(report.settlement, "settlement", sections.SETTLEMENT_HEADERS,
+                                          money),
+                 "None recorded: costs are the agents' own estimates."),
+        "<h2>Model roles</h2>",
+        table(report.roles, "roles", sections.ROLE_HEADERS),
+        "<h2>Epochs and executions</h2>",
+        table(_epochs(report), "epochs", EPOCH_HEADERS),
+        _or_none(report.executions, table(report.executions, "executions", sections.EXECUTION_HEADERS),
+                 "Not executed yet."),
+        pace_plot(report),
         "<h2>Usage and cost</h2>",
-        _table(report.usage, "usage"),
-        "<h2>Failure classes</h2>",
-        _table(report.failures, "failures"),
-        _table(report.fingerprints, "fingerprints"),
-        "<h2>Markdown</h2>",
-        f"<pre>{escape(render_markdown(report))}</pre>",
+        table(report.usage, "usage", USAGE_HEADERS, money),
+        "<h2>Failures</h2>",
+        failure_plot(report),
+        _or_none(report.failures, table(report.failures, "failures", FAILURE_HEADERS), "No failed attempt."),
+        _or_none(fingerprints, table(fingerprints, "fingerprints", FINGERPRINT_HEADERS), ""),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>ray-bench report {escape(report.run_id)}</title><style>{_STYLE}</style></head>"
-        "<body>" + "\n".join(sections) + "</body></html>\n"
+        f"<title>{escape(report.title)}</title><style>{_STYLE}</style></head>"
+        "<body>" + "\n".join(parts) + "</body></html>\n"
     )

@@ -54,3 +54,29 @@ def paired_summary(deltas: Sequence[float], *, seed: int = BOOTSTRAP_SEED) -> Pa
     low, high = bootstrap_ci(values, seed=seed)
     mean = float(np.mean(values)) if values else float("nan")
     return PairedSummary(len(values), mean, wins, losses, len(values) - wins - losses, low, high)
+
+
+def difference_ci(
+    baseline: Sequence[float],
+    variant: Sequence[float],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:
+    """Percentile bootstrap of mean(variant) - mean(baseline) for one task, resampling each
+    arm's repetitions independently. One repetition per arm gives the point itself: the
+    interval then says nothing, and the report shows it as a point."""
+    b = np.asarray(baseline, dtype=float)
+    v = np.asarray(variant, dtype=float)
+    if b.size == 0 or v.size == 0:
+        return float("nan"), float("nan")
+    point = float(v.mean() - b.mean())
+    if b.size == 1 and v.size == 1:
+        return point, point
+    rng = np.random.default_rng(seed)
+    diffs = (v[rng.integers(0, v.size, size=(resamples, v.size))].mean(axis=1)
+             - b[rng.integers(0, b.size, size=(resamples, b.size))].mean(axis=1))
+    alpha = (1.0 - confidence) / 2.0
+    low, high = (float(q) for q in np.quantile(diffs, [alpha, 1.0 - alpha]))
+    return min(low, point), max(high, point)

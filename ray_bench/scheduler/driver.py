@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
-from ray_bench.evidence.circuit import RecoveryCircuit
+from ray_bench.evidence.circuit import RecoveryCircuit, open_scopes_from
 from ray_bench.evidence.classify import classify
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
@@ -135,7 +135,7 @@ class Driver:
             state = RunState(self.plan, history)
             ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
                                          "deadline": self.options.deadline,
-                                         "counts": state.counts()})
+                                         "counts": state.counts(), "options": self._shaping_options()})
             self.observer.run_started(self.plan, state, stale)
             stopped, detail = self._execute(ledger, state)
             residue = self._final_audit(ledger)
@@ -411,12 +411,17 @@ class Driver:
                                       started_at=row.started_at, stale=True, sandboxes_removed=removed))
         return len(open_rows)
 
+    def _shaping_options(self) -> dict[str, Any]:
+        """The execute options that shape a run's concurrency, recorded with each execution so
+        that a report over a lineage can show them (a lineage must not change them silently)."""
+        return {"parallel": self.options.parallel, "runners_per_node": self.options.runners_per_node,
+                "address": self.options.address or "local",
+                "backend_pools": {name: b.max_sandboxes for name, b in sorted(self.plan.backends.items())},
+                "plan_parallel_cap": self.plan.capacity.parallel_cap,
+                "effective_concurrency": self.plan.capacity.effective}
+
     def _replay_circuit(self, ledger: Ledger, history: list[AttemptRow]) -> None:
-        reopened = {e.seq for e in ledger.events("hypothesis")}
-        last_hypothesis = max(reopened) if reopened else 0
-        opened = [e for e in ledger.events("circuit_open") if e.seq > last_hypothesis]
-        for event in opened:
-            self.circuit.open_scopes[event.data["scope"]] = event.data["fingerprint"]
+        self.circuit.open_scopes.update(open_scopes_from(ledger.events()))
 
     def _final_audit(self, ledger: Ledger) -> int:
         """Remove whatever the run left, then look again: what remains is residue."""

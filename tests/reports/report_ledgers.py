@@ -49,7 +49,9 @@ class Writer:
             preflight=False,
             now=t,
         )
-        usage = {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01}
+        # request ids as an agent adapter records them (settlement matches on them)
+        usage = {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01,
+                 "request_ids": [f"req_{row.attempt_id}"]}
         if stale:
             self.ledger.finish_attempt(
                 row.attempt_id,

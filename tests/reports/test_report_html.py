@@ -1,5 +1,8 @@
-"""report.html in a real headless browser (Debian's ``chromium``): the page is self-contained
-and its plots render with real geometry. Under CI=true a missing chromium fails the test."""
+"""report.html in a real headless browser (Debian's ``chromium``): the page is self-contained,
+reads top-down (staging/official title, headline paired result, per-task plot with names and
+intervals, human headers, decisions and conditions), and its plots render with real geometry.
+Under CI=true a missing chromium fails the test. The screenshot is kept under
+``test-artifacts/`` (or $RAY_BENCH_TEST_ARTIFACTS) for a human to look at."""
 
 from __future__ import annotations
 
@@ -13,7 +16,13 @@ from pathlib import Path
 import pytest
 from report_ledgers import first_run
 
+from ray_bench.evidence.decisions import record_exclusion
+from ray_bench.evidence.rows import load_epoch
+from ray_bench.evidence.settle import settle_run
 from ray_bench.reports.build import write_report
+
+ARTIFACTS = Path(os.environ.get("RAY_BENCH_TEST_ARTIFACTS")
+                 or Path(__file__).resolve().parents[2] / "test-artifacts")
 
 #: Appended to a copy of the page (never to the report itself): measures every plot and its
 #: marks after layout and writes the numbers into the DOM for --dump-dom.
@@ -21,11 +30,17 @@ _MEASURE = """<script>
 const out = {};
 for (const svg of document.querySelectorAll("svg.plot")) {
   const box = svg.getBoundingClientRect();
-  const sel = "polyline.series, rect.bar, circle.task-delta, line.ci";
+  const sel = "polyline.series, rect.bar, circle.task-delta, circle.mean-delta, line.ci";
   const marks = [...svg.querySelectorAll(sel)];
   const drawn = marks.filter(m => { const b = m.getBBox(); return b.width > 0 || b.height > 0; });
-  out[svg.id] = {width: box.width, height: box.height, marks: marks.length, drawn: drawn.length};
+  const labels = [...svg.querySelectorAll("text")].map(t => t.textContent);
+  out[svg.id] = {width: box.width, height: box.height, marks: marks.length, drawn: drawn.length,
+                 labels: labels};
 }
+out.pageWidth = document.documentElement.scrollWidth;
+out.viewWidth = window.innerWidth;
+out.headings = [...document.querySelectorAll("h1, h2")].map(h => h.textContent);
+out.headers = [...document.querySelectorAll("#arms th")].map(h => h.textContent);
 const pre = document.createElement("pre");
 pre.id = "measure";
 pre.textContent = JSON.stringify(out);
@@ -64,25 +79,41 @@ def _run(browser: str, profile: Path, *args: str) -> str:
 def test_report_html_renders_its_plots_offline(tmp_path: Path) -> None:
     browser = _chromium()
     root = first_run(tmp_path)
+    record_exclusion(root, "count-words/mcp/1", "task broken for this arm", by="ana")
+    export = tmp_path / "usage.csv"  # the provider billed the first ten requests so far
+    export.write_text("request_id,cost_usd\n" + "".join(f"req_{a.attempt_id},0.012\n" for a in
+                                                       load_epoch(root).attempts[:10]))
+    settle_run(root, export, by="fin")
     write_report(root)
     page = (root / "report.html").read_text()
     # self-contained: nothing to fetch (the SVG namespace is a name, not a request)
     assert re.findall(r"""(?:src|href)\s*=|@import|url\(""", page) == []
     assert "<script" not in page
+    # no raw dataframe dump and no markdown pasted at the bottom
+    assert "mean_reward" not in page and "True" not in page and "| ---" not in page
 
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace("</body>", _MEASURE + "</body>"))
-    dom = _run(browser, tmp_path / "profile-dom", "--dump-dom", probe.as_uri())
+    dom = _run(browser, tmp_path / "profile-dom", "--window-size=1100,1400", "--dump-dom", probe.as_uri())
     found = re.search(r'<pre id="measure">(.*?)</pre>', dom, re.S)
     assert found, dom[-2000:]
-    plots = json.loads(found.group(1).replace("&quot;", '"'))
+    measured = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    headings = measured.pop("headings")
+    assert headings[0] == "Report: r1staging" and headings[1] == "Headline"
+    assert {"Exclusions", "Settlement", "Model roles", "Epochs and executions"} <= set(headings)
+    assert measured.pop("headers")[:3] == ["Arm", "Planned cells (strict)", "Valid rows (headline)"]
+    assert measured.pop("pageWidth") <= measured.pop("viewWidth")  # nothing wider than the page
+    plots = measured
     assert set(plots) == {"plot-pace", "plot-reward", "plot-deltas", "plot-failures"}
     for name, box in plots.items():
-        assert box["width"] > 300 and box["height"] > 200, name
+        assert box["width"] > 300 and box["height"] > 150, name
         assert box["marks"] > 0 and box["drawn"] == box["marks"], (name, box)
     assert plots["plot-pace"]["marks"] == 2  # one line per arm
     assert plots["plot-reward"]["marks"] == 2  # one bar per arm
-    assert plots["plot-deltas"]["marks"] == 3 + 1  # three tasks with both arms, one interval
+    # three tasks with rows in both arms: a dot each, an interval for hello-world (two
+    # repetitions with different rewards), and the mean over tasks with its interval
+    assert plots["plot-deltas"]["marks"] == 3 + 1 + 1 + 1
+    assert {"hello-world", "sum-list", "fizzbuzz", "mean over tasks"} <= set(plots["plot-deltas"]["labels"])
     assert plots["plot-failures"]["marks"] == 3  # tool, evaluator, executor
 
     shot = tmp_path / "report.png"
@@ -90,11 +121,11 @@ def test_report_html_renders_its_plots_offline(tmp_path: Path) -> None:
         browser,
         tmp_path / "profile-shot",
         f"--screenshot={shot}",
-        "--window-size=1100,1400",
+        "--window-size=1100,2600",
         (root / "report.html").as_uri(),
     )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
-    keep = os.environ.get("RAY_BENCH_KEEP_SCREENSHOT")
-    if keep:
-        shutil.copy(shot, keep)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / "report-html.png")
+    shutil.copy(root / "report.html", ARTIFACTS / "report.html")

@@ -20,4 +20,7 @@ else
 fi
 in_tokens=$(( $(printf '%s' "$instruction" | wc -c) / 4 + 900 ))
 out_tokens=$(( 200 + roll * 7 ))
-printf '{"input_tokens": %d, "output_tokens": %d, "cost_usd": 0.0%02d}\n' "$in_tokens" "$out_tokens" $((roll % 50 + 10)) > "$logs/usage.json"
+# One request id per attempt, as a provider would return it (settlement matches on it).
+request="req_$(printf '%s' "${RAY_BENCH_SEED:-0}" | md5sum | cut -c1-24)"
+printf '{"input_tokens": %d, "output_tokens": %d, "cost_usd": 0.0%02d, "request_ids": ["%s"]}\n' \
+  "$in_tokens" "$out_tokens" $((roll % 50 + 10)) "$request" > "$logs/usage.json"

@@ -1,0 +1,160 @@
+"""Operator decisions, recorded in a run's ledger with who, when and why.
+
+Decisions are ledger events (append-only, like everything in the ledger), written by the
+operator's command rather than by the driver:
+
+- ``exclusion`` / ``inclusion``: ``ray-bench exclude runs/ID --cell C --reason TEXT`` takes a
+  planned cell out of both denominators (its attempts stay in the ledger, nothing is deleted);
+  ``include`` undoes it, with its own reason. A cell's state is the last of these events.
+- ``promotion``: ``ray-bench promote`` (see :mod:`ray_bench.evidence.promote`) makes a run
+  *official*. Once recorded it is never undone: an official run cannot be executed, rerun or
+  have its exclusions changed again.
+
+Who is ``--by`` or the operating-system user; when is the event's time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray_bench.errors import UserInputError
+from ray_bench.ledger.store import LEDGER_FILE, Event, Ledger
+from ray_bench.models.plan import Plan, PlanCell
+from ray_bench.plan.store import PLAN_FILE, load_plan_file
+
+EXCLUSION = "exclusion"
+INCLUSION = "inclusion"
+PROMOTION = "promotion"
+#: A cell id prefix this long is unambiguous in practice and still short enough to type.
+MIN_PREFIX = 8
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    run_id: str
+    cell_id: str
+    task: str
+    arm: str
+    rep: int
+    reason: str
+    by: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Promotion:
+    run_id: str
+    by: str
+    at: float
+    reason: str
+    family: tuple[str, ...]
+    gates: tuple[tuple[str, bool, str], ...]
+
+
+def operator(by: str | None = None) -> str:
+    """Who made a decision: ``--by``, else the operating-system user."""
+    if by and by.strip():
+        return by.strip()
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER") or "unknown"
+
+
+def exclusions_of(run_id: str, events: Iterable[Event]) -> dict[str, Exclusion]:
+    """cell id -> its exclusion, replaying exclusion and inclusion events in ledger order."""
+    out: dict[str, Exclusion] = {}
+    for e in events:
+        if e.kind == EXCLUSION and e.cell_id:
+            d = e.data
+            out[e.cell_id] = Exclusion(run_id, e.cell_id, str(d.get("task", "")), str(d.get("arm", "")),
+                                       int(d.get("rep", 0)), str(d.get("reason", "")),
+                                       str(d.get("by", "")), e.ts)
+        elif e.kind == INCLUSION and e.cell_id:
+            out.pop(e.cell_id, None)
+    return out
+
+
+def promotion_of(run_id: str, events: Iterable[Event]) -> Promotion | None:
+    for e in events:
+        if e.kind == PROMOTION:
+            d = e.data
+            gates = tuple((str(g[0]), bool(g[1]), str(g[2])) for g in d.get("gates", []))
+            return Promotion(run_id, str(d.get("by", "")), e.ts, str(d.get("reason", "")),
+                             tuple(d.get("family", [])), gates)
+    return None
+
+
+def read_events(run_root: Path) -> list[Event]:
+    if not (run_root / LEDGER_FILE).is_file():
+        return []
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        return ledger.events()
+    finally:
+        ledger.close()
+
+
+def refuse_official(run_root: Path, action: str) -> None:
+    """Bad input: ``action`` on a promoted run. Nothing is written."""
+    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    promotion = promotion_of(plan.run_id, read_events(run_root))
+    if promotion is not None:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(promotion.at))
+        raise UserInputError(
+            f"run {plan.run_id} is official (promoted by {promotion.by} at {when} UTC); "
+            f"it cannot be {action}",
+            where=str(run_root), fix="plan a new run (official evidence is immutable)")
+
+
+def resolve_cell(plan: Plan, text: str) -> PlanCell:
+    """A planned cell named by its id, an unambiguous id prefix, or ``task/arm/rep``."""
+    wanted = text.strip()
+    for cell in plan.cells:
+        if wanted in (cell.id, f"{cell.task}/{cell.arm}/{cell.rep}"):
+            return cell
+    matches = [c for c in plan.cells if len(wanted) >= MIN_PREFIX and c.id.startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    raise UserInputError(
+        f"cell {wanted!r} is not in the plan of run {plan.run_id}"
+        + (f" ({len(matches)} cells start with it)" if matches else ""),
+        where="--cell",
+        fix="name a cell id from launch-plan.json, or task/arm/rep as in `ray-bench status`")
+
+
+def record_exclusion(run_root: Path, cell: str, reason: str, *, include: bool = False,
+                     by: str | None = None) -> Exclusion:
+    """Exclude (or include again) one planned cell. Bad input writes nothing."""
+    verb = "include" if include else "exclude"
+    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    if not reason.strip():
+        raise UserInputError("a reason is required", where="--reason",
+                             fix=f"say why you {verb} the cell; it is recorded with your name")
+    refuse_official(run_root, f"changed by `{verb}`")
+    target = resolve_cell(plan, cell)
+    current = exclusions_of(plan.run_id, read_events(run_root))
+    if include and target.id not in current:
+        raise UserInputError(f"cell {target.task}/{target.arm}/{target.rep} is not excluded",
+                             where="--cell", fix="`include` undoes an earlier `exclude`")
+    if not include and target.id in current:
+        prior = current[target.id]
+        raise UserInputError(
+            f"cell {target.task}/{target.arm}/{target.rep} is already excluded by {prior.by}: "
+            f"{prior.reason}", where="--cell", fix="`include` it first to change the decision")
+    who = operator(by)
+    data: dict[str, Any] = {"task": target.task, "arm": target.arm, "rep": target.rep,
+                            "reason": reason.strip(), "by": who}
+    now = time.time()
+    ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
+    try:
+        ledger.event(INCLUSION if include else EXCLUSION, data, cell_id=target.id, now=now)
+    finally:
+        ledger.close()
+    return Exclusion(plan.run_id, target.id, target.task, target.arm, target.rep, reason.strip(), who, now)

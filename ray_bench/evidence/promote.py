@@ -1,0 +1,189 @@
+"""``ray-bench promote runs/ID``: a staging run becomes official, once, with who and why.
+
+Every run is *staging* until promoted. Promotion covers the run's family (the run root and
+its reruns, the cohort its report is built from) and checks, in order:
+
+1. ``finished``: no driver holds the run and every attempt has a terminal record;
+2. ``pairs``: every planned cell has an accepted valid row or a recorded exclusion, so every
+   planned pair is complete in both arms or explained;
+3. ``circuit``: no recovery circuit left open (a ``circuit_open`` after the last hypothesis);
+4. ``cleanup``: the run's last recorded audit found no residue, and a fresh audit of every
+   backend it used finds nothing labelled with it;
+5. ``settlement``: where a settlement exists, every attempt that spent money is settled
+   (with ``--require-settlement``, a settlement must exist for every run that spent money);
+6. ``invalid-rate``: invalid attempts (finished without a valid row, or stale) over all
+   terminal attempts at most ``--max-invalid-rate``.
+
+A failed gate is a result (exit 1) and records nothing. A pass records a ``promotion`` event
+in the ledger of every run of the family; it is never undone (see
+:mod:`ray_bench.evidence.decisions`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray_bench.errors import UserInputError
+from ray_bench.evidence.circuit import open_scopes_from
+from ray_bench.evidence.decisions import PROMOTION, operator, refuse_official
+from ray_bench.evidence.rerun import run_family
+from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
+from ray_bench.evidence.settle import settlement_of
+from ray_bench.ledger.store import LEDGER_FILE, Ledger
+
+#: Invalid attempts over terminal attempts a run may have and still be promoted. A quarter:
+#: above it, the valid rows are a filtered sample of what the agents did, and a reader should
+#: see the failures first (the operator can raise it with a recorded reason).
+DEFAULT_MAX_INVALID_RATE = 0.25
+LOCK_FILE = ".execute.lock"
+SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class PromotionResult:
+    run_id: str
+    family: list[str]
+    gates: list[Gate]
+    promoted: bool
+    by: str
+
+
+def _driver_running(run_root: Path) -> bool:
+    lock = run_root / LOCK_FILE
+    if not lock.exists():
+        return False
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def live_audit(run_root: Path) -> int:
+    """Resources still labelled with the run, on every backend it used (nothing is removed)."""
+    from ray_bench.api import audit_run
+
+    report = audit_run(run_root, cleanup=False)
+    return len(report.residue) + len(report.errors)  # a backend that did not answer is not clean
+
+
+def _names(items: list[str]) -> str:
+    return ", ".join(items[:SHOWN]) + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def check_gates(epochs: list[Epoch], *, max_invalid_rate: float, require_settlement: bool,
+                audit: Callable[[Path], int]) -> list[Gate]:
+    evidence = build_evidence(epochs)
+    members = [e for e in epochs if e.identity in evidence.cohort.epochs]
+    attempts = [a for e in members for a in e.attempts]
+    gates: list[Gate] = []
+
+    running = [e.run_id for e in members if _driver_running(e.run_root)]
+    open_attempts = [a.attempt_id for a in attempts if not a.terminal]
+    gates.append(Gate("finished", not running and not open_attempts,
+                      f"driver running on {_names(running)}" if running else
+                      f"{len(open_attempts)} attempts without a terminal record" if open_attempts else
+                      f"{len(attempts)} attempts, all terminal"))
+
+    missing = [f"{c.task}/{c.arm}/{c.rep}" for c in evidence.missing()]
+    gates.append(Gate("pairs", not missing,
+                      f"{len(missing)} planned cells with neither a valid row nor an exclusion: "
+                      f"{_names(missing)}" if missing else
+                      f"{len(evidence.rows)} valid rows, {len(evidence.excluded)} exclusions"))
+
+    circuits = [f"{e.run_id} {scope} ({fp})" for e in members
+                for scope, fp in open_scopes_from(e.events).items()]
+    gates.append(Gate("circuit", not circuits,
+                      f"open: {_names(circuits)}" if circuits else "no open circuit"))
+
+    residue: list[str] = []
+    for e in members:
+        audits = [ev.data for ev in e.events if ev.kind == "audit"]
+        if audits and int(audits[-1].get("residue", 0)):
+            residue.append(f"{e.run_id}: last audit left {audits[-1]['residue']}")
+        if e.attempts:
+            found = audit(e.run_root)
+            if found:
+                residue.append(f"{e.run_id}: {found} labelled resources now")
+    gates.append(Gate("cleanup", not residue, _names(residue) if residue else "audit at zero"))
+
+    problems: list[str] = []
+    for e in members:
+        settlement = settlement_of(e.run_id, e.events)
+        spent = sum(a.cost_usd for a in e.attempts)
+        if settlement is None:
+            if require_settlement and spent > 0:
+                problems.append(f"{e.run_id}: no settlement (${spent:.4f} estimated)")
+            continue
+        counts = settlement.counts()
+        unsettled = [k for k in e.attempts if k.terminal and k.attempt_id not in settlement.attempts]
+        if not settlement.complete or unsettled:
+            problems.append(f"{e.run_id}: {counts['missing'] + len(unsettled)} missing, "
+                            f"{counts['disputed']} disputed")
+    gates.append(Gate("settlement", not problems, "; ".join(problems) if problems else
+                      "settled" if any(settlement_of(e.run_id, e.events) for e in members) else
+                      "no settlement recorded (not required)"))
+
+    terminal = [a for a in attempts if a.terminal and a.status != "cancelled"]
+    invalid = [a for a in terminal if not a.valid]
+    rate = len(invalid) / len(terminal) if terminal else 0.0
+    gates.append(Gate("invalid-rate", rate <= max_invalid_rate,
+                      f"{len(invalid)} of {len(terminal)} attempts invalid ({rate:.1%}; "
+                      f"limit {max_invalid_rate:.1%})"))
+    return gates
+
+
+def promote_run(run_root: Path, *, reason: str, by: str | None = None,
+                max_invalid_rate: float = DEFAULT_MAX_INVALID_RATE, require_settlement: bool = False,
+                audit: Callable[[Path], int] = live_audit) -> PromotionResult:
+    if not reason.strip():
+        raise UserInputError("a reason is required", where="--reason",
+                             fix="say why this run is fit to be official; it is recorded with your name")
+    if not 0.0 <= max_invalid_rate <= 1.0:
+        raise UserInputError(f"--max-invalid-rate {max_invalid_rate} is not a fraction",
+                             where="--max-invalid-rate", fix="use a number from 0 to 1")
+    family = run_family(run_root)
+    for root in family:
+        refuse_official(root, "promoted again")
+    epochs = [load_epoch(p) for p in family]
+    gates = check_gates(epochs, max_invalid_rate=max_invalid_rate,
+                        require_settlement=require_settlement, audit=audit)
+    who = operator(by)
+    result = PromotionResult(epochs[0].run_id, [e.run_id for e in epochs], gates,
+                             all(g.ok for g in gates), who)
+    if not result.promoted:
+        return result
+    data: dict[str, Any] = {"by": who, "reason": reason.strip(), "family": result.family,
+                            "gates": [[g.name, g.ok, g.detail] for g in gates],
+                            "max_invalid_rate": max_invalid_rate,
+                            "require_settlement": require_settlement}
+    now = time.time()
+    for epoch in epochs:
+        ledger = Ledger.create(epoch.run_root, run_id=epoch.run_id, plan_identity=epoch.identity)
+        try:
+            ledger.event(PROMOTION, {**data, "identity": epoch.identity}, now=now)
+        finally:
+            ledger.close()
+    return result
+
+
+def run_category(run_root: Path) -> str:
+    """``official`` or ``staging``: what a report's title says."""
+    if not (run_root / LEDGER_FILE).is_file():
+        return "staging"
+    epoch = load_epoch(run_root)
+    return "official" if epoch.promotion is not None else "staging"

@@ -1,0 +1,177 @@
+"""``ray-bench settle runs/ID --usage FILE``: reconcile each attempt's estimated cost with the
+provider's own charges, matched by request id (or session id).
+
+An attempt's ids come from its usage record (``usage.json`` written by the agent adapter:
+``request_ids`` / ``request_id``, ``session_id`` / ``session_ids``). Its request ids are the
+ones that must be found (its session ids when it recorded no request id). Per attempt:
+
+- ``settled``: every required id names a charge of the export, and no charge it matched is
+  claimed by another attempt; the settled cost is the sum of the charges matched.
+- ``missing``: some required id is not in the export (charges not final yet, or the wrong
+  export), or the attempt has an estimated cost but recorded no id to settle it by.
+- ``disputed``: a charge it matched is also matched by another attempt (a duplicate request
+  id: which attempt spent it is ambiguous).
+- ``n/a``: no id and no estimated cost (a stale runner, an agent without a model).
+
+The result is a ``settlement`` event in the ledger (append-only; the latest one counts) with
+who, when, the export's file name, format and sha256. Nothing else changes: estimated costs
+stay what the agent reported, and reports show both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray_bench.errors import UserInputError
+from ray_bench.evidence.decisions import operator, read_events
+from ray_bench.evidence.usage_export import UsageExport, read_usage_export
+from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
+from ray_bench.plan.store import PLAN_FILE, load_plan_file
+
+SETTLEMENT = "settlement"
+STATUSES = ("settled", "missing", "disputed", "n/a")
+
+
+@dataclass(frozen=True)
+class SettledAttempt:
+    status: str
+    estimated_usd: float
+    settled_usd: float | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Settlement:
+    run_id: str
+    by: str
+    at: float
+    source: str
+    sha256: str
+    format: str
+    attempts: dict[str, SettledAttempt]
+    unmatched_charges: int
+    unmatched_usd: float
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for a in self.attempts.values():
+            out[a.status] = out.get(a.status, 0) + 1
+        return out
+
+    @property
+    def complete(self) -> bool:
+        """Every attempt that spent money is settled."""
+        return all(a.status in ("settled", "n/a") for a in self.attempts.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by": self.by, "source": self.source, "sha256": self.sha256, "format": self.format,
+                "unmatched_charges": self.unmatched_charges, "unmatched_usd": self.unmatched_usd,
+                "attempts": {k: a.__dict__ for k, a in sorted(self.attempts.items())}}
+
+
+def attempt_ids(summary: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(request ids, session ids) recorded in an attempt's usage."""
+    usage = (summary or {}).get("usage") or {}
+    if not isinstance(usage, dict):
+        return (), ()
+
+    def names(*keys: str) -> tuple[str, ...]:
+        found: list[str] = []
+        for key in keys:
+            value = usage.get(key)
+            values = value if isinstance(value, list) else [value]
+            found += [str(v) for v in values if isinstance(v, str | int) and str(v)]
+        return tuple(dict.fromkeys(found))
+
+    return names("request_ids", "request_id"), names("session_ids", "session_id")
+
+
+def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, dict[str, Any]],
+              export: UsageExport) -> tuple[dict[str, SettledAttempt], int, float]:
+    """Pure: per attempt its settlement, and the export's charges no attempt claimed."""
+    index: dict[str, list[int]] = {}
+    for n, charge in enumerate(export.charges):
+        for name in charge.ids:
+            index.setdefault(name, []).append(n)
+    matched: dict[str, set[int]] = {}
+    required: dict[str, tuple[str, ...]] = {}
+    listed = [a for a in attempts if a.terminal]
+    for a in listed:
+        requests, sessions = attempt_ids(summaries.get(a.attempt_id))
+        required[a.attempt_id] = requests or sessions
+        matched[a.attempt_id] = {n for name in (*requests, *sessions) for n in index.get(name, [])}
+    claims: dict[int, int] = {}
+    for charges in matched.values():
+        for n in charges:
+            claims[n] = claims.get(n, 0) + 1
+    out: dict[str, SettledAttempt] = {}
+    for a in listed:
+        need, charges = required[a.attempt_id], matched[a.attempt_id]
+        estimated = round(a.cost_usd, 6)
+        absent = [name for name in need if name not in index]
+        shared = [n for n in charges if claims[n] > 1]
+        settled = round(sum(export.charges[n].cost_usd for n in charges), 6) if charges else None
+        if not need and not charges:
+            status, detail = ("missing", "no request id recorded") if estimated > 0 else ("n/a", "")
+        elif shared:
+            status, detail = "disputed", f"{len(shared)} charge(s) also matched by another attempt"
+        elif absent:
+            status, detail = "missing", f"{len(absent)} of {len(need)} id(s) not in the export"
+        else:
+            status, detail = "settled", f"{len(charges)} charge(s)"
+        out[a.attempt_id] = SettledAttempt(status, estimated, settled, detail)
+    unclaimed = [n for n in range(len(export.charges)) if n not in claims]
+    return out, len(unclaimed), round(sum(export.charges[n].cost_usd for n in unclaimed), 6)
+
+
+def settle_run(run_root: Path, usage: Path, *, by: str | None = None) -> Settlement:
+    """Read the export (bad input writes nothing), reconcile, and record the settlement."""
+    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    export = read_usage_export(usage)
+    if not (run_root / LEDGER_FILE).is_file():
+        raise UserInputError("the run has no attempts to settle", where=str(run_root),
+                             fix="execute the run first")
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        attempts = ledger.attempts()
+        summaries = dict(ledger.summaries())
+    finally:
+        ledger.close()
+    settled, unmatched, unmatched_usd = reconcile(attempts, summaries, export)
+    result = Settlement(plan.run_id, operator(by), time.time(), usage.name,
+                        hashlib.sha256(usage.read_bytes()).hexdigest(), export.format, settled,
+                        unmatched, unmatched_usd)
+    ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
+    try:
+        ledger.event(SETTLEMENT, result.to_json(), now=result.at)
+    finally:
+        ledger.close()
+    return result
+
+
+def settlement_of(run_id: str, events: Iterable[Event]) -> Settlement | None:
+    """The latest settlement recorded in a ledger's events."""
+    last = None
+    for e in events:
+        if e.kind == SETTLEMENT:
+            last = e
+    if last is None:
+        return None
+    d = last.data
+    attempts = {k: SettledAttempt(str(v["status"]), float(v["estimated_usd"]),
+                                  None if v.get("settled_usd") is None else float(v["settled_usd"]),
+                                  str(v.get("detail", "")))
+                for k, v in (d.get("attempts") or {}).items()}
+    return Settlement(run_id, str(d.get("by", "")), last.ts, str(d.get("source", "")),
+                      str(d.get("sha256", "")), str(d.get("format", "")), attempts,
+                      int(d.get("unmatched_charges", 0)), float(d.get("unmatched_usd", 0.0)))
+
+
+def read_settlement(run_root: Path) -> Settlement | None:
+    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    return settlement_of(plan.run_id, read_events(run_root))

@@ -1,0 +1,144 @@
+"""Settlement by request id against provider usage exports in their real shapes (LiteLLM spend
+logs, OpenRouter generations, CSV), and the time-bucketed Anthropic/OpenAI reports refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from reports.report_ledgers import first_run
+from typer.testing import CliRunner
+
+from ray_bench.cli import app
+from ray_bench.evidence.promote import promote_run
+from ray_bench.evidence.settle import read_settlement, settle_run
+from ray_bench.ledger import Ledger
+from ray_bench.reports.build import build_report, render_markdown
+
+
+def _charged(root: Path) -> list[str]:
+    """Attempt ids that recorded usage (every finished attempt; the stale one did not)."""
+    ledger = Ledger.open_readonly(root)
+    try:
+        return sorted(a for a, s in ledger.summaries() if s.get("usage"))
+    finally:
+        ledger.close()
+
+
+def _events(root: Path) -> int:
+    ledger = Ledger.open_readonly(root)
+    try:
+        return len(ledger.events())
+    finally:
+        ledger.close()
+
+
+def test_csv_export_settles_flags_missing_and_disputed(tmp_path: Path) -> None:
+    root = first_run(tmp_path)
+    ids = _charged(root)
+    assert len(ids) == 17
+    lines = ["request_id,model,cost_usd"]
+    lines += [f"req_{a},claude-sonnet-4-5,0.012" for a in ids[2:]]  # first two not billed yet
+    lines.append(f"req_{ids[5]},claude-sonnet-4-5,0.012")  # a duplicated request id
+    lines.append("req_unrelated,claude-sonnet-4-5,0.5")
+    export = tmp_path / "usage.csv"
+    export.write_text("\n".join(lines) + "\n")
+    result = settle_run(root, export, by="fin")
+    counts = result.counts()
+    assert counts == {"settled": 15, "missing": 2, "disputed": 0, "n/a": 1}
+    assert result.attempts[ids[0]].status == "missing" and result.attempts[ids[0]].settled_usd is None
+    # a request billed twice is summed: the provider charged it twice
+    assert result.attempts[ids[5]].settled_usd == pytest.approx(0.024)
+    assert result.attempts[ids[3]].estimated_usd == pytest.approx(0.01)
+    assert result.attempts[ids[3]].settled_usd == pytest.approx(0.012)
+    assert (result.unmatched_charges, result.unmatched_usd) == (1, pytest.approx(0.5))
+    assert read_settlement(root) == result
+
+    report = build_report(root)
+    arms = report.arms.set_index("arm")
+    assert arms.loc["baseline", "cost_usd"] == pytest.approx(0.09)  # estimates unchanged
+    assert report.arms.settled_usd.sum() == pytest.approx(14 * 0.012 + 0.024)
+    row = report.settlement.iloc[0]
+    assert (row.settled, row.missing, row.by, row.source) == (15, 2, "fin", "usage.csv")
+    md = render_markdown(report)
+    assert "## Settlement" in md and "cost settled (USD)" in md
+
+    # promote with settlement present: missing charges block it
+    gates = {g.name: g for g in promote_run(root, reason="x", audit=lambda _: 0).gates}
+    assert not gates["settlement"].ok and "2 missing" in gates["settlement"].detail
+
+
+def test_litellm_and_openrouter_exports_and_a_disputed_charge(tmp_path: Path) -> None:
+    root = first_run(tmp_path)
+    ids = _charged(root)
+    litellm = [{"request_id": f"req_{a}", "call_type": "acompletion", "api_key": "hashed", "spend": 0.011,
+                "total_tokens": 110, "prompt_tokens": 100, "completion_tokens": 10,
+                "startTime": "2026-11-30T10:00:00Z", "endTime": "2026-11-30T10:00:05Z",
+                "model": "claude-sonnet-4-5", "metadata": {}} for a in ids]
+    export = tmp_path / "spend-logs.json"
+    export.write_text(json.dumps(litellm))
+    result = settle_run(root, export)
+    assert result.format == "litellm" and result.complete and result.counts()["settled"] == 17
+
+    # OpenRouter: the generation id is OpenRouter's; upstream_id is the provider's request id
+    generations = [{"data": {"id": f"gen-{n}", "upstream_id": f"req_{a}", "total_cost": 0.013,
+                             "model": "anthropic/claude-sonnet-4.5", "tokens_prompt": 100,
+                             "tokens_completion": 10}} for n, a in enumerate(ids)]
+    # a charge whose two ids name two different attempts: which one spent it is ambiguous
+    generations[1]["data"]["id"] = f"req_{ids[0]}"
+    export = tmp_path / "generations.json"
+    export.write_text(json.dumps(generations))
+    result = settle_run(root, export)
+    assert result.format == "openrouter"
+    assert result.attempts[ids[0]].status == result.attempts[ids[1]].status == "disputed"
+    assert result.counts()["settled"] == 15
+    assert read_settlement(root) == result  # the latest settlement counts
+
+
+ANTHROPIC_USAGE = {"data": [{"starting_at": "2026-11-30T00:00:00Z", "ending_at": "2026-12-01T00:00:00Z",
+                             "results": [{"uncached_input_tokens": 1000, "cache_read_input_tokens": 0,
+                                          "output_tokens": 100, "model": "claude-sonnet-4-5",
+                                          "workspace_id": None, "api_key_id": None}]}],
+                   "has_more": False, "next_page": None}
+OPENAI_COSTS = {"object": "page", "data": [{"object": "bucket", "start_time": 1730419200,
+                                            "end_time": 1730505600, "results": [
+                                                {"object": "organization.costs.result",
+                                                 "amount": {"value": 0.06, "currency": "usd"},
+                                                 "line_item": None, "project_id": None}]}],
+                "has_more": False, "next_page": None}
+
+
+@pytest.mark.parametrize(("name", "content", "says"), [
+    ("anthropic.json", json.dumps(ANTHROPIC_USAGE), "Anthropic usage/cost report export: time-bucketed"),
+    ("openai.json", json.dumps(OPENAI_COSTS), "OpenAI organization usage/costs export: time-bucketed"),
+    ("odd.csv", "date,amount\n2026-11-30,1.0\n", "format not understood (CSV columns: date, amount)"),
+    ("odd.json", '{"hello": 1}', "format not understood"),
+    ("broken.json", '[{"request_id": "x", "spend": "lots"}]', "is not a number"),
+])
+def test_unusable_exports_exit_2_with_one_line_and_write_nothing(tmp_path: Path, name: str, content: str,
+                                                                  says: str) -> None:
+    root = first_run(tmp_path)
+    before = _events(root)
+    export = tmp_path / name
+    export.write_text(content)
+    result = CliRunner().invoke(app, ["settle", str(root), "--usage", str(export)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], result.stderr
+    assert _events(root) == before and read_settlement(root) is None
+
+
+def test_promote_can_require_settlement(tmp_path: Path) -> None:
+    root = first_run(tmp_path)
+    for cell in ("count-words/mcp/1", "count-words/mcp/2", "fizzbuzz/baseline/2"):
+        CliRunner().invoke(app, ["exclude", str(root), "--cell", cell, "--reason", "broken", "--by", "ana"])
+    gates = {g.name: g for g in promote_run(root, reason="x", require_settlement=True,
+                                            audit=lambda _: 0).gates}
+    assert not gates["settlement"].ok and "no settlement" in gates["settlement"].detail
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"req_{a},0.01\n" for a in _charged(root)))
+    settled = CliRunner().invoke(app, ["settle", str(root), "--usage", str(export), "--by", "fin"])
+    assert settled.exit_code == 0 and "17 settled, 0 missing, 0 disputed" in settled.stdout
+    done = promote_run(root, reason="settled", require_settlement=True, audit=lambda _: 0)
+    assert done.promoted, done.gates
