@@ -68,6 +68,13 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
     assert summary["counts"]["valid"] == 32 and summary["exit_code"] == 0
     for name in ("report.md", "report.csv", "report.parquet", "receipt.md", "ledger.sqlite"):
         assert (run_root / name).is_file()
+    # the report's record sections: staging, executions, exclusions, settlement, model roles
+    report = (run_root / "report.md").read_text()
+    assert report.startswith(f"# Report: {run_root.name} (staging)")
+    for section in ("## Executions", "## Exclusions", "## Settlement", "## Model roles"):
+        assert section in report and section in done.stdout, section
+    assert "| baseline | executor | executor | scripted-demo | accounts | local | 1 |" in report
+    assert "| baseline | executor | executor | scripted-demo |" in (run_root / "receipt.md").read_text()
     status = subprocess.run([RAY_BENCH, "status", str(run_root), "--json"], capture_output=True, text=True,
                             timeout=60, check=True)
     assert json.loads(status.stdout)["counts"]["valid"] == 32
