@@ -31,6 +31,7 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import operator, read_events
 from ray_bench.evidence.usage_export import UsageExport, read_usage_export
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 
 SETTLEMENT = "settlement"
@@ -74,11 +75,12 @@ class Settlement:
                 "attempts": {k: a.__dict__ for k, a in sorted(self.attempts.items())}}
 
 
-def attempt_ids(summary: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(request ids, session ids) recorded in an attempt's usage."""
-    usage = (summary or {}).get("usage") or {}
-    if not isinstance(usage, dict):
+def attempt_ids(summary: AttemptSummary | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(request ids, session ids) recorded in an attempt's usage (adapters write them as
+    extra keys of the open usage record)."""
+    if summary is None or summary.usage is None:
         return (), ()
+    usage = summary.usage.model_dump()
 
     def names(*keys: str) -> tuple[str, ...]:
         found: list[str] = []
@@ -91,7 +93,7 @@ def attempt_ids(summary: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[
     return names("request_ids", "request_id"), names("session_ids", "session_id")
 
 
-def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, dict[str, Any]],
+def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummary],
               export: UsageExport) -> tuple[dict[str, SettledAttempt], int, float]:
     """Pure: per attempt its settlement, and the export's charges no attempt claimed."""
     index: dict[str, list[int]] = {}

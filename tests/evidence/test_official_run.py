@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.runs import ledger_rows, plan_and_run
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from ray_bench.cli import app
 from ray_bench.evidence.promote import promote_run
 from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 from ray_bench.reports.build import build_report, render_markdown, write_report
 from ray_bench.scheduler.driver import RunOptions
@@ -56,7 +58,7 @@ def test_real_run_settles_promotes_and_becomes_official(tmp_path: Path) -> None:
     summaries = dict(ledger.summaries())
     ledger.close()
     records = [{"request_id": rid, "spend": 0.02, "model": "scripted-demo"}
-               for a in attempts for rid in summaries[a.attempt_id]["usage"]["request_ids"]]
+               for a in attempts for rid in _usage(summaries[a.attempt_id])["request_ids"]]
     assert len(records) == len(attempts) == 4
     export = tmp_path / "spend-logs.json"
     export.write_text(json.dumps(records))
@@ -77,3 +79,8 @@ def test_real_run_settles_promotes_and_becomes_official(tmp_path: Path) -> None:
     assert again.exit_code == 2, again.output
     lines = [line for line in again.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "is official" in lines[0] and "cannot be executed again" in lines[0]
+
+
+def _usage(summary: AttemptSummary) -> dict[str, Any]:
+    assert summary.usage is not None
+    return summary.usage.model_dump()

@@ -21,7 +21,7 @@ def _charged(root: Path) -> list[str]:
     """Attempt ids that recorded usage (every finished attempt; the stale one did not)."""
     ledger = Ledger.open_readonly(root)
     try:
-        return sorted(a for a, s in ledger.summaries() if s.get("usage"))
+        return sorted(a for a, s in ledger.summaries() if s.usage is not None)
     finally:
         ledger.close()
 
