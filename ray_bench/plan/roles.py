@@ -8,16 +8,15 @@ from ray_bench.models.suite import Arm
 
 
 def role_rows(arm: Arm) -> list[dict[str, Any]]:
-    """The arm's declared roles; an arm that declares no executor gets one row saying that the
-    agent command's own model is undeclared (so the gap is visible before confirmation)."""
+    """The arm's declared roles; an arm that declares no executor gets one for its ``model:``
+    (or ``undeclared``: the gap is visible before confirmation)."""
     rows: list[dict[str, Any]] = [
         {"role": r.role, "name": r.name or r.role, "model": r.model, "route": r.route,
          "billing": r.billing, "max_turns": r.max_turns or "-", "max_tokens": r.max_tokens or "-",
          "max_spend_usd": r.max_spend_usd or "-"}
         for r in arm.roles]
     if not any(r.role == "executor" for r in arm.roles):
-        model = getattr(arm, "model", None)
-        rows.insert(0, {"role": "executor", "name": "executor", "model": model or "undeclared",
+        rows.insert(0, {"role": "executor", "name": "executor", "model": arm.model or "undeclared",
                         "route": "accounts", "billing": "undeclared", "max_turns": "-",
                         "max_tokens": "-", "max_spend_usd": "-"})
     return rows
