@@ -63,3 +63,18 @@ def test_version() -> None:
 
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"ray-bench {__version__}"
+
+
+def test_with_history_the_receipt_estimates_the_makespan_from_the_simulator(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", reps=2)
+    tasks = sorted(p.name for p in (tmp_path / "s" / "tasks").iterdir())
+    history = {t: 600.0 for t in tasks[:6]}  # ten minutes a cell, known for six of eight tasks
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1", history=history)
+    receipt = (planned.run_root / "receipt.md").read_text()
+    assert "- history: durations of 6 of 8 tasks from earlier runs" in receipt
+    found = re.search(r"- estimated makespan: ([0-9.]+) h at capacity (\d+)", receipt)
+    assert found, receipt
+    # 32 ten-minute cells on the plan's capacity: at least the work divided by the slots
+    hours, capacity = float(found.group(1)), int(found.group(2))
+    assert hours >= 32 * 600 / 3600 / capacity * 0.9
+    assert "- estimated cost: no cost history" in receipt
