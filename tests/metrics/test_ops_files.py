@@ -59,7 +59,9 @@ def test_alerts_fire_as_their_unit_tests_say() -> None:
 def test_scrape_config_finds_runs_through_file_sd() -> None:
     config = yaml.safe_load(SCRAPE_CONFIG.read_text())
     (job,) = config["scrape_configs"]
-    assert job["honor_labels"] is True
+    # target labels win (no honor_labels); the exporter's duplicate `run` is dropped
+    assert "honor_labels" not in job
+    assert {"action": "labeldrop", "regex": "exported_run"} in job["metric_relabel_configs"]
     (sd,) = job["file_sd_configs"]
     (pattern,) = sd["files"]
     assert pattern.endswith("/prometheus/targets/*.json")

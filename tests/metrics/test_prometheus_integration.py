@@ -71,7 +71,7 @@ def test_a_small_run_end_to_end(prometheus: PrometheusServer, exporter: MetricsE
     target = prometheus.wait_for_target(RUN)
     assert target["labels"]["job"] == "ray-bench"
     assert target["scrapeUrl"] == exporter.url
-    # Every valid row fed in is counted, and honor_labels kept `run` (no `exported_run`).
+    # Every valid row fed in is counted; `run` is the target's (the exported duplicate is dropped).
     prometheus.wait_for_value(f'sum(raybench_valid_rows_total{{run="{RUN}"}})', VALID_ROWS)
     assert prometheus.query("count({exported_run!=''})") == []
     # The dashboard's run variable lists this run.
