@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -67,11 +68,10 @@ def main() -> int:
     state = work / "state"
     os.environ["RAY_BENCH_STATE_ROOT"] = str(state)
 
-    from ray_bench.api import execute_run, pause_run, plan_run
+    from ray_bench.api import pause_run, plan_run
     from ray_bench.ledger.store import Ledger
     from ray_bench.quickstart import example_dir
     from ray_bench.reports.build import build_report
-    from ray_bench.scheduler.driver import RunOptions
 
     with FakeProvider(token_ttl_sec=args.ttl) as fake:
         fake.access_tokens = {}
@@ -122,33 +122,41 @@ def main() -> int:
             pause_run(run_root, reason="bench: Ray restart")
 
         threading.Thread(target=pause_at_half, daemon=True).start()
-        first = execute_run(plan_path=run_root / "launch-plan.json", confirm=plan.identity,
-                            options=RunOptions(state_root=state))
-        print(f"first execute: stopped={first.stopped} counts={first.counts} after {time.time() - t0:.0f} s")
-
-        # A fresh Ray instance: new account actors reload their windows from the state root.
-        import ray
-
-        from ray_bench.accounts.actors import account_actor
-        from ray_bench.cells.ray_start import init_ray
-        from ray_bench.config.loader import load_accounts
+        # Each phase in its own process, as an operator runs them: execute starts its own local
+        # Ray and shuts it down; a fresh process then starts a fresh Ray.
+        execute = [str(Path(sys.executable).with_name("ray-bench")), "execute", "--plan",
+                   str(run_root / "launch-plan.json"), "--confirm", plan.identity, "--no-metrics",
+                   "--state-root", str(state)]
+        first = subprocess.run(execute, check=False, capture_output=True, text=True)
+        print(f"first execute: exit {first.returncode} after {time.time() - t0:.0f} s: "
+              f"{(first.stdout + first.stderr).strip().splitlines()[-1:]}")
 
         before = {n: 0 for n in names}
         for attempt in Ledger.open_readonly(run_root).attempts():
             before[attempt.account] += 1
-        init_ray(None, namespace="ray-bench", include_dashboard=False, log_to_driver=False)
+        probe = (
+            "import json, sys\n"
+            "from ray_bench.cells.ray_start import init_ray\n"
+            "from ray_bench.accounts.actors import account_actor\n"
+            "from ray_bench.config.loader import load_accounts\n"
+            "import ray\n"
+            "init_ray(None, namespace='ray-bench', log_to_driver=False)\n"
+            f"accounts = load_accounts(__import__('pathlib').Path({str(suite_dir / 'accounts.yaml')!r})).accounts\n"
+            f"actors = {{a.name: account_actor(a, __import__('pathlib').Path({str(state)!r})) for a in accounts}}\n"
+            "print(json.dumps({n: ray.get(a.snapshot.remote()).window_used for n, a in actors.items()}))\n"
+            "ray.shutdown()\n")
+        out = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True)
         try:
-            actors = {a.name: account_actor(a, state) for a in load_accounts(suite_dir / "accounts.yaml").accounts}
-            reloaded = {n: ray.get(actor.snapshot.remote()).window_used for n, actor in actors.items()}
-        finally:
-            ray.shutdown()
+            reloaded = json.loads(out.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            print(out.stderr[-2000:])
+            reloaded = {}
         print(f"window starts before the pause (ledger): {before}")
-        print(f"window_used reported by fresh actors after a Ray restart: {reloaded}")
+        print(f"window_used reported by fresh actors in a new Ray instance: {reloaded}")
 
-        second = execute_run(plan_path=run_root / "launch-plan.json", confirm=plan.identity,
-                             options=RunOptions(state_root=state))
-        print(f"resume: exit {second.exit_code} stopped={second.stopped} counts={second.counts}; "
-              f"wall {time.time() - t0:.0f} s")
+        second = subprocess.run(execute, check=False, capture_output=True, text=True)
+        print(f"resume: exit {second.returncode}; wall {time.time() - t0:.0f} s: "
+              f"{(second.stdout + second.stderr).strip().splitlines()[-1:]}")
 
         attempts = Ledger.open_readonly(run_root).attempts()
         report = build_report(run_root)
@@ -177,7 +185,7 @@ def main() -> int:
               f"served tokens at sonnet prices ${expected_cost:.6f}")
         print(f"token leaks in run root and state root: {len(leaks)}")
         ok = (not limited and not auth and in_report == served and abs(cost - expected_cost) < 1e-6 and not leaks
-              and all(reloaded[n] == before[n] for n in names) and second.exit_code == 0)
+              and all(reloaded.get(n) == before[n] for n in names) and second.returncode == 0)
         print("ALL CHECKS PASSED" if ok else "SOME CHECK FAILED")
         return 0 if ok else 1
 
