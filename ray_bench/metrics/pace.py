@@ -49,15 +49,21 @@ class WindowPace:
 
     window: str
     rows: int
+    #: What the rows are divided by: the span covered, at least MIN_SPAN_SECONDS.
     span_seconds: float
+    #: The span actually covered (shorter than ``span_seconds`` in a session's first minute).
+    covered_seconds: float = 0.0
 
     @property
     def rows_per_minute(self) -> float:
         return self.rows / (self.span_seconds / 60.0)
 
     def basis(self) -> str:
-        """``from 12 rows in 3 min``."""
-        return f"from {self.rows} row{'s' if self.rows != 1 else ''} in {human_span(self.span_seconds)}"
+        """``from 12 rows in 3 min`` (``... in 25 s, counted as 1 min`` in the first minute)."""
+        text = f"from {self.rows} row{'s' if self.rows != 1 else ''} in {human_span(self.covered_seconds)}"
+        if self.covered_seconds < self.span_seconds:
+            text += f", counted as {human_span(self.span_seconds)}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ class PaceSnapshot:
             return f"{self.estimate.basis()} ({self.estimate.window} window)"
         longest = self.windows[ESTIMATE_WINDOWS[-1]]
         return (f"no estimate yet: {longest.rows} row{'s' if longest.rows != 1 else ''} in "
-                f"{human_span(longest.span_seconds)}, an estimate needs {MIN_ROWS}")
+                f"{human_span(longest.covered_seconds)}, an estimate needs {MIN_ROWS}")
 
 
 def pace_snapshot(
@@ -125,7 +131,7 @@ def _window(times: Sequence[float], name: str, length: float, now: float, starte
     # A sliding window excludes its start instant; the session's start belongs to it.
     first = bisect.bisect_left(times, start) if start == started_at else bisect.bisect_right(times, start)
     rows = bisect.bisect_right(times, now) - first
-    return WindowPace(name, max(0, rows), max(now - start, MIN_SPAN_SECONDS))
+    return WindowPace(name, max(0, rows), max(now - start, MIN_SPAN_SECONDS), max(0.0, now - start))
 
 
 class PaceTracker:
@@ -201,8 +207,10 @@ def deadline_gap(
 
 def human_span(seconds: float) -> str:
     """``40 s``, ``3 min``, ``2.5 h``: spans as an operator reads them."""
-    if seconds < 120:
+    if seconds < 60:
         return f"{seconds:.0f} s"
+    if seconds < 120:
+        return "1 min" if round(seconds) == 60 else f"{seconds:.0f} s"
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"

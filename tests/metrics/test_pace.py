@@ -176,7 +176,11 @@ def test_no_estimate_until_enough_rows() -> None:
     assert snap.estimate is None
     assert snap.finish_estimate_seconds is None and snap.deadline_gap_rows is None
     assert snap.required_rows_per_minute == pytest.approx(30 / (3560 / 60))
-    assert snap.basis() == f"no estimate yet: 2 rows in 60 s, an estimate needs {MIN_ROWS}"
+    assert snap.basis() == f"no estimate yet: 2 rows in 40 s, an estimate needs {MIN_ROWS}"
+    # in the first minute the span covered is said, and what it was counted as
+    early = pace_snapshot([T0 + 5 * i for i in range(1, 7)], now=T0 + 30, started_at=T0, remaining_cells=9,
+                          deadline=None)
+    assert early.basis() == "from 6 rows in 30 s, counted as 1 min (15m window)"
 
 
 def test_hour_long_cells_fall_back_to_the_60m_window() -> None:
