@@ -20,6 +20,7 @@ a sandbox is a *result*, not an exception.
     │   ├── SandboxCreateError        create or image build failed (class: stack)
     │   ├── SandboxGoneError          the sandbox vanished mid-cell (class: executor)
     │   ├── SandboxRateLimitedError   the provider said 429 (class: capacity)
+    │   ├── TaskEnvironmentError      a task's healthcheck or step setup failed (class: task)
     │   └── ArchiveEscapeError        an archive entry left its directory (class: executor)
     └── RunStopped                    the run stopped on purpose (drift, halt, circuit, spend)
 
@@ -128,6 +129,13 @@ class SandboxRateLimitedError(SandboxError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TaskEnvironmentError(SandboxError):
+    """The task's environment never became ready: its healthcheck or a step's setup.sh failed.
+    Nothing the agent did: the attempt is not a row."""
+
+    failure_class = "task"
 
 
 class ArchiveEscapeError(SandboxError):

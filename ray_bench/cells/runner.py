@@ -30,12 +30,24 @@ from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.logins import bring_back_login
+from ray_bench.cells.phases import (
+    NetworkSwitch,
+    collect_hooks,
+    copy_artifacts,
+    healthcheck,
+    resolve_workdir,
+    user_of,
+)
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
 from ray_bench.errors import SandboxError
-from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, Usage
+from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, HealthcheckFacts, Usage
+from ray_bench.models.task import artifact_entries
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
 from ray_bench.sandboxes.local_dirs import pid_alive as _alive
+from ray_bench.tasks.envvars import MissingHostVar
+from ray_bench.tasks.support import abilities
 
 RESULT_FILE = "result.json"
 #: ``exec``: the shell becomes the test script rather than forking it (one process less).
@@ -81,12 +93,18 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumm
         except CredentialMissing as exc:
             summary.error = AttemptError(type="CredentialMissing", message=str(exc), failure_class="auth")
             return summary
-        redactor = Redactor([*creds.secrets(), *(tokens_in(creds.home) if creds.home else [])])
+        try:
+            task_env = TaskEnv.resolve(spec.task_config, os.environ)
+        except MissingHostVar as exc:
+            summary.error = AttemptError(type="MissingHostVar", failure_class="auth",
+                                         message=f"task.toml env needs ${{{exc.args[0]}}}, unset on this node")
+            return summary
+        redactor = Redactor([*creds.secrets(), *(tokens_in(creds.home) if creds.home else []), *task_env.secrets])
         t = time.monotonic()
         sandbox = await backend.create(_sandbox_spec(spec))
         summary.sandbox_id = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
-        await _run_in(sandbox, spec, task_dir, creds, redactor, summary, progress)
+        await _run_in(sandbox, spec, task_dir, creds, task_env, redactor, summary, progress)
     except asyncio.CancelledError:
         summary.cancelled = True
         raise
@@ -115,7 +133,7 @@ class _Progress:
 
 
 #: Staged uploads, per runner process: (content key, agent dir, solution?, workdir) -> dir.
-_STAGES: dict[tuple[str, str | None, bool, str], Path] = {}
+_STAGES: dict[tuple[str, str | None, bool, str | None], Path] = {}
 _STAGE_ROOT: list[Path] = []
 
 
@@ -132,13 +150,18 @@ def stage_for(spec: AttemptSpec) -> Path:
     stage = Path(tempfile.mkdtemp(dir=_STAGE_ROOT[0]))
     task_dir = Path(spec.task_path)
     (stage / "task").mkdir()
-    shutil.copy2(task_dir / "instruction.md", stage / "task" / "instruction.md")
-    for sub in ("logs/agent", "logs/verifier", spec.workdir.lstrip("/")):
+    if (task_dir / "instruction.md").is_file():
+        shutil.copy2(task_dir / "instruction.md", stage / "task" / "instruction.md")
+    # Not the workdir: its directory entry would overwrite the image's mode of an existing one
+    # (workdir = "/tmp" lost its sticky world-writable bit); every exec makes it if missing.
+    for sub in ("logs/agent", "logs/verifier"):
         (stage / sub).mkdir(parents=True, exist_ok=True)
+        (stage / sub).chmod(0o777)  # an agent or verifier running as another user writes here
     if spec.agent_dir:
         shutil.copytree(spec.agent_dir, stage / "agent", symlinks=True)
     if spec.expose_solution and (task_dir / "solution").is_dir():
         shutil.copytree(task_dir / "solution", stage / "solution", symlinks=True)
+    stage_steps(spec, task_dir, stage)
     _STAGES[key] = stage
     return stage
 
@@ -158,18 +181,22 @@ def _new_stage_root(parent: Path | None = None) -> Path:
     return root
 
 
-async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials,
+async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials, task_env: TaskEnv,
                   redactor: Redactor, summary: AttemptSummary, progress: _Progress) -> None:
     attempt_dir = Path(spec.attempt_dir)
     phases = summary.phases
-    paths = _paths(sandbox, spec.workdir)
-    # One upload brings the instruction, the empty log directories, the workdir, the agent's
-    # files and (for oracle-style arms) the solution: one round trip instead of five.
+    cfg = spec.task_config
+    # One upload brings the instruction, the empty log directories, the agent's files and (for
+    # oracle-style arms) the solution: one round trip instead of four.
     await sandbox.put_dir(stage_for(spec), "/")
+    workdir = await resolve_workdir(sandbox, spec.workdir)
+    paths = _paths(sandbox, workdir)
     if spec.agent_dir:
         paths["AGENT_DIR"] = sandbox.path("/agent")
-    env = {**env_for(spec.agent, spec.model), **spec.agent_env, **paths, **creds.env,
-           "RAY_BENCH_SEED": spec.seed, "RAY_BENCH_ATTEMPT": spec.attempt_id}
+    base_env = {**task_env.environment, **paths}
+    env = {**task_env.environment, **(task_env.solution if spec.expose_solution else {}),
+           **env_for(spec.agent, spec.model), **spec.agent_env, **paths, **creds.env,
+           "RAY_BENCH_SEED": spec.seed, "RAY_BENCH_ATTEMPT": spec.attempt_id, **await agent_extras(sandbox, cfg)}
     if creds.home is not None:
         if sandbox.path("/") == "/":  # a container: the login travels into it
             await sandbox.put_dir(creds.home, _SANDBOX_HOME)
@@ -177,9 +204,24 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
         else:
             env["HOME"] = str(creds.home)
 
+    switch = NetworkSwitch(sandbox, cfg, online=spec.network, agent_online=spec.agent_network,
+                           can_switch=abilities(spec.backend).network_per_phase)
+    await switch.enter("setup")
+    if cfg.environment.healthcheck is not None:
+        t = time.monotonic()
+        summary.healthcheck = HealthcheckFacts()
+        await healthcheck(sandbox, cfg.environment.healthcheck, env=base_env, cwd=workdir, facts=summary.healthcheck)
+        phases["healthcheck"] = time.monotonic() - t
+    if cfg.steps:
+        await run_steps(StepRun(sandbox, spec, task_dir, workdir, env, base_env, task_env, switch, redactor),
+                        summary)
+        await _collect_logs(sandbox, spec, redactor, summary, progress)
+        return
+
     t = time.monotonic()
+    await switch.enter("agent")
     command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
-    agent = await sandbox.exec(command, timeout=spec.agent_timeout_sec, env=env)
+    agent = await sandbox.exec(command, timeout=spec.agent_timeout_sec, env=env, user=user_of(cfg.agent.user))
     phases["agent"] = time.monotonic() - t
     if creds.home is not None:
         if env["HOME"] == _SANDBOX_HOME:  # a copy of the login: what the CLI refreshed comes back
@@ -188,27 +230,45 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     _write_output(attempt_dir / "agent", agent, redactor)
     summary.agent = _exec_facts(agent, redactor.text((agent.stdout + agent.stderr)[-4000:]))
 
+    t = time.monotonic()
+    await switch.enter("setup")
+    summary.collect = await collect_hooks(sandbox, cfg.verifier.collect, env=base_env, cwd=workdir)
+    summary.artifacts_exit = await copy_artifacts(sandbox, artifact_entries(cfg.artifacts), env=base_env,
+                                                  cwd=workdir)
+    phases["collect_hooks"] = time.monotonic() - t
+
     # The tests arrive only now, so the agent never saw them. An agent timeout still runs the
     # verifier: the attempt is scored and flagged, not thrown away.
     t = time.monotonic()
+    await switch.enter("verifier")
     await sandbox.put_dir(task_dir / "tests", "/tests")
     verifier = await sandbox.exec(_VERIFY, timeout=spec.verifier_timeout_sec,
-                                  env={**spec.verifier_env, **paths}, cwd=spec.workdir)
+                                  env={**base_env, **task_env.verifier, **paths}, cwd=workdir,
+                                  user=user_of(cfg.verifier.user))
     phases["verifier"] = time.monotonic() - t
     _write_output(attempt_dir / "verifier", verifier, redactor)
     summary.verifier = _exec_facts(verifier, redactor.text((verifier.stdout + verifier.stderr)[-2000:]))
 
-    t = time.monotonic()
-    summary.artifact_bytes = await sandbox.take_dir("/logs", attempt_dir / "logs",
-                                                       max_bytes=spec.artifact_cap_bytes)
-    phases["collect"] = time.monotonic() - t
-    record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-           attempt_dir / "logs" / "agent")
-    redactor.tree(attempt_dir / "logs")
-    progress.logs_redacted = True
+    await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
     summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+
+
+async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor, summary: AttemptSummary,
+                        progress: _Progress, agent: ExecResult | None = None) -> None:
+    """``/logs`` (agent and verifier output, artifacts) into the attempt directory, under what
+    the artifact cap leaves after the steps' logs."""
+    attempt_dir = Path(spec.attempt_dir)
+    t = time.monotonic()
+    room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
+    summary.artifact_bytes += await sandbox.take_dir("/logs", attempt_dir / "logs", max_bytes=room)
+    summary.phases["collect"] = time.monotonic() - t
+    if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
+        record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
+               attempt_dir / "logs" / "agent")
+    redactor.tree(attempt_dir / "logs")
+    progress.logs_redacted = True
 
 
 def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from ray_bench.models.task import TaskConfig
 
 #: Cell runner processes per node. One async runner is bound by one core (the GIL); two keep
 #: very short cells from queueing behind each other on a busy loop, and a runner that dies
@@ -36,8 +38,8 @@ class AttemptSpec:
     verifier_env: dict[str, str]
     image: str | None
     build_context: str | None
-    workdir: str
-    network: bool
+    workdir: str | None  # None: the image's WORKDIR
+    network: bool  # the sandbox is made with a network (some phase is online)
     cpus: float | None
     memory_mb: int | None
     pids: int | None
@@ -49,3 +51,9 @@ class AttemptSpec:
     model: str | None = None
     agent_args: tuple[str, ...] = ()
     mcp_servers: tuple[dict[str, Any], ...] = ()
+    #: The task.toml: env, users, per-phase network, healthcheck, collect, artifacts, steps
+    #: (ray_bench.cells.phases and steps read it).
+    task_config: TaskConfig = field(default_factory=TaskConfig)
+    #: The arm's agent reaches its model provider: its phase is online whatever the task says
+    #: (ray_bench.tasks.network.phase_network decides with it).
+    agent_network: bool = False

@@ -277,11 +277,16 @@ def validate(files: Annotated[list[Path], typer.Argument(help="Suite, accounts, 
     from ray_bench.validate import validate_paths
 
     problems: list[UserInputError] = []
-    for path, kind, error in validate_paths(files):
-        if error is None:
-            out.print(f"ok: {path} ({kind})", markup=False)
+    for checked in validate_paths(files):
+        if checked.tally is not None:
+            out.print(checked.tally, markup=False)
+        elif checked.error is None:
+            out.print(f"ok: {checked.path} ({checked.kind})", markup=False)
         else:
+            error = checked.error
             problems.extend(error.errors if isinstance(error, MultipleInputErrors) else [error])
+        for warning in checked.warnings:
+            out.print(f"warning: {checked.path}: {warning}", markup=False)
     if problems:
         fail_input(MultipleInputErrors(problems) if len(problems) > 1 else problems[0])
 

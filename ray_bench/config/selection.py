@@ -19,6 +19,9 @@ from ray_bench.models._base import FrozenModel
 
 class SelectionEntry(FrozenModel):
     task_id: str
+    task_dir: str | None = Field(default=None, description="CodeScaleBench: the task's directory under "
+                                 "a task root, e.g. benchmarks/csb_org_onboarding/<task>.")
+    benchmark: str | None = Field(default=None, description="CodeScaleBench: the benchmark directory.")
     reps: tuple[int, ...] | None = Field(default=None, description="Only these repetitions.")
     arms: tuple[str, ...] | None = Field(default=None, description="Only these arms.")
 
@@ -91,7 +94,65 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
         arms = item.get("arms")
         if arms is not None and (not isinstance(arms, list) or not all(isinstance(a, str) for a in arms)):
             raise SelectionError("arms must be a list of arm names", where=where, fix="e.g. arms: [mcp]")
+        task_dir, benchmark = item.get("task_dir"), item.get("benchmark")
+        for key, value in (("task_dir", task_dir), ("benchmark", benchmark)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise SelectionError(f"{key} must be a non-empty path", where=where,
+                                     fix=f'e.g. "{key}": "csb_org_onboarding/{task_id.lower()}"')
         return SelectionEntry(task_id=task_id, reps=tuple(reps) if reps else None,
-                              arms=tuple(arms) if arms else None)
+                              arms=tuple(arms) if arms else None, task_dir=task_dir, benchmark=benchmark)
     raise SelectionError(f"cannot read an entry of type {type(item).__name__}", where=where,
                          fix="use a task id or a mapping")
+
+
+def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, Path]) -> Selection:
+    """Each entry's task, as the id the roots know it by. A CodeScaleBench ``task_dir`` is
+    read under each root (also with the root's own name as its first part, so
+    ``benchmarks/x/t`` resolves under a root named ``benchmarks``); it must stay inside the
+    root, be a task directory, and name the entry's ``task_id`` (CSB ids differ from their
+    directory names in case only: ``CCX-onboard-138`` in ``ccx-onboard-138``)."""
+    by_folded = {name.casefold(): name for name in index}
+    entries: list[SelectionEntry] = []
+    for number, entry in enumerate(selection.entries, 1):
+        where = f"{selection.path}: entry {number} ({entry.task_id})"
+        if entry.task_dir is None:
+            name = entry.task_id if entry.task_id in index else by_folded.get(entry.task_id.casefold())
+            if name is None:
+                raise SelectionError(f"task {entry.task_id!r} is not under the suite's task roots",
+                                     where=where, fix="select tasks of this suite")
+            entries.append(entry.model_copy(update={"task_id": name}))
+            continue
+        path = _under_roots(entry.task_dir, roots, where)
+        if path.name.casefold() != entry.task_id.casefold():
+            raise SelectionError(f"task_dir {entry.task_dir!r} is task {path.name!r}, not {entry.task_id!r}",
+                                 where=where, fix="make task_id and task_dir name the same task")
+        if entry.benchmark is not None and path.parent.name != entry.benchmark:
+            raise SelectionError(f"task_dir {entry.task_dir!r} is not in benchmark {entry.benchmark!r}",
+                                 where=where, fix="make benchmark and task_dir agree")
+        known = index.get(path.name)
+        if known is None or known.resolve() != path:
+            raise SelectionError(f"task_dir {entry.task_dir!r} is not a task the suite's roots index",
+                                 where=where, fix="put the task under a root named by the suite")
+        entries.append(entry.model_copy(update={"task_id": path.name}))
+    return selection.model_copy(update={"entries": tuple(entries)})
+
+
+def _under_roots(task_dir: str, roots: list[Path], where: str) -> Path:
+    rel = Path(task_dir)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise SelectionError(f"task_dir {task_dir!r} escapes the task roots", where=where,
+                             fix="give task_dir relative to a task root, without '..'")
+    for given in roots:
+        root = given.resolve()
+        candidates = [root / rel]
+        if len(rel.parts) > 1 and rel.parts[0] == root.name:
+            candidates.append(root.joinpath(*rel.parts[1:]))
+        for candidate in candidates:
+            resolved = candidate.resolve()
+            if not resolved.is_relative_to(root):
+                raise SelectionError(f"task_dir {task_dir!r} escapes the task roots (a link to {resolved})",
+                                     where=where, fix="keep tasks inside the suite's task roots")
+            if (resolved / "task.toml").is_file():
+                return resolved
+    raise SelectionError(f"task_dir {task_dir!r} is not a task directory under {', '.join(map(str, roots))}",
+                         where=where, fix="check task_dir, or add its root to the suite's task_roots")

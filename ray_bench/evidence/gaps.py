@@ -53,7 +53,7 @@ def _current_cells(
     suite_path: Path, target: int
 ) -> tuple[str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
     suite = load_suite(suite_path)
-    tasks = load_tasks((suite_path.parent / suite.tasks_dir).resolve(), suite.tasks)
+    tasks = load_tasks([(suite_path.parent / root).resolve() for root in suite.roots], suite.tasks)
     cells: dict[tuple[str, str, int], str] = {}
     for arm in suite.arms:
         checksum = None

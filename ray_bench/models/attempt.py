@@ -74,6 +74,41 @@ class VerdictRecord(_Record):
     flags: list[str] = Field(default_factory=list)
 
 
+class HealthcheckFacts(_Record):
+    """A task's healthcheck before the agent (``[environment.healthcheck]``, per step too)."""
+
+    healthy: bool | None = None
+    attempts: int = 0
+    exit_code: int | None = None
+    seconds: float = 0.0
+
+
+class CollectFacts(_Record):
+    """One ``[[verifier.collect]]`` hook."""
+
+    command: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+
+
+class StepFacts(_Record):
+    """One step of a multi-step task; its logs are in ``steps/<name>/`` of the attempt."""
+
+    name: str = ""
+    phases: dict[str, float] = Field(default_factory=dict)
+    setup_exit: int | None = None
+    healthcheck: HealthcheckFacts | None = None
+    agent: ExecFacts | None = None
+    verifier: ExecFacts | None = None
+    collect: list[CollectFacts] = Field(default_factory=list)
+    rewards: dict[str, float] | None = None
+    reward: float | None = None
+    reward_source: str | None = None
+    usage: Usage | None = None
+    agent_error: AgentError | None = None
+    stopped: str | None = Field(default=None, description="Why the remaining steps did not run (min_reward).")
+
+
 class AttemptSummary(_Record):
     """The terminal summary of one attempt. The runner states facts; the driver adds the
     ``verdict``. ``lost`` marks an attempt that died with its runner or node (infrastructure,
@@ -111,6 +146,12 @@ class AttemptSummary(_Record):
     model: str | None = Field(default=None, description="The arm's model: usage evidence is required.")
     login_written_back: list[str] = Field(
         default_factory=list, description="HOME credential files the agent refreshed, written back.")
+    # What a Harbor task.toml adds (ray_bench.cells.phases / steps).
+    healthcheck: HealthcheckFacts | None = None
+    collect: list[CollectFacts] = Field(default_factory=list)
+    artifacts_exit: int | None = None
+    rewards: dict[str, float] | None = Field(default=None, description="Every reward key (reward.json, steps).")
+    steps: list[StepFacts] = Field(default_factory=list)
 
     @property
     def cost_usd(self) -> float:

@@ -8,7 +8,9 @@ from pydantic import Field
 
 from ray_bench.models._base import FrozenModel
 from ray_bench.models.accounts import Account
+from ray_bench.models.agent import McpServer
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
+from ray_bench.models.task import TaskConfig
 
 PLAN_SCHEMA = "ray-bench/plan/v1"
 
@@ -31,11 +33,15 @@ class PlanTask(FrozenModel):
     image: str | None
     has_dockerfile: bool
     has_solution: bool
-    network: bool
-    workdir: str
+    network: bool = Field(description="Some phase is online: the sandbox is made with a network.")
+    workdir: str | None = Field(description="Unset: the image's WORKDIR.")
     resources: ResourceLimits
     verifier_env: dict[str, str]
     expected_sec: float | None = Field(default=None, description="From history, for LPT order.")
+    config: TaskConfig = Field(default_factory=TaskConfig, description="The task.toml, as Harbor reads it.")
+    warnings: list[str] = Field(default_factory=list, description="Unknown keys in task.toml.")
+    mcp_servers: list[McpServer] = Field(default_factory=list, description="[[environment.mcp_servers]], for "
+                                         "the agent adapter (after the arm's own).")
 
 
 class PlanCell(FrozenModel):

@@ -102,7 +102,13 @@ class BackendConfig(ConfigModel):
 
 class Suite(ConfigModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Suite name.")
-    tasks_dir: str = Field(description="Directory of task directories, relative to the suite file.")
+    tasks_dir: str | None = Field(
+        default=None, description="Directory of task directories, relative to the suite file.")
+    task_roots: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Several task roots, relative to the suite file. A root holds task directories "
+        "or benchmark directories of them (CodeScaleBench's benchmarks/); selections' task_dir "
+        "resolves under them.")
     tasks: list[str] | None = Field(
         default=None, description="Task ids to include (default: every task directory)."
     )
@@ -128,6 +134,16 @@ class Suite(ConfigModel):
         description="Host memory kept free: admission counts sandbox limits against the rest, and "
         "the resource supervisor halts launching when available memory falls under it.",
     )
+
+    @model_validator(mode="after")
+    def _roots(self) -> Suite:
+        if (self.tasks_dir is None) == (self.task_roots is None):
+            raise ValueError("give exactly one of tasks_dir and task_roots")
+        return self
+
+    @property
+    def roots(self) -> list[str]:
+        return [self.tasks_dir] if self.tasks_dir is not None else list(self.task_roots or [])
 
     @model_validator(mode="after")
     def _arms(self) -> Suite:

@@ -12,9 +12,16 @@ from typing import Literal
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, route_values, shown_field
-from ray_bench.config.selection import Selection, load_selection
-from ray_bench.config.tasks import load_tasks, task_checksum
-from ray_bench.errors import ConfigError, MultipleInputErrors, PairingGuardError, SelectionError, UserInputError
+from ray_bench.config.selection import Selection, load_selection, resolve_selection
+from ray_bench.config.tasks import index_tasks, load_tasks, task_checksum
+from ray_bench.errors import (
+    ConfigError,
+    MultipleInputErrors,
+    PairingGuardError,
+    SelectionError,
+    TaskDirError,
+    UserInputError,
+)
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig, ResourceLimits, Suite
@@ -23,9 +30,15 @@ from ray_bench.plan.agents import check_agents
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.sandboxes import Resources, backend_names
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
+from ray_bench.tasks.mcp import task_mcp_servers
+from ray_bench.tasks.network import needs_network
+from ray_bench.tasks.support import notices, refusals
 
 ArmFilter = Literal["all", "baseline-only", "full-only"]
 UNPAIRED_ENV = "ALLOW_UNPAIRED_SINGLE_CONFIG"
+#: Harbor leaves [agent] timeout_sec unset by default (no limit); ray-bench needs one to hold
+#: an account for a bounded time, and uses Harbor's former default.
+DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 
 
 @dataclass
@@ -97,10 +110,12 @@ def _named_tasks(req: PlanRequest, suite_tasks: list[str] | None, only: list[str
 def compile_plan(req: PlanRequest) -> Plan:
     suite = load_suite(req.suite)
     accounts_file = load_accounts(req.accounts)
-    tasks_root = (req.suite.parent / suite.tasks_dir).resolve()
+    roots = suite_roots(suite, req.suite)
+    index = index_tasks(roots)
     selection = load_selection(req.selection) if req.selection else None
     only = suite.tasks
     if selection is not None:
+        selection = resolve_selection(selection, roots, index)
         known = set(suite.tasks) if suite.tasks is not None else None
         missing = [t for t in selection.task_ids if known is not None and t not in known]
         if missing:
@@ -110,12 +125,13 @@ def compile_plan(req: PlanRequest) -> Plan:
     if selection is not None:
         _check_selection_arms(selection, suite)
     only = _named_tasks(req, suite.tasks, only)
-    tasks = load_tasks(tasks_root, only)
+    tasks = load_tasks(roots, only, index)
     if req.limit is not None:
         tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
 
     errors: list[UserInputError] = []
     warnings: list[str] = []
+    _check_tasks(tasks, suite.backend, errors, warnings)
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
@@ -238,6 +254,21 @@ def _input(kind: Literal["suite", "accounts", "selection"], name: str, path: Pat
     return InputFile(kind=kind, name=name, path=str(path.resolve()), sha256=file_sha256(path.read_bytes()))
 
 
+def suite_roots(suite: Suite, suite_path: Path) -> list[Path]:
+    """The suite's task roots, absolute."""
+    return [(suite_path.parent / root).resolve() for root in suite.roots]
+
+
+def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str]) -> None:
+    """Refuse what the backend cannot give (one line each); warn of unknown keys and of what
+    the backend runs without enforcing."""
+    for task in tasks:
+        for reason in refusals(task, backend):
+            errors.append(TaskDirError(f"task {task.id}: {reason}", where=task.path,
+                                       fix="run it on a backend that can, or leave it out of the selection"))
+        warnings.extend(f"task {task.id}: {line}" for line in (*task.warnings, *notices(task, backend)))
+
+
 def _check_backends(suite: Suite, where: Path, errors: list[UserInputError]) -> None:
     known = backend_names()
     for name in {suite.backend, *suite.backends}:
@@ -299,22 +330,30 @@ def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: Pla
 
 
 def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> PlanTask:
-    env = task.config.environment
-    memory = env.memory_mb
+    cfg = task.config
+    env = cfg.environment
+    steps = cfg.steps or []
+    # A multi-step task holds its account for every step's agent and verifier.
+    agent_sec = sum(s.agent.timeout_sec or cfg.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC for s in steps) \
+        if steps else (cfg.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC)
+    verifier_sec = sum(s.verifier.timeout_sec for s in steps) if steps else cfg.verifier.timeout_sec
     return PlanTask(
         id=task.id,
         path=task.path,
         checksum=task.checksum,
-        agent_timeout_sec=task.config.agent.timeout_sec,
-        verifier_timeout_sec=task.config.verifier.timeout_sec,
+        agent_timeout_sec=agent_sec,
+        verifier_timeout_sec=verifier_sec,
         image=env.docker_image,
         has_dockerfile=task.has_dockerfile,
         has_solution=task.has_solution,
-        network=env.allow_internet,
+        network=needs_network(cfg),
         workdir=env.workdir,
-        resources=ResourceLimits(cpus=env.cpus, memory_mb=memory),
-        verifier_env=task.config.verifier.env,
+        resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
+        verifier_env=cfg.verifier.env,
         expected_sec=history.get(task.id),
+        config=cfg,
+        warnings=list(task.warnings),
+        mcp_servers=task_mcp_servers(env.mcp_servers),
     )
 
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ray_bench.config.loader import load_accounts, load_suite
-from ray_bench.config.tasks import load_task
+from ray_bench.config.tasks import index_tasks, load_task
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.plan import InputFile, Plan
 from ray_bench.models.suite import BackendConfig, Suite
-from ray_bench.plan.compile import arm_config, plan_task, resolve_agent_dirs
+from ray_bench.plan.compile import arm_config, plan_task, resolve_agent_dirs, suite_roots
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import RECEIPT_FILE
@@ -129,10 +129,14 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
     for name, value in expected.items():
         if getattr(plan, name) != value:
             return f"its {name} is not the suite's"
-    tasks_root = (suite_path.parent / suite.tasks_dir).resolve()
+    try:
+        index = index_tasks(suite_roots(suite, suite_path))
+    except UserInputError:
+        return "the suite's task roots no longer index"
     for task in plan.tasks:
-        if Path(task.path).parent != tasks_root or Path(task.path).name != task.id:
-            return f"task {task.id} is not under the suite's tasks directory"
+        known = index.get(task.id)
+        if known is None or known.resolve() != Path(task.path) or Path(task.path).name != task.id:
+            return f"task {task.id} is not under the suite's task roots"
         if suite.tasks is not None and task.id not in suite.tasks:
             return f"task {task.id} is not one of the suite's tasks"
         try:

@@ -10,9 +10,12 @@ cell runner work on every backend.
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ray_bench.errors import SandboxError
 
 #: Labels every sandbox carries (DESIGN.md).
 LABEL_MANAGED = "ray-bench.managed"
@@ -23,6 +26,16 @@ LABEL_ATTEMPT = "ray-bench.attempt"
 #: Output kept per stream of one exec; the rest is dropped and counted. An agent that
 #: prints gigabytes must not take the driver down with it.
 DEFAULT_OUTPUT_CAP = 1 << 20
+
+
+#: Run inside a Linux container: its cgroup's OOM-kill counters (cgroup v1 and v2).
+OOM_EVENTS_COMMAND = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"
+
+
+def oom_kills(raw: bytes | str) -> int:
+    """The OOM-kill count in the output of :data:`OOM_EVENTS_COMMAND` (0 when unreadable)."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return max((int(n) for n in re.findall(r"^oom_kill (\d+)$", text, re.MULTILINE)), default=0)
 
 
 def run_labels(run_id: str, cell_id: str | None = None, attempt_id: str | None = None) -> dict[str, str]:
@@ -55,7 +68,8 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = Resources()
     network: bool = False
-    workdir: str = "/app"
+    #: None: the image's WORKDIR (container backends); ``local`` uses /app.
+    workdir: str | None = "/app"
     #: Upper bound on the sandbox's life, for cloud auto-stop / auto-delete safety nets.
     lifetime_sec: float = 3600.0
     #: A build context laid over the image (an agent CLI, :mod:`ray_bench.agents.layer`); its
@@ -107,8 +121,16 @@ class Sandbox(abc.ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
     ) -> ExecResult:
-        """Run ``command`` with ``sh -c``; kill it (and its children) after ``timeout``."""
+        """Run ``command`` with ``sh -c``; kill it (and its children) after ``timeout``.
+        ``user`` (a name or UID) runs it as that user; a backend that cannot raises
+        :class:`~ray_bench.errors.SandboxError` (plans refuse such tasks first)."""
+
+    async def set_network(self, online: bool) -> None:
+        """Connect or disconnect the sandbox's network between phases. A backend that fixes
+        the network at create raises (plans refuse tasks whose phases differ there)."""
+        raise SandboxError(f"{type(self).__name__} cannot change its network after create")
 
     @abc.abstractmethod
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ray_bench.errors import ArchiveEscapeError, SandboxGoneError
+from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
     ExecResult,
@@ -69,9 +69,12 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
     ) -> ExecResult:
         self._check_alive()
-        workdir = self._host(cwd or self._workdir)
+        if user is not None:
+            raise SandboxError(f"the local backend cannot run a command as user {user!r}")
+        workdir = self._host(cwd or self._workdir or "/app")
         workdir.mkdir(parents=True, exist_ok=True)
         # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}

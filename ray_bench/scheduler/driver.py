@@ -309,8 +309,8 @@ class Driver:
             artifact_cap_bytes=self.plan.artifact_cap_mb << 20,
             seed=f"{cell.id}:{row.seq}",
             agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
-            mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers,
-                                                                  *getattr(task, "mcp_servers", [])]),
+            mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
+            task_config=task.config, agent_network=agent_network(arm),
         )
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)

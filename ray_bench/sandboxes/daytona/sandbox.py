@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import io
 import math
 import shlex
@@ -20,7 +21,14 @@ from daytona import AsyncSandbox, DaytonaError, FileUpload
 
 from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
-from ray_bench.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
+from ray_bench.sandboxes.base import (
+    DEFAULT_OUTPUT_CAP,
+    OOM_EVENTS_COMMAND,
+    ExecResult,
+    Sandbox,
+    SandboxSpec,
+    oom_kills,
+)
 from ray_bench.sandboxes.daytona.translate import translate
 
 if TYPE_CHECKING:
@@ -62,6 +70,7 @@ class DaytonaSandbox(Sandbox):
         self.labels = dict(spec.labels)
         self._workdir = spec.workdir
         self._deleted = False
+        self._oom_seen = 0
 
     async def exec(
         self,
@@ -71,13 +80,16 @@ class DaytonaSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
     ) -> ExecResult:
+        if user is not None:
+            raise SandboxError(f"Daytona's exec cannot run a command as user {user!r}")
         if self._deleted:
             raise SandboxGoneError(f"Daytona sandbox {self.id} was deleted")
         scratch = f"{_SCRATCH}/{uuid.uuid4().hex}"
         limit = max(1, math.ceil(timeout))
         script = _sh(
-            _EXEC, scratch, str(max(0, output_cap)), str(limit), cwd or self._workdir, command
+            _EXEC, scratch, str(max(0, output_cap)), str(limit), cwd or self._workdir or ".", command
         )
         started = time.monotonic()
         try:
@@ -94,7 +106,7 @@ class DaytonaSandbox(Sandbox):
             raise
         duration = time.monotonic() - started
         try:
-            return _parse_exec(response.result or "", response.exit_code, output_cap, duration)
+            result = _parse_exec(response.result or "", response.exit_code, output_cap, duration)
         except SandboxError as exc:
             # A sandbox that vanished mid-command cuts the wrapper short; the API may take a
             # moment to notice, so look a few times before calling it a wrapper failure.
@@ -102,6 +114,13 @@ class DaytonaSandbox(Sandbox):
                 await self._backend.raise_if_gone(self.id, exc)
                 await asyncio.sleep(0.5)
             raise
+        if result.exit_code == 137 and not result.timed_out:
+            # Daytona's API does not say why a process died; the sandbox's cgroup does.
+            kills = oom_kills((await self.exec(OOM_EVENTS_COMMAND, timeout=30)).stdout)
+            if kills > self._oom_seen:
+                self._oom_seen = kills
+                result = dataclasses.replace(result, oom_killed=True)
+        return result
 
     async def _kill(self, scratch: str) -> None:
         await asyncio.wait_for(self._sandbox.process.exec(_sh(_KILL, scratch), timeout=30), 40)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import re
 import tarfile
 import time
 import uuid
@@ -19,20 +18,28 @@ import docker.errors
 
 from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
-from ray_bench.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
+from ray_bench.sandboxes.base import (
+    DEFAULT_OUTPUT_CAP,
+    OOM_EVENTS_COMMAND,
+    ExecResult,
+    Sandbox,
+    SandboxSpec,
+    oom_kills,
+)
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.docker.backend import DockerBackend
 
 _PID_DIR = "/tmp/.ray-bench-exec"
+#: The network a container made with one is on; phases without a network disconnect it.
+_BRIDGE = "bridge"
 # $1 pid file, $2 cwd, $3 the command. The pid is the exec's process group (see module doc).
 _WRAPPER = (
-    'mkdir -p "${1%/*}" 2>/dev/null; echo $$ > "$1" 2>/dev/null; '
+    'mkdir -p "${1%/*}" 2>/dev/null; chmod 1777 "${1%/*}" 2>/dev/null; echo $$ > "$1" 2>/dev/null; '
     'mkdir -p "$2" 2>/dev/null; cd "$2" || exit 126; '
     'sh -c "$3"; rc=$?; rm -f "$1"; exit $rc'
 )
 _KILL = 'p=$(cat "$1" 2>/dev/null) && { kill -9 -"$p" || kill -9 "$p"; } 2>/dev/null; rm -f "$1"'
-_OOM_COUNT = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"
 # After a kill, a process that escaped its group (setsid) can keep the output pipes open.
 _DRAIN_GRACE_SEC = 5.0
 _GONE_SETTLE_SEC = 0.5
@@ -61,11 +68,13 @@ class DockerSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
     ) -> ExecResult:
         started = time.monotonic()
         pidfile = f"{_PID_DIR}/{uuid.uuid4().hex}.pid"
-        argv = ["sh", "-c", _WRAPPER, "ray-bench", pidfile, cwd or self._workdir, command]
-        exec_id = await self._b.call(self._exec_create, argv, dict(env or {}))
+        # "." is the container's working directory: the image's WORKDIR when the task sets none.
+        argv = ["sh", "-c", _WRAPPER, "ray-bench", pidfile, cwd or self._workdir or ".", command]
+        exec_id = await self._b.call(self._exec_create, argv, dict(env or {}), user)
         streams: list[Any] = []
         reader = asyncio.ensure_future(self._b.call(self._exec_drain, exec_id, output_cap, streams))
         timed_out = False
@@ -107,16 +116,32 @@ class DockerSandbox(Sandbox):
                 stream.close()
             return await reader
 
-    def _exec_create(self, argv: list[str], env: dict[str, str]) -> str:
+    def _exec_create(self, argv: list[str], env: dict[str, str], user: str | None = None) -> str:
         try:
             created = self._b.client().api.exec_create(
-                self.id, argv, stdout=True, stderr=True, stdin=False, environment=env or None
+                self.id, argv, stdout=True, stderr=True, stdin=False, environment=env or None,
+                user=user or "",
             )
         except docker.errors.APIError as exc:
             if _gone_message(exc):
                 raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
             raise
         return str(created["Id"])
+
+    async def set_network(self, online: bool) -> None:
+        await self._b.call(self._set_network, online)
+
+    def _set_network(self, online: bool) -> None:
+        api = self._b.client().api
+        attached = (api.inspect_container(self.id).get("NetworkSettings") or {}).get("Networks") or {}
+        try:
+            if online and _BRIDGE not in attached:
+                api.connect_container_to_network(self.id, _BRIDGE)
+            elif not online and _BRIDGE in attached:
+                api.disconnect_container_from_network(self.id, _BRIDGE, force=True)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"{'connecting' if online else 'disconnecting'} the network of "
+                               f"{self.id[:12]} failed: {exc}") from exc
 
     def _exec_drain(self, exec_id: str, cap: int, streams: list[Any]) -> tuple[bytes, bytes, int]:
         try:
@@ -184,14 +209,13 @@ class DockerSandbox(Sandbox):
 
     def _oom_count(self) -> int:
         try:
-            exec_id = self._exec_create(["sh", "-c", _OOM_COUNT], {})
+            exec_id = self._exec_create(["sh", "-c", OOM_EVENTS_COMMAND], {})
             raw = self._b.client().api.exec_start(exec_id)
         except docker.errors.APIError as exc:
             if _gone_message(exc):
                 raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
             raise
-        found = [int(n) for n in re.findall(rb"^oom_kill (\d+)$", raw, re.MULTILINE)]
-        return max(found, default=0)
+        return oom_kills(raw)
 
     # -- files ----------------------------------------------------------------------------
 

@@ -1,0 +1,64 @@
+"""The network each phase of a task gets: the one place that decides it.
+
+Harbor's rule: a phase's own ``network_mode`` (``[steps.agent]`` over ``[agent]``, or
+``[steps.verifier]`` over ``[verifier]``) wins; otherwise the ``[environment]`` baseline, whose
+default is ``public``. Setup, healthchecks and collect hooks run under the baseline. The agent's
+own route to its model provider is the agent adapter's business (agents issue), not this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ray_bench.models.task import NetworkMode, StepConfig, TaskConfig
+
+Phase = Literal["setup", "agent", "verifier"]
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    mode: NetworkMode
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def online(self) -> bool:
+        return self.mode != NetworkMode.NO_NETWORK
+
+
+def phase_network(config: TaskConfig, phase: Phase, step: StepConfig | None = None, *,
+                  agent_online: bool = False) -> NetworkPolicy:
+    """The network of ``phase``. ``agent_online``: the arm's agent must reach its model
+    provider (``plan.agents.agent_network``), so its phase is public whatever the task says."""
+    if phase == "agent" and agent_online:
+        return NetworkPolicy(NetworkMode.PUBLIC)
+    env = config.environment
+    base = NetworkPolicy(env.network_mode, tuple(env.allowed_hosts or ()))
+    if phase == "setup":
+        return base
+    layers = [getattr(step, phase)] if step is not None else []
+    layers.append(getattr(config, phase))
+    for layer in layers:
+        if layer.network_mode is not None or layer.allowed_hosts:
+            return NetworkPolicy(layer.network_mode or NetworkMode.ALLOWLIST, tuple(layer.allowed_hosts or ()))
+    return base
+
+
+def all_policies(config: TaskConfig, agent_online: bool = False) -> list[tuple[str, NetworkPolicy]]:
+    """Every (phase, policy) a run of the task goes through, named for messages."""
+    out: list[tuple[str, NetworkPolicy]] = [("setup", phase_network(config, "setup"))]
+    for step in config.steps or [None]:  # type: ignore[list-item]
+        prefix = f"steps.{step.name}." if step is not None else ""
+        out.append((f"{prefix}agent", phase_network(config, "agent", step, agent_online=agent_online)))
+        out.append((f"{prefix}verifier", phase_network(config, "verifier", step)))
+    return out
+
+
+def needs_network(config: TaskConfig) -> bool:
+    """Whether the sandbox must be made with a network (some phase is online)."""
+    return any(policy.online for _, policy in all_policies(config))
+
+
+def varies(config: TaskConfig, agent_online: bool = False) -> bool:
+    """Whether the phases differ, so the network must change during the run."""
+    return len({policy.online for _, policy in all_policies(config, agent_online)}) > 1

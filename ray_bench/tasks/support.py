@@ -1,0 +1,96 @@
+"""What each sandbox backend can honour of a task, decided at plan time.
+
+A task that asks for what its backend cannot give (GPUs, a TPU, Windows, a multi-container
+compose file, a separate verifier container, continuous verification, an allowlist network,
+another user, a network that changes between phases) is refused with one line each: never a
+silent run without what the task asked for. What a backend only cannot *enforce* (a disk quota
+on docker, isolation on ``local``) is a receipt warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
+from ray_bench.tasks.network import all_policies, varies
+
+
+@dataclass(frozen=True)
+class Abilities:
+    users: bool = False  # exec as another user or UID
+    network_per_phase: bool = False  # connect / disconnect the network between phases
+    isolated_network: bool = True  # no-network is enforced
+    memory: bool = True
+    storage: bool = False
+
+
+ABILITIES: dict[str, Abilities] = {
+    "docker": Abilities(users=True, network_per_phase=True),
+    # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
+    "daytona": Abilities(storage=True),
+    "local": Abilities(isolated_network=False, memory=False),
+}
+
+
+def abilities(backend: str) -> Abilities:
+    return ABILITIES.get(backend, Abilities())
+
+
+def refusals(task: TaskRef, backend: str) -> list[str]:
+    """Why ``backend`` cannot run ``task`` as it is written; empty when it can."""
+    can = ABILITIES.get(backend, Abilities())
+    cfg = task.config
+    env = cfg.environment
+    out: list[str] = []
+    if env.gpus:
+        out.append(f"asks for {env.gpus} GPU(s){' of ' + '/'.join(env.gpu_types) if env.gpu_types else ''}; "
+                   f"backend {backend} has none")
+    if env.tpu is not None:
+        out.append(f"asks for a TPU ({env.tpu.type} {env.tpu.topology}); backend {backend} has none")
+    if env.os != "linux":
+        out.append(f"asks for os = {env.os!r}; backend {backend} runs Linux containers only")
+    if task.has_compose:
+        out.append(f"has environment/docker-compose.yaml (several containers); backend {backend} "
+                   "runs one container per attempt")
+    verifiers = [("verifier", cfg.verifier)] + [(f"steps.{s.name}.verifier", s.verifier) for s in cfg.steps or []]
+    for where, verifier in verifiers:
+        if verifier.separate:
+            out.append(f"{where} asks for a separate verifier container; ray-bench verifies in the agent's")
+        if verifier.continuous.enabled:
+            out.append(f"{where}.continuous is enabled; ray-bench verifies after the agent only")
+        if any(hook.service != MAIN_SERVICE for hook in verifier.collect):
+            out.append(f"{where}.collect names a compose service; only '{MAIN_SERVICE}' exists here")
+    artifacts = artifact_entries(cfg.artifacts) + [a for s in cfg.steps or [] for a in artifact_entries(s.artifacts)]
+    if any(a.service not in (None, MAIN_SERVICE) for a in artifacts):
+        out.append(f"an artifact names a compose service; only '{MAIN_SERVICE}' exists here")
+    for phase, policy in all_policies(cfg):
+        if policy.mode == NetworkMode.ALLOWLIST:
+            out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); no backend "
+                       "here enforces one (use public or no-network)")
+            break
+    if varies(cfg) and not can.network_per_phase:
+        out.append(f"its phases differ in network access; backend {backend} fixes the network at create")
+    users = [("agent", cfg.agent.user), ("verifier", cfg.verifier.user)]
+    users += [(f"steps.{s.name}.{p}", getattr(s, p).user) for s in cfg.steps or [] for p in ("agent", "verifier")]
+    users += [("verifier.collect", h.user) for h in cfg.verifier.collect]
+    for where, user in users:
+        if user is not None and not can.users:
+            out.append(f"{where}.user = {user!r}; backend {backend} cannot run a command as another user")
+            break
+    return out
+
+
+def notices(task: TaskRef, backend: str) -> list[str]:
+    """What the backend runs but does not enforce (receipt warnings)."""
+    can = ABILITIES.get(backend, Abilities())
+    env = task.config.environment
+    out: list[str] = []
+    if env.storage_mb is not None and not can.storage:
+        out.append(f"storage_mb = {env.storage_mb} is not enforced on {backend} (no per-sandbox disk quota)")
+    if env.memory_mb is not None and not can.memory:
+        out.append(f"memory_mb = {env.memory_mb} is not enforced on {backend} (host processes)")
+    if not can.isolated_network and any(not p.online for _, p in all_policies(task.config)):
+        out.append(f"no-network is not enforced on {backend} (no isolation)")
+    if env.skills_dir is not None:
+        out.append(f"skills_dir = {env.skills_dir!r} is passed to the agent as RAY_BENCH_SKILLS_DIR only")
+    return out

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "Hello, world!" > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "turn-01" > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "turn-02" > /app/answer.txt

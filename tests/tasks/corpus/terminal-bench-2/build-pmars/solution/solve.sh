@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "build-pmars" > /app/answer.txt

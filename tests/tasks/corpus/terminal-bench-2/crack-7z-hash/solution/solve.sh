@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "crack-7z-hash" > /app/answer.txt

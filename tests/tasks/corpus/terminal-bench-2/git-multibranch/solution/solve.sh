@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "git-multibranch" > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "log-summary-date-ranges" > /app/answer.txt

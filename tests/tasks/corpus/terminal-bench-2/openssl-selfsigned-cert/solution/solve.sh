@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "openssl-selfsigned-cert" > /app/answer.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "polyglot-c-py" > /app/answer.txt

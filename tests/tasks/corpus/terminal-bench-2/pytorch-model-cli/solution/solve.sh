@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "pytorch-model-cli" > /app/answer.txt

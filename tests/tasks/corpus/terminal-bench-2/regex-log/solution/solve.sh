@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "regex-log" > /app/answer.txt

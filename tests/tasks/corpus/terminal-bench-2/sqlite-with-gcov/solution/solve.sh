@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "sqlite-with-gcov" > /app/answer.txt

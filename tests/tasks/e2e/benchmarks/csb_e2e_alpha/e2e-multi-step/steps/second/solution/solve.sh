@@ -1,0 +1,2 @@
+#!/bin/sh
+cat /app/seed.txt > /app/answer.txt

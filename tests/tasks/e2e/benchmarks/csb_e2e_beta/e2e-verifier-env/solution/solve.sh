@@ -1,0 +1,4 @@
+#!/bin/sh
+echo "$ANSWER" > /tmp/answer.txt
+echo "$GREETING" > /tmp/greeting.txt
+pwd > /logs/agent/pwd.txt
