@@ -122,7 +122,7 @@ def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, 
                                      where=where, fix="select tasks of this suite")
             entries.append(entry.model_copy(update={"task_id": name}))
             continue
-        path = _under_roots(entry.task_dir, roots, where)
+        path = _under_roots(entry.task_dir, roots, index, where)
         if path.name.casefold() != entry.task_id.casefold():
             raise SelectionError(f"task_dir {entry.task_dir!r} is task {path.name!r}, not {entry.task_id!r}",
                                  where=where, fix="make task_id and task_dir name the same task")
@@ -137,7 +137,7 @@ def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, 
     return selection.model_copy(update={"entries": tuple(entries)})
 
 
-def _under_roots(task_dir: str, roots: list[Path], where: str) -> Path:
+def _under_roots(task_dir: str, roots: list[Path], index: dict[str, Path], where: str) -> Path:
     rel = Path(task_dir)
     if rel.is_absolute() or ".." in rel.parts:
         raise SelectionError(f"task_dir {task_dir!r} escapes the task roots", where=where,
@@ -154,5 +154,14 @@ def _under_roots(task_dir: str, roots: list[Path], where: str) -> Path:
                                      where=where, fix="keep tasks inside the suite's task roots")
             if (resolved / "task.toml").is_file():
                 return resolved
+    # A root above the selection's base (a CSB checkout, whose selections are relative to its
+    # benchmarks/): the indexed task whose path ends with task_dir.
+    known = index.get(rel.name)
+    if known is not None and known.parts[-len(rel.parts):] == rel.parts:
+        resolved = known.resolve()
+        if any(resolved.is_relative_to(root.resolve()) for root in roots):
+            return resolved
+        raise SelectionError(f"task_dir {task_dir!r} escapes the task roots (a link to {resolved})",
+                             where=where, fix="keep tasks inside the suite's task roots")
     raise SelectionError(f"task_dir {task_dir!r} is not a task directory under {', '.join(map(str, roots))}",
                          where=where, fix="check task_dir, or add its root to the suite's task_roots")

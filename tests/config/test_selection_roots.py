@@ -60,11 +60,12 @@ def test_a_csb_selection_spans_two_benchmark_directories(tmp_path: Path) -> None
 
 def test_task_dir_resolves_under_any_of_several_roots(tmp_path: Path) -> None:
     suite, accounts = _suite(tmp_path, task_roots=[str(CORPUS / "terminal-bench-2"), str(CSB)])
+    # a CSB checkout as the root: task_dir with or without its benchmarks/ prefix
     selection = _selection(tmp_path, [
         {**FIX, "task_dir": "benchmarks/csb_sdlc_fix/teleport-users-can-delete-fix-001"},
-        {"task_id": "fix-git"}])
+        ONBOARD, {"task_id": "fix-git"}])
     plan = _plan(suite, accounts, selection)
-    assert {t.id for t in plan.tasks} == {"teleport-users-can-delete-fix-001", "fix-git"}
+    assert {t.id for t in plan.tasks} == {"teleport-users-can-delete-fix-001", "ccx-onboard-138", "fix-git"}
 
 
 @pytest.mark.parametrize(("entry", "needle"), [
