@@ -210,7 +210,9 @@ def refuse_route_values(plan: Plan, req: PlanRequest) -> None:
     file scans could not see (task.toml values)."""
     values = route_values([a.route.env for a in plan.accounts], req.environ)
     sources = {"accounts": req.accounts, "tasks": "task.toml"}
-    found = find_secrets(plan.model_dump(mode="json", exclude={"inputs", "cells", "preflight"}), values)
+    # tasks[].verifier_env is a copy of tasks[].config.verifier.env: looked at once
+    found = find_secrets(plan.model_dump(mode="json", exclude={"inputs": True, "cells": True, "preflight": True,
+                                                               "tasks": {"__all__": {"verifier_env"}}}), values)
     if not found:
         return
     errors: list[UserInputError] = []
