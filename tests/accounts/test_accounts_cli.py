@@ -82,3 +82,15 @@ def test_probe_classifies_a_rate_limited_answer(tmp_path: Path) -> None:
     assert rows["a"]["verdict"] == "provider" and "rate-limit" in rows["a"]["detail"]
     assert "test-value-a" not in result.stdout  # the key echoed by the probe is redacted
     assert result.exit_code == 1
+
+
+def test_enable_is_recorded_with_who_and_why_and_refuses_unknown_accounts(tmp_path: Path) -> None:
+    from ray_bench.accounts.store import AccountStore
+
+    accounts = str(_accounts(tmp_path))
+    bad = CliRunner().invoke(app, ["accounts", "enable", "nope", "--accounts", accounts, "--reason", "x"])
+    assert bad.exit_code == 2 and "unknown account nope" in bad.output
+    ok = CliRunner().invoke(app, ["accounts", "enable", "a", "--accounts", accounts, "--reason", "new login"])
+    assert ok.exit_code == 0, ok.output
+    events = AccountStore(tmp_path / "state").events_after("a", 0)
+    assert [(e.kind, e.reason) for e in events] == [("enable", "new login")] and events[0].who
