@@ -40,12 +40,14 @@ from ray_bench.models.accounts import Account
 from ray_bench.scheduler.admission import (
     AccountView,
     ExpiryWatch,
-    LeaseRequest,
     blocked_until,
+    candidate_of,
     outcome_of,
     stalled,
+    typical_sec,
     view_of,
 )
+from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
 from ray_bench.state import default_state_root
 
 #: A run that has not renewed its leases for this long is presumed dead; its slots free up.
@@ -268,11 +270,14 @@ def capacity_actor(backend: str, size: int) -> Any:
 
 class ActorGate:
     """The driver's side of admission on Ray: health gate, then the backend pool, then the
-    account chosen from fresh snapshots; one actor call starts a lease atomically."""
+    accounts chosen from fresh snapshots by the one account choice
+    (:func:`~ray_bench.scheduler.core.assign`); one actor call per account starts its share
+    atomically."""
 
     def __init__(self, run_id: str, accounts: list[Account], pools: dict[str, int],
                  state_root: Path | None = None) -> None:
         self.run_id = run_id
+        self.accounts_cfg = {a.name: a for a in accounts}
         self.actors = {a.name: account_actor(a, state_root) for a in accounts}
         self.health = health_actor(state_root or default_state_root())
         self.pools = {name: capacity_actor(name, size) for name, size in pools.items()}
@@ -312,13 +317,12 @@ class ActorGate:
     def acquire_many(self, requests: list[LeaseRequest], now: float,
                      exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
         """Backend pool slots first (one call per pool), then accounts: the cells are spread
-        over the accounts by headroom from the cached snapshots (an account that finished a
+        over the accounts by the one account choice from the cached snapshots (an account that finished a
         cell since counts as one slot freer), and each account is asked once for its share;
         what it refuses waits for the next round."""
         self._refresh(now)
         horizon = max(r.horizon_sec for r in requests)
-        headroom: dict[str, int] = {}
-        limits: dict[str, int] = {}
+        candidates: list[Candidate] = []
         for name, snap in self._snaps.items():
             if name in exclude or name in self._holds or not self.expiry.admits(name, horizon, now):
                 continue
@@ -326,9 +330,8 @@ class ActorGate:
             if not isinstance(snap.admit, Admit) and snap.admit.reason is RefusalReason.CONCURRENCY:
                 room = self._freed.get(name, 0)  # full at the snapshot; cells finished since
             if room > 0:
-                headroom[name] = room
-                limits[name] = max(1, snap.limit)
-        wanted = requests[: sum(headroom.values())]
+                candidates.append(candidate_of(snap, self.accounts_cfg[name], room))
+        wanted = requests[: sum(c.headroom for c in candidates)]
         if not wanted:
             self.flush()
             return {}
@@ -341,15 +344,8 @@ class ActorGate:
                      for b, ids in by_backend.items() if b in self.pools}
         pooled = {lease for ids in ray.get(list(pool_refs.values())) for lease in ids}
         pooled |= {lease for b, ids in by_backend.items() if b not in self.pools for lease in ids}
-        shares: dict[str, list[LeaseRequest]] = {}
-        for r in wanted:
-            if r.lease_id not in pooled or not headroom:
-                continue
-            name = max(headroom, key=lambda n: (headroom[n] / limits[n], headroom[n], n))
-            shares.setdefault(name, []).append(r)
-            headroom[name] -= 1
-            if headroom[name] == 0:
-                del headroom[name]
+        inpool = [r for r in wanted if r.lease_id in pooled]
+        shares = assign(inpool, candidates, typical_sec(inpool))
         names = list(shares)
         answers = ray.get([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]],
                                                               self._finishes.pop(n, None))
@@ -393,9 +389,11 @@ class ActorGate:
         usable = [s for n, s in self._snaps.items() if n not in self._holds]
         return blocked_until(usable, now)
 
-    def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0,
+                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         self._refresh(now, force=True)
         unusable = self.expiry.refusals(self._snaps, horizon_sec, now)
+        unusable |= {n: "recovery circuit open" for n in exclude}
         unusable |= {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
         return stalled(list(self._snaps.values()), unusable)
 

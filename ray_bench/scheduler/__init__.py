@@ -1,27 +1,18 @@
-"""Scheduling policy (which cell next, on which account) and clocks. Pure: no Ray, no I/O."""
+"""Scheduling: the pure core (cell order, account choice) and clocks; the driver loop lives in
+:mod:`ray_bench.scheduler.driver`. The core is pure: no Ray, no I/O."""
 
 from ray_bench.scheduler.clock import Clock, FakeClock, SystemClock
-from ray_bench.scheduler.policy import (
-    CellQueue,
-    CellRef,
-    Dispatcher,
-    DurationBook,
-    Start,
-    choose_account,
-    healthy_capacity,
-    plan_starts,
-)
+from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
+from ray_bench.scheduler.order import CellQueue, CellRef, DurationBook
 
 __all__ = [
+    "Candidate",
     "CellQueue",
     "CellRef",
     "Clock",
-    "Dispatcher",
     "DurationBook",
     "FakeClock",
-    "Start",
+    "LeaseRequest",
     "SystemClock",
-    "choose_account",
-    "healthy_capacity",
-    "plan_starts",
+    "assign",
 ]

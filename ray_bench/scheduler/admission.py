@@ -16,12 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ray_bench.accounts import AccountCore, AccountLimits, AccountSnapshot, Admit, Lease, Outcome
+from ray_bench.accounts import AccountCore, AccountLimits, AccountSnapshot, AdmissionRefused, Admit, Lease, Outcome
 from ray_bench.accounts.credentials import login_expiry
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
-from ray_bench.models.plan import PlanCell
-from ray_bench.scheduler.policy import choose_account
+from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
 
 #: How long a login-expiry reading is trusted before the file is read again.
 _EXPIRY_RECHECK_SEC = 60.0
@@ -35,15 +34,6 @@ class AccountView:
     limit: int
     cooldown_left: float = 0.0
     last_error: str | None = None
-
-
-@dataclass(frozen=True)
-class LeaseRequest:
-    """One cell asking for an account slot; ``horizon_sec`` is how long it may hold it."""
-
-    lease_id: str
-    cell: PlanCell
-    horizon_sec: float
 
 
 class Gate(Protocol):
@@ -62,9 +52,10 @@ class Gate(Protocol):
         ...
 
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
-    def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0,
+                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         """Why no account can admit a cell of ``horizon_sec`` without an operator (None: one can,
-        or will by itself)."""
+        or will by itself). ``exclude``: accounts whose recovery circuit is open."""
         ...
 
     def views(self, now: float) -> list[AccountView]: ...
@@ -80,6 +71,23 @@ def outcome_of(verdict: Verdict, usd: float) -> Outcome:
     if verdict.effect == "auth_failed":
         return Outcome.auth_failed(verdict.message[:200], expired=verdict.expired)
     return Outcome.failure(verdict.message[:200], usd=usd)
+
+
+def candidate_of(snapshot: AccountSnapshot, account: Account, headroom: int | None = None) -> Candidate:
+    """The account choice's view of an account (``headroom``: when the gate knows better than
+    the snapshot, e.g. cells finished since it was taken)."""
+    window = account.limits.window
+    rate = (window.max_cells / (window.hours * 3600)
+            if window is not None and window.max_cells is not None else None)
+    probe = isinstance(snapshot.admit, Admit) and snapshot.admit.probe
+    return Candidate(snapshot.name, snapshot.headroom if headroom is None else headroom,
+                     max(1, snapshot.limit), probe, rate)
+
+
+def typical_sec(requests: list[LeaseRequest]) -> float:
+    """The typical cell length of a batch, for telling window-bound accounts apart."""
+    known = sorted(r.expected_sec for r in requests if r.expected_sec > 0)
+    return known[len(known) // 2] if known else 0.0
 
 
 def view_of(snapshot: AccountSnapshot) -> AccountView:
@@ -133,29 +141,41 @@ def _duration(seconds: float) -> str:
 class CoreGate:
     """Admission in this process (one driver, no sharing across runs)."""
 
-    def __init__(self, accounts: list[Account], now: float | None = None) -> None:
-        start = time.time() if now is None else now
-        self.cores = {a.name: AccountCore(a.name, AccountLimits.from_config(a.limits), now=start)
-                      for a in accounts}
-        self.expiry = ExpiryWatch(accounts)
+    def __init__(self, accounts: list[Account], now: float | None = None,
+                 clock: Callable[[], float] = time.time, cores: dict[str, AccountCore] | None = None) -> None:
+        """``cores``: account state shared with other gates (as named actors share it across
+        runs); the simulator passes the same cores to the driver it resumes."""
+        start = clock() if now is None else now
+        self.accounts = {a.name: a for a in accounts}
+        self.cores = cores if cores is not None else {
+            a.name: AccountCore(a.name, AccountLimits.from_config(a.limits), now=start) for a in accounts}
+        self.expiry = ExpiryWatch(accounts, clock=clock)
+        self._held: dict[str, str] = {}  # lease -> account, for close()
 
     def acquire_many(self, requests: list[LeaseRequest], now: float,
                      exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+        if not requests:
+            return {}
+        horizon = max(r.horizon_sec for r in requests)
+        candidates = [candidate_of(snap, self.accounts[name]) for name, core in self.cores.items()
+                      if name not in exclude and self.expiry.admits(name, horizon, now)
+                      and (snap := core.snapshot(now)).headroom > 0]
         granted: dict[str, str] = {}
-        for request in requests:
-            candidates = [c.snapshot(now) for name, c in self.cores.items()
-                          if name not in exclude and self.expiry.admits(name, request.horizon_sec, now)]
-            name = choose_account([s for s in candidates if isinstance(s.admit, Admit)])
-            if name is None:
-                break  # in order: a later cell never overtakes an earlier one
-            self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name))
-            granted[request.lease_id] = name
+        for name, share in assign(requests, candidates, typical_sec(requests)).items():
+            for request in share:
+                try:
+                    self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name))
+                except AdmissionRefused:
+                    break
+                granted[request.lease_id] = name
+                self._held[request.lease_id] = name
         return granted
 
     def flush(self) -> None:
         return None
 
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
+        self._held.pop(lease_id, None)
         core = self.cores[account]
         if verdict is None:
             core.abandon(lease_id)
@@ -165,15 +185,20 @@ class CoreGate:
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
-    def stalled(self, now: float, horizon_sec: float = 0.0) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0,
+                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         unusable = self.expiry.refusals(self.cores, horizon_sec, now)
+        unusable |= {n: "recovery circuit open" for n in exclude}
         return stalled([c.snapshot(now) for c in self.cores.values()], unusable)
 
     def views(self, now: float) -> list[AccountView]:
         return [view_of(c.snapshot(now)) for c in self.cores.values()]
 
     def close(self) -> None:
-        return None
+        """Give back the leases still held (a driver that stops owns none afterwards)."""
+        for lease, account in self._held.items():
+            self.cores[account].abandon(lease)
+        self._held = {}
 
 
 def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str]) -> str | None:

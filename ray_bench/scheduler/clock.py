@@ -1,7 +1,9 @@
 """Clocks: the one place the scheduler learns the time.
 
-The functional core takes ``now`` (seconds, monotonic) as an argument; drivers read it from
-a :class:`Clock`. Tests and the simulator use :class:`FakeClock`.
+The functional core takes ``now`` (seconds) as an argument; the driver reads it, and waits,
+only through a :class:`Clock`. ``execute`` uses :class:`SystemClock` (wall time: admission
+actors outlive any driver and compare against login expiries, both in unix seconds); tests
+and the simulator use :class:`FakeClock`, where waiting moves time forward at once.
 """
 
 from __future__ import annotations
@@ -13,22 +15,29 @@ from typing import Protocol, runtime_checkable
 @runtime_checkable
 class Clock(Protocol):
     def now(self) -> float:
-        """Monotonic seconds: for durations, cooldowns and windows."""
+        """Seconds: for durations, cooldowns, windows and admission."""
         ...
 
     def wall(self) -> float:
         """Unix seconds: for records that humans and other hosts read."""
         ...
 
+    def sleep(self, seconds: float) -> None:
+        """Wait (a fake clock just moves on)."""
+        ...
+
 
 class SystemClock:
-    """``time.monotonic`` for scheduling, ``time.time`` for records."""
+    """Unix time for both; ``time.sleep`` to wait."""
 
     def now(self) -> float:
-        return time.monotonic()
+        return time.time()
 
     def wall(self) -> float:
         return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
 
 
 class FakeClock:
@@ -43,6 +52,9 @@ class FakeClock:
 
     def wall(self) -> float:
         return self._epoch + self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(max(0.0, seconds))
 
     def advance(self, seconds: float) -> float:
         if seconds < 0:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,9 @@ from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_lister, require_no_halt
-from ray_bench.scheduler.admission import Gate, LeaseRequest
+from ray_bench.scheduler.admission import Gate
+from ray_bench.scheduler.clock import Clock, SystemClock
+from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
@@ -46,6 +47,7 @@ class RunOptions:
     parallel: int | None = None
     hypothesis: str | None = None
     catalog: Catalog = field(default_factory=Catalog.default)
+    #: How long one wait for finishes lasts; an idle loop waits four ticks.
     tick_sec: float = 0.25
     #: Cell runners per Ray node (see DEFAULT_RUNNERS_PER_NODE).
     runners_per_node: int = DEFAULT_RUNNERS_PER_NODE
@@ -80,7 +82,7 @@ class Driver:
 
     def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool,
                  gate: Gate | None = None, observer: RunObserver | None = None,
-                 options: RunOptions | None = None, clock: Callable[[], float] = time.time) -> None:
+                 options: RunOptions | None = None, clock: Clock | None = None) -> None:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
@@ -93,7 +95,8 @@ class Driver:
                              state_root=self.options.state_root)
         self.gate: Gate = gate
         self.observer: RunObserver = observer or NullObserver()
-        self.clock = clock
+        #: The only source of time of the loop (a FakeClock in the simulator).
+        self.clock: Clock = clock or SystemClock()
         self.catalog = self.options.catalog
         self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}
         self.arms = {a.name: a for a in plan.arms}
@@ -115,12 +118,13 @@ class Driver:
             run_root, plan.run_id, plan.host_reserve_mb, read_available=self.options.read_available_mb,
             list_containers=docker_container_lister(plan.run_id, base_url=self._docker_url()) if uses_docker else None)
         self._supervised = 0.0
-        self._beat = clock()  # run_started is the first beat
+        self._beat = self.clock.now()  # run_started is the first beat
+        self._wake_at: float | None = None
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunOutcome:
-        started = time.monotonic()
+        started = self.clock.now()
         require_no_halt(self.run_root)
         ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
         try:
@@ -149,7 +153,7 @@ class Driver:
             if stopped is None and exit_code == 1:
                 detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
             outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
-                                 self.attempts_run, round(time.monotonic() - started, 3))
+                                 self.attempts_run, round(self.clock.now() - started, 3))
             ledger.event("run_finished", outcome.to_json())
             (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
             self.observer.run_finished(outcome)
@@ -196,9 +200,10 @@ class Driver:
                 self._finish(ledger, state, ref, summary)
             if stop is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
-            now = self.clock()
+            now = self.clock.now()
             if now - self._beat >= HEARTBEAT_SEC:
-                ledger.event(HEARTBEAT_EVENT, {"pid": os.getpid(), "inflight": len(self.inflight)})
+                ledger.event(HEARTBEAT_EVENT, {"pid": os.getpid(), "inflight": len(self.inflight)},
+                             now=self.clock.wall())
                 self._beat = now
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.tick(state, self.gate.views(now), note)
@@ -206,24 +211,24 @@ class Driver:
             if not self.inflight and not finished and stop is None and state.pending and note:
                 # Nothing ran and nothing could start: wait before asking again. (When cells
                 # just finished, the note predates them and their slots are free now.)
-                time.sleep(min(1.0, self.options.tick_sec * 4))
+                idle = self.options.tick_sec * 4
+                if self._wake_at is not None:  # an account frees itself sooner: wake then
+                    idle = min(idle, max(0.0, self._wake_at - self.clock.now()))
+                self.clock.sleep(idle)
         return stop
 
     def _launch(self, ledger: Ledger, state: RunState) -> str | None:
         """Start attempts while capacity, accounts and the circuit allow: the free slots' worth
         of cells is admitted in one batch (one round trip per actor, not per cell). Returns a
         note when work is waiting on something."""
-        now = self.clock()
+        now = self.clock.now()
         requests: list[LeaseRequest] = []
-        while state.pending and len(self.inflight) + len(requests) < self.capacity:
-            cell_id = state.pending.popleft()
-            cell = state.cells[cell_id].cell
+        while len(self.inflight) + len(requests) < self.capacity and (cell := state.take(now)) is not None:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
             scope = self.circuit.blocks(account="", backend=cell.backend)
             if drift is not None or scope is not None:
-                state.pending.appendleft(cell_id)
-                for request in reversed(requests):
-                    state.pending.appendleft(request.cell.id)
+                state.put_back([*(r.cell for r in requests), cell])
+                cell_id = cell.id
                 if drift is not None:
                     ledger.event("drift", drift.__dict__, cell_id=cell_id)
                     raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
@@ -233,7 +238,8 @@ class Driver:
                                             f"(signature {self.circuit.open_scopes[scope]}); "
                                             "resume with --hypothesis TEXT")
             requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
-                                         self._horizon(cell)))
+                                         self._horizon(cell), state.expected(cell, now),
+                                         state.cells[cell.id].last_account))
             self._leases += 1
         if not requests:
             self.gate.flush()
@@ -241,24 +247,24 @@ class Driver:
         excluded = {name for name in self.accounts
                     if self.circuit.blocks(account=name, backend="") is not None}
         granted = self.gate.acquire_many(requests, now, exclude=excluded)
-        waiting: list[str] = []
+        waiting: list[PlanCell] = []
         for request in requests:
             account = granted.get(request.lease_id)
             if account is None:
-                waiting.append(request.cell.id)
+                waiting.append(request.cell)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
-        for cell_id in reversed(waiting):
-            state.pending.appendleft(cell_id)
+        state.put_back(waiting)
         if not waiting or self.inflight:
             return "waiting: every account is at its limit" if waiting else None
         if excluded and excluded >= set(self.accounts):
             raise RunStopped("accounts", "no account can be admitted: the recovery circuit is open for every "
                                          "account; resume with --hypothesis TEXT")
         blocked = self.gate.blocked_until(now)
+        self._wake_at = blocked[0] if blocked is not None else None
         if blocked is not None:
             return f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)"
-        stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests))
+        stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
         if stalled is not None:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
@@ -282,7 +288,7 @@ class Driver:
         arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
-                                   preflight=cell.id in self.plan.preflight)
+                                   preflight=cell.id in self.plan.preflight, now=self.clock.wall())
         acc = self.accounts[account]
         backend_cfg = self.plan.backends.get(cell.backend)
         res = arm.resources
@@ -314,19 +320,19 @@ class Driver:
         )
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)
-        state.started(cell.id)
+        state.started(cell.id, lease_id, self.clock.now())
         self.attempts_run += 1
         self.observer.attempt_started(row)
 
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
         row, cell, lease_id = self.inflight.pop(ref)
-        now = self.clock()
+        now = self.clock.now()
         if summary.cancelled:
             ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
                                   failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
-                                  summary=summary)
+                                  summary=summary, now=self.clock.wall())
             self.gate.release(row.account, lease_id, None, 0.0, now)
-            cell_state = state.finished(cell.id, None)
+            cell_state = state.finished(cell.id, None, lease_id, now, row.account)
             self.observer.attempt_finished(row, None, summary, cell_state)
             return
         verdict = classify(summary, self.catalog)
@@ -334,7 +340,7 @@ class Driver:
         summary = summary.model_copy(update={"verdict": verdict.record()})
         ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
-                              counts=verdict.counts, cost_usd=cost, summary=summary)
+                              counts=verdict.counts, cost_usd=cost, summary=summary, now=self.clock.wall())
         self.spend[row.account] = self.spend.get(row.account, 0.0) + cost
         # A lost runner says nothing about the account: its lease is given back, not judged.
         self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
@@ -347,7 +353,7 @@ class Driver:
                         "class": verdict.failure_class, "message": verdict.message}
                 ledger.event("circuit_open", data)
                 self.observer.note_event("circuit_open", data)
-        cell_state = state.finished(cell.id, verdict)
+        cell_state = state.finished(cell.id, verdict, lease_id, now, row.account)
         self.observer.attempt_finished(row, verdict, summary, cell_state)
 
     # -- stops -------------------------------------------------------------------------------
@@ -364,7 +370,7 @@ class Driver:
             if request.get("now"):
                 self.pool.cancel(list(self.inflight))
             return "paused", detail
-        now = time.monotonic()
+        now = self.clock.now()
         if now - self._supervised >= self.options.supervisor_every_sec:
             self._supervised = now
             halt = self.supervisor.check()
@@ -392,7 +398,7 @@ class Driver:
         if pause.exists():
             archive = self.run_root / "pauses"
             archive.mkdir(exist_ok=True)
-            os.replace(pause, archive / f"{int(self.clock())}-pause.json")
+            os.replace(pause, archive / f"{int(self.clock.wall())}-pause.json")
             ledger.event("resumed", {"after": "pause"})
 
     # -- crash recovery ------------------------------------------------------------------------

@@ -1,20 +1,24 @@
 """The state of a run's cells, rebuilt from the plan and the ledger. Pure: no Ray, no I/O.
 
 A cell is *valid* once it has a valid row, *failed* once it used up its counted attempts,
-*running* while an attempt is in flight, and *pending* otherwise. Failures that are about the
-world around the cell (rate limits, sandboxes, auth) do not use up its attempts; they put it
-back at the front of the queue so another account can take it at once.
+*running* while an attempt is in flight, and *pending* otherwise. Pending cells wait in a
+:class:`~ray_bench.scheduler.order.CellQueue` (longest expected first, unknown tasks explored
+at a high quantile, the arms of a pair together). Failures that are about the world around
+the cell (rate limits, sandboxes, auth, a lost runner) do not use up its attempts. A cell
+that failed goes back ahead of new pairs, and its next attempt avoids the account of its
+last one when another has room.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ray_bench.evidence.classify import Verdict
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
+from ray_bench.scheduler.order import CellQueue, CellRef, DurationBook
 
 #: Safety net against a cell that fails in ways that never count: after this many attempts
 #: in all it is failed, whatever their classes.
@@ -31,6 +35,7 @@ class CellState:
     failed: bool = False
     cancelled: bool = False
     last_failure: str | None = None
+    last_account: str | None = None
 
     @property
     def state(self) -> str:
@@ -44,9 +49,14 @@ class CellState:
 
 
 class RunState:
-    def __init__(self, plan: Plan, history: Iterable[AttemptRow]) -> None:
+    def __init__(self, plan: Plan, history: Iterable[AttemptRow],
+                 expected: Mapping[str, float] | None = None) -> None:
+        """``expected``: task -> expected seconds from earlier runs (default: the plan's)."""
         self.max_attempts = plan.max_attempts
         self.cells: dict[str, CellState] = {c.id: CellState(c) for c in plan.cells}
+        if expected is None:
+            expected = {t.id: t.expected_sec for t in plan.tasks if t.expected_sec}
+        self.book = DurationBook(expected)
         for row in history:
             state = self.cells.get(row.cell_id)
             if state is None:
@@ -54,13 +64,18 @@ class RunState:
             state.attempts += 1
             if row.valid:
                 state.valid = True
+                if row.finished_at is not None:
+                    self.book.observe(row.task, max(0.0, row.finished_at - row.started_at))
             elif row.counts:
                 state.counted += 1
                 state.last_failure = row.failure_class
+            if not row.valid:
+                state.last_account = row.account
         for state in self.cells.values():
             self._settle(state)
-        self.pending: deque[str] = deque(
-            c.id for c in plan.cells if self.cells[c.id].state == "pending")
+        self.pending = CellQueue([_ref(c) for c in plan.cells if self.cells[c.id].state == "pending"],
+                                 self.book)
+        self._starts: dict[str, float] = {}
 
     def _settle(self, state: CellState) -> None:
         if not state.valid and (state.counted >= self.max_attempts or
@@ -69,35 +84,57 @@ class RunState:
 
     def restrict(self, cell_ids: set[str]) -> list[str]:
         """Keep only ``cell_ids`` in the queue (preflight); return the ones set aside."""
-        aside = [c for c in self.pending if c not in cell_ids]
-        self.pending = deque(c for c in self.pending if c in cell_ids)
+        aside: list[str] = []
+        keep: list[CellRef] = []
+        while (ref := self.pending.pop(0.0)) is not None:
+            (keep.append(ref) if ref.cell_id in cell_ids else aside.append(ref.cell_id))
+        self.pending = CellQueue(keep, self.book)
         return aside
 
     def extend(self, cell_ids: list[str]) -> None:
-        self.pending.extend(c for c in cell_ids if self.cells[c].state == "pending")
+        self.pending.add(_ref(self.cells[c].cell) for c in cell_ids if self.cells[c].state == "pending")
 
-    def started(self, cell_id: str) -> None:
+    def take(self, now: float) -> PlanCell | None:
+        """The next cell to start (it stays pending until :meth:`started` or :meth:`put_back`)."""
+        ref = self.pending.pop(now)
+        return None if ref is None else self.cells[ref.cell_id].cell
+
+    def put_back(self, cells: list[PlanCell]) -> None:
+        """Cells taken but not started (no account admitted them): first in line again, in order."""
+        for cell in reversed(cells):
+            self.pending.requeue(_ref(cell))
+
+    def expected(self, cell: PlanCell, now: float) -> float:
+        return self.book.estimate(cell.task, now)
+
+    def started(self, cell_id: str, lease_id: str = "", now: float = 0.0) -> None:
         state = self.cells[cell_id]
         state.running = True
         state.attempts += 1
+        self.book.started(state.cell.task, lease_id or cell_id, now)
 
-    def finished(self, cell_id: str, verdict: Verdict | None) -> str:
+    def finished(self, cell_id: str, verdict: Verdict | None, lease_id: str = "", now: float = 0.0,
+                 account: str | None = None) -> str:
         """Record an attempt's end (``None``: cancelled or stale). Returns the cell's state."""
         state = self.cells[cell_id]
         state.running = False
+        task = state.cell.task
+        began = self.book.stopped(task, lease_id or cell_id)
         if verdict is not None and verdict.valid:
             state.valid = True
+            if began is not None:
+                self.book.observe(task, max(0.0, now - began))
+            self.pending.reprioritise(task)
             return state.state
+        self.pending.reprioritise(task)
         if verdict is not None:
             state.last_failure = verdict.failure_class
+            state.last_account = account
             if verdict.counts:
                 state.counted += 1
         self._settle(state)
         if state.state == "pending":
-            if verdict is None or not verdict.counts:
-                self.pending.appendleft(cell_id)
-            else:
-                self.pending.append(cell_id)
+            self.pending.requeue(_ref(state.cell))
         return state.state
 
     def counts(self) -> dict[str, int]:
@@ -111,3 +148,7 @@ class RunState:
     @property
     def remaining(self) -> int:
         return sum(1 for s in self.cells.values() if s.state in ("pending", "running"))
+
+
+def _ref(cell: PlanCell) -> CellRef:
+    return CellRef(cell.id, cell.task, cell.arm, cell.rep)

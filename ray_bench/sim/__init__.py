@@ -1,9 +1,10 @@
 """Capacity planning: the admission core on a virtual clock.
 
 ``simulate(spec)`` builds one seeded workload from a :class:`SimSpec` (or a path to a YAML/
-JSON spec, or a mapping), runs each requested policy on it — ``adaptive`` (the real
-scheduler objects), ``round-robin`` and ``global-semaphore`` — computes the honest lower
-bound, and returns a :class:`SimReport`; ``report.to_dict()`` is JSON-able.
+JSON spec, or a mapping), runs each requested policy on it — ``adaptive`` (the real driver
+on a virtual clock, :mod:`ray_bench.sim.driven`), ``round-robin`` and ``global-semaphore``
+(baselines) — computes the honest lower bound, and returns a :class:`SimReport`;
+``report.to_dict()`` is JSON-able.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.sim.baselines import GlobalSemaphorePolicy, RoundRobinPolicy
-from ray_bench.sim.engine import AdaptivePolicy, PolicyResult, SimPolicy, run
+from ray_bench.sim.driven import run_driven
+from ray_bench.sim.engine import PolicyResult, SimPolicy, run
 from ray_bench.sim.lowerbound import LowerBound, lower_bound
 from ray_bench.sim.workload import SimSpec, Workload, build_workload, load_spec, parse_spec
 
@@ -57,9 +59,7 @@ class SimReport:
         }
 
 
-_POLICIES: dict[str, type[AdaptivePolicy] | type[RoundRobinPolicy]
-                | type[GlobalSemaphorePolicy]] = {
-    "adaptive": AdaptivePolicy,
+_POLICIES: dict[str, type[RoundRobinPolicy] | type[GlobalSemaphorePolicy]] = {
     "round-robin": RoundRobinPolicy,
     "global-semaphore": GlobalSemaphorePolicy,
 }
@@ -75,6 +75,12 @@ def simulate(spec: SimSpec | Mapping[str, Any] | str | Path) -> SimReport:
     workload = build_workload(spec)
     results: dict[str, PolicyResult] = {}
     for name in spec.policies:
+        if name == "adaptive":
+            d = run_driven(spec, workload)
+            results[name] = PolicyResult("adaptive", d.makespan_s, d.attempts, d.wasted_attempts,
+                                         d.cells_lost, d.duplicate_rows, d.valid_cells + d.duplicate_rows,
+                                         d.pair_start_gap_s)
+            continue
         policy: SimPolicy = _POLICIES[name](spec, workload)
         results[name] = run(spec, workload, policy)
     return SimReport(

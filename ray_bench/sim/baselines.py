@@ -15,7 +15,7 @@ from collections import deque
 
 from ray_bench.accounts.core import Lease
 from ray_bench.accounts.outcome import Outcome
-from ray_bench.scheduler.policy import CellRef
+from ray_bench.scheduler.order import CellRef
 from ray_bench.sim.engine import DONE, LOST, REQUEUED
 from ray_bench.sim.workload import SimSpec, Workload
 

@@ -7,9 +7,9 @@ with a Retry-After), fails every attempt with an auth error once an account has 
 credentials (attempts in flight at that moment fail too), and otherwise finishes the cell
 after its true duration. Running cells ride through a storm: agents retry single requests.
 
-The *policy* side is anything with the :class:`SimPolicy` shape. The ``adaptive`` policy is
-:class:`AdaptivePolicy`, a thin wrapper over the very :class:`~ray_bench.scheduler.Dispatcher`
-and :class:`~ray_bench.accounts.AccountCore` objects the executor uses.
+The *policy* side is anything with the :class:`SimPolicy` shape: the baselines the scheduler
+is compared with (:mod:`ray_bench.sim.baselines`). The scheduler itself is simulated by
+running the real driver (:mod:`ray_bench.sim.driven`), not here.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ray_bench.accounts.core import AccountCore, Lease
-from ray_bench.accounts.health import HealthPolicy
+from ray_bench.accounts.core import Lease
 from ray_bench.accounts.outcome import Outcome
-from ray_bench.scheduler.policy import CellQueue, CellRef, Dispatcher, DurationBook
+from ray_bench.scheduler.order import CellRef
 from ray_bench.sim.workload import AuthLossEvent, SimSpec, StormEvent, Workload
 
 DONE, REQUEUED, LOST = "done", "requeued", "lost"
@@ -45,30 +44,6 @@ class SimPolicy(Protocol):
         ...
 
     def next_wakeup(self, now: float) -> float | None: ...
-
-
-class AdaptivePolicy:
-    """The real scheduler: account cores + LPT/pair queue + account choice."""
-
-    name = "adaptive"
-
-    def __init__(self, spec: SimSpec, workload: Workload) -> None:
-        health = HealthPolicy(**spec.health)  # type: ignore[arg-type]
-        self.cores = [AccountCore(a.name, a.limits(health)) for a in spec.accounts]
-        self.dispatcher = Dispatcher(self.cores, CellQueue(workload.cells,
-                                                           DurationBook(workload.history)))
-
-    def pending(self) -> int:
-        return len(self.dispatcher.queue)
-
-    def dispatch(self, now: float, free_slots: int | None) -> list[tuple[CellRef, Lease]]:
-        return [(s.cell, s.lease) for s in self.dispatcher.dispatch(now, free_slots)]
-
-    def finish(self, now: float, lease: Lease, outcome: Outcome) -> str:
-        return REQUEUED if self.dispatcher.finish(now, lease, outcome) else DONE
-
-    def next_wakeup(self, now: float) -> float | None:
-        return self.dispatcher.next_wakeup(now)
 
 
 @dataclass(slots=True)
@@ -224,10 +199,10 @@ def run(spec: SimSpec, workload: Workload, policy: SimPolicy) -> PolicyResult:
         policy=policy.name, makespan_s=last_end, attempts=attempts, wasted_attempts=wasted,
         cells_lost=max(missing, lost + stranded), rows=sum(rows.values()),
         duplicate_rows=sum(n - 1 for n in rows.values() if n > 1),
-        pair_start_gap_s=_pair_gaps(workload.cells, first_start))
+        pair_start_gap_s=pair_gaps(workload.cells, first_start))
 
 
-def _pair_gaps(cells: Sequence[CellRef], first_start: dict[str, float]) -> dict[str, float]:
+def pair_gaps(cells: Sequence[CellRef], first_start: dict[str, float]) -> dict[str, float]:
     pairs: dict[tuple[str, int], list[float]] = {}
     for c in cells:
         if c.cell_id in first_start:

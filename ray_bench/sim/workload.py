@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray_bench.accounts.core import AccountLimits, WindowLimit
 from ray_bench.accounts.health import HealthPolicy
 from ray_bench.errors import ConfigError
-from ray_bench.scheduler.policy import CellRef
+from ray_bench.scheduler.order import CellRef
 
 
 class _Model(BaseModel):

@@ -64,12 +64,17 @@ def test_worker_raylet_killed_mid_run(tmp_path: Path, multinode: MultiNode) -> N
     lost = [a for a in attempts if not a.valid]
     assert lost, "the killed node held attempts"
     assert {a.failure_class for a in lost} == {"executor"}
-    # only what the node held when it died: nothing was sent to a runner on the dead node
-    assert all(a.started_at < killed_at for a in lost)
+    assert not any(a.counts for a in lost)  # infrastructure: no attempt of the cells used up
+    # Nothing was sent to the dead node after the driver's first death notice (the first lost
+    # attempt's record). Between the kill and that notice the driver cannot know, and under
+    # load it did send attempts there (they are lost too, and that is fine).
+    notice = min(a.finished_at or 0.0 for a in lost)
+    assert all(a.started_at <= notice for a in lost), (notice, [a.started_at for a in lost])
+    assert all(a.started_at >= killed_at - 600 for a in lost)
     assert all(a.status == "finished" for a in lost)
     for a in lost:
-        error = summaries[a.attempt_id].get("error") or {}
-        assert "Actor" in str(error.get("type")) or "Actor" in str(error.get("message")), error
+        error = summaries[a.attempt_id].error
+        assert error is not None and ("Actor" in error.type or "Actor" in error.message), error
     valid = [a for a in attempts if a.valid]
     assert len({a.cell_id for a in valid}) == 12
     assert len(valid) == 12

@@ -41,7 +41,7 @@ def test_cell_quota_limits_work() -> None:
     lb = bound(raw)
     assert lb == pytest.approx(3 * 3600, rel=1e-6)
     r = simulate({**raw, "policies": ["adaptive"]}).results["adaptive"]
-    assert r.makespan_s == pytest.approx(3 * 3600 + 100)
+    assert r.makespan_s == pytest.approx(3 * 3600 + 100, abs=60)  # + sandbox creation and polling
     assert r.wasted_attempts == 0
     assert r.makespan_s >= lb
 

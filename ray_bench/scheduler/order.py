@@ -1,4 +1,4 @@
-"""Which cell next, and on which account: the scheduling policy as pure code.
+"""Which cell next: the order of a run's pending cells, as pure code.
 
 **Cell order (LPT with history).** Cells of long tasks start first, so that a four-hour
 straggler is not the last thing to start. A task's expected duration is, in order of trust:
@@ -13,33 +13,16 @@ Ties go to the task with fewer started cells, then to suite order.
 started, its siblings are next in line, ahead of any new pair. A cell sent back to the queue
 (rate-limited, auth failure) keeps that priority and is retried at once, on another account.
 
-**Account choice.** Among the accounts that admit a start now, prefer the one with the most
-headroom (free fraction of its adaptive limit, then free slots); a degraded account's single
-probe start comes last.
-
-**Capacity.** No parallelism flag: capacity is the smaller of the usable accounts' limits and
-the backend pools (:func:`healthy_capacity`).
+Account choice is :func:`ray_bench.scheduler.core.assign`.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
-import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-
-from ray_bench.accounts.core import (
-    AccountCore,
-    AccountSnapshot,
-    Admit,
-    Lease,
-    Refusal,
-    RefusalReason,
-)
-from ray_bench.accounts.outcome import Outcome, OutcomeKind
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 RUNNING_BOOST = 1.5
 """A task running for t seconds is expected to take about 1.5 t: with a lognormal of sigma
@@ -137,9 +120,15 @@ class CellQueue:
         self._known: list[tuple[float, int, int, int, str]] = []
         self._unknown: list[tuple[int, int, int, str]] = []
         self._len = 0
+        self.add(cells)
+
+    def add(self, cells: Iterable[CellRef]) -> None:
+        """Queue new cells (at the start, or after a preflight)."""
+        touched = set()
         for cell in cells:
             self._add_new(cell)
-        for task in self._fresh:
+            touched.add(cell.task)
+        for task in touched:
             self._push(task)
 
     def __len__(self) -> int:
@@ -229,130 +218,3 @@ class CellQueue:
     def reprioritise(self, task: str) -> None:
         """Tell the queue that the book's estimate for ``task`` changed."""
         self._push(task)
-
-
-def choose_account(candidates: Sequence[AccountSnapshot]) -> str | None:
-    """The account to start the next cell on, from fresh snapshots; ``None`` if none admits.
-
-    Pure: the driver asks each ``AccountActor`` for ``snapshot(now)`` and calls this.
-    """
-    best: tuple[int, float, int, str] | None = None
-    for snap in candidates:
-        if not isinstance(snap.admit, Admit):
-            continue
-        key = (0 if snap.admit.probe else 1, snap.admit.headroom / max(1, snap.limit),
-               snap.admit.headroom, snap.name)
-        if best is None or key[:3] > best[:3]:
-            best = key
-    return best[3] if best is not None else None
-
-
-def plan_starts(queue: CellQueue, snapshots: Sequence[AccountSnapshot], now: float,
-                free_slots: int | None = None) -> list[tuple[CellRef, str]]:
-    """Plan this round's starts from one snapshot per account: ``[(cell, account)]``.
-
-    For a driver whose accounts live elsewhere (Ray actors): one round trip for the
-    snapshots, then each planned start is confirmed by its account (``on_start`` raises
-    :class:`~ray_bench.accounts.AdmissionRefused` if the account changed its mind, e.g.
-    another run took the slot); a refused cell goes back with ``queue.requeue(cell)``.
-    Pops the planned cells from ``queue``.
-    """
-    snaps = {s.name: s for s in snapshots}
-    out: list[tuple[CellRef, str]] = []
-    budget = math.inf if free_slots is None else free_slots
-    while budget > 0 and len(queue):
-        name = choose_account(list(snaps.values()))
-        if name is None:
-            break
-        cell = queue.pop(now)
-        if cell is None:
-            break
-        out.append((cell, name))
-        budget -= 1
-        snap = snaps[name]
-        assert isinstance(snap.admit, Admit)
-        left = snap.admit.headroom - 1
-        admit: Admit | Refusal = (replace(snap.admit, headroom=left) if left > 0
-                                  else Refusal(RefusalReason.CONCURRENCY, None))
-        snaps[name] = replace(snap, inflight=snap.inflight + 1, admit=admit)
-    return out
-
-
-def healthy_capacity(snapshots: Iterable[AccountSnapshot], backend_slots: int | None) -> int:
-    """Cells that may run at once: usable accounts' limits, capped by the backend pools."""
-    total = sum(s.recommended_parallelism for s in snapshots)
-    return total if backend_slots is None else min(total, backend_slots)
-
-
-@dataclass(frozen=True, slots=True)
-class Start:
-    cell: CellRef
-    lease: Lease
-
-
-@dataclass(slots=True)
-class Dispatcher:
-    """The in-process scheduler loop body: cores + queue. Used by the simulator as is, and a
-    model for the driver, which holds the same queue and asks actors instead of cores."""
-
-    accounts: Sequence[AccountCore]
-    queue: CellQueue
-    _leases: dict[str, tuple[CellRef, float]] = field(default_factory=dict)
-    _ids: itertools.count[int] = field(default_factory=itertools.count)
-
-    @property
-    def inflight(self) -> int:
-        return len(self._leases)
-
-    def dispatch(self, now: float, free_slots: int | None = None) -> list[Start]:
-        """Start as many cells as the accounts admit now, at most ``free_slots`` (backend)."""
-        starts: list[Start] = []
-        budget = math.inf if free_slots is None else free_slots
-        by_name = {a.name: a for a in self.accounts}
-        while budget > 0 and len(self.queue):
-            snaps = [_light_snapshot(a, now) for a in self.accounts]
-            name = choose_account(snaps)
-            if name is None:
-                break
-            cell = self.queue.pop(now)
-            if cell is None:
-                break
-            lease = Lease(f"{cell.cell_id}#{next(self._ids)}", cell.cell_id, name)
-            by_name[name].on_start(now, lease)
-            self.queue.book.started(cell.task, lease.lease_id, now)
-            self._leases[lease.lease_id] = (cell, now)
-            starts.append(Start(cell, lease))
-            budget -= 1
-        return starts
-
-    def finish(self, now: float, lease: Lease, outcome: Outcome) -> bool:
-        """Record a finish; return whether the cell went back to the queue."""
-        cell, started = self._leases.pop(lease.lease_id)
-        for a in self.accounts:
-            if a.name == lease.account:
-                a.on_finish(now, lease, outcome)
-                break
-        book = self.queue.book
-        book.stopped(cell.task, lease.lease_id)
-        if outcome.kind is OutcomeKind.SUCCESS:
-            book.observe(cell.task, now - started)
-        self.queue.reprioritise(cell.task)
-        if outcome.requeue:
-            self.queue.requeue(cell)
-            return True
-        return False
-
-    def next_wakeup(self, now: float) -> float | None:
-        """When a refusal lifts by itself (cooldown end, token, window); ``None`` if only a
-        finish or an operator can unblock."""
-        times = [t for a in self.accounts if (t := a.next_change(now)) is not None and t > now]
-        return min(times) if times else None
-
-
-def _light_snapshot(core: AccountCore, now: float) -> AccountSnapshot:
-    """The fields :func:`choose_account` reads, without the cost of a full snapshot."""
-    return AccountSnapshot(
-        name=core.name, state=core.health.state, inflight=core.inflight,
-        limit=core.concurrency.limit, tokens=0.0, cooldown_left=0.0, window_used=0,
-        window_usd=0.0, spent_usd=core.spent_usd, last_error="", recommended_parallelism=0,
-        admit=core.can_admit(now))

@@ -1,0 +1,107 @@
+"""Which account takes which cell: the one account choice, as pure code.
+
+Both gates call :func:`assign` — :class:`~ray_bench.scheduler.admission.CoreGate` (in
+process: tests and the simulator) and :class:`~ray_bench.accounts.actors.ActorGate` (Ray
+actors shared across runs) — and then start the chosen leases atomically on the accounts.
+
+The rules, in order:
+
+- **Retries go elsewhere.** A cell that failed on an account is sent to another one when
+  any other has room (``LeaseRequest.avoid``).
+- **Degraded accounts last.** A degraded account's one probe start is used only when no
+  healthy account has room.
+- **Quota-aware placement.** An account whose binding limit is a cell-count window (its
+  window allows fewer starts than its slots could use at the run's typical cell length) gets
+  the longest cells of the batch: every start it makes costs a window slot, so each should
+  buy as much work as it can. It does not take a cell that would outlast ``horizon_sec``
+  of its own (a login that expires, say). Other accounts take the rest.
+- **Headroom.** Among the rest, the account with the largest free fraction of its limit,
+  then the most free slots, then the name (deterministic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ray_bench.models.plan import PlanCell
+
+
+@dataclass(frozen=True)
+class LeaseRequest:
+    """One cell asking for an account slot; ``horizon_sec`` is how long it may hold it,
+    ``expected_sec`` how long it is expected to take (history or this run's observations),
+    ``avoid`` the account its last attempt failed on."""
+
+    lease_id: str
+    cell: PlanCell
+    horizon_sec: float
+    expected_sec: float = 0.0
+    avoid: str | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An account that may start cells now, as the choice sees it."""
+
+    name: str
+    headroom: int
+    limit: int
+    probe: bool = False
+    #: Window starts per second (``max_cells / window``), when the account has a cell window.
+    window_rate: float | None = None
+    #: Cells expected to last longer than this do not go to the account (None: no bound).
+    horizon_sec: float | None = None
+
+    def window_bound(self, typical_sec: float) -> bool:
+        """The window, not the slots, limits this account at the typical cell length: its
+        ``limit`` slots busy with typical cells would start more cells than it allows."""
+        return self.window_rate is not None and self.window_rate * typical_sec < self.limit
+
+
+def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
+           typical_sec: float) -> dict[str, list[LeaseRequest]]:
+    """Account name -> the requests it should start, in request order. The window-bound
+    accounts' room is reserved for the batch's longest requests first; the others take the
+    requests in order while they have room."""
+    room = {c.name: c.headroom for c in candidates if c.headroom > 0}
+    by_name = {c.name: c for c in candidates}
+    bound = {c.name for c in candidates if c.window_bound(typical_sec)}
+    # The window-bound accounts' share goes to the longest requests of the batch.
+    longest = sorted(range(len(requests)), key=lambda i: (-requests[i].expected_sec, i))
+    reserved: dict[int, str] = {}
+    bound_room = {n: room[n] for n in bound if n in room}
+    for i in longest:
+        request = requests[i]
+        fits = [n for n, left in bound_room.items() if left > 0 and n != request.avoid
+                and _fits(by_name[n], request)]
+        if not fits:
+            continue
+        name = max(fits, key=lambda n: _key(by_name[n], bound_room[n]))
+        reserved[i] = name
+        bound_room[name] -= 1
+    for name in reserved.values():
+        room[name] -= 1  # what is left is for the other requests
+    out: dict[str, list[LeaseRequest]] = {}
+    for i, request in enumerate(requests):
+        chosen = reserved.get(i)
+        if chosen is None:
+            open_ = [n for n, left in room.items() if left > 0 and n not in bound and _fits(by_name[n], request)]
+            if not open_:  # only window-bound room is left: better used than idle
+                open_ = [n for n, left in room.items() if left > 0 and _fits(by_name[n], request)]
+            others = [n for n in open_ if n != request.avoid]
+            open_ = others or open_
+            if not open_:
+                continue  # no room for it; a reserved longer cell further on may still go
+            chosen = max(open_, key=lambda n: _key(by_name[n], room[n]))
+            room[chosen] -= 1
+        out.setdefault(chosen, []).append(request)
+    return out
+
+
+def _fits(candidate: Candidate, request: LeaseRequest) -> bool:
+    return candidate.horizon_sec is None or request.expected_sec <= candidate.horizon_sec
+
+
+def _key(candidate: Candidate, room: int) -> tuple[int, float, int, str]:
+    return (0 if candidate.probe else 1, room / max(1, candidate.limit), room, candidate.name)

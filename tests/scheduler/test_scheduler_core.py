@@ -1,0 +1,58 @@
+"""The one account choice (scheduler/core.py), as both gates and the simulator call it."""
+
+from __future__ import annotations
+
+from ray_bench.models.plan import PlanCell
+from ray_bench.scheduler import Candidate, LeaseRequest, assign
+
+
+def req(i: int, expected: float = 0.0, avoid: str | None = None) -> LeaseRequest:
+    return LeaseRequest(f"l{i}", PlanCell(id=f"c{i}", task=f"t{i}", arm="a", rep=0, backend="local"),
+                        3600.0, expected, avoid)
+
+
+def names(out: dict[str, list[LeaseRequest]]) -> dict[str, list[str]]:
+    return {n: [r.lease_id for r in rs] for n, rs in sorted(out.items())}
+
+
+def test_headroom_fraction_then_free_slots_and_probe_last() -> None:
+    cands = [Candidate("a", 2, 8), Candidate("b", 2, 2), Candidate("c", 4, 4), Candidate("d", 1, 4, probe=True)]
+    out = names(assign([req(i) for i in range(9)], cands, 0.0))
+    assert out["c"][0] == "l0"  # 4/4 free beats 2/2 on free slots
+    assert sum(len(v) for v in out.values()) == 9
+    assert out["d"] == ["l8"]  # the degraded account's probe comes last
+
+
+def test_a_retry_goes_to_another_account_when_one_has_room() -> None:
+    cands = [Candidate("a", 4, 4), Candidate("b", 1, 4)]
+    assert names(assign([req(0, avoid="a")], cands, 0.0)) == {"b": ["l0"]}
+    # ...but it is not refused when the failed account is the only one with room
+    assert names(assign([req(0, avoid="a")], [Candidate("a", 4, 4)], 0.0)) == {"a": ["l0"]}
+
+
+def test_a_window_bound_account_takes_the_longest_cells_of_the_batch() -> None:
+    # w: 4 slots, 10 starts per hour; at 20-min cells it would need 12 starts/hour: window-bound
+    cands = [Candidate("big", 6, 6), Candidate("w", 2, 4, window_rate=10 / 3600)]
+    requests = [req(0, 300), req(1, 7200), req(2, 600), req(3, 5400), req(4, 60)]
+    out = names(assign(requests, cands, typical_sec=1200.0))
+    assert out["w"] == ["l1", "l3"]
+    assert out["big"] == ["l0", "l2", "l4"]
+
+
+def test_an_account_bound_by_its_slots_is_not_window_bound() -> None:
+    # 100 starts per hour is plenty for 4 slots of 20-minute cells: plain headroom order
+    cands = [Candidate("big", 6, 6), Candidate("w", 4, 4, window_rate=100 / 3600)]
+    out = names(assign([req(0, 300), req(1, 7200)], cands, typical_sec=1200.0))
+    assert out == {"big": ["l0"], "w": ["l1"]}
+    assert not Candidate("w", 4, 4, window_rate=100 / 3600).window_bound(1200.0)
+
+
+def test_cells_longer_than_an_accounts_horizon_go_elsewhere() -> None:
+    cands = [Candidate("short", 4, 4, horizon_sec=600.0), Candidate("long", 1, 4)]
+    out = names(assign([req(0, 3000), req(1, 100)], cands, 0.0))
+    assert out == {"long": ["l0"], "short": ["l1"]}
+
+
+def test_no_room_no_grant() -> None:
+    assert assign([req(0)], [Candidate("a", 0, 4)], 0.0) == {}
+    assert assign([], [Candidate("a", 2, 4)], 0.0) == {}

@@ -1,0 +1,53 @@
+"""The real driver on a virtual clock: faults one at a time, with what each must do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray_bench.sim.driven import Faults, run_driven
+from ray_bench.sim.workload import build_workload, parse_spec
+
+SPEC: dict[str, Any] = {
+    "seed": 3,
+    "suite": {"tasks": 6, "arms": ["baseline", "mcp"], "reps": 2},
+    "durations": {"lognormal": {"median_s": 600, "sigma": 0.5}},
+    "history": {"noise_sigma": 0.3},
+    "accounts": [{"name": "a", "max_concurrent": 3}, {"name": "b", "max_concurrent": 2}],
+    "policies": ["adaptive"],
+}
+
+
+def drive(faults: Faults, **patch: Any) -> Any:
+    spec = parse_spec({**SPEC, **patch})
+    return run_driven(spec, build_workload(spec), faults, max_attempts=1)
+
+
+def test_clean_run() -> None:
+    r = drive(Faults())
+    assert (r.valid_cells, r.attempts, r.violations, r.stopped) == (24, 24, [], None)
+
+
+def test_a_lost_runner_uses_up_no_attempt_and_opens_no_circuit() -> None:
+    # max_attempts=1: had the lost attempts counted, their cells would have failed
+    r = drive(Faults(runner_deaths=(100.0, 200.0, 300.0)))
+    assert r.attempts > 24
+    assert (r.valid_cells, r.failed_cells, r.stopped, r.violations) == (24, 0, None, [])
+
+
+def test_node_loss_sends_nothing_to_the_dead_node_and_cleans_its_sandboxes() -> None:
+    r = drive(Faults(node_losses=((100.0, 5000.0),)))
+    assert r.attempts > 24 and r.valid_cells == 24 and r.violations == []
+
+
+def test_driver_killed_twice_resumes_on_the_same_ledger() -> None:
+    r = drive(Faults(driver_kills=(300.0, 1200.0)))
+    assert r.resumes == 2
+    assert (r.valid_cells, r.duplicate_rows, r.violations) == (24, 0, [])
+
+
+def test_storm_auth_loss_slow_sandboxes_and_clock_jumps() -> None:
+    events = [{"kind": "storm", "account": "a", "start_h": 0.1, "length_min": 20, "retry_after_s": 120},
+              {"kind": "auth_loss", "account": "b", "at_h": 0.3}]
+    r = drive(Faults(clock_jumps=((500.0, 900.0),), slow_create=(0.0, 2000.0, 120.0)), events=events)
+    assert (r.valid_cells, r.duplicate_rows, r.violations) == (24, 0, [])
+    assert r.wasted_attempts >= 1
