@@ -95,11 +95,14 @@ def plan(
                                                    "trial without a selection file.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N tasks (by id) of "
                                               "what is selected.")] = None,
+    history: Annotated[list[Path] | None, typer.Option("--history", help="Run roots (or a directory of them) "
+                                                       "whose durations order the cells, longest first.")] = None,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
     from ray_bench.api import plan_run
     from ray_bench.plan.compile import ArmFilter
+    from ray_bench.plan.history import durations_from_runs
 
     if baseline_only and full_only:
         raise UserInputError("--baseline-only and --full-only exclude each other", where="plan",
@@ -107,7 +110,8 @@ def plan(
     arms: ArmFilter = "baseline-only" if baseline_only else "full-only" if full_only else "all"
     result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
-                      task_ids=tuple(task or ()), limit=limit)
+                      task_ids=tuple(task or ()), limit=limit,
+                      history=durations_from_runs([*(history or []), *(runs or [])]))
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     err.print(f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "

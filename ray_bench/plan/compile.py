@@ -352,7 +352,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> Plan
         workdir=env.workdir,
         resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
         verifier_env=cfg.verifier.env,
-        expected_sec=history.get(task.id),
+        expected_sec=history.get(task.id, history.get(task.checksum)),  # by id (API) or content (ledgers)
         config=cfg,
         warnings=list(task.warnings),
         mcp_servers=task_mcp_servers(env.mcp_servers),

@@ -16,6 +16,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
             f"- created with: {plan.created_with}",
             f"- {cells_line(plan)}",
             f"- preflight cells: {len(plan.preflight)}",
+            f"- cells with history (expected duration from earlier runs): {_with_history(plan)}",
             f"- attempts per cell at most: {plan.max_attempts}",
             f"- spend limit: {f'${plan.spend_limit_usd:.2f}' if plan.spend_limit_usd else 'none'}",
             f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}", ""]
@@ -65,3 +66,8 @@ def render_receipt(plan: Plan, identity: str) -> str:
             f"ray-bench execute --plan runs/{plan.run_id}/launch-plan.json --confirm {identity}", "```", ""]
     out += ["## Terms", "", *glossary_lines(), ""]
     return "\n".join(out)
+
+
+def _with_history(plan: Plan) -> int:
+    known = {t.id for t in plan.tasks if t.expected_sec is not None}
+    return sum(1 for c in plan.cells if c.task in known)

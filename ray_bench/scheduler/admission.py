@@ -85,7 +85,11 @@ def candidate_of(snapshot: AccountSnapshot, account: Account, headroom: int | No
 
 
 def typical_sec(requests: list[LeaseRequest]) -> float:
-    """The typical cell length of a batch, for telling window-bound accounts apart."""
+    """The run's typical cell length as the driver saw it (else the batch's median), for
+    telling window-bound accounts apart."""
+    typical = max((r.typical_sec for r in requests), default=0.0)
+    if typical > 0:
+        return typical
     known = sorted(r.expected_sec for r in requests if r.expected_sec > 0)
     return known[len(known) // 2] if known else 0.0
 

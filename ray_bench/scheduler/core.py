@@ -38,6 +38,8 @@ class LeaseRequest:
     horizon_sec: float
     expected_sec: float = 0.0
     avoid: str | None = None
+    #: The run's typical cell length (median expected), for telling window-bound accounts apart.
+    typical_sec: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,7 @@ class Driver:
         note when work is waiting on something."""
         now = self.clock.now()
         requests: list[LeaseRequest] = []
+        typical = state.book.typical()
         while len(self.inflight) + len(requests) < self.capacity and (cell := state.take(now)) is not None:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
             scope = self.circuit.blocks(account="", backend=cell.backend)
@@ -239,7 +240,7 @@ class Driver:
                                             "resume with --hypothesis TEXT")
             requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
                                          self._horizon(cell), state.expected(cell, now),
-                                         state.cells[cell.id].last_account))
+                                         state.cells[cell.id].last_account, typical))
             self._leases += 1
         if not requests:
             self.gate.flush()

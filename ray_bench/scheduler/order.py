@@ -71,6 +71,11 @@ class DurationBook:
         i = min(len(self._seen) - 1, int(self.unknown_quantile * len(self._seen)))
         return max(self.prior_s, self._seen[i])
 
+    def typical(self) -> float:
+        """The median expected task length: of what finished, else of the history."""
+        values = self._seen or sorted(self.history.values())
+        return values[len(values) // 2] if values else self.prior_s
+
     def base(self, task: str) -> float:
         """The estimate that does not depend on the time."""
         n = self._n.get(task)

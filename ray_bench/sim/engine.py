@@ -76,35 +76,37 @@ class Provider:
     def _delay(self, lo_hi: tuple[float, float]) -> float:
         return float(self.rng.uniform(*lo_hi))
 
-    def start(self, now: float, cell: CellRef, lease: Lease) -> _Attempt:
-        acct = lease.account
+    def refusal(self, now: float, acct: str) -> tuple[float, Outcome] | None:
+        """How a start on ``acct`` now fails (after how long, with what), or None: it runs.
+        A start that runs takes one of the account's true slots (and a window start)."""
         loss = self.auth_loss.get(acct)
         if loss is not None and now >= loss.at_h * 3600:
-            return _Attempt(cell, lease, now, now + self._delay(loss.signal_delay_s),
-                            Outcome.auth_failed("401 invalid credentials"), False)
+            return self._delay(loss.signal_delay_s), Outcome.auth_failed("401 invalid credentials")
         if self.inflight[acct] >= self.limit[acct]:
-            return _Attempt(cell, lease, now, now + self._delay((1.0, 5.0)),
-                            Outcome.rate_limited(30.0, "429 too many concurrent"), False)
+            return self._delay((1.0, 5.0)), Outcome.rate_limited(30.0, "429 too many concurrent")
         if acct in self.window:
             span, cap = self.window[acct]
             q = self.starts[acct]
             while q and q[0] + span <= now:
                 q.popleft()
             if len(q) >= cap:
-                return _Attempt(cell, lease, now, now + self._delay((1.0, 5.0)),
-                                Outcome.rate_limited(q[len(q) - cap] + span - now,
-                                                     "usage limit reached"), False)
+                return self._delay((1.0, 5.0)), Outcome.rate_limited(q[len(q) - cap] + span - now,
+                                                                      "usage limit reached")
         for s in self.storms:
             t0 = s.start_h * 3600
             if s.account == acct and t0 <= now < t0 + s.length_min * 60:
-                return _Attempt(cell, lease, now, now + self._delay(s.signal_delay_s),
-                                Outcome.rate_limited(s.retry_after_s, "429 rate limit"), False)
+                return self._delay(s.signal_delay_s), Outcome.rate_limited(s.retry_after_s, "429 rate limit")
         self.inflight[acct] += 1
         if acct in self.window:
             self.starts[acct].append(now)
+        return None
+
+    def start(self, now: float, cell: CellRef, lease: Lease) -> _Attempt:
+        refused = self.refusal(now, lease.account)
+        if refused is not None:
+            return _Attempt(cell, lease, now, now + refused[0], refused[1], False)
         d = self.workload.duration[cell.cell_id]
-        return _Attempt(cell, lease, now, now + d, Outcome.success(d * self.usd_per_s[acct]),
-                        True)
+        return _Attempt(cell, lease, now, now + d, Outcome.success(d * self.usd_per_s[lease.account]), True)
 
     def release(self, att: _Attempt) -> None:
         if att.counts:

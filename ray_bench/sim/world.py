@@ -10,14 +10,15 @@ cell runs for its true duration and is solved. The summaries go through the real
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ray_bench.accounts.outcome import OutcomeKind
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import AgentError, AttemptSummary, ExecFacts, Usage
-from ray_bench.sim.workload import AuthLossEvent, SimSpec, StormEvent, Workload
+from ray_bench.sim.engine import Provider
+from ray_bench.sim.workload import SimSpec, Workload
 
 
 @dataclass
@@ -31,29 +32,20 @@ class Violations:
         return self.over_limit + self.rerun_valid
 
 
-class SimWorld:
-    """A :class:`~ray_bench.cells.pool.World` for the in-process pool."""
+class SimWorld(Provider):
+    """A :class:`~ray_bench.cells.pool.World` for the in-process pool: the baselines'
+    provider, answering with the summaries a real runner writes."""
 
     def __init__(self, spec: SimSpec, workload: Workload, rng: np.random.Generator,
                  slow_create: tuple[float, float, float] | None = None) -> None:
         """``slow_create``: (from s, to s, extra seconds) of sandbox creation in that span."""
-        self.rng = rng
-        self.limit = {a.name: a.max_concurrent for a in spec.accounts}
-        self.usd_per_s = {a.name: a.usd_per_hour / 3600 for a in spec.accounts}
-        self.window = {a.name: (a.window.hours * 3600, a.window.max_cells)
-                       for a in spec.accounts if a.window and a.window.max_cells}
-        self.starts: dict[str, deque[float]] = {a.name: deque() for a in spec.accounts}
+        super().__init__(spec, workload, rng)
         self.running: dict[str, set[str]] = {a.name: set() for a in spec.accounts}
-        self.storms = [e for e in spec.events if isinstance(e, StormEvent)]
-        self.auth_loss = {e.account: e for e in spec.events if isinstance(e, AuthLossEvent)}
-        self.duration = workload.duration
         self.slow_create = slow_create
         self.valid: set[str] = set()
         self.violations = Violations()
-        self.attempts = 0
 
     def begin(self, spec: AttemptSpec, now: float) -> tuple[float, float, AttemptSummary]:
-        self.attempts += 1
         acct = spec.account
         if spec.cell_id in self.valid:
             self.violations.rerun_valid.append(f"{spec.attempt_id} at {now:.0f}s")
@@ -63,30 +55,18 @@ class SimWorld:
         summary = AttemptSummary(attempt_id=spec.attempt_id, cell_id=spec.cell_id, task=spec.task_id,
                                  arm=spec.arm, rep=spec.rep, account=acct, backend=spec.backend,
                                  started_at=now, sandbox_id=f"sb-{spec.attempt_id}")
-        loss = self.auth_loss.get(acct)
-        if loss is not None and now >= loss.at_h * 3600:
-            return create, self._delay(loss.signal_delay_s), _auth(summary)
-        running = self.running[acct]
-        if len(running) >= self.limit[acct]:
-            self.violations.over_limit.append(f"{acct}: start {len(running) + 1} over {self.limit[acct]} at {now:.0f}s")
-            return create, self._delay((1.0, 5.0)), _limited(summary, 30.0, "429 too many concurrent sessions")
-        if acct in self.window:
-            span, cap = self.window[acct]
-            q = self.starts[acct]
-            while q and q[0] + span <= now:
-                q.popleft()
-            if len(q) >= cap:
-                return create, self._delay((1.0, 5.0)), _limited(
-                    summary, q[len(q) - cap] + span - now, "usage limit reached")
-        for storm in self.storms:
-            t0 = storm.start_h * 3600
-            if storm.account == acct and t0 <= now < t0 + storm.length_min * 60:
-                return create, self._delay(storm.signal_delay_s), _limited(
-                    summary, storm.retry_after_s, "429 rate limit")
-        running.add(spec.attempt_id)
-        if acct in self.window:
-            self.starts[acct].append(now)
-        seconds = self.duration[spec.cell_id]
+        if len(self.running[acct]) >= self.limit[acct]:
+            self.violations.over_limit.append(f"{acct}: start {len(self.running[acct]) + 1} over "
+                                              f"{self.limit[acct]} at {now:.0f}s")
+        self.inflight[acct] = len(self.running[acct])
+        refused = self.refusal(now, acct)
+        if refused is not None:
+            delay, outcome = refused
+            if outcome.kind is OutcomeKind.AUTH_FAILED:
+                return create, delay, _auth(summary)
+            return create, delay, _limited(summary, outcome.retry_after, outcome.detail)
+        self.running[acct].add(spec.attempt_id)
+        seconds = self.workload.duration[spec.cell_id]
         summary.agent = ExecFacts(exit_code=0, duration_sec=seconds)
         summary.verifier = ExecFacts(exit_code=0, duration_sec=1.0)
         summary.reward = 1.0
@@ -107,9 +87,6 @@ class SimWorld:
             if summary.account == account and not summary.lost:
                 self.running[account].discard(summary.attempt_id)
                 _auth(summary)
-
-    def _delay(self, lo_hi: tuple[float, float]) -> float:
-        return float(self.rng.uniform(*lo_hi))
 
 
 def _limited(summary: AttemptSummary, retry_after: float | None, message: str) -> AttemptSummary:
