@@ -42,6 +42,7 @@ from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptError
 from ray_bench.sandboxes.base import LABEL_MANAGED, LABEL_RUN
 
 pytestmark = [pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
@@ -350,11 +351,11 @@ def test_dockerd_killed_mid_run_opens_circuit_then_resumes(
         # new cells after the kill: refused at their first call -> stack
         assert len(new) >= 1
         for row in new:
-            error = summaries[row.attempt_id]["error"]
+            error = summaries[row.attempt_id].error
             assert row.failure_class == "stack", (row, error)
-            assert error["type"] == "SandboxUnavailableError", error
-            assert "docker daemon unreachable" in error["message"]
-            assert summaries[row.attempt_id]["sandbox_id"] is None
+            assert error is not None and error.type == "SandboxUnavailableError", error
+            assert "docker daemon unreachable" in error.message
+            assert summaries[row.attempt_id].sandbox_id is None
         # stack failures never count against their cell
         assert not [a for a in failed if a.counts]
         # one signature, three times, opened the circuit for the backend and the run
@@ -374,7 +375,7 @@ def test_dockerd_killed_mid_run_opens_circuit_then_resumes(
         # -- the restart ---------------------------------------------------------------------
         daemon.start()
         left = daemon.containers(**run_filter)
-        crashed = {summaries[a]["sandbox_id"] for a in in_flight}
+        crashed = {summaries[a].sandbox_id for a in in_flight}
         # the crash's containers survived it; the restarted daemon (no live-restore) killed them
         assert {c["Id"] for c in left} == crashed, left
         assert {c["State"] for c in left} == {"exited"}, left
@@ -411,6 +412,6 @@ def test_dockerd_killed_mid_run_opens_circuit_then_resumes(
     audits = [e.data for e in events if e.kind == "audit"]
     assert audits[-1] == {"removed": len(crashed), "residue": 0}, audits
     assert daemon.containers(label=f"{LABEL_MANAGED}=true") == []
-    print(json.dumps({"in_flight": {a: summaries[a]["error"]["message"] for a in sorted(in_flight)},
+    print(json.dumps({"in_flight": {a: (summaries[a].error or AttemptError()).message for a in sorted(in_flight)},
                       "new_failures": len(new), "attempts": len(after), "signature": signature,
                       "fingerprints": sorted({a.fingerprint or "" for a in failed})}))
