@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ray_bench.sim.fuzz import replay_command, run_seed
 
 SEEDS = int(os.environ.get("RAY_BENCH_FUZZ_SEEDS", "1000"))
 
 
+@pytest.mark.slow
 def test_fuzz_seeds_keep_every_invariant() -> None:
     failures: list[str] = []
     faults_seen = resumes = 0
