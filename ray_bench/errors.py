@@ -21,6 +21,8 @@ a sandbox is a *result*, not an exception.
     │   ├── SandboxGoneError          the sandbox vanished mid-cell (class: executor)
     │   ├── SandboxRateLimitedError   the provider said 429 (class: capacity)
     │   ├── TaskEnvironmentError      a task's healthcheck or step setup failed (class: task)
+    │   ├── SandboxQuotaError         the provider's organisation quota is full (class: capacity)
+    │   ├── SandboxAuthError          the provider refused the backend's own key (class: stack)
     │   └── ArchiveEscapeError        an archive entry left its directory (class: executor)
     └── RunStopped                    the run stopped on purpose (drift, halt, circuit, spend)
 
@@ -136,6 +138,24 @@ class TaskEnvironmentError(SandboxError):
     Nothing the agent did: the attempt is not a row."""
 
     failure_class = "task"
+
+
+class SandboxQuotaError(SandboxError):
+    """The provider refused a create because the organisation's quota (vCPU, memory, disk) is
+    full: nothing was made, and fewer sandboxes at once will fit. ``resource`` names which."""
+
+    failure_class = "capacity"
+
+    def __init__(self, message: str, *, resource: str | None = None) -> None:
+        super().__init__(message)
+        self.resource = resource
+
+
+class SandboxAuthError(SandboxError):
+    """The sandbox provider refused the backend's own credential (a 401/403 from its API): the
+    backend's key is at fault, never a model account's login."""
+
+    failure_class = "stack"
 
 
 class ArchiveEscapeError(SandboxError):

@@ -202,7 +202,8 @@ class RayPool:
         for runner in self._runners:
             try:
                 refs = ray.get(runner.list_sandboxes.remote(backend, options, run_labels(run_id)), timeout=60)
-                seen.update(f"{r.kind}:{r.id}" for r in refs)
+                # Deletions under way (Daytona's are asynchronous) are not residue.
+                seen.update(f"{r.kind}:{r.id}" for r in refs if not r.removing)
             except RayError:
                 unknown += 1
         return len(seen) + unknown

@@ -6,12 +6,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray_bench.errors import SandboxError
 from ray_bench.sandboxes.base import LABEL_RUN, SandboxBackend, SandboxRef
+
+#: How long the audit waits for resources whose deletion is under way (Daytona deletes
+#: asynchronously and its listing lags) before it counts them as residue.
+SETTLE_SEC = 60.0
 
 # Containers hold networks and volumes: remove them first.
 _REMOVAL_ORDER = {"sandbox": 0, "container": 0, "network": 1, "volume": 2}
@@ -76,12 +82,34 @@ async def _list(
         return None
 
 
-async def audit(backends: Sequence[SandboxBackend], run_id: str, cleanup: bool) -> AuditReport:
+async def settled(
+    backend: SandboxBackend, run_id: str, report: AuditReport, settle_sec: float
+) -> list[SandboxRef] | None:
+    """The run's resources once those being removed are gone, or ``settle_sec`` has passed:
+    what is still being removed by then counts too (a deletion stuck for minutes is residue)."""
+    deadline = time.monotonic() + settle_sec
+    delay = 0.25
+    while True:
+        refs = await _list(backend, run_id, report)
+        if refs is None or not any(r.removing for r in refs) or time.monotonic() >= deadline:
+            return refs
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+async def audit(
+    backends: Sequence[SandboxBackend],
+    run_id: str,
+    cleanup: bool,
+    *,
+    settle_sec: float = SETTLE_SEC,
+) -> AuditReport:
     """List every resource labelled ``ray-bench.run=<run_id>`` on each backend; with
-    ``cleanup``, remove them and list again, so that the residue is observed, not assumed."""
+    ``cleanup``, remove them and list again, so that the residue is observed, not assumed.
+    Resources whose deletion is under way are waited for, at most ``settle_sec``."""
     report = AuditReport(run_id=run_id, cleanup=cleanup)
     for backend in backends:
-        refs = await _list(backend, run_id, report)
+        refs = await settled(backend, run_id, report, settle_sec)
         if refs is None:
             continue
         report.found += refs
@@ -97,7 +125,7 @@ async def audit(backends: Sequence[SandboxBackend], run_id: str, cleanup: bool) 
                 )
             else:
                 report.removed.append(ref)
-        after = await _list(backend, run_id, report)
+        after = await settled(backend, run_id, report, settle_sec)
         if after is not None:
             report.residue += after
     return report

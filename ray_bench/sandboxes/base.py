@@ -100,6 +100,8 @@ class SandboxRef:
     labels: Mapping[str, str]
     state: str = "unknown"
     kind: str = "sandbox"  # docker also reports "volume" and "network"
+    #: Its deletion is under way (Daytona deletes asynchronously): it will go by itself.
+    removing: bool = False
 
 
 class Sandbox(abc.ABC):

@@ -9,10 +9,28 @@ Main API under ``{url}/api``: ``POST /sandbox``, ``GET /sandbox/{id}``, ``GET /s
 (answered as multipart). The SDK's Socket.IO event stream gets a 404; the SDK falls back to
 polling ``GET /sandbox/{id}``.
 
+Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public release) it keeps:
+
+- ``DELETE`` is asynchronous: the sandbox keeps its state with ``desiredState: destroyed`` for a
+  moment, then goes ``destroying``, then ``destroyed`` (then 404). A second ``DELETE`` while that
+  change is pending answers **409** "Sandbox state change in progress".
+- Listing by labels is eventually consistent (:attr:`Faults.list_lag_sec`): a new sandbox shows up
+  late, a destroyed one lingers as ``destroying``.
+- A create is ``unknown`` in the POST's answer, then ``pending_build`` / ``building_snapshot`` (a
+  Dockerfile build, really built on the local Docker, logs at ``build-logs-url``) or
+  ``pulling_snapshot``, then ``creating``, then ``started`` -- or ``build_failed`` / ``error``.
+- Names are unique per organisation: a second create with a name in use answers 409; ``GET
+  /sandbox/{name}`` finds a sandbox by name.
+- Organisation quotas (:attr:`Faults.quota_vcpu`, ``quota_memory_gib``, ``quota_disk_gib``)
+  answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them.
+- A snapshot-based sandbox runs as the non-root user ``daytona`` (uid 1000), like Daytona's default
+  snapshot; an image-based one runs as its image's user.
+
 Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create), 5xx
-answers, slow creates (state ``creating`` for a while), and :meth:`DaytonaServer.vanish`, which
-removes a sandbox's container behind the API's back.
+answers, creates whose answer is lost after the sandbox was made, toolbox executes answered 502
+after the command ran, slow creates and builds, slow deletes, and :meth:`DaytonaServer.vanish`,
+which removes a sandbox's container behind the API's back.
 
 Every container carries the sandbox's labels (under :data:`LABEL_PREFIX`) plus
 :data:`MARKER_LABEL` (the server's id), so a test can verify zero residue with the Docker SDK
@@ -43,6 +61,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 import aiohttp
@@ -77,6 +96,21 @@ class Faults:
     error_status: int = 503
     #: Seconds a new sandbox stays ``creating`` before its container starts.
     create_delay_sec: float = 0.0
+    #: Seconds a build stays ``pending_build`` then ``building_snapshot`` (each).
+    build_delay_sec: float = 0.0
+    #: Fraction of creates that make the sandbox and then answer :attr:`error_status` (the
+    #: gateway lost the answer).
+    create_lost_fraction: float = 0.0
+    #: Fraction of toolbox executes that run the command and then answer 502.
+    exec_lost_fraction: float = 0.0
+    #: Seconds a deleted sandbox keeps its state (desired ``destroyed``), then ``destroying``.
+    delete_delay_sec: float = 0.2
+    #: Seconds the label listing lags behind the truth.
+    list_lag_sec: float = 0.0
+    #: Organisation quotas (None: unlimited). Disk counts stopped sandboxes too, as Daytona's does.
+    quota_vcpu: int | None = None
+    quota_memory_gib: int | None = None
+    quota_disk_gib: int | None = None
     #: Seed for the fault dice, so a run is reproducible.
     seed: int = 0
 
@@ -87,9 +121,17 @@ class _Box:
     body: dict[str, Any]
     image: str
     container: str | None = None
-    state: str = "creating"
+    state: str = "unknown"
     error_reason: str | None = None
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    user: str = "root"
+    #: A state change is under way (Daytona's ``pending``): a DELETE now answers 409.
+    pending: bool = False
+    desired: str = "started"
+    made_mono: float = field(default_factory=time.monotonic)
+    destroyed_mono: float | None = None
+    build_log: list[str] = field(default_factory=list)
+    building: bool = False
 
 
 class DaytonaServer:
@@ -116,7 +158,12 @@ class DaytonaServer:
         self.server_id = uuid.uuid4().hex[:12]
         #: Every ``POST /sandbox`` body received, in order (including refused ones).
         self.create_requests: list[dict[str, Any]] = []
-        self.counts: dict[str, int] = {"create_429": 0, "create_5xx": 0, "created": 0}
+        self.counts: dict[str, int] = {
+            "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
+            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0,
+        }
+        #: (sandbox id, command) of every toolbox execute that ran, in order.
+        self.executions: list[tuple[str, str]] = []
         self._boxes: dict[str, _Box] = {}
         self._lock = threading.Lock()
         self._dice = random.Random(self.faults.seed)
@@ -183,6 +230,8 @@ class DaytonaServer:
         app.router.add_get("/api/sandbox/{id}", self._get)
         app.router.add_delete("/api/sandbox/{id}", self._delete)
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
+        app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
+        app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_post("/toolbox/{id}/process/execute", self._execute)
         app.router.add_post("/toolbox/{id}/files/bulk-upload", self._upload)
         app.router.add_post("/toolbox/{id}/files/bulk-download", self._download)
@@ -233,6 +282,12 @@ class DaytonaServer:
         with self._lock:
             return [b.id for b in self._boxes.values() if b.state != "destroyed"]
 
+    def boxes(self) -> list[dict[str, Any]]:
+        """Every sandbox ever made (destroyed ones too): id, name, labels, state."""
+        with self._lock:
+            return [{"id": b.id, "name": b.body.get("name"), "labels": dict(b.body.get("labels") or {}),
+                     "state": b.state} for b in self._boxes.values()]
+
     # ---------------------------------------------------------------- helpers
 
     def _error(
@@ -279,7 +334,7 @@ class DaytonaServer:
             "organizationId": "fake-org",
             "name": body.get("name") or box.id,
             "snapshot": body.get("snapshot"),
-            "user": body.get("user") or "root",
+            "user": box.user,
             "env": body.get("env") or {},
             "labels": body.get("labels") or {},
             "public": bool(body.get("public", False)),
@@ -289,7 +344,7 @@ class DaytonaServer:
             "gpu": 0,
             **res,
             "state": box.state,
-            "desiredState": "destroyed" if box.state in ("destroyed", "destroying") else "started",
+            "desiredState": box.desired,
             "errorReason": box.error_reason,
             "autoStopInterval": body.get("autoStopInterval"),
             "autoArchiveInterval": body.get("autoArchiveInterval"),
@@ -307,7 +362,7 @@ class DaytonaServer:
 
     def _refresh(self, box: _Box) -> None:
         """A started sandbox whose container is gone is in ``error`` (what a lost runner shows)."""
-        if box.state != "started" or box.container is None:
+        if box.state != "started" or box.container is None or box.pending:
             return
         try:
             status = self.docker.containers.get(box.container).status
@@ -318,16 +373,7 @@ class DaytonaServer:
             box.state, box.error_reason = "stopped", f"container {status}"
 
     def _image_for(self, body: Mapping[str, Any]) -> str:
-        build = body.get("buildInfo") or {}
-        dockerfile = build.get("dockerfileContent")
-        if dockerfile:
-            lines = [ln.strip() for ln in dockerfile.splitlines() if ln.strip()]
-            froms = [ln.split()[1] for ln in lines if ln.upper().startswith("FROM ")]
-            # Only `FROM image` (what the SDK sends for a plain image) is served; a declarative
-            # build with more steps would need a builder the fake does not have.
-            if len(froms) != 1 or len(lines) != 1:
-                raise ValueError("the fake serves only a single `FROM <image>` build")
-            return str(froms[0])
+        """The local image a snapshot-based create runs (a build's image is made later)."""
         snapshot = body.get("snapshot")
         if snapshot:
             return self.snapshots.get(snapshot, snapshot)
@@ -336,6 +382,25 @@ class DaytonaServer:
         raise ValueError("no snapshot or image given and the server has no default image")
 
     # ---------------------------------------------------------------- main API
+
+    def _quota_refusal(self, body: Mapping[str, Any]) -> str | None:
+        """Daytona's organisation quota check (``SandboxService.validateOrganizationQuotas``)."""
+        f = self.faults
+        with self._lock:
+            live = [b for b in self._boxes.values() if b.state != "destroyed" and b.desired != "destroyed"]
+        def total(key: str, default: int, boxes: list[_Box]) -> int:
+            return sum(int(b.body.get(key) or default) for b in boxes)
+        running = [b for b in live if b.state not in ("stopped", "archived", "error", "build_failed")]
+        wants = {k: int(body.get(k) or d) for k, d in (("cpu", 1), ("memory", 1), ("disk", 3))}
+        tier = "To increase concurrency limits, upgrade your organization's Tier by visiting the dashboard."
+        if f.quota_vcpu is not None and total("cpu", 1, running) + wants["cpu"] > f.quota_vcpu:
+            return f"Total CPU limit exceeded. Maximum allowed: {f.quota_vcpu}.\n{tier}"
+        if f.quota_memory_gib is not None and total("memory", 1, running) + wants["memory"] > f.quota_memory_gib:
+            return f"Total memory limit exceeded. Maximum allowed: {f.quota_memory_gib}GiB.\n{tier}"
+        if f.quota_disk_gib is not None and total("disk", 3, live) + wants["disk"] > f.quota_disk_gib:
+            return (f"Total disk limit exceeded. Maximum allowed: {f.quota_disk_gib}GiB.\n"
+                    f"Consider archiving your unused sandboxes to free up available storage.\n{tier}")
+        return None
 
     async def _create(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
@@ -348,27 +413,90 @@ class DaytonaServer:
         if self._roll(self.faults.create_5xx_fraction):
             self.counts["create_5xx"] += 1
             return self._error(self.faults.error_status, "injected server error")
-        try:
-            image = self._image_for(body)
-            await asyncio.to_thread(self.docker.images.get, image)
-        except (ValueError, docker.errors.ImageNotFound) as exc:
-            return self._error(400, f"cannot create sandbox: {exc}")
-        box = _Box(id=str(uuid.uuid4()), body=body, image=image)
+        name = body.get("name")
+        with self._lock:
+            taken = name is not None and any(
+                b.body.get("name") == name and b.state != "destroyed" for b in self._boxes.values())
+        if taken:
+            self.counts["create_409"] += 1
+            return self._error(409, f"Sandbox with name {name} already exists")
+        if (refusal := self._quota_refusal(body)) is not None:
+            self.counts["quota_400"] += 1
+            return self._error(400, refusal)
+        build = body.get("buildInfo") or {}
+        dockerfile = build.get("dockerfileContent")
+        if build.get("contextHashes"):
+            return self._error(400, "the fake has no object storage for build contexts")
+        image = ""
+        if not dockerfile:
+            try:
+                image = self._image_for(body)
+                await asyncio.to_thread(self.docker.images.get, image)
+            except (ValueError, docker.errors.ImageNotFound) as exc:
+                return self._error(400, f"cannot create sandbox: {exc}")
+        # Daytona's default snapshot runs as `daytona`; an image runs as its own user.
+        user = body.get("user") or ("root" if dockerfile else "daytona")
+        box = _Box(id=str(uuid.uuid4()), body=body, image=image, user=user)
+        if dockerfile:
+            box.state, box.building = "pending_build", True
         with self._lock:
             self._boxes[box.id] = box
         self.counts["created"] += 1
-        if self.faults.create_delay_sec > 0:
-            task = asyncio.ensure_future(self._start_later(box, self.faults.create_delay_sec))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        else:
-            await self._start_container(box)
-        return web.json_response(self._dto(box))
+        answer = self._dto(box)
+        self._spawn(self._bring_up(box, dockerfile))
+        if self._roll(self.faults.create_lost_fraction):
+            self.counts["create_lost"] += 1
+            return self._error(self.faults.error_status, "injected gateway error after the create")
+        return web.json_response(answer)
 
-    async def _start_later(self, box: _Box, delay: float) -> None:
-        await asyncio.sleep(delay)
-        if box.state == "creating":
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bring_up(self, box: _Box, dockerfile: str | None) -> None:
+        """unknown -> (pending_build -> building_snapshot | pulling_snapshot) -> creating -> started."""
+        f = self.faults
+        if dockerfile:
+            await asyncio.sleep(f.build_delay_sec)
+            if box.desired == "destroyed":
+                return
+            box.state = "building_snapshot"
+            await asyncio.sleep(f.build_delay_sec)
+            try:
+                box.image = await asyncio.to_thread(self._build, box, dockerfile)
+            except (docker.errors.BuildError, docker.errors.APIError) as exc:
+                box.building = False
+                box.state, box.error_reason = "build_failed", f"image build failed: {exc}"[:500]
+                return
+            box.building = False
+        else:
+            await asyncio.sleep(0.01)
+            box.state = "pulling_snapshot"
+        if box.desired == "destroyed":
+            return
+        box.state = "creating"
+        await asyncio.sleep(f.create_delay_sec)
+        if box.desired != "destroyed" and box.state == "creating":
             await self._start_container(box)
+
+    def _build(self, box: _Box, dockerfile: str) -> str:
+        tag = f"fake-daytona-build:{box.id[:12]}"
+        box.build_log.append(f"building {tag}")
+        try:
+            _, logs = self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag,
+                                               rm=True, forcerm=True,
+                                               labels={MARKER_LABEL: self.server_id})
+            for entry in logs:
+                if entry.get("stream"):
+                    box.build_log.append(str(entry["stream"]).rstrip())
+        except docker.errors.BuildError as exc:
+            for entry in exc.build_log:
+                if entry.get("stream") or entry.get("error"):
+                    box.build_log.append(str(entry.get("stream") or entry.get("error")).rstrip())
+            raise
+        self.counts["built"] += 1
+        return tag
 
     async def _start_container(self, box: _Box) -> None:
         body = box.body
@@ -382,6 +510,10 @@ class DaytonaServer:
             "name": f"fake-daytona-{box.id[:12]}",
             "init": True,
         }
+        if box.user == "daytona":
+            kwargs["user"] = "1000:1000"
+        elif box.user != "root" and box.body.get("user"):
+            kwargs["user"] = box.user
         if body.get("cpu"):
             kwargs["nano_cpus"] = int(body["cpu"] * 1e9)
         if body.get("memory"):
@@ -394,8 +526,7 @@ class DaytonaServer:
             box.state, box.error_reason = "error", str(exc)
             return
         box.container = container.id
-        if box.state == "destroyed":  # deleted while starting
-            await asyncio.to_thread(self._remove_container, box)
+        if box.desired == "destroyed":  # deleted while starting: the destroy task removes it
             return
         box.state = "started"
 
@@ -405,7 +536,13 @@ class DaytonaServer:
                 self.docker.containers.get(box.container).remove(force=True, v=True)
 
     def _find(self, request: web.Request) -> _Box | None:
-        box = self._boxes.get(request.match_info["id"])
+        """By id, or by name (``GET /sandbox/{idOrName}``)."""
+        key = request.match_info["id"]
+        box = self._boxes.get(key)
+        if box is None:
+            with self._lock:
+                box = next((b for b in self._boxes.values()
+                            if b.body.get("name") == key and b.state != "destroyed"), None)
         if box is None or box.state == "destroyed":
             return None
         return box
@@ -434,14 +571,22 @@ class DaytonaServer:
         if self._roll(self.faults.api_5xx_fraction):
             return self._error(self.faults.error_status, "injected server error")
         wanted = json.loads(request.query.get("labels") or "{}")
+        lag = self.faults.list_lag_sec
+        now = time.monotonic()
         with self._lock:
-            boxes = [b for b in self._boxes.values() if b.state != "destroyed"]
+            # Eventually consistent: what was true `lag` seconds ago. New sandboxes show late;
+            # destroyed ones linger as `destroying`.
+            boxes = [b for b in self._boxes.values() if now - b.made_mono >= lag and (
+                b.state != "destroyed" or (b.destroyed_mono is not None and now - b.destroyed_mono < lag))]
         items = []
         for box in boxes:
             labels = box.body.get("labels") or {}
             if all(labels.get(k) == v for k, v in wanted.items()):
                 await asyncio.to_thread(self._refresh, box)
-                items.append(self._list_item(box))
+                item = self._list_item(box)
+                if box.state == "destroyed":
+                    item["state"], item["desiredState"] = "destroying", "destroyed"
+                items.append(item)
         return web.json_response({"items": items, "nextCursor": None})
 
     async def _delete(self, request: web.Request) -> web.StreamResponse:
@@ -452,9 +597,52 @@ class DaytonaServer:
         box = self._find(request)
         if box is None:
             return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
-        box.state = "destroyed"
+        # SandboxService.destroy: a pending state change (other than pending_build) -> 409.
+        if box.pending and box.state != "pending_build":
+            self.counts["delete_409"] += 1
+            return self._error(409, "Sandbox state change in progress")
+        box.pending, box.desired = True, "destroyed"
+        answer = self._dto(box)
+        self._spawn(self._destroy(box))
+        return web.json_response(answer)
+
+    async def _destroy(self, box: _Box) -> None:
+        await asyncio.sleep(self.faults.delete_delay_sec)
+        while box.building:  # a build in progress finishes (or fails) first
+            await asyncio.sleep(0.1)
+        box.state = "destroying"
+        await asyncio.sleep(self.faults.delete_delay_sec)
         await asyncio.to_thread(self._remove_container, box)
-        return web.json_response(self._dto(box))
+        box.state, box.pending, box.destroyed_mono = "destroyed", False, time.monotonic()
+
+    async def _build_logs_url(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        box = self._find(request)
+        if box is None or not (box.body.get("buildInfo") or {}).get("dockerfileContent"):
+            return self._error(404, f"Sandbox {request.match_info['id']} has no build info")
+        return web.json_response({"url": f"{self.url}/sandboxes/{box.id}/build-logs"})
+
+    async def _build_logs(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        box = self._boxes.get(request.match_info["id"])
+        if box is None:
+            return self._error(404, "sandbox not found")
+        follow = request.query.get("follow") == "true"
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        sent = 0
+        while True:
+            lines = box.build_log[sent:]
+            sent += len(lines)
+            if lines:
+                await response.write(("\n".join(lines) + "\n").encode())
+            if not follow or (not box.building and box.state != "pending_build"):
+                break
+            await asyncio.sleep(0.2)
+        await response.write_eof()
+        return response
 
     # ---------------------------------------------------------------- toolbox
 
@@ -488,12 +676,16 @@ class DaytonaServer:
             )
             return int(code if code is not None else -1), out or b""
 
+        self.executions.append((box.id, command))
         try:
             code, out = await asyncio.wait_for(asyncio.to_thread(run), timeout)
         except TimeoutError:
             return self._error(408, "command execution timeout")
         except docker.errors.NotFound:
             return self._error(400, "sandbox is not running")
+        if self._roll(self.faults.exec_lost_fraction):
+            self.counts["exec_lost"] += 1
+            return self._error(502, "injected gateway error after the command ran")
         return web.json_response({"exitCode": code, "result": out.decode("utf-8", "replace")})
 
     async def _upload(self, request: web.Request) -> web.StreamResponse:
@@ -515,14 +707,22 @@ class DaytonaServer:
             else:
                 blobs[match.group(1)] = bytes(data)
                 paths.setdefault(match.group(1), getattr(part, "filename", "") or "")
+        # The toolbox writes as the sandbox's user: its parents are made by that user, the files
+        # belong to it (a non-root sandbox cannot write where its user may not).
+        uid = 1000 if box.user == "daytona" else 0
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for idx, blob in blobs.items():
                 info = tarfile.TarInfo(paths[idx].lstrip("/"))
                 info.size, info.mode, info.mtime = len(blob), 0o644, int(time.time())
+                info.uid = info.gid = uid
                 tar.addfile(info, io.BytesIO(blob))
+        parents = sorted({str(PurePosixPath(p).parent) for p in paths.values()})
         try:
             container = await asyncio.to_thread(self.docker.containers.get, box.container)
+            code, out = await asyncio.to_thread(container.exec_run, ["mkdir", "-p", *parents])
+            if code != 0:
+                return self._error(400, f"failed to upload files: {out.decode(errors='replace')[:300]}")
             await asyncio.to_thread(container.put_archive, "/", buf.getvalue())
         except docker.errors.NotFound:
             return self._error(400, "sandbox is not running")

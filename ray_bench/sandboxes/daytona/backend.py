@@ -9,8 +9,10 @@ import contextlib
 import logging
 import math
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,8 +29,15 @@ from daytona import (
 )
 from daytona import Resources as DaytonaResources
 
-from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError, SandboxUnavailableError
+from ray_bench.errors import (
+    SandboxError,
+    SandboxGoneError,
+    SandboxQuotaError,
+    SandboxRateLimitedError,
+    SandboxUnavailableError,
+)
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
+from ray_bench.sandboxes.daytona.create import create_once
 from ray_bench.sandboxes.daytona.pool import DaytonaPool
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
@@ -70,6 +79,8 @@ class DaytonaBackend(SandboxBackend):
         max_retry_after: float = 120.0,
         max_server_retries: int = 3,
         cancel_grace: float = 10.0,
+        call_timeout: float = 60.0,
+        delete_timeout: float = 180.0,
         pool: DaytonaPool | Mapping[str, Any] | None = None,
     ) -> None:
         self.api_url = api_url
@@ -86,6 +97,10 @@ class DaytonaBackend(SandboxBackend):
         self.max_retry_after = max_retry_after
         self.max_server_retries = max_server_retries
         self.cancel_grace = cancel_grace
+        #: Seconds any one API call may take (the SDK sets none on get and list).
+        self.call_timeout = call_timeout
+        #: Seconds a delete may take to reach ``destroyed``.
+        self.delete_timeout = delete_timeout
         self.pool = DaytonaPool.model_validate(pool) if pool is not None else None
         #: 429s seen and waited out, for metrics and tests.
         self.rate_limited_waits = 0
@@ -126,9 +141,15 @@ class DaytonaBackend(SandboxBackend):
     # ------------------------------------------------------------------ calls
 
     async def retrying(
-        self, what: str, fn: Callable[[], Awaitable[T]], *, server_retries: bool = True
+        self,
+        what: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        server_retries: bool = True,
+        timeout: float | None = None,
     ) -> T:
-        """Run one SDK call, waiting out 429s (by their headers) and brief 5xx spells."""
+        """Run one SDK call, waiting out 429s (by their headers) and, when ``server_retries``,
+        brief 5xx spells; every try is bounded by ``timeout`` (default: ``call_timeout``)."""
         return await call_with_retries(
             what,
             fn,
@@ -136,34 +157,45 @@ class DaytonaBackend(SandboxBackend):
             max_retry_after=self.max_retry_after,
             max_server_retries=self.max_server_retries if server_retries else 0,
             on_rate_limited=self._count_rate_limited,
+            timeout=timeout if timeout is not None else self.call_timeout,
         )
 
     def _count_rate_limited(self) -> None:
         self.rate_limited_waits += 1
 
+    async def lookup(self, id_or_name: str) -> AsyncSandbox | None:
+        """The sandbox by id or name, or ``None`` when the API says it does not exist."""
+        try:
+            return await self.retrying(
+                f"get {id_or_name}", lambda: self.client().get(id_or_name)
+            )
+        except DaytonaNotFoundError:
+            return None
+        except DaytonaError as exc:
+            raise translate(exc, f"get {id_or_name}") from exc
+
     async def raise_if_gone(self, sandbox_id: str, cause: BaseException) -> None:
         """Raise :class:`SandboxGoneError` when the sandbox no longer exists or runs."""
         try:
-            sandbox = await self.retrying(
-                f"get {sandbox_id}", lambda: self.client().get(sandbox_id)
-            )
-        except DaytonaNotFoundError as exc:
-            raise SandboxGoneError(f"Daytona sandbox {sandbox_id} no longer exists") from exc
-        except (DaytonaError, SandboxError):
+            sandbox = await self.lookup(sandbox_id)
+        except SandboxError:
             return
+        if sandbox is None:
+            raise SandboxGoneError(f"Daytona sandbox {sandbox_id} no longer exists") from cause
         state = state_name(sandbox.state)
-        if state in GONE_STATES:
+        if state in GONE_STATES or state_name(getattr(sandbox, "desired_state", None)) == "destroyed":
             reason = f": {sandbox.error_reason}" if sandbox.error_reason else ""
             raise SandboxGoneError(f"Daytona sandbox {sandbox_id} is {state}{reason}") from cause
 
     # ------------------------------------------------------------------ create
 
     def params(
-        self, spec: SandboxSpec, labels: Mapping[str, str]
+        self, spec: SandboxSpec, labels: Mapping[str, str], name: str | None = None
     ) -> CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams:
         """The SDK's create parameters for ``spec`` (public so tests can check the safety net)."""
         minutes = lifetime_minutes(spec.lifetime_sec)
         common: dict[str, Any] = {
+            "name": name,
             "labels": dict(labels),
             "env_vars": dict(spec.env),
             "os_user": self.os_user,
@@ -197,31 +229,24 @@ class DaytonaBackend(SandboxBackend):
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         token = uuid.uuid4().hex
-        params = self.params(spec, {**spec.labels, LABEL_CREATE: token})
-        task = asyncio.ensure_future(self._create(params))
+        # The name is unique in the organisation: a POST repeated by anyone for this attempt
+        # answers 409 instead of making a second sandbox, and the sandbox can be found by it.
+        name = f"rb-{token}"
+        params = self.params(spec, {**spec.labels, LABEL_CREATE: token}, name=name)
+        task = asyncio.ensure_future(create_once(self, params, name))
         try:
             made = await asyncio.shield(task)
         except asyncio.CancelledError:
-            await asyncio.shield(self._undo_create(task, token))
+            await asyncio.shield(self._undo_create(task, name, token))
             raise
-        except SandboxRateLimitedError:
-            raise  # a 429 made nothing
+        except (SandboxRateLimitedError, SandboxQuotaError):
+            raise  # refused before anything was made
         except BaseException:
-            await asyncio.shield(self._sweep(token))
+            await asyncio.shield(self._sweep(name, token))
             raise
         return DaytonaSandbox(self, made, spec)
 
-    async def _create(
-        self, params: CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams
-    ) -> AsyncSandbox:
-        try:
-            return await self.retrying(
-                "create", lambda: self.client().create(params, timeout=self.create_timeout)
-            )
-        except DaytonaError as exc:
-            raise translate(exc, "create", create=True) from exc
-
-    async def _undo_create(self, task: asyncio.Future[AsyncSandbox], token: str) -> None:
+    async def _undo_create(self, task: asyncio.Future[AsyncSandbox], name: str, token: str) -> None:
         done, _ = await asyncio.wait({task}, timeout=self.cancel_grace)
         if not done:
             task.cancel()
@@ -230,36 +255,68 @@ class DaytonaBackend(SandboxBackend):
         elif not task.cancelled() and task.exception() is None:
             with contextlib.suppress(Exception):
                 await self.delete_id(task.result().id)
-        await self._sweep(token)
+        await self._sweep(name, token)
 
-    async def _sweep(self, token: str) -> None:
+    async def _sweep(self, name: str, token: str) -> None:
+        """Delete what a failed create made: by its name (consistent), then by its label (the
+        listing may lag)."""
         try:
+            found = await self.lookup(name)
+            if found is not None:
+                await self.delete_id(found.id)
             for ref in await self.list({LABEL_CREATE: token}):
-                await self.remove(ref)
+                if not ref.removing:
+                    await self.remove(ref)
         except Exception as exc:  # the auto-delete safety net still stands behind this
             log.warning(
-                "could not sweep a failed Daytona create (%s): %s", token, type(exc).__name__
+                "could not sweep a failed Daytona create (%s): %s", name, type(exc).__name__
             )
 
     # ------------------------------------------------------------------ delete, list
 
     async def delete_id(self, sandbox_id: str) -> None:
-        """Delete one sandbox by id; a sandbox that is already gone is fine."""
-        try:
-            sandbox = await self.retrying(
-                f"get {sandbox_id}", lambda: self.client().get(sandbox_id)
+        """Delete one sandbox and wait (at most ``delete_timeout``) until the API says it is
+        ``destroyed`` or gone. Deletion is asynchronous in Daytona: a DELETE while a state
+        change is pending (the first DELETE's, or a start's) answers 409, which means "wait"."""
+        deadline = time.monotonic() + self.delete_timeout
+        requested = False
+        delay = 0.2
+        while True:
+            sandbox = await self.lookup(sandbox_id)
+            if sandbox is None or state_name(sandbox.state) == "destroyed":
+                return
+            being_destroyed = state_name(sandbox.state) == "destroying" or (
+                state_name(getattr(sandbox, "desired_state", None)) == "destroyed"
             )
-            await self.retrying(f"delete {sandbox_id}", lambda: sandbox.delete(timeout=60))
-        except DaytonaNotFoundError:
-            return
-        except DaytonaError as exc:
-            raise translate(exc, f"delete {sandbox_id}") from exc
+            if not requested and not being_destroyed:
+                try:
+                    await self.retrying(f"delete {sandbox_id}", partial(sandbox.delete, self.call_timeout))
+                    requested = True
+                except DaytonaNotFoundError:
+                    return
+                except DaytonaError as exc:
+                    if exc.status_code != 409:  # 409: a state change is under way; wait it out
+                        raise translate(exc, f"delete {sandbox_id}") from exc
+            if time.monotonic() >= deadline:
+                raise SandboxError(
+                    f"delete {sandbox_id}: still {state_name(sandbox.state)} after "
+                    f"{self.delete_timeout:g}s"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 2.0)
 
     async def list(self, labels: Mapping[str, str]) -> list[SandboxRef]:
         async def page() -> list[SandboxRef]:
             query = ListSandboxesQuery(labels=dict(labels))
             return [
-                SandboxRef(self.name, sb.id, dict(sb.labels), state=state_name(sb.state))
+                SandboxRef(
+                    self.name,
+                    sb.id,
+                    dict(sb.labels),
+                    state=state_name(sb.state),
+                    removing=state_name(sb.state) == "destroying"
+                    or state_name(getattr(sb, "desired_state", None)) == "destroyed",
+                )
                 async for sb in self.client().list(query)
                 if state_name(sb.state) != "destroyed"
             ]

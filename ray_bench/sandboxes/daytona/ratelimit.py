@@ -10,9 +10,9 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from daytona import DaytonaError
+from daytona import DaytonaConnectionError, DaytonaError
 
-from ray_bench.errors import SandboxRateLimitedError
+from ray_bench.errors import SandboxRateLimitedError, SandboxUnavailableError
 
 T = TypeVar("T")
 
@@ -46,15 +46,30 @@ async def call_with_retries(
     max_retry_after: float,
     max_server_retries: int,
     on_rate_limited: Callable[[], None] | None = None,
+    timeout: float | None = None,
 ) -> T:
     """Run one SDK call, waiting out 429s (by their headers, at most ``max_retry_after`` each,
-    ``max_rate_limit_retries`` times) and 502/503/504s (``max_server_retries`` times, backed
-    off). ``on_rate_limited`` is told of every 429 waited out."""
+    ``max_rate_limit_retries`` times) and 502/503/504s, lost connections and timeouts
+    (``max_server_retries`` times, backed off). A 429 is the throttler refusing the request
+    before it ran, so it is always safe to repeat; the others may have run it, so a call that
+    must not run twice passes ``max_server_retries=0``. Each try is bounded by ``timeout``
+    seconds (a timed-out try raises :class:`SandboxUnavailableError`). ``on_rate_limited`` is
+    told of every 429 waited out."""
     limited = 0
     failed = 0
     while True:
         try:
-            return await fn()
+            if timeout is None:
+                return await fn()
+            return await asyncio.wait_for(fn(), timeout)
+        except TimeoutError as exc:
+            if failed < max_server_retries:
+                failed += 1
+                await asyncio.sleep(min(0.5 * 2**failed, 10.0))
+                continue
+            raise SandboxUnavailableError(
+                f"{what}: no answer from the Daytona API within {timeout:g}s"
+            ) from exc
         except DaytonaError as exc:
             status = exc.status_code
             if status == 429:
@@ -71,7 +86,8 @@ async def call_with_retries(
                 # Jitter, so that runners limited together do not come back together.
                 await asyncio.sleep(delay * (1 + 0.2 * random.random()))
                 continue
-            if status in (502, 503, 504) and failed < max_server_retries:
+            transient = status in (502, 503, 504) or isinstance(exc, DaytonaConnectionError)
+            if transient and failed < max_server_retries:
                 failed += 1
                 await asyncio.sleep(min(0.5 * 2**failed, 10.0))
                 continue

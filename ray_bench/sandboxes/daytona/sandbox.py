@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _SCRATCH = "/tmp/.ray-bench"
+#: Where a non-root sandbox's paths live: Daytona's default snapshot runs as ``daytona``, who may
+#: not create ``/app`` or ``/logs``. Commands find them through ``APP_DIR``, ``LOGS_DIR``, ...
+NONROOT_ROOT = "/tmp/ray-bench-root"
 # $1 scratch dir, $2 output cap, $3 timeout, $4 cwd, $5 command. The command is its own session
 # (setsid), so the watchdog's `kill -9 -PGID` reaches its children; the watchdog is one too, so
 # killing it also kills its `sleep`. Output comes back as one header line and two base64 blocks.
@@ -68,9 +71,16 @@ class DaytonaSandbox(Sandbox):
         self._sandbox = sandbox
         self.id = sandbox.id
         self.labels = dict(spec.labels)
+        self.user = str(getattr(sandbox, "user", None) or "root")
+        self._root = "" if self.user == "root" else NONROOT_ROOT
         self._workdir = spec.workdir
         self._deleted = False
         self._oom_seen = 0
+
+    def path(self, sandbox_path: str) -> str:
+        if not self._root:
+            return sandbox_path
+        return self._root + "/" + sandbox_path.lstrip("/") if sandbox_path != "/" else self._root
 
     async def exec(
         self,
@@ -89,15 +99,21 @@ class DaytonaSandbox(Sandbox):
         scratch = f"{_SCRATCH}/{uuid.uuid4().hex}"
         limit = max(1, math.ceil(timeout))
         script = _sh(
-            _EXEC, scratch, str(max(0, output_cap)), str(limit), cwd or self._workdir or ".", command
+            _EXEC, scratch, str(max(0, output_cap)), str(limit),
+            self.path(cwd or self._workdir or "."), command,
         )
         started = time.monotonic()
         try:
+            # Never repeated once it may have started: a 5xx or a lost connection may come after
+            # the command ran, and an agent's command is not idempotent. (A 429 is refused by
+            # the throttler before anything runs, so that one is waited out.)
             response = await self._call(
                 "exec",
                 lambda: self._sandbox.process.exec(
                     script, env=dict(env or {}), timeout=limit + _EXEC_SLACK_SEC
                 ),
+                server_retries=False,
+                timeout=limit + 2 * _EXEC_SLACK_SEC,
             )
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
@@ -127,10 +143,10 @@ class DaytonaSandbox(Sandbox):
 
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         data = await asyncio.to_thread(_tar_dir, local_dir)
-        await self._put_tar(data, sandbox_dir)
+        await self._put_tar(data, self.path(sandbox_dir))
 
     async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
-        path = PurePosixPath(sandbox_path)
+        path = PurePosixPath(self.path(sandbox_path))
         await self._put_tar(tar_file(data, path.name, mode), str(path.parent))
 
     async def _put_tar(self, data: bytes, sandbox_dir: str) -> None:
@@ -140,7 +156,7 @@ class DaytonaSandbox(Sandbox):
             'mkdir -p "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f "$1"; exit $rc', tmp, sandbox_dir
         )
         response = await self._call(
-            "upload", lambda: self._sandbox.process.exec(script, timeout=300)
+            "upload", lambda: self._sandbox.process.exec(script, timeout=300), timeout=330
         )
         if response.exit_code != 0:
             raise SandboxError(
@@ -156,11 +172,11 @@ class DaytonaSandbox(Sandbox):
             '[ -d "$2" ] || { echo RB-NODIR; exit 0; }; mkdir -p "${1%/*}"; '
             'tar -C "$2" -cf - . 2>/dev/null | head -c "$3" >"$1"; echo RB-OK',
             tmp,
-            sandbox_dir,
+            self.path(sandbox_dir),
             str(wire_cap),
         )
         response = await self._call(
-            "download", lambda: self._sandbox.process.exec(script, timeout=300)
+            "download", lambda: self._sandbox.process.exec(script, timeout=300), timeout=330
         )
         if "RB-NODIR" in (response.result or ""):
             return 0
@@ -188,9 +204,18 @@ class DaytonaSandbox(Sandbox):
             raise
         self._deleted = True
 
-    async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _call(
+        self,
+        what: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        server_retries: bool = True,
+        timeout: float | None = None,
+    ) -> T:
         try:
-            return await self._backend.retrying(f"{what} in sandbox {self.id}", fn)
+            return await self._backend.retrying(
+                f"{what} in sandbox {self.id}", fn, server_retries=server_retries, timeout=timeout
+            )
         except SandboxRateLimitedError:
             raise
         except DaytonaError as exc:

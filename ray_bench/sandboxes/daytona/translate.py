@@ -1,12 +1,39 @@
-"""Daytona SDK errors and sandbox states, in ray-bench's terms (``errors.py``'s tree)."""
+"""Daytona SDK errors and sandbox states, in ray-bench's terms (``errors.py``'s tree).
+
+States and answers as the Daytona API defines them (``apps/api`` of daytonaio/daytona:
+``SandboxState``, ``SandboxService.destroy``, ``validateOrganizationQuotas``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from daytona import DaytonaConnectionError, DaytonaError
+from daytona import DaytonaConnectionError, DaytonaError, DaytonaTimeoutError
 
-from ray_bench.errors import SandboxCreateError, SandboxError, SandboxUnavailableError
+from ray_bench.errors import (
+    SandboxAuthError,
+    SandboxCreateError,
+    SandboxError,
+    SandboxQuotaError,
+    SandboxUnavailableError,
+)
+
+#: States a sandbox passes through on its way to ``started`` (``unknown`` is a new row's state
+#: before the manager picks it up; ``pending_build``/``building_snapshot`` a Dockerfile build).
+STARTING_STATES = frozenset(
+    {
+        "unknown",
+        "creating",
+        "restoring",
+        "starting",
+        "pending_build",
+        "building_snapshot",
+        "pulling_snapshot",
+        "resuming",
+    }
+)
+#: States from which a sandbox will not start by itself.
+FAILED_STATES = frozenset({"error", "build_failed", "destroyed", "destroying"})
 
 #: States in which a sandbox will not run another command.
 GONE_STATES = frozenset(
@@ -19,21 +46,36 @@ GONE_STATES = frozenset(
         "stopping",
         "archived",
         "archiving",
-        "unknown",
     }
 )
+
+#: ``validateOrganizationQuotas``: "Total CPU limit exceeded. Maximum allowed: 10." (400).
+_QUOTA = re.compile(r"Total (CPU|memory|disk|GPU) limit exceeded", re.IGNORECASE)
 
 
 def state_name(state: Any) -> str:
     return str(getattr(state, "value", state) or "unknown")
 
 
+def quota_resource(exc: DaytonaError) -> str | None:
+    """``cpu``/``memory``/``disk``/``gpu`` when ``exc`` is an organisation-quota refusal."""
+    if exc.status_code not in (400, 403, None):
+        return None
+    found = _QUOTA.search(exc.message or "")
+    return found.group(1).lower() if found else None
+
+
 def translate(exc: DaytonaError, what: str, *, create: bool = False) -> SandboxError:
-    """The :class:`SandboxError` for ``exc``: unreachable or 5xx -> unavailable (a failed create
-    only on 502/503/504), else a failed create or a plain sandbox error."""
+    """The :class:`SandboxError` for ``exc``: unreachable, timed out or 5xx -> unavailable; an
+    organisation quota -> :class:`SandboxQuotaError`; 401/403 -> :class:`SandboxAuthError` (the
+    backend's key, never a model account's); else a failed create or a plain sandbox error."""
     status = exc.status_code
     message = f"{what}: {exc.message}"
-    if isinstance(exc, DaytonaConnectionError) or (
+    if (resource := quota_resource(exc)) is not None:
+        return SandboxQuotaError(message, resource=resource)
+    if status in (401, 403):
+        return SandboxAuthError(f"{what}: the Daytona API refused the backend's key ({status})")
+    if isinstance(exc, DaytonaConnectionError | DaytonaTimeoutError) or (
         status is not None and status >= 500 and not create
     ):
         return SandboxUnavailableError(message)

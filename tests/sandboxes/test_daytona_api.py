@@ -1,0 +1,315 @@
+"""The ``daytona`` backend against the behaviours of the real Daytona API that the local fixture
+reproduces (``tests/support/daytona_server.py``, read from daytonaio/daytona's ``apps/api``):
+asynchronous deletes with 409s, an eventually consistent listing, build states and logs, lost
+answers, organisation quotas, the non-root default snapshot and the backend's own 401."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("daytona", reason="the daytona extra is not installed")
+
+from support.daytona_server import DaytonaServer, Faults
+
+from ray_bench.errors import (
+    SandboxAuthError,
+    SandboxCreateError,
+    SandboxQuotaError,
+    SandboxUnavailableError,
+)
+from ray_bench.evidence.catalog import Catalog
+from ray_bench.evidence.classify import classify
+from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.audit import audit
+from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
+from ray_bench.sandboxes.daytona import DaytonaBackend
+from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
+from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT
+
+pytestmark = [pytest.mark.daytona, pytest.mark.docker]
+
+KEY_ENV = "RAY_BENCH_TEST_DAYTONA_API_KEY"
+
+
+@pytest.fixture(scope="module")
+def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
+    srv = DaytonaServer(docker_client=docker_client, default_image=base_image).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh(server: DaytonaServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[DaytonaServer]:
+    server.faults = Faults()
+    server.create_requests.clear()
+    server.executions.clear()
+    for key in server.counts:
+        server.counts[key] = 0
+    monkeypatch.setenv(KEY_ENV, server.api_key)
+    yield server
+    left = server.containers()
+    for container in left:
+        container.remove(force=True, v=True)
+    assert left == [], "the test left containers behind"
+
+
+def _backend(server: DaytonaServer, **options: Any) -> DaytonaBackend:
+    backend = make_backend("daytona", api_url=server.api_url, api_key_env=KEY_ENV, **options)
+    assert isinstance(backend, DaytonaBackend)
+    return backend
+
+
+def _run_id() -> str:
+    return f"dtapi-{uuid.uuid4().hex[:8]}"
+
+
+def _spec(image: str, run_id: str, **kw: Any) -> SandboxSpec:
+    return SandboxSpec(labels=run_labels(run_id, "cell-1", "att-1"), image=image, **kw)
+
+
+def _mine(server: DaytonaServer, run_id: str) -> list[dict[str, Any]]:
+    return [b for b in server.boxes() if b["labels"].get(LABEL_RUN) == run_id]
+
+
+def test_delete_waits_for_destroyed_and_a_concurrent_409_is_in_progress(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(delete_delay_sec=0.5)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(_spec(base_image, run_id))
+            # Two deletes at once: the second DELETE meets the first's pending change (409).
+            refs = await backend.list({LABEL_RUN: run_id})
+            await asyncio.gather(sbx.delete(), backend.remove(refs[0]), backend.remove(refs[0]))
+            assert [b["state"] for b in _mine(server, run_id)] == ["destroyed"]
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_audit_waits_for_destroying_sandboxes_of_a_lagging_listing(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(list_lag_sec=1.5, delete_delay_sec=0.1)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            made = await asyncio.gather(*(backend.create(_spec(base_image, run_id)) for _ in range(2)))
+            for sbx in made:
+                await sbx.delete()
+            lagging = await backend.list({LABEL_RUN: run_id})
+            assert lagging and all(r.removing and r.state == "destroying" for r in lagging)
+            report = await audit([backend], run_id, cleanup=False, settle_sec=30)
+            assert report.clean, report.lines()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_a_lost_create_answer_adopts_the_sandbox_made_by_the_one_post(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(create_lost_fraction=1.0, error_status=504, create_delay_sec=0.3)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(_spec(base_image, run_id))
+            assert (await sbx.exec("echo adopted", timeout=30)).stdout == "adopted\n"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert len(server.create_requests) == 1
+    assert server.counts["create_lost"] == 1
+    assert len(_mine(server, run_id)) == 1
+
+
+def test_creates_under_429s_and_5xx_make_one_sandbox_each(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(create_429_fraction=0.3, create_lost_fraction=0.3,
+                           retry_after_sec=0.2, seed=11)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            made = await asyncio.gather(*(backend.create(_spec(base_image, run_id)) for _ in range(8)))
+            await asyncio.gather(*(s.delete() for s in made))
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    names = [b["name"] for b in _mine(server, run_id)]
+    assert len(names) == len(set(names)) == 8
+    assert server.counts["create_429"] > 0 and server.counts["create_lost"] > 0
+
+
+def test_an_exec_whose_answer_is_lost_is_never_run_again(
+    server: DaytonaServer, base_image: str
+) -> None:
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(_spec(base_image, run_id))
+            server.faults = Faults(exec_lost_fraction=1.0)
+            with pytest.raises(SandboxUnavailableError):
+                await sbx.exec("echo once >> /tmp/agent-ran", timeout=30)
+            server.faults = Faults()
+            assert (await sbx.exec("cat /tmp/agent-ran", timeout=30)).stdout == "once\n"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert sum("agent-ran" in cmd and ">>" in cmd for _, cmd in server.executions) == 1
+
+
+def test_a_dockerfile_build_goes_through_its_states(
+    server: DaytonaServer, base_image: str, tmp_path: Path
+) -> None:
+    server.faults = Faults(build_delay_sec=0.3)
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo built > /built\n")
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            spec = SandboxSpec(labels=run_labels(run_id), dockerfile_dir=tmp_path)
+            sbx = await backend.create(spec)
+            assert (await sbx.exec("cat /built", timeout=30)).stdout == "built\n"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["built"] == 1
+
+
+def test_a_failed_build_raises_with_its_log_and_leaves_nothing(
+    server: DaytonaServer, base_image: str, tmp_path: Path
+) -> None:
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base_image}\nRUN echo broken-step-output && exit 3\n"
+    )
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            with pytest.raises(SandboxCreateError) as info:
+                await backend.create(SandboxSpec(labels=run_labels(run_id), dockerfile_dir=tmp_path))
+            assert "build_failed" in str(info.value)
+            assert "broken-step-output" in str(info.value)
+            assert await backend.list({LABEL_RUN: run_id}) == []
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(quota_vcpu=1)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            spec = _spec(base_image, run_id, resources=Resources(cpus=1))
+            first = await backend.create(spec)
+            with pytest.raises(SandboxQuotaError) as info:
+                await backend.create(spec)
+            assert info.value.resource == "cpu" and info.value.failure_class == "capacity"
+            await first.delete()
+            summary = {"error": {"type": type(info.value).__name__, "message": str(info.value),
+                                 "failure_class": info.value.failure_class}}
+            verdict = classify(summary, Catalog.default())
+            assert verdict.failure_class == "capacity" and verdict.effect == "none"
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["quota_400"] == 1
+    assert len(_mine(server, run_id)) == 1
+
+
+def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns(
+    server: DaytonaServer, tmp_path: Path
+) -> None:
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "instruction.md").write_text("do it\n")
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
+            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
+            assert sbx.path("/app") == f"{NONROOT_ROOT}/app"
+            await sbx.put_dir(tmp_path, "/")
+            await sbx.put_file(b"x", "/logs/agent/usage.json")
+            got = await sbx.exec(f'cat {sbx.path("/task/instruction.md")} && ls {sbx.path("/logs/agent")}'
+                                 ' && touch "$PWD/made-by-agent"', timeout=30)
+            assert got.exit_code == 0, got.stderr
+            assert got.stdout == "do it\nusage.json\n"
+            out = tmp_path / "out"
+            assert await sbx.get_dir("/logs", out, max_bytes=1 << 20) > 0
+            assert (out / "agent" / "usage.json").read_bytes() == b"x"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_the_backends_own_401_is_not_a_model_accounts(
+    server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "a-key-daytona-does-not-know")
+
+    async def main() -> None:
+        backend = _backend(server)
+        try:
+            with pytest.raises(SandboxAuthError) as info:
+                await backend.create(_spec(base_image, _run_id()))
+            assert "a-key-daytona-does-not-know" not in str(info.value)
+            summary = {"error": {"type": type(info.value).__name__, "message": str(info.value),
+                                 "failure_class": info.value.failure_class}}
+            verdict = classify(summary, Catalog.default())
+            assert verdict.failure_class == "stack" and verdict.effect != "auth_failed"
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_every_call_has_a_timeout() -> None:
+    async def hangs() -> None:
+        await asyncio.sleep(3600)
+
+    async def main() -> None:
+        with pytest.raises(SandboxUnavailableError, match=r"within 0\.2s"):
+            await call_with_retries("get x", hangs, max_rate_limit_retries=0, max_retry_after=1,
+                                    max_server_retries=0, timeout=0.2)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
