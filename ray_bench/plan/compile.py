@@ -405,6 +405,30 @@ def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Re
     return Resources(cpus=max(cpus) if cpus else None, memory_mb=max(mems) if mems else None)
 
 
+def _daytona_slots(config: BackendConfig, suite: Suite, arms: list[Arm], tasks: list[PlanTask],
+                   lines: list[str]) -> int:
+    """The organisation's pool (vCPU, memory, disk) divided by the largest sandbox of the plan."""
+    from pydantic import ValidationError
+
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool
+
+    try:
+        pool = DaytonaPool.model_validate(config.options["pool"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"backends.daytona.options.pool: {first['msg']} at {first['loc']}",
+                          fix="give vcpu, memory_gib, disk_gib and creates_per_minute") from exc
+    each = _largest_sandbox(suite, arms, tasks)
+    slots = pool.slots(each.cpus, each.memory_mb)
+    if slots < 1:
+        raise ConfigError("backends.daytona.options.pool: not one sandbox of the plan fits the pool",
+                          fix="raise the pool to the organisation's quota or lower the sandboxes' resources")
+    lines.append(f"backend daytona: organisation pool {pool.vcpu} vCPU / {pool.memory_gib} GiB / "
+                 f"{pool.disk_gib} GiB disk fits {slots} sandboxes of {each.cpus or pool.default_vcpu} vCPU / "
+                 f"{each.memory_mb or str(pool.default_memory_gib * 1024)} MiB")
+    return slots
+
+
 def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms: list[Arm],
               tasks: list[PlanTask]) -> Capacity:
     accounts_total = sum(a.limits.max_concurrent for a in accounts)
@@ -416,6 +440,8 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
         if config.max_sandboxes is not None:
             pools[name] = config.max_sandboxes
             lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
+        elif name == "daytona" and config.options.get("pool"):
+            pools[name] = _daytona_slots(config, suite, arms, tasks, lines)
         elif name == "local":
             pools[name] = os.cpu_count() or 1
             lines.append(f"backend local: host cores = {pools[name]} (set backends.local.max_sandboxes to change)")

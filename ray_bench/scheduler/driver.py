@@ -34,6 +34,7 @@ from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
+from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
 
@@ -109,6 +110,8 @@ class Driver:
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
         self.capacity = max(1, cap)
+        self.quota_fit = QuotaFit(ceiling=self.capacity)
+        self._backends = sorted({c.backend for c in plan.cells})
         self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
         self._leases = 0
         self.spend: dict[str, float] = {}
@@ -224,7 +227,8 @@ class Driver:
         now = self.clock.now()
         requests: list[LeaseRequest] = []
         typical = state.book.typical()
-        while len(self.inflight) + len(requests) < self.capacity and (cell := state.take(now)) is not None:
+        capacity = min(self.capacity, *(self.quota_fit.limit(b) for b in self._backends))
+        while len(self.inflight) + len(requests) < capacity and (cell := state.take(now)) is not None:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
             scope = self.circuit.blocks(account="", backend=cell.backend)
             if drift is not None or scope is not None:
@@ -345,9 +349,11 @@ class Driver:
         self.spend[row.account] = self.spend.get(row.account, 0.0) + cost
         # A lost runner says nothing about the account: its lease is given back, not judged.
         self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
+        # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
+        absorbed = self._fit_quota(ledger, row, summary)
         if verdict.valid:
             self.circuit.record_success(account=row.account, backend=row.backend)
-        elif verdict.failure_class and verdict.fingerprint and not verdict.lost:
+        elif verdict.failure_class and verdict.fingerprint and not verdict.lost and not absorbed:
             for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
                                                      account=row.account, backend=row.backend):
                 data = {"scope": scope, "fingerprint": verdict.fingerprint,
@@ -356,6 +362,19 @@ class Driver:
                 self.observer.note_event("circuit_open", data)
         cell_state = state.finished(cell.id, verdict, lease_id, now, row.account)
         self.observer.attempt_finished(row, verdict, summary, cell_state)
+
+    def _fit_quota(self, ledger: Ledger, row: AttemptRow, summary: AttemptSummary) -> bool:
+        """Learn the provider's real pool from a quota refusal (see :mod:`quota_fit`). True when
+        the refusal was absorbed; a refusal with nothing of ours running goes to the circuit."""
+        if summary.error is None or summary.error.type != QUOTA_ERROR:
+            if summary.sandbox_id:
+                self.quota_fit.on_created(row.backend)
+            return False
+        running = sum(1 for r, _, _ in self.inflight.values() if r.backend == row.backend)
+        limit = self.quota_fit.on_quota(row.backend, running)
+        ledger.event("quota", {"backend": row.backend, "running": running, "limit": limit,
+                               "message": summary.error.message[:300]})
+        return running > 0
 
     # -- stops -------------------------------------------------------------------------------
 

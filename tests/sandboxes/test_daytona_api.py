@@ -6,6 +6,7 @@ answers, organisation quotas, the non-root default snapshot and the backend's ow
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -313,3 +314,38 @@ def test_every_call_has_a_timeout() -> None:
                                     max_server_retries=0, timeout=0.2)
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_the_organisation_pool_sizes_admission() -> None:
+    from ray_bench.sandboxes.daytona import DaytonaPool
+
+    pool = DaytonaPool(vcpu=10, memory_gib=20, disk_gib=30, creates_per_minute=60)
+    assert pool.slots(None, None) == 10  # 1 vCPU, 1 GiB, 3 GiB disk each: the disk binds at 10
+    assert pool.slots(2, 4096) == 5
+    assert pool.slots(1, 1500) == 10  # 1500 MiB is asked as 2 GiB: 20 // 2
+    assert pool.slots(16, None) == 0
+
+
+def test_a_plan_on_daytona_takes_its_pool_from_the_organisation(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.suites import make_suite
+
+    from ray_bench.api import plan_run
+    from ray_bench.errors import ConfigError
+
+    monkeypatch.setenv("RB_TEST_KEY_A", "x")
+    monkeypatch.setenv("RB_TEST_KEY_B", "x")
+    pool = {"vcpu": 4, "memory_gib": 64, "disk_gib": 300, "creates_per_minute": 60}
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], backend="daytona",
+                                 backends={"daytona": {"options": {"pool": pool},
+                                                       "resources": {"cpus": 2}}})
+    result = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="p1")
+    plan = json.loads((result.run_root / "launch-plan.json").read_text())
+    assert plan["capacity"]["backend_pools"] == {"daytona": 2}
+    assert "organisation pool 4 vCPU" in (result.run_root / "receipt.md").read_text()
+
+    suite, accounts = make_suite(tmp_path / "t", tasks=["hello-world"], backend="daytona",
+                                 backends={"daytona": {"options": {"pool": {**pool, "vcpu": 1}},
+                                                       "resources": {"cpus": 2}}})
+    with pytest.raises(ConfigError, match="not one sandbox"):
+        plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="p2")

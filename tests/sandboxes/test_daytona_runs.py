@@ -54,7 +54,8 @@ def fresh_server(server: DaytonaServer) -> Iterator[DaytonaServer]:
     """No faults unless a test sets them; after each test the fixture holds no sandbox."""
     server.faults = Faults()
     server.create_requests.clear()
-    server.counts.update(create_429=0, create_5xx=0, created=0)
+    for key in server.counts:
+        server.counts[key] = 0
     yield server
     left_ids = server.sandbox_ids()
     left = server.containers()
@@ -110,6 +111,33 @@ def test_run_with_a_third_of_creates_rate_limited(
     assert _run_sandboxes(server, "dt-429") == []
     assert server.containers() == []
     print(f"\n429 run: {cells} cells, {server.counts['create_429']} 429s, {wall:.1f}s")
+
+
+def test_a_run_under_a_full_organisation_quota_learns_the_pool_and_finishes(
+    tmp_path: Path, server: DaytonaServer, base_image: str
+) -> None:
+    """The plan allows 4 sandboxes; the organisation's quota takes 2 vCPU (1 each): the
+    refusals are capacity, not failures of the run, and admission runs at what fits."""
+    server.faults = Faults(quota_vcpu=2, delete_delay_sec=0.3)
+    options = {"api_url": server.api_url, "api_key_env": KEY_ENV}
+    arm = {"command": 'sleep 2; sh "$SOLUTION_DIR/solve.sh"', "agent_dir": "agents",
+           "expose_solution": True}
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=TASKS, backend="daytona", preflight_cells=0,
+        backends={"daytona": {"image": base_image, "max_sandboxes": 4, "options": options,
+                              "resources": {"cpus": 1}}},
+        arms=[{"name": "baseline", "role": "baseline", **arm}, {"name": "mcp", "role": "variant", **arm}],
+        accounts=[{"name": "acct-a", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}},
+                   "limits": {"max_concurrent": 4}}],
+    )
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", run_id="dt-quota")
+    assert outcome.exit_code == 0, outcome
+    attempts, rows = ledger_rows(root)
+    assert len(rows) == len(TASKS) * 2
+    refused = [a for a in attempts if not a.valid]
+    assert server.counts["quota_400"] > 0, "the quota must have been reached"
+    assert refused and all(a.failure_class == "capacity" for a in refused)
+    assert _run_sandboxes(server, "dt-quota") == []
 
 
 def test_sigkilled_driver_leaves_sandboxes_that_audit_cleanup_removes(

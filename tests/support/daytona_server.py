@@ -254,6 +254,10 @@ class DaytonaServer:
             for container in self.containers():
                 with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                     container.remove(force=True, v=True)
+            built = self.docker.images.list(filters={"label": f"{MARKER_LABEL}={self.server_id}"})
+            for image in built:
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    self.docker.images.remove(image.id, force=True)
 
     def __enter__(self) -> DaytonaServer:
         return self.start()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -28,3 +30,11 @@ class DaytonaPool(BaseModel):
     default_disk_gib: int = Field(
         default=3, gt=0, description="Disk in GiB a sandbox gets when its spec names none."
     )
+
+    def slots(self, cpus: float | None, memory_mb: int | None, disk_mb: int | None = None) -> int:
+        """Sandboxes of this size that fit the pool at once, rounded as the backend asks Daytona
+        for them (whole vCPUs, whole GiB): what the backend's admission pool may hold."""
+        cpu = math.ceil(cpus) if cpus else self.default_vcpu
+        memory = math.ceil(memory_mb / 1024) if memory_mb else self.default_memory_gib
+        disk = math.ceil(disk_mb / 1024) if disk_mb else self.default_disk_gib
+        return max(0, min(self.vcpu // cpu, self.memory_gib // memory, self.disk_gib // disk))
