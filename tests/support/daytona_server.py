@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import io
 import json
 import random
@@ -173,6 +174,9 @@ class DaytonaServer:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Dockerfile content hash -> the image built from it, and a lock per hash.
+        self._built: dict[str, str] = {}
+        self._build_locks: dict[str, asyncio.Lock] = {}
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -462,17 +466,27 @@ class DaytonaServer:
         """unknown -> (pending_build -> building_snapshot | pulling_snapshot) -> creating -> started."""
         f = self.faults
         if dockerfile:
+            # One build per Dockerfile content, as Daytona makes one snapshot per build hash:
+            # later sandboxes of the same build wait for it in `pending_build`.
+            key = hashlib.sha256(dockerfile.encode()).hexdigest()
+            lock = self._build_locks.setdefault(key, asyncio.Lock())
             await asyncio.sleep(f.build_delay_sec)
-            if box.desired == "destroyed":
-                return
-            box.state = "building_snapshot"
-            await asyncio.sleep(f.build_delay_sec)
-            try:
-                box.image = await asyncio.to_thread(self._build, box, dockerfile)
-            except (docker.errors.BuildError, docker.errors.APIError) as exc:
-                box.building = False
-                box.state, box.error_reason = "build_failed", f"image build failed: {exc}"[:500]
-                return
+            async with lock:
+                if box.desired == "destroyed":
+                    box.building = False
+                    return
+                built = self._built.get(key)
+                if built is None:
+                    box.state = "building_snapshot"
+                    await asyncio.sleep(f.build_delay_sec)
+                    try:
+                        built = await asyncio.to_thread(self._build, box, dockerfile, key)
+                    except (docker.errors.BuildError, docker.errors.APIError) as exc:
+                        box.building = False
+                        box.state, box.error_reason = "build_failed", f"image build failed: {exc}"[:500]
+                        return
+                    self._built[key] = built
+                box.image = built
             box.building = False
         else:
             await asyncio.sleep(0.01)
@@ -484,8 +498,8 @@ class DaytonaServer:
         if box.desired != "destroyed" and box.state == "creating":
             await self._start_container(box)
 
-    def _build(self, box: _Box, dockerfile: str) -> str:
-        tag = f"fake-daytona-build:{box.id[:12]}"
+    def _build(self, box: _Box, dockerfile: str, key: str) -> str:
+        tag = f"fake-daytona-build:{key[:16]}"
         box.build_log.append(f"building {tag}")
         try:
             _, logs = self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag,
