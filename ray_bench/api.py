@@ -219,7 +219,11 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             with join_ray(options.address):
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
-                pool = RayPool(options.runners_per_node)
+                from ray_bench.cells.nodes import CheckInputs, check_nodes
+
+                alive = [n for n in ray_nodes() if n.get("Alive")]
+                options.node_checks = check_nodes(CheckInputs.of(plan), alive)
+                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in options.node_checks if c.ok})
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:
@@ -247,6 +251,13 @@ def join_ray(address: str | None) -> Iterator[None]:
         yield
     finally:
         context.__exit__(None, None, None)
+
+
+def ray_nodes() -> list[dict[str, Any]]:
+    import ray
+
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return nodes
 
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:

@@ -57,17 +57,21 @@ class RayContext:
 
 
 class RayPool:
-    """``runners_per_node`` :class:`CellRunner` actors per alive node; each attempt goes to the
-    least loaded one."""
+    """``runners_per_node`` :class:`CellRunner` actors per alive node (of ``nodes``, the node ids
+    that passed their check, when given); each attempt goes to the least loaded one."""
 
-    def __init__(self, runners_per_node: int = DEFAULT_RUNNERS_PER_NODE) -> None:
+    def __init__(self, runners_per_node: int = DEFAULT_RUNNERS_PER_NODE,
+                 nodes: set[str] | None = None) -> None:
         self._runners: list[Any] = []
         self._load: list[int] = []
         self._nodes: list[str] = []
         self._owner: dict[Any, tuple[int, Any, AttemptSpec]] = {}
         #: A replacement runner's first ping until it answers (None: the runner is ready).
         self._pending: list[Any] = []
-        alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+        #: Nodes runners may be placed on (None: every alive node).
+        self._allowed = nodes
+        alive = [n for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
+                 and (nodes is None or n["NodeID"] in nodes)]
         #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
         self._docker_nodes = {n["NodeID"] for n in alive
                               if n.get("Resources", {}).get(DOCKER_RESOURCE)}
@@ -139,7 +143,8 @@ class RayPool:
             return lost_summary(spec, exc)
 
     def _replace(self, index: int) -> None:
-        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
+                 and (self._allowed is None or n["NodeID"] in self._allowed)}
         if self._nodes[index] not in alive and self._nodes[index] in self._docker_nodes:
             alive = (alive & self._docker_nodes) or alive  # keep a docker runner on a docker node
         node = self._nodes[index] if self._nodes[index] in alive else min(alive, default=None)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.errors import RunStopped
@@ -37,6 +37,9 @@ from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
+
+if TYPE_CHECKING:
+    from ray_bench.cells.nodes import NodeCheck
 
 PAUSE_FILE = "pause.json"
 SUMMARY_FILE = "run-summary.json"
@@ -60,6 +63,8 @@ class RunOptions:
     supervisor_every_sec: float = 2.0
     #: Host available memory in MiB; injectable so that tests can create pressure.
     read_available_mb: Callable[[], int] = read_available_mb
+    #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
+    node_checks: list[NodeCheck] | None = None
 
 
 @dataclass
@@ -144,7 +149,7 @@ class Driver:
                                          "deadline": self.options.deadline,
                                          "counts": state.counts(), "options": self._shaping_options()})
             self.observer.run_started(self.plan, state, stale)
-            stopped, detail = self._execute(ledger, state)
+            stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
             residue = self._final_audit(ledger)
             if residue and stopped is None:
                 stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
@@ -375,6 +380,23 @@ class Driver:
         ledger.event("quota", {"backend": row.backend, "running": running, "limit": limit,
                                "message": summary.error.message[:300]})
         return running > 0
+
+    def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
+        """Record every node's check; stop when no node passed (no runner could take a cell)."""
+        checks = self.options.node_checks
+        if checks is None:
+            return None
+        from ray_bench.cells.nodes import summary_line
+
+        line = summary_line(checks)
+        ledger.event("node_check", {"nodes": [c.to_json() for c in checks], "summary": line})
+        if any(c.ok for c in checks):
+            if not all(c.ok for c in checks):
+                self.observer.note_event("node_check", {"summary": line})
+            return None
+        detail = f"no node can run cells: {line}; fix the nodes (credentials, backend), then resume"
+        ledger.event("stop", {"reason": "nodes", "detail": detail})
+        return "nodes", detail
 
     # -- stops -------------------------------------------------------------------------------
 

@@ -78,6 +78,8 @@ class RunStatus:
     pace: PaceSnapshot | None
     deadline: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: Each node's check before the fan-out (``ray_bench.cells.nodes``): id, address, ok, problems.
+    nodes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def remaining(self) -> int:
@@ -114,6 +116,7 @@ class RunStatus:
                 "deadline_gap_rows": pace.deadline_gap_rows,
             },
             "notes": self.notes,
+            "nodes": self.nodes,
         }
 
 
@@ -205,12 +208,16 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
         now=now if ended_at is None else ended_at, started_at=session.ts,
         remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
     )
+    checked = _last(events, "node_check", after=session.seq)
+    nodes: list[dict[str, Any]] = list(checked.data.get("nodes") or []) if checked else []
+    notes += [f"node {n.get('address')} ({str(n.get('node_id'))[:8]}) gets no cells: "
+              f"{'; '.join(n.get('problems') or [])}" for n in nodes if not n.get("ok")]
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
         counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),
         spend_usd=sum(a.cost_usd for a in attempts), reason=reason, ended_at=ended_at,
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
-        pace=pace, deadline=deadline, notes=notes)
+        pace=pace, deadline=deadline, notes=notes, nodes=nodes)
 
 
 def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,
@@ -253,7 +260,7 @@ def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Pat
 def _stop_words(stopped: str, detail: str) -> str:
     label = {"drift": "inputs changed", "halt": "resource halt", "circuit": "recovery circuit open",
              "spend": "spend limit", "preflight": "preflight failed", "accounts": "no usable account",
-             "audit": "cleanup audit found residue"}.get(stopped, stopped)
+             "audit": "cleanup audit found residue", "nodes": "no node passed its check"}.get(stopped, stopped)
     return f"{label}: {detail}" if detail else label
 
 

@@ -1,0 +1,124 @@
+"""Every node checked before the fan-out: a node that will host cell runners must have every
+account's credential route (by name: env vars present, HOME directories there; no value is read
+into the result) and must reach every backend of the plan. A node that fails gets no runners, so
+no cells; the driver records each node's verdict (``node_check`` in the ledger) and ``status``
+shows it. Credentials resolve on the node that runs the cell, so checking them only where
+``plan`` ran let a two-node run lose both accounts mid-run ("AUDIT_KEY_A is not set on this
+node")."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ray_bench.cells.credentials import CredentialMissing, resolve
+from ray_bench.models.plan import Plan
+from ray_bench.sandboxes.base import LABEL_RUN
+
+#: How long one node may take to answer its check (a cold worker start on a busy node ~10 s).
+CHECK_TIMEOUT_SEC = 120.0
+#: How long reaching one backend may take on a node.
+BACKEND_TIMEOUT_SEC = 45.0
+#: A label no sandbox carries: listing it touches the backend and finds nothing.
+_PROBE_RUN = "ray-bench-node-check"
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    node_id: str
+    address: str
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "problems": list(self.problems), "ok": self.ok}
+
+
+@dataclass(frozen=True)
+class CheckInputs:
+    """What a node is checked for: (account, route env, route home) and (backend, options)."""
+
+    routes: tuple[tuple[str, dict[str, str], str | None], ...]
+    backends: tuple[tuple[str, dict[str, Any]], ...]
+
+    @classmethod
+    def of(cls, plan: Plan) -> CheckInputs:
+        names = sorted({c.backend for c in plan.cells})
+        return cls(
+            routes=tuple((a.name, dict(a.route.env), a.route.home) for a in plan.accounts),
+            backends=tuple((n, dict(plan.backends[n].options) if n in plan.backends else {}) for n in names),
+        )
+
+
+def problems_here(inputs: CheckInputs, environ: dict[str, str] | None = None) -> list[str]:
+    """This node's problems, one line each (names, never values)."""
+    env = dict(os.environ) if environ is None else environ
+    problems: list[str] = []
+    for account, route_env, home in inputs.routes:
+        try:
+            resolve(route_env, home, env)
+        except CredentialMissing as exc:
+            problems.append(f"account {account}: {exc}")
+    for backend, options in inputs.backends:
+        try:
+            asyncio.run(asyncio.wait_for(_touch(backend, options), BACKEND_TIMEOUT_SEC))
+        except TimeoutError:
+            problems.append(f"backend {backend}: no answer within {BACKEND_TIMEOUT_SEC:g}s")
+        except Exception as exc:
+            problems.append(f"backend {backend}: {type(exc).__name__}: {str(exc)[:300]}")
+    return problems
+
+
+async def _touch(name: str, options: dict[str, Any]) -> None:
+    from ray_bench.sandboxes import make_backend
+
+    backend = make_backend(name, **options)
+    try:
+        await backend.list({LABEL_RUN: _PROBE_RUN})
+    finally:
+        await backend.close()
+
+
+@ray.remote(num_cpus=0)
+def _check(inputs: CheckInputs) -> list[str]:
+    return problems_here(inputs)
+
+
+def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
+                timeout: float = CHECK_TIMEOUT_SEC) -> list[NodeCheck]:
+    """Run :func:`problems_here` on each of ``nodes`` (entries of ``ray.nodes()``), in parallel."""
+    refs = [
+        _check.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote(inputs)
+        for n in nodes
+    ]
+    ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    out = []
+    for node, ref in zip(nodes, refs, strict=True):
+        address = str(node.get("NodeManagerAddress", ""))
+        try:
+            problems = ray.get(ref, timeout=0)
+        except GetTimeoutError:
+            ray.cancel(ref, force=True)
+            problems = [f"the node did not answer its check within {timeout:g}s"]
+        except RayError as exc:
+            problems = [f"the check failed on the node: {type(exc).__name__}"]
+        out.append(NodeCheck(node["NodeID"], address, tuple(problems)))
+    return out
+
+
+def summary_line(checks: list[NodeCheck]) -> str:
+    """``2 of 3 nodes passed; node 10.0.0.12 (ab12cd34): account a: env var K is not set ...``"""
+    bad = [c for c in checks if not c.ok]
+    head = f"{len(checks) - len(bad)} of {len(checks)} nodes passed their check"
+    return "; ".join([head, *(f"node {c.address} ({c.node_id[:8]}): {', '.join(c.problems)}" for c in bad)])

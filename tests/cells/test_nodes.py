@@ -1,0 +1,56 @@
+"""Every node checked before the fan-out: credential routes by name and the backends, on the
+node itself; a node that fails gets no cells and ``status`` says which and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.suites import make_suite
+
+from ray_bench.api import plan_run, run_status
+from ray_bench.cells.nodes import CheckInputs, NodeCheck, check_nodes, problems_here, summary_line
+from ray_bench.plan.store import confirm_plan
+
+
+def test_problems_name_the_missing_route_and_the_unreachable_backend(tmp_path: Path) -> None:
+    inputs = CheckInputs(
+        routes=(("acct-a", {"API_KEY": "RB_NODE_KEY_A"}, None),
+                ("acct-b", {}, str(tmp_path / "no-such-home"))),
+        backends=(("local", {}), ("docker", {"base_url": "unix:///nonexistent/docker.sock"})),
+    )
+    problems = problems_here(inputs, environ={"RB_NODE_KEY_A": "a-secret-value"})
+    assert problems[0] == f"account acct-b: home directory {tmp_path / 'no-such-home'} does not exist on this node"
+    assert problems[1].startswith("backend docker: ")
+    assert len(problems) == 2
+    assert not any("a-secret-value" in p for p in problems)
+    assert problems_here(inputs, environ={})[0] == "account acct-a: env var RB_NODE_KEY_A is not set on this node"
+    line = summary_line([NodeCheck("n1" * 8, "10.0.0.1"), NodeCheck("n2" * 8, "10.0.0.2", ("x is not set",))])
+    assert line == "1 of 2 nodes passed their check; node 10.0.0.2 (n2n2n2n2): x is not set"
+
+
+@pytest.mark.ray
+def test_a_run_with_no_node_holding_a_route_stops_before_any_cell(tmp_path: Path) -> None:
+    import ray
+    from support.runs import execute
+    from support.ray_local import ensure_ray
+
+    from ray_bench.scheduler.driver import RunOptions
+
+    ensure_ray()
+    accounts = [{"name": "acct-x", "route": {"env": {"DEMO_API_KEY": "RB_NODE_CHECK_ABSENT"}},
+                 "limits": {"max_concurrent": 2}}]
+    suite, accounts_file = make_suite(tmp_path / "s", tasks=["hello-world"], accounts=accounts)
+    # `plan` checks routes by name where it runs: give it the name, the Ray node has not got it.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RB_NODE_CHECK_ABSENT", "x")
+        planned = plan_run(suite=suite, accounts=accounts_file, runs_dir=tmp_path / "runs", run_id="nc")
+    plan, _ = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+    checks = check_nodes(CheckInputs.of(plan), [n for n in ray.nodes() if n["Alive"]])
+    assert checks and not any(c.ok for c in checks)
+    outcome = execute(planned.run_root, planned.identity, RunOptions(node_checks=checks))
+    assert (outcome.exit_code, outcome.stopped, outcome.attempts_run) == (1, "nodes", 0)
+    assert "RB_NODE_CHECK_ABSENT is not set on this node" in outcome.detail
+    status = run_status(planned.run_root)
+    assert status["nodes"][0]["ok"] is False
+    assert status["nodes"][0]["problems"] == ["account acct-x: env var RB_NODE_CHECK_ABSENT is not set on this node"]
