@@ -32,8 +32,8 @@ def test_problems_name_the_missing_route_and_the_unreachable_backend(tmp_path: P
 @pytest.mark.ray
 def test_a_run_with_no_node_holding_a_route_stops_before_any_cell(tmp_path: Path) -> None:
     import ray
-    from support.runs import execute
     from support.ray_local import ensure_ray
+    from support.runs import execute
 
     from ray_bench.scheduler.driver import RunOptions
 

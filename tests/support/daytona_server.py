@@ -60,6 +60,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -208,6 +209,9 @@ class DaytonaServer:
 
         def run() -> None:
             loop = asyncio.new_event_loop()
+            # Docker calls run in threads: the default pool (6 threads on 2 cores) queued 200
+            # sandboxes' execs and uploads behind each other for minutes.
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=64, thread_name_prefix="fake-daytona"))
             self._loop = loop
             try:
                 loop.run_until_complete(self._serve())

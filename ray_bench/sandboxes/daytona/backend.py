@@ -80,6 +80,7 @@ class DaytonaBackend(SandboxBackend):
         max_server_retries: int = 3,
         cancel_grace: float = 10.0,
         call_timeout: float = 60.0,
+        transfer_timeout: float = 300.0,
         delete_timeout: float = 180.0,
         pool: DaytonaPool | Mapping[str, Any] | None = None,
     ) -> None:
@@ -99,6 +100,8 @@ class DaytonaBackend(SandboxBackend):
         self.cancel_grace = cancel_grace
         #: Seconds any one API call may take (the SDK sets none on get and list).
         self.call_timeout = call_timeout
+        #: Seconds a file upload or download may take.
+        self.transfer_timeout = transfer_timeout
         #: Seconds a delete may take to reach ``destroyed``.
         self.delete_timeout = delete_timeout
         self.pool = DaytonaPool.model_validate(pool) if pool is not None else None

@@ -151,7 +151,8 @@ class DaytonaSandbox(Sandbox):
 
     async def _put_tar(self, data: bytes, sandbox_dir: str) -> None:
         tmp = f"{_SCRATCH}/{uuid.uuid4().hex}.tar"
-        await self._call("upload", lambda: self._sandbox.fs.upload_files([FileUpload(data, tmp)]))
+        await self._call("upload", lambda: self._sandbox.fs.upload_files([FileUpload(data, tmp)]),
+                         timeout=self._backend.transfer_timeout)
         script = _sh(
             'mkdir -p "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f "$1"; exit $rc', tmp, sandbox_dir
         )
@@ -183,7 +184,8 @@ class DaytonaSandbox(Sandbox):
         if "RB-OK" not in (response.result or ""):
             raise SandboxError(f"archiving {sandbox_dir} failed: {(response.result or '')[-500:]}")
         try:
-            data = await self._call("download", lambda: self._sandbox.fs.download_file(tmp))
+            data = await self._call("download", lambda: self._sandbox.fs.download_file(tmp),
+                                    timeout=self._backend.transfer_timeout)
         finally:
             with contextlib.suppress(Exception):
                 await self._sandbox.process.exec(_sh('rm -f "$1"', tmp), timeout=60)
