@@ -26,6 +26,7 @@ from ray_bench.errors import (
 )
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
+from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
@@ -242,8 +243,8 @@ def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing(
                 await backend.create(spec)
             assert info.value.resource == "cpu" and info.value.failure_class == "capacity"
             await first.delete()
-            summary = {"error": {"type": type(info.value).__name__, "message": str(info.value),
-                                 "failure_class": info.value.failure_class}}
+            summary = AttemptSummary(error=AttemptError(type=type(info.value).__name__, message=str(info.value),
+                                                        failure_class=info.value.failure_class))
             verdict = classify(summary, Catalog.default())
             assert verdict.failure_class == "capacity" and verdict.effect == "none"
         finally:
@@ -294,8 +295,8 @@ def test_the_backends_own_401_is_not_a_model_accounts(
             with pytest.raises(SandboxAuthError) as info:
                 await backend.create(_spec(base_image, _run_id()))
             assert "a-key-daytona-does-not-know" not in str(info.value)
-            summary = {"error": {"type": type(info.value).__name__, "message": str(info.value),
-                                 "failure_class": info.value.failure_class}}
+            summary = AttemptSummary(error=AttemptError(type=type(info.value).__name__, message=str(info.value),
+                                                        failure_class=info.value.failure_class))
             verdict = classify(summary, Catalog.default())
             assert verdict.failure_class == "stack" and verdict.effect != "auth_failed"
         finally:
