@@ -393,9 +393,8 @@ class ActorGate:
                 exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         self._refresh(now, force=True)
         unusable = self.expiry.refusals(self._snaps, horizon_sec, now)
-        unusable |= {n: "recovery circuit open" for n in exclude}
         unusable |= {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
-        return stalled(list(self._snaps.values()), unusable)
+        return stalled(list(self._snaps.values()), unusable, exclude)
 
     def views(self, now: float) -> list[AccountView]:
         self._refresh(now)

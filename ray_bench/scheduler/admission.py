@@ -192,8 +192,7 @@ class CoreGate:
     def stalled(self, now: float, horizon_sec: float = 0.0,
                 exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         unusable = self.expiry.refusals(self.cores, horizon_sec, now)
-        unusable |= {n: "recovery circuit open" for n in exclude}
-        return stalled([c.snapshot(now) for c in self.cores.values()], unusable)
+        return stalled([c.snapshot(now) for c in self.cores.values()], unusable, exclude)
 
     def views(self, now: float) -> list[AccountView]:
         return [view_of(c.snapshot(now)) for c in self.cores.values()]
@@ -205,7 +204,8 @@ class CoreGate:
         self._held = {}
 
 
-def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str]) -> str | None:
+def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str],
+            exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
     """Why no account will ever admit again by itself, or None. An account frees itself when
     time passes (a cooldown, a window) or when a cell running on it finishes (in any run); one
     refused for good with nothing running (disabled, out of budget) never does, nor one the
@@ -214,6 +214,9 @@ def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str]) -> st
     for snap in snapshots:
         if snap.name in unusable:
             reasons.append(f"{snap.name} {unusable[snap.name]}")
+            continue
+        if isinstance(snap.admit, Admit) and snap.name in exclude:  # it would, but its circuit is open
+            reasons.append(f"{snap.name} recovery circuit open")
             continue
         if isinstance(snap.admit, Admit) or snap.admit.until is not None or snap.inflight > 0:
             return None
