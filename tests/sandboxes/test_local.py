@@ -151,3 +151,36 @@ def test_take_dir_across_filesystems_copies(tmp_path: Path, monkeypatch: pytest.
     assert (tmp_path / "collected" / "verifier" / "reward.txt").read_text() == "1\n"
     asyncio.run(sbx.delete())
     assert not sbx.root.exists()
+
+
+def test_a_sandbox_is_findable_by_label_from_the_instant_it_exists(tmp_path: Path) -> None:
+    """Under ``sbx-*`` a directory exists only with its record inside (renamed into place);
+    what a SIGKILL can leave (a staging directory of a dead creator, a removal interrupted
+    after its record went) is swept by the next ``list``."""
+    from ray_bench.sandboxes.local_dirs import MARKER, create_dir, remove_dir
+
+    backend = LocalBackend(tmp_path)
+    labels = {"ray-bench.run": "r1"}
+    path = create_dir(tmp_path, labels)
+    assert path.name.startswith("sbx-") and (path / MARKER).is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no staging left
+    dead = _dead_pid()
+    (tmp_path / f".staging-{dead}-abc").mkdir()  # killed between mkdir and the record
+    (tmp_path / f".staging-{os.getpid()}-def").mkdir()  # a live creator's: left alone
+    (tmp_path / "sbx-half-removed").mkdir()  # killed after the record was deleted
+    (tmp_path / "sbx-half-removed" / "leftover").write_text("x")
+    refs = asyncio.run(backend.list(labels))
+    assert [r.id for r in refs] == [path.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, f".staging-{os.getpid()}-def"])
+    (path / "work").mkdir()
+    (path / "work" / "f").write_text("x")
+    remove_dir(path)
+    assert not path.exists()
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
