@@ -40,6 +40,7 @@ from ray_bench.cells.phases import (
 )
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
+from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, HealthcheckFacts, Usage
 from ray_bench.models.task import artifact_entries
@@ -315,12 +316,16 @@ def _open_model(model: type[_M], data: dict[str, Any] | None) -> _M | None:
         return model.model_validate({"unparseable": json.dumps(data, default=str)[:500]})
 
 
+#: usage.json, error.json and reward.json are a few hundred bytes; a larger one is not read.
+AGENT_JSON_BYTES = 1024 * 1024
+
+
 def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
     text_file = verifier_dir / "reward.txt"
     if text_file.is_file():
         try:
-            return float(text_file.read_text().strip()), "reward.txt"
-        except ValueError:
+            return float((read_capped(text_file, 4096) or b"").decode(errors="replace").strip()), "reward.txt"
+        except (ValueError, OSError):
             return None, "reward.txt unreadable"
     data = _read_json_obj(verifier_dir / "reward.json")
     if data is not None:
@@ -336,10 +341,18 @@ def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
 def _read_json_obj(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
+    # what an agent or verifier wrote is hostile input: bounded in size and depth
     try:
-        data = json.loads(path.read_text(errors="replace"))
-    except ValueError:
-        return {"unparseable": path.read_text(errors="replace")[:500]}
+        raw = read_capped(path, AGENT_JSON_BYTES)
+    except OSError as exc:
+        return {"unparseable": f"unreadable: {exc.strerror or exc}"}
+    if raw is None:
+        return {"unparseable": f"larger than {AGENT_JSON_BYTES} bytes"}
+    text = raw.decode(errors="replace")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return {"unparseable": text[:500]}
     return data if isinstance(data, dict) else {"value": data}
 
 

@@ -50,6 +50,14 @@ def read_bounded(path: Path, error: type[UserInputError], limit: int = MAX_CONFI
     return data
 
 
+def read_capped(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a file something else wrote (an agent, a verifier); None
+    when it is larger. Missing or unreadable files raise OSError."""
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
 def read_text_bounded(path: Path, error: type[UserInputError], limit: int = MAX_CONFIG_BYTES) -> str:
     data = read_bounded(path, error, limit)
     try:
