@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_corpus import CASE_SECONDS, CASE_WALL_SECONDS, CASES, Env, limit_address_space, make_base, run_case, tree
+from hostile_corpus import (
+    CASE_SECONDS,
+    CASE_WALL_SECONDS,
+    Env,
+    all_cases,
+    limit_address_space,
+    make_base,
+    run_case,
+    tree,
+)
 from support.driver_process import BIN, cli_env
 from typer.testing import CliRunner
 
@@ -27,10 +36,12 @@ from ray_bench.api import plan_run
 from ray_bench.cli.app import app
 from ray_bench.config.loader import MAX_ERROR_LINES
 from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptSummary
 
 pytestmark = [pytest.mark.slow]
 
 CORPUS = Path(__file__).with_name("hostile_corpus.py")
+CASES = all_cases()
 WORKERS = 2
 
 
@@ -145,7 +156,8 @@ def _executed_run(base: Path, root: Path) -> Path:
                                    epoch=planned.identity, preflight=False)
         ledger.finish_attempt(row.attempt_id, status="finished", valid=i == 0, reward=1.0 if i == 0 else 0.0,
                               failure_class=None if i == 0 else "task", fingerprint=None if i == 0 else "f",
-                              counts=True, cost_usd=0.0, summary={})
+                              counts=True, cost_usd=0.0,
+                              summary=AttemptSummary(attempt_id=row.attempt_id, cell_id=cell["id"]))
     ledger.event("run_started", {})
     ledger.event("run_finished", {"exit_code": 1})
     ledger.close()
