@@ -53,7 +53,8 @@ def _current_cells(
     suite_path: Path, target: int
 ) -> tuple[str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
     suite = load_suite(suite_path)
-    tasks = load_tasks([(suite_path.parent / root).resolve() for root in suite.roots], suite.tasks)
+    roots = [(suite_path.parent / root).resolve() for root in suite.roots]
+    tasks = load_tasks(roots, suite.tasks)
     cells: dict[tuple[str, str, int], str] = {}
     for arm in suite.arms:
         checksum = None
@@ -70,7 +71,19 @@ def _current_cells(
         for task in tasks:
             for rep in range(1, target + 1):
                 cells[(task.id, arm.name, rep)] = cell_id(task.id, task.checksum, config, rep)
-    return suite.name, suite.arms, suite.baseline.name, {t.id: t.path for t in tasks}, cells
+    return suite.name, suite.arms, suite.baseline.name, {t.id: _under_root(Path(t.path), roots) for t in tasks}, cells
+
+
+def _under_root(path: Path, roots: list[Path]) -> str:
+    """A task's ``task_dir`` as CodeScaleBench writes it: relative to the task root holding it
+    (``plan`` refuses absolute paths in a selection, so an absolute one would not plan again)."""
+    resolved = path.resolve()
+    for root in roots:
+        if resolved.is_relative_to(root):
+            # with the root's own name first, as CSB writes benchmarks/<bench>/<task>; the
+            # selection resolver accepts that form under a root of that name
+            return f"{root.name}/{resolved.relative_to(root).as_posix()}"
+    return f"{resolved.parent.name}/{resolved.name}"
 
 
 def find_gaps(suite_path: Path, runs: list[Path], target: int) -> Gaps:
@@ -142,7 +155,8 @@ def write_selections(gaps: Gaps, out: Path) -> list[Path]:
             "tasks": [
                 {
                     "task_id": task,
-                    "benchmark": gaps.suite,
+                    # CodeScaleBench's benchmark: the directory holding the task
+                    "benchmark": gaps.task_dirs[task].rsplit("/", 2)[-2],
                     "task_dir": gaps.task_dirs[task],
                     "reps": reps,
                     **({} if arm is None else {"arms": [arm]}),

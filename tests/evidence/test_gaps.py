@@ -63,8 +63,8 @@ def test_gaps_split_both_arm_and_one_arm(world: tuple[Path, Path, Path], tmp_pat
     one = json.loads((tmp_path / "sel" / "fill-mcp-only.json").read_text())
     assert one["tasks"][0] == {
         "task_id": "hello-world",
-        "benchmark": "t",
-        "task_dir": one["tasks"][0]["task_dir"],
+        "benchmark": "tasks",
+        "task_dir": "tasks/hello-world",
         "reps": [1],
         "arms": ["mcp"],
     }
