@@ -65,9 +65,10 @@ def test_verifier_without_reward_is_evaluator_and_exhausts_attempts(tmp_path: Pa
 
 def test_rate_limited_account_cools_and_cells_move_on(tmp_path: Path) -> None:
     # Account A's key makes the agent report a rate limit; B's works.
-    agent = ('if [ "$DEMO_API_KEY" = "test-value-a-123456" ]; then '
+    # (told apart by a fragment: plan refuses a config that holds a route's value, rightly)
+    agent = ('case "$DEMO_API_KEY" in *-a-*) '
              'echo \'{"type": "rate_limit", "message": "429 Too Many Requests", "retry_after": 600}\' '
-             '> "$LOGS_DIR/agent/error.json"; exit 1; fi; sh "$SOLUTION_DIR/solve.sh"')
+             '> "$LOGS_DIR/agent/error.json"; exit 1;; esac; sh "$SOLUTION_DIR/solve.sh"')
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], backends=_local(tmp_path),
         arms=[_arm("baseline", "baseline", agent, expose_solution=True),
