@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
     "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
     "Zx8Qp2Lm9Rt4Vb7Nc3Kd6Wf1Gh5Js0TyUe",  # 34 random base62 characters
+    "/etc/keys/Zx8Qp2Lm9Rt4Vb7Nc3Kd6Wf1Gh5Js0TyUe",  # a key kept as a path segment
 ])
 def test_credentials_are_caught(value: str) -> None:
     assert looks_like_secret(value) is not None
@@ -32,6 +33,9 @@ def test_credentials_are_caught(value: str) -> None:
     "sh \"$AGENT_DIR/scripted-agent.sh\"",
     "ghcr.io/org/image@sha256:" + "0123456789abcdef" * 4,
     "/home/runner/work/ray-bench/ray-bench/tests/reliability/some_long_file_name.py",
+    # a clone under mktemp's random directory (CI clones into one): found by CI itself
+    "/tmp/tmp.Uerm9gL0TZ/p/tests/tasks/corpus/codescalebench/benchmarks/csb_sdlc_fix/teleport-users-can-delete-fix-001",
+    "/tmp/pytest-of-root/pytest-195/tmp.Uerm9gL0TZ/suite/tasks",
     "https://example.com/a/very/long/path/with/segments/AbCdEfGh/index.html",
     "task-with-a-long-name-like-disk-usage-monitoring-2024",
     "550e8400-e29b-41d4-a716-446655440000",
