@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from ray_bench.config.bounded import load_state_json
 
 #: Logins that carry an expiry, relative to the route's HOME.
 _EXPIRING_LOGINS = (".claude/.credentials.json",)
@@ -21,7 +22,7 @@ def login_expiry(home: str | Path) -> float | None:
     for rel in _EXPIRING_LOGINS:
         path = Path(home).expanduser() / rel
         try:
-            data = json.loads(path.read_text())
+            data = load_state_json(path)
         except (OSError, ValueError):
             continue
         found = _find_expiry(data)

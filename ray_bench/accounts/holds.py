@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ray_bench.config.bounded import load_state_json
+
 HOLDS_FILE = "account-holds.json"
 
 
@@ -18,7 +20,7 @@ def holds_path(state_root: Path) -> Path:
 
 def read_holds(state_root: Path) -> dict[str, dict[str, Any]]:
     try:
-        data = json.loads(holds_path(state_root).read_text())
+        data = load_state_json(holds_path(state_root))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

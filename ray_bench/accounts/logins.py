@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ray_bench.config.bounded import MAX_STATE_BYTES, load_state_json
+
 #: Credential files of the supported CLIs, relative to a HOME.
 CREDENTIAL_FILES = (".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json")
 #: Shorter strings are field values such as scopes or plan names, not tokens.
@@ -41,8 +43,8 @@ def tokens_in(home: str | Path) -> list[str]:
 def tokens_of(text: str) -> list[str]:
     """The token-like strings of one credential document's text."""
     try:
-        return _strings(json.loads(text))
-    except ValueError:
+        return _strings(json.loads(text)) if len(text) <= MAX_STATE_BYTES else []
+    except (ValueError, RecursionError):
         return []
 
 
@@ -74,8 +76,10 @@ def write_back(home: str | Path, rel: str, text: str) -> bool:
     if rel not in CREDENTIAL_FILES:
         raise ValueError(f"{rel} is not a credential file")
     try:
+        if len(text) > MAX_STATE_BYTES:
+            return False
         incoming = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     target = Path(home).expanduser() / rel
     with _locked(Path(home).expanduser()):
@@ -113,7 +117,7 @@ def _locked(home: Path) -> Iterator[None]:
 
 def _read(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return load_state_json(path)
     except (OSError, ValueError):
         return None
 

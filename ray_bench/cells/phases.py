@@ -143,14 +143,14 @@ def read_rewards(verifier_dir: Path) -> tuple[dict[str, float] | None, str | Non
     text = verifier_dir / "reward.txt"
     if text.is_file():
         try:
-            return {"reward": float(text.read_text().strip())}, "reward.txt"
-        except ValueError:
+            return {"reward": float(_small_text(text))}, "reward.txt"
+        except (OSError, ValueError):
             return None, "reward.txt unreadable"
     data_file = verifier_dir / "reward.json"
     if data_file.is_file():
         try:
-            data = json.loads(data_file.read_text(errors="replace"))
-        except ValueError:
+            data = json.loads(_small_text(data_file))
+        except (OSError, ValueError, RecursionError):
             return None, "reward.json unreadable"
         if isinstance(data, int | float) and not isinstance(data, bool):
             return {"reward": float(data)}, "reward.json"
@@ -170,3 +170,16 @@ def headline(rewards: dict[str, float] | None) -> float | None:
     if "reward" in rewards:
         return rewards["reward"]
     return next(iter(rewards.values())) if len(rewards) == 1 else None
+
+
+#: A reward file is a number or a small map; a verifier that writes more is broken.
+_MAX_REWARD_BYTES = 64 * 1024
+
+
+def _small_text(path: Path) -> str:
+    from ray_bench.config.bounded import read_capped
+
+    data = read_capped(path, _MAX_REWARD_BYTES)
+    if data is None:
+        raise ValueError(f"{path.name} is larger than {_MAX_REWARD_BYTES} bytes")
+    return data.decode("utf-8", errors="replace").strip()

@@ -112,8 +112,7 @@ def simulate(
 ) -> None:
     """Capacity planning: the real admission core on a virtual clock, against round-robin and
     global-semaphore launchers on the same workload."""
-    import yaml
-
+    from ray_bench.config.bounded import parse_yaml, read_text_bounded
     from ray_bench.plan.store import load_plan_file
     from ray_bench.sim import simulate as run_simulation
     from ray_bench.sim.from_plan import spec_from_plan
@@ -126,7 +125,7 @@ def simulate(
         loaded, _ = load_plan_file(plan)
         durations: dict[str, Any] = ({"csv": str(durations_csv.resolve())} if durations_csv else
                                      {"lognormal": {"median_s": median_min * 60, "sigma": sigma}})
-        event_list = yaml.safe_load(events.read_text()) if events else []
+        event_list = parse_yaml(read_text_bounded(events, UserInputError), events, UserInputError)[0] if events else []
         if not isinstance(event_list, list):
             raise UserInputError("events must be a YAML list", where=str(events), fix="- {kind: storm, ...}")
         source = spec_from_plan(loaded, durations=durations, events=event_list, history=history,

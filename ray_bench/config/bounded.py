@@ -25,6 +25,8 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_SELECTION_BYTES = 16 * 1024 * 1024
 #: A 100,000-cell plan is 8.6 MiB (tests/perf/README.md).
 MAX_PLAN_BYTES = 64 * 1024 * 1024
+#: Files ray-bench writes for itself (pause requests, halts, holds, HOME logins): a few KiB.
+MAX_STATE_BYTES = 1024 * 1024
 #: Nodes after expanding every alias; a 10,000-task suite written out is ~100,000 nodes.
 MAX_EXPANDED_NODES = 1_000_000
 #: Nesting depth of any document; config files nest 5 levels at most.
@@ -56,6 +58,20 @@ def read_capped(path: Path, limit: int) -> bytes | None:
     with path.open("rb") as handle:
         data = handle.read(limit + 1)
     return data if len(data) <= limit else None
+
+
+def load_state_json(path: Path, limit: int = MAX_STATE_BYTES) -> Any:
+    """A small JSON file ray-bench writes for itself, read within ``limit`` bytes. A missing
+    file raises FileNotFoundError (OSError for other read failures); one that is larger, not
+    UTF-8, not JSON or nested too deep raises ValueError, so each caller decides whether an
+    unreadable record fails closed."""
+    data = read_capped(path, limit)
+    if data is None:
+        raise ValueError(f"{path.name} is larger than {limit} bytes")
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path.name} is nested too deep") from None
 
 
 def read_text_bounded(path: Path, error: type[UserInputError], limit: int = MAX_CONFIG_BYTES) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ray_bench.config.bounded import read_capped
 from ray_bench.errors import UserInputError
 
 ID_COLUMNS = ("request_id", "id", "generation_id", "upstream_id", "session_id")
@@ -65,8 +66,8 @@ _FORMATS_FIX = ("export per-request records: a CSV with request_id and cost_usd 
 def read_usage_export(path: Path) -> UsageExport:
     if not path.is_file():
         raise _bad(path, "no usage export here", "pass the file the provider exported")
-    raw = path.read_bytes()
-    if len(raw) > MAX_BYTES:
+    raw = read_capped(path, MAX_BYTES)
+    if raw is None:
         raise _bad(path, f"usage export larger than {MAX_BYTES >> 20} MiB", "split it by date")
     try:
         text = raw.decode("utf-8-sig")

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import HaltActiveError, UserInputError
 from ray_bench.sandboxes.base import LABEL_ATTEMPT, LABEL_CELL, LABEL_MANAGED, LABEL_RUN
 from ray_bench.sandboxes.host import read_available_mb
@@ -58,9 +59,15 @@ def halt_path(run_root: Path) -> Path:
 def read_halt(run_root: Path) -> dict[str, Any] | None:
     """The halt record of ``run_root``, or ``None`` when there is none."""
     try:
-        data: dict[str, Any] = json.loads(halt_path(run_root).read_text())
+        data = load_state_json(halt_path(run_root))
     except FileNotFoundError:
         return None
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        # Fail closed: a halt record that cannot be read still halts the run.
+        return {"reason": "the halt record is unreadable (corrupt or too large); inspect it, "
+                          "then clear it with --clear-halt"}
     return data
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
+from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, open_scopes_from
@@ -404,8 +405,10 @@ class Driver:
         pause = self.run_root / PAUSE_FILE
         if pause.exists():
             try:
-                request = json.loads(pause.read_text())
-            except ValueError:
+                request = load_state_json(pause)
+            except (OSError, ValueError):
+                request = {}
+            if not isinstance(request, dict):
                 request = {}
             detail = f"paused by operator; first safe resume action: {request.get('resume_action', 'execute again')}"
             ledger.event("paused", request)

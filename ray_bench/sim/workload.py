@@ -24,18 +24,18 @@ so that every policy runs on exactly the same workload.
 from __future__ import annotations
 
 import csv
-import json
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ray_bench.accounts.core import AccountLimits, WindowLimit
 from ray_bench.accounts.health import HealthPolicy
+from ray_bench.config.bounded import MAX_SELECTION_BYTES, parse_yaml, read_text_bounded
 from ray_bench.errors import ConfigError
 from ray_bench.scheduler.order import CellRef
 
@@ -134,12 +134,8 @@ class SimSpec(_Model):
 def load_spec(path: str | Path, **overrides: Any) -> SimSpec:
     """Read a YAML or JSON spec; ``overrides`` replace top-level keys."""
     p = Path(path)
-    try:
-        text = p.read_text()
-        raw = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read simulation spec: {exc}", where=str(p),
-                          fix="pass a YAML or JSON file") from exc
+    text = read_text_bounded(p, ConfigError)
+    raw, _ = parse_yaml(text, p, ConfigError)  # JSON is YAML; aliases and size bounded
     if not isinstance(raw, Mapping):
         raise ConfigError("a simulation spec is a mapping", where=str(p))
     return parse_spec({"base_dir": str(p.parent), **raw, **overrides}, where=str(p))
@@ -176,16 +172,28 @@ class Workload:
 
 
 def _csv_durations(path: Path) -> tuple[list[float], dict[str, float]]:
-    try:
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError as exc:
-        raise ConfigError(f"cannot read durations: {exc}", where=str(path)) from exc
+    text = read_text_bounded(path, ConfigError, MAX_SELECTION_BYTES)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
     col = next((c for c in ("seconds", "duration_s", "duration") if rows and c in rows[0]), None)
     if col is None:
         raise ConfigError("durations CSV needs a `seconds` column", where=str(path))
-    values = [float(r[col]) for r in rows if r[col]]
-    per_task = {r["task"]: float(r[col]) for r in rows if r.get("task") and r[col]}
+    values: list[float] = []
+    per_task: dict[str, float] = {}
+    for line, row in enumerate(rows, start=2):
+        cell = row.get(col) or ""
+        if not cell:
+            continue
+        try:
+            seconds = float(cell)
+        except ValueError:
+            raise ConfigError(f"{col} {cell[:20]!r} is not a number", where=f"{path}:{line}",
+                              fix="write durations in seconds") from None
+        if not seconds >= 0 or seconds == float("inf"):
+            raise ConfigError(f"{col} {cell[:20]!r} is not a finite duration", where=f"{path}:{line}",
+                              fix="write durations in seconds") from None
+        values.append(seconds)
+        if row.get("task"):
+            per_task[row["task"]] = seconds
     if not values:
         raise ConfigError("durations CSV is empty", where=str(path))
     return values, per_task

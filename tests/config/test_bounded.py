@@ -71,3 +71,21 @@ def test_strict_types_refuse_a_boolean_for_a_count(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="reps: Input should be a valid integer") as refused:
         load_suite(suite)
     assert refused.value.where == f"{suite}:3"
+
+
+def test_state_json_is_read_within_its_limit(tmp_path: Path) -> None:
+    from ray_bench.config.bounded import load_state_json
+
+    small = tmp_path / "small.json"
+    small.write_text('{"now": true}')
+    assert load_state_json(small) == {"now": True}
+    big = tmp_path / "big.json"
+    big.write_text('{"pad": "' + "x" * 2048 + '"}')
+    with pytest.raises(ValueError, match="larger than 1024 bytes"):
+        load_state_json(big, limit=1024)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deep"):
+        load_state_json(deep)
+    with pytest.raises(FileNotFoundError):
+        load_state_json(tmp_path / "missing.json")

@@ -340,3 +340,29 @@ def _(e: Env) -> Case:
 def _(e: Env) -> Case:
     return Case(["gaps", "--suite", str(e.suite), "--runs", str(e.suite), "--target", "1",
                  "--out", str(e.runs / "sel" / "gaps.json")], [str(e.suite)])
+
+
+# -- simulation inputs -----------------------------------------------------------------------
+
+@case("simulate-spec-alias-bomb")
+def _(e: Env) -> Case:
+    spec = e.file("spec.yaml", _bomb() + "seed: 1\n")
+    return Case(["simulate", "--spec", str(spec)], [str(spec)])
+
+
+@case("simulate-events-alias-bomb")
+def _(e: Env) -> Case:
+    events = e.file("events.yaml", _bomb() + "items: *l9\n")
+    return Case(["simulate", "--plan", str(e.plan), "--events", str(events)], [str(events)])
+
+
+@case("simulate-durations-csv-not-a-number")
+def _(e: Env) -> Case:
+    durations = e.file("durations.csv", "task,seconds\nhello-world,12\nsum-list,twelve\n")
+    return Case(["simulate", "--plan", str(e.plan), "--durations-csv", str(durations)], [f"{durations}:3"])
+
+
+@case("simulate-durations-csv-infinite")
+def _(e: Env) -> Case:
+    durations = e.file("durations.csv", "seconds\ninf\n")
+    return Case(["simulate", "--plan", str(e.plan), "--durations-csv", str(durations)], [f"{durations}:2"])

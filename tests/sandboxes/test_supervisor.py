@@ -93,3 +93,15 @@ def test_clear_halt_archives_with_reason(tmp_path: Path) -> None:
     assert record["clearance_reason"] == "killed the runaway build; 20 GiB free"
     with pytest.raises(UserInputError, match="no resource halt"):
         clear_halt(root, None, "again")
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b"{" + b" " * (2 << 20) + b"}"],
+                         ids=["corrupt", "not-a-mapping", "oversized"])
+def test_an_unreadable_halt_record_still_halts(tmp_path: Path, content: bytes) -> None:
+    root = tmp_path / "runs" / "r1"
+    root.mkdir(parents=True)
+    halt_path(root).write_bytes(content)
+    halt = read_halt(root)
+    assert halt is not None and "unreadable" in halt["reason"]
+    with pytest.raises(HaltActiveError, match="unreadable"):
+        require_no_halt(root)
