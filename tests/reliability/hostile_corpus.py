@@ -206,6 +206,7 @@ def main(argv: list[str]) -> int:
 def all_cases() -> dict[str, Maker]:
     """Every case: the case modules register themselves into :data:`CASES` on import."""
     import hostile_cases_inputs  # noqa: F401
+    import hostile_cases_malformed  # noqa: F401
     import hostile_cases_plans  # noqa: F401
 
     return CASES
