@@ -214,30 +214,38 @@ def test_pause_drains_and_records_resume_action(tmp_path: Path) -> None:
 
 
 def test_pause_now_cancels_running_cells(tmp_path: Path) -> None:
+    # Agents that would sleep 10 minutes: a run that waited for them instead of cancelling them
+    # takes more than 600 s; one that cancels ends far sooner, however loaded the machine is.
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world", "sum-list"], backends=_local(tmp_path, pool=4), preflight_cells=0,
-        arms=[_arm("baseline", "baseline", "sleep 60"), _arm("mcp", "variant", "sleep 60")])
+        arms=[_arm("baseline", "baseline", "sleep 600"), _arm("mcp", "variant", "sleep 600")])
     from ray_bench.api import pause_run
 
     runs = tmp_path / "runs"
 
-    def pause_soon() -> None:
+    def pause_once_running() -> None:
         # bounded, and the thread is a daemon: a run that fails before its ledger exists must
         # fail this test, not hang pytest's exit on a thread that waits forever
-        deadline = time.monotonic() + 180
-        while not (runs / "r1" / "ledger.sqlite").exists():
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.1)
-        time.sleep(2.0)
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            if (runs / "r1" / "ledger.sqlite").exists():
+                try:
+                    if ledger_rows(runs / "r1")[0]:
+                        break
+                except Exception:  # the ledger is being created; poll again
+                    pass
+            time.sleep(0.2)
+        else:
+            return
+        paused_at.append(time.monotonic())
         pause_run(runs / "r1", now=True)
 
-    thread = threading.Thread(target=pause_soon, daemon=True)
+    paused_at: list[float] = []
+    thread = threading.Thread(target=pause_once_running, daemon=True)
     thread.start()
-    started = time.monotonic()
     outcome, root = plan_and_run(suite, accounts, runs)
     thread.join()
-    assert time.monotonic() - started < 40
+    assert paused_at and time.monotonic() - paused_at[0] < 300
     assert outcome.stopped == "paused"
     attempts, _ = ledger_rows(root)
     assert attempts and {a.status for a in attempts} == {"cancelled"}
