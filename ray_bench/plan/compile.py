@@ -28,7 +28,7 @@ from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.agents import check_agents
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
-from ray_bench.sandboxes import Resources, backend_names
+from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
@@ -272,9 +272,9 @@ def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError
 
 
 def _check_backends(suite: Suite, where: Path, errors: list[UserInputError]) -> None:
-    known = backend_names()
-    for name in {suite.backend, *suite.backends}:
-        if name not in known:
+    for name in sorted({suite.backend, *suite.backends}):
+        if not backend_available(name):  # imports only the backends the suite names
+            known = backend_names()
             errors.append(ConfigError(f"backend {name!r} is not available (known: {', '.join(known)})",
                                       where=str(where), fix="install its extra or pick another backend"))
 

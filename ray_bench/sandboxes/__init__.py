@@ -40,6 +40,12 @@ def backend_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def backend_available(name: str) -> bool:
+    """Whether ``name`` can be built here (importing only that backend)."""
+    _load(name)
+    return name in _FACTORIES
+
+
 def make_backend(name: str, **options: Any) -> SandboxBackend:
     """Build the backend registered as ``name`` with its config ``options``."""
     _load(name)
@@ -73,6 +79,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxRef",
     "SandboxSpec",
+    "backend_available",
     "backend_names",
     "make_backend",
     "register",
