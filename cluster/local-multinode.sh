@@ -3,7 +3,8 @@
 # separate Ray node. Workers advertise {"docker": 1} so that Docker cells can be pinned to them.
 #
 #   cluster/local-multinode.sh start [--port 6390] [--head-cpus 1] [--worker-cpus 1] [--workers 2]
-#                                    [--state DIR] [--dashboard] [--object-store-bytes 200000000]
+#                                    [--state DIR] [--dashboard] [--dashboard-port 8265]
+#                                    [--object-store-bytes 200000000]
 #   cluster/local-multinode.sh stop  [--state DIR]
 #   cluster/local-multinode.sh address [--state DIR]      # prints 127.0.0.1:PORT
 #   eval "$(cluster/local-multinode.sh env [--state DIR])"  # auth token + RAY_ADDRESS for clients
@@ -21,6 +22,7 @@ head_cpus=1
 worker_cpus=1
 workers=2
 dashboard=false
+dashboard_port=8265
 store=200000000
 state="${RB_MULTINODE_STATE:-/tmp/rbmn-$(id -u)}"
 while [ $# -gt 0 ]; do
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --workers) workers="$2"; shift 2 ;;
     --state) state="$2"; shift 2 ;;
     --dashboard) dashboard=true; shift ;;
+    --dashboard-port) dashboard_port="$2"; shift 2 ;;
     --object-store-bytes) store="$2"; shift 2 ;;
     *) echo "error: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -70,7 +73,8 @@ case "$cmd" in
     export RAY_TMPDIR="$state" RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token \
       RAY_AUTH_TOKEN_PATH="$state/auth_token"
     "$ray_bin" start --head --port "$port" --num-cpus "$head_cpus" --temp-dir "$state/head" \
-      --include-dashboard "$dashboard" --object-store-memory "$store" --disable-usage-stats >"$state/head.log" 2>&1 \
+      --include-dashboard "$dashboard" --dashboard-host 127.0.0.1 --dashboard-port "$dashboard_port" \
+      --object-store-memory "$store" --disable-usage-stats >"$state/head.log" 2>&1 \
       || { cat "$state/head.log" >&2; exit 1; }
     echo "127.0.0.1:$port" >"$state/address"
     for i in $(seq 1 "$workers"); do

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
@@ -35,6 +35,11 @@ from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import RunObserver
 from ray_bench.state import default_state_root
 from ray_bench.status.liveness import LOCK_FILE
+
+if TYPE_CHECKING:
+    from ray_bench.cells.nodes import NodeCheck
+    from ray_bench.models.plan import Plan
+    from ray_bench.sandboxes.supervisor import Supervision
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _RELATIVE = re.compile(r"^\+?(\d+(?:\.\d+)?)\s*([smhd])$")
@@ -223,13 +228,26 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
 
                 alive = [n for n in ray_nodes() if n.get("Alive")]
                 options.node_checks = check_nodes(CheckInputs.of(plan), alive)
-                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in options.node_checks if c.ok})
+                passed = [c for c in options.node_checks if c.ok]
+                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in passed})
+                options.supervision = node_supervision(plan, passed, options)
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:
             if exporter is not None:
                 exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0,
                               linger_sec=metrics.linger_sec if metrics else 0.0)
+
+
+def node_supervision(plan: Plan, nodes: list[NodeCheck], options: RunOptions) -> Supervision:
+    """A resource supervisor on each node that hosts runners (ray_bench.cells.supervisors)."""
+    from ray_bench.cells.supervisors import RaySupervision
+    from ray_bench.sandboxes.host import read_available_mb
+    from ray_bench.scheduler.driver import docker_url_of, reserve_of, uses_docker
+
+    injected = None if options.read_available_mb is read_available_mb else options.read_available_mb
+    return RaySupervision([(c.node_id, c.address) for c in nodes], reserve_of(plan), plan.run_id,
+                          docker_url=docker_url_of(plan), uses_docker=uses_docker(plan), read_available=injected)
 
 
 @contextlib.contextmanager

@@ -46,7 +46,9 @@ class CellRunner:
     async def run(self, spec: AttemptSpec) -> AttemptSummary:
         if not self._watcher_set:
             self._use_pidfd_watcher()
-        return await run_attempt(spec, self._backend(spec.backend, spec.backend_options))
+        summary = await run_attempt(spec, self._backend(spec.backend, spec.backend_options))
+        summary.ray_node = ray.get_runtime_context().get_node_id()
+        return summary
 
     async def list_sandboxes(self, backend: str, options: dict[str, Any],
                              labels: dict[str, str]) -> list[SandboxRef]:

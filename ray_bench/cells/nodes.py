@@ -18,8 +18,10 @@ from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.cells.credentials import CredentialMissing, resolve
+from ray_bench.errors import UserInputError
 from ray_bench.models.plan import Plan
 from ray_bench.sandboxes.base import LABEL_RUN
+from ray_bench.sandboxes.supervisor import Reserve
 
 #: How long one node may take to answer its check (a cold worker start on a busy node ~10 s).
 CHECK_TIMEOUT_SEC = 120.0
@@ -68,6 +70,10 @@ def problems_here(inputs: CheckInputs, environ: dict[str, str] | None = None) ->
             resolve(route_env, home, env)
         except CredentialMissing as exc:
             problems.append(f"account {account}: {exc}")
+    try:
+        Reserve(0).on_node(env)
+    except UserInputError as exc:
+        problems.append(exc.line())
     for backend, options in inputs.backends:
         try:
             asyncio.run(asyncio.wait_for(_touch(backend, options), BACKEND_TIMEOUT_SEC))

@@ -70,6 +70,8 @@ class RayPool:
         self._pending: list[Any] = []
         #: Nodes runners may be placed on (None: every alive node).
         self._allowed = nodes
+        #: Nodes halted by their resource supervisor: their runners take no new attempts.
+        self._retired: set[str] = set()
         alive = [n for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
                  and (nodes is None or n["NodeID"] in nodes)]
         #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
@@ -88,8 +90,12 @@ class RayPool:
         self._pending.append(None)
         return len(self._runners) - 1
 
+    def retire(self, node: str) -> None:
+        """``node`` is under its resource reserve: its attempts finish, it gets no new ones."""
+        self._retired.add(node)
+
     def submit(self, spec: AttemptSpec) -> Any:
-        eligible = list(range(len(self._runners)))
+        eligible = [i for i, n in enumerate(self._nodes) if n not in self._retired] or list(range(len(self._runners)))
         if spec.backend == "docker" and self._docker_nodes:
             eligible = [i for i in eligible if self._nodes[i] in self._docker_nodes] or eligible
         ready = [i for i in eligible if self._ready(i)]
@@ -144,7 +150,7 @@ class RayPool:
 
     def _replace(self, index: int) -> None:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
-                 and (self._allowed is None or n["NodeID"] in self._allowed)}
+                 and (self._allowed is None or n["NodeID"] in self._allowed) and n["NodeID"] not in self._retired}
         if self._nodes[index] not in alive and self._nodes[index] in self._docker_nodes:
             alive = (alive & self._docker_nodes) or alive  # keep a docker runner on a docker node
         node = self._nodes[index] if self._nodes[index] in alive else min(alive, default=None)
@@ -252,6 +258,7 @@ class RunnerPool(Protocol):
     def cancel(self, refs: list[Any]) -> None: ...
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
+    def retire(self, node: str) -> None: ...
 
 
 class World(Protocol):
@@ -360,6 +367,9 @@ class InProcessPool:
 
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int:
         return sum(1 for run, _ in self.sandboxes.values() if run == run_id)
+
+    def retire(self, node: str) -> None:
+        """A halt names a host; the simulated nodes are numbered and never run short."""
 
     # -- what the simulator does to it -------------------------------------------------------
 

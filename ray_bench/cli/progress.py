@@ -77,6 +77,8 @@ class ConsoleProgress:
                         f"({str(data.get('message', ''))[:120]})")
         elif kind == "stop":
             self._print(f"  stopping: {data.get('detail') or data.get('reason')}")
+        elif kind in ("node_halt", "node_check"):
+            self._print(f"  {kind.replace('_', ' ')}: {data.get('reason') or data.get('summary')}")
 
     def run_finished(self, outcome: RunOutcome) -> None:
         pass

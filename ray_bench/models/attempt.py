@@ -122,6 +122,8 @@ class AttemptSummary(_Record):
     account: str = ""
     backend: str = ""
     node: str = ""
+    #: The Ray node id the runner ran on (hosts of a local multi-node cluster share a name).
+    ray_node: str = ""
     pid: int = 0
     python: str = ""
     started_at: float = 0.0

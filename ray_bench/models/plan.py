@@ -78,6 +78,7 @@ class Plan(FrozenModel):
     artifact_cap_mb: int
     spend_limit_usd: float | None
     host_reserve_mb: int = 1024
+    host_reserve_disk_mb: int = 1024
     capacity: Capacity
     warnings: list[str]
     unpaired: bool = False

@@ -134,6 +134,11 @@ class Suite(ConfigModel):
         description="Host memory kept free: admission counts sandbox limits against the rest, and "
         "the resource supervisor halts launching when available memory falls under it.",
     )
+    host_reserve_disk_mb: int = Field(
+        default=1024, ge=0,
+        description="Disk kept free on every node (in its temporary directory, where sandboxes and "
+        "staged uploads live): a node under it takes no more cells. 0 switches the disk check off.",
+    )
 
     @model_validator(mode="after")
     def _roots(self) -> Suite:

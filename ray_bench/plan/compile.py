@@ -196,6 +196,7 @@ def compile_plan(req: PlanRequest) -> Plan:
         artifact_cap_mb=suite.artifact_cap_mb,
         spend_limit_usd=suite.spend_limit_usd,
         host_reserve_mb=suite.host_reserve_mb,
+        host_reserve_disk_mb=suite.host_reserve_disk_mb,
         capacity=capacity,
         warnings=warnings,
         unpaired=unpaired,

@@ -125,7 +125,7 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
     backends.setdefault(suite.backend, BackendConfig())
     expected = {"suite": suite.name, "max_attempts": suite.max_attempts, "artifact_cap_mb": suite.artifact_cap_mb,
                 "spend_limit_usd": suite.spend_limit_usd, "host_reserve_mb": suite.host_reserve_mb,
-                "backends": backends}
+                "host_reserve_disk_mb": suite.host_reserve_disk_mb, "backends": backends}
     for name, value in expected.items():
         if getattr(plan, name) != value:
             return f"its {name} is not the suite's"

@@ -1,21 +1,26 @@
-"""The resource supervisor: a hard stop when host memory falls under its reserve.
+"""The resource supervisor: a node under its memory or disk reserve takes no more cells.
 
-:meth:`ResourceSupervisor.check` writes ``runs/ID/resource-halt.json`` (the reason, the
-figures, the run's managed containers). The driver stops launching while it exists and refuses
-to resume until an operator clears it with a reason (``--clear-halt --clearance-reason``);
-:func:`clear_halt` archives the original under ``runs/ID/halts/`` with that reason.
+One :class:`ResourceSupervisor` per node that hosts runners (in a Ray actor pinned to the node,
+``ray_bench.cells.supervisors``; in the driver for a local run). A node's halt is recorded in
+the ledger (``node_halt``) and the node gets no new attempts; once no node may take cells the
+run stops and :func:`write_run_halt` writes ``runs/ID/resource-halt.json`` (the reasons, the
+figures, the managed containers). The driver refuses to resume while it exists until an
+operator clears it with a reason (``--clear-halt --clearance-reason``); :func:`clear_halt`
+archives the original under ``runs/ID/halts/`` with that reason.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import HaltActiveError, UserInputError
@@ -24,18 +29,73 @@ from ray_bench.sandboxes.host import read_available_mb
 
 HALT_FILE = "resource-halt.json"
 HALTS_DIR = "halts"
+#: The node name of the driver's own host in a halt record.
+LOCAL_NODE = "local"
 
 ContainerLister = Callable[[], Sequence[Mapping[str, Any]]]
 
 
+#: A node's own reserves, overriding the plan's (heterogeneous nodes; tests make one node short).
+RESERVE_MB_ENV = "RAY_BENCH_HOST_RESERVE_MB"
+RESERVE_DISK_MB_ENV = "RAY_BENCH_HOST_RESERVE_DISK_MB"
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """What a node keeps free: memory (MiB available) and disk (MiB free where sandboxes, staged
+    uploads and Ray's spill files live: the node's temporary directory unless told)."""
+
+    memory_mb: int
+    disk_mb: int = 0
+    disk_path: str = field(default_factory=tempfile.gettempdir)
+
+    def on_node(self, environ: Mapping[str, str]) -> Reserve:
+        """This reserve with the node's own overrides (:data:`RESERVE_MB_ENV`, ...) applied."""
+        memory, disk = self.memory_mb, self.disk_mb
+        for name, value in ((RESERVE_MB_ENV, environ.get(RESERVE_MB_ENV)),
+                            (RESERVE_DISK_MB_ENV, environ.get(RESERVE_DISK_MB_ENV))):
+            if value is None:
+                continue
+            if not value.strip().isdigit():  # a typo must not switch the guard off silently
+                raise UserInputError(f"{name} is not a whole number of MiB", where="node environment",
+                                     fix=f"set {name} to e.g. 2048, or unset it to use the suite's reserve")
+            if name == RESERVE_MB_ENV:
+                memory = int(value)
+            else:
+                disk = int(value)
+        return replace(self, memory_mb=memory, disk_mb=disk)
+
+
+def read_disk_free_mb(path: str) -> int:
+    """Free MiB of the filesystem holding ``path`` (what an unprivileged writer may use)."""
+    return shutil.disk_usage(path).free >> 20
+
+
+def shortfall(available_mb: int, free_disk_mb: int, reserve: Reserve) -> str | None:
+    """Why a node with these readings must take no more cells, or ``None`` (pure)."""
+    reasons = []
+    if available_mb < reserve.memory_mb:
+        reasons.append(f"available memory {available_mb} MiB is under the reserve of {reserve.memory_mb} MiB")
+    if free_disk_mb < reserve.disk_mb:
+        reasons.append(f"free disk {free_disk_mb} MiB at {reserve.disk_path} is under the reserve of "
+                       f"{reserve.disk_mb} MiB")
+    return "; ".join(reasons) or None
+
+
 @dataclass(frozen=True)
 class ResourceHalt:
+    """One node's halt (``node``: its Ray node id, ``local`` for the driver's own host)."""
+
     run_id: str
     reason: str
     available_mb: int
     reserve_mb: int
     at: str
     containers: list[dict[str, Any]] = field(default_factory=list)
+    node: str = LOCAL_NODE
+    address: str = ""
+    free_disk_mb: int = 0
+    disk_reserve_mb: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "resource-halt", **asdict(self)}
@@ -49,6 +109,10 @@ class ResourceHalt:
             reserve_mb=int(data.get("reserve_mb", 0)),
             at=str(data.get("at", "")),
             containers=list(data.get("containers", [])),
+            node=str(data.get("node", LOCAL_NODE)),
+            address=str(data.get("address", "")),
+            free_disk_mb=int(data.get("free_disk_mb", 0)),
+            disk_reserve_mb=int(data.get("disk_reserve_mb", 0)),
         )
 
 
@@ -78,7 +142,7 @@ def require_no_halt(run_root: Path) -> None:
         raise HaltActiveError(
             f"resource halt active: {halt.get('reason', 'unknown reason')}",
             where=str(halt_path(run_root)),
-            fix="free host memory, then resume with --clear-halt --clearance-reason TEXT",
+            fix="free memory or disk on the halted nodes, then resume with --clear-halt --clearance-reason TEXT",
         )
 
 
@@ -140,33 +204,42 @@ def docker_container_lister(run_id: str, base_url: str | None = None) -> Contain
 
 
 class ResourceSupervisor:
-    """Call :meth:`check` periodically; a returned halt means: stop launching."""
+    """One node's supervisor: call :meth:`check` periodically; a returned halt means that this
+    node must take no more cells. A halt stays (memory that comes back for a moment does not
+    make the node safe again). It runs in the driver for the driver's own host and inside a
+    :class:`~ray_bench.cells.supervisors.NodeSupervisor` actor on every node of a cluster:
+    nodes share no filesystem, so it writes nothing; the driver records what it returns."""
 
     def __init__(
         self,
-        run_root: Path,
+        reserve: Reserve,
         run_id: str,
-        reserve_mb: int,
         *,
+        node: str = LOCAL_NODE,
+        address: str = "",
         read_available: Callable[[], int] = read_available_mb,
+        read_disk_free: Callable[[str], int] = read_disk_free_mb,
         list_containers: ContainerLister | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.run_root = run_root
+        self.reserve = reserve
         self.run_id = run_id
-        self.reserve_mb = reserve_mb
+        self.node = node
+        self.address = address
         self._read_available = read_available
+        self._read_disk_free = read_disk_free
         self._list_containers = list_containers
         self._clock = clock
+        self.halt: ResourceHalt | None = None
 
     def check(self) -> ResourceHalt | None:
-        """``None`` when all is well. Otherwise the halt: the one already on disk (a halt stays
-        until cleared) or a new one, written before returning."""
-        existing = read_halt(self.run_root)
-        if existing is not None:
-            return ResourceHalt.from_json(existing)
+        """``None`` when all is well, else this node's halt (the first one found stays)."""
+        if self.halt is not None:
+            return self.halt
         available = self._read_available()
-        if available >= self.reserve_mb:
+        free_disk = self._read_disk_free(self.reserve.disk_path) if self.reserve.disk_mb > 0 else 0
+        reason = shortfall(available, free_disk, self.reserve)
+        if reason is None:
             return None
         containers: list[dict[str, Any]] = []
         if self._list_containers is not None:
@@ -174,17 +247,54 @@ class ResourceSupervisor:
                 containers = [dict(c) for c in self._list_containers()]
             except Exception as exc:  # the halt matters more than its inventory
                 containers = [{"error": f"listing containers failed: {type(exc).__name__}: {exc}"}]
-        halt = ResourceHalt(
-            run_id=self.run_id,
-            reason=(
-                f"host available memory {available} MiB"
-                f" is under the reserve of {self.reserve_mb} MiB"
-            ),
-            available_mb=available,
-            reserve_mb=self.reserve_mb,
-            at=datetime.fromtimestamp(self._clock(), UTC).isoformat(),
-            containers=containers,
+        where = "host" if self.node == LOCAL_NODE else f"node {self.address or self.node[:8]}"
+        self.halt = ResourceHalt(
+            run_id=self.run_id, reason=f"{where}: {reason}", available_mb=available,
+            reserve_mb=self.reserve.memory_mb,
+            at=datetime.fromtimestamp(self._clock(), UTC).isoformat(), containers=containers,
+            node=self.node, address=self.address, free_disk_mb=free_disk,
+            disk_reserve_mb=self.reserve.disk_mb,
         )
-        self.run_root.mkdir(parents=True, exist_ok=True)
-        _write_atomic(halt_path(self.run_root), halt.to_json())
-        return halt
+        return self.halt
+
+
+class Supervision(Protocol):
+    """The supervisors of the nodes that host runners, as the driver sees them."""
+
+    @property
+    def node_count(self) -> int: ...
+
+    def check(self) -> list[ResourceHalt]:
+        """Every halt so far (without waiting on a slow node)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class HostSupervision:
+    """The driver's own host as the only node (a local run, the simulator, in-process tests)."""
+
+    def __init__(self, supervisor: ResourceSupervisor) -> None:
+        self.supervisor = supervisor
+
+    @property
+    def node_count(self) -> int:
+        return 1
+
+    def check(self) -> list[ResourceHalt]:
+        halt = self.supervisor.check()
+        return [] if halt is None else [halt]
+
+    def close(self) -> None:
+        return None
+
+
+def write_run_halt(run_root: Path, halts: Sequence[ResourceHalt]) -> ResourceHalt:
+    """The run's hard stop, once no node that hosts runners may take cells: ``resource-halt.json``
+    (the first halt's figures, every node's halt under ``nodes``). Returns the first halt."""
+    first = halts[0]
+    record = {**first.to_json(), "reason": "; ".join(h.reason for h in halts),
+              "nodes": [h.to_json() for h in halts]}
+    run_root.mkdir(parents=True, exist_ok=True)
+    _write_atomic(halt_path(run_root), record)
+    return first

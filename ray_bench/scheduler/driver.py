@@ -30,7 +30,16 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.sandboxes.host import read_available_mb
-from ray_bench.sandboxes.supervisor import ResourceSupervisor, docker_container_lister, require_no_halt
+from ray_bench.sandboxes.supervisor import (
+    HostSupervision,
+    Reserve,
+    ResourceHalt,
+    ResourceSupervisor,
+    Supervision,
+    docker_container_lister,
+    require_no_halt,
+    write_run_halt,
+)
 from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
@@ -60,10 +69,13 @@ class RunOptions:
     deadline: float | None = None
     #: Operator holds and other host state (default: $RAY_BENCH_STATE_ROOT or ~/.ray-bench).
     state_root: Path | None = None
-    #: How often the resource supervisor reads host memory.
+    #: How often the resource supervisors are asked.
     supervisor_every_sec: float = 2.0
     #: Host available memory in MiB; injectable so that tests can create pressure.
     read_available_mb: Callable[[], int] = read_available_mb
+    #: The supervisors of the nodes that host runners (ray_bench.cells.supervisors); None: the
+    #: driver's own host, read in-process (a local run, the simulator).
+    supervision: Supervision | None = None
     #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
     node_checks: list[NodeCheck] | None = None
 
@@ -81,6 +93,22 @@ class RunOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+def uses_docker(plan: Plan) -> bool:
+    return any(c.backend == "docker" for c in plan.cells)
+
+
+def docker_url_of(plan: Plan) -> str | None:
+    """The daemon the suite's docker backend talks to (None: the default socket)."""
+    config = plan.backends.get("docker")
+    url = config.options.get("base_url") if config else None
+    return str(url) if url else None
+
+
+def reserve_of(plan: Plan) -> Reserve:
+    """What every node keeps free (a node may override it: ray_bench.sandboxes.supervisor)."""
+    return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
 
 
 class Driver:
@@ -122,10 +150,11 @@ class Driver:
         self._leases = 0
         self.spend: dict[str, float] = {}
         self.attempts_run = 0
-        uses_docker = any(c.backend == "docker" for c in plan.cells)
-        self.supervisor = ResourceSupervisor(
-            run_root, plan.run_id, plan.host_reserve_mb, read_available=self.options.read_available_mb,
-            list_containers=docker_container_lister(plan.run_id, base_url=self._docker_url()) if uses_docker else None)
+        self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
+            reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
+            list_containers=docker_container_lister(plan.run_id, base_url=docker_url_of(plan))
+            if uses_docker(plan) else None))
+        self._halted: dict[str, ResourceHalt] = {}
         self._supervised = 0.0
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
@@ -169,6 +198,7 @@ class Driver:
             return outcome
         finally:
             self.gate.close()
+            self.supervision.close()
             ledger.close()
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
@@ -280,12 +310,6 @@ class Driver:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
         return "waiting: every account is at its limit"
-
-    def _docker_url(self) -> str | None:
-        """The daemon the suite's docker backend talks to (None: the default socket)."""
-        config = self.plan.backends.get("docker")
-        url = config.options.get("base_url") if config else None
-        return str(url) if url else None
 
     def _horizon(self, cell: PlanCell) -> float:
         """How long a cell may hold its account: its agent and verifier limits."""
@@ -418,13 +442,9 @@ class Driver:
         now = self.clock.now()
         if now - self._supervised >= self.options.supervisor_every_sec:
             self._supervised = now
-            halt = self.supervisor.check()
-            if halt is not None:
-                detail = (f"resource halt: {halt.reason}; running cells finish. Resume needs "
-                          f"--clear-halt {self.run_root / 'resource-halt.json'} --clearance-reason TEXT")
-                ledger.event("stop", {"reason": "halt", "detail": detail, "halt": halt.to_json()})
-                self.observer.note_event("stop", {"reason": "halt", "detail": detail})
-                return "halt", detail
+            stop = self._supervise(ledger)
+            if stop is not None:
+                return stop
         total = sum(self.spend.values())
         if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
             detail = f"spend ${total:.2f} reached the limit ${self.plan.spend_limit_usd:.2f}"
@@ -437,6 +457,25 @@ class Driver:
                 ledger.event("stop", {"reason": "spend", "detail": detail})
                 return "spend", detail
         return None
+
+    def _supervise(self, ledger: Ledger) -> tuple[str, str] | None:
+        """A node under its reserve takes no more cells (``node_halt``); once no node may, the
+        run stops with ``resource-halt.json``. Running cells finish either way."""
+        for halt in self.supervision.check():
+            if halt.node in self._halted:
+                continue
+            self._halted[halt.node] = halt
+            ledger.event("node_halt", halt.to_json())
+            self.observer.note_event("node_halt", {"node": halt.node, "reason": halt.reason})
+            self.pool.retire(halt.node)
+        if not self._halted or len(self._halted) < self.supervision.node_count:
+            return None
+        halt = write_run_halt(self.run_root, list(self._halted.values()))
+        detail = (f"resource halt: {'; '.join(h.reason for h in self._halted.values())}; running cells finish. "
+                  f"Resume needs --clear-halt {self.run_root / 'resource-halt.json'} --clearance-reason TEXT")
+        ledger.event("stop", {"reason": "halt", "detail": detail, "halt": halt.to_json()})
+        self.observer.note_event("stop", {"reason": "halt", "detail": detail})
+        return "halt", detail
 
     def _clear_pause(self, ledger: Ledger) -> None:
         pause = self.run_root / PAUSE_FILE
@@ -489,3 +528,4 @@ class RunnerPool(Protocol):
     def cancel(self, refs: list[Any]) -> None: ...
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
+    def retire(self, node: str) -> None: ...

@@ -164,7 +164,7 @@ def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attem
     return Plan(run_id="sim", suite="sim", created_with="simulate", inputs=[], arms=arms, accounts=accounts,
                 backends={"local": BackendConfig()}, tasks=plan_tasks, cells=cells,
                 preflight=list(first.values())[:preflight] if preflight else [], max_attempts=max_attempts,
-                artifact_cap_mb=1, spend_limit_usd=None,
+                artifact_cap_mb=1, spend_limit_usd=None, host_reserve_disk_mb=0,  # no real disk read
                 capacity=Capacity(accounts_concurrency=total, backend_pools={}, parallel_cap=None,
                                   effective=effective, lines=[]), warnings=[])
 

@@ -78,7 +78,8 @@ class RunStatus:
     pace: PaceSnapshot | None
     deadline: float | None = None
     notes: list[str] = field(default_factory=list)
-    #: Each node's check before the fan-out (``ray_bench.cells.nodes``): id, address, ok, problems.
+    #: Each node's check before the fan-out (``ray_bench.cells.nodes``): id, address, ok, problems;
+    #: ``halted``: why its resource supervisor stopped it taking cells (``node_halt``).
     nodes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -212,6 +213,13 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
     nodes: list[dict[str, Any]] = list(checked.data.get("nodes") or []) if checked else []
     notes += [f"node {n.get('address')} ({str(n.get('node_id'))[:8]}) gets no cells: "
               f"{'; '.join(n.get('problems') or [])}" for n in nodes if not n.get("ok")]
+    halts = {str(e.data.get("node")): e.data for e in events if e.kind == "node_halt" and e.seq > session.seq}
+    for node in nodes:  # a node that passed its check and later ran short of memory or disk
+        if str(node.get("node_id")) in halts:
+            node["halted"] = halts.pop(str(node.get("node_id")))["reason"]
+    nodes += [{"node_id": h.get("node"), "address": h.get("address"), "ok": True, "problems": [],
+               "halted": h.get("reason")} for h in halts.values()]
+    notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
         counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),

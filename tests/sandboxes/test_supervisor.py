@@ -1,4 +1,4 @@
-"""The resource supervisor, with an injected memory reader (no real memory pressure)."""
+"""The resource supervisor, with injected memory and disk readers (no real pressure)."""
 
 from __future__ import annotations
 
@@ -9,75 +9,112 @@ import pytest
 
 from ray_bench.errors import HaltActiveError, UserInputError
 from ray_bench.sandboxes.supervisor import (
+    RESERVE_DISK_MB_ENV,
+    RESERVE_MB_ENV,
+    HostSupervision,
+    Reserve,
     ResourceSupervisor,
     clear_halt,
     halt_path,
     read_halt,
     require_no_halt,
+    shortfall,
+    write_run_halt,
 )
 
 
 class Meter:
-    """A settable reading of host available memory."""
+    """A settable reading (MiB)."""
 
     def __init__(self, mb: int) -> None:
         self.mb = mb
 
-    def __call__(self) -> int:
+    def __call__(self, *_: object) -> int:
         return self.mb
 
 
-def test_no_halt_above_reserve(tmp_path: Path) -> None:
-    sup = ResourceSupervisor(tmp_path / "runs" / "r1", "r1", 2048, read_available=Meter(4096))
+def test_shortfall_names_memory_and_disk_with_figures() -> None:
+    reserve = Reserve(2048, 500, "/scratch")
+    assert shortfall(4096, 600, reserve) is None
+    assert shortfall(2047, 600, reserve) == "available memory 2047 MiB is under the reserve of 2048 MiB"
+    assert shortfall(4096, 499, reserve) == "free disk 499 MiB at /scratch is under the reserve of 500 MiB"
+    assert shortfall(1, 1, reserve) is not None and "; free disk" in str(shortfall(1, 1, reserve))
+    assert shortfall(4096, 0, Reserve(2048, 0)) is None  # 0: the disk check is off
+
+
+def test_node_overrides_replace_the_plans_reserve_and_refuse_typos() -> None:
+    reserve = Reserve(1024, 1024, "/tmp")
+    assert reserve.on_node({}) == reserve
+    assert reserve.on_node({RESERVE_MB_ENV: "4096", RESERVE_DISK_MB_ENV: "0"}) == Reserve(4096, 0, "/tmp")
+    with pytest.raises(UserInputError) as err:
+        reserve.on_node({RESERVE_DISK_MB_ENV: "2G"})
+    assert RESERVE_DISK_MB_ENV in err.value.line() and "2G" not in err.value.line()
+
+
+def test_no_halt_above_reserve() -> None:
+    sup = ResourceSupervisor(Reserve(2048, 100), "r1", read_available=Meter(4096), read_disk_free=Meter(200))
     assert sup.check() is None
-    assert read_halt(sup.run_root) is None
-    require_no_halt(sup.run_root)
+    assert HostSupervision(sup).check() == []
 
 
-def test_halt_written_with_figures_and_containers(tmp_path: Path) -> None:
-    root = tmp_path / "runs" / "r1"
+def test_halt_has_figures_and_containers_and_stays() -> None:
     meter = Meter(1000)
     containers = [{"id": "abc", "cell": "c1", "attempt": "a1", "state": "running"}]
-    sup = ResourceSupervisor(
-        root,
-        "r1",
-        2048,
-        read_available=meter,
-        list_containers=lambda: containers,
-        clock=lambda: 0.0,
-    )
+    sup = ResourceSupervisor(Reserve(2048, 0), "r1", node="n1", address="10.0.0.2", read_available=meter,
+                             list_containers=lambda: containers, clock=lambda: 0.0)
     halt = sup.check()
     assert halt is not None
-    assert (halt.available_mb, halt.reserve_mb, halt.run_id) == (1000, 2048, "r1")
-    on_disk = json.loads(halt_path(root).read_text())
-    assert on_disk["kind"] == "resource-halt"
-    assert on_disk["containers"] == containers
-    assert on_disk["at"] == "1970-01-01T00:00:00+00:00"
-    assert "1000 MiB" in on_disk["reason"]
-    assert "2048 MiB" in on_disk["reason"]
-
-    meter.mb = 8000  # memory came back: the halt still stands until cleared
-    again = sup.check()
-    assert again is not None
-    assert again.available_mb == 1000
-    with pytest.raises(HaltActiveError) as err:
-        require_no_halt(root)
-    assert "--clear-halt" in err.value.line()
+    assert (halt.available_mb, halt.reserve_mb, halt.run_id, halt.node) == (1000, 2048, "r1", "n1")
+    assert halt.containers == containers
+    assert halt.at == "1970-01-01T00:00:00+00:00"
+    assert halt.reason == "node 10.0.0.2: available memory 1000 MiB is under the reserve of 2048 MiB"
+    meter.mb = 8000  # memory came back: the halt still stands
+    assert sup.check() == halt
 
 
-def test_listing_failure_does_not_prevent_the_halt(tmp_path: Path) -> None:
+def test_disk_under_reserve_halts_the_node() -> None:
+    disk = Meter(50)
+    sup = ResourceSupervisor(Reserve(10, 100, "/scratch"), "r1", read_available=Meter(4096), read_disk_free=disk)
+    halt = sup.check()
+    assert halt is not None
+    assert (halt.free_disk_mb, halt.disk_reserve_mb) == (50, 100)
+    assert halt.reason == "host: free disk 50 MiB at /scratch is under the reserve of 100 MiB"
+
+
+def test_listing_failure_does_not_prevent_the_halt() -> None:
     def broken() -> list[dict[str, str]]:
         raise RuntimeError("daemon gone")
 
-    sup = ResourceSupervisor(tmp_path, "r1", 100, read_available=Meter(50), list_containers=broken)
+    sup = ResourceSupervisor(Reserve(100), "r1", read_available=Meter(50), list_containers=broken)
     halt = sup.check()
     assert halt is not None
     assert "daemon gone" in halt.containers[0]["error"]
 
 
+def _halted(node: str, root: Path) -> Path:
+    halt = ResourceSupervisor(Reserve(100), "r1", node=node, address=f"addr-{node}", read_available=Meter(50)).check()
+    assert halt is not None
+    write_run_halt(root, [halt])
+    return root
+
+
+def test_run_halt_blocks_resume_and_names_every_node(tmp_path: Path) -> None:
+    root = tmp_path / "runs" / "r1"
+    one, two = (ResourceSupervisor(Reserve(100), "r1", node=n, address=f"addr-{n}", read_available=Meter(50)).check()
+                for n in ("n1", "n2"))
+    assert one is not None and two is not None
+    write_run_halt(root, [one, two])
+    on_disk = read_halt(root)
+    assert on_disk is not None and on_disk["kind"] == "resource-halt"
+    assert [n["node"] for n in on_disk["nodes"]] == ["n1", "n2"]
+    assert "addr-n1" in on_disk["reason"] and "addr-n2" in on_disk["reason"]
+    with pytest.raises(HaltActiveError) as err:
+        require_no_halt(root)
+    assert "--clear-halt" in err.value.line()
+
+
 def test_clear_halt_archives_with_reason(tmp_path: Path) -> None:
-    root = tmp_path / "r1"
-    ResourceSupervisor(root, "r1", 100, read_available=Meter(50)).check()
+    root = _halted("n1", tmp_path / "r1")
     original = read_halt(root)
     with pytest.raises(UserInputError):
         clear_halt(root, None, "  ")

@@ -35,6 +35,8 @@ def _free_port() -> int:
 class MultiNode:
     state: Path
     address: str
+    #: ``http://127.0.0.1:PORT`` of the head's dashboard (the Jobs API), when started with one.
+    dashboard: str | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -65,25 +67,52 @@ class MultiNode:
                 return int(entry.name)
         raise LookupError(f"no raylet process for {socket_name}")
 
+    def add_worker(self, name: str, env: dict[str, str], unset: tuple[str, ...] = (),
+                   resources: str = '{"docker": 1}') -> None:
+        """One more worker node whose raylet (and so every worker process on it) has ``env``
+        on top of this process's and lacks ``unset``: a node configured unlike the others. Its temp dir is under
+        the state directory, so ``stop`` finds it with the rest."""
+        ray_bin = Path(sys.executable).parent / "ray"
+        node_env = {**os.environ, **env, "RAY_TMPDIR": str(self.state), "RAY_USAGE_STATS_ENABLED": "0",
+                    **self.env}
+        for key in unset:
+            node_env.pop(key, None)
+        subprocess.run([str(ray_bin), "start", "--address", self.address, "--num-cpus", "1",
+                        "--resources", resources, "--temp-dir", str(self.state / name),
+                        "--object-store-memory", "200000000", "--disable-usage-stats"],
+                       env=node_env, capture_output=True, text=True, timeout=240, check=True)
+
     def kill_raylet(self, node: dict[str, object]) -> int:
         pid = self.raylet_pid(node)
         os.kill(pid, signal.SIGKILL)
         return pid
 
 
-def start_cluster(workers: int = 2) -> MultiNode:
+def start_cluster(workers: int = 2, dashboard: bool = False) -> MultiNode:
     # short: Ray's socket paths must stay under ~107 bytes
     state = Path("/tmp") / f"rbmn-{secrets.token_hex(3)}"
     port = _free_port()
     args = ["bash", str(SCRIPT), "start", "--state", str(state), "--port", str(port),
             "--head-cpus", "1", "--worker-cpus", "1", "--workers", str(workers)]
+    dashboard_port = _free_port() if dashboard else None
+    if dashboard_port is not None:
+        args += ["--dashboard", "--dashboard-port", str(dashboard_port)]
     env = {**os.environ, "RAY_BIN": str(Path(sys.executable).parent / "ray")}
     started = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240,
                              check=False)
     if started.returncode != 0:
         stop_cluster(state)
         raise RuntimeError(f"local multi-node cluster did not start: {started.stderr[-2000:]}")
-    return MultiNode(state, f"127.0.0.1:{port}")
+    return MultiNode(state, f"127.0.0.1:{port}",
+                     f"http://127.0.0.1:{dashboard_port}" if dashboard_port is not None else None)
+
+
+def wait_for_nodes(cluster: MultiNode, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while len([n for n in cluster.nodes() if n["Alive"]]) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {count} nodes joined within {timeout:g}s")
+        time.sleep(1)
 
 
 def stop_cluster(state: Path) -> None:
@@ -95,11 +124,7 @@ def stop_cluster(state: Path) -> None:
 def multinode() -> Iterator[MultiNode]:
     cluster = start_cluster()
     try:
-        deadline = time.monotonic() + 60
-        while len([n for n in cluster.nodes() if n["Alive"]]) < 3:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the worker nodes did not join")
-            time.sleep(1)
+        wait_for_nodes(cluster, 3)
         yield cluster
     finally:
         stop_cluster(cluster.state)

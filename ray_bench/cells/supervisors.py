@@ -1,0 +1,86 @@
+"""The resource supervisor on every node: one :class:`NodeSupervisor` actor per node that hosts
+runners, pinned there, wrapping the one :class:`~ray_bench.sandboxes.supervisor.ResourceSupervisor`.
+It reads that node's memory and disk (and lists that node's containers for the halt record)
+with that node's reserve overrides (``RAY_BENCH_HOST_RESERVE_MB`` / ``_DISK_MB`` in the
+environment its raylet was started with). :class:`RaySupervision` is what the driver asks; it
+never waits on a slow node: each round collects the answers that came and asks again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ray_bench.errors import UserInputError
+from ray_bench.sandboxes.supervisor import Reserve, ResourceHalt, ResourceSupervisor, docker_container_lister
+
+
+@ray.remote(num_cpus=0)
+class NodeSupervisor:
+    def __init__(self, reserve: Reserve, run_id: str, node: str, address: str, docker_url: str | None,
+                 uses_docker: bool, read_available: Callable[[], int] | None) -> None:
+        kwargs: dict[str, Any] = {}
+        if read_available is not None:  # tests inject a reading; production reads /proc/meminfo
+            kwargs["read_available"] = read_available
+        try:
+            mine = reserve.on_node(os.environ)
+        except UserInputError:  # the node check refuses such a node; here it would be unguarded
+            mine = replace(reserve, memory_mb=1 << 40)  # so it halts at once, saying so
+        self.core = ResourceSupervisor(
+            mine, run_id, node=node, address=address,
+            list_containers=docker_container_lister(run_id, base_url=docker_url) if uses_docker else None,
+            **kwargs)
+
+    def check(self) -> ResourceHalt | None:
+        return self.core.check()
+
+
+class RaySupervision:
+    """A :class:`NodeSupervisor` on each of ``nodes`` ((node id, address) pairs)."""
+
+    def __init__(self, nodes: Sequence[tuple[str, str]], reserve: Reserve, run_id: str, *,
+                 docker_url: str | None = None, uses_docker: bool = False,
+                 read_available: Callable[[], int] | None = None) -> None:
+        self._actors: dict[str, Any] = {
+            node: NodeSupervisor.options(  # type: ignore[attr-defined]
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(reserve, run_id, node, address, docker_url, uses_docker, read_available)
+            for node, address in nodes
+        }
+        self._pending: dict[str, Any] = {}
+        self._halts: dict[str, ResourceHalt] = {}
+        #: Nodes whose supervisor is gone (the node died: the pool deals with that).
+        self._lost: set[str] = set()
+
+    @property
+    def node_count(self) -> int:
+        return len(self._actors) - len(self._lost)
+
+    def check(self) -> list[ResourceHalt]:
+        for node, ref in list(self._pending.items()):
+            done, _ = ray.wait([ref], timeout=0)
+            if not done:
+                continue
+            del self._pending[node]
+            try:
+                halt: ResourceHalt | None = ray.get(ref)
+            except RayError:
+                self._lost.add(node)
+                continue
+            if halt is not None:
+                self._halts[node] = halt
+        for node, actor in self._actors.items():
+            if node not in self._pending and node not in self._halts and node not in self._lost:
+                self._pending[node] = actor.check.remote()
+        return list(self._halts.values())
+
+    def close(self) -> None:
+        for actor in self._actors.values():
+            with contextlib.suppress(RayError):
+                ray.kill(actor)
