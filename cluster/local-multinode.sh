@@ -4,6 +4,7 @@
 #
 #   cluster/local-multinode.sh start [--port 6390] [--head-cpus 1] [--worker-cpus 1] [--workers 2]
 #                                    [--state DIR] [--dashboard] [--dashboard-port 8265]
+#                                    [--dashboard-agent-port 52365]
 #                                    [--object-store-bytes 200000000]
 #   cluster/local-multinode.sh stop  [--state DIR]
 #   cluster/local-multinode.sh address [--state DIR]      # prints 127.0.0.1:PORT
@@ -23,6 +24,7 @@ worker_cpus=1
 workers=2
 dashboard=false
 dashboard_port=8265
+agent_port=52365
 store=200000000
 state="${RB_MULTINODE_STATE:-/tmp/rbmn-$(id -u)}"
 while [ $# -gt 0 ]; do
@@ -34,6 +36,7 @@ while [ $# -gt 0 ]; do
     --state) state="$2"; shift 2 ;;
     --dashboard) dashboard=true; shift ;;
     --dashboard-port) dashboard_port="$2"; shift 2 ;;
+    --dashboard-agent-port) agent_port="$2"; shift 2 ;;
     --object-store-bytes) store="$2"; shift 2 ;;
     *) echo "error: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -74,6 +77,7 @@ case "$cmd" in
       RAY_AUTH_TOKEN_PATH="$state/auth_token"
     "$ray_bin" start --head --port "$port" --num-cpus "$head_cpus" --temp-dir "$state/head" \
       --include-dashboard "$dashboard" --dashboard-host 127.0.0.1 --dashboard-port "$dashboard_port" \
+      --dashboard-agent-listen-port "$agent_port" \
       --object-store-memory "$store" --disable-usage-stats >"$state/head.log" 2>&1 \
       || { cat "$state/head.log" >&2; exit 1; }
     echo "127.0.0.1:$port" >"$state/address"

@@ -199,11 +199,11 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
            **env_for(spec.agent, spec.model), **spec.agent_env, **paths, **creds.env,
            "RAY_BENCH_SEED": spec.seed, "RAY_BENCH_ATTEMPT": spec.attempt_id, **await agent_extras(sandbox, cfg)}
     if creds.home is not None:
-        if sandbox.path("/") == "/":  # a container: the login travels into it
-            await sandbox.put_dir(creds.home, _SANDBOX_HOME)
-            env["HOME"] = _SANDBOX_HOME
-        else:
+        if sandbox.on_host:  # a host process: the login is used where it is
             env["HOME"] = str(creds.home)
+        else:  # a copy travels in, under a directory the sandbox's user owns (Daytona: not root)
+            await sandbox.put_dir(creds.home, _SANDBOX_HOME)
+            env["HOME"] = sandbox.path(_SANDBOX_HOME)
 
     switch = NetworkSwitch(sandbox, cfg, online=spec.network, agent_online=spec.agent_network,
                            can_switch=abilities(spec.backend).network_per_phase)
@@ -225,8 +225,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     agent = await sandbox.exec(command, timeout=spec.agent_timeout_sec, env=env, user=user_of(cfg.agent.user))
     phases["agent"] = time.monotonic() - t
     if creds.home is not None:
-        if env["HOME"] == _SANDBOX_HOME:  # a copy of the login: what the CLI refreshed comes back
-            summary.login_written_back = await bring_back_login(sandbox, _SANDBOX_HOME, creds.home, redactor)
+        if not sandbox.on_host:  # a copy of the login: what the CLI refreshed comes back
+            summary.login_written_back = await bring_back_login(sandbox, env["HOME"], creds.home, redactor)
         redactor.extend(tokens_in(creds.home))  # refreshed in place (local) or just written back
     _write_output(attempt_dir / "agent", agent, redactor)
     summary.agent = _exec_facts(agent, redactor.text((agent.stdout + agent.stderr)[-4000:]))

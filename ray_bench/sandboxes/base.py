@@ -109,6 +109,9 @@ class Sandbox(abc.ABC):
 
     id: str
     labels: Mapping[str, str]
+    #: Commands run as host processes and see the host's files (``local``): a HOME login is
+    #: used in place instead of copied in.
+    on_host: bool = False
 
     def path(self, sandbox_path: str) -> str:
         """The name of ``sandbox_path`` as commands inside this sandbox see it."""

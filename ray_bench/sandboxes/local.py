@@ -40,6 +40,8 @@ def default_root() -> Path:
 
 
 class LocalSandbox(Sandbox):
+    on_host = True
+
     def __init__(self, root: Path, spec: SandboxSpec) -> None:
         self.root = root
         self.id = root.name

@@ -111,6 +111,16 @@ def reserve_of(plan: Plan) -> Reserve:
     return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
 
 
+def create_rates(plan: Plan) -> dict[str, float]:
+    """Sandbox creates per minute each backend's provider takes (Daytona's organisation pool)."""
+    config = plan.backends.get("daytona")
+    if config is None or not config.options.get("pool"):
+        return {}
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool
+
+    return {"daytona": DaytonaPool.model_validate(config.options["pool"]).creates_per_minute}
+
+
 class Driver:
     """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
     callables so that the Ray shell stays thin (see :class:`RayPool`)."""
@@ -144,7 +154,7 @@ class Driver:
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
         self.capacity = max(1, cap)
-        self.quota_fit = QuotaFit(ceiling=self.capacity)
+        self.quota_fit = QuotaFit(ceiling=self.capacity, creates_per_minute=create_rates(plan))
         self._backends = sorted({c.backend for c in plan.cells})
         self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
         self._leases = 0
@@ -264,7 +274,14 @@ class Driver:
         requests: list[LeaseRequest] = []
         typical = state.book.typical()
         capacity = min(self.capacity, *(self.quota_fit.limit(b) for b in self._backends))
+        creates = {b: self.quota_fit.creates_available(b, now) for b in self._backends}
+        paced: str | None = None
         while len(self.inflight) + len(requests) < capacity and (cell := state.take(now)) is not None:
+            if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
+                state.put_back([cell])
+                paced = cell.backend
+                break
+            creates[cell.backend] -= 1
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
             scope = self.circuit.blocks(account="", backend=cell.backend)
             if drift is not None or scope is not None:
@@ -284,7 +301,7 @@ class Driver:
             self._leases += 1
         if not requests:
             self.gate.flush()
-            return None
+            return self._paced(paced, now)
         excluded = {name for name in self.accounts
                     if self.circuit.blocks(account=name, backend="") is not None}
         granted = self.gate.acquire_many(requests, now, exclude=excluded)
@@ -295,9 +312,10 @@ class Driver:
                 waiting.append(request.cell)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
+                self.quota_fit.on_create_sent(request.cell.backend, now)
         state.put_back(waiting)
         if not waiting or self.inflight:
-            return "waiting: every account is at its limit" if waiting else None
+            return "waiting: every account is at its limit" if waiting else self._paced(paced, now)
         if excluded and excluded >= set(self.accounts):
             raise RunStopped("accounts", "no account can be admitted: the recovery circuit is open for every "
                                          "account; resume with --hypothesis TEXT")
@@ -310,6 +328,14 @@ class Driver:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
         return "waiting: every account is at its limit"
+
+    def _paced(self, backend: str | None, now: float) -> str | None:
+        """The note (and the wake-up) when ``backend``'s create rate held cells back."""
+        if backend is None:
+            return None
+        wait = self.quota_fit.create_wait(backend, now)
+        self._wake_at = now + wait
+        return f"waiting: {backend} creates per minute (next in {wait:.0f}s)"
 
     def _horizon(self, cell: PlanCell) -> float:
         """How long a cell may hold its account: its agent and verifier limits."""

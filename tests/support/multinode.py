@@ -70,17 +70,26 @@ class MultiNode:
     def add_worker(self, name: str, env: dict[str, str], unset: tuple[str, ...] = (),
                    resources: str = '{"docker": 1}') -> None:
         """One more worker node whose raylet (and so every worker process on it) has ``env``
-        on top of this process's and lacks ``unset``: a node configured unlike the others. Its temp dir is under
-        the state directory, so ``stop`` finds it with the rest."""
+        on top of this process's and lacks ``unset``: a node configured unlike the others. Its
+        temp dir is under the state directory, so ``stop`` finds it with the rest."""
         ray_bin = Path(sys.executable).parent / "ray"
         node_env = {**os.environ, **env, "RAY_TMPDIR": str(self.state), "RAY_USAGE_STATS_ENABLED": "0",
                     **self.env}
         for key in unset:
             node_env.pop(key, None)
-        subprocess.run([str(ray_bin), "start", "--address", self.address, "--num-cpus", "1",
-                        "--resources", resources, "--temp-dir", str(self.state / name),
-                        "--object-store-memory", "200000000", "--disable-usage-stats"],
-                       env=node_env, capture_output=True, text=True, timeout=240, check=True)
+        error = ""
+        for attempt in range(START_ATTEMPTS):
+            temp = self.state / name / str(attempt)  # the node's name stays in its socket paths
+            started = subprocess.run([str(ray_bin), "start", "--address", self.address, "--num-cpus", "1",
+                                      "--resources", resources, "--temp-dir", str(temp),
+                                      "--dashboard-agent-listen-port", str(_free_port()),
+                                      "--object-store-memory", "200000000", "--disable-usage-stats"],
+                                     env=node_env, capture_output=True, text=True, timeout=240, check=False)
+            if started.returncode == 0:
+                return
+            error = started.stderr[-1500:]
+            _kill_under(temp)  # what the failed start left, before trying again
+        raise RuntimeError(f"worker {name} did not start: {error}")
 
     def kill_raylet(self, node: dict[str, object]) -> int:
         pid = self.raylet_pid(node)
@@ -88,7 +97,35 @@ class MultiNode:
         return pid
 
 
+#: Tries at starting a node: Ray waits a fixed 30 s for a new raylet to register, and on two
+#: cores at load average ~30 that ran out ("Failed to get node info: Deadline Exceeded").
+START_ATTEMPTS = 3
+
+
+def _kill_under(path: Path) -> None:
+    """SIGKILL the processes whose command line names ``path`` (one node's temp dir: ours)."""
+    needle = f"{path}/".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
 def start_cluster(workers: int = 2, dashboard: bool = False) -> MultiNode:
+    error = ""
+    for _ in range(START_ATTEMPTS):
+        try:
+            return _start_cluster(workers, dashboard)
+        except RuntimeError as exc:
+            error = str(exc)
+    raise RuntimeError(error)
+
+
+def _start_cluster(workers: int, dashboard: bool) -> MultiNode:
     # short: Ray's socket paths must stay under ~107 bytes
     state = Path("/tmp") / f"rbmn-{secrets.token_hex(3)}"
     port = _free_port()
@@ -96,12 +133,16 @@ def start_cluster(workers: int = 2, dashboard: bool = False) -> MultiNode:
             "--head-cpus", "1", "--worker-cpus", "1", "--workers", str(workers)]
     dashboard_port = _free_port() if dashboard else None
     if dashboard_port is not None:
-        args += ["--dashboard", "--dashboard-port", str(dashboard_port)]
+        # the jobs API runs jobs through the head's agent: its port must be its own (the
+        # default 52365 may belong to another Ray instance on this machine)
+        args += ["--dashboard", "--dashboard-port", str(dashboard_port),
+                 "--dashboard-agent-port", str(_free_port())]
     env = {**os.environ, "RAY_BIN": str(Path(sys.executable).parent / "ray")}
     started = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240,
                              check=False)
     if started.returncode != 0:
         stop_cluster(state)
+        subprocess.run(["rm", "-rf", str(state)], check=False)
         raise RuntimeError(f"local multi-node cluster did not start: {started.stderr[-2000:]}")
     return MultiNode(state, f"127.0.0.1:{port}",
                      f"http://127.0.0.1:{dashboard_port}" if dashboard_port is not None else None)
