@@ -117,9 +117,12 @@ def test_a_run_under_a_full_organisation_quota_learns_the_pool_and_finishes(
     tmp_path: Path, server: DaytonaServer, base_image: str
 ) -> None:
     """The plan allows 4 sandboxes; the organisation's quota takes 2 vCPU (1 each): the
-    refusals are capacity, not failures of the run, and admission runs at what fits."""
+    refusals are capacity, not failures of the run, and admission runs at what fits. Creates
+    go at the organisation pool's ``creates_per_minute`` (30: one per 2 s after a burst of 3)."""
     server.faults = Faults(quota_vcpu=2, delete_delay_sec=0.3)
-    options = {"api_url": server.api_url, "api_key_env": KEY_ENV}
+    rate, burst = 30.0, 3
+    options = {"api_url": server.api_url, "api_key_env": KEY_ENV,
+               "pool": {"vcpu": 64, "memory_gib": 64, "disk_gib": 640, "creates_per_minute": rate}}
     arm = {"command": 'sleep 2; sh "$SOLUTION_DIR/solve.sh"', "agent_dir": "agents",
            "expose_solution": True}
     suite, accounts = make_suite(
@@ -138,6 +141,11 @@ def test_a_run_under_a_full_organisation_quota_learns_the_pool_and_finishes(
     assert server.counts["quota_400"] > 0, "the quota must have been reached"
     assert refused and all(a.failure_class == "capacity" for a in refused)
     assert _run_sandboxes(server, "dt-quota") == []
+    # every attempt is one create: never more in a window than the burst and the rate allow
+    starts = sorted(a.started_at for a in attempts)
+    for i, first in enumerate(starts):
+        for j in range(i, len(starts)):
+            assert j - i + 1 <= burst + (starts[j] - first + 0.5) * rate / 60, (i, j, starts)
 
 
 def test_sigkilled_driver_leaves_sandboxes_that_audit_cleanup_removes(
