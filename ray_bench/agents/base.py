@@ -9,11 +9,12 @@ instruction, MCP servers), and how its native output becomes the usage and error
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ray_bench.models.agent import AgentError, AgentReport, McpServer
@@ -43,6 +44,26 @@ class CliRun:
     duration_sec: float = 0.0
     #: Epoch seconds at the end of the run; relative reset times are turned into absolute ones.
     now: float = 0.0
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """What one line of a CLI's live output says, for the degeneration watchdog: the tool
+    calls on it (each a signature: the tool and its canonical input) and the tokens used so far
+    in this run, when the line says either. An event with neither is one to ignore."""
+
+    tool_calls: tuple[str, ...] = ()
+    #: Cumulative over the run: fresh input + cache writes + output (cache reads excluded).
+    tokens: int | None = None
+
+
+class LiveReader:
+    """Reads one run's live output line by line (state: per-message usage, running totals).
+    The default knows no events: every line is plain output."""
+
+    def read(self, line: str) -> LiveEvent | None:
+        """The event on ``line``; None when it is plain output (not the CLI's own event)."""
+        return None
 
 
 class AgentAdapter(ABC):
@@ -75,22 +96,45 @@ class AgentAdapter(ABC):
     def translate(self, run: CliRun) -> AgentReport:
         """The usage and error contracts from the CLI's native output."""
 
+    def live_reader(self) -> LiveReader:
+        """A reader of one run's live stdout (:class:`LiveReader`)."""
+        return LiveReader()
+
+
+def json_line(line: str) -> dict[str, Any] | None:
+    """One line of a CLI's JSON-lines output as an object (None for anything else)."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def signature(tool: str, arguments: object) -> str:
+    """A tool call as the watchdog compares them: the tool and its input, keys sorted."""
+    return f"{tool} {json.dumps(arguments, sort_keys=True, default=str)[:2000]}"
+
 
 def instruction() -> str:
     return '"$(cat "$INSTRUCTION_FILE")"'
 
 
 def wrap(cli: str, setup: str = "") -> str:
-    """Run ``cli`` with its output kept in ``$LOGS_DIR/agent`` and then printed, so that the
-    runner's output tail and the file agree; the CLI's exit code is the command's. A CLI that
-    is not installed says so in one line (class ``tool``)."""
+    """Run ``cli`` with its output kept in ``$LOGS_DIR/agent`` and printed as it comes (``tee``:
+    the degeneration watchdog reads it live), its stderr printed after it; the CLI's exit code
+    is the command's. A CLI that is not installed says so in one line (class ``tool``)."""
     binary = cli.split(" ", 1)[0]
+    logs = "$LOGS_DIR/agent"
     return (
         f'command -v {binary} >/dev/null 2>&1 || {{ echo "ray-bench: agent CLI {binary} is not '
         f'installed in this sandbox (cli_missing)" >&2; exit 127; }}\n'
         f"{setup}"
-        f'{cli} </dev/null >"$LOGS_DIR/agent/{OUTPUT_FILE}" 2>"$LOGS_DIR/agent/{STDERR_FILE}"\n'
-        f'rc=$?\ncat "$LOGS_DIR/agent/{OUTPUT_FILE}"\ncat "$LOGS_DIR/agent/{STDERR_FILE}" >&2\nexit $rc\n'
+        f'{{ {cli} </dev/null 2>"{logs}/{STDERR_FILE}"; echo $? >"{logs}/.rc"; }} | tee "{logs}/{OUTPUT_FILE}"\n'
+        f'rc=$(cat "{logs}/.rc" 2>/dev/null); rm -f "{logs}/.rc"\n'
+        f'cat "{logs}/{STDERR_FILE}" >&2\nexit "${{rc:-1}}"\n'
     )
 
 

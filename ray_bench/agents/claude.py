@@ -1,7 +1,8 @@
-"""Claude Code (``@anthropic-ai/claude-code``), run as ``claude -p ... --output-format json``.
+"""Claude Code (``@anthropic-ai/claude-code``), run as ``claude -p ... --output-format
+stream-json --verbose``.
 
-Its stdout is one result object (read from the real CLI against tests/support/fake_provider.py):
-``{"type": "result", "subtype": "success", "is_error": false, "api_error_status": null,
+Its stdout is one event per line, the last the result object (read from the real CLI against
+tests/support/fake_provider.py): ``{"type": "result", "subtype": "success", "is_error": false, "api_error_status": null,
 "num_turns": 1, "result": "...", "session_id": "...", "total_cost_usd": 0.000465, "usage":
 {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"},
 "modelUsage": {"<model>": {"inputTokens", "outputTokens", "costUSD", ...}}}``. A provider
@@ -17,7 +18,20 @@ import json
 import re
 from typing import Any, ClassVar
 
-from ray_bench.agents.base import AgentAdapter, CliRun, Invocation, error_from, instruction, quote, silent, wrap
+from ray_bench.agents.base import (
+    AgentAdapter,
+    CliRun,
+    Invocation,
+    LiveEvent,
+    LiveReader,
+    error_from,
+    instruction,
+    json_line,
+    quote,
+    signature,
+    silent,
+    wrap,
+)
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 
@@ -35,7 +49,9 @@ class ClaudeCode(AgentAdapter):
     }
 
     def command(self, inv: Invocation) -> str:
-        parts = ["claude", "-p", instruction(), "--output-format", "json",
+        # stream-json (one event per line, --verbose required with -p): tool calls and usage
+        # arrive while it runs, for the degeneration watchdog; the last line is the result.
+        parts = ["claude", "-p", instruction(), "--output-format", "stream-json", "--verbose",
                  "--permission-mode", "bypassPermissions"]
         if inv.model:
             parts += ["--model", quote(inv.model)]
@@ -58,6 +74,45 @@ class ClaudeCode(AgentAdapter):
             return AgentReport(usage=usage, error=error_from(status if isinstance(status, int) else None,
                                                              message, run))
         return AgentReport(usage=usage)
+
+
+    def live_reader(self) -> LiveReader:
+        return _Live()
+
+
+class _Live(LiveReader):
+    """``stream-json``: ``{"type": "assistant", "message": {"id", "content": [{"type":
+    "tool_use", "name", "input"}, ...], "usage": {...}}}`` per assistant message (one line per
+    content block, each with the message's usage so far), then the ``result`` with the totals."""
+
+    def __init__(self) -> None:
+        self._per_message: dict[str, int] = {}
+
+    def read(self, line: str) -> LiveEvent | None:
+        data = json_line(line)
+        if data is None or "type" not in data:
+            return None
+        if data.get("type") == "result":
+            return LiveEvent(tokens=_tokens(data.get("usage") or {}))
+        if data.get("type") != "assistant":
+            return LiveEvent()
+        message = data.get("message") or {}
+        if not isinstance(message, dict):
+            return LiveEvent()
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            key = str(message.get("id") or len(self._per_message))
+            self._per_message[key] = max(self._per_message.get(key, 0), _tokens(usage))
+        content = message.get("content")
+        calls = tuple(signature(str(c.get("name")), c.get("input"))
+                      for c in (content if isinstance(content, list) else [])
+                      if isinstance(c, dict) and c.get("type") == "tool_use")
+        return LiveEvent(tool_calls=calls, tokens=sum(self._per_message.values()) if self._per_message else None)
+
+
+def _tokens(usage: dict[str, Any]) -> int:
+    return sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "output_tokens")
+               if isinstance(usage.get(k) or 0, int | float))
 
 
 def _mcp_entry(server: McpServer) -> dict[str, Any]:

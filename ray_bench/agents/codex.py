@@ -16,7 +16,20 @@ import json
 import re
 from typing import Any
 
-from ray_bench.agents.base import AgentAdapter, CliRun, Invocation, error_from, instruction, quote, silent, wrap
+from ray_bench.agents.base import (
+    AgentAdapter,
+    CliRun,
+    Invocation,
+    LiveEvent,
+    LiveReader,
+    error_from,
+    instruction,
+    json_line,
+    quote,
+    signature,
+    silent,
+    wrap,
+)
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504|529)\b")
@@ -57,6 +70,43 @@ class Codex(AgentAdapter):
                 error = error.model_copy(update={"message": f"{error.message}; last: {errors[-1][:200]}"})
             return AgentReport(error=error)
         return AgentReport(usage=usage)
+
+
+    def live_reader(self) -> LiveReader:
+        return _Live()
+
+
+#: ``item.completed`` items that are tool calls, and the fields that say what was called.
+_CALLS = {"command_execution": ("command",), "mcp_tool_call": ("server", "tool", "arguments"),
+          "file_change": ("changes",), "web_search": ("query",)}
+
+
+class _Live(LiveReader):
+    """``--json``: each finished item (``item.completed``; a command, an MCP call, a file
+    change, a search) is a tool call; ``turn.completed`` carries the turn's usage."""
+
+    def __init__(self) -> None:
+        self._tokens = 0
+
+    def read(self, line: str) -> LiveEvent | None:
+        data = json_line(line)
+        if data is None or "type" not in data:
+            return None
+        kind = data.get("type")
+        if kind == "turn.completed":
+            usage = data.get("usage") or {}
+            if isinstance(usage, dict):
+                fresh = int(usage.get("input_tokens") or 0) - int(usage.get("cached_input_tokens") or 0)
+                self._tokens += max(0, fresh) + int(usage.get("output_tokens") or 0)
+            return LiveEvent(tokens=self._tokens)
+        item = data.get("item")
+        if kind != "item.completed" or not isinstance(item, dict):
+            return LiveEvent()
+        item_type = str(item.get("type") or item.get("item_type") or "")
+        fields = _CALLS.get(item_type)
+        if fields is None:
+            return LiveEvent()
+        return LiveEvent(tool_calls=(signature(item_type, {f: item.get(f) for f in fields}),))
 
 
 def _mcp_toml(server: McpServer) -> list[tuple[str, str]]:

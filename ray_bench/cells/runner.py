@@ -40,6 +40,7 @@ from ray_bench.cells.phases import (
 )
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
+from ray_bench.cells.watchdog import run_agent
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, HealthcheckFacts, Usage
@@ -222,7 +223,9 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     t = time.monotonic()
     await switch.enter("agent")
     command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
-    agent = await sandbox.exec(command, timeout=spec.agent_timeout_sec, env=env, user=user_of(cfg.agent.user))
+    agent, stopped = await run_agent(sandbox, command, timeout=spec.agent_timeout_sec, env=env,
+                                     user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
+                                     config=spec.watchdog)
     phases["agent"] = time.monotonic() - t
     if creds.home is not None:
         if not sandbox.on_host:  # a copy of the login: what the CLI refreshed comes back
@@ -230,6 +233,14 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
         redactor.extend(tokens_in(creds.home))  # refreshed in place (local) or just written back
     _write_output(attempt_dir / "agent", agent, redactor)
     summary.agent = _exec_facts(agent, redactor.text((agent.stdout + agent.stderr)[-4000:]))
+    if stopped is not None:
+        # Stopped live by the degeneration watchdog: the verifier is skipped (no row from this).
+        summary.watchdog = stopped.model_copy(update={"evidence": [redactor.text(e) for e in stopped.evidence]})
+        _write_json(attempt_dir / "watchdog.json", summary.watchdog.model_dump(mode="json"))
+        await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
+        summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
+        summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+        return
 
     t = time.monotonic()
     await switch.enter("setup")
@@ -300,7 +311,7 @@ async def _delete_shielded(sandbox: Sandbox, summary: AttemptSummary) -> None:
 def _exec_facts(result: ExecResult, output_tail: str) -> ExecFacts:
     return ExecFacts(exit_code=result.exit_code, timed_out=result.timed_out,
                      duration_sec=round(result.duration_sec, 3), truncated_bytes=result.truncated_bytes,
-                     oom_killed=result.oom_killed, output_tail=output_tail)
+                     oom_killed=result.oom_killed, output_tail=output_tail, stopped=result.stopped)
 
 
 _M = TypeVar("_M", bound=BaseModel)

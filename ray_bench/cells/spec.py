@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ray_bench.models.suite import Watchdog
 from ray_bench.models.task import TaskConfig
 
 #: Cell runner processes per node. One async runner is bound by one core (the GIL); two keep
@@ -57,3 +58,5 @@ class AttemptSpec:
     #: The arm's agent reaches its model provider: its phase is online whatever the task says
     #: (ray_bench.tasks.network.phase_network decides with it).
     agent_network: bool = False
+    #: The arm's degeneration watchdog, token bound resolved (ray_bench.cells.watchdog); None: off.
+    watchdog: Watchdog | None = None

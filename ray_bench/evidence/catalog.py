@@ -15,9 +15,11 @@ from ray_bench.errors import ConfigError
 from ray_bench.models._base import ConfigModel
 from ray_bench.models.attempt import AttemptSummary
 
-FailureClass = Literal["task", "tool", "evaluator", "executor", "stack", "provider", "auth", "capacity", "drift"]
+FailureClass = Literal["task", "tool", "evaluator", "executor", "stack", "provider", "auth", "capacity", "drift",
+                       "behaviour"]
+#: ``behaviour``: the agent degenerated (the watchdog stopped it); set by the classifier, not by rules.
 FAILURE_CLASSES: tuple[str, ...] = ("task", "tool", "evaluator", "executor", "stack", "provider", "auth",
-                                    "capacity", "drift")
+                                    "capacity", "drift", "behaviour")
 Field_ = Literal["error", "agent_error", "agent_output", "verifier_output"]
 
 

@@ -21,7 +21,7 @@ Effect = Literal["success", "rate_limited", "auth_failed", "none"]
 #: Classes that say something about the cell itself; the others are about the world around
 #: it (accounts, sandboxes, the cluster), do not use up the cell's attempts, and are stopped
 #: by the recovery circuit instead when they repeat.
-COUNTING_CLASSES = frozenset({"task", "tool", "evaluator", "executor"})
+COUNTING_CLASSES = frozenset({"task", "tool", "evaluator", "executor", "behaviour"})
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,13 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
             msg = f"{name} was killed by the sandbox's memory limit (OOM)"
             return Verdict(False, "capacity", fingerprint("capacity", "oom-killed", msg), msg, "none",
                            retry_after, tuple(flags))
+
+    if summary.watchdog is not None:
+        # Stopped live by the degeneration watchdog: what the agent did, not the world around it.
+        rule = summary.watchdog.rule or "stopped"
+        msg = f"degeneration watchdog ({rule}): {summary.watchdog.message}"
+        return Verdict(False, "behaviour", fingerprint("behaviour", f"watchdog-{rule}", msg), msg, "none",
+                       None, (*flags, "degeneration"))
 
     if summary.agent_error is not None:
         # The agent said it was in trouble: whatever the verifier says, this is not evidence.

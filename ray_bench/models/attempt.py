@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 
 class _Record(BaseModel):
@@ -35,6 +35,15 @@ class ExecFacts(_Record):
     truncated_bytes: int = 0
     oom_killed: bool = False
     output_tail: str = Field(default="", description="The last few KB of stdout+stderr, redacted.")
+    stopped: str | None = Field(default=None, description="Stopped live, and why (the degeneration watchdog).")
+
+    @model_serializer(mode="wrap")
+    def _same_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An unstopped command writes the keys the first ledgers had (their readers compare shapes).
+        data: dict[str, Any] = handler(self)
+        if data.get("stopped") is None:
+            data.pop("stopped", None)
+        return data
 
 
 class AttemptError(_Record):
@@ -72,6 +81,21 @@ class VerdictRecord(_Record):
     fingerprint: str | None = None
     message: str = ""
     flags: list[str] = Field(default_factory=list)
+
+
+class WatchdogFacts(_Record):
+    """The degeneration watchdog stopped the agent (:mod:`ray_bench.cells.watchdog`): which
+    rule fired, what it saw, and that the verifier was skipped. Also ``watchdog.json`` in the
+    attempt directory."""
+
+    rule: str = Field(default="", description=(
+        "repeated_tool_call, repeated_output, idle_workspace or token_bound."))
+    message: str = ""
+    after_sec: float = Field(default=0.0, description="Seconds into the agent phase when it fired.")
+    tokens: int | None = Field(default=None, description="Tokens the agent's live output reported by then.")
+    evidence: list[str] = Field(default_factory=list, description=(
+        "The repeated call or line, then the last lines seen (redacted)."))
+    verifier: str = Field(default="skipped", description="The verifier does not run after a stop.")
 
 
 class HealthcheckFacts(_Record):
@@ -154,6 +178,8 @@ class AttemptSummary(_Record):
     artifacts_exit: int | None = None
     rewards: dict[str, float] | None = Field(default=None, description="Every reward key (reward.json, steps).")
     steps: list[StepFacts] = Field(default_factory=list)
+    watchdog: WatchdogFacts | None = Field(
+        default=None, description="Set when the degeneration watchdog stopped the agent.")
 
     @property
     def cost_usd(self) -> float:

@@ -17,6 +17,33 @@ class ResourceLimits(ConfigModel):
     pids: int | None = Field(default=None, ge=8, description="Process limit per sandbox.")
 
 
+class Watchdog(ConfigModel):
+    """The degeneration watchdog of an arm (``watchdog:``; absent means off). It reads the
+    agent's live output and the workspace while the agent runs and stops an attempt that has
+    stopped making progress; the attempt is a behavioural failure, its verifier skipped."""
+
+    repeats: int = Field(default=8, ge=2, le=10_000, description=(
+        "Stop when the agent makes the same tool call (same tool, same input) this many times in a "
+        "row, as its CLI's live output reports tool calls (claude-code, codex)."))
+    output_repeats: int = Field(default=100, ge=2, le=1_000_000, description=(
+        "Stop when the same non-empty output line (not an agent CLI's JSON event) comes this many "
+        "times in a row."))
+    idle_minutes: float = Field(default=15.0, gt=0, le=24 * 60, description=(
+        "Stop when nothing in the workspace (the task's workdir) changed for this long."))
+    poll_sec: float = Field(default=30.0, ge=0.5, le=3600, description=(
+        "How often the workspace is looked at (one command in the sandbox each time)."))
+    max_tokens: int | None = Field(default=None, ge=1, description=(
+        "Stop past this many tokens (fresh input + cache writes + output, from the CLI's live "
+        "usage). Default: the executor role's max_tokens; none when neither is set."))
+
+    @model_validator(mode="after")
+    def _poll_within_idle(self) -> Watchdog:
+        if self.poll_sec > self.idle_minutes * 60:
+            raise ValueError(f"watchdog: poll_sec {self.poll_sec:g} is longer than idle_minutes "
+                             f"({self.idle_minutes * 60:g} s): the idle rule could not fire in time")
+        return self
+
+
 class Arm(ConfigModel):
     """One named agent configuration."""
 
@@ -71,6 +98,9 @@ class Arm(ConfigModel):
         default_factory=list,
         description="Every model the arm calls (executor, advisors, subagents, judge) with route, "
         "billing kind and bounds; shown in the receipt before confirmation.")
+    watchdog: Watchdog | None = Field(
+        default=None,
+        description="The degeneration watchdog (`watchdog: {}` for its defaults); off when absent.")
 
     @model_validator(mode="after")
     def _command_or_adapter(self) -> Arm:
@@ -85,7 +115,7 @@ class Arm(ConfigModel):
 #: Arm fields added after cell ids were first published: left out of an arm's resolved config
 #: while at their defaults, so that existing suites keep their cell ids.
 ARM_FIELDS_SINCE_ADAPTERS: dict[str, object] = {"agent": "command", "model": None, "agent_args": [], "mcp_servers": [],
-                             "network": None, "roles": []}
+                             "network": None, "roles": [], "watchdog": None}
 
 
 class BackendConfig(ConfigModel):

@@ -8,6 +8,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
 from ray_bench.plan.receipt_terms import cells_line, estimate_lines, glossary_lines, task_lines
 from ray_bench.plan.roles import render_roles
+from ray_bench.plan.watchdog import watchdog_lines
 
 
 def render_receipt(plan: Plan, identity: str) -> str:
@@ -29,6 +30,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
         out.append(f"| {arm.name} | {arm.role} | `{shown}` | {timeout} | {', '.join(sorted(arm.env)) or '-'} |")
     out += agents_section(plan)
     out += ["", *render_roles(plan.arms)]
+    out += ["", *watchdog_lines(plan.arms)]
     out += ["", "## Accounts", "",
             "| account | provider | route | max concurrent | starts/min | window quota | spend budget |",
             "|---|---|---|---|---|---|---|"]

@@ -10,10 +10,12 @@ cell runner work on every backend.
 from __future__ import annotations
 
 import abc
+import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, TypeVar
 
 from ray_bench.errors import SandboxError
 
@@ -89,6 +91,57 @@ class ExecResult:
     truncated_bytes: int = 0
     #: The process was killed by the out-of-memory killer (when the backend can tell).
     oom_killed: bool = False
+    #: Stopped early through its :class:`ExecWatch`: the reason given to :meth:`ExecWatch.stop`.
+    stopped: str | None = None
+
+
+Stream = Literal["stdout", "stderr"]
+T = TypeVar("T")
+
+
+class ExecWatch:
+    """The live side of one :meth:`Sandbox.exec`: every backend hands each chunk of output to
+    :meth:`feed` as it arrives (on the event loop, in order per stream, before the output cap
+    applies), and ends the command as a timeout would once :meth:`stop` is called; the result
+    then carries the reason in :attr:`ExecResult.stopped`. Subclasses override :meth:`feed`."""
+
+    def __init__(self, on_output: Callable[[Stream, bytes], None] | None = None) -> None:
+        self._on_output = on_output
+        self.reason: str | None = None
+        self._stop = asyncio.Event()
+
+    def feed(self, stream: Stream, data: bytes) -> None:
+        if self._on_output is not None:
+            self._on_output(stream, data)
+
+    def stop(self, reason: str) -> None:
+        """Ask the backend to end the command (idempotent: the first reason stays)."""
+        if self.reason is None:
+            self.reason = reason
+        self._stop.set()
+
+    async def stopped(self) -> str:
+        await self._stop.wait()
+        return self.reason or "stopped"
+
+
+async def until_done(fut: asyncio.Future[T], timeout: float,
+                     watch: ExecWatch | None) -> Literal["done", "timeout", "stopped"]:
+    """Wait for ``fut`` at most ``timeout`` seconds or until ``watch`` asks for a stop. ``fut``
+    is never cancelled here: the caller kills the command and then collects ``fut``'s result."""
+    waiters: set[asyncio.Future[object]] = {fut}  # type: ignore[arg-type]
+    stop: asyncio.Future[str] | None = None
+    if watch is not None:
+        stop = asyncio.ensure_future(watch.stopped())
+        waiters.add(stop)  # type: ignore[arg-type]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if stop is not None and not stop.done():
+            stop.cancel()
+    if fut in done:
+        return "done"
+    return "stopped" if stop is not None and stop in done else "timeout"
 
 
 @dataclass(frozen=True)
@@ -127,10 +180,12 @@ class Sandbox(abc.ABC):
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         user: str | None = None,
+        watch: ExecWatch | None = None,
     ) -> ExecResult:
         """Run ``command`` with ``sh -c``; kill it (and its children) after ``timeout``.
         ``user`` (a name or UID) runs it as that user; a backend that cannot raises
-        :class:`~ray_bench.errors.SandboxError` (plans refuse such tasks first)."""
+        :class:`~ray_bench.errors.SandboxError` (plans refuse such tasks first). ``watch`` sees
+        the output live and may stop the command early (:class:`ExecWatch`)."""
 
     async def set_network(self, online: bool) -> None:
         """Connect or disconnect the sandbox's network between phases. A backend that fixes

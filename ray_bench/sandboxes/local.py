@@ -24,10 +24,13 @@ from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
     ExecResult,
+    ExecWatch,
     Sandbox,
     SandboxBackend,
     SandboxRef,
     SandboxSpec,
+    Stream,
+    until_done,
 )
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
 from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, sweep
@@ -72,6 +75,7 @@ class LocalSandbox(Sandbox):
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         user: str | None = None,
+        watch: ExecWatch | None = None,
     ) -> ExecResult:
         self._check_alive()
         if user is not None:
@@ -97,16 +101,16 @@ class LocalSandbox(Sandbox):
         assert proc.stdout is not None
         assert proc.stderr is not None
         dropped = [0]
-        out_task = asyncio.ensure_future(_read_capped(proc.stdout, output_cap, dropped))
-        err_task = asyncio.ensure_future(_read_capped(proc.stderr, output_cap, dropped))
-        timed_out = False
+        out_task = asyncio.ensure_future(_read_capped(proc.stdout, output_cap, dropped, "stdout", watch))
+        err_task = asyncio.ensure_future(_read_capped(proc.stderr, output_cap, dropped, "stderr", watch))
+        waiter = asyncio.ensure_future(proc.wait())
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            timed_out = True
-            _kill_group(proc)
-            await proc.wait()
+            outcome = await until_done(waiter, timeout, watch)
+            if outcome != "done":
+                _kill_group(proc)
+                await waiter
         except BaseException:
+            waiter.cancel()
             _kill_group(proc)
             raise
         finally:
@@ -122,9 +126,10 @@ class LocalSandbox(Sandbox):
             exit_code=proc.returncode if proc.returncode is not None else -1,
             stdout=stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
-            timed_out=timed_out,
+            timed_out=outcome == "timeout",
             duration_sec=time.monotonic() - started,
             truncated_bytes=dropped[0],
+            stopped=watch.reason if outcome == "stopped" and watch is not None else None,
         )
 
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
@@ -313,9 +318,12 @@ def _drop_links_and_measure(root: Path, limit: int) -> int | None:
     return total
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int, dropped: list[int]) -> bytes:
+async def _read_capped(stream: asyncio.StreamReader, cap: int, dropped: list[int], name: Stream,
+                       watch: ExecWatch | None) -> bytes:
     kept = bytearray()
     while chunk := await stream.read(1 << 16):
+        if watch is not None:
+            watch.feed(name, chunk)
         room = cap - len(kept)
         if room > 0:
             kept += chunk[:room]

@@ -1,9 +1,11 @@
 """The real ``claude`` laid over a task image that has no C library (busybox), run by the cell
-runner on docker with `network: public`, answering through the fake provider on the bridge."""
+runner on docker with `network: public`, answering through the fake provider on the bridge; then
+the same CLI against a model that calls one tool forever, stopped live by the watchdog."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -62,7 +65,18 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
                 await backend.close()
 
         summary = asyncio.run(go())
+        first_billed = fake.served.output_tokens
+        # The model now answers the same tool call forever: the watchdog stops the real CLI.
+        fake.default = Answer(tool="Bash", tool_input={"command": "ls", "description": "List files"})
+        spec = dataclasses.replace(spec, attempt_id="c-a2", attempt_dir=str(tmp_path / "looping"),
+                                   watchdog=Watchdog(repeats=4))
+        looping = asyncio.run(go())
+        looped = fake.served.answers - 1
+    assert looping.error is None, looping.error
+    assert looping.watchdog is not None and looping.watchdog.rule == "repeated_tool_call", looping.agent
+    assert looping.verifier is None and 4 <= looped <= 7, looped
+    assert classify(looping, Catalog.default()).failure_class == "behaviour"
     assert summary.error is None, summary.error
     assert summary.agent_error is None, (summary.agent_error, summary.agent)
-    assert summary.usage is not None and summary.usage.output_tokens == fake.served.output_tokens == 9
+    assert summary.usage is not None and summary.usage.output_tokens == first_billed == 9
     assert classify(summary, Catalog.default()).valid

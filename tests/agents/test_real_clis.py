@@ -23,6 +23,7 @@ from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes.local import LocalBackend
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,7 @@ def _needs(binary: str) -> None:
 
 
 def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: float = 90.0,
-             home: Path | None = None) -> AttemptSummary:
+             home: Path | None = None, watchdog: Watchdog | None = None) -> AttemptSummary:
     make_suite(tmp / "suite", tasks=["hello-world"])
     os.environ["RB_AGENT_TEST_KEY"] = KEY
     route = {"ANTHROPIC_API_KEY": "RB_AGENT_TEST_KEY", "CODEX_API_KEY": "RB_AGENT_TEST_KEY",
@@ -47,7 +48,8 @@ def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: fl
         agent_env={"PATH": f"{bin_dir()}:{os.environ['PATH']}", **env}, agent_dir=None, route_env=route,
         route_home=str(home) if home else None, agent_timeout_sec=timeout, verifier_timeout_sec=30.0,
         verifier_env={}, image=None, build_context=None, workdir="/app", network=True, cpus=None, memory_mb=None,
-        pids=None, expose_solution=False, artifact_cap_bytes=8 << 20, seed="s", agent=agent, model=model)
+        pids=None, expose_solution=False, artifact_cap_bytes=8 << 20, seed="s", agent=agent, model=model,
+        watchdog=watchdog)
     return asyncio.run(run_attempt(spec, LocalBackend(tmp / "sbx")))
 
 
@@ -109,6 +111,38 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
         for path in (tmp_path / sub / "attempt").rglob("*"):
             if path.is_file():
                 assert KEY not in path.read_text(errors="replace"), path
+
+
+#: A degenerate model: the same Bash call, forever.
+LOOP = Answer(tool="Bash", tool_input={"command": "ls", "description": "List files"}, input_tokens=120, output_tokens=7)
+
+
+def _looping_claude(tmp: Path, watchdog: Watchdog) -> tuple[AttemptSummary, int]:
+    with FakeProvider(default=LOOP) as fake:
+        summary = _attempt(tmp, "claude-code", "claude-sonnet-4-5", {"ANTHROPIC_BASE_URL": fake.url}, 120.0,
+                           watchdog=watchdog)
+        return summary, fake.served.answers
+
+
+def test_claude_code_calling_one_tool_forever_is_stopped_live(tmp_path: Path) -> None:
+    """The real CLI against a model that answers the same tool call forever: the repeat rule
+    stops it after `repeats` calls, the token rule (from stream-json usage) after its bound."""
+    _needs("claude")
+    (loop, loop_served), (tokens, token_served) = _parallel(
+        lambda: _looping_claude(tmp_path / "loop", Watchdog(repeats=5)),
+        lambda: _looping_claude(tmp_path / "tokens", Watchdog(repeats=1000, max_tokens=500)))
+    for summary, rule in ((loop, "repeated_tool_call"), (tokens, "token_bound")):
+        assert summary.error is None, summary.error
+        assert summary.watchdog is not None and summary.watchdog.rule == rule, (summary.watchdog, summary.agent)
+        assert summary.verifier is None and summary.agent is not None and not summary.agent.timed_out
+        verdict = classify(summary, Catalog.default())
+        assert verdict.failure_class == "behaviour" and not verdict.valid and verdict.counts
+    assert loop.watchdog is not None
+    assert loop.watchdog.evidence[0] == 'Bash {"command": "ls", "description": "List files"}'
+    # Stopped at the fifth call: the model was asked a handful of times, not until the timeout.
+    assert 5 <= loop_served <= 8, loop_served
+    assert tokens.watchdog is not None and tokens.watchdog.tokens is not None and tokens.watchdog.tokens > 500
+    assert 4 <= token_served <= 7, token_served
 
 
 def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ import pytest
 from ray_bench.errors import SandboxGoneError
 from ray_bench.sandboxes.base import (
     LABEL_RUN,
+    ExecWatch,
     Sandbox,
     SandboxBackend,
     SandboxSpec,
@@ -36,6 +37,16 @@ Runner = Callable[[Callable[[SandboxBackend], Awaitable[None]]], None]
 
 # A process still listed but a zombie is dead for our purposes.
 _ALIVE = 'alive() { [ -e /proc/"$1" ] && ! grep -q ") Z" /proc/"$1"/stat 2>/dev/null; }'
+
+
+async def _child_dead(sbx: Sandbox, logs: str) -> None:
+    """The process whose pid is in ``logs/child.pid`` is gone (within 5 s)."""
+    check = await sbx.exec(
+        f"{_ALIVE}; p=$(cat {logs}/child.pid); for i in 1 2 3 4 5 6 7 8 9 10; do "
+        "alive $p || { echo dead; exit 0; }; sleep 0.5; done; echo alive",
+        timeout=30,
+    )
+    assert check.stdout.strip() == "dead", check
 
 
 @contextlib.asynccontextmanager
@@ -172,14 +183,46 @@ class SandboxConformance:
                 assert res.exit_code != 0
                 assert res.duration_sec < 15
                 assert "never" not in res.stdout
-                check = await sbx.exec(
-                    f"{_ALIVE}; p=$(cat {logs}/child.pid); for i in 1 2 3 4 5 6 7 8 9 10; do "
-                    "alive $p || { echo dead; exit 0; }; sleep 0.5; done; echo alive",
-                    timeout=30,
-                )
-                assert check.stdout.strip() == "dead", check
+                await _child_dead(sbx, logs)
                 after = await sbx.exec("echo still-usable", timeout=30)
                 assert after.stdout == "still-usable\n"
+
+        run(body)
+
+    def test_exec_streams_output_and_stops_on_request(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        """A watch sees the output while the command runs (it would run 300 s) and stops it:
+        the command and its children die, the result says why and keeps what was printed."""
+
+        class StopAtThree(ExecWatch):
+            def __init__(self) -> None:
+                super().__init__()
+                self.seen = {"stdout": b"", "stderr": b""}
+
+            def feed(self, stream: str, data: bytes) -> None:  # type: ignore[override]
+                self.seen[stream] += data
+                if b"tick 3\n" in self.seen["stdout"] and b"err 1" in self.seen["stderr"]:
+                    self.stop("saw tick 3")
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                logs = sbx.path("/logs")
+                await sbx.put_file(b"", "/logs/.keep")
+                watch = StopAtThree()
+                res = await sbx.exec(
+                    f"sleep 300 & echo $! > {logs}/child.pid; echo err 1 >&2; "
+                    "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo tick $i; sleep 0.1; done",
+                    timeout=300, watch=watch,
+                )
+                assert res.stopped == "saw tick 3", res
+                assert not res.timed_out
+                assert res.duration_sec < 120
+                assert "tick 3\n" in res.stdout and "tick 2999" not in res.stdout
+                assert "err 1" in res.stderr
+                await _child_dead(sbx, logs)
+                plain = await sbx.exec("echo no-watch", timeout=30)
+                assert plain.stopped is None and plain.stdout == "no-watch\n"
 
         run(body)
 

@@ -75,7 +75,8 @@ def _spec(image: str, run_id: str, **kw: Any) -> SandboxSpec:
 class TestDaytonaConformance(SandboxConformance):
     @pytest.fixture
     def backend_factory(self, server: DaytonaServer) -> BackendFactory:
-        return lambda: _backend(server)
+        # A watched exec's output is polled; half a second keeps the streaming test short.
+        return lambda: _backend(server, live_poll_sec=0.5)
 
     @pytest.fixture
     def sandbox_spec(self, base_image: str) -> SpecFactory:

@@ -13,6 +13,8 @@ Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok
 ``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
 (529 / 503), ``unauthorized`` (401), ``server_error`` (500), ``stall`` (headers never come) and
 ``usage_limit`` (a subscription's 429 with the reset time in the unified rate-limit headers).
+An ``ok`` answer with ``tool`` set is a tool call (Messages API only): as the default answer it
+makes the model call the same tool forever, a degenerate agent for the watchdog.
 Everything served is counted, so a test can compare a report with what the "model" billed.
 """
 
@@ -41,6 +43,10 @@ class Answer:
     retry_after: int = 30
     #: usage_limit: when the window resets (epoch seconds); default one hour on.
     reset_at: float | None = None
+    #: ok: answer with this tool call instead of text (Anthropic ``tool_use``, stop_reason
+    #: ``tool_use``); as the default answer, the same call forever (a degenerate model).
+    tool: str | None = None
+    tool_input: dict[str, Any] | None = None
 
 
 @dataclass
@@ -309,22 +315,29 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             usage = {"input_tokens": a.input_tokens, "cache_creation_input_tokens": 0,
                      "cache_read_input_tokens": a.cache_read_tokens, "output_tokens": a.output_tokens}
             headers = {"request-id": request_id}
+            stop = "tool_use" if a.tool else "end_turn"
+            tool_id = f"toolu_{uuid.uuid4().hex[:24]}"
+            block: dict[str, Any] = ({"type": "tool_use", "id": tool_id, "name": a.tool, "input": a.tool_input or {}}
+                                     if a.tool else {"type": "text", "text": a.text})
             if not stream:
                 self._json(200, {"id": msg_id, "type": "message", "role": "assistant", "model": model,
-                                 "content": [{"type": "text", "text": a.text}], "stop_reason": "end_turn",
+                                 "content": [block], "stop_reason": stop,
                                  "stop_sequence": None, "usage": usage}, headers)
                 return
+            if a.tool:  # the input arrives as JSON deltas after an empty tool_use block
+                start: dict[str, Any] = {**block, "input": {}}
+                delta: dict[str, Any] = {"type": "input_json_delta", "partial_json": json.dumps(a.tool_input or {})}
+            else:
+                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": a.text}
             self._sse([
                 ("message_start", {"type": "message_start", "message": {
                     "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
                     "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}}),
-                ("content_block_start", {"type": "content_block_start", "index": 0,
-                                         "content_block": {"type": "text", "text": ""}}),
-                ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "text_delta", "text": a.text}}),
+                ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
+                ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                 ("message_delta", {"type": "message_delta",
-                                   "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                   "delta": {"stop_reason": stop, "stop_sequence": None},
                                    "usage": {"output_tokens": a.output_tokens}}),
                 ("message_stop", {"type": "message_stop"}),
             ], headers)

@@ -83,6 +83,7 @@ class DaytonaBackend(SandboxBackend):
         transfer_timeout: float = 300.0,
         delete_timeout: float = 180.0,
         pool: DaytonaPool | Mapping[str, Any] | None = None,
+        live_poll_sec: float = 5.0,
     ) -> None:
         self.api_url = api_url
         self.api_url_env = api_url_env
@@ -104,6 +105,9 @@ class DaytonaBackend(SandboxBackend):
         self.transfer_timeout = transfer_timeout
         #: Seconds a delete may take to reach ``destroyed``.
         self.delete_timeout = delete_timeout
+        #: Seconds between reads of a watched command's output (one toolbox call each; see
+        #: DaytonaSandbox.exec for why the output is polled rather than streamed).
+        self.live_poll_sec = live_poll_sec
         self.pool = DaytonaPool.model_validate(pool) if pool is not None else None
         #: 429s seen and waited out, for metrics and tests.
         self.rate_limited_waits = 0

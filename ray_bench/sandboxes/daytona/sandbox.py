@@ -25,9 +25,11 @@ from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
     OOM_EVENTS_COMMAND,
     ExecResult,
+    ExecWatch,
     Sandbox,
     SandboxSpec,
     oom_kills,
+    until_done,
 )
 from ray_bench.sandboxes.daytona.translate import translate
 
@@ -61,6 +63,12 @@ rm -rf "$d"
 """
 _KILL = r"""p=$(cat "$1/pid" 2>/dev/null) && { kill -9 -"$p" 2>/dev/null || kill -9 "$p"; }
 rm -rf "$1" """
+# A watch's stop: the command's group dies, the wrapper still reports what it printed.
+_STOP = r"""p=$(cat "$1/pid" 2>/dev/null) && { kill -9 -"$p" 2>/dev/null || kill -9 "$p"; } 2>/dev/null; exit 0"""
+# $1 scratch dir, $2 and $3 the 1-based offsets already read of out and err, $4 bytes at most.
+_TAIL = r"""tail -c +"$2" "$1/out" 2>/dev/null | head -c "$4" | base64; echo RB-SEP
+tail -c +"$3" "$1/err" 2>/dev/null | head -c "$4" | base64"""
+_TAIL_BYTES = 1 << 18
 # Slack on the HTTP request beyond the in-sandbox watchdog, for the output to come back.
 _EXEC_SLACK_SEC = 60
 
@@ -91,6 +99,7 @@ class DaytonaSandbox(Sandbox):
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         user: str | None = None,
+        watch: ExecWatch | None = None,
     ) -> ExecResult:
         if user is not None:
             raise SandboxError(f"Daytona's exec cannot run a command as user {user!r}")
@@ -103,23 +112,32 @@ class DaytonaSandbox(Sandbox):
             self.path(cwd or self._workdir or "."), command,
         )
         started = time.monotonic()
+        # Never repeated once it may have started: a 5xx or a lost connection may come after
+        # the command ran, and an agent's command is not idempotent. (A 429 is refused by
+        # the throttler before anything runs, so that one is waited out.)
+        request = asyncio.ensure_future(self._call(
+            "exec",
+            lambda: self._sandbox.process.exec(script, env=dict(env or {}), timeout=limit + _EXEC_SLACK_SEC),
+            server_retries=False,
+            timeout=limit + 2 * _EXEC_SLACK_SEC,
+        ))
+        tail = _Tail(scratch)
+        poller = asyncio.ensure_future(self._follow(tail, watch)) if watch is not None else None
+        stopped: str | None = None
         try:
-            # Never repeated once it may have started: a 5xx or a lost connection may come after
-            # the command ran, and an agent's command is not idempotent. (A 429 is refused by
-            # the throttler before anything runs, so that one is waited out.)
-            response = await self._call(
-                "exec",
-                lambda: self._sandbox.process.exec(
-                    script, env=dict(env or {}), timeout=limit + _EXEC_SLACK_SEC
-                ),
-                server_retries=False,
-                timeout=limit + 2 * _EXEC_SLACK_SEC,
-            )
+            if watch is not None and await until_done(request, limit + 2 * _EXEC_SLACK_SEC, watch) == "stopped":
+                stopped = watch.reason
+                await asyncio.wait_for(self._sandbox.process.exec(_sh(_STOP, scratch), timeout=30), 40)
+            response = await request
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
+            request.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._kill(scratch))
             raise
+        finally:
+            if poller is not None:
+                poller.cancel()
         duration = time.monotonic() - started
         try:
             result = _parse_exec(response.result or "", response.exit_code, output_cap, duration)
@@ -130,13 +148,33 @@ class DaytonaSandbox(Sandbox):
                 await self._backend.raise_if_gone(self.id, exc)
                 await asyncio.sleep(0.5)
             raise
-        if result.exit_code == 137 and not result.timed_out:
+        if watch is not None:
+            tail.feed_rest(result, watch)
+            result = dataclasses.replace(result, stopped=stopped)
+        if result.exit_code == 137 and not result.timed_out and stopped is None:
             # Daytona's API does not say why a process died; the sandbox's cgroup does.
             kills = oom_kills((await self.exec(OOM_EVENTS_COMMAND, timeout=30)).stdout)
             if kills > self._oom_seen:
                 self._oom_seen = kills
                 result = dataclasses.replace(result, oom_killed=True)
         return result
+
+    async def _follow(self, tail: _Tail, watch: ExecWatch) -> None:
+        """Feed ``watch`` what the command wrote since the last look, every ``live_poll_sec``.
+
+        Polled, not streamed: the SDK streams a *session* command's logs over a websocket
+        (``process.get_session_command_logs_async``), but a session command has no timeout or
+        process-group kill of its own and would need the sessions API and its websocket faked
+        too; the files the exec wrapper already writes serve the same purpose with one toolbox
+        call per look. A look that fails is skipped: the command's own request decides."""
+        while True:
+            await asyncio.sleep(self._backend.live_poll_sec)
+            script = _sh(_TAIL, tail.scratch, str(tail.read[0] + 1), str(tail.read[1] + 1), str(_TAIL_BYTES))
+            try:
+                response = await asyncio.wait_for(self._sandbox.process.exec(script, timeout=30), 40)
+            except (DaytonaError, TimeoutError):
+                continue
+            tail.feed(response.result or "", watch)
 
     async def _kill(self, scratch: str) -> None:
         await asyncio.wait_for(self._sandbox.process.exec(_sh(_KILL, scratch), timeout=30), 40)
@@ -223,6 +261,35 @@ class DaytonaSandbox(Sandbox):
         except DaytonaError as exc:
             await self._backend.raise_if_gone(self.id, exc)
             raise translate(exc, f"{what} in sandbox {self.id}") from exc
+
+
+@dataclasses.dataclass
+class _Tail:
+    """How much of a watched command's stdout and stderr the watch has been fed."""
+
+    scratch: str
+    read: list[int] = dataclasses.field(default_factory=lambda: [0, 0])
+
+    def feed(self, text: str, watch: ExecWatch) -> None:
+        out_b64, sep, err_b64 = text.partition("RB-SEP\n")
+        if not sep:
+            return
+        for i, (name, block) in enumerate((("stdout", out_b64), ("stderr", err_b64))):
+            try:
+                chunk = base64.b64decode("".join(block.split()))
+            except ValueError:
+                continue
+            if chunk:
+                self.read[i] += len(chunk)
+                watch.feed(name, chunk)  # type: ignore[arg-type]
+
+    def feed_rest(self, result: ExecResult, watch: ExecWatch) -> None:
+        """What the last look missed, from the final (capped) output."""
+        for i, (name, text) in enumerate((("stdout", result.stdout), ("stderr", result.stderr))):
+            rest = text.encode("utf-8", "replace")[self.read[i]:]
+            if rest:
+                self.read[i] += len(rest)
+                watch.feed(name, rest)  # type: ignore[arg-type]
 
 
 def _sh(script: str, *args: str) -> str:

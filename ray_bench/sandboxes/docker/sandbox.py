@@ -10,7 +10,7 @@ import io
 import tarfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +22,12 @@ from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
     OOM_EVENTS_COMMAND,
     ExecResult,
+    ExecWatch,
     Sandbox,
     SandboxSpec,
+    Stream,
     oom_kills,
+    until_done,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ class DockerSandbox(Sandbox):
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         user: str | None = None,
+        watch: ExecWatch | None = None,
     ) -> ExecResult:
         started = time.monotonic()
         pidfile = f"{_PID_DIR}/{uuid.uuid4().hex}.pid"
@@ -76,14 +80,21 @@ class DockerSandbox(Sandbox):
         argv = ["sh", "-c", _WRAPPER, "ray-bench", pidfile, cwd or self._workdir or ".", command]
         exec_id = await self._b.call(self._exec_create, argv, dict(env or {}), user)
         streams: list[Any] = []
-        reader = asyncio.ensure_future(self._b.call(self._exec_drain, exec_id, output_cap, streams))
-        timed_out = False
+        feed: Callable[[Stream, bytes], None] | None = None
+        if watch is not None:  # the drain runs in a pool thread; the watch lives on the loop
+            loop, live = asyncio.get_running_loop(), watch
+
+            def to_loop(name: Stream, chunk: bytes) -> None:
+                loop.call_soon_threadsafe(live.feed, name, chunk)
+            feed = to_loop
+        reader = asyncio.ensure_future(self._b.call(self._exec_drain, exec_id, output_cap, streams, feed))
         try:
-            out, err, dropped = await asyncio.wait_for(asyncio.shield(reader), timeout)
-        except TimeoutError:
-            timed_out = True
-            await self._b.call(self._kill, pidfile)
-            out, err, dropped = await self._finish_drain(reader, streams)
+            outcome = await until_done(reader, timeout, watch)
+            if outcome == "done":
+                out, err, dropped = reader.result()
+            else:
+                await self._b.call(self._kill, pidfile)
+                out, err, dropped = await self._finish_drain(reader, streams)
         except BaseException:
             # Cancelled (or failed): the process must not outlive the caller's interest in it.
             with contextlib.suppress(Exception):
@@ -92,10 +103,11 @@ class DockerSandbox(Sandbox):
                 stream.close()
             raise
         exit_code = await self._b.call(self._exec_exit_code, exec_id)
+        timed_out = outcome == "timeout"
         oom = False
         if exit_code is None or exit_code >= 128:
             # 137 is also what a `docker kill` from outside looks like: tell the two apart.
-            oom = await self._b.call(self._check_alive_and_oom, exit_code == 137 and not timed_out)
+            oom = await self._b.call(self._check_alive_and_oom, exit_code == 137 and outcome == "done")
         return ExecResult(
             exit_code=-1 if exit_code is None else exit_code,
             stdout=out.decode("utf-8", "replace"),
@@ -104,6 +116,7 @@ class DockerSandbox(Sandbox):
             duration_sec=time.monotonic() - started,
             truncated_bytes=dropped,
             oom_killed=oom,
+            stopped=watch.reason if outcome == "stopped" and watch is not None else None,
         )
 
     async def _finish_drain(
@@ -143,7 +156,8 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"{'connecting' if online else 'disconnecting'} the network of "
                                f"{self.id[:12]} failed: {exc}") from exc
 
-    def _exec_drain(self, exec_id: str, cap: int, streams: list[Any]) -> tuple[bytes, bytes, int]:
+    def _exec_drain(self, exec_id: str, cap: int, streams: list[Any],
+                    feed: Callable[[Stream, bytes], None] | None = None) -> tuple[bytes, bytes, int]:
         try:
             stream = self._b.client().api.exec_start(exec_id, stream=True, demux=True)
         except docker.errors.APIError as exc:
@@ -157,6 +171,8 @@ class DockerSandbox(Sandbox):
             for i, chunk in enumerate(frames):
                 if not chunk:
                     continue
+                if feed is not None:
+                    feed("stdout" if i == 0 else "stderr", chunk)
                 room = cap - len(kept[i])
                 if room > 0:
                     kept[i] += chunk[:room]

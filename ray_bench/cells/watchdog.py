@@ -1,0 +1,148 @@
+"""The degeneration watchdog: stops an agent that has stopped making progress, while it runs.
+
+It reads the agent's output as the sandbox streams it (:class:`~ray_bench.sandboxes.ExecWatch`)
+through the adapter's live reader, and looks at the workspace every ``poll_sec``. Four rules,
+thresholds from the arm's ``watchdog:`` block (:class:`~ray_bench.models.suite.Watchdog`):
+
+- ``repeated_tool_call``: the same tool call (tool and input) ``repeats`` times in a row;
+- ``repeated_output``: the same non-empty plain output line ``output_repeats`` times in a row;
+- ``idle_workspace``: nothing below the workdir changed for ``idle_minutes``;
+- ``token_bound``: the tokens the CLI reported passed ``max_tokens``.
+
+When one fires the agent's command is killed, the verifier is skipped, and the attempt carries
+:class:`~ray_bench.models.attempt.WatchdogFacts`; the classifier makes it a ``behaviour``
+failure (never a valid row; it uses up one of the cell's attempts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from ray_bench.agents import adapter
+from ray_bench.agents.base import LiveReader
+from ray_bench.errors import SandboxError
+from ray_bench.models.attempt import WatchdogFacts
+from ray_bench.models.suite import Watchdog
+from ray_bench.sandboxes import ExecResult, ExecWatch, Sandbox
+from ray_bench.sandboxes.base import Stream
+
+#: Lines kept as evidence of what the agent did last.
+RECENT_LINES = 12
+#: A line longer than this is judged on its first part (a runaway line must not grow memory).
+_LINE_BYTES = 1 << 16
+#: Where the workspace look keeps its time stamps (outside any task's workdir).
+STAMP_DIR = "/tmp/.ray-bench-watchdog"
+# $1 workdir, $2 stamp dir. "RB-CHANGED" when anything below $1 is newer than the last look.
+_LOOK = ('mkdir -p "$2" || exit 0; if [ ! -f "$2/t" ]; then touch "$2/t"; echo RB-FIRST; exit 0; fi; '
+         'touch "$2/n"; c=$(find "$1" -path "$2" -prune -o -newer "$2/t" -print 2>/dev/null | head -n 1); '
+         'mv -f "$2/n" "$2/t"; if [ -n "$c" ]; then echo RB-CHANGED; else echo RB-SAME; fi')
+
+
+class DegenerationWatch(ExecWatch):
+    """The output rules and the idle clock of one agent run. ``clock`` is injected for tests."""
+
+    def __init__(self, config: Watchdog, reader: LiveReader, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.config = config
+        self._reader = reader
+        self._clock = clock
+        self.started = self.last_change = clock()
+        self._partial = b""
+        self._runs: dict[str, tuple[str | None, int]] = {"call": (None, 0), "line": (None, 0)}
+        self.tokens: int | None = None
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)
+        self.facts: WatchdogFacts | None = None
+
+    def feed(self, stream: Stream, data: bytes) -> None:
+        if stream != "stdout" or self.reason is not None:
+            return
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        if len(self._partial) > _LINE_BYTES:
+            lines.append(self._partial[:_LINE_BYTES])
+            self._partial = b""
+        for raw in lines:
+            self._line(raw[:_LINE_BYTES].decode("utf-8", "replace").strip())
+            if self.reason is not None:
+                return
+
+    def _line(self, text: str) -> None:
+        if not text:
+            return
+        self.recent.append(text[:300])
+        event = self._reader.read(text)
+        if event is None:  # plain output, not the CLI's own event
+            if self._repeat("line", text) >= self.config.output_repeats:
+                self._fire("repeated_output", f"the same output line {self.config.output_repeats} times in a row",
+                           [text[:500]])
+            return
+        if event.tokens is not None:
+            self.tokens = event.tokens
+            bound = self.config.max_tokens
+            if bound is not None and event.tokens > bound:
+                self._fire("token_bound", f"{event.tokens} tokens, past the arm's bound of {bound}", [])
+                return
+        for call in event.tool_calls:
+            if self._repeat("call", call) >= self.config.repeats:
+                self._fire("repeated_tool_call", f"the same tool call {self.config.repeats} times in a row",
+                           [call[:500]])
+                return
+
+    def _repeat(self, kind: str, value: str) -> int:
+        last, count = self._runs[kind]
+        count = count + 1 if value == last else 1
+        self._runs[kind] = (value, count)
+        return count
+
+    def workspace_changed(self) -> None:
+        self.last_change = self._clock()
+
+    def check_idle(self) -> None:
+        idle = self._clock() - self.last_change
+        if idle >= self.config.idle_minutes * 60:
+            self._fire("idle_workspace", f"no change in the workspace for {idle / 60:.1f} min "
+                       f"(bound {self.config.idle_minutes:g} min)", [])
+
+    def _fire(self, rule: str, message: str, evidence: list[str]) -> None:
+        if self.reason is not None:
+            return
+        self.facts = WatchdogFacts(rule=rule, message=message, after_sec=round(self._clock() - self.started, 3),
+                                   tokens=self.tokens, evidence=[*evidence, *self.recent])
+        self.stop(f"{rule}: {message}")
+
+
+async def watch_workspace(sandbox: Sandbox, workdir: str, watch: DegenerationWatch) -> None:
+    """Every ``poll_sec``: did anything below ``workdir`` change? Until the watch stops. A
+    look that fails is skipped (the agent's own command decides what a broken sandbox means)."""
+    look = " ".join(shlex.quote(a) for a in ("sh", "-c", _LOOK, "rb", sandbox.path(workdir),
+                                                sandbox.path(STAMP_DIR)))
+    while watch.reason is None:
+        try:
+            result = await sandbox.exec(look, timeout=max(60.0, watch.config.poll_sec))
+        except SandboxError:
+            result = None
+        if result is not None and "RB-CHANGED" in result.stdout:
+            watch.workspace_changed()
+        watch.check_idle()
+        if watch.reason is not None:
+            return
+        await asyncio.sleep(watch.config.poll_sec)
+
+
+async def run_agent(sandbox: Sandbox, command: str, *, timeout: float, env: Mapping[str, str], user: str | None,
+                    agent: str, workdir: str, config: Watchdog | None) -> tuple[ExecResult, WatchdogFacts | None]:
+    """The agent's command, watched when the arm has a watchdog: its result, and the
+    watchdog's facts when it stopped the command."""
+    if config is None:
+        return await sandbox.exec(command, timeout=timeout, env=env, user=user), None
+    watch = DegenerationWatch(config, adapter(agent).live_reader())
+    monitor = asyncio.ensure_future(watch_workspace(sandbox, workdir, watch))
+    try:
+        result = await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=watch)
+    finally:
+        monitor.cancel()
+        await asyncio.wait({monitor}, timeout=10)
+    return result, (watch.facts if result.stopped is not None else None)
