@@ -80,8 +80,11 @@ def gaps(
     for task in sorted({t for t, _ in result.valid}):
         cells = ", ".join(f"{arm} {len(result.valid[(task, arm)])}/{target}" for arm in result.arms)
         stale = sum(result.incompatible.get((task, arm), 0) for arm in result.arms)
+        excluded = ", ".join(f"{arm} rep {','.join(map(str, result.excluded[(task, arm)]))}"
+                             for arm in result.arms if result.excluded.get((task, arm)))
         out.print(
-            f"{task}: {cells}" + (f" ({stale} rows of older content ignored)" if stale else ""),
+            f"{task}: {cells}" + (f" ({stale} rows of older content ignored)" if stale else "")
+            + (f" (excluded, not refilled: {excluded})" if excluded else ""),
             markup=False,
         )
     written = write_selections(result, out_path)

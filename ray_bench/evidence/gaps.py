@@ -3,7 +3,9 @@
 The suite's *current* cells for repetitions 1..N are computed exactly as ``plan`` computes
 them (task content, arm config, repetition); a repetition is covered when its cell has an
 accepted row in the suite's cohort across the run roots given. Rows of an older task or arm
-content are other cells: they are counted as incompatible and never fill a gap.
+content are other cells: they are counted as incompatible and never fill a gap. A cell an
+operator excluded (``ray-bench exclude``) is a decision, not a gap: it is never proposed, and
+neither are the other arms' cells of its repetition (they could not be paired with it).
 
 Gaps go into CodeScaleBench selection files with ``reps`` (and ``arms``) per task:
 
@@ -43,6 +45,8 @@ class Gaps:
     both: dict[str, list[int]] = field(default_factory=dict)  # task -> reps missing in every arm
     one_arm: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # arm -> task -> reps
     task_dirs: dict[str, str] = field(default_factory=dict)
+    #: (task, arm) -> repetitions whose current cell an operator excluded: never proposed
+    excluded: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -111,8 +115,12 @@ def find_gaps(suite_path: Path, runs: list[Path], target: int) -> Gaps:
     for (task, arm, rep), cid in sorted(cells.items()):
         if cid in evidence.rows:
             gaps.valid[(task, arm)].append(rep)
+        elif cid in evidence.excluded:
+            gaps.excluded.setdefault((task, arm), []).append(rep)
     for task in task_dirs:
         for rep in range(1, target + 1):
+            if any(rep in gaps.excluded.get((task, a), []) for a in arm_names):
+                continue  # an operator's decision: the repetition is not refilled in any arm
             missing = [a for a in arm_names if rep not in gaps.valid[(task, a)]]
             if len(missing) == len(arm_names):
                 gaps.both.setdefault(task, []).append(rep)

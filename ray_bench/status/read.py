@@ -10,6 +10,9 @@ States:
   accounts, audit), or its driver died without closing it (no live lock holder);
 - ``finished``: the last session ended with nothing left to start.
 
+Apart from its state, a run is ``staging`` or ``official`` (promoted, :mod:`ray_bench.evidence.
+promote`); an official run offers no next action (it cannot be executed or rerun again).
+
 ``next_action`` is the command that would do something now (a resume only where cells are
 left and a resume is not refused or stopped again at once), else ``None``.
 """
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ray_bench.evidence.decisions import Promotion, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
@@ -32,6 +36,7 @@ from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder, pid_alive
 
 RunPhase = Literal["planned", "running", "paused", "stopped", "finished"]
+Category = Literal["staging", "official"]
 
 #: Stops after which a plain resume stops again at once: the operator must change something.
 _NO_PLAIN_RESUME = {"drift": "the inputs changed since planning: plan again and confirm the new identity",
@@ -81,6 +86,11 @@ class RunStatus:
     #: Each node's check before the fan-out (``ray_bench.cells.nodes``): id, address, ok, problems;
     #: ``halted``: why its resource supervisor stopped it taking cells (``node_halt``).
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    #: ``official`` once promoted (who, when, why in ``promotion``), else ``staging``.
+    category: Category = "staging"
+    promotion: Promotion | None = None
+    #: Cells an operator excluded (``ray-bench exclude``), out of both denominators.
+    excluded: int = 0
 
     @property
     def remaining(self) -> int:
@@ -118,6 +128,11 @@ class RunStatus:
             },
             "notes": self.notes,
             "nodes": self.nodes,
+            "category": self.category,
+            "promotion": None if self.promotion is None else {
+                "by": self.promotion.by, "at": self.promotion.at, "reason": self.promotion.reason,
+                "family": list(self.promotion.family)},
+            "excluded": self.excluded,
         }
 
 
@@ -220,12 +235,17 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
     nodes += [{"node_id": h.get("node"), "address": h.get("address"), "ok": True, "problems": [],
                "halted": h.get("reason")} for h in halts.values()]
     notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
+    promotion = promotion_of(plan.run_id, events)
+    if promotion is not None:  # official evidence is immutable: nothing to resume or rerun
+        action, why = None, None
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
         counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),
         spend_usd=sum(a.cost_usd for a in attempts), reason=reason, ended_at=ended_at,
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
-        pace=pace, deadline=deadline, notes=notes, nodes=nodes)
+        pace=pace, deadline=deadline, notes=notes, nodes=nodes,
+        category="official" if promotion is not None else "staging", promotion=promotion,
+        excluded=len(exclusions_of(plan.run_id, events)))
 
 
 def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,

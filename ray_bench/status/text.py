@@ -10,8 +10,9 @@ from ray_bench.status.read import RunStatus
 
 def headline(s: RunStatus) -> str:
     c = s.counts
-    return (f"run {s.run_id} ({s.state}): {s.cells} cells: {c['valid']} valid rows ({s.solved} solved), "
-            f"{c['running']} running, {c['pending']} pending, {c['failed']} failed")
+    return (f"run {s.run_id} ({s.state}, {s.category}): {s.cells} cells: {c['valid']} valid rows "
+            f"({s.solved} solved), {c['running']} running, {c['pending']} pending, {c['failed']} failed"
+            + (f", {s.excluded} excluded" if s.excluded else ""))
 
 
 def pace_line(p: PaceSnapshot) -> str:
@@ -36,6 +37,9 @@ def pace_line(p: PaceSnapshot) -> str:
 
 def status_lines(s: RunStatus) -> list[str]:
     lines = [headline(s)]
+    if s.promotion is not None:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.promotion.at))
+        lines.append(f"official: promoted by {s.promotion.by} at {when} UTC: {s.promotion.reason}")
     if s.failures:
         lines.append("failed attempts by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s.failures.items())))
     if s.spend_usd:

@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 from support.runs import plan_and_run
 from support.suites import make_suite
+from typer.testing import CliRunner
 
 from ray_bench.api import plan_run
+from ray_bench.cli import app
 from ray_bench.config.selection import load_selection
 from ray_bench.errors import PairingGuardError
+from ray_bench.evidence.decisions import record_exclusion
 from ray_bench.evidence.gaps import find_gaps, write_selections
 from ray_bench.plan.compile import UNPAIRED_ENV
 from ray_bench.plan.store import load_plan_file
@@ -68,6 +71,27 @@ def test_gaps_split_both_arm_and_one_arm(world: tuple[Path, Path, Path], tmp_pat
         "reps": [1],
         "arms": ["mcp"],
     }
+
+
+def test_an_excluded_cell_is_never_proposed(world: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    suite, _, runs = world
+    record_exclusion(runs / "r1", "hello-world/mcp/1", "the MCP server was down for this cell", by="ana")
+    try:
+        gaps = find_gaps(suite, [runs], target=2)
+        assert gaps.excluded == {("hello-world", "mcp"): [1]}
+        # neither the excluded cell nor its repetition's other arm: only sum-list's mcp gap remains
+        assert gaps.one_arm == {"mcp": {"sum-list": [1]}}
+        assert gaps.both == {"hello-world": [2], "sum-list": [2]}
+        written = write_selections(gaps, tmp_path / "sel" / "fill.json")
+        one = json.loads((tmp_path / "sel" / "fill-mcp-only.json").read_text())
+        assert [t["task_id"] for t in one["tasks"]] == ["sum-list"] and len(written) == 2
+        shown = CliRunner().invoke(app, ["gaps", "--suite", str(suite), "--runs", str(runs), "--target", "2",
+                                         "--out", str(tmp_path / "cli" / "fill.json")])
+        assert shown.exit_code == 0, shown.output
+        assert "hello-world: baseline 1/2, mcp 0/2 (excluded, not refilled: mcp rep 1)" in shown.stdout
+    finally:
+        record_exclusion(runs / "r1", "hello-world/mcp/1", "test done", include=True, by="ana")
+    assert find_gaps(suite, [runs], target=2).one_arm == {"mcp": {"hello-world": [1], "sum-list": [1]}}
 
 
 def test_one_arm_gap_passes_the_guard_and_the_other_is_refused(

@@ -1,6 +1,7 @@
 """The evidence contract on a real run (Ray, the local backend, the scripted agent): execute
 options recorded per epoch, settlement by the request ids the agent reported, promotion with a
-live cleanup audit, and an official run refused by execute."""
+live cleanup audit, `status` saying staging then official, and an official run refused by
+execute."""
 
 from __future__ import annotations
 
@@ -66,8 +67,20 @@ def test_real_run_settles_promotes_and_becomes_official(tmp_path: Path) -> None:
     assert settled.exit_code == 0, settled.output
     assert "4 settled, 0 missing, 0 disputed" in settled.stdout
 
+    staging = CliRunner().invoke(app, ["status", str(root), "--json"])
+    assert staging.exit_code == 0, staging.output
+    assert json.loads(staging.stdout)["category"] == "staging" and json.loads(staging.stdout)["promotion"] is None
+
     result = promote_run(root, reason="preflight suite, all pairs valid", by="ana", require_settlement=True)
     assert result.promoted, result.gates  # the cleanup gate ran a live audit of the local backend
+    shown = CliRunner().invoke(app, ["status", str(root)])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith("run real (finished, official): 4 cells")
+    assert "official: promoted by ana at " in shown.stdout and "preflight suite, all pairs valid" in shown.stdout
+    assert "next:" not in shown.stdout  # an official run is neither resumed nor rerun
+    as_json = json.loads(CliRunner().invoke(app, ["status", str(root), "--json"]).stdout)
+    assert as_json["category"] == "official" and as_json["promotion"]["by"] == "ana"
+    assert as_json["next_action"] is None
     report = write_report(root)
     md = render_markdown(report)
     assert md.startswith("# Report: real (official)") and "promoted by ana" in md

@@ -218,7 +218,7 @@ def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path) -> None
     stream = io.StringIO()
     watch_run(run_root, every=0.01, stream=stream, sleep=lambda _s: None)
     lines = stream.getvalue().splitlines()
-    assert lines and "run r1 (paused): 32 cells: 7 valid rows" in lines[0]
+    assert lines and "run r1 (paused, staging): 32 cells: 7 valid rows" in lines[0]
     assert any(line.startswith("next: ray-bench execute") for line in lines)
 
 
