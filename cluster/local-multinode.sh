@@ -5,10 +5,15 @@
 #   cluster/local-multinode.sh start [--port 6390] [--head-cpus 1] [--worker-cpus 1] [--workers 2]
 #                                    [--state DIR] [--dashboard] [--dashboard-port 8265]
 #                                    [--dashboard-agent-port 52365]
-#                                    [--object-store-bytes 200000000]
+#                                    [--object-store-bytes 200000000] [--worker-private DIR]...
 #   cluster/local-multinode.sh stop  [--state DIR]
 #   cluster/local-multinode.sh address [--state DIR]      # prints 127.0.0.1:PORT
 #   eval "$(cluster/local-multinode.sh env [--state DIR])"  # auth token + RAY_ADDRESS for clients
+#
+# --worker-private DIR (repeatable; needs root, or CAP_SYS_ADMIN): each worker raylet starts in a
+# mount namespace of its own where DIR is an empty tmpfs, so that its cells cannot see what the
+# head's side keeps there (a run root, task directories): nodes without a shared filesystem,
+# on one machine.
 #
 # Every node gets its own --temp-dir below the state directory, and RAY_TMPDIR points there
 # too, so that `stop` can find exactly the processes this script started (their command lines
@@ -26,6 +31,7 @@ dashboard=false
 dashboard_port=8265
 agent_port=52365
 store=200000000
+private=()
 state="${RB_MULTINODE_STATE:-/tmp/rbmn-$(id -u)}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +44,7 @@ while [ $# -gt 0 ]; do
     --dashboard-port) dashboard_port="$2"; shift 2 ;;
     --dashboard-agent-port) agent_port="$2"; shift 2 ;;
     --object-store-bytes) store="$2"; shift 2 ;;
+    --worker-private) private+=("$2"); shift 2 ;;
     *) echo "error: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -82,7 +89,14 @@ case "$cmd" in
       || { cat "$state/head.log" >&2; exit 1; }
     echo "127.0.0.1:$port" >"$state/address"
     for i in $(seq 1 "$workers"); do
-      "$ray_bin" start --address "127.0.0.1:$port" --num-cpus "$worker_cpus" \
+      hide=()
+      if [ "${#private[@]}" -gt 0 ]; then
+        # a private mount namespace; the raylet and its workers inherit it
+        mounts=""
+        for dir in "${private[@]}"; do mounts+="mount -t tmpfs -o size=512m rb-private '$dir' && "; done
+        hide=(unshare --mount --propagation private sh -c "${mounts}exec \"\$@\"" sh)
+      fi
+      "${hide[@]}" "$ray_bin" start --address "127.0.0.1:$port" --num-cpus "$worker_cpus" \
         --resources '{"docker": 1}' --temp-dir "$state/w$i" --object-store-memory "$store" \
         --disable-usage-stats \
         >"$state/worker-$i.log" 2>&1 || { cat "$state/worker-$i.log" >&2; exit 1; }

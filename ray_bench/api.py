@@ -180,6 +180,9 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     if options.state_root is not None:
         check_state_root(Path(options.state_root))
     check_ray_address(options.address)
+    from ray_bench.artifacts.store import checked_store
+
+    store = checked_store(options.artifacts)
     run_root = plan_path.resolve().parent
     refuse_official(run_root, "executed again")
     with run_lock(run_root):
@@ -228,8 +231,11 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
 
                 alive = [n for n in ray_nodes() if n.get("Alive")]
                 options.node_checks = check_nodes(CheckInputs.of(plan), alive)
+                from ray_bench.artifacts.ship import Shipper
+
                 passed = [c for c in options.node_checks if c.ok]
-                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in passed})
+                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in passed},
+                               artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
                 options.supervision = node_supervision(plan, passed, options)
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()

@@ -24,6 +24,7 @@ a sandbox is a *result*, not an exception.
     │   ├── SandboxQuotaError         the provider's organisation quota is full (class: capacity)
     │   ├── SandboxAuthError          the provider refused the backend's own key (class: stack)
     │   └── ArchiveEscapeError        an archive entry left its directory (class: executor)
+    ├── ArtifactStoreError            an artifact store could not be reached or written
     └── RunStopped                    the run stopped on purpose (drift, halt, circuit, spend)
 
 ``UserInputError`` carries *what*, *where* and *how to fix* so that the CLI can print
@@ -162,6 +163,10 @@ class ArchiveEscapeError(SandboxError):
     """An archive entry tried to write outside its destination directory."""
 
     failure_class = "executor"
+
+
+class ArtifactStoreError(RayBenchError):
+    """An artifact store (``execute --artifacts URI``) could not be reached or written."""
 
 
 class RunStopped(RayBenchError):

@@ -12,7 +12,8 @@ from typing import Any
 
 import ray
 
-from ray_bench.cells.runner import run_attempt
+from ray_bench.artifacts.bundle import Returned
+from ray_bench.artifacts.node import run_routed, sees
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
@@ -43,12 +44,17 @@ class CellRunner:
             self._backends[key] = make_backend(name, **options)
         return self._backends[key]
 
-    async def run(self, spec: AttemptSpec) -> AttemptSummary:
+    async def run(self, spec: AttemptSpec) -> AttemptSummary | Returned:
         if not self._watcher_set:
             self._use_pidfd_watcher()
-        summary = await run_attempt(spec, self._backend(spec.backend, spec.backend_options))
+        reply = await run_routed(spec, self._backend(spec.backend, spec.backend_options))
+        summary = reply.summary if isinstance(reply, Returned) else reply
         summary.ray_node = ray.get_runtime_context().get_node_id()
-        return summary
+        return reply
+
+    def sees(self, probe: str, token: str) -> bool:
+        """Whether this node sees the driver's run root (ray_bench.artifacts.ship)."""
+        return sees(probe, token)
 
     async def list_sandboxes(self, backend: str, options: dict[str, Any],
                              labels: dict[str, str]) -> list[SandboxRef]:

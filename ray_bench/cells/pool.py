@@ -8,12 +8,14 @@ import logging
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ray_bench.artifacts.bundle import Returned
+from ray_bench.artifacts.node import receive
 from ray_bench.cells.actor import CellRunner
 from ray_bench.cells.ray_start import init_ray
 from ray_bench.cells.runner import new_summary
@@ -23,6 +25,9 @@ from ray_bench.models.suite import BackendConfig
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
 from ray_bench.scheduler.clock import FakeClock
+
+if TYPE_CHECKING:
+    from ray_bench.artifacts.ship import Shipper
 
 NAMESPACE = "ray-bench"
 BATCH_LINGER_SEC = 0.02
@@ -58,10 +63,12 @@ class RayContext:
 
 class RayPool:
     """``runners_per_node`` :class:`CellRunner` actors per alive node (of ``nodes``, the node ids
-    that passed their check, when given); each attempt goes to the least loaded one."""
+    that passed their check, when given); each attempt goes to the least loaded one. With
+    ``artifacts`` (ray_bench.artifacts), runners on nodes that do not see the driver's files
+    get the task through Ray and send their attempt's directory back the same way."""
 
     def __init__(self, runners_per_node: int = DEFAULT_RUNNERS_PER_NODE,
-                 nodes: set[str] | None = None) -> None:
+                 nodes: set[str] | None = None, artifacts: Shipper | None = None) -> None:
         self._runners: list[Any] = []
         self._load: list[int] = []
         self._nodes: list[str] = []
@@ -72,6 +79,9 @@ class RayPool:
         self._allowed = nodes
         #: Nodes halted by their resource supervisor: their runners take no new attempts.
         self._retired: set[str] = set()
+        self._ship = artifacts
+        #: Per runner: its answer to "do you see the driver's run root?" (a ref until it comes).
+        self._sees: list[Any] = []
         alive = [n for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
                  and (nodes is None or n["NodeID"] in nodes)]
         #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
@@ -88,6 +98,7 @@ class RayPool:
         self._load.append(0)
         self._nodes.append(node_id)
         self._pending.append(None)
+        self._sees.append(self._ship.ask(runner) if self._ship else None)
         return len(self._runners) - 1
 
     def retire(self, node: str) -> None:
@@ -103,6 +114,9 @@ class RayPool:
             self._settle(SETTLE_SEC)
             ready = [i for i in eligible if self._ready(i)]
         index = min(ready or eligible, key=lambda i: self._load[i])
+        if self._ship is not None:
+            self._sees[index] = self._ship.answer(self._sees[index])
+            spec = self._ship.route(spec, self._sees[index] is True)
         ref = self._runners[index].run.remote(spec)
         self._owner[ref] = (index, self._runners[index], spec)
         self._load[index] += 1
@@ -121,20 +135,20 @@ class RayPool:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=BATCH_LINGER_SEC)
             ready += more
         try:  # one call for the batch; any failure is sorted out attempt by attempt below
-            results: list[AttemptSummary] | None = ray.get(ready, timeout=30)
+            results: list[AttemptSummary | Returned] | None = ray.get(ready, timeout=30)
         except (RayError, GetTimeoutError):
             results = None
         out = []
         for i, ref in enumerate(ready):
             index, runner, spec = self._owner.pop(ref)
             self._load[index] = max(0, self._load[index] - 1)
-            out.append((ref, results[i] if results is not None else self._result(ref, index, runner, spec)))
+            out.append((ref, receive(results[i], spec) if results is not None
+                        else self._result(ref, index, runner, spec)))
         return out
 
     def _result(self, ref: Any, index: int, runner: Any, spec: AttemptSpec) -> AttemptSummary:
         try:
-            result: AttemptSummary = ray.get(ref, timeout=30)
-            return result
+            return receive(ray.get(ref, timeout=30), spec)
         except TaskCancelledError:
             return new_summary(spec).model_copy(update={"cancelled": True})
         except RayActorError as exc:
@@ -159,6 +173,7 @@ class RayPool:
         self._runners[index] = CellRunner.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
         self._nodes[index] = node
+        self._sees[index] = self._ship.ask(self._runners[index]) if self._ship else None
         self._pending[index] = self._runners[index].node_id.remote()
 
     def _suspect(self, node: str) -> None:

@@ -43,7 +43,15 @@ from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, sta
 from ray_bench.cells.watchdog import run_agent
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
-from ray_bench.models.attempt import AgentError, AttemptError, AttemptSummary, ExecFacts, HealthcheckFacts, Usage
+from ray_bench.models.attempt import (
+    AgentError,
+    ArtifactPlace,
+    AttemptError,
+    AttemptSummary,
+    ExecFacts,
+    HealthcheckFacts,
+    Usage,
+)
 from ray_bench.models.task import artifact_entries
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
@@ -78,12 +86,15 @@ def new_summary(spec: AttemptSpec) -> AttemptSummary:
         agent_kind=spec.agent, model=spec.model)
 
 
-async def run_attempt(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSummary:
-    """Run the attempt; never raises except on cancellation (after cleaning up)."""
+async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
+                      place: ArtifactPlace | None = None) -> AttemptSummary:
+    """Run the attempt; never raises except on cancellation (after cleaning up). ``place``:
+    where the attempt's directory will be (recorded in the summary; see ray_bench.artifacts)."""
     attempt_dir = Path(spec.attempt_dir)
     attempt_dir.mkdir(parents=True, exist_ok=True)
     task_dir = Path(spec.task_path)
     summary = new_summary(spec)
+    summary.artifacts = place
     summary.node, summary.pid, summary.python = socket.gethostname(), os.getpid(), platform.python_version()
     redactor = Redactor([])
     progress = _Progress()

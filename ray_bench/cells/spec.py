@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ray_bench.artifacts.route import ArtifactRoute
 from ray_bench.models.suite import Watchdog
 from ray_bench.models.task import TaskConfig
 
@@ -60,3 +61,6 @@ class AttemptSpec:
     agent_network: bool = False
     #: The arm's degeneration watchdog, token bound resolved (ray_bench.cells.watchdog); None: off.
     watchdog: Watchdog | None = None
+    #: Where the runner finds the task and writes the attempt (ray_bench.artifacts); None: the
+    #: paths above are this node's (one machine, or a shared filesystem), as before.
+    artifacts: ArtifactRoute | None = None

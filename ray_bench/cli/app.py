@@ -146,6 +146,10 @@ def execute(
                                                 help="How long a finished run's target keeps serving its "
                                                 "final figures (0: withdraw at once).")]
     = "15m",
+    artifacts: Annotated[str, typer.Option(
+        "--artifacts", help="Where attempt directories go: auto (the run root; nodes that do not see it "
+        "send them back through Ray), ray (always through Ray), or a store: an absolute path or "
+        "s3://bucket/prefix (credentials from each node's environment).")] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the final line.")] = False,
 ) -> None:
     """Execute a confirmed plan (or resume it: finished cells are never run again)."""
@@ -157,7 +161,7 @@ def execute(
     deadline_ts = parse_deadline(deadline) if deadline else None
     linger = parse_duration(metrics_linger, "--metrics-linger")
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts,
-                         runners_per_node=runners_per_node, state_root=state_root)
+                         runners_per_node=runners_per_node, state_root=state_root, artifacts=artifacts)
     metrics = None if no_metrics else MetricsSettings(
         host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
         # Without a linger, wait for two 15 s scrape intervals so the final state is scraped.

@@ -133,6 +133,18 @@ class StepFacts(_Record):
     stopped: str | None = Field(default=None, description="Why the remaining steps did not run (min_reward).")
 
 
+class ArtifactPlace(_Record):
+    """Where an attempt's directory (``result.json``, logs, artifacts) is: ``via`` ``run-root``
+    (written there by a runner that sees it), ``ray`` (returned through Ray and written by the
+    driver) or ``store`` (``uri`` in the artifact store)."""
+
+    via: str = "run-root"
+    uri: str = ""
+    omitted_files: int = Field(default=0, description="Files left out by the artifact cap on the way back.")
+    error: str | None = Field(default=None, description="Why the store was not used (the files came back "
+                                                        "through Ray instead), or why they were not written.")
+
+
 class AttemptSummary(_Record):
     """The terminal summary of one attempt. The runner states facts; the driver adds the
     ``verdict``. ``lost`` marks an attempt that died with its runner or node (infrastructure,
@@ -180,6 +192,7 @@ class AttemptSummary(_Record):
     steps: list[StepFacts] = Field(default_factory=list)
     watchdog: WatchdogFacts | None = Field(
         default=None, description="Set when the degeneration watchdog stopped the agent.")
+    artifacts: ArtifactPlace | None = Field(default=None, description="Where the attempt's files are.")
 
     @property
     def cost_usd(self) -> float:

@@ -79,6 +79,8 @@ class RunOptions:
     supervision: Supervision | None = None
     #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
     node_checks: list[NodeCheck] | None = None
+    #: Where attempt directories go: auto, ray or a store URI (ray_bench.artifacts).
+    artifacts: str = "auto"
 
 
 @dataclass
@@ -532,7 +534,7 @@ class Driver:
         """The execute options that shape a run's concurrency, recorded with each execution so
         that a report over a lineage can show them (a lineage must not change them silently)."""
         return {"parallel": self.options.parallel, "runners_per_node": self.options.runners_per_node,
-                "address": self.options.address or "local",
+                "address": self.options.address or "local", "artifacts": self.options.artifacts,
                 "backend_pools": {name: b.max_sandboxes for name, b in sorted(self.plan.backends.items())},
                 "plan_parallel_cap": self.plan.capacity.parallel_cap,
                 "effective_concurrency": self.plan.capacity.effective}

@@ -5,6 +5,12 @@ the reward, remove the directory) at the same concurrency, in the same process a
 
     .venv/bin/python tests/perf/bench_throughput.py [--cells 2000] [--concurrency 16]
                                                     [--runners N] [--repeat N] [--profile OUT.prof]
+                                                    [--artifacts auto|ray|both]
+
+``--artifacts``: where attempt directories go (ray_bench.artifacts). ``auto`` (as ``execute``):
+the runner sees the run root and writes there; ``ray``: every attempt's task comes through Ray
+and its directory goes back through Ray, written by the driver (as on a node without the run
+root); ``both``: each round runs the driver twice, ``auto`` then ``ray``, in the same Ray.
 
 Goals: at least 100 cells/s, and at least half the raw-Ray rate (with ``--repeat``, the
 medians of the rounds). Exits 1 if one is missed.
@@ -35,6 +41,7 @@ import ray
 from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
 
 from ray_bench.api import plan_run
+from ray_bench.artifacts.ship import Shipper
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.ledger import Ledger
@@ -81,14 +88,15 @@ def run_raw(n: int, concurrency: int, scratch: Path) -> float:
 
 
 def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
-               runners: int = DEFAULT_RUNNERS_PER_NODE) -> tuple[float, float, int]:
+               runners: int = DEFAULT_RUNNERS_PER_NODE, artifacts: str = "auto") -> tuple[float, float, int]:
     """(driver wall seconds, first start to last finish from the ledger, valid rows)."""
     reps = max(1, n // 2)
     suite, accounts = write_suite(root / "suite", tasks=1, reps=reps, concurrency=concurrency,
                                   local_root=root / "sbx")
-    planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id="tp")
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id=f"tp-{artifacts}")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
-    driver = Driver(plan, identity, planned.run_root, RayPool(runners), options=RunOptions())
+    pool = RayPool(runners, artifacts=Shipper(planned.run_root, artifacts))
+    driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts=artifacts))
     profiler = cProfile.Profile() if profile else None
     t = time.perf_counter()
     if profiler:
@@ -101,7 +109,11 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
     assert outcome.exit_code == 0, outcome
     ledger = Ledger.open_readonly(planned.run_root)
     attempts = ledger.attempts()
+    vias = {s.artifacts.via if s.artifacts else "none" for _, s in ledger.summaries()}
     ledger.close()
+    want = {"ray"} if artifacts == "ray" else {"run-root", "ray"}  # auto: the first few may leave before the probe
+    assert vias <= want, vias
+    assert all((planned.run_root / "attempts" / a.attempt_id / "result.json").is_file() for a in attempts)
     span = max(a.finished_at or 0 for a in attempts) - min(a.started_at for a in attempts)
     return wall, span, outcome.counts["valid"]
 
@@ -115,59 +127,72 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of raw / driver / raw in the same Ray; the goals apply to the medians")
     parser.add_argument("--profile", help="write a cProfile of the driver's (first) run here")
+    parser.add_argument("--artifacts", choices=["auto", "ray", "both"], default="auto",
+                        help="where attempt directories go (both: a driver run of each per round)")
     args = parser.parse_args()
     os.environ.update(ROUTES)  # before Ray starts: its workers resolve the credential routes
     ray.init(address="local", include_dashboard=False, namespace=NAMESPACE, log_to_driver=False,
              logging_level=logging.WARNING)
     print(f"{args.cells:,} no-op cells at concurrency {args.concurrency}, {args.runners} runner(s) per node")
-    rates: list[float] = []
-    fractions: list[float] = []
+    modes = ["auto", "ray"] if args.artifacts == "both" else [args.artifacts]
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    fractions: dict[str, list[float]] = {m: [] for m in modes}
     try:
         with tempfile.TemporaryDirectory(prefix="rb-bench-tp-") as tmp:
             for i in range(args.repeat):
-                rate, raw_rate = one_round(Path(tmp) / f"round-{i}", args, i)
-                rates.append(rate)
-                fractions.append(rate / raw_rate)
+                by_mode, raw_rate = one_round(Path(tmp) / f"round-{i}", args, i, modes)
+                for mode, rate in by_mode.items():
+                    rates[mode].append(rate)
+                    fractions[mode].append(rate / raw_rate)
     finally:
         ray.shutdown()
-    rate, fraction = statistics.median(rates), statistics.median(fractions)
-    if args.repeat > 1:
-        print(f"median of {args.repeat}: {rate:.1f} cells/s, {fraction:.2f} of raw Ray "
-              f"(cells/s {min(rates):.1f}-{max(rates):.1f}, fraction {min(fractions):.2f}-{max(fractions):.2f})")
     misses = []
-    if rate < GOAL_RATE:
-        misses.append(f"{rate:.1f} cells/s < {GOAL_RATE:.0f}")
-    if fraction < GOAL_FRACTION:
-        misses.append(f"{fraction:.2f} of raw Ray < {GOAL_FRACTION}")
+    for mode in modes:
+        rate, fraction = statistics.median(rates[mode]), statistics.median(fractions[mode])
+        if args.repeat > 1:
+            print(f"artifacts {mode}, median of {args.repeat}: {rate:.1f} cells/s, {fraction:.2f} of raw Ray "
+                  f"(cells/s {min(rates[mode]):.1f}-{max(rates[mode]):.1f}, "
+                  f"fraction {min(fractions[mode]):.2f}-{max(fractions[mode]):.2f})")
+        if rate < GOAL_RATE:
+            misses.append(f"artifacts {mode}: {rate:.1f} cells/s < {GOAL_RATE:.0f}")
+        if fraction < GOAL_FRACTION:
+            misses.append(f"artifacts {mode}: {fraction:.2f} of raw Ray < {GOAL_FRACTION}")
     for miss in misses:
         print(f"MISSED: {miss}")
     return 1 if misses else 0
 
 
-def one_round(root: Path, args: argparse.Namespace, index: int) -> tuple[float, float]:
-    """Raw tasks, the driver, raw tasks again; prints the round; returns (driver cells/s, the
-    better raw cells/s)."""
+def one_round(root: Path, args: argparse.Namespace, index: int, modes: list[str]) -> tuple[dict[str, float], float]:
+    """Raw tasks, the driver (once per artifacts mode), raw tasks again; prints the round;
+    returns (driver cells/s per mode, the better raw cells/s)."""
     n = args.cells
     c0, s0 = descendant_cpu(), self_cpu()
     raw = run_raw(n, args.concurrency, root / "raw")
     c1, s1 = descendant_cpu(), self_cpu()
-    wall, span, valid = run_driver(root, n, args.concurrency, args.profile if index == 0 else None, args.runners)
-    c2, s2 = descendant_cpu(), self_cpu()
+    runs = []
+    for mode in modes:
+        wall, span, valid = run_driver(root / mode, n, args.concurrency, args.profile if index == 0 else None,
+                                       args.runners, mode)
+        c2, s2 = descendant_cpu(), self_cpu()
+        runs.append((mode, wall, span, valid, c1, s1, c2, s2))
+        c1, s1 = c2, s2
     raw_again = run_raw(n, args.concurrency, root / "raw2")
     raw_rate = n / min(raw, raw_again)
-    rate = valid / wall
     if args.repeat > 1:
         print(f"round {index + 1}")
     print(f"  raw Ray tasks      {n / raw:7.1f} cells/s ({raw:.1f} s), "
           f"again after the driver {n / raw_again:.1f} cells/s")
-    print(f"  ray-bench driver   {rate:7.1f} cells/s ({wall:.1f} s wall; first start to last "
-          f"finish {span:.1f} s = {valid / span:.1f} cells/s)")
-    print(f"  driver / raw       {rate / raw_rate:7.2f}   goal >= {GOAL_FRACTION}")
-    print(f"  CPU ms per cell, raw:    this process {1000 * (s1 - s0) / n:.1f}; "
-          f"{cpu_per_cell(c0, c1, n)}")
-    print(f"  CPU ms per cell, driver: this process {1000 * (s2 - s1) / n:.1f}; "
-          f"{cpu_per_cell(c1, c2, n)}")
-    return rate, raw_rate
+    print(f"  CPU ms per cell, raw:    this process {1000 * (runs[0][5] - s0) / n:.1f}; "
+          f"{cpu_per_cell(c0, runs[0][4], n)}")
+    out = {}
+    for mode, wall, span, valid, ca, sa, cb, sb in runs:
+        rate = valid / wall
+        out[mode] = rate
+        print(f"  driver, artifacts {mode:4} {rate:7.1f} cells/s ({wall:.1f} s wall; first start to last "
+              f"finish {span:.1f} s = {valid / span:.1f} cells/s); driver / raw {rate / raw_rate:.2f}")
+        print(f"    CPU ms per cell: this process {1000 * (sb - sa) / n:.1f}; {cpu_per_cell(ca, cb, n)}")
+    print(f"  load average {os.getloadavg()[0]:.1f}")
+    return out, raw_rate
 
 
 if __name__ == "__main__":

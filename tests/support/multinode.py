@@ -7,6 +7,7 @@ module-scoped and used by few tests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -115,17 +116,18 @@ def _kill_under(path: Path) -> None:
             continue
 
 
-def start_cluster(workers: int = 2, dashboard: bool = False) -> MultiNode:
+def start_cluster(workers: int = 2, dashboard: bool = False, private: tuple[Path, ...] = ()) -> MultiNode:
+    """``private``: directories the worker nodes see as empty (``--worker-private``)."""
     error = ""
     for _ in range(START_ATTEMPTS):
         try:
-            return _start_cluster(workers, dashboard)
+            return _start_cluster(workers, dashboard, private)
         except RuntimeError as exc:
             error = str(exc)
     raise RuntimeError(error)
 
 
-def _start_cluster(workers: int, dashboard: bool) -> MultiNode:
+def _start_cluster(workers: int, dashboard: bool, private: tuple[Path, ...]) -> MultiNode:
     # short: Ray's socket paths must stay under ~107 bytes
     state = Path("/tmp") / f"rbmn-{secrets.token_hex(3)}"
     port = _free_port()
@@ -137,6 +139,8 @@ def _start_cluster(workers: int, dashboard: bool) -> MultiNode:
         # default 52365 may belong to another Ray instance on this machine)
         args += ["--dashboard", "--dashboard-port", str(dashboard_port),
                  "--dashboard-agent-port", str(_free_port())]
+    for directory in private:
+        args += ["--worker-private", str(directory)]
     env = {**os.environ, "RAY_BIN": str(Path(sys.executable).parent / "ray")}
     started = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240,
                              check=False)
@@ -159,6 +163,18 @@ def wait_for_nodes(cluster: MultiNode, count: int, timeout: float = 120) -> None
 def stop_cluster(state: Path) -> None:
     subprocess.run(["bash", str(SCRIPT), "stop", "--state", str(state)], capture_output=True,
                    timeout=120, check=False)
+
+
+@contextlib.contextmanager
+def running_cluster(workers: int = 2, private: tuple[Path, ...] = ()) -> Iterator[MultiNode]:
+    """A cluster whose workers have all joined; stopped and removed after."""
+    cluster = start_cluster(workers, private=private)
+    try:
+        wait_for_nodes(cluster, workers + 1)
+        yield cluster
+    finally:
+        stop_cluster(cluster.state)
+        subprocess.run(["rm", "-rf", str(cluster.state)], check=False)
 
 
 @pytest.fixture(scope="module")

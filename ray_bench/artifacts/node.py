@@ -1,0 +1,127 @@
+"""The runner's side: run an attempt where its node stands (see the package docstring).
+
+A node that sees the driver's files runs the attempt as on one machine. Any other node gets
+the task's and the agent's trees through Ray (fetched once per runner process and content
+key, kept under the process's stage root) and runs the attempt in a scratch directory of its
+own, which then goes to the artifact store or back through Ray, and is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ray_bench.artifacts.bundle import FIRST, Bundle, Returned, pack, unpack
+from ray_bench.artifacts.route import ArtifactRoute, TreeRef
+from ray_bench.artifacts.store import open_store
+from ray_bench.cells.runner import _new_stage_root, run_attempt
+from ray_bench.cells.spec import AttemptSpec
+from ray_bench.errors import ArtifactStoreError
+from ray_bench.models.attempt import ArtifactPlace, AttemptSummary
+from ray_bench.sandboxes import SandboxBackend
+
+#: What travels back besides the collected ``/logs`` (already under the artifact cap): the
+#: agent's and verifier's captured output, ``result.json``, the steps' files.
+BUNDLE_SLACK_BYTES = 16 << 20
+
+_ROOT: list[Path] = []
+_TREES: dict[str, Path] = {}
+_FETCHING: dict[str, asyncio.Lock] = {}
+
+
+def store_key(spec: AttemptSpec) -> str:
+    """Where an attempt's directory goes in a store: the run root's own layout."""
+    return f"{spec.run_id}/attempts/{spec.attempt_id}"
+
+
+def sees(probe: str, token: str) -> bool:
+    """Whether this node reads the driver's probe file with the driver's token (the same
+    filesystem, not merely the same path)."""
+    try:
+        return Path(probe).read_text() == token
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+async def run_routed(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSummary | Returned:
+    route = spec.artifacts
+    if route is None or (route.local_files and route.store is None):
+        return await run_attempt(spec, backend, ArtifactPlace(via="run-root", uri=spec.attempt_dir))
+    local = spec if route.local_files else await _with_local_trees(spec, route)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{spec.attempt_id}-", dir=_root()))
+    local = replace(local, attempt_dir=str(scratch))
+    place = (ArtifactPlace(via="store", uri=open_store(route.store).uri_of(store_key(spec))) if route.store
+             else ArtifactPlace(via="ray", uri=spec.attempt_dir))
+    try:
+        summary = await run_attempt(local, backend, place)
+        if route.store is not None:
+            try:
+                await asyncio.to_thread(open_store(route.store).put_tree, scratch, store_key(spec))
+                return summary
+            except ArtifactStoreError as exc:  # nothing is lost: the files come back through Ray
+                summary.artifacts = ArtifactPlace(via="ray", uri=spec.attempt_dir, error=str(exc)[:500])
+                _rewrite_result(scratch, summary)
+        bundle = pack(scratch, spec.artifact_cap_bytes + BUNDLE_SLACK_BYTES)
+        if bundle.omitted and summary.artifacts is not None:
+            summary.artifacts.omitted_files = bundle.omitted
+        return Returned(summary, bundle)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def receive(reply: AttemptSummary | Returned, spec: AttemptSpec) -> AttemptSummary:
+    """The driver's side: write a returned directory into the run root; the summary."""
+    if not isinstance(reply, Returned):
+        return reply
+    summary = reply.summary
+    try:
+        unpack(reply.bundle, Path(spec.attempt_dir))
+    except Exception as exc:  # a full disk must not lose the summary (the ledger still gets it)
+        place = summary.artifacts or ArtifactPlace(via="ray", uri=spec.attempt_dir)
+        summary.artifacts = place.model_copy(update={"error": f"not written: {type(exc).__name__}: {exc}"[:500]})
+    return summary
+
+
+def _root() -> Path:
+    if not _ROOT:
+        _ROOT.append(_new_stage_root(Path(tempfile.gettempdir()) / "ray-bench-remote"))
+    return _ROOT[0]
+
+
+async def _with_local_trees(spec: AttemptSpec, route: ArtifactRoute) -> AttemptSpec:
+    changes: dict[str, Any] = {}
+    if route.task is not None:
+        task = await _tree(route.task)
+        changes["task_path"] = str(task)
+        if spec.build_context is not None:
+            changes["build_context"] = str(task / Path(spec.build_context).name)
+    if route.agent is not None:
+        changes["agent_dir"] = str(await _tree(route.agent))
+    return replace(spec, **changes)
+
+
+async def _tree(tree: TreeRef) -> Path:
+    """The tree on this node: fetched and unpacked once per process and content key."""
+    path = _TREES.get(tree.key)
+    if path is not None:
+        return path
+    lock = _FETCHING.setdefault(tree.key, asyncio.Lock())
+    async with lock:
+        path = _TREES.get(tree.key)
+        if path is None:
+            bundle: Bundle = await tree.ref
+            path = _root() / "trees" / hashlib.sha256(tree.key.encode()).hexdigest()[:32]
+            shutil.rmtree(path, ignore_errors=True)
+            unpack(bundle, path)
+            _TREES[tree.key] = path
+    return path
+
+
+def _rewrite_result(scratch: Path, summary: AttemptSummary) -> None:
+    (scratch / FIRST).write_text(json.dumps(summary.to_json(), indent=2, sort_keys=True, default=str))

@@ -1,0 +1,87 @@
+"""Attempt directories through Ray and into a store, on the shared local Ray instance: the
+driver's run root gets every attempt's files though no runner wrote there (``ray``), or the
+store gets them and the ledger says where (a path store); the report reads the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.ray_local import ensure_ray, reset_shared_actors
+from support.suites import make_suite
+
+from ray_bench.api import plan_run
+from ray_bench.artifacts.ship import PROBE_FILE, Shipper
+from ray_bench.artifacts.store import open_store
+from ray_bench.cells.pool import RayPool
+from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptSummary
+from ray_bench.plan.store import confirm_plan
+from ray_bench.reports.build import write_report
+from ray_bench.scheduler.driver import Driver, RunOptions
+
+pytestmark = [pytest.mark.ray]
+
+
+def _run(tmp_path: Path, setting: str, store: str | None = None) -> tuple[Path, dict[str, AttemptSummary]]:
+    ensure_ray()
+    reset_shared_actors()
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=2,
+                                 backends={"local": {"max_sandboxes": 4,
+                                                     "options": {"root": str(tmp_path / "sbx")}}})
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="art")
+    plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+    pool = RayPool(1, artifacts=Shipper(planned.run_root, setting, store))
+    outcome = Driver(plan, identity, planned.run_root, pool,
+                     options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
+    assert outcome.exit_code == 0, outcome
+    ledger = Ledger.open_readonly(planned.run_root)
+    try:
+        summaries = dict(ledger.summaries())
+        assert all(a.valid for a in ledger.attempts())
+    finally:
+        ledger.close()
+    assert len(summaries) == 4
+    return planned.run_root, summaries
+
+
+def test_artifacts_come_back_through_ray(tmp_path: Path) -> None:
+    root, summaries = _run(tmp_path, "ray")
+    assert not (root / PROBE_FILE).exists()  # `ray`: no node is asked
+    for attempt_id, summary in summaries.items():
+        place = summary.artifacts
+        assert place is not None and place.via == "ray" and place.uri == str(root / "attempts" / attempt_id)
+        assert place.error is None and place.omitted_files == 0
+        adir = root / "attempts" / attempt_id
+        assert float((adir / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
+        written = json.loads((adir / "result.json").read_text())
+        assert written["artifacts"]["via"] == "ray" and written["attempt_id"] == attempt_id
+        assert summary.node  # and the runner's scratch directory is gone from its node:
+    assert not list(Path("/tmp/ray-bench-remote").glob(f"*/{next(iter(summaries))}-*"))
+    report = write_report(root)
+    assert report is not None
+
+
+def test_artifacts_go_to_a_store(tmp_path: Path) -> None:
+    store_root = tmp_path / "store"
+    root, summaries = _run(tmp_path, str(store_root), str(store_root))
+    assert not (root / "attempts").exists()  # nothing in the run root: all in the store
+    store = open_store(str(store_root))
+    for attempt_id, summary in summaries.items():
+        place = summary.artifacts
+        assert place is not None and place.via == "store"
+        assert place.uri == store.uri_of(f"art/attempts/{attempt_id}")
+        got = store.get_tree(f"art/attempts/{attempt_id}", tmp_path / "read" / attempt_id)
+        assert float((got / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
+
+
+def test_a_node_that_sees_the_run_root_writes_there(tmp_path: Path) -> None:
+    root, summaries = _run(tmp_path, "auto")
+    assert (root / PROBE_FILE).is_file()
+    vias = [s.artifacts.via for s in summaries.values() if s.artifacts]
+    # The first attempts may leave before the node's answer arrives (they go through Ray);
+    # once it has answered, the runner writes into the run root itself.
+    assert len(vias) == 4 and vias.count("run-root") >= 1 and set(vias) <= {"run-root", "ray"}
+    for attempt_id in summaries:
+        assert (root / "attempts" / attempt_id / "result.json").is_file()
