@@ -73,7 +73,9 @@ class FsspecStore(ArtifactStore):
 
         self.uri = uri.rstrip("/")
         self.protocol = urllib.parse.urlsplit(uri).scheme
-        self._fs: Any = fsspec.filesystem(self.protocol)
+        # not fsspec's instance cache: it keys on arguments, not on the environment the
+        # filesystem read its endpoint and credentials from (open_store keeps one per URI)
+        self._fs: Any = fsspec.filesystem(self.protocol, skip_instance_cache=True)
         self._root = self.uri.split("://", 1)[1]
 
     def put_tree(self, local: Path, key: str) -> str:
