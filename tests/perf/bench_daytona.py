@@ -124,7 +124,7 @@ def main() -> int:
     parser.add_argument("--quota", type=int, default=180, help="the organisation's vCPU quota")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    client = docker.from_env()
+    client = docker.from_env(timeout=300)  # as the tests' client: dockerd answers slowly at 200 sandboxes
     image = build_base_image(client)
     faults = Faults(create_429_fraction=0.15, create_lost_fraction=0.05, retry_after_sec=1.0,
                     build_delay_sec=2.0, create_delay_sec=0.5, delete_delay_sec=1.0, list_lag_sec=1.0,

@@ -7,13 +7,13 @@ import asyncio
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
+from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Faults
 
 from ray_bench.errors import (
@@ -33,50 +33,12 @@ from .conformance import BackendFactory, SandboxConformance, SpecFactory
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
-KEY_ENV = "RAY_BENCH_TEST_DAYTONA_KEY"
-
-
-@pytest.fixture(scope="module")
-def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
-    srv = DaytonaServer(docker_client=docker_client, default_image=base_image).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def clean_server(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[DaytonaServer | None]:
-    """Reset the faults before a test; after it, no container of the server may remain."""
-    if "server" not in request.fixturenames:
-        yield None
-        return
-    srv: DaytonaServer = request.getfixturevalue("server")
-    srv.faults = Faults()
-    srv.create_requests.clear()
-    monkeypatch.setenv(KEY_ENV, srv.api_key)
-    yield srv
-    left = srv.containers()
-    for container in left:
-        container.remove(force=True, v=True)
-    assert left == [], f"{request.node.name} left containers behind"
-
-
-def _backend(server: DaytonaServer, **options: Any) -> DaytonaBackend:
-    backend = make_backend("daytona", api_url=server.api_url, api_key_env=KEY_ENV, **options)
-    assert isinstance(backend, DaytonaBackend)
-    return backend
-
-
-def _spec(image: str, run_id: str, **kw: Any) -> SandboxSpec:
-    return SandboxSpec(labels=run_labels(run_id, "cell-1", "att-1"), image=image, **kw)
-
 
 class TestDaytonaConformance(SandboxConformance):
     @pytest.fixture
     def backend_factory(self, server: DaytonaServer) -> BackendFactory:
         # A watched exec's output is polled; half a second keeps the streaming test short.
-        return lambda: _backend(server, live_poll_sec=0.5)
+        return lambda: backend_for(server, live_poll_sec=0.5)
 
     @pytest.fixture
     def sandbox_spec(self, base_image: str) -> SpecFactory:
@@ -99,10 +61,10 @@ def test_a_third_of_creates_limited_all_succeed_with_backoff(
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             made = await asyncio.gather(
-                *(backend.create(_spec(base_image, run_id)) for _ in range(6))
+                *(backend.create(spec_for(base_image, run_id)) for _ in range(6))
             )
             assert len({s.id for s in made}) == 6
             assert backend.rate_limited_waits == server.counts["create_429"] > 0
@@ -123,11 +85,11 @@ def test_a_create_that_stays_limited_raises_with_retry_after(
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server, max_rate_limit_retries=2)
+        backend = backend_for(server, max_rate_limit_retries=2)
         try:
             started = time.monotonic()
             with pytest.raises(SandboxRateLimitedError) as info:
-                await backend.create(_spec(base_image, run_id))
+                await backend.create(spec_for(base_image, run_id))
             # Two waits of (at least) the header's 0.3 s before giving up.
             assert time.monotonic() - started >= 0.6
             assert info.value.retry_after == pytest.approx(0.3)
@@ -151,10 +113,10 @@ def test_server_errors_on_creates_are_retried(server: DaytonaServer, base_image:
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             for _ in range(4):
-                sbx = await backend.create(_spec(base_image, run_id))
+                sbx = await backend.create(spec_for(base_image, run_id))
                 await sbx.delete()
             assert server.counts["create_5xx"] > 0
         finally:
@@ -171,12 +133,12 @@ def test_slow_create_waits_for_started_and_cancel_still_cleans_up(
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            sbx = await backend.create(_spec(base_image, run_id))
+            sbx = await backend.create(spec_for(base_image, run_id))
             assert (await sbx.exec("echo up", timeout=30)).stdout == "up\n"
             await sbx.delete()
-            task = asyncio.ensure_future(backend.create(_spec(base_image, run_id)))
+            task = asyncio.ensure_future(backend.create(spec_for(base_image, run_id)))
             await asyncio.sleep(0.5)  # the server has made it; it is still `creating`
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -193,10 +155,10 @@ def test_vanished_sandbox_raises_gone(server: DaytonaServer, base_image: str) ->
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            idle = await backend.create(_spec(base_image, run_id))
-            busy = await backend.create(_spec(base_image, run_id))
+            idle = await backend.create(spec_for(base_image, run_id))
+            busy = await backend.create(spec_for(base_image, run_id))
             server.vanish(idle.id)
             with pytest.raises(SandboxGoneError):
                 await idle.exec("true", timeout=10)
@@ -224,15 +186,15 @@ def test_list_and_remove_by_label_reach_zero_residue(
     other = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            mine = [await backend.create(_spec(base_image, run_id)) for _ in range(3)]
-            theirs = await backend.create(_spec(base_image, other))
+            mine = [await backend.create(spec_for(base_image, run_id)) for _ in range(3)]
+            theirs = await backend.create(spec_for(base_image, other))
             refs = await backend.list({LABEL_RUN: run_id})
             assert sorted(r.id for r in refs) == sorted(s.id for s in mine)
             assert all(r.backend == "daytona" and r.labels[LABEL_RUN] == run_id for r in refs)
             # Another process (an audit after a crashed driver) cleans up with a fresh client.
-            auditor = _backend(server)
+            auditor = backend_for(server)
             for ref in refs:
                 await auditor.remove(ref)
             await auditor.remove(refs[0])  # idempotent
@@ -260,7 +222,7 @@ def test_list_and_remove_by_label_reach_zero_residue(
 
 def test_lifetime_spec_and_labels_reach_the_api(server: DaytonaServer, base_image: str) -> None:
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
-    spec = _spec(
+    spec = spec_for(
         base_image,
         run_id,
         lifetime_sec=570,
@@ -269,7 +231,7 @@ def test_lifetime_spec_and_labels_reach_the_api(server: DaytonaServer, base_imag
     )
 
     async def main() -> None:
-        backend = _backend(server, ttl_margin_min=5)
+        backend = backend_for(server, ttl_margin_min=5)
         try:
             sbx = await backend.create(spec)
             assert (await sbx.exec("echo $A", timeout=30)).stdout == "1\n"
@@ -294,7 +256,7 @@ def test_snapshot_create(server: DaytonaServer, base_image: str) -> None:
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server, snapshot="rb-busybox")
+        backend = backend_for(server, snapshot="rb-busybox")
         try:
             sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
             assert (await sbx.exec("echo snap", timeout=30)).stdout == "snap\n"
@@ -311,7 +273,7 @@ def test_no_image_uses_the_default_snapshot(server: DaytonaServer) -> None:
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
             assert (await sbx.exec("echo default", timeout=30)).stdout == "default\n"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
+from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import DaytonaServer, Faults
 
 from ray_bench.errors import (
@@ -27,52 +27,16 @@ from ray_bench.errors import (
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
 from ray_bench.models.attempt import AttemptError, AttemptSummary
-from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
-from ray_bench.sandboxes.daytona import DaytonaBackend
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
-KEY_ENV = "RAY_BENCH_TEST_DAYTONA_API_KEY"
-
-
-@pytest.fixture(scope="module")
-def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
-    srv = DaytonaServer(docker_client=docker_client, default_image=base_image).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def fresh(server: DaytonaServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[DaytonaServer]:
-    server.faults = Faults()
-    server.create_requests.clear()
-    server.executions.clear()
-    for key in server.counts:
-        server.counts[key] = 0
-    monkeypatch.setenv(KEY_ENV, server.api_key)
-    yield server
-    left = server.containers()
-    for container in left:
-        container.remove(force=True, v=True)
-    assert left == [], "the test left containers behind"
-
-
-def _backend(server: DaytonaServer, **options: Any) -> DaytonaBackend:
-    backend = make_backend("daytona", api_url=server.api_url, api_key_env=KEY_ENV, **options)
-    assert isinstance(backend, DaytonaBackend)
-    return backend
-
 
 def _run_id() -> str:
     return f"dtapi-{uuid.uuid4().hex[:8]}"
-
-
-def _spec(image: str, run_id: str, **kw: Any) -> SandboxSpec:
-    return SandboxSpec(labels=run_labels(run_id, "cell-1", "att-1"), image=image, **kw)
 
 
 def _mine(server: DaytonaServer, run_id: str) -> list[dict[str, Any]]:
@@ -86,9 +50,9 @@ def test_delete_waits_for_destroyed_and_a_concurrent_409_is_in_progress(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            sbx = await backend.create(_spec(base_image, run_id))
+            sbx = await backend.create(spec_for(base_image, run_id))
             # Two deletes at once: the second DELETE meets the first's pending change (409).
             refs = await backend.list({LABEL_RUN: run_id})
             await asyncio.gather(sbx.delete(), backend.remove(refs[0]), backend.remove(refs[0]))
@@ -106,9 +70,9 @@ def test_audit_waits_for_destroying_sandboxes_of_a_lagging_listing(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            made = await asyncio.gather(*(backend.create(_spec(base_image, run_id)) for _ in range(2)))
+            made = await asyncio.gather(*(backend.create(spec_for(base_image, run_id)) for _ in range(2)))
             for sbx in made:
                 await sbx.delete()
             lagging = await backend.list({LABEL_RUN: run_id})
@@ -128,9 +92,9 @@ def test_a_lost_create_answer_adopts_the_sandbox_made_by_the_one_post(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            sbx = await backend.create(_spec(base_image, run_id))
+            sbx = await backend.create(spec_for(base_image, run_id))
             assert (await sbx.exec("echo adopted", timeout=30)).stdout == "adopted\n"
             await sbx.delete()
         finally:
@@ -150,9 +114,9 @@ def test_creates_under_429s_and_5xx_make_one_sandbox_each(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            made = await asyncio.gather(*(backend.create(_spec(base_image, run_id)) for _ in range(8)))
+            made = await asyncio.gather(*(backend.create(spec_for(base_image, run_id)) for _ in range(8)))
             await asyncio.gather(*(s.delete() for s in made))
         finally:
             await backend.close()
@@ -169,9 +133,9 @@ def test_an_exec_whose_answer_is_lost_is_never_run_again(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            sbx = await backend.create(_spec(base_image, run_id))
+            sbx = await backend.create(spec_for(base_image, run_id))
             server.faults = Faults(exec_lost_fraction=1.0)
             with pytest.raises(SandboxUnavailableError):
                 await sbx.exec("echo once >> /tmp/agent-ran", timeout=30)
@@ -193,7 +157,7 @@ def test_a_dockerfile_build_goes_through_its_states(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             spec = SandboxSpec(labels=run_labels(run_id), dockerfile_dir=tmp_path)
             sbx = await backend.create(spec)
@@ -215,7 +179,7 @@ def test_a_failed_build_raises_with_its_log_and_leaves_nothing(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             with pytest.raises(SandboxCreateError) as info:
                 await backend.create(SandboxSpec(labels=run_labels(run_id), dockerfile_dir=tmp_path))
@@ -235,9 +199,9 @@ def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing(
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
-            spec = _spec(base_image, run_id, resources=Resources(cpus=1))
+            spec = spec_for(base_image, run_id, resources=Resources(cpus=1))
             first = await backend.create(spec)
             with pytest.raises(SandboxQuotaError) as info:
                 await backend.create(spec)
@@ -263,7 +227,7 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns
     run_id = _run_id()
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
             assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
@@ -290,10 +254,10 @@ def test_the_backends_own_401_is_not_a_model_accounts(
     monkeypatch.setenv(KEY_ENV, "a-key-daytona-does-not-know")
 
     async def main() -> None:
-        backend = _backend(server)
+        backend = backend_for(server)
         try:
             with pytest.raises(SandboxAuthError) as info:
-                await backend.create(_spec(base_image, _run_id()))
+                await backend.create(spec_for(base_image, _run_id()))
             assert "a-key-daytona-does-not-know" not in str(info.value)
             summary = AttemptSummary(error=AttemptError(type=type(info.value).__name__, message=str(info.value),
                                                         failure_class=info.value.failure_class))

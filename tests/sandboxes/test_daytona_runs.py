@@ -23,6 +23,7 @@ import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
+from support.daytona_fixtures import reset
 from support.daytona_server import DaytonaServer, Faults
 from support.driver_process import DriverProcess, cli_env, ledger_query, run_cli, wait_for
 from support.runs import ledger_rows, plan_and_run
@@ -52,10 +53,7 @@ def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
 @pytest.fixture(autouse=True)
 def fresh_server(server: DaytonaServer) -> Iterator[DaytonaServer]:
     """No faults unless a test sets them; after each test the fixture holds no sandbox."""
-    server.faults = Faults()
-    server.create_requests.clear()
-    for key in server.counts:
-        server.counts[key] = 0
+    reset(server)
     yield server
     left_ids = server.sandbox_ids()
     left = server.containers()

@@ -69,6 +69,7 @@ from typing import Any
 import aiohttp
 import docker
 import docker.errors
+import requests
 from aiohttp import web
 
 MARKER_LABEL = "ray-bench.fake-daytona"
@@ -520,6 +521,20 @@ class DaytonaServer:
         self.counts["built"] += 1
         return tag
 
+    def _find_container(self, name: str) -> Any:
+        """The container named ``name``, started if it is not running; ``None`` if there is none."""
+        for _ in range(3):
+            try:
+                container = self.docker.containers.get(name)
+                if container.status != "running":
+                    container.start()
+                return container
+            except docker.errors.NotFound:
+                return None
+            except (docker.errors.DockerException, requests.exceptions.RequestException):
+                time.sleep(2)
+        return None
+
     async def _start_container(self, box: _Box) -> None:
         body = box.body
         labels = {f"{LABEL_PREFIX}{k}": v for k, v in (body.get("labels") or {}).items()}
@@ -544,9 +559,14 @@ class DaytonaServer:
             kwargs["network_mode"] = "none"
         try:
             container = await asyncio.to_thread(self.docker.containers.run, box.image, **kwargs)
-        except docker.errors.DockerException as exc:
-            box.state, box.error_reason = "error", str(exc)
-            return
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            # A daemon too busy to answer in time may still have made the container (measured:
+            # 60 s read timeouts at load average ~160): adopt it, as Daytona's runner reconciles
+            # what its Docker did; only a container that is not there is an error.
+            container = await asyncio.to_thread(self._find_container, str(kwargs["name"]))
+            if container is None:
+                box.state, box.error_reason = "error", f"{type(exc).__name__}: {exc}"[:500]
+                return
         box.container = container.id
         if box.desired == "destroyed":  # deleted while starting: the destroy task removes it
             return

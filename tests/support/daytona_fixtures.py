@@ -1,0 +1,67 @@
+"""What the Daytona test modules share: one fixture server per module (on the test Docker and
+the base image), reset before each test and checked after it (no container may remain), and a
+backend pointed at it. ``tests/sandboxes/conftest.py`` offers ``server`` and ``fresh_server``
+(autouse; it does nothing for a test that does not use ``server``). The Daytona SDK is imported
+only by :func:`backend_for`, so that modules without the extra still collect and skip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.base import SandboxSpec, run_labels
+from support.daytona_server import DaytonaServer, Faults
+
+if TYPE_CHECKING:
+    from ray_bench.sandboxes.daytona import DaytonaBackend
+
+#: The backend's key route in these tests (the fixture's key is set under it for each test).
+KEY_ENV = "RAY_BENCH_TEST_DAYTONA_KEY"
+
+
+@pytest.fixture(scope="module")
+def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
+    srv = DaytonaServer(docker_client=docker_client, default_image=base_image).start()
+    yield srv
+    srv.stop()
+
+
+def reset(srv: DaytonaServer) -> None:
+    """No faults, no recorded requests, executions or counts."""
+    srv.faults = Faults()
+    srv.create_requests.clear()
+    srv.executions.clear()
+    for key in srv.counts:
+        srv.counts[key] = 0
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[DaytonaServer | None]:
+    """Reset the server before a test that uses it; after it, no container of the server may remain."""
+    if "server" not in request.fixturenames:
+        yield None
+        return
+    srv: DaytonaServer = request.getfixturevalue("server")
+    reset(srv)
+    monkeypatch.setenv(KEY_ENV, srv.api_key)
+    yield srv
+    left = srv.containers()
+    for container in left:
+        container.remove(force=True, v=True)
+    assert left == [], f"{request.node.name} left containers behind"
+
+
+def backend_for(srv: DaytonaServer, **options: Any) -> DaytonaBackend:
+    from ray_bench.sandboxes.daytona import DaytonaBackend
+
+    backend = make_backend("daytona", api_url=srv.api_url, api_key_env=KEY_ENV, **options)
+    assert isinstance(backend, DaytonaBackend)
+    return backend
+
+
+def spec_for(image: str, run_id: str, **kw: Any) -> SandboxSpec:
+    """One attempt's sandbox (cell ``cell-1``, attempt ``att-1``) of ``run_id``."""
+    return SandboxSpec(labels=run_labels(run_id, "cell-1", "att-1"), image=image, **kw)
