@@ -21,16 +21,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ray_bench.errors import UserInputError
+from ray_bench.ledger.events import ExclusionData, InclusionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Event, Ledger
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 
-EXCLUSION = "exclusion"
-INCLUSION = "inclusion"
-PROMOTION = "promotion"
+EXCLUSION = ExclusionData.kind
+INCLUSION = InclusionData.kind
+PROMOTION = PromotionData.kind
 #: A cell id prefix this long is unambiguous in practice and still short enough to type.
 MIN_PREFIX = 8
 
@@ -72,10 +72,8 @@ def exclusions_of(run_id: str, events: Iterable[Event]) -> dict[str, Exclusion]:
     out: dict[str, Exclusion] = {}
     for e in events:
         if e.kind == EXCLUSION and e.cell_id:
-            d = e.data
-            out[e.cell_id] = Exclusion(run_id, e.cell_id, str(d.get("task", "")), str(d.get("arm", "")),
-                                       int(d.get("rep", 0)), str(d.get("reason", "")),
-                                       str(d.get("by", "")), e.ts)
+            d = ExclusionData.read(e.data)
+            out[e.cell_id] = Exclusion(run_id, e.cell_id, d.task, d.arm, d.rep, d.reason, d.by, e.ts)
         elif e.kind == INCLUSION and e.cell_id:
             out.pop(e.cell_id, None)
     return out
@@ -84,10 +82,8 @@ def exclusions_of(run_id: str, events: Iterable[Event]) -> dict[str, Exclusion]:
 def promotion_of(run_id: str, events: Iterable[Event]) -> Promotion | None:
     for e in events:
         if e.kind == PROMOTION:
-            d = e.data
-            gates = tuple((str(g[0]), bool(g[1]), str(g[2])) for g in d.get("gates", []))
-            return Promotion(run_id, str(d.get("by", "")), e.ts, str(d.get("reason", "")),
-                             tuple(d.get("family", [])), gates)
+            p = PromotionData.read(e.data)
+            return Promotion(run_id, p.by, e.ts, p.reason, tuple(p.family), tuple(p.gates))
     return None
 
 
@@ -149,12 +145,12 @@ def record_exclusion(run_root: Path, cell: str, reason: str, *, include: bool = 
             f"cell {target.task}/{target.arm}/{target.rep} is already excluded by {prior.by}: "
             f"{prior.reason}", where="--cell", fix="`include` it first to change the decision")
     who = operator(by)
-    data: dict[str, Any] = {"task": target.task, "arm": target.arm, "rep": target.rep,
-                            "reason": reason.strip(), "by": who}
+    kind = InclusionData if include else ExclusionData
+    data = kind(task=target.task, arm=target.arm, rep=target.rep, reason=reason.strip(), by=who)
     now = time.time()
     ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
     try:
-        ledger.event(INCLUSION if include else EXCLUSION, data, cell_id=target.id, now=now)
+        ledger.event(kind.kind, data, cell_id=target.id, now=now)
     finally:
         ledger.close()
     return Exclusion(plan.run_id, target.id, target.task, target.arm, target.rep, reason.strip(), who, now)

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.circuit import open_scopes_from
@@ -34,6 +33,7 @@ from ray_bench.evidence.decisions import PROMOTION, operator, refuse_official
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of
+from ray_bench.ledger.events import PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 
 #: Invalid attempts over terminal attempts a run may have and still be promoted. A quarter:
@@ -167,15 +167,14 @@ def promote_run(run_root: Path, *, reason: str, by: str | None = None,
                              all(g.ok for g in gates), who)
     if not result.promoted:
         return result
-    data: dict[str, Any] = {"by": who, "reason": reason.strip(), "family": result.family,
-                            "gates": [[g.name, g.ok, g.detail] for g in gates],
-                            "max_invalid_rate": max_invalid_rate,
-                            "require_settlement": require_settlement}
+    data = PromotionData(by=who, reason=reason.strip(), family=result.family,
+                         gates=[(g.name, g.ok, g.detail) for g in gates], max_invalid_rate=max_invalid_rate,
+                         require_settlement=require_settlement)
     now = time.time()
     for epoch in epochs:
         ledger = Ledger.create(epoch.run_root, run_id=epoch.run_id, plan_identity=epoch.identity)
         try:
-            ledger.event(PROMOTION, {**data, "identity": epoch.identity}, now=now)
+            ledger.event(PROMOTION, data.model_copy(update={"identity": epoch.identity}), now=now)
         finally:
             ledger.close()
     return result

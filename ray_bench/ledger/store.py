@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.errors import LedgerError, PlanError
+from ray_bench.ledger.events import EventPayload
 from ray_bench.models.attempt import AttemptSummary
 
 LEDGER_FILE = "ledger.sqlite"
@@ -188,8 +189,13 @@ class Ledger:
         except sqlite3.IntegrityError as exc:
             raise LedgerError(f"attempt {attempt_id} already has a terminal record") from exc
 
-    def event(self, kind: str, data: dict[str, Any] | None = None, *, attempt_id: str | None = None,
+    def event(self, kind: str, data: dict[str, Any] | EventPayload | None = None, *, attempt_id: str | None = None,
               cell_id: str | None = None, now: float | None = None) -> None:
+        """Append an event. A typed payload (:mod:`ray_bench.ledger.events`) must be of ``kind``."""
+        if isinstance(data, EventPayload):
+            if data.kind != kind:
+                raise ValueError(f"a {type(data).__name__} is not a {kind!r} event")
+            data = data.to_json()
         with self._conn:
             self._conn.execute(
                 "INSERT INTO events (ts, kind, attempt_id, cell_id, data) VALUES (?,?,?,?,?)",
