@@ -64,7 +64,7 @@ def test_bad_specs_are_config_errors(patch: dict[str, object], match: str) -> No
 
 
 def test_unreadable_spec(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="file not found"):
         load_spec(tmp_path / "missing.yaml")
     (tmp_path / "list.yaml").write_text("- 1\n")
     with pytest.raises(ConfigError, match="mapping"):
