@@ -91,14 +91,37 @@ def main() -> int:
     parser.add_argument("--runners", type=int, default=2, help="cell runners per node")
     parser.add_argument("--wait", type=float, default=900, help="seconds to wait for N running")
     parser.add_argument("--monitor", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--drive", nargs=2, help=argparse.SUPPRESS)  # address, private dir
     args = parser.parse_args()
     if args.monitor:
         monitor(*args.monitor)
         return 0
+    if args.drive:
+        return drive(args, args.drive[0], Path(args.drive[1]))
+    from scale_support import ROUTES
+    from support.multinode import running_cluster
+
+    os.environ.update(ROUTES)  # before the cluster starts: its workers resolve the routes
+    private = Path(tempfile.mkdtemp(prefix="rb-driver-only-"))
+    print(f"{args.cells:,} cells, agents blocked on a FIFO, 3 nodes ({args.runners} runners each), load "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    t_cluster = time.monotonic()
+    try:
+        with running_cluster(workers=2, private=(private,)) as cluster:
+            print(f"cluster up in {time.monotonic() - t_cluster:.0f} s at {cluster.address}", flush=True)
+            # the driver in a process of its own: Ray reads the cluster's auth settings at start
+            return subprocess.run([sys.executable, __file__, "--drive", cluster.address, str(private),
+                                   "--cells", str(args.cells), "--runners", str(args.runners),
+                                   "--wait", str(args.wait)], env={**os.environ, **cluster.env},
+                                  check=False).returncode
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def drive(args: argparse.Namespace, address: str, private: Path) -> int:
 
     import ray
-    from scale_support import ROUTES, peak_rss_mb, write_suite
-    from support.multinode import running_cluster
+    from scale_support import peak_rss_mb, write_suite
 
     from ray_bench.api import plan_run
     from ray_bench.artifacts.ship import Shipper
@@ -107,8 +130,6 @@ def main() -> int:
     from ray_bench.plan.store import confirm_plan
     from ray_bench.scheduler.driver import Driver, RunOptions
 
-    os.environ.update(ROUTES)  # before the cluster starts: its workers resolve the routes
-    private = Path(tempfile.mkdtemp(prefix="rb-driver-only-"))
     gate = Path(tempfile.mkdtemp(prefix=f"{MARK}-"))
     fifo = gate / "go"
     os.mkfifo(fifo)
@@ -117,94 +138,88 @@ def main() -> int:
     mon_out, mon_stop = str(gate / "monitor.json"), str(gate / "stop")
     sandboxes = Path(tempfile.mkdtemp(prefix="rb-bench-sbx-"))
     failures: list[str] = []
-    print(f"{n:,} cells, agents blocked on a FIFO, 3 nodes ({args.runners} runners each), load "
-          f"{os.getloadavg()[0]:.1f}")
-    t_cluster = time.monotonic()
-    with running_cluster(workers=2, private=(private,)) as cluster:
-        print(f"cluster up in {time.monotonic() - t_cluster:.0f} s at {cluster.address}")
-        os.environ.update(cluster.env)
-        suite, accounts = write_suite(private / "suite", tasks=10, reps=max(1, n // 20), concurrency=n,
-                                      agent=agent, local_root=sandboxes, preflight_cells=0)
-        for toml in (private / "suite" / "tasks").glob("*/task.toml"):
-            toml.write_text(toml.read_text().replace("timeout_sec = 60.0", "timeout_sec = 3600.0"))
-        planned = plan_run(suite=suite, accounts=accounts, runs_dir=private / "runs", run_id="inflight")
-        plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
-        print(f"plan: {len(plan.cells):,} cells, effective concurrency {plan.capacity.effective:,}")
-        ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)
-        mon = subprocess.Popen([sys.executable, __file__, "--monitor", str(fifo), mon_out, mon_stop])
-        try:
-            pool = RayPool(args.runners, artifacts=Shipper(planned.run_root, "auto"))
-            driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts="auto"))
-            import threading
+    suite, accounts = write_suite(private / "suite", tasks=10, reps=max(1, n // 20), concurrency=n,
+                                  agent=agent, local_root=sandboxes, preflight_cells=0)
+    for toml in (private / "suite" / "tasks").glob("*/task.toml"):
+        toml.write_text(toml.read_text().replace("timeout_sec = 60.0", "timeout_sec = 3600.0"))
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=private / "runs", run_id="inflight")
+    plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+    print(f"plan: {len(plan.cells):,} cells, effective concurrency {plan.capacity.effective:,}")
+    ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)
+    mon = subprocess.Popen([sys.executable, __file__, "--monitor", str(fifo), mon_out, mon_stop])
+    try:
+        pool = RayPool(args.runners, artifacts=Shipper(planned.run_root, "auto"))
+        driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts="auto"))
+        import threading
 
-            result: dict[str, object] = {}
-            cpu0, t0 = cpu_seconds(), time.time()
-            runner = threading.Thread(target=lambda: result.update(outcome=driver.run()), daemon=True)
-            runner.start()
-            reached = None
-            peak = 0
-            while time.time() - t0 < args.wait and runner.is_alive():
-                try:
-                    live = json.loads(Path(mon_out).read_text())["samples"][-1][1]
-                except (OSError, ValueError, IndexError, KeyError):
-                    live = 0
-                peak = max(peak, live)
-                if live >= n:
-                    reached = time.time() - t0
-                    break
-                time.sleep(1)
-            cpu_launch = cpu_seconds() - cpu0
-            rss_launch = peak_rss_mb()
-            print(f"running: peak {peak:,} of {n:,}" + (f", all {n:,} after {reached:.1f} s" if reached else
-                                                        f"; not all within {args.wait:.0f} s"))
-            if reached is None:
-                failures.append(f"{peak} of {n} running at most")
-            t_release = time.time()
-            fd = os.open(fifo, os.O_RDWR)  # blocked readers' opens complete
-            (gate / "go.file").write_text("")
-            os.replace(gate / "go.file", fifo)  # later opens read a file: EOF at once
-            os.close(fd)  # readers see EOF
-            runner.join(timeout=3600)
-            drain = time.time() - t_release
-            cpu_all = cpu_seconds() - cpu0
-            outcome = result.get("outcome")
-            print(f"drain after release {drain:.1f} s; outcome {outcome}")
-        finally:
-            Path(mon_stop).write_text("")
-            mon.wait(timeout=120)
-            ray.shutdown()
-        ledger = Ledger.open_readonly(planned.run_root)
-        try:
-            attempts = ledger.attempts()
-            summaries = dict(ledger.summaries())
-        finally:
-            ledger.close()
-        data = json.loads(Path(mon_out).read_text())
-        started = {a.attempt_id: a.started_at for a in attempts}
-        lags = [start - started[att] for att, start in data["starts"] if att in started]
-        valid = [a for a in attempts if a.valid]
-        missing = [a.attempt_id for a in valid
-                   if not (planned.run_root / "attempts" / a.attempt_id / "result.json").is_file()]
-        vias: dict[str, int] = {}
-        for s in summaries.values():
-            key = s.artifacts.via if s.artifacts else "none"
-            vias[key] = vias.get(key, 0) + 1
-        first = min(a.started_at for a in attempts)
-        launched = sorted(a.started_at for a in attempts)
-        launch_span = launched[min(len(launched), n) - 1] - first
-        print(f"launch: {min(len(launched), n):,} attempts recorded in {launch_span:.1f} s "
-              f"({min(len(launched), n) / max(launch_span, 1e-9):.0f}/s)")
-        print(f"scheduling lag (agent start - ledger start): p50 {statistics.median(lags):.2f} s, "
-              f"p99 {pct(lags, 0.99):.2f} s, max {max(lags):.2f} s over {len(lags):,} agents")
-        print(f"driver CPU: {cpu_launch:.1f} s to reach N running, {cpu_all:.1f} s for the whole run; "
-              f"peak RSS {rss_launch:.0f} MiB at N running, {peak_rss_mb():.0f} MiB at the end")
-        print(f"valid {len(valid):,} of {len(attempts):,} attempts; artifacts via {vias}; "
-              f"files missing for {len(missing)}; load {os.getloadavg()[0]:.1f}")
-        if len(valid) != n:
-            failures.append(f"{len(valid)} valid of {n}")
-        if missing:
-            failures.append(f"{len(missing)} valid rows without their files in the run root")
-    for tree in (private, gate, sandboxes):
+        result: dict[str, object] = {}
+        cpu0, t0 = cpu_seconds(), time.time()
+        runner = threading.Thread(target=lambda: result.update(outcome=driver.run()), daemon=True)
+        runner.start()
+        reached = None
+        peak = 0
+        while time.time() - t0 < args.wait and runner.is_alive():
+            try:
+                live = json.loads(Path(mon_out).read_text())["samples"][-1][1]
+            except (OSError, ValueError, IndexError, KeyError):
+                live = 0
+            peak = max(peak, live)
+            if live >= n:
+                reached = time.time() - t0
+                break
+            time.sleep(1)
+        cpu_launch = cpu_seconds() - cpu0
+        rss_launch = peak_rss_mb()
+        print(f"running: peak {peak:,} of {n:,}" + (f", all {n:,} after {reached:.1f} s" if reached else
+                                                    f"; not all within {args.wait:.0f} s"))
+        if reached is None:
+            failures.append(f"{peak} of {n} running at most")
+        t_release = time.time()
+        fd = os.open(fifo, os.O_RDWR)  # blocked readers' opens complete
+        (gate / "go.file").write_text("")
+        os.replace(gate / "go.file", fifo)  # later opens read a file: EOF at once
+        os.close(fd)  # readers see EOF
+        runner.join(timeout=3600)
+        drain = time.time() - t_release
+        cpu_all = cpu_seconds() - cpu0
+        outcome = result.get("outcome")
+        print(f"drain after release {drain:.1f} s; outcome {outcome}")
+    finally:
+        Path(mon_stop).write_text("")
+        mon.wait(timeout=120)
+        ray.shutdown()
+    ledger = Ledger.open_readonly(planned.run_root)
+    try:
+        attempts = ledger.attempts()
+        summaries = dict(ledger.summaries())
+    finally:
+        ledger.close()
+    data = json.loads(Path(mon_out).read_text())
+    started = {a.attempt_id: a.started_at for a in attempts}
+    lags = [start - started[att] for att, start in data["starts"] if att in started]
+    valid = [a for a in attempts if a.valid]
+    missing = [a.attempt_id for a in valid
+               if not (planned.run_root / "attempts" / a.attempt_id / "result.json").is_file()]
+    vias: dict[str, int] = {}
+    for s in summaries.values():
+        key = s.artifacts.via if s.artifacts else "none"
+        vias[key] = vias.get(key, 0) + 1
+    first = min(a.started_at for a in attempts)
+    launched = sorted(a.started_at for a in attempts)
+    launch_span = launched[min(len(launched), n) - 1] - first
+    print(f"launch: {min(len(launched), n):,} attempts recorded in {launch_span:.1f} s "
+          f"({min(len(launched), n) / max(launch_span, 1e-9):.0f}/s)")
+    print(f"scheduling lag (agent start - ledger start): p50 {statistics.median(lags):.2f} s, "
+          f"p99 {pct(lags, 0.99):.2f} s, max {max(lags):.2f} s over {len(lags):,} agents")
+    print(f"driver CPU: {cpu_launch:.1f} s to reach N running, {cpu_all:.1f} s for the whole run; "
+          f"peak RSS {rss_launch:.0f} MiB at N running, {peak_rss_mb():.0f} MiB at the end")
+    print(f"valid {len(valid):,} of {len(attempts):,} attempts; artifacts via {vias}; "
+          f"files missing for {len(missing)}; load {os.getloadavg()[0]:.1f}")
+    if len(valid) != n:
+        failures.append(f"{len(valid)} valid of {n}")
+    if missing:
+        failures.append(f"{len(missing)} valid rows without their files in the run root")
+    for tree in (gate, sandboxes):
         shutil.rmtree(tree, ignore_errors=True)
     for failure in failures:
         print(f"MISSED: {failure}")
