@@ -34,6 +34,8 @@ class AccountView:
     limit: int
     cooldown_left: float = 0.0
     last_error: str | None = None
+    #: Cells it may start now (0 unless its state admits).
+    headroom: int = 0
 
 
 class Gate(Protocol):
@@ -96,7 +98,7 @@ def typical_sec(requests: list[LeaseRequest]) -> float:
 
 def view_of(snapshot: AccountSnapshot) -> AccountView:
     return AccountView(snapshot.name, str(snapshot.state), snapshot.inflight, snapshot.limit,
-                       snapshot.cooldown_left, snapshot.last_error or None)
+                       snapshot.cooldown_left, snapshot.last_error or None, snapshot.headroom)
 
 
 class ExpiryWatch:

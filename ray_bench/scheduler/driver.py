@@ -46,6 +46,7 @@ from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
+from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
 
@@ -149,6 +150,7 @@ class Driver:
         self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}
         self.arms = {a.name: a for a in plan.arms}
         self.accounts = {a.name: a for a in plan.accounts}
+        self._window_rates = window_rates(plan.accounts)
         self.drift = DriftGuard(plan.inputs)
         agent_inputs = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
         self._agent_sums = {a.name: agent_inputs.get(a.name, "") for a in plan.arms}
@@ -279,7 +281,10 @@ class Driver:
         capacity = min(self.capacity, *(self.quota_fit.limit(b) for b in self._backends))
         creates = {b: self.quota_fit.creates_available(b, now) for b in self._backends}
         paced: str | None = None
-        while len(self.inflight) + len(requests) < capacity and (cell := state.take(now)) is not None:
+        reserve = self._reservation(state, now, typical) if len(self.inflight) < capacity else Reservation()
+        while len(self.inflight) + len(requests) < capacity and (cell := (
+                state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
+                else state.take(now, reserve.below))) is not None:
             if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
                 state.put_back([cell])
                 paced = cell.backend
@@ -339,6 +344,15 @@ class Driver:
         wait = self.quota_fit.create_wait(backend, now)
         self._wake_at = now + wait
         return f"waiting: {backend} creates per minute (next in {wait:.0f}s)"
+
+    def _reservation(self, state: RunState, now: float, typical: float) -> Reservation:
+        """Long cells kept for the window-bound accounts' slots (ray_bench/scheduler/reserve.py)."""
+        if not self._window_rates or not state.pending:
+            return Reservation()
+        excluded = {n for n in self._window_rates if self.circuit.blocks(account=n, backend="") is not None}
+        return reservation(self._window_rates, self.gate.views(now), typical_sec=typical,
+                           work_sec=state.pending.work() + state.book.residual(now),
+                           profile=state.pending.profile(), exclude=excluded)
 
     def _horizon(self, cell: PlanCell) -> float:
         """How long a cell may hold its account: its agent and verifier limits."""

@@ -13,6 +13,13 @@ Ties go to the task with fewer started cells, then to suite order.
 started, its siblings are next in line, ahead of any new pair. A cell sent back to the queue
 (rate-limited, auth failure) keeps that priority and is retried at once, on another account.
 
+**Reserved long cells.** ``pop(now, split=theta)`` prefers tasks expected to take less
+than ``theta`` and ``pop(now, split=theta, long=True)`` the others (each takes the other kind
+when none is left): the driver asks so for the slots of accounts without a cell-count window
+and for those of the window-bound ones, while the long cells are worth more to the latter
+(:func:`ray_bench.scheduler.core.reserve_below`); :meth:`CellQueue.profile` is what that
+decision reads.
+
 Account choice is :func:`ray_bench.scheduler.core.assign`.
 """
 
@@ -21,7 +28,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 RUNNING_BOOST = 1.5
@@ -55,6 +62,8 @@ class DurationBook:
         self._sum: dict[str, float] = {}
         self._n: dict[str, int] = {}
         self._seen: list[float] = []
+        self._typical: float | None = None
+        self._history_mean = sum(self.history.values()) / len(self.history) if self.history else None
         self.running: dict[str, dict[str, float]] = {}
         """task -> {lease_id: started_at}"""
 
@@ -72,9 +81,21 @@ class DurationBook:
         return max(self.prior_s, self._seen[i])
 
     def typical(self) -> float:
-        """The median expected task length: of what finished, else of the history."""
-        values = self._seen or sorted(self.history.values())
-        return values[len(values) // 2] if values else self.prior_s
+        """The median expected task length over the tasks known (this run's mean for a task
+        that finished here, else its history). Not the median of what finished: longest
+        first finishes the long cells first, and that median was 2-3 h on a workload whose
+        median task takes 9 min."""
+        if self._typical is None:
+            values = sorted([self._sum[t] / n for t, n in self._n.items()]
+                            + [h for t, h in self.history.items() if t not in self._n])
+            self._typical = values[len(values) // 2] if values else self.prior_s
+        return self._typical
+
+    def mean(self) -> float:
+        """The mean expected task length: of what finished, else of the history."""
+        if self._seen:
+            return sum(self._sum.values()) / sum(self._n.values())
+        return self._history_mean if self._history_mean is not None else self.prior_s
 
     def base(self, task: str) -> float:
         """The estimate that does not depend on the time."""
@@ -91,10 +112,19 @@ class DurationBook:
             est = max(est, RUNNING_BOOST * (now - min(runs.values())))
         return est
 
+    def residual(self, now: float) -> float:
+        """Expected seconds still to run of the cells running now."""
+        total = 0.0
+        for task, runs in self.running.items():
+            estimate = self.estimate(task, now)
+            total += sum(max(0.0, estimate - (now - started)) for started in runs.values())
+        return total
+
     def observe(self, task: str, seconds: float) -> None:
         self._sum[task] = self._sum.get(task, 0.0) + seconds
         self._n[task] = self._n.get(task, 0) + 1
         bisect.insort(self._seen, seconds)
+        self._typical = None
 
     def started(self, task: str, lease_id: str, now: float) -> None:
         self.running.setdefault(task, {})[lease_id] = now
@@ -122,7 +152,15 @@ class CellQueue:
         self._open: deque[tuple[str, int]] = deque()
         self._started: dict[str, int] = {}
         self._version: dict[str, int] = {}
-        self._known: list[tuple[float, int, int, int, str]] = []
+        self._known: list[tuple[float, int, int, str]] = []
+        """Known tasks with fresh pairs, sorted: (-expected, started, suite order, task)."""
+        self._known_key: dict[str, tuple[float, int, int, str]] = {}
+        self._fresh_cells: dict[str, int] = {}
+        """task -> cells of its fresh pairs."""
+        self._known_n: dict[str, int] = {}
+        self._known_cells = 0
+        self._known_work = 0.0
+        """Cells of the known tasks' fresh pairs, and their expected seconds."""
         self._unknown: list[tuple[int, int, int, str]] = []
         self._len = 0
         self.add(cells)
@@ -147,56 +185,100 @@ class CellQueue:
         if pair not in self._pending:
             self._pending[pair] = []
             self._fresh[cell.task].append(pair)
+        if pair not in self._opened:
+            self._fresh_cells[cell.task] = self._fresh_cells.get(cell.task, 0) + 1
         self._pending[pair].append(cell)
         self._len += 1
 
     def _push(self, task: str) -> None:
         v = self._version.get(task, 0) + 1
         self._version[task] = v
+        old = self._known_key.pop(task, None)
+        if old is not None:
+            del self._known[bisect.bisect_left(self._known, old)]
+            cells = self._known_n.pop(task)
+            self._known_cells -= cells
+            self._known_work += old[0] * cells
         if not self._fresh.get(task):
             return
         started, order = self._started.get(task, 0), self._order[task]
         if self.book.known(task):
-            heapq.heappush(self._known, (-self.book.base(task), started, order, v, task))
+            key = (-self.book.base(task), started, order, task)
+            bisect.insort(self._known, key)
+            self._known_key[task] = key
+            cells = self._known_n[task] = self._fresh_cells.get(task, 0)
+            self._known_cells += cells
+            self._known_work -= key[0] * cells
         else:
             heapq.heappush(self._unknown, (started, order, v, task))
 
     def _live(self, task: str, version: int) -> bool:
         return self._version[task] == version and bool(self._fresh[task])
 
-    def _best_fresh_task(self, now: float) -> str | None:
+    def _best_fresh_task(self, now: float, split: float | None = None, long: bool = False) -> str | None:
         known, unknown, book = self._known, self._unknown, self.book
-        while known and not self._live(known[0][4], known[0][3]):
-            heapq.heappop(known)
         while unknown and not self._live(unknown[0][3], unknown[0][2]):
             heapq.heappop(unknown)
-        candidates = [known[0][4]] if known else []
+        candidates = []
+        if known:
+            i = 0 if split is None or long else bisect.bisect_right(known, (-split, 1 << 62))
+            candidates.append(known[i][3] if i < len(known) else known[0][3])
         if unknown:
             candidates.append(unknown[0][3])
-        # Tasks with a running cell can outgrow their heap key as time passes.
+        # Tasks with a running cell can outgrow their key as time passes.
         candidates.extend(t for t in book.running if self._fresh.get(t))
-        best: tuple[float, int, int] | None = None
+        best: tuple[bool, float, int, int] | None = None
         best_task: str | None = None
         for task in candidates:
-            key = (-book.estimate(task, now), self._started.get(task, 0), self._order[task])
+            estimate = book.estimate(task, now)
+            other = not self._wanted(task, now, split, long)
+            key = (other, -estimate, self._started.get(task, 0), self._order[task])
             if best is None or key < best:
                 best, best_task = key, task
         return best_task
 
-    def pop(self, now: float) -> CellRef | None:
-        """The next cell to start, or ``None`` when the queue is empty."""
-        while self._open:
+    def profile(self) -> Iterator[tuple[float, int]]:
+        """(expected seconds, cells of fresh pairs) of the known tasks, longest first."""
+        for neg, _, _, task in self._known:
+            yield -neg, self._known_n[task]
+
+    def work(self) -> float:
+        """Expected seconds of all pending cells (tasks not known yet at the book's mean)."""
+        return max(0.0, self._known_work) + (self._len - self._known_cells) * self.book.mean()
+
+    def pop(self, now: float, split: float | None = None, long: bool = False) -> CellRef | None:
+        """The next cell to start, or ``None`` when the queue is empty. ``split``: prefer a
+        cell of a task expected to take less than this (``long``: at least this), of a
+        started pair first, then of a fresh one; the others only when none is left."""
+        while self._open and not self._pending.get(self._open[0]):
+            self._opened.discard(self._open.popleft())
+        if self._open and split is None:
             pair = self._open[0]
+            return self._take(pair, self._pending[pair])
+        for pair in self._open:
             cells = self._pending.get(pair)
-            if cells:
+            if cells and self._wanted(pair[0], now, split, long):
                 return self._take(pair, cells)
-            self._open.popleft()
-            self._opened.discard(pair)
-        task = self._best_fresh_task(now)
+        task = self._best_fresh_task(now, split, long)
+        if self._open and (task is None or not self._wanted(task, now, split, long)):
+            pair = self._open[0]  # of the other kind either way: a started pair's sibling first
+            return self._take(pair, self._pending[pair])
         if task is None:
             return None
         pair = self._fresh[task].popleft()
+        self._fresh_cells[task] -= len(self._pending[pair])
         return self._take(pair, self._pending[pair])
+
+    def _wanted(self, task: str, now: float, split: float | None, long: bool) -> bool:
+        """Whether ``task`` is of the kind asked for. A task never seen counts as short:
+        exploring it is the other accounts' job: it may be a straggler, and holding it back
+        for the window-bound accounts' few starts delays what the run learns about it, while
+        most tasks are short and would waste those starts)."""
+        if split is None:
+            return True
+        if not self.book.known(task):
+            return True
+        return (self.book.estimate(task, now) >= split) == long
 
     def _take(self, pair: tuple[str, int], cells: list[CellRef]) -> CellRef:
         cell = cells.pop(0)

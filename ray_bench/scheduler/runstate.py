@@ -94,9 +94,10 @@ class RunState:
     def extend(self, cell_ids: list[str]) -> None:
         self.pending.add(_ref(self.cells[c].cell) for c in cell_ids if self.cells[c].state == "pending")
 
-    def take(self, now: float) -> PlanCell | None:
-        """The next cell to start (it stays pending until :meth:`started` or :meth:`put_back`)."""
-        ref = self.pending.pop(now)
+    def take(self, now: float, split: float | None = None, long: bool = False) -> PlanCell | None:
+        """The next cell to start (it stays pending until :meth:`started` or :meth:`put_back`);
+        ``split``, ``long``: which length to prefer (see :meth:`CellQueue.pop`)."""
+        ref = self.pending.pop(now, split, long)
         return None if ref is None else self.cells[ref.cell_id].cell
 
     def put_back(self, cells: list[PlanCell]) -> None:

@@ -83,3 +83,50 @@ def test_cells_added_after_a_preflight_join_the_order() -> None:
     q = CellQueue(cells(1), DurationBook({"t0": 10.0, "t1": 99.0}))
     q.add(cells(2)[2:])
     assert drain(q) == ["t1/base/0", "t1/mcp/0", "t0/base/0", "t0/mcp/0"]
+
+
+def test_split_prefers_short_for_the_others_and_long_for_window_slots() -> None:
+    hist = {"t0": 4 * 3600.0, "t1": 3 * 3600.0, "t2": 600.0, "t3": 300.0}
+    q = CellQueue(cells(4, arms=("a",)), DurationBook(hist))
+    assert q.pop(0.0, split=3600.0).cell_id == "t2/a/0"  # the longest below the split
+    assert q.pop(0.0, split=3600.0, long=True).cell_id == "t0/a/0"
+    assert q.pop(0.0, split=3600.0).cell_id == "t3/a/0"
+    # nothing short left: the others get the long cells rather than nothing
+    assert q.pop(0.0, split=3600.0).cell_id == "t1/a/0"
+    assert q.pop(0.0, split=3600.0) is None
+
+
+def test_a_reserved_pairs_sibling_waits_for_a_window_slot() -> None:
+    hist = {"t0": 4 * 3600.0, "t1": 600.0}
+    q = CellQueue(cells(2), DurationBook(hist))
+    assert q.pop(0.0, split=3600.0, long=True).cell_id == "t0/base/0"
+    assert q.pop(0.0, split=3600.0).cell_id == "t1/base/0"  # not t0's sibling
+    assert q.pop(0.0, split=3600.0, long=True).cell_id == "t0/mcp/0"
+
+
+def test_unknown_tasks_are_explored_by_either_kind_of_slot() -> None:
+    q = CellQueue(cells(2, arms=("a",)), DurationBook({"t1": 60.0}))
+    assert q.pop(0.0, split=3600.0).cell_id == "t0/a/0"  # unknown: at a high quantile, first
+
+
+def test_profile_and_work_follow_the_fresh_cells() -> None:
+    book = DurationBook({"t0": 100.0, "t1": 10.0})
+    q = CellQueue(cells(2, reps=2), book)
+    assert list(q.profile()) == [(100.0, 4), (10.0, 4)]
+    assert q.work() == 440.0
+    q.pop(0.0)  # t0's first pair opens: its cells leave the profile, not the work estimate
+    assert list(q.profile()) == [(100.0, 2), (10.0, 4)]
+    assert q.work() == 240.0 + 1 * book.mean()
+    book.observe("t1", 30.0)
+    q.reprioritise("t1")
+    assert list(q.profile()) == [(100.0, 2), (30.0, 4)]
+
+
+def test_typical_is_the_median_task_not_the_median_of_what_finished_first() -> None:
+    book = DurationBook({f"t{i}": 60.0 * (i + 1) for i in range(9)})
+    for _ in range(5):
+        book.observe("t8", 10 * 3600.0)  # longest first: the long task finishes first and often
+    assert book.typical() == 300.0
+    assert book.residual(0.0) == 0.0
+    book.started("t0", "l1", now=0.0)
+    assert book.residual(20.0) == 40.0

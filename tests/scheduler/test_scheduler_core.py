@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ray_bench.models.plan import PlanCell
 from ray_bench.scheduler import Candidate, LeaseRequest, assign
+from ray_bench.scheduler.core import WindowShare, reserve_below
 
 
 def req(i: int, expected: float = 0.0, avoid: str | None = None) -> LeaseRequest:
@@ -56,3 +57,25 @@ def test_cells_longer_than_an_accounts_horizon_go_elsewhere() -> None:
 def test_no_room_no_grant() -> None:
     assert assign([req(0)], [Candidate("a", 0, 4)], 0.0) == {}
     assert assign([], [Candidate("a", 2, 4)], 0.0) == {}
+
+
+def test_no_reservation_while_the_long_cells_outnumber_what_the_window_accounts_can_use() -> None:
+    a1 = WindowShare(limit=8, rate=40 / (5 * 3600))  # break-even 1 h
+    profile = [(3 * 3600.0, 100), (600.0, 1000)]  # 300 slot-hours of long cells
+    assert reserve_below(profile, [a1], remaining_sec=10 * 3600) is None  # they need 80
+
+
+def test_long_cells_are_reserved_once_the_window_accounts_can_use_them_all() -> None:
+    a1 = WindowShare(limit=8, rate=40 / (5 * 3600))
+    profile = [(2 * 3600.0, 30), (600.0, 1000)]  # 60 slot-hours of long cells
+    assert reserve_below(profile, [a1], remaining_sec=10 * 3600) == 3600.0
+    small = WindowShare(limit=4, rate=90 / (5 * 3600))  # break-even 13.3 min
+    # with a second window account, cells down to its break-even are needed too
+    assert reserve_below([(2 * 3600.0, 30), (1200.0, 40)], [small, a1], remaining_sec=10 * 3600) == 800.0
+
+
+def test_nothing_long_left_reserves_nothing() -> None:
+    a1 = WindowShare(limit=8, rate=40 / (5 * 3600))
+    assert reserve_below([], [a1], remaining_sec=3600) is None
+    assert reserve_below([(60.0, 10)], [a1], remaining_sec=3600) is None
+    assert reserve_below([(7200.0, 10)], [], remaining_sec=3600) is None
