@@ -68,45 +68,16 @@ def estimate_lines(plan: Plan) -> list[str]:
         return ["- no history: no earlier run of these tasks gave durations, so no estimate. "
                 f"`ray-bench simulate --plan runs/{plan.run_id}/launch-plan.json --median-min M` gives "
                 "one under an assumed median cell time"]
-    makespan = _simulated_makespan_h(plan)
+    from ray_bench.sim.from_plan import estimate_makespan_h
+
+    makespan = estimate_makespan_h(plan)
     cover = f"{len(known)} of {len(plan.tasks)} tasks"
     lines = [f"- history: durations of {cover} from earlier runs"]
-    if makespan is None:
-        lines.append("- estimated makespan: not available (the simulator could not use this history)")
-    else:
+    if makespan is not None:
         lines.append(f"- estimated makespan: {makespan:.2f} h at capacity {plan.capacity.effective} "
-                     "(simulated, adaptive admission)")
+                     "(the driver on a virtual clock over these cells at their expected durations)")
     lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
     return lines
-
-
-def _simulated_makespan_h(plan: Plan) -> float | None:
-    """The simulator's makespan over the history's durations (median of the known tasks for
-    the others)."""
-    import csv
-    import statistics
-    import tempfile
-    from pathlib import Path
-
-    from ray_bench.sim import simulate
-    from ray_bench.sim.from_plan import spec_from_plan
-
-    secs = [t.expected_sec for t in plan.tasks if t.expected_sec]
-    median = statistics.median(secs)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "durations.csv"
-        with path.open("w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["seconds"])
-            for task in plan.tasks:
-                writer.writerow([task.expected_sec or median])
-        spec = spec_from_plan(plan, durations={"csv": str(path)}, history=True)
-        spec["policies"] = ["adaptive"]
-        try:
-            report = simulate(spec).to_dict()
-        except Exception:
-            return None
-    return float(report["policies"]["adaptive"]["makespan_h"])
 
 
 def glossary_lines() -> list[str]:
