@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ray_bench.errors import UserInputError
+from ray_bench.errors import LedgerError, UserInputError
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 
 
@@ -32,7 +32,11 @@ def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
     """Task checksum -> expected seconds, from the valid attempts in the ledgers under ``paths``."""
     per_arm: dict[tuple[str, str], list[float]] = {}
     for root in history_roots(paths):
-        ledger = Ledger.open_readonly(root)
+        try:
+            ledger = Ledger.open_readonly(root)
+        except LedgerError as exc:  # bad input here, not a broken run: one line, exit 2
+            raise UserInputError(f"the ledger of this earlier run cannot be read ({exc})", where=str(root),
+                                 fix="leave this run out of --history / --runs") from None
         try:
             rows = ledger.attempts()
         finally:

@@ -10,6 +10,7 @@ from support.suites import make_suite
 from ray_bench.api import plan_run
 from ray_bench.errors import UserInputError
 from ray_bench.ledger import Ledger
+from ray_bench.ledger.store import LEDGER_FILE
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.history import durations_from_runs
 from ray_bench.plan.store import load_plan_file
@@ -54,3 +55,11 @@ def test_history_from_earlier_ledgers_reaches_the_plan_and_the_receipt(tmp_path:
 def test_history_path_that_is_not_a_run_root(tmp_path: Path) -> None:
     with pytest.raises(UserInputError, match="not a run root"):
         durations_from_runs([tmp_path / "nope"])
+
+
+def test_history_with_an_unreadable_ledger_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / LEDGER_FILE).write_text("not a database, whatever its name says\n" * 4)
+    with pytest.raises(UserInputError, match="cannot be read") as info:
+        durations_from_runs([tmp_path])
+    assert len(info.value.line().splitlines()) == 1 and "r1" in info.value.line()
