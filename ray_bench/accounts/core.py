@@ -46,7 +46,10 @@ class WindowLimit:
 class AccountLimits:
     """The limits of one account, as configured (the lead's pydantic model converts to this).
 
-    ``max_concurrent`` is the ceiling of the adaptive limit and ``min_concurrent`` its floor.
+    ``max_concurrent`` is the ceiling of the adaptive limit and ``min_concurrent`` its floor;
+    the limit takes one ``aimd_increase`` step back per ``health.probe_window_s`` of quiet
+    after a rate-limit episode's cooldown (the window after which the health machine, too,
+    takes silence for an answer).
     """
 
     max_concurrent: int
@@ -177,7 +180,8 @@ class AccountCore:
         self.limits = limits
         self.health = AccountHealth(limits.health)
         self.concurrency = AimdLimit(floor=limits.min_concurrent, ceiling=limits.max_concurrent,
-                                     decrease=limits.aimd_decrease, increase=limits.aimd_increase)
+                                     decrease=limits.aimd_decrease, increase=limits.aimd_increase,
+                                     recovery_s=limits.health.probe_window_s)
         self.bucket = TokenBucket(limits.starts_per_minute, burst=limits.burst, now=now)
         w = limits.window
         self.window = (RollingWindowQuota(w.hours * 3600, max_cells=w.max_cells, max_usd=w.max_usd)
@@ -199,7 +203,7 @@ class AccountCore:
         budget = self.limits.spend_budget_usd
         if budget is not None and self.spent_usd >= budget:
             return Refusal(RefusalReason.BUDGET, None)
-        limit = self.concurrency.limit
+        limit = self.concurrency.tick(now)
         if self.inflight >= limit:
             return Refusal(RefusalReason.CONCURRENCY, None)
         if self.window is not None:
@@ -244,6 +248,7 @@ class AccountCore:
             if self.window is not None:
                 self.window.record_usd(now, outcome.usd)
         h = self.health
+        self.concurrency.tick(now)
         if outcome.kind is OutcomeKind.SUCCESS:
             h.on_success(now, started_at)
             if run is not None and h.state is HealthState.HEALTHY:
@@ -254,6 +259,9 @@ class AccountCore:
             # many: shrinking again on every probe would leave the limit at its floor.
             if run is not None and not run.probe:
                 self.concurrency.on_rate_limited(now, started_at)
+            # Any signal, a probe's or a late one, restarts the quiet time the limit regrows
+            # by (accounts/concurrency.py), from the end of the cooldown it imposed.
+            self.concurrency.quiet_from(max(now, h.cooling_until))
         elif outcome.kind is OutcomeKind.AUTH_FAILED:
             h.on_auth_failed(now, expired=outcome.expired, detail=outcome.detail)
         elif outcome.detail:

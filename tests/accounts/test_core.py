@@ -102,6 +102,22 @@ def test_success_at_saturation_grows_the_limit() -> None:
     assert core.concurrency.limit == 3
 
 
+def test_limit_regrows_by_quiet_time_after_a_storm() -> None:
+    # One storm with a long Retry-After: halved once, then one step back per probe window of
+    # quiet after the cooldown, without waiting for hour-long cells to succeed at saturation.
+    core = AccountCore("a", AccountLimits(max_concurrent=8, health=HealthPolicy(probe_window_s=60)))
+    for i in range(8):
+        core.on_start(0.0, lease(i))
+    for i in range(8):  # the burst: one episode
+        core.on_finish(10.0 + i, lease(i), Outcome.rate_limited(900.0))
+    assert core.snapshot(20.0).limit == 4
+    core.on_start(917.0, lease(100))  # the probe, still in the storm
+    core.on_finish(920.0, lease(100), Outcome.rate_limited(900.0))
+    assert core.snapshot(1879.0).limit == 4  # cooling until 1820, then not yet a quiet minute
+    assert core.snapshot(1880.0).limit == 5
+    assert core.snapshot(1820.0 + 4 * 60).limit == 8
+
+
 def test_auth_failure_disables_account() -> None:
     core = AccountCore("a", AccountLimits(max_concurrent=4))
     core.on_start(0.0, lease(1))

@@ -7,7 +7,8 @@ real driver on a virtual clock (``simulate``'s ``adaptive`` policy is ray_bench/
 Goals: makespan within 5% of the lower bound with history and within 15% without; zero
 cells lost; zero duplicate rows; wasted attempts at most 1% of cells. The two reference
 policies run on the same workload and are printed beside it. ``--seeds N`` repeats the
-adaptive policy on N further seeds to show the spread. Exits 1 if a goal is missed.
+adaptive policy on N further seeds to show the spread; the makespan goal is then the median
+ratio over the seeds (issue 14), the other goals hold on every seed. Exits 1 if a goal is missed.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ def _row(name: str, p: dict[str, Any]) -> str:
             f"{p['pair_start_gap_s']['p95']:.0f} s{flag}")
 
 
-def _misses(report: dict[str, Any], history: bool) -> list[str]:
+def _misses(report: dict[str, Any], history: bool, ratio: bool = True) -> list[str]:
     a = report["policies"]["adaptive"]
     out = []
-    if a["ratio_to_lower_bound"] > GOAL_RATIO[history]:
+    if ratio and a["ratio_to_lower_bound"] > GOAL_RATIO[history]:
         out.append(f"ratio {a['ratio_to_lower_bound']:.3f} > {GOAL_RATIO[history]}")
     if a["cells_lost"]:
         out.append(f"{a['cells_lost']} cells lost")
@@ -70,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
               f"capacity {lb['capacity_s'] / 3600:.2f} h), simulated in {wall:.2f} s")
         for name, p in r["policies"].items():
             print(_row(name, p))
-        misses = _misses(r, history)
-        print(f"  goals: {'met' if not misses else 'MISSED: ' + '; '.join(misses)}")
+        misses = _misses(r, history, ratio=not args.seeds)
+        print(f"  goals: {'met' if not misses else 'MISSED: ' + '; '.join(misses)}"
+              f"{' (ratio: the median over the seeds, below)' if args.seeds else ''}")
         failed |= bool(misses)
         if args.seeds:
             ratios, wasted = [], []
@@ -80,11 +82,13 @@ def main(argv: list[str] | None = None) -> int:
                 rs = simulate(s).to_dict()
                 ratios.append(rs["policies"]["adaptive"]["ratio_to_lower_bound"])
                 wasted.append(rs["policies"]["adaptive"]["wasted_attempts"])
-                failed |= bool(_misses(rs, history))
+                failed |= bool(_misses(rs, history, ratio=False))
             ratios.insert(0, r["policies"]["adaptive"]["ratio_to_lower_bound"])
+            median = sorted(ratios)[len(ratios) // 2]
+            failed |= median > GOAL_RATIO[history]
             print(f"  seeds 0..{args.seeds} (0: the spec's): ratio min/median/max {min(ratios):.3f}/"
-                  f"{sorted(ratios)[len(ratios) // 2]:.3f}/{max(ratios):.3f}; "
-                  f"wasted max {max(wasted)}; goal missed on "
+                  f"{median:.3f}/{max(ratios):.3f} (goal: median <= {GOAL_RATIO[history]}); "
+                  f"wasted max {max(wasted)}; above the goal on "
                   f"{sum(x > GOAL_RATIO[history] for x in ratios)} of {len(ratios)}")
             reports[label]["seed_ratios"] = ratios
     if args.json:
