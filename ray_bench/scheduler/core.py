@@ -13,8 +13,8 @@ The rules, in order:
 - **Quota-aware placement.** An account whose binding limit is a cell-count window (its
   window allows fewer starts than its slots could use at the run's typical cell length) gets
   the longest cells of the batch: every start it makes costs a window slot, so each should
-  buy as much work as it can. It does not take a cell that would outlast ``horizon_sec``
-  of its own (a login that expires, say). Other accounts take the rest.
+  buy as much work as it can. Other accounts take the rest. (An account whose login expires
+  within a cell's time limit is no candidate at all: the gates leave it out.)
 - **Headroom.** Among the rest, the account with the largest free fraction of its limit,
   then the most free slots, then the name (deterministic).
 
@@ -61,8 +61,6 @@ class Candidate:
     probe: bool = False
     #: Window starts per second (``max_cells / window``), when the account has a cell window.
     window_rate: float | None = None
-    #: Cells expected to last longer than this do not go to the account (None: no bound).
-    horizon_sec: float | None = None
 
     def window_bound(self, typical_sec: float) -> bool:
         """The window, not the slots, limits this account at the typical cell length: its
@@ -84,8 +82,7 @@ def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
     bound_room = {n: room[n] for n in bound if n in room}
     for i in longest:
         request = requests[i]
-        fits = [n for n, left in bound_room.items() if left > 0 and n != request.avoid
-                and _fits(by_name[n], request)]
+        fits = [n for n, left in bound_room.items() if left > 0 and n != request.avoid]
         if not fits:
             continue
         name = max(fits, key=lambda n: _key(by_name[n], bound_room[n]))
@@ -97,9 +94,9 @@ def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
     for i, request in enumerate(requests):
         chosen = reserved.get(i)
         if chosen is None:
-            open_ = [n for n, left in room.items() if left > 0 and n not in bound and _fits(by_name[n], request)]
+            open_ = [n for n, left in room.items() if left > 0 and n not in bound]
             if not open_:  # only window-bound room is left: better used than idle
-                open_ = [n for n, left in room.items() if left > 0 and _fits(by_name[n], request)]
+                open_ = [n for n, left in room.items() if left > 0]
             others = [n for n in open_ if n != request.avoid]
             open_ = others or open_
             if not open_:
@@ -108,10 +105,6 @@ def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
             room[chosen] -= 1
         out.setdefault(chosen, []).append(request)
     return out
-
-
-def _fits(candidate: Candidate, request: LeaseRequest) -> bool:
-    return candidate.horizon_sec is None or request.expected_sec <= candidate.horizon_sec
 
 
 def _key(candidate: Candidate, room: int) -> tuple[int, float, int, str]:

@@ -48,12 +48,6 @@ def test_an_account_bound_by_its_slots_is_not_window_bound() -> None:
     assert not Candidate("w", 4, 4, window_rate=100 / 3600).window_bound(1200.0)
 
 
-def test_cells_longer_than_an_accounts_horizon_go_elsewhere() -> None:
-    cands = [Candidate("short", 4, 4, horizon_sec=600.0), Candidate("long", 1, 4)]
-    out = names(assign([req(0, 3000), req(1, 100)], cands, 0.0))
-    assert out == {"long": ["l0"], "short": ["l1"]}
-
-
 def test_no_room_no_grant() -> None:
     assert assign([req(0)], [Candidate("a", 0, 4)], 0.0) == {}
     assert assign([], [Candidate("a", 2, 4)], 0.0) == {}
