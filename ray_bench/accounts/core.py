@@ -156,8 +156,11 @@ class AccountSnapshot:
         return self.admit.headroom if isinstance(self.admit, Admit) else 0
 
 
-@dataclass(slots=True)
-class _Running:
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A slot held by a started lease: when it started, how many ran then, whether it was
+    a degraded account's probe."""
+
     started_at: float
     inflight_at_start: int
     probe: bool
@@ -187,7 +190,7 @@ class AccountCore:
         self.window = (RollingWindowQuota(w.hours * 3600, max_cells=w.max_cells, max_usd=w.max_usd)
                        if w is not None else None)
         self.spent_usd = 0.0
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Running] = {}
 
     @property
     def inflight(self) -> int:
@@ -236,7 +239,7 @@ class AccountCore:
         if self.window is not None:
             self.window.record_start(now)
         self.health.on_start(now)
-        self._running[lease.lease_id] = _Running(now, self.inflight, decision.probe)
+        self._running[lease.lease_id] = Running(now, self.inflight, decision.probe)
 
     def on_finish(self, now: float, lease: Lease, outcome: Outcome) -> None:
         """Release the lease's slot and learn from its outcome. Unknown leases (from before
@@ -266,6 +269,14 @@ class AccountCore:
             h.on_auth_failed(now, expired=outcome.expired, detail=outcome.detail)
         elif outcome.detail:
             h.last_error = outcome.detail
+
+    def running(self, lease_id: str) -> Running | None:
+        return self._running.get(lease_id)
+
+    def adopt(self, lease_id: str, held: Running) -> None:
+        """Hold a slot for a lease an earlier holder of this account started (its actor
+        restarted): no admission check and no window start, both happened then."""
+        self._running.setdefault(lease_id, held)
 
     def abandon(self, lease_id: str) -> bool:
         """Free a lease's slot without learning from it: the attempt was cancelled, or the

@@ -5,7 +5,9 @@ login.
 
 One writer per account: its ``AccountActor`` (the CLI writes only ``operator_events``, which the
 actor applies). Tables are insert-only except ``health``, one row per account overwritten by
-its actor. Time is epoch seconds.
+its actor, and ``leases``, the slots held right now (a row from each start until its finish),
+which a restarted actor takes up so that it does not admit the held slots a second time.
+Time is epoch seconds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ray_bench.accounts.core import Running
 
 FILE = "accounts.sqlite"
 _SCHEMA = """
@@ -25,6 +29,9 @@ CREATE TABLE IF NOT EXISTS health (
     account TEXT PRIMARY KEY, state TEXT NOT NULL, cooling_until REAL NOT NULL, episodes INTEGER NOT NULL,
     auth_failures INTEGER NOT NULL, last_error TEXT NOT NULL, updated_at REAL NOT NULL,
     events_seen INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS leases (
+    account TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, started_at REAL NOT NULL,
+    inflight_at_start INTEGER NOT NULL, probe INTEGER NOT NULL, PRIMARY KEY (account, lease_id));
 CREATE TABLE IF NOT EXISTS operator_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
     who TEXT NOT NULL, at REAL NOT NULL);
@@ -45,6 +52,16 @@ class Saved:
     last_error: str = ""
     #: The last operator event the actor applied (later ones are still to apply).
     events_seen: int = 0
+    leases: list[HeldLease] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """A slot held when the account's actor last wrote (see ``AccountCore.adopt``)."""
+
+    lease_id: str
+    run_id: str
+    held: Running
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,19 @@ class AccountStore:
         if usd > 0:
             self._db.execute("INSERT INTO spend VALUES (?, ?, ?)", (account, at, usd))
 
+    def hold_leases(self, account: str, leases: list[HeldLease]) -> None:
+        with self._db:  # one transaction
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(account, h.lease_id, h.run_id, h.held.started_at, h.held.inflight_at_start,
+                                   int(h.held.probe)) for h in leases])
+
+    def drop_leases(self, account: str, lease_ids: list[str]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM leases WHERE account = ? AND lease_id = ?",
+                                 [(account, lease) for lease in lease_ids])
+
     def save_health(self, account: str, *, state: str, cooling_until: float, episodes: int, auth_failures: int,
                     last_error: str, events_seen: int) -> None:
         self._db.execute("INSERT OR REPLACE INTO health VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -99,6 +129,9 @@ class AccountStore:
         if row is not None:
             (saved.state, saved.cooling_until, saved.episodes, saved.auth_failures, saved.last_error,
              saved.events_seen) = row
+        saved.leases = [HeldLease(r[0], r[1], Running(r[2], r[3], bool(r[4]))) for r in self._db.execute(
+            "SELECT lease_id, run_id, started_at, inflight_at_start, probe FROM leases WHERE account = ? "
+            "ORDER BY started_at", (account,))]
         return saved
 
     def events_after(self, account: str, seq: int) -> list[OperatorEvent]:

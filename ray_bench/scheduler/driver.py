@@ -138,7 +138,7 @@ class Driver:
         self.pool = pool
         self.options = options or RunOptions()
         if gate is None:
-            from ray_bench.accounts.actors import ActorGate
+            from ray_bench.accounts.gate import ActorGate
 
             gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools),
                              state_root=self.options.state_root)
