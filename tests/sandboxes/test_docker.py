@@ -273,3 +273,73 @@ def test_list_and_remove_volumes_and_networks(docker_client: Any, run_id: str) -
         assert await backend.list({LABEL_RUN: run_id}) == []
 
     asyncio.run(_with_backend(body))
+
+
+class _LosingProxy:
+    """A unix socket in front of the real daemon that loses the answer to every container
+    create: it closes the client's connection at once and hands the request to the daemon
+    ``late_sec`` later, so the container appears after the client gave up (what a wedged
+    daemon did under load: a ``Created`` container nobody removed)."""
+
+    def __init__(self, path: Path, late_sec: float) -> None:
+        self.path, self.late_sec = path, late_sec
+        self.lost = 0
+        self.late_answers: list[bytes] = []
+
+    async def __aenter__(self) -> _LosingProxy:
+        self.server = await asyncio.start_unix_server(self._serve, path=str(self.path))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_unix_connection("/var/run/docker.sock")
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(Exception):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            with contextlib.suppress(Exception):
+                dst.close()
+
+        first = await reader.read(65536)
+        if b"/containers/create" in first.split(b"\r\n", 1)[0]:
+            self.lost += 1
+            writer.close()  # the client sees its connection dropped: no answer
+
+            async def late() -> None:
+                await asyncio.sleep(self.late_sec)
+                up_w.write(first)
+                await up_w.drain()
+                answer = await up_r.read(65536)  # the daemon's answer, which nobody hears
+                self.late_answers.append(answer.split(b"\r\n", 1)[0])
+                up_w.close()
+
+            await late()
+            return
+        up_w.write(first)
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+
+def test_a_create_whose_answer_is_lost_leaves_no_container(
+    docker_client: Any, base_image: str, run_id: str, tmp_path: Path
+) -> None:
+    async def body() -> None:
+        async with _LosingProxy(tmp_path / "d.sock", late_sec=1.0) as proxy:
+            backend = DockerBackend(base_url=f"unix://{tmp_path}/d.sock")
+            backend.undo_settle_sec = 15.0
+            try:
+                with pytest.raises((SandboxUnavailableError, SandboxCreateError)):
+                    await backend.create(spec(base_image, run_id))
+            finally:
+                await backend.close()
+            assert proxy.lost == 1
+            # The daemon did make the container, after the client had given up...
+            assert [a.split(b" ", 2)[1] for a in proxy.late_answers] == [b"201"], proxy.late_answers
+
+    asyncio.run(body())
+    # ...and the backend found it by name and removed it.
+    labelled = docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    assert labelled == [], labelled

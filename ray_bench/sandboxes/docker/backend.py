@@ -9,6 +9,7 @@ import builtins
 import contextlib
 import functools
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,8 @@ class DockerBackend(SandboxBackend):
     """``base_url`` defaults to the environment (``DOCKER_HOST`` or the local socket)."""
 
     name = "docker"
+    #: How long a create whose answer was lost is watched for a late container (see _undo_create).
+    undo_settle_sec = 30.0
 
     def __init__(
         self,
@@ -105,10 +108,36 @@ class DockerBackend(SandboxBackend):
         return DockerSandbox(self, container_id, spec)
 
     async def _undo_create(self, made: asyncio.Future[str], name: str) -> None:
-        with contextlib.suppress(BaseException):
+        """Remove what a failed or cancelled create made. When the daemon's answer was lost (a
+        timeout, a dropped connection) the daemon may still be making the container: look for it
+        by name, with backoff, for ``undo_settle_sec``, so a late ``Created`` container is not
+        left behind for the end-of-run audit."""
+        answered = True
+        try:
             await made
-        with contextlib.suppress(SandboxError):
-            await self.call(self.remove_container, name)
+        except SandboxCreateError:
+            pass  # the daemon refused; _create_container removed what it had made
+        except BaseException:  # any other failure: the answer may be lost
+            answered = False
+        if answered:
+            for retry_in in (0.5, 2.0, None):  # a removal that fails is tried three times
+                try:
+                    await self.call(self.remove_container, name)
+                    return
+                except SandboxError:
+                    if retry_in is None:
+                        return
+                    await asyncio.sleep(retry_in)
+        deadline = time.monotonic() + self.undo_settle_sec
+        delay = 0.5
+        while True:
+            with contextlib.suppress(SandboxError):
+                await self.call(self.remove_container, name)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 2, 8.0)
 
     def _ensure_image(self, spec: SandboxSpec) -> str:
         image = images.ensure_image(self.client(), spec)
