@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: create .venv if missing, install the package with its dev and daytona extras, run pytest.
+# The test command: create .venv if missing, install the package with its dev and daytona extras
+# (with uv, pip as the fallback), run pytest.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,8 +12,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstall only when the project metadata changed since the last install.
 stamp=.venv/.ray-bench-installed
+# uv installs the same requirements in about a minute where pip takes five or six on two cores;
+# pip remains the fallback when uv cannot be had.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/pip install -q -e '.[dev,daytona]'
+    if .venv/bin/python -m pip install -q uv 2>/dev/null && [ -x .venv/bin/uv ]; then
+        .venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev,daytona]'
+    else
+        echo "scripts/test.sh: uv could not be installed; installing with pip (slower)" >&2
+        .venv/bin/pip install -q -e '.[dev,daytona]'
+    fi
     touch "$stamp"
 fi
 
