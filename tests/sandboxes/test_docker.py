@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -275,6 +276,13 @@ def test_list_and_remove_volumes_and_networks(docker_client: Any, run_id: str) -
     asyncio.run(_with_backend(body))
 
 
+def _daemon_socket() -> str:
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        pytest.skip(f"the proxy speaks to a unix socket, not {host}")
+    return host.removeprefix("unix://")
+
+
 class _LosingProxy:
     """A unix socket in front of the real daemon that loses the answer to every container
     create: it closes the client's connection at once and hands the request to the daemon
@@ -294,7 +302,7 @@ class _LosingProxy:
         self.server.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_r, up_w = await asyncio.open_unix_connection("/var/run/docker.sock")
+        up_r, up_w = await asyncio.open_unix_connection(_daemon_socket())
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(Exception):
