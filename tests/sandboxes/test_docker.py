@@ -314,6 +314,15 @@ class _LosingProxy:
 
         first = await reader.read(65536)
         if b"/containers/create" in first.split(b"\r\n", 1)[0]:
+            # the whole request (headers and JSON body, which may come in pieces) before dropping
+            while b"\r\n\r\n" not in first:
+                first += await reader.read(65536)
+            head, body = first.split(b"\r\n\r\n", 1)
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length:
+                body += await reader.read(65536)
+            first = head + b"\r\n\r\n" + body
             self.lost += 1
             writer.close()  # the client sees its connection dropped: no answer
 
@@ -337,7 +346,7 @@ def test_a_create_whose_answer_is_lost_leaves_no_container(
     async def body() -> None:
         async with _LosingProxy(tmp_path / "d.sock", late_sec=1.0) as proxy:
             backend = DockerBackend(base_url=f"unix://{tmp_path}/d.sock")
-            backend.undo_settle_sec = 15.0
+            backend.undo_settle_sec = 120.0  # ends as soon as the late container is removed
             try:
                 with pytest.raises((SandboxUnavailableError, SandboxCreateError)):
                     await backend.create(spec(base_image, run_id))

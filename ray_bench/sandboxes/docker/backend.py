@@ -132,7 +132,8 @@ class DockerBackend(SandboxBackend):
         delay = 0.5
         while True:
             with contextlib.suppress(SandboxError):
-                await self.call(self.remove_container, name)
+                if await self.call(self.remove_container, name):
+                    return  # the late container was made and is gone: there is one per name
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -181,14 +182,16 @@ class DockerBackend(SandboxBackend):
 
     # -- delete, list, remove -------------------------------------------------------------
 
-    def remove_container(self, container: str) -> None:
+    def remove_container(self, container: str) -> bool:
+        """Remove a container by id or name; False when there was none."""
         try:
             self.client().api.remove_container(container, force=True, v=True)
         except docker.errors.NotFound:
-            pass
+            return False
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise SandboxError(f"removing container {container[:12]} failed: {exc}") from exc
+        return True
 
     async def list(self, labels: Mapping[str, str]) -> list[SandboxRef]:
         return await self.call(self._list, dict(labels))
