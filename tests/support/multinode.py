@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from ray_bench.cells.ray_start import WORKER_NICENESS
+
 SCRIPT = Path(__file__).resolve().parents[2] / "cluster" / "local-multinode.sh"
 
 
@@ -75,7 +77,7 @@ class MultiNode:
         temp dir is under the state directory, so ``stop`` finds it with the rest."""
         ray_bin = Path(sys.executable).parent / "ray"
         node_env = {**os.environ, **env, "RAY_TMPDIR": str(self.state), "RAY_USAGE_STATS_ENABLED": "0",
-                    **self.env}
+                    WORKER_NICENESS: os.environ.get(WORKER_NICENESS, "0"), **self.env}
         for key in unset:
             node_env.pop(key, None)
         error = ""
