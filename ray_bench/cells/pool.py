@@ -1,12 +1,13 @@
 """Where the driver sends attempts (:class:`RunnerPool`): the thin Ray shell (:class:`RayPool`:
-runners on nodes, wait, cancel, cleanup) and its in-process fake (:class:`InProcessPool`)."""
+runners on nodes, wait, cancel, cleanup); its in-process fake is
+:class:`ray_bench.cells.inprocess.InProcessPool`."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Collection
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +25,6 @@ from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.models.suite import BackendConfig
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
-from ray_bench.scheduler.clock import FakeClock
 
 if TYPE_CHECKING:
     from ray_bench.artifacts.ship import Shipper
@@ -122,10 +122,10 @@ class RayPool:
         self._load[index] += 1
         return ref
 
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
+    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
         if not refs:
             return []
-        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        ready, rest = ray.wait(list(refs), num_returns=1, timeout=timeout)
         if ready and rest:
             # Linger a moment for the attempts finishing right behind the first: the driver then
             # admits and releases them in one batch (one round trip per actor, not per cell), for
@@ -265,160 +265,12 @@ def lost_summary(spec: AttemptSpec, exc: BaseException) -> AttemptSummary:
 
 
 class RunnerPool(Protocol):
-    """Where the driver sends attempts: :class:`RayPool` on a cluster, :class:`InProcessPool`
-    in this process (the fake that ships with the interface, as httpx ships MockTransport)."""
+    """Where the driver sends attempts: :class:`RayPool` on a cluster,
+    :class:`~ray_bench.cells.inprocess.InProcessPool` in this process."""
 
     def submit(self, spec: AttemptSpec) -> Any: ...
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
+    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
     def cancel(self, refs: list[Any]) -> None: ...
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
     def retire(self, node: str) -> None: ...
-
-
-class World(Protocol):
-    """What an in-process attempt does: how long it takes and what it reports."""
-
-    def begin(self, spec: AttemptSpec, now: float) -> tuple[float, float, AttemptSummary]:
-        """``(sandbox creation seconds, run seconds, summary)`` of an attempt starting now."""
-        ...
-
-    def end(self, spec: AttemptSpec, now: float, delivered: bool) -> None:
-        """The attempt stopped (``delivered``: its summary reached a driver)."""
-        ...
-
-
-@dataclass
-class _Flight:
-    spec: AttemptSpec
-    runner: int
-    finish_at: float
-    summary: AttemptSummary
-    sandbox_at: float
-
-
-class InProcessPool:
-    """Runners and nodes in this process, on a :class:`~ray_bench.scheduler.clock.FakeClock`:
-    ``wait`` moves the clock to the next finish (or by its timeout), so the driver's loop runs
-    on virtual time. Sandboxes are labelled records that ``cleanup`` and ``count`` see as the
-    real backends' ``list`` would. Faults: :meth:`kill_runner`, :meth:`kill_node` (the
-    attempts come back as lost, their sandboxes stay behind for the audit), and a node is
-    used again only after :meth:`rejoin_node` (heard from since its death)."""
-
-    def __init__(self, clock: FakeClock, world: World, nodes: int = 2, runners_per_node: int = 2) -> None:
-        self.clock = clock
-        self.world = world
-        self.node_of = [n for n in range(nodes) for _ in range(max(1, runners_per_node))]
-        self.dead_nodes: set[int] = set()
-        self.load = [0] * len(self.node_of)
-        self.flights: dict[int, _Flight] = {}
-        #: sandbox id -> (run id, attempt id); what a backend's ``list`` would show
-        self.sandboxes: dict[str, tuple[str, str]] = {}
-        self.sent_to_dead = 0
-        self._seq = 0
-
-    def submit(self, spec: AttemptSpec) -> int:
-        now = self.clock.now()
-        live = [i for i, n in enumerate(self.node_of) if n not in self.dead_nodes]
-        if not live:
-            self.sent_to_dead += 1
-            live = list(range(len(self.node_of)))
-        runner = min(live, key=lambda i: (self.load[i], i))
-        create, run, summary = self.world.begin(spec, now)
-        self._seq += 1
-        ref = self._seq
-        self.load[runner] += 1
-        self.flights[ref] = _Flight(spec, runner, now + create + run, summary, now + create)
-        if self.node_of[runner] in self.dead_nodes:  # nothing answers there
-            self._lose(ref, RuntimeError("ActorDiedError: the runner's node is dead"))
-        return ref
-
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
-        now = self.clock.now()
-        mine = [r for r in refs if r in self.flights]
-        if not mine:
-            self.clock.sleep(timeout)
-            return []
-        first = min(self.flights[r].finish_at for r in mine)
-        if first > now + timeout:
-            self.clock.sleep(timeout)
-            return []
-        self.clock.set(max(now, first))
-        now = self.clock.now()
-        self.materialise()
-        out = []
-        for ref in sorted(r for r in mine if self.flights[r].finish_at <= now):
-            flight = self.flights.pop(ref)
-            self.load[flight.runner] -= 1
-            if not flight.summary.lost:  # a lost one was ended when it was lost
-                self._sandbox_gone(flight, lost=False)
-                self.world.end(flight.spec, now, delivered=True)
-            flight.summary.finished_at = self.clock.wall()
-            out.append((ref, flight.summary))
-        return out
-
-    def cancel(self, refs: list[Any]) -> None:
-        now = self.clock.now()
-        for ref in refs:
-            flight = self.flights.get(ref)
-            if flight is not None and not flight.summary.lost:
-                flight.summary = flight.summary.model_copy(update={"cancelled": True})
-                flight.finish_at = now
-
-    def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int:
-        """Remove the run's (or one attempt's) sandboxes; an attempt whose sandbox goes
-        stops, and its summary reaches no one (its driver is gone)."""
-        doomed = [sid for sid, (run, att) in self.sandboxes.items()
-                  if run == run_id and (attempt_id is None or att == attempt_id)]
-        for sid in doomed:
-            del self.sandboxes[sid]
-        if attempt_id is not None:
-            for ref, flight in list(self.flights.items()):
-                if flight.spec.attempt_id == attempt_id:
-                    del self.flights[ref]
-                    self.load[flight.runner] -= 1
-                    self.world.end(flight.spec, self.clock.now(), delivered=False)
-        return len(doomed)
-
-    def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int:
-        return sum(1 for run, _ in self.sandboxes.values() if run == run_id)
-
-    def retire(self, node: str) -> None:
-        """A halt names a host; the simulated nodes are numbered and never run short."""
-
-    # -- what the simulator does to it -------------------------------------------------------
-
-    def materialise(self) -> None:
-        """Sandboxes whose creation has finished by now exist (called as time passes)."""
-        now = self.clock.now()
-        for flight in self.flights.values():
-            if flight.sandbox_at <= now and not flight.summary.lost:
-                self.sandboxes.setdefault(f"sb-{flight.spec.attempt_id}", (flight.spec.run_id, flight.spec.attempt_id))
-
-    def kill_runner(self, runner: int) -> int:
-        """The runner process dies with its attempts (Ray starts a new one in its place)."""
-        refs = [r for r, f in self.flights.items() if f.runner == runner and not f.summary.lost]
-        for ref in refs:
-            self._lose(ref, RuntimeError("ActorDiedError: the actor died unexpectedly"))
-        return len(refs)
-
-    def kill_node(self, node: int) -> int:
-        self.dead_nodes.add(node)
-        refs = [r for r, f in self.flights.items() if self.node_of[f.runner] == node and not f.summary.lost]
-        for ref in refs:
-            self._lose(ref, RuntimeError("NodeDiedError: the node running the actor died"))
-        return len(refs)
-
-    def rejoin_node(self, node: int) -> None:
-        self.dead_nodes.discard(node)
-
-    def _lose(self, ref: int, exc: BaseException) -> None:
-        flight = self.flights[ref]
-        self.materialise()
-        self.world.end(flight.spec, self.clock.now(), delivered=False)
-        flight.summary = lost_summary(flight.spec, exc)
-        flight.finish_at = self.clock.now()
-
-    def _sandbox_gone(self, flight: _Flight, lost: bool) -> None:
-        if not lost:  # a finished runner deleted its sandbox; a lost one left it behind
-            self.sandboxes.pop(f"sb-{flight.spec.attempt_id}", None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -249,7 +249,7 @@ class Driver:
                     ledger.event("stop", {"reason": exc.reason, "detail": exc.detail})
             if not self.inflight and (stop is not None or not state.pending):
                 break
-            finished = self.pool.wait(list(self.inflight), self.options.tick_sec)
+            finished = self.pool.wait(self.inflight.keys(), self.options.tick_sec)
             for ref, summary in finished:
                 self._finish(ledger, state, ref, summary)
             if stop is not None:
@@ -567,7 +567,7 @@ class Driver:
 
 class RunnerPool(Protocol):
     def submit(self, spec: AttemptSpec) -> Any: ...
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
+    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
     def cancel(self, refs: list[Any]) -> None: ...
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...

@@ -2,7 +2,7 @@
 
 The driver runs in this process exactly as ``execute`` runs it — the same loop, ledger
 (SQLite), run state, classifier, recovery circuit and account choice — against an
-:class:`~ray_bench.cells.pool.InProcessPool` whose attempts a :class:`SimWorld` answers, an
+:class:`~ray_bench.cells.inprocess.InProcessPool` whose attempts a :class:`SimWorld` answers, an
 in-process :class:`~ray_bench.scheduler.admission.CoreGate`, and a
 :class:`~ray_bench.scheduler.clock.FakeClock`. So ``simulate``'s makespan is the driver's.
 
@@ -18,6 +18,7 @@ import functools
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 
 from ray_bench.accounts.core import AccountCore
 from ray_bench.accounts.health import HealthPolicy
-from ray_bench.cells.pool import InProcessPool
+from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.accounts import Account
@@ -36,6 +37,7 @@ from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions
+from ray_bench.scheduler.observers import RunObserver
 from ray_bench.sim.engine import pair_gaps
 from ray_bench.sim.workload import AuthLossEvent, SimSpec, Workload
 from ray_bench.sim.world import SimWorld
@@ -97,12 +99,13 @@ class _FaultyPool(InProcessPool):
         self.jumps = sorted(faults.clock_jumps)
         self.kills = 0
 
-    def wait(self, refs: list[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
+    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
         now = self.clock.now()
         if self.jumps and self.jumps[0][0] <= now:
             self.clock.advance(self.jumps.pop(0)[1])
             now = self.clock.now()
-        horizon = min([now + timeout] + [f.finish_at for r in refs if (f := self.flights.get(r)) is not None])
+        first = self.first_finish(refs)
+        horizon = now + timeout if first is None else min(now + timeout, first)
         if self.events and self.events[0][0] <= horizon:
             at, kind, arg = self.events.pop(0)
             self.clock.set(max(now, at))
@@ -131,9 +134,9 @@ class _FaultyPool(InProcessPool):
             self.cores[name] = new
         elif kind == "auth":
             self.sim.lose_login(str(arg), now, [f.summary for f in self.flights.values()])
-            for flight in self.flights.values():
+            for ref, flight in self.flights.items():
                 if flight.spec.account == arg and flight.finish_at > now + 30:
-                    flight.finish_at = now + float(self.sim.rng.uniform(5.0, 30.0))
+                    self.reschedule(ref, now + float(self.sim.rng.uniform(5.0, 30.0)))
         elif kind == "kill":
             self.kills += 1
             raise _Killed
@@ -170,9 +173,11 @@ def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attem
 
 
 def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, *, preflight: int = 0,
-               max_attempts: int = 3, root: Path | None = None) -> DrivenResult:
+               max_attempts: int = 3, root: Path | None = None,
+               observer: RunObserver | None = None) -> DrivenResult:
     """Run the real driver over ``workload`` (resuming after each driver kill) and check the
-    invariants; see the module docstring."""
+    invariants; see the module docstring. ``observer`` hears what each driver does (as
+    ``execute``'s terminal and metrics do)."""
     faults = faults or Faults()
     rng = np.random.default_rng([spec.seed, 2])
     plan = plan_for(spec, workload, preflight=preflight, max_attempts=max_attempts)
@@ -190,7 +195,8 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
         while outcome is None:
             gate = CoreGate(plan.accounts, clock=clock.now, cores=cores)
             (tmp / "run").mkdir(exist_ok=True)
-            driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, gate=gate, options=options, clock=clock)
+            driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, gate=gate, observer=observer,
+                            options=options, clock=clock)
             try:
                 outcome = driver.run()
             except _Killed:

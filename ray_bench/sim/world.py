@@ -33,7 +33,7 @@ class Violations:
 
 
 class SimWorld(Provider):
-    """A :class:`~ray_bench.cells.pool.World` for the in-process pool: the baselines'
+    """A :class:`~ray_bench.cells.inprocess.World` for the in-process pool: the baselines'
     provider, answering with the summaries a real runner writes."""
 
     def __init__(self, spec: SimSpec, workload: Workload, rng: np.random.Generator,
