@@ -63,6 +63,10 @@ class DurationBook:
         self._n: dict[str, int] = {}
         self._seen: list[float] = []
         self._typical: float | None = None
+        #: What :meth:`typical` is the median of, kept sorted as tasks are observed (sorting
+        #: it again after every finish made a long run quadratic): task -> its value.
+        self._values = sorted(self.history.values())
+        self._value = dict(self.history)
         self._history_mean = sum(self.history.values()) / len(self.history) if self.history else None
         self.running: dict[str, dict[str, float]] = {}
         """task -> {lease_id: started_at}"""
@@ -86,8 +90,7 @@ class DurationBook:
         first finishes the long cells first, and that median was 2-3 h on a workload whose
         median task takes 9 min."""
         if self._typical is None:
-            values = sorted([self._sum[t] / n for t, n in self._n.items()]
-                            + [h for t, h in self.history.items() if t not in self._n])
+            values = self._values
             self._typical = values[len(values) // 2] if values else self.prior_s
         return self._typical
 
@@ -124,6 +127,11 @@ class DurationBook:
         self._sum[task] = self._sum.get(task, 0.0) + seconds
         self._n[task] = self._n.get(task, 0) + 1
         bisect.insort(self._seen, seconds)
+        old = self._value.get(task)
+        if old is not None:
+            del self._values[bisect.bisect_left(self._values, old)]
+        self._value[task] = self._sum[task] / self._n[task]
+        bisect.insort(self._values, self._value[task])
         self._typical = None
 
     def started(self, task: str, lease_id: str, now: float) -> None:
@@ -147,6 +155,8 @@ class CellQueue:
         self._order: dict[str, int] = {}
         self._fresh: dict[str, deque[tuple[str, int]]] = {}
         """task -> pairs none of whose arms has started, in repetition order."""
+        self._fresh_tasks: dict[str, None] = {}
+        """The tasks with a fresh pair (those of ``_fresh`` not empty)."""
         self._pending: dict[tuple[str, int], list[CellRef]] = {}
         self._opened: set[tuple[str, int]] = set()
         self._open: deque[tuple[str, int]] = deque()
@@ -185,6 +195,7 @@ class CellQueue:
         if pair not in self._pending:
             self._pending[pair] = []
             self._fresh[cell.task].append(pair)
+            self._fresh_tasks[cell.task] = None
         if pair not in self._opened:
             self._fresh_cells[cell.task] = self._fresh_cells.get(cell.task, 0) + 1
         self._pending[pair].append(cell)
@@ -225,8 +236,13 @@ class CellQueue:
             candidates.append(known[i][3] if i < len(known) else known[0][3])
         if unknown:
             candidates.append(unknown[0][3])
-        # Tasks with a running cell can outgrow their key as time passes.
-        candidates.extend(t for t in book.running if self._fresh.get(t))
+        # Tasks with a running cell can outgrow their key as time passes. (The choice does
+        # not depend on their order: the keys below differ by suite order.)
+        running, fresh = book.running, self._fresh_tasks
+        if len(fresh) < len(running):
+            candidates.extend(t for t in fresh if t in running)
+        else:
+            candidates.extend(t for t in running if t in fresh)
         best: tuple[bool, float, int, int] | None = None
         best_task: str | None = None
         for task in candidates:
@@ -252,6 +268,8 @@ class CellQueue:
         started pair first, then of a fresh one; the others only when none is left."""
         while self._open and not self._pending.get(self._open[0]):
             self._opened.discard(self._open.popleft())
+        if not self._len:
+            return None
         if self._open and split is None:
             pair = self._open[0]
             return self._take(pair, self._pending[pair])
@@ -266,6 +284,8 @@ class CellQueue:
         if task is None:
             return None
         pair = self._fresh[task].popleft()
+        if not self._fresh[task]:
+            del self._fresh_tasks[task]
         self._fresh_cells[task] -= len(self._pending[pair])
         return self._take(pair, self._pending[pair])
 
