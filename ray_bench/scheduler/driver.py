@@ -541,7 +541,8 @@ class Driver:
                                   cost_usd=0.0, summary=AttemptSummary(
                                       attempt_id=row.attempt_id, cell_id=row.cell_id, task=row.task, arm=row.arm,
                                       rep=row.rep, account=row.account, backend=row.backend,
-                                      started_at=row.started_at, stale=True, sandboxes_removed=removed))
+                                      started_at=row.started_at, stale=True, sandboxes_removed=removed),
+                                  now=self.clock.wall())  # the driver's clock (virtual in the simulator)
         return len(open_rows)
 
     def _shaping_options(self) -> dict[str, Any]:
