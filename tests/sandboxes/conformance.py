@@ -181,7 +181,7 @@ class SandboxConformance:
                 )
                 assert res.timed_out
                 assert res.exit_code != 0
-                assert res.duration_sec < 15
+                assert res.duration_sec < 60  # far below the 300 s it would run; generous under load
                 assert "never" not in res.stdout
                 await _child_dead(sbx, logs)
                 after = await sbx.exec("echo still-usable", timeout=30)

@@ -4,6 +4,7 @@ agents that misbehave on purpose."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -315,18 +316,20 @@ def test_logins_expiring_before_a_cell_could_finish_stop_the_run_at_once(tmp_pat
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / ".credentials.json").write_text(json.dumps(
-        {"claudeAiOauth": {"expiresAt": int((time.time() + 120) * 1000)}}))
+        {"claudeAiOauth": {"expiresAt": int((time.time() + 600) * 1000)}}))
     accounts = [{"name": "expiring", "route": {"home": str(home)}, "limits": {"max_concurrent": 2}}]
     agent = 'sh "$SOLUTION_DIR/solve.sh"'
-    suite, accounts_file = make_suite(  # cells may run for an hour; the login has two minutes
+    suite, accounts_file = make_suite(  # cells may run for an hour; the login has ten minutes
         tmp_path / "s", tasks=["hello-world"], accounts=accounts, backends=_local(tmp_path),
         arms=[_arm("baseline", "baseline", agent, agent_timeout_sec=3600, expose_solution=True),
               _arm("mcp", "variant", agent, agent_timeout_sec=3600, expose_solution=True)])
     started = time.monotonic()
     outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs")
-    assert time.monotonic() - started < 60
+    # Stopped long before the login ran out (on a loaded machine starting Ray alone can take a
+    # minute, so "at once" is measured against the login's ten minutes, not a stopwatch).
+    assert time.monotonic() - started < 300
     assert outcome.stopped == "accounts" and outcome.exit_code == 1
-    assert "expiring login expires in 2 min, within a cell's" in outcome.detail
+    assert re.search(r"expiring login expires in \d+ min, within a cell's", outcome.detail), outcome.detail
     attempts, _ = ledger_rows(root)
     assert attempts == []
 
@@ -338,7 +341,7 @@ def test_every_account_rejecting_its_credentials_stops_the_run_instead_of_hangin
         arms=[_arm("baseline", "baseline", agent), _arm("mcp", "variant", agent)])
     started = time.monotonic()
     outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 300  # a hang would run to pytest's timeout
     assert outcome.stopped == "accounts" and outcome.exit_code == 1
     assert "acct-a disabled" in outcome.detail and "acct-b disabled" in outcome.detail
     attempts, _ = ledger_rows(root)
