@@ -1,7 +1,17 @@
 """Starting Ray on a loaded host. Ray waits a fixed 30 s for a new raylet to register with
 the GCS (``ray/_private/node.py``, not configurable); on a 2-core host at load average 25
 that wait was measured to run out, failing a run before it started. A local start is tried
-again, after shutting down what the failed attempt left.
+again, after stopping what the failed attempt left.
+
+What a failed attempt leaves is most of a Ray: ``ray.init`` raises from inside the node's
+constructor, so ``ray.shutdown`` knows of no node and stops nothing, and the GCS, the agents
+and the log monitor of the failed start run on until this process exits. Under load those
+failures came from the raylet aborting because its dashboard agent took longer than Ray's fixed
+15 s to write its port files (``WaitForPersistedPort``, ``src/ray/util/port_persistence.h``):
+1.6 s on an idle host, 20 s in a loaded CI run. Each leftover instance added load, and in that
+run 17 local starts in a row failed, each attempt slower than the one before. So before trying
+again, every process of this process's earlier sessions (their names end in its pid) is
+killed.
 
 Ray also starts its workers at nice 15 (``worker_niceness``), which suits compute-heavy tasks
 next to a responsive raylet. ray-bench's workers are cell runners and account actors that
@@ -14,6 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import signal
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -40,3 +53,40 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
                 raise
             logger.warning("Ray did not start (attempt %d of %d): %s", attempt, LOCAL_START_ATTEMPTS, exc)
             ray.shutdown()
+            stopped = stop_failed_sessions()
+            if stopped:
+                logger.warning("stopped %d process(es) the failed start left running", stopped)
+
+
+def own_session_pattern(pid: int | None = None) -> re.Pattern[str]:
+    """Names of the Ray sessions a process started: ``session_<date>_<time>_<us>_<pid>``
+    (``ray/_private/node.py``)."""
+    return re.compile(rf"session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{pid or os.getpid()}(?!\d)")
+
+
+def session_processes(pattern: re.Pattern[str]) -> list[int]:
+    """Processes whose command line names a session matching ``pattern`` (Linux ``/proc``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if pattern.search(command):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_failed_sessions() -> int:
+    """Kill what this process's failed local starts left running; the number killed. Only
+    called when no Ray of this process is up (``ray.init`` just failed and was shut down)."""
+    stopped = 0
+    for pid in session_processes(own_session_pattern()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            stopped += 1
+        except ProcessLookupError:
+            continue
+    return stopped

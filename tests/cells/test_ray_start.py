@@ -1,9 +1,13 @@
 """A Ray instance ray-bench starts runs its workers at nice 0, not Ray's default 15, so that
-ordinary busy processes on the host do not starve the cell runners."""
+ordinary busy processes on the host do not starve the cell runners; and a local start that
+fails leaves nothing behind before the next attempt."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import ray
@@ -25,3 +29,47 @@ def test_workers_of_a_local_start_are_not_deprioritised() -> None:
     expected = int(chosen) if chosen is not None else 0
     assert os.environ[WORKER_NICENESS] == str(expected)
     assert ray.get(_nice.remote(), timeout=120) == expected
+
+
+
+SLOW_FIRST_AGENT = """
+import os, sys, time
+if sys.argv[:1] and sys.argv[0].endswith("dashboard/agent.py"):
+    try:
+        os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
+    else:
+        time.sleep({delay})
+"""
+
+DRIVER = """
+import logging, os, ray
+from ray_bench.cells.ray_start import init_ray, own_session_pattern, session_processes
+init_ray(None, namespace="slow-agent", log_to_driver=False, logging_level=logging.WARNING)
+print("answer", ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=300), flush=True)
+live = ray.get_runtime_context().gcs_address
+current = os.path.basename(ray._private.worker.global_worker.node.get_session_dir_path())
+left = [pid for pid in session_processes(own_session_pattern()) if current not in open(f"/proc/{pid}/cmdline").read()]
+print("left from failed starts", len(left), flush=True)
+ray.shutdown()
+"""
+
+
+def test_a_failed_local_start_leaves_nothing_running_and_the_next_one_runs(tmp_path: Path) -> None:
+    """Ray's raylet waits 15 s for its dashboard agent's port files and then aborts; on a loaded
+    host the agent took 20 s, and each failed start left its GCS and agents running, which made
+    the next start slower still. Here the first start's agent sleeps 20 s before starting (a
+    ``sitecustomize`` the agent's Python picks up): the first start fails, its processes are
+    stopped, and the second start runs a task."""
+    (tmp_path / "sitecustomize.py").write_text(SLOW_FIRST_AGENT.format(marker=str(tmp_path / "slept"), delay=20))
+    paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert (tmp_path / "slept").exists(), done.stderr[-3000:]
+    assert "answer 42" in done.stdout, done.stderr[-3000:]
+    assert "Ray did not start (attempt 1 of 3)" in done.stderr
+    assert "left from failed starts 0" in done.stdout, done.stdout + done.stderr[-3000:]
