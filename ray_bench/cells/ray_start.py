@@ -3,15 +3,16 @@ the GCS (``ray/_private/node.py``, not configurable); on a 2-core host at load a
 that wait was measured to run out, failing a run before it started. A local start is tried
 again, after stopping what the failed attempt left.
 
+Most failures under load were the raylet aborting because its dashboard agent took longer
+than Ray's fixed 15 s to write its port files; a local start now tells the raylet the agents'
+ports so that it does not wait (:mod:`ray_bench.cells.ray_agents`).
+
 What a failed attempt leaves is most of a Ray: ``ray.init`` raises from inside the node's
 constructor, so ``ray.shutdown`` knows of no node and stops nothing, and the GCS, the agents
-and the log monitor of the failed start run on until this process exits. Under load those
-failures came from the raylet aborting because its dashboard agent took longer than Ray's fixed
-15 s to write its port files (``WaitForPersistedPort``, ``src/ray/util/port_persistence.h``):
-1.6 s on an idle host, 20 s in a loaded CI run. Each leftover instance added load, and in that
-run 17 local starts in a row failed, each attempt slower than the one before. So before trying
-again, every process of this process's earlier sessions (their names end in its pid) is
-killed.
+and the log monitor of the failed start run on until this process exits. Each leftover
+instance added load (in a loaded CI run 17 local starts in a row failed, each slower than the
+one before). So before trying again, every process of this process's earlier sessions (their
+names end in its pid) is killed.
 
 Ray also starts its workers at nice 15 (``worker_niceness``), which suits compute-heavy tasks
 next to a responsive raylet. ray-bench's workers are cell runners and account actors that
@@ -31,6 +32,8 @@ from typing import Any
 
 import ray
 
+from ray_bench.cells.ray_agents import agents_not_awaited
+
 logger = logging.getLogger(__name__)
 
 #: Attempts at starting a local instance; joining an existing cluster is tried once.
@@ -46,7 +49,8 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
     os.environ.setdefault(WORKER_NICENESS, "0")  # read by the raylet this start launches
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
-            ray.init(address="local", include_dashboard=False, **kwargs)
+            with agents_not_awaited():
+                ray.init(address="local", include_dashboard=False, **kwargs)
             return
         except Exception as exc:  # Ray raises a bare Exception for the startup timeout
             if "timed out during startup" not in str(exc) or attempt == LOCAL_START_ATTEMPTS:
