@@ -174,7 +174,8 @@ def test_sigkilled_driver_leaves_sandboxes_that_audit_cleanup_removes(
                       "USING (attempt_id) WHERE r.attempt_id IS NULL")
             return len(open_attempts) == 4 and len(_run_sandboxes(server, "dt-kill")) == 4
 
-        wait_for(agents_running, 120, "four agents running in Daytona sandboxes", interval=0.2,
+        # A bound on a hang, not a speed: the driver starts its own Ray first (18-91 s at load 13-64).
+        wait_for(agents_running, 300, "four agents running in Daytona sandboxes", interval=0.2,
                  alive=driver)
         time.sleep(1.0)  # let the agents' `sleep 30` start
         driver.kill()
