@@ -27,6 +27,7 @@ from scale_support import ROUTES, peak_rss_mb, rss_mb, write_suite
 
 from ray_bench.api import plan_run
 from ray_bench.cells.pool import NAMESPACE, RayPool
+from ray_bench.cells.ray_start import init_ray
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -50,8 +51,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     os.environ.update(ROUTES)  # before Ray starts: its workers resolve the credential routes
-    ray.init(address="local", include_dashboard=False, namespace=NAMESPACE, log_to_driver=False,
-             logging_level=logging.WARNING)
+    init_ray(None, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)  # as execute
     samples: list[tuple[float, float]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="rb-bench-mem-") as tmp:

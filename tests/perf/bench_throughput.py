@@ -43,6 +43,7 @@ from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
 from ray_bench.api import plan_run
 from ray_bench.artifacts.ship import Shipper
 from ray_bench.cells.pool import NAMESPACE, RayPool
+from ray_bench.cells.ray_start import init_ray
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.ledger import Ledger
 from ray_bench.plan.store import confirm_plan
@@ -131,8 +132,9 @@ def main() -> int:
                         help="where attempt directories go (both: a driver run of each per round)")
     args = parser.parse_args()
     os.environ.update(ROUTES)  # before Ray starts: its workers resolve the credential routes
-    ray.init(address="local", include_dashboard=False, namespace=NAMESPACE, log_to_driver=False,
-             logging_level=logging.WARNING)
+    # Ray started as ``execute`` starts it (workers at nice 0, the agents' ports passed, a
+    # failed start retried), for the raw tasks too.
+    init_ray(None, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)
     print(f"{args.cells:,} no-op cells at concurrency {args.concurrency}, {args.runners} runner(s) per node")
     modes = ["auto", "ray"] if args.artifacts == "both" else [args.artifacts]
     rates: dict[str, list[float]] = {m: [] for m in modes}
