@@ -116,7 +116,12 @@ class DegenerationWatch(ExecWatch):
 
 async def watch_workspace(sandbox: Sandbox, workdir: str, watch: DegenerationWatch) -> None:
     """Every ``poll_sec``: did anything below ``workdir`` change? Until the watch stops. A
-    look that fails is skipped (the agent's own command decides what a broken sandbox means)."""
+    look that fails is skipped (the agent's own command decides what a broken sandbox means).
+
+    ``find -newer`` compares whole seconds in busybox (GNU find compares nanoseconds), so there a
+    write in the same second as the previous look shows only if a later write does; harmless at
+    real bounds (minutes idle, a look every ``poll_sec``), and why tests keep their bounds at
+    several seconds."""
     look = " ".join(shlex.quote(a) for a in ("sh", "-c", _LOOK, "rb", sandbox.path(workdir),
                                                 sandbox.path(STAMP_DIR)))
     while watch.reason is None:
@@ -124,7 +129,9 @@ async def watch_workspace(sandbox: Sandbox, workdir: str, watch: DegenerationWat
             result = await sandbox.exec(look, timeout=max(60.0, watch.config.poll_sec))
         except SandboxError:
             result = None
-        if result is not None and "RB-CHANGED" in result.stdout:
+        # The first answer starts the idle clock: a sandbox slow to run commands (a loaded
+        # docker daemon takes seconds per exec) is not an agent that made no progress.
+        if result is not None and ("RB-CHANGED" in result.stdout or "RB-FIRST" in result.stdout):
             watch.workspace_changed()
         watch.check_idle()
         if watch.reason is not None:

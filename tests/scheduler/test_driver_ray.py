@@ -52,14 +52,26 @@ def test_verifier_without_reward_is_evaluator_and_exhausts_attempts(tmp_path: Pa
     (tmp_path / "s").mkdir(parents=True)
     suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"], preflight_cells=0,
                                  backends=_local(tmp_path), max_attempts=2)
-    # break one verifier: it exits without writing a reward
-    (tmp_path / "s" / "tasks" / "sum-list" / "tests" / "test.sh").write_text("#!/bin/sh\nexit 3\n")
+    # Break one verifier so it leaves no reward, in two ways by turns: it exits 3 with none, or it
+    # writes one that is no number. One way every time would be one signature, and three of it
+    # in a row (no hello-world success between, which a loaded machine's timing allows) opens
+    # the run's circuit before the fourth attempt: right, but not this test's subject (the
+    # circuit's own tests are in tests/evidence). By turns, no signature comes three times.
+    runs = tmp_path / "verifier-runs"  # one directory per run: mkdir is atomic, a count file is not
+    runs.mkdir()
+    (tmp_path / "s" / "tasks" / "sum-list" / "tests" / "test.sh").write_text(
+        f'#!/bin/sh\nn=1; while ! mkdir {runs}/$n 2>/dev/null; do n=$((n+1)); done\n'
+        'if [ $((n % 2)) = 1 ]; then exit 3; fi\n'
+        'mkdir -p "$LOGS_DIR/verifier"; echo none > "$LOGS_DIR/verifier/reward.txt"\n')
     outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
     assert outcome.exit_code == 1
     attempts, rows = ledger_rows(root)
     broken = [a for a in attempts if a.task == "sum-list"]
     assert len(broken) == 4  # two cells x max_attempts
+    assert len(list(runs.iterdir())) == 4
     assert {a.failure_class for a in broken} == {"evaluator"}
+    assert len({a.fingerprint for a in broken}) == 2
+    assert not Ledger.open_readonly(root).events("circuit_open")
     assert not any(a.valid for a in broken)
     assert {r.task for r in rows.values()} == {"hello-world"}
 
