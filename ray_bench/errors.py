@@ -169,6 +169,11 @@ class ArtifactStoreError(RayBenchError):
     """An artifact store (``execute --artifacts URI``) could not be reached or written."""
 
 
+class AdmissionActorError(RayBenchError):
+    """An admission actor (account, pool or health) died on every try of a call; Ray restarts
+    them, so this is a cluster that cannot keep one alive. The run resumes once it can."""
+
+
 class RunStopped(RayBenchError):
     """The run stopped on purpose; ``reason`` is one of drift, halt, circuit, spend, paused."""
 

@@ -1,18 +1,29 @@
 """The driver's side of admission on Ray (:class:`ActorGate`): the health gate, the backend
 pools and the accounts' actors of :mod:`ray_bench.accounts.actors`, with the one account
-choice of :mod:`ray_bench.scheduler.core` in between."""
+choice of :mod:`ray_bench.scheduler.core` in between.
+
+An admission actor's process can die with a call in flight; Ray restarts it (``max_restarts``)
+and the call raises :class:`~ray.exceptions.RayActorError`. The gate survives that: a read is
+asked again; an acquire that died is taken as granting nothing, and the leases it asked for,
+and the finishes and releases that rode along, are sent again to the restarted actor (a lease
+it may have started before dying is freed, never used; a finish it may already have learnt
+from is learnt twice, which errs towards caution: spend counted twice, never missed).
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError
 
 from ray_bench.accounts.actors import LEASE_TTL_SEC, account_actor, capacity_actor, health_actor
 from ray_bench.accounts.core import AccountSnapshot, Admit, RefusalReason
 from ray_bench.accounts.outcome import Outcome
+from ray_bench.errors import AdmissionActorError
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.admission import (
@@ -28,8 +39,42 @@ from ray_bench.scheduler.admission import (
 from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
 from ray_bench.state import default_state_root
 
+log = logging.getLogger(__name__)
+
 #: Account snapshots are refreshed at most this often while launching.
 SNAPSHOT_TTL_SEC = 0.5
+#: How long a read waits for an actor that died on it to be back (Ray restarts it; a new
+#: process takes seconds on a loaded machine).
+RESTART_WAIT_SEC = 60.0
+
+
+def settle(refs: list[Any]) -> list[Any]:
+    """Every call's answer, or the :class:`RayActorError` of an actor that died holding it."""
+    out: list[Any] = []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref))
+        except RayActorError as exc:
+            out.append(exc)
+    return out
+
+
+def ask(calls: list[tuple[str, Any]]) -> list[Any]:
+    """Answers to ``(what, call)`` reads (``call()`` submits one), each asked again while its
+    actor is dead, for up to :data:`RESTART_WAIT_SEC`."""
+    answers = settle([call() for _, call in calls])
+    deadline = time.monotonic() + RESTART_WAIT_SEC
+    pause = 0.2
+    while again := [i for i, a in enumerate(answers) if isinstance(a, RayActorError)]:
+        if time.monotonic() >= deadline:
+            raise AdmissionActorError(
+                f"the {calls[again[0]][0]} actor was not back {RESTART_WAIT_SEC:g} s after it died "
+                f"({type(answers[again[0]]).__name__}); resume the run once the cluster is healthy")
+        time.sleep(pause)
+        pause = min(2 * pause, 2.0)
+        for i, answer in zip(again, settle([calls[i][1]() for i in again]), strict=True):
+            answers[i] = answer
+    return answers
 
 
 class ActorGate:
@@ -45,14 +90,13 @@ class ActorGate:
         self.actors = {a.name: account_actor(a, state_root) for a in accounts}
         self.health = health_actor(state_root or default_state_root())
         self.pools = {name: capacity_actor(name, size) for name, size in pools.items()}
-        refs = [actor.configure.remote(a.limits.model_dump(mode="json"))
-                for a, actor in zip(accounts, self.actors.values(), strict=True)]
-        refs += [pool.resize.remote(size) for pool, size in zip(self.pools.values(), pools.values(), strict=True)]
         # configure() answers False when the account is busy: it keeps its limits until idle.
-        ray.get(refs)
+        ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits.model_dump(mode="json")))
+             for a, actor in zip(accounts, self.actors.values(), strict=True)]
+            + [(f"capacity:{b}", lambda pool=pool, size=size: pool.resize.remote(size))
+               for (b, pool), size in zip(self.pools.items(), pools.values(), strict=True)])
         # A resumed run's old leases belong to a dead driver.
-        ray.get([a.abandon_run.remote(run_id) for a in self.actors.values()]
-                + [p.abandon_run.remote(run_id) for p in self.pools.values()])
+        self._abandon_all()
         self.expiry = ExpiryWatch(accounts)
         self._snaps: dict[str, AccountSnapshot] = {}
         self._holds: dict[str, Any] = {}
@@ -62,13 +106,15 @@ class ActorGate:
         self._freed: dict[str, int] = {}  # account -> finishes since its last snapshot
         self._finishes: dict[str, list[tuple[str, Outcome | None]]] = {}
         self._pool_releases: dict[str, list[str]] = {}
+        self._unconfirmed: list[tuple[Any, str, Any]] = []  # (ref, account or capacity:<backend>, payload)
 
     def _refresh(self, now: float, force: bool = False) -> None:
         if not force and time.monotonic() - self._fetched < SNAPSHOT_TTL_SEC:
             return
         self.flush()  # the snapshots must include what this driver has released
         names = list(self.actors)
-        snaps = ray.get([self.actors[n].snapshot.remote() for n in names] + [self.health.holds.remote()])
+        snaps = ask([(f"account:{n}", self.actors[n].snapshot.remote) for n in names]
+                    + [("health", self.health.holds.remote)])
         self._freed = {}
         self._holds = snaps.pop()
         self._snaps = dict(zip(names, snaps, strict=True))
@@ -104,22 +150,36 @@ class ActorGate:
             by_backend.setdefault(r.cell.backend, []).append(r.lease_id)
         # Buffered releases and finishes ride along with the acquire calls of the same actor
         # (applied before the acquire); flush() sends what is left to the others.
-        pool_refs = {b: self.pools[b].acquire_many.remote(self.run_id, ids, self._pool_releases.pop(b, None))
-                     for b, ids in by_backend.items() if b in self.pools}
-        pooled = {lease for ids in ray.get(list(pool_refs.values())) for lease in ids}
+        sent_releases = {b: self._pool_releases.pop(b, None) for b in by_backend if b in self.pools}
+        pool_refs = {b: self.pools[b].acquire_many.remote(self.run_id, by_backend[b], released)
+                     for b, released in sent_releases.items()}
+        pooled: set[str] = set()
+        for b, answer in zip(pool_refs, settle(list(pool_refs.values())), strict=True):
+            if isinstance(answer, RayActorError):  # nothing taken; whatever it took, freed again
+                self._pool_releases.setdefault(b, []).extend([*(sent_releases[b] or []), *by_backend[b]])
+            else:
+                pooled.update(answer)
         pooled |= {lease for b, ids in by_backend.items() if b not in self.pools for lease in ids}
         inpool = [r for r in wanted if r.lease_id in pooled]
         shares = assign(inpool, candidates, typical_sec(inpool))
         names = list(shares)
-        answers = ray.get([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]],
-                                                              self._finishes.pop(n, None))
-                           for n in names])
-        self.flush()
+        sent = {n: self._finishes.pop(n, None) for n in names}
+        answers = settle([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]],
+                                                             sent[n])
+                          for n in names])
         granted: dict[str, str] = {}
-        for name, (started, snap) in zip(names, answers, strict=True):
+        for name, answer in zip(names, answers, strict=True):
+            if isinstance(answer, RayActorError):
+                # Nothing started; what it may have started is freed, what rode along is sent again.
+                self._finishes.setdefault(name, []).extend(
+                    [*(sent[name] or []), *((r.lease_id, None) for r in shares[name])])
+                self._fetched = 0.0  # its snapshot is stale: ask the restarted actor
+                continue
+            started, snap = answer
             self._snaps[name] = snap
             self._freed.pop(name, None)
             granted.update({lease: name for lease in started})
+        self.flush()
         by_lease = {r.lease_id: r for r in wanted}
         unused = [lease for lease in pooled if lease not in granted]
         for lease in unused:
@@ -138,15 +198,53 @@ class ActorGate:
         if backend is not None and backend in self.pools:
             self._pool_releases.setdefault(backend, []).append(lease_id)
 
-    def flush(self) -> None:
+    def flush(self, wait: bool = False) -> None:
         """Send buffered finishes and pool releases (calls from one caller to one actor run in
-        order, so a later acquire sees them)."""
+        order, so a later acquire sees them). They are not waited for; one whose actor died
+        holding it is sent again at a later flush (:meth:`_confirm`). ``wait``: until every
+        send is acknowledged, sending again while an actor restarts."""
+        self._confirm()
+        self._send()
+        deadline = time.monotonic() + RESTART_WAIT_SEC
+        pause = 0.2
+        while wait:
+            self._confirm(wait=True)
+            if not (self._finishes or self._pool_releases):
+                return
+            if time.monotonic() >= deadline:
+                raise AdmissionActorError(f"finishes not acknowledged {RESTART_WAIT_SEC:g} s after an admission "
+                                          "actor died; resume the run once the cluster is healthy")
+            time.sleep(pause)
+            pause = min(2 * pause, 2.0)
+            self._send()
+
+    def _send(self) -> None:
         for name, finished in self._finishes.items():
-            self.actors[name].finish_many.remote(self.run_id, finished)
+            self._unconfirmed.append((self.actors[name].finish_many.remote(self.run_id, finished), name, finished))
         for backend, leases in self._pool_releases.items():
-            self.pools[backend].release_many.remote(leases)
+            self._unconfirmed.append((self.pools[backend].release_many.remote(leases), f"capacity:{backend}", leases))
         self._finishes = {}
         self._pool_releases = {}
+
+    def _confirm(self, wait: bool = False) -> None:
+        """Look at the sends not yet confirmed: a done one is forgotten, one whose actor died
+        holding it goes back to its buffer (``wait``: wait for all of them first)."""
+        if not self._unconfirmed:
+            return
+        refs = [ref for ref, _, _ in self._unconfirmed]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=None if wait else 0, fetch_local=False)
+        finished = set(done)
+        pending = []
+        for item in self._unconfirmed:
+            ref, target, payload = item
+            if ref not in finished:
+                pending.append(item)
+            elif isinstance(settle([ref])[0], RayActorError):
+                if target.startswith("capacity:"):
+                    self._pool_releases.setdefault(target.removeprefix("capacity:"), []).extend(payload)
+                else:
+                    self._finishes.setdefault(target, []).extend(payload)
+        self._unconfirmed = pending
 
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         self._refresh(now)
@@ -172,8 +270,16 @@ class ActorGate:
             out.append(view)
         return out
 
+    def _abandon_all(self) -> None:
+        ask([(f"account:{n}", lambda a=a: a.abandon_run.remote(self.run_id)) for n, a in self.actors.items()]
+            + [(f"capacity:{b}", lambda p=p: p.abandon_run.remote(self.run_id)) for b, p in self.pools.items()])
+
     def close(self) -> None:
-        self.flush()
-        refs = [a.abandon_run.remote(self.run_id) for a in self.actors.values()]
-        refs += [p.abandon_run.remote(self.run_id) for p in self.pools.values()]
-        ray.get(refs)
+        """Every finish learnt (spend recorded), then the run's leases let go. An actor that
+        does not come back is logged, not raised: the run's ledger is whole, and leases the
+        run stops renewing free themselves after :data:`LEASE_TTL_SEC`."""
+        try:
+            self.flush(wait=True)
+            self._abandon_all()
+        except AdmissionActorError as exc:
+            log.warning("closing admission for run %s: %s", self.run_id, exc)

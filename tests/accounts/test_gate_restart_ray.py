@@ -5,6 +5,7 @@ limit meanwhile, and the finishes of the leases from before the restart free the
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,10 @@ import ray
 from ray.exceptions import RayActorError
 from support.ray_local import ensure_ray
 
-from ray_bench.accounts.gate import ActorGate
+from ray_bench.accounts.actors import AccountActor
+from ray_bench.accounts.gate import ActorGate, ask
 from ray_bench.accounts.store import AccountStore
+from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
@@ -71,6 +74,84 @@ def test_a_restarted_account_actor_holds_its_leases_slots(tmp_path: Path) -> Non
         assert snap.inflight == 0 and snap.headroom == 3
         assert AccountStore(state).load(NAME, since=0.0).leases == []
         assert _pid(actor) == pid  # the same (restarted) process answered throughout
+    finally:
+        gate.close()
+        ray.kill(actor, no_restart=True)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return "zombie" in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+
+
+def _dies_answering(state: Path) -> Any:
+    """An account actor that, while ``state/die`` exists, applies and writes down an acquire
+    (its leases held, the finishes that rode along learnt) and then dies before it answers:
+    the worst moment for the driver. Ray restarts it, as it would the real one."""
+
+    class DiesAnswering(AccountActor.__ray_actor_class__):  # type: ignore[name-defined,misc]
+        def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
+                         finished: list[Any] | None = None) -> Any:
+            answer = super().acquire_many(run_id, leases, finished)
+            die = state / "die"
+            if die.exists():
+                die.unlink()
+                os._exit(1)
+            return answer
+
+    return ray.remote(num_cpus=0, max_restarts=-1)(DiesAnswering).options(
+        name=f"account:{NAME}-dies", namespace=NAMESPACE, lifetime="detached",
+    ).remote(NAME, {"max_concurrent": 3}, str(state))
+
+
+def test_an_acquire_whose_actor_dies_answering_grants_nothing_and_leaks_no_slot(tmp_path: Path) -> None:
+    ensure_ray()
+    account = Account.model_validate({"name": NAME, "route": {"env": {"K": "RB_TEST_KEY_A"}},
+                                      "limits": {"max_concurrent": 3}})
+    state = tmp_path / "state"
+    gate = ActorGate(RUN, [account], pools={}, state_root=state)
+    ray.kill(gate.actors[NAME], no_restart=True)
+    actor = gate.actors[NAME] = _dies_answering(state)
+    ok = Verdict(valid=True, failure_class=None, fingerprint=None, message="", effect="success")
+    try:
+        assert sorted(gate.acquire_many([_request(0), _request(1)], time.time())) == [f"{RUN}/c0#0", f"{RUN}/c1#1"]
+        gate.release(NAME, f"{RUN}/c0#0", ok, 0.0, time.time())  # rides along the next acquire
+        (state / "die").touch()
+        time.sleep(0.6)  # past the gate's snapshot cache
+        before = _pid(actor)
+        # The actor starts c2 and c3 and learns c0's finish, writes it all down, and dies.
+        assert gate.acquire_many([_request(2), _request(3)], time.time()) == {}
+        assert not (state / "die").exists()
+        deadline = time.time() + 120
+        while (pid := _pid(actor)) in (None, before):  # a call while it restarts fails at once
+            assert time.time() < deadline, "the actor was not restarted"
+            time.sleep(0.2)
+        # The restarted actor took up the written-down leases (c1, c2, c3); the gate gives back
+        # the two it never got an answer for and sends c0's finish again (those sends failed
+        # while the actor restarted: a flush sends them again): only c1 is held.
+        gate.flush(wait=True)
+        snap = ask([("account", actor.snapshot.remote)])[0]
+        assert snap.inflight == 1
+        assert [lease.lease_id for lease in AccountStore(state).load(NAME, since=0.0).leases] == [f"{RUN}/c1#1"]
+
+        # No over-admission and no lost slot: of four more cells, two start (the limit is 3).
+        time.sleep(0.6)
+        granted = gate.acquire_many([_request(i) for i in range(4, 8)], time.time())
+        assert sorted(granted) == [f"{RUN}/c4#4", f"{RUN}/c5#5"]
+        # A read whose actor died is asked again once Ray has it back. (SIGKILL, not ray.kill:
+        # that returns before the process dies, and the old process may answer the read.)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        while not _gone(pid):
+            time.sleep(0.05)
+        assert [v.inflight for v in gate.views(time.time() + 10)] == [3]
+        for lease in [f"{RUN}/c1#1", *granted]:
+            gate.release(NAME, lease, ok, 0.0, time.time())
+        gate.flush(wait=True)
+        assert ask([("account", actor.snapshot.remote)])[0].inflight == 0
+        assert _pid(actor) not in (None, pid)  # it did die a second time
     finally:
         gate.close()
         ray.kill(actor, no_restart=True)
