@@ -41,12 +41,17 @@ def _pid(actor: Any) -> int | None:
         return None
 
 
-def test_a_restarted_account_actor_holds_its_leases_slots(tmp_path: Path) -> None:
+def _gate(state: Path) -> ActorGate:
+    """A gate on one account of three slots, its state under ``state``."""
     ensure_ray()
     account = Account.model_validate({"name": NAME, "route": {"env": {"K": "RB_TEST_KEY_A"}},
                                       "limits": {"max_concurrent": 3}})
+    return ActorGate(RUN, [account], pools={}, state_root=state)
+
+
+def test_a_restarted_account_actor_holds_its_leases_slots(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    gate = ActorGate(RUN, [account], pools={}, state_root=state)
+    gate = _gate(state)
     actor = gate.actors[NAME]
     try:
         assert sorted(gate.acquire_many([_request(0), _request(1)], time.time()).values()) == [NAME, NAME]
@@ -107,11 +112,8 @@ def _dies_answering(state: Path) -> Any:
 
 
 def test_an_acquire_whose_actor_dies_answering_grants_nothing_and_leaks_no_slot(tmp_path: Path) -> None:
-    ensure_ray()
-    account = Account.model_validate({"name": NAME, "route": {"env": {"K": "RB_TEST_KEY_A"}},
-                                      "limits": {"max_concurrent": 3}})
     state = tmp_path / "state"
-    gate = ActorGate(RUN, [account], pools={}, state_root=state)
+    gate = _gate(state)
     ray.kill(gate.actors[NAME], no_restart=True)
     actor = gate.actors[NAME] = _dies_answering(state)
     ok = Verdict(valid=True, failure_class=None, fingerprint=None, message="", effect="success")
