@@ -11,7 +11,7 @@
 - ``HealthActor`` (named ``health``): the operator's word on accounts (hold / release),
   remembered across runs; it gates admission before any account is asked.
 - ``CapacityActor`` (one per backend, named ``capacity:<backend>``): sandbox slots of a backend
-  pool on this cluster, shared across runs.
+  pool on this cluster, shared across runs; held slots are written to the state root too.
 
 The actors use wall-clock time: they outlive any driver and are shared by several. The
 driver's side of them is :class:`~ray_bench.accounts.gate.ActorGate`.
@@ -192,13 +192,18 @@ class HealthActor:
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class CapacityActor:
-    """Slots of one backend pool, shared by every run on the cluster."""
+    """Slots of one backend pool, shared by every run on the cluster. Held slots are written to
+    the state root, so a restarted actor still counts the sandboxes running (like an account's
+    leases)."""
 
-    def __init__(self, backend: str, size: int) -> None:
+    def __init__(self, backend: str, size: int, state_root: str | None = None) -> None:
         self.backend = backend
         self.size = size
-        self._leases: dict[str, tuple[str, float]] = {}  # lease -> (run, since)
-        self._runs: dict[str, float] = {}
+        self.store = AccountStore(state_root) if state_root else None
+        # lease -> (run, since); runs silent for LEASE_TTL_SEC from now lose what they held
+        self._leases: dict[str, tuple[str, float]] = self.store.slots(backend) if self.store else {}
+        now = time.time()
+        self._runs: dict[str, float] = {run: now for run, _ in self._leases.values()}
 
     def resize(self, size: int) -> None:
         self.size = size
@@ -214,19 +219,21 @@ class CapacityActor:
         self._runs[run_id] = now
         taken = lease_ids[: max(0, self.size - len(self._leases))]
         self._leases.update((lease, (run_id, now)) for lease in taken)
+        if self.store is not None and taken:
+            self.store.hold_slots(self.backend, run_id, taken, now)
         return taken
 
     def release_many(self, lease_ids: list[str]) -> None:
-        for lease in lease_ids:
-            self._leases.pop(lease, None)
+        gone = [lease for lease in lease_ids if self._leases.pop(lease, None) is not None]
+        if self.store is not None and gone:
+            self.store.drop_slots(self.backend, gone)
 
     def renew(self, run_id: str) -> None:
         self._runs[run_id] = time.time()
 
     def abandon_run(self, run_id: str) -> int:
         mine = [lease for lease, (run, _) in self._leases.items() if run == run_id]
-        for lease in mine:
-            del self._leases[lease]
+        self.release_many(mine)
         self._runs.pop(run_id, None)
         return len(mine)
 
@@ -261,8 +268,8 @@ def health_actor(state_root: Path) -> Any:
     ).remote(str(state_root))
 
 
-def capacity_actor(backend: str, size: int) -> Any:
+def capacity_actor(backend: str, size: int, state_root: Path | None = None) -> Any:
     return CapacityActor.options(  # type: ignore[attr-defined]
         name=f"capacity:{backend}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         resources=ON_HEAD,
-    ).remote(backend, size)
+    ).remote(backend, size, str(state_root or default_state_root()))

@@ -89,7 +89,7 @@ class ActorGate:
         self.accounts_cfg = {a.name: a for a in accounts}
         self.actors = {a.name: account_actor(a, state_root) for a in accounts}
         self.health = health_actor(state_root or default_state_root())
-        self.pools = {name: capacity_actor(name, size) for name, size in pools.items()}
+        self.pools = {name: capacity_actor(name, size, state_root) for name, size in pools.items()}
         # configure() answers False when the account is busy: it keeps its limits until idle.
         ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits.model_dump(mode="json")))
              for a, actor in zip(accounts, self.actors.values(), strict=True)]

@@ -7,6 +7,7 @@ One writer per account: its ``AccountActor`` (the CLI writes only ``operator_eve
 actor applies). Tables are insert-only except ``health``, one row per account overwritten by
 its actor, and ``leases``, the slots held right now (a row from each start until its finish),
 which a restarted actor takes up so that it does not admit the held slots a second time.
+``pool_slots`` is the same for a backend pool's ``CapacityActor`` (its sandbox slots).
 Time is epoch seconds.
 """
 
@@ -32,6 +33,9 @@ CREATE TABLE IF NOT EXISTS health (
 CREATE TABLE IF NOT EXISTS leases (
     account TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, started_at REAL NOT NULL,
     inflight_at_start INTEGER NOT NULL, probe INTEGER NOT NULL, PRIMARY KEY (account, lease_id));
+CREATE TABLE IF NOT EXISTS pool_slots (
+    pool TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, since REAL NOT NULL,
+    PRIMARY KEY (pool, lease_id));
 CREATE TABLE IF NOT EXISTS operator_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
     who TEXT NOT NULL, at REAL NOT NULL);
@@ -107,6 +111,23 @@ class AccountStore:
             self._db.execute("BEGIN")
             self._db.executemany("DELETE FROM leases WHERE account = ? AND lease_id = ?",
                                  [(account, lease) for lease in lease_ids])
+
+    def hold_slots(self, pool: str, run_id: str, lease_ids: list[str], since: float) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO pool_slots VALUES (?, ?, ?, ?)",
+                                 [(pool, lease, run_id, since) for lease in lease_ids])
+
+    def drop_slots(self, pool: str, lease_ids: list[str]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM pool_slots WHERE pool = ? AND lease_id = ?",
+                                 [(pool, lease) for lease in lease_ids])
+
+    def slots(self, pool: str) -> dict[str, tuple[str, float]]:
+        """lease -> (run, since) of the slots a pool held when its actor last wrote."""
+        return {r[0]: (r[1], r[2]) for r in self._db.execute(
+            "SELECT lease_id, run_id, since FROM pool_slots WHERE pool = ? ORDER BY since", (pool,))}
 
     def save_health(self, account: str, *, state: str, cooling_until: float, episodes: int, auth_failures: int,
                     last_error: str, events_seen: int) -> None:

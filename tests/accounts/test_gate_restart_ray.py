@@ -1,6 +1,8 @@
-"""An account actor whose process dies is restarted by Ray in a new process; it takes up the
-slots its leases held (the state root's ``leases`` table), so it admits no more than its
-limit meanwhile, and the finishes of the leases from before the restart free their slots."""
+"""Admission actors whose process dies are restarted by Ray in a new process. An account actor
+takes up the slots its leases held (the state root's ``leases`` table), so it admits no more
+than its limit meanwhile, and the finishes of the leases from before the restart free their
+slots; a pool actor does the same with its sandbox slots (``pool_slots``). An actor that dies
+holding the driver's call costs no slot and grants nothing twice (:mod:`ray_bench.accounts.gate`)."""
 
 from __future__ import annotations
 
@@ -41,12 +43,12 @@ def _pid(actor: Any) -> int | None:
         return None
 
 
-def _gate(state: Path) -> ActorGate:
-    """A gate on one account of three slots, its state under ``state``."""
+def _gate(state: Path, slots: int = 3, pools: dict[str, int] | None = None) -> ActorGate:
+    """A gate on one account of ``slots`` slots, its state under ``state``."""
     ensure_ray()
     account = Account.model_validate({"name": NAME, "route": {"env": {"K": "RB_TEST_KEY_A"}},
-                                      "limits": {"max_concurrent": 3}})
-    return ActorGate(RUN, [account], pools={}, state_root=state)
+                                      "limits": {"max_concurrent": slots}})
+    return ActorGate(RUN, [account], pools=pools or {}, state_root=state)
 
 
 def test_a_restarted_account_actor_holds_its_leases_slots(tmp_path: Path) -> None:
@@ -157,3 +159,29 @@ def test_an_acquire_whose_actor_dies_answering_grants_nothing_and_leaks_no_slot(
     finally:
         gate.close()
         ray.kill(actor, no_restart=True)
+
+
+def test_a_restarted_pool_actor_still_counts_the_sandboxes_running(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    gate = _gate(state, slots=10, pools={"local": 2})
+    pool = gate.pools["local"]
+    try:
+        assert sorted(gate.acquire_many([_request(0), _request(1)], time.time())) == [f"{RUN}/c0#0", f"{RUN}/c1#1"]
+        before = _pid(pool)
+        ray.kill(pool, no_restart=False)  # the process dies; Ray restarts the actor
+        deadline = time.time() + 120
+        while _pid(pool) in (None, before):
+            assert time.time() < deadline, "the pool actor was not restarted"
+            time.sleep(0.2)
+        assert ray.get(pool.usage.remote()) == (2, 2)  # both sandboxes still count
+        time.sleep(0.6)
+        assert gate.acquire_many([_request(2), _request(3)], time.time()) == {}  # no third sandbox
+        ok = Verdict(valid=True, failure_class=None, fingerprint=None, message="", effect="success")
+        gate.release(NAME, f"{RUN}/c0#0", ok, 0.0, time.time())
+        gate.flush(wait=True)
+        time.sleep(0.6)
+        assert list(gate.acquire_many([_request(2), _request(3)], time.time())) == [f"{RUN}/c2#2"]
+    finally:
+        gate.close()
+        ray.kill(pool, no_restart=True)
+    assert AccountStore(state).slots("local") == {}  # the run let go of every slot
