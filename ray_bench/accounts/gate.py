@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,18 +64,28 @@ def ask(calls: list[tuple[str, Any]]) -> list[Any]:
     """Answers to ``(what, call)`` reads (``call()`` submits one), each asked again while its
     actor is dead, for up to :data:`RESTART_WAIT_SEC`."""
     answers = settle([call() for _, call in calls])
-    deadline = time.monotonic() + RESTART_WAIT_SEC
-    pause = 0.2
+    pauses = backoff()
     while again := [i for i, a in enumerate(answers) if isinstance(a, RayActorError)]:
-        if time.monotonic() >= deadline:
+        if not next(pauses):
             raise AdmissionActorError(
                 f"the {calls[again[0]][0]} actor was not back {RESTART_WAIT_SEC:g} s after it died "
                 f"({type(answers[again[0]]).__name__}); resume the run once the cluster is healthy")
-        time.sleep(pause)
-        pause = min(2 * pause, 2.0)
         for i, answer in zip(again, settle([calls[i][1]() for i in again]), strict=True):
             answers[i] = answer
     return answers
+
+
+def backoff() -> Iterator[bool]:
+    """Sleeps of 0.2 s doubling to 2 s, each yielding True, until :data:`RESTART_WAIT_SEC`
+    have passed; then False (give up)."""
+    deadline = time.monotonic() + RESTART_WAIT_SEC
+    pause = 0.2
+    while time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(2 * pause, 2.0)
+        yield True
+    while True:
+        yield False
 
 
 class ActorGate:
@@ -205,17 +216,14 @@ class ActorGate:
         send is acknowledged, sending again while an actor restarts."""
         self._confirm()
         self._send()
-        deadline = time.monotonic() + RESTART_WAIT_SEC
-        pause = 0.2
+        pauses = backoff()
         while wait:
             self._confirm(wait=True)
             if not (self._finishes or self._pool_releases):
                 return
-            if time.monotonic() >= deadline:
+            if not next(pauses):
                 raise AdmissionActorError(f"finishes not acknowledged {RESTART_WAIT_SEC:g} s after an admission "
                                           "actor died; resume the run once the cluster is healthy")
-            time.sleep(pause)
-            pause = min(2 * pause, 2.0)
             self._send()
 
     def _send(self) -> None:
