@@ -2,6 +2,9 @@
 # The test command: create .venv if missing, install the package with its dev and daytona extras
 # (with uv, pip as the fallback), run pytest.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
+#   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
+#            core, config, plan, evidence, reports, the simulator; ~520 tests, about 2 min here).
+#            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +27,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
+fast=()
+if [ "${1:-}" = "--fast" ]; then
+    shift
+    fast=(-m "not docker and not ray and not prometheus and not daytona and not slow")
+fi
+
 status=0
-.venv/bin/pytest -q "$@" || status=$?
+.venv/bin/pytest -q "${fast[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
     exit 1
