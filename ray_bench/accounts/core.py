@@ -12,16 +12,17 @@ window dollars, starts per minute.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from ray_bench.accounts.concurrency import AimdLimit
-from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
+from ray_bench.accounts.health import AccountHealth, HealthState
+from ray_bench.accounts.limits import Tuning, window_seconds
 from ray_bench.accounts.outcome import Outcome, OutcomeKind
 from ray_bench.accounts.quota import RollingWindowQuota
 from ray_bench.accounts.ratelimit import TokenBucket
 from ray_bench.errors import RayBenchError
+from ray_bench.models.accounts import AccountLimits
 
 
 class AdmissionRefused(RayBenchError):
@@ -31,61 +32,6 @@ class AdmissionRefused(RayBenchError):
         self.account = account
         self.refusal = refusal
         super().__init__(f"{account}: {refusal.reason}")
-
-
-@dataclass(frozen=True, slots=True)
-class WindowLimit:
-    """A rolling-window quota: at most ``max_cells`` starts and/or ``max_usd`` per ``hours``."""
-
-    hours: float
-    max_cells: int | None = None
-    max_usd: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AccountLimits:
-    """The limits of one account, as configured (the lead's pydantic model converts to this).
-
-    ``max_concurrent`` is the ceiling of the adaptive limit and ``min_concurrent`` its floor;
-    the limit takes one ``aimd_increase`` step back per ``health.probe_window_s`` of quiet
-    after a rate-limit episode's cooldown (the window after which the health machine, too,
-    takes silence for an answer).
-    """
-
-    max_concurrent: int
-    min_concurrent: int = 1
-    starts_per_minute: float | None = None
-    burst: float | None = None
-    window: WindowLimit | None = None
-    spend_budget_usd: float | None = None
-    health: HealthPolicy = field(default_factory=HealthPolicy)
-    aimd_decrease: float = 0.5
-    aimd_increase: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min_concurrent <= self.max_concurrent:
-            raise ValueError("need 1 <= min_concurrent <= max_concurrent")
-
-    @classmethod
-    def from_config(cls, cfg: Any, *, health: HealthPolicy | None = None) -> AccountLimits:
-        """Convert a config object read by attribute (e.g. ``ray_bench.models.accounts.
-        AccountLimits``): ``max_concurrent``, ``min_concurrent``, ``starts_per_minute``,
-        ``window`` (``hours``, ``max_cells``, ``max_usd``) and ``spend_usd`` or
-        ``spend_budget_usd``. Duck-typed so that this core imports no config model."""
-        w = getattr(cfg, "window", None)
-        spend = getattr(cfg, "spend_budget_usd", None)
-        if spend is None:
-            spend = getattr(cfg, "spend_usd", None)
-        return cls(
-            max_concurrent=int(cfg.max_concurrent),
-            min_concurrent=int(getattr(cfg, "min_concurrent", 1) or 1),
-            starts_per_minute=getattr(cfg, "starts_per_minute", None),
-            burst=getattr(cfg, "burst", None),
-            window=(WindowLimit(float(w.hours), getattr(w, "max_cells", None),
-                                getattr(w, "max_usd", None)) if w is not None else None),
-            spend_budget_usd=spend,
-            health=health or HealthPolicy(),
-        )
 
 
 class RefusalReason(StrEnum):
@@ -178,16 +124,19 @@ _STATE_REASON = {
 class AccountCore:
     """Admission state of one account. Not thread-safe: an actor serialises calls."""
 
-    def __init__(self, name: str, limits: AccountLimits, *, now: float = 0.0) -> None:
+    def __init__(self, name: str, limits: AccountLimits, *, tuning: Tuning | None = None,
+                 now: float = 0.0) -> None:
+        """``limits``: the account's as configured (the model read from accounts.yaml, as is)."""
         self.name = name
         self.limits = limits
-        self.health = AccountHealth(limits.health)
+        self.tuning = tuning = tuning or Tuning()
+        self.health = AccountHealth(tuning.health)
         self.concurrency = AimdLimit(floor=limits.min_concurrent, ceiling=limits.max_concurrent,
-                                     decrease=limits.aimd_decrease, increase=limits.aimd_increase,
-                                     recovery_s=limits.health.probe_window_s)
-        self.bucket = TokenBucket(limits.starts_per_minute, burst=limits.burst, now=now)
+                                     decrease=tuning.aimd_decrease, increase=tuning.aimd_increase,
+                                     recovery_s=tuning.health.probe_window_s)
+        self.bucket = TokenBucket(limits.starts_per_minute, burst=tuning.burst, now=now)
         w = limits.window
-        self.window = (RollingWindowQuota(w.hours * 3600, max_cells=w.max_cells, max_usd=w.max_usd)
+        self.window = (RollingWindowQuota(window_seconds(limits), max_cells=w.max_cells, max_usd=w.max_usd)
                        if w is not None else None)
         self.spent_usd = 0.0
         self._running: dict[str, Running] = {}
@@ -203,7 +152,7 @@ class AccountCore:
         if not h.admits(now):
             return Refusal(_STATE_REASON.get(h.state, RefusalReason.DISABLED),
                            h.blocked_until(now))
-        budget = self.limits.spend_budget_usd
+        budget = self.limits.spend_usd
         if budget is not None and self.spent_usd >= budget:
             return Refusal(RefusalReason.BUDGET, None)
         limit = self.concurrency.tick(now)
@@ -296,7 +245,7 @@ class AccountCore:
         admit = self.can_admit(now)
         h = self.health
         state = h.state
-        budget = self.limits.spend_budget_usd
+        budget = self.limits.spend_usd
         usable = state in (HealthState.HEALTHY, HealthState.DEGRADED) and (
             budget is None or self.spent_usd < budget)
         return AccountSnapshot(

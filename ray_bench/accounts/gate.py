@@ -102,7 +102,7 @@ class ActorGate:
         self.health = health_actor(state_root or default_state_root())
         self.pools = {name: capacity_actor(name, size, state_root) for name, size in pools.items()}
         # configure() answers False when the account is busy: it keeps its limits until idle.
-        ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits.model_dump(mode="json")))
+        ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits))
              for a, actor in zip(accounts, self.actors.values(), strict=True)]
             + [(f"capacity:{b}", lambda pool=pool, size=size: pool.resize.remote(size))
                for (b, pool), size in zip(self.pools.items(), pools.values(), strict=True)])

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ray_bench.accounts import AccountCore, AccountLimits, AccountSnapshot, AdmissionRefused, Admit, Lease, Outcome
+from ray_bench.accounts import AccountCore, AccountSnapshot, AdmissionRefused, Admit, Lease, Outcome
 from ray_bench.accounts.credentials import login_expiry
+from ray_bench.accounts.limits import window_rate
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
@@ -78,9 +79,7 @@ def outcome_of(verdict: Verdict, usd: float) -> Outcome:
 def candidate_of(snapshot: AccountSnapshot, account: Account, headroom: int | None = None) -> Candidate:
     """The account choice's view of an account (``headroom``: when the gate knows better than
     the snapshot, e.g. cells finished since it was taken)."""
-    window = account.limits.window
-    rate = (window.max_cells / (window.hours * 3600)
-            if window is not None and window.max_cells is not None else None)
+    rate = window_rate(account.limits)
     probe = isinstance(snapshot.admit, Admit) and snapshot.admit.probe
     return Candidate(snapshot.name, snapshot.headroom if headroom is None else headroom,
                      max(1, snapshot.limit), probe, rate)
@@ -154,7 +153,7 @@ class CoreGate:
         start = clock() if now is None else now
         self.accounts = {a.name: a for a in accounts}
         self.cores = cores if cores is not None else {
-            a.name: AccountCore(a.name, AccountLimits.from_config(a.limits), now=start) for a in accounts}
+            a.name: AccountCore(a.name, a.limits, now=start) for a in accounts}
         self.expiry = ExpiryWatch(accounts, clock=clock)
         self._held: dict[str, str] = {}  # lease -> account, for close()
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ray_bench.accounts.limits import window_bound
 from ray_bench.models.plan import PlanCell
 
 
@@ -65,7 +66,7 @@ class Candidate:
     def window_bound(self, typical_sec: float) -> bool:
         """The window, not the slots, limits this account at the typical cell length: its
         ``limit`` slots busy with typical cells would start more cells than it allows."""
-        return self.window_rate is not None and self.window_rate * typical_sec < self.limit
+        return window_bound(self.window_rate, self.limit, typical_sec)
 
 
 def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
