@@ -102,11 +102,11 @@ class AccountActor:
         self.core = self._new_core(limits)
         return True
 
-    def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
+    def acquire_many(self, run_id: str, leases: list[tuple[str, str, float]],
                      finished: list[tuple[str, Outcome | None]] | None = None,
                      ) -> tuple[list[str], AccountSnapshot]:
-        """Record the run's ``finished`` leases, then start ``leases`` in order while the
-        account admits; return the started ones and the fresh snapshot. One call per batch
+        """Record the run's ``finished`` leases, then start ``leases`` (lease, cell, expected
+        cost) in order while the account admits; return the started ones and the fresh snapshot. One call per batch
         and account keeps the actor off the per-cell path (an actor call costs ~1.3 ms of the
         actor's CPU, whatever it carries)."""
         if finished:
@@ -116,9 +116,9 @@ class AccountActor:
         self._apply_operator_events(now)
         self._runs[run_id] = now
         started: list[str] = []
-        for lease_id, cell_id in leases:
+        for lease_id, cell_id, usd in leases:
             try:
-                self.core.on_start(now, Lease(lease_id, cell_id, self.name))
+                self.core.on_start(now, Lease(lease_id, cell_id, self.name, usd))
             except AdmissionRefused:
                 break
             started.append(lease_id)

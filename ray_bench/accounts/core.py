@@ -71,11 +71,13 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """One attempt holding one slot of one account."""
+    """One attempt holding one slot of one account; ``usd``: what it is expected to cost,
+    reserved against the account's budget while it runs."""
 
     lease_id: str
     cell_id: str
     account: str
+    usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,9 @@ class Running:
     started_at: float
     inflight_at_start: int
     probe: bool
+    reserved_usd: float = 0.0
+    """The lease's expected cost, held against the budget until its real cost is known (a
+    lease adopted after a restart reserves nothing: its reservation was not written down)."""
 
 
 _STATE_REASON = {
@@ -140,20 +145,42 @@ class AccountCore:
                        if w is not None else None)
         self.spent_usd = 0.0
         self._running: dict[str, Running] = {}
+        #: The expected cost of the last lease asked for: what "can one more cell start?"
+        #: weighs against the budget when no lease is at hand (snapshots, status).
+        self._asked_usd = 0.0
+        self._reserved_usd = 0.0  # the running leases' reservations, kept as a sum: O(1) a call
 
     @property
     def inflight(self) -> int:
         return len(self._running)
 
-    def can_admit(self, now: float) -> Admit | Refusal:
-        """May one more cell start on this account at ``now``? Never changes state
-        (beyond applying elapsed time)."""
+    @property
+    def reserved_usd(self) -> float:
+        return self._reserved_usd if self._running else 0.0  # no float residue once idle
+
+    def _hold(self, lease_id: str, run: Running) -> None:
+        self._running[lease_id] = run
+        self._reserved_usd += run.reserved_usd
+
+    def _drop(self, lease_id: str) -> Running | None:
+        run = self._running.pop(lease_id, None)
+        if run is not None:
+            self._reserved_usd = self._reserved_usd - run.reserved_usd if self._running else 0.0
+        return run
+
+    def can_admit(self, now: float, usd: float | None = None) -> Admit | Refusal:
+        """May one more cell, expected to cost ``usd`` (default: the last one asked for),
+        start on this account at ``now``? Never changes state (beyond applying elapsed time).
+        The budget admits it only if the spend so far, the reservations of the cells running
+        and ``usd`` stay within it."""
         h = self.health
         if not h.admits(now):
             return Refusal(_STATE_REASON.get(h.state, RefusalReason.DISABLED),
                            h.blocked_until(now))
         budget = self.limits.spend_usd
-        if budget is not None and self.spent_usd >= budget:
+        need = self._asked_usd if usd is None else usd
+        if budget is not None and (self.spent_usd >= budget or
+                                   self.spent_usd + self.reserved_usd + need > budget):
             return Refusal(RefusalReason.BUDGET, None)
         limit = self.concurrency.tick(now)
         if self.inflight >= limit:
@@ -179,7 +206,8 @@ class AccountCore:
     def on_start(self, now: float, lease: Lease) -> None:
         """Record a start. Raises :class:`AdmissionRefused` if :meth:`can_admit` refuses:
         check and start must happen in one step (the actor serialises them)."""
-        decision = self.can_admit(now)
+        self._asked_usd = lease.usd
+        decision = self.can_admit(now, lease.usd)
         if isinstance(decision, Refusal):
             raise AdmissionRefused(self.name, decision)
         if lease.lease_id in self._running:
@@ -188,12 +216,12 @@ class AccountCore:
         if self.window is not None:
             self.window.record_start(now)
         self.health.on_start(now)
-        self._running[lease.lease_id] = Running(now, self.inflight, decision.probe)
+        self._hold(lease.lease_id, Running(now, self.inflight, decision.probe, lease.usd))
 
     def on_finish(self, now: float, lease: Lease, outcome: Outcome) -> None:
         """Release the lease's slot and learn from its outcome. Unknown leases (from before
         a restart) still teach the health machine but free no slot."""
-        run = self._running.pop(lease.lease_id, None)
+        run = self._drop(lease.lease_id)
         started_at = run.started_at if run is not None else -math.inf
         if outcome.usd > 0:
             self.spent_usd += outcome.usd
@@ -216,6 +244,8 @@ class AccountCore:
             self.concurrency.quiet_from(max(now, h.cooling_until))
         elif outcome.kind is OutcomeKind.AUTH_FAILED:
             h.on_auth_failed(now, expired=outcome.expired, detail=outcome.detail)
+        elif outcome.kind is OutcomeKind.SERVER_ERROR:
+            h.on_server_error(now, started_at, outcome.detail)
         elif outcome.detail:
             h.last_error = outcome.detail
 
@@ -225,12 +255,13 @@ class AccountCore:
     def adopt(self, lease_id: str, held: Running) -> None:
         """Hold a slot for a lease an earlier holder of this account started (its actor
         restarted): no admission check and no window start, both happened then."""
-        self._running.setdefault(lease_id, held)
+        if lease_id not in self._running:
+            self._hold(lease_id, held)
 
     def abandon(self, lease_id: str) -> bool:
         """Free a lease's slot without learning from it: the attempt was cancelled, or the
         driver that held it died. Returns whether the lease was held."""
-        return self._running.pop(lease_id, None) is not None
+        return self._drop(lease_id) is not None
 
     def leases(self) -> list[str]:
         return list(self._running)

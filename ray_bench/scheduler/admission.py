@@ -16,7 +16,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ray_bench.accounts import AccountCore, AccountSnapshot, AdmissionRefused, Admit, Lease, Outcome
+from ray_bench.accounts import (
+    AccountCore,
+    AccountSnapshot,
+    AdmissionRefused,
+    Admit,
+    Lease,
+    Outcome,
+    RefusalReason,
+)
 from ray_bench.accounts.credentials import login_expiry
 from ray_bench.accounts.limits import window_rate
 from ray_bench.evidence.classify import Verdict
@@ -65,6 +73,16 @@ class Gate(Protocol):
     def close(self) -> None: ...
 
 
+#: Account states whose slots will run cells again without an operator.
+LIVE_STATES = frozenset({"healthy", "degraded", "cooling"})
+
+
+def live_accounts(states: Mapping[str, str], usable: Callable[[str], bool]) -> list[str]:
+    """The accounts that will take cells again without an operator (for ``LeaseRequest.shun``):
+    a live state, and ``usable`` (no open circuit, hold or expiring login)."""
+    return [name for name, state in states.items() if state in LIVE_STATES and usable(name)]
+
+
 def outcome_of(verdict: Verdict, usd: float) -> Outcome:
     """The catalog decided what a failure means for the account; this only restates it."""
     if verdict.effect == "success":
@@ -73,6 +91,8 @@ def outcome_of(verdict: Verdict, usd: float) -> Outcome:
         return Outcome.rate_limited(verdict.retry_after, detail=verdict.message[:200], usd=usd)
     if verdict.effect == "auth_failed":
         return Outcome.auth_failed(verdict.message[:200], expired=verdict.expired)
+    if verdict.effect == "server_error":
+        return Outcome.server_error(verdict.message[:200], usd=usd)
     return Outcome.failure(verdict.message[:200], usd=usd)
 
 
@@ -165,11 +185,14 @@ class CoreGate:
         candidates = [candidate_of(snap, self.accounts[name]) for name, core in self.cores.items()
                       if name not in exclude and self.expiry.admits(name, horizon, now)
                       and (snap := core.snapshot(now)).headroom > 0]
+        live = live_accounts({n: str(c.health.tick(now)) for n, c in self.cores.items()},
+                             lambda n: n not in exclude and self.expiry.admits(n, horizon, now))
         granted: dict[str, str] = {}
-        for name, share in assign(requests, candidates, typical_sec(requests)).items():
+        for name, share in assign(requests, candidates, typical_sec(requests), live).items():
             for request in share:
                 try:
-                    self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name))
+                    self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name,
+                                                         request.expected_usd))
                 except AdmissionRefused:
                     break
                 granted[request.lease_id] = name
@@ -223,6 +246,12 @@ def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str],
             return None
         reasons.append(f"{snap.name} {snap.admit.reason}")
     return ", ".join(reasons) if reasons else None
+
+
+def budget_only(stalled: str) -> bool:
+    """Whether every account named in a :func:`stalled` answer is out of its own budget (the
+    run stops as ``budget``, apart from the run's limit, ``spend``)."""
+    return all(part.endswith(f" {RefusalReason.BUDGET}") for part in stalled.split(", "))
 
 
 def blocked_until(snapshots: list[AccountSnapshot], now: float) -> tuple[float, str] | None:

@@ -8,11 +8,8 @@ from dataclasses import dataclass
 
 from ray_bench.accounts.limits import window_bound, window_rate
 from ray_bench.models.accounts import Account
-from ray_bench.scheduler.admission import AccountView
+from ray_bench.scheduler.admission import LIVE_STATES, AccountView
 from ray_bench.scheduler.core import WindowShare, reserve_below
-
-#: Account states whose slots will run cells again without an operator.
-_LIVE = frozenset({"healthy", "degraded", "cooling"})
 
 
 @dataclass(frozen=True)
@@ -38,7 +35,7 @@ def reservation(rates: dict[str, float], views: Sequence[AccountView], *, typica
     not its slots, limits it at the run's typical cell length (as in
     :meth:`~ray_bench.scheduler.core.Candidate.window_bound`); the run's remaining time is
     the pending work over the live slots."""
-    live = [v for v in views if v.state in _LIVE and v.name not in exclude]
+    live = [v for v in views if v.state in LIVE_STATES and v.name not in exclude]
     shares = [(v, WindowShare(v.limit, rates[v.name], v.headroom)) for v in live
               if v.name in rates and v.limit > 0 and window_bound(rates[v.name], v.limit, typical_sec)]
     if not shares:

@@ -131,7 +131,10 @@ class _FaultyPool(InProcessPool):
             name = self.accounts[int(arg) % len(self.accounts)].name
             old = self.cores[name]
             new = AccountCore(name, old.limits, tuning=old.tuning, now=now)
-            new._running = old._running
+            for lease_id in old.leases():
+                held = old.running(lease_id)
+                if held is not None:
+                    new.adopt(lease_id, held)
             self.cores[name] = new
         elif kind == "auth":
             self.sim.lose_login(str(arg), now, [f.summary for f in self.flights.values()])

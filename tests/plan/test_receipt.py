@@ -86,7 +86,8 @@ def test_the_estimate_names_the_dollar_limits_it_cannot_model(tmp_path: Path) ->
     from ray_bench.sim.driven import plan_for
     from ray_bench.sim.workload import Workload, parse_spec
 
-    spec = parse_spec({"suite": {"tasks": 2, "arms": ["a", "b"]}, "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
+    spec = parse_spec({"suite": {"tasks": 2, "arms": ["a", "b"]},
+                       "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
                        "accounts": [{"name": "x", "max_concurrent": 2, "spend_usd": 5.0,
                                      "window": {"hours": 5, "max_usd": 2.0}}]})
     cells = [CellRef(f"t{t}/{a}/1", f"t{t}", a, 1) for t in range(2) for a in ("a", "b")]
