@@ -56,6 +56,14 @@ def _container_backend(backend: str) -> dict[str, object]:
     return config
 
 
+def state_root(workdir: Path, run_id: str) -> Path:
+    """The quickstart's own state root, one per run beside its run root: the demo accounts'
+    spend, windows and health stay with the run that made them. On the machine's state root
+    (``~/.ray-bench``) their lifetime budgets (``spend_usd: 2.5``) filled up after about five
+    quickstarts, and every later one stopped at once (issue 25)."""
+    return workdir / "state" / run_id
+
+
 def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | None = None) -> int:
     console = console or Console()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -64,15 +72,16 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
     suite, accounts = prepare(workdir, backend)
     console.print(f"[bold]1. plan[/bold]  ray-bench plan --suite {suite} --accounts {accounts}")
     started = time.monotonic()
-    planned = plan_run(suite=suite, accounts=accounts, runs_dir=workdir / "runs",
-                       run_id=f"quickstart-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_id = _run_id(workdir / "runs")
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=workdir / "runs", run_id=run_id)
     console.print(f"   {planned.cells} cells; receipt at {planned.run_root / 'receipt.md'}")
     for warning in planned.warnings:
         console.print(f"   warning: {warning}", markup=False)
     console.print(f"   plan identity: [bold]{planned.identity}[/bold]")
     plan_path = planned.run_root / "launch-plan.json"
     console.print(f"[bold]2. execute[/bold]  ray-bench execute --plan {plan_path} --confirm {planned.identity}")
-    outcome = execute_run(plan_path=plan_path, confirm=planned.identity, options=RunOptions(),
+    outcome = execute_run(plan_path=plan_path, confirm=planned.identity,
+                          options=RunOptions(state_root=state_root(workdir, run_id)),
                           observer=ConsoleProgress(console, every_sec=3.0))
     console.print(f"   {outcome.counts['valid']} valid rows, {outcome.counts['failed']} failed cells, "
                   f"{outcome.attempts_run} attempts, {outcome.wall_sec:.1f}s"
@@ -88,3 +97,14 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
         console.print(f"   {label:<16} {path}", markup=False)
     console.print(f"   quickstart took {time.monotonic() - started:.1f}s")
     return outcome.exit_code
+
+
+def _run_id(runs: Path) -> str:
+    """A new run id: the time, and a count when two quickstarts start within one second."""
+    stem = f"quickstart-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 1
+    run_id = stem
+    while (runs / run_id).exists():
+        n += 1
+        run_id = f"{stem}-{n}"
+    return run_id

@@ -9,19 +9,19 @@ from an :class:`Outcome`, which admission derives from the one classifier's verd
 from ray_bench.accounts.concurrency import AimdLimit
 from ray_bench.accounts.core import (
     AccountCore,
-    AccountLimits,
     AccountSnapshot,
     AdmissionRefused,
     Admit,
     Lease,
     Refusal,
     RefusalReason,
-    WindowLimit,
 )
 from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
+from ray_bench.accounts.limits import Tuning
 from ray_bench.accounts.outcome import Outcome, OutcomeKind
 from ray_bench.accounts.quota import RollingWindowQuota
 from ray_bench.accounts.ratelimit import TokenBucket
+from ray_bench.models.accounts import AccountLimits, WindowQuota
 
 __all__ = [
     "AccountCore",
@@ -40,5 +40,6 @@ __all__ = [
     "RefusalReason",
     "RollingWindowQuota",
     "TokenBucket",
-    "WindowLimit",
+    "Tuning",
+    "WindowQuota",
 ]

@@ -27,7 +27,6 @@ import ray
 
 from ray_bench.accounts.core import (
     AccountCore,
-    AccountLimits,
     AccountSnapshot,
     AdmissionRefused,
     Lease,
@@ -36,7 +35,7 @@ from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore, HeldLease
 from ray_bench.cells.pool import NAMESPACE
-from ray_bench.models.accounts import Account
+from ray_bench.models.accounts import Account, AccountLimits
 from ray_bench.state import default_state_root
 
 #: A run that has not renewed its leases for this long is presumed dead; its slots free up.
@@ -45,9 +44,8 @@ LEASE_TTL_SEC = 120.0
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class AccountActor:
-    def __init__(self, name: str, limits: dict[str, Any], state_root: str | None = None) -> None:
+    def __init__(self, name: str, limits: AccountLimits, state_root: str | None = None) -> None:
         self.name = name
-        self._limits_doc = limits
         self._runs: dict[str, float] = {}  # run id -> last renewal
         # The one writer of this account's durable state (windows, cooldowns, disabled, spend, leases).
         self.store = AccountStore(state_root) if state_root else None
@@ -55,9 +53,9 @@ class AccountActor:
         self._events_checked = 0.0
         self.core = self._new_core(limits)
 
-    def _new_core(self, limits: dict[str, Any]) -> AccountCore:
+    def _new_core(self, limits: AccountLimits) -> AccountCore:
         now = time.time()
-        core = AccountCore(self.name, _limits(limits), now=now)
+        core = AccountCore(self.name, limits, now=now)
         if self.store is not None:
             window = core.limits.window
             saved = self.store.load(self.name, since=now - (window.hours * 3600 if window else 0.0))
@@ -95,21 +93,20 @@ class AccountActor:
                 self.core.health.last_error = f"enabled by {event.who}: {event.reason}"
                 self._save_health()
 
-    def configure(self, limits: dict[str, Any]) -> bool:
+    def configure(self, limits: AccountLimits) -> bool:
         """Adopt new limits when nothing runs on the account; returns whether it did."""
-        if limits == self._limits_doc:
+        if limits == self.core.limits:
             return True
         if self.core.inflight:
             return False
-        self._limits_doc = limits
         self.core = self._new_core(limits)
         return True
 
-    def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
+    def acquire_many(self, run_id: str, leases: list[tuple[str, str, float]],
                      finished: list[tuple[str, Outcome | None]] | None = None,
                      ) -> tuple[list[str], AccountSnapshot]:
-        """Record the run's ``finished`` leases, then start ``leases`` in order while the
-        account admits; return the started ones and the fresh snapshot. One call per batch
+        """Record the run's ``finished`` leases, then start ``leases`` (lease, cell, expected
+        cost) in order while the account admits; return the started ones and the fresh snapshot. One call per batch
         and account keeps the actor off the per-cell path (an actor call costs ~1.3 ms of the
         actor's CPU, whatever it carries)."""
         if finished:
@@ -119,9 +116,9 @@ class AccountActor:
         self._apply_operator_events(now)
         self._runs[run_id] = now
         started: list[str] = []
-        for lease_id, cell_id in leases:
+        for lease_id, cell_id, usd in leases:
             try:
-                self.core.on_start(now, Lease(lease_id, cell_id, self.name))
+                self.core.on_start(now, Lease(lease_id, cell_id, self.name, usd))
             except AdmissionRefused:
                 break
             started.append(lease_id)
@@ -241,12 +238,6 @@ class CapacityActor:
         return len(self._leases), self.size
 
 
-def _limits(doc: dict[str, Any]) -> AccountLimits:
-    from ray_bench.models.accounts import AccountLimits as LimitsModel
-
-    return AccountLimits.from_config(LimitsModel.model_validate(doc))
-
-
 #: Admission actors live on the head node. Anywhere else, losing that worker node made every
 #: admission call fail (ActorUnavailableError) until Ray restarted the actor elsewhere, with
 #: its leases and cooldowns lost; the head's loss ends the cluster anyway.
@@ -258,7 +249,7 @@ def account_actor(account: Account, state_root: Path | None = None) -> Any:
     return AccountActor.options(  # type: ignore[attr-defined]
         name=f"account:{account.name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         resources=ON_HEAD,
-    ).remote(account.name, account.limits.model_dump(mode="json"), str(state_root or default_state_root()))
+    ).remote(account.name, account.limits, str(state_root or default_state_root()))
 
 
 def health_actor(state_root: Path) -> Any:

@@ -12,16 +12,17 @@ window dollars, starts per minute.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from ray_bench.accounts.concurrency import AimdLimit
-from ray_bench.accounts.health import AccountHealth, HealthPolicy, HealthState
+from ray_bench.accounts.health import AccountHealth, HealthState
+from ray_bench.accounts.limits import Tuning, window_seconds
 from ray_bench.accounts.outcome import Outcome, OutcomeKind
 from ray_bench.accounts.quota import RollingWindowQuota
 from ray_bench.accounts.ratelimit import TokenBucket
 from ray_bench.errors import RayBenchError
+from ray_bench.models.accounts import AccountLimits
 
 
 class AdmissionRefused(RayBenchError):
@@ -31,61 +32,6 @@ class AdmissionRefused(RayBenchError):
         self.account = account
         self.refusal = refusal
         super().__init__(f"{account}: {refusal.reason}")
-
-
-@dataclass(frozen=True, slots=True)
-class WindowLimit:
-    """A rolling-window quota: at most ``max_cells`` starts and/or ``max_usd`` per ``hours``."""
-
-    hours: float
-    max_cells: int | None = None
-    max_usd: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AccountLimits:
-    """The limits of one account, as configured (the lead's pydantic model converts to this).
-
-    ``max_concurrent`` is the ceiling of the adaptive limit and ``min_concurrent`` its floor;
-    the limit takes one ``aimd_increase`` step back per ``health.probe_window_s`` of quiet
-    after a rate-limit episode's cooldown (the window after which the health machine, too,
-    takes silence for an answer).
-    """
-
-    max_concurrent: int
-    min_concurrent: int = 1
-    starts_per_minute: float | None = None
-    burst: float | None = None
-    window: WindowLimit | None = None
-    spend_budget_usd: float | None = None
-    health: HealthPolicy = field(default_factory=HealthPolicy)
-    aimd_decrease: float = 0.5
-    aimd_increase: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min_concurrent <= self.max_concurrent:
-            raise ValueError("need 1 <= min_concurrent <= max_concurrent")
-
-    @classmethod
-    def from_config(cls, cfg: Any, *, health: HealthPolicy | None = None) -> AccountLimits:
-        """Convert a config object read by attribute (e.g. ``ray_bench.models.accounts.
-        AccountLimits``): ``max_concurrent``, ``min_concurrent``, ``starts_per_minute``,
-        ``window`` (``hours``, ``max_cells``, ``max_usd``) and ``spend_usd`` or
-        ``spend_budget_usd``. Duck-typed so that this core imports no config model."""
-        w = getattr(cfg, "window", None)
-        spend = getattr(cfg, "spend_budget_usd", None)
-        if spend is None:
-            spend = getattr(cfg, "spend_usd", None)
-        return cls(
-            max_concurrent=int(cfg.max_concurrent),
-            min_concurrent=int(getattr(cfg, "min_concurrent", 1) or 1),
-            starts_per_minute=getattr(cfg, "starts_per_minute", None),
-            burst=getattr(cfg, "burst", None),
-            window=(WindowLimit(float(w.hours), getattr(w, "max_cells", None),
-                                getattr(w, "max_usd", None)) if w is not None else None),
-            spend_budget_usd=spend,
-            health=health or HealthPolicy(),
-        )
 
 
 class RefusalReason(StrEnum):
@@ -125,11 +71,13 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """One attempt holding one slot of one account."""
+    """One attempt holding one slot of one account; ``usd``: what it is expected to cost,
+    reserved against the account's budget while it runs."""
 
     lease_id: str
     cell_id: str
     account: str
+    usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +112,9 @@ class Running:
     started_at: float
     inflight_at_start: int
     probe: bool
+    reserved_usd: float = 0.0
+    """The lease's expected cost, held against the budget until its real cost is known (a
+    lease adopted after a restart reserves nothing: its reservation was not written down)."""
 
 
 _STATE_REASON = {
@@ -178,33 +129,58 @@ _STATE_REASON = {
 class AccountCore:
     """Admission state of one account. Not thread-safe: an actor serialises calls."""
 
-    def __init__(self, name: str, limits: AccountLimits, *, now: float = 0.0) -> None:
+    def __init__(self, name: str, limits: AccountLimits, *, tuning: Tuning | None = None,
+                 now: float = 0.0) -> None:
+        """``limits``: the account's as configured (the model read from accounts.yaml, as is)."""
         self.name = name
         self.limits = limits
-        self.health = AccountHealth(limits.health)
+        self.tuning = tuning = tuning or Tuning()
+        self.health = AccountHealth(tuning.health)
         self.concurrency = AimdLimit(floor=limits.min_concurrent, ceiling=limits.max_concurrent,
-                                     decrease=limits.aimd_decrease, increase=limits.aimd_increase,
-                                     recovery_s=limits.health.probe_window_s)
-        self.bucket = TokenBucket(limits.starts_per_minute, burst=limits.burst, now=now)
+                                     decrease=tuning.aimd_decrease, increase=tuning.aimd_increase,
+                                     recovery_s=tuning.health.probe_window_s)
+        self.bucket = TokenBucket(limits.starts_per_minute, burst=tuning.burst, now=now)
         w = limits.window
-        self.window = (RollingWindowQuota(w.hours * 3600, max_cells=w.max_cells, max_usd=w.max_usd)
+        self.window = (RollingWindowQuota(window_seconds(limits), max_cells=w.max_cells, max_usd=w.max_usd)
                        if w is not None else None)
         self.spent_usd = 0.0
         self._running: dict[str, Running] = {}
+        #: The expected cost of the last lease asked for: what "can one more cell start?"
+        #: weighs against the budget when no lease is at hand (snapshots, status).
+        self._asked_usd = 0.0
+        self._reserved_usd = 0.0  # the running leases' reservations, kept as a sum: O(1) a call
 
     @property
     def inflight(self) -> int:
         return len(self._running)
 
-    def can_admit(self, now: float) -> Admit | Refusal:
-        """May one more cell start on this account at ``now``? Never changes state
-        (beyond applying elapsed time)."""
+    @property
+    def reserved_usd(self) -> float:
+        return self._reserved_usd if self._running else 0.0  # no float residue once idle
+
+    def _hold(self, lease_id: str, run: Running) -> None:
+        self._running[lease_id] = run
+        self._reserved_usd += run.reserved_usd
+
+    def _drop(self, lease_id: str) -> Running | None:
+        run = self._running.pop(lease_id, None)
+        if run is not None:
+            self._reserved_usd = self._reserved_usd - run.reserved_usd if self._running else 0.0
+        return run
+
+    def can_admit(self, now: float, usd: float | None = None) -> Admit | Refusal:
+        """May one more cell, expected to cost ``usd`` (default: the last one asked for),
+        start on this account at ``now``? Never changes state (beyond applying elapsed time).
+        The budget admits it only if the spend so far, the reservations of the cells running
+        and ``usd`` stay within it."""
         h = self.health
         if not h.admits(now):
             return Refusal(_STATE_REASON.get(h.state, RefusalReason.DISABLED),
                            h.blocked_until(now))
-        budget = self.limits.spend_budget_usd
-        if budget is not None and self.spent_usd >= budget:
+        budget = self.limits.spend_usd
+        need = self._asked_usd if usd is None else usd
+        if budget is not None and (self.spent_usd >= budget or
+                                   self.spent_usd + self.reserved_usd + need > budget):
             return Refusal(RefusalReason.BUDGET, None)
         limit = self.concurrency.tick(now)
         if self.inflight >= limit:
@@ -230,7 +206,8 @@ class AccountCore:
     def on_start(self, now: float, lease: Lease) -> None:
         """Record a start. Raises :class:`AdmissionRefused` if :meth:`can_admit` refuses:
         check and start must happen in one step (the actor serialises them)."""
-        decision = self.can_admit(now)
+        self._asked_usd = lease.usd
+        decision = self.can_admit(now, lease.usd)
         if isinstance(decision, Refusal):
             raise AdmissionRefused(self.name, decision)
         if lease.lease_id in self._running:
@@ -239,12 +216,12 @@ class AccountCore:
         if self.window is not None:
             self.window.record_start(now)
         self.health.on_start(now)
-        self._running[lease.lease_id] = Running(now, self.inflight, decision.probe)
+        self._hold(lease.lease_id, Running(now, self.inflight, decision.probe, lease.usd))
 
     def on_finish(self, now: float, lease: Lease, outcome: Outcome) -> None:
         """Release the lease's slot and learn from its outcome. Unknown leases (from before
         a restart) still teach the health machine but free no slot."""
-        run = self._running.pop(lease.lease_id, None)
+        run = self._drop(lease.lease_id)
         started_at = run.started_at if run is not None else -math.inf
         if outcome.usd > 0:
             self.spent_usd += outcome.usd
@@ -267,6 +244,8 @@ class AccountCore:
             self.concurrency.quiet_from(max(now, h.cooling_until))
         elif outcome.kind is OutcomeKind.AUTH_FAILED:
             h.on_auth_failed(now, expired=outcome.expired, detail=outcome.detail)
+        elif outcome.kind is OutcomeKind.SERVER_ERROR:
+            h.on_server_error(now, started_at, outcome.detail)
         elif outcome.detail:
             h.last_error = outcome.detail
 
@@ -276,12 +255,13 @@ class AccountCore:
     def adopt(self, lease_id: str, held: Running) -> None:
         """Hold a slot for a lease an earlier holder of this account started (its actor
         restarted): no admission check and no window start, both happened then."""
-        self._running.setdefault(lease_id, held)
+        if lease_id not in self._running:
+            self._hold(lease_id, held)
 
     def abandon(self, lease_id: str) -> bool:
         """Free a lease's slot without learning from it: the attempt was cancelled, or the
         driver that held it died. Returns whether the lease was held."""
-        return self._running.pop(lease_id, None) is not None
+        return self._drop(lease_id) is not None
 
     def leases(self) -> list[str]:
         return list(self._running)
@@ -296,7 +276,7 @@ class AccountCore:
         admit = self.can_admit(now)
         h = self.health
         state = h.state
-        budget = self.limits.spend_budget_usd
+        budget = self.limits.spend_usd
         usable = state in (HealthState.HEALTHY, HealthState.DEGRADED) and (
             budget is None or self.spent_usd < budget)
         return AccountSnapshot(

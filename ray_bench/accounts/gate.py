@@ -32,6 +32,7 @@ from ray_bench.scheduler.admission import (
     ExpiryWatch,
     blocked_until,
     candidate_of,
+    live_accounts,
     outcome_of,
     stalled,
     typical_sec,
@@ -102,7 +103,7 @@ class ActorGate:
         self.health = health_actor(state_root or default_state_root())
         self.pools = {name: capacity_actor(name, size, state_root) for name, size in pools.items()}
         # configure() answers False when the account is busy: it keeps its limits until idle.
-        ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits.model_dump(mode="json")))
+        ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits))
              for a, actor in zip(accounts, self.actors.values(), strict=True)]
             + [(f"capacity:{b}", lambda pool=pool, size=size: pool.resize.remote(size))
                for (b, pool), size in zip(self.pools.items(), pools.values(), strict=True)])
@@ -172,12 +173,13 @@ class ActorGate:
                 pooled.update(answer)
         pooled |= {lease for b, ids in by_backend.items() if b not in self.pools for lease in ids}
         inpool = [r for r in wanted if r.lease_id in pooled]
-        shares = assign(inpool, candidates, typical_sec(inpool))
+        live = live_accounts({n: str(s.state) for n, s in self._snaps.items()}, lambda n: n not in exclude
+                             and n not in self._holds and self.expiry.admits(n, horizon, now))
+        shares = assign(inpool, candidates, typical_sec(inpool), live)
         names = list(shares)
         sent = {n: self._finishes.pop(n, None) for n in names}
-        answers = settle([self.actors[n].acquire_many.remote(self.run_id, [(r.lease_id, r.cell.id) for r in shares[n]],
-                                                             sent[n])
-                          for n in names])
+        answers = settle([self.actors[n].acquire_many.remote(
+            self.run_id, [(r.lease_id, r.cell.id, r.expected_usd) for r in shares[n]], sent[n]) for n in names])
         granted: dict[str, str] = {}
         for name, answer in zip(names, answers, strict=True):
             if isinstance(answer, RayActorError):

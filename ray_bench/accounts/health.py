@@ -14,17 +14,21 @@ healthy     rate_limited(ra)                 cooling     until now + cooldown(ra
 healthy     auth_failed (< N so far)         degraded
 healthy     auth_failed (N-th)               disabled
 healthy     auth_failed(expired)             expired
+healthy     server_error (< M in a row)      healthy     M = ``max_server_errors``
+healthy     server_error (M-th in a row)     cooling     episode + 1, the rate-limit backoff
 degraded    success of the probe (or later)  healthy     episode and auth counts reset
 degraded    success begun before the probe   degraded    says nothing about the account now
 degraded    tick: probe window passed        healthy     one probe start, no signal within window
 degraded    rate_limited(ra)                 cooling     episode + 1: cooldown doubles
 degraded    auth_failed (< N / N-th/expired) degraded / disabled / expired
+degraded    server_error of the probe        cooling     episode + 1: cooldown doubles
 cooling     tick: now >= until               degraded    one probe start per probe window
 cooling     rate_limited(ra)                 cooling     until = max(until, now + cooldown); same
                                                          episode if the attempt began before it
 healthy,    rate_limited from an attempt     unchanged   stale: it began before the last episode
 degraded    begun before the last episode
 cooling     auth_failed (< N / N-th/expired) cooling / disabled / expired
+cooling     server_error                     cooling     begun before the episode: nothing new
 cooling     success                          cooling     a cell from before the episode finished
 expired     refresh                          healthy     the operator logged in again
 disabled    enable                           healthy     operator action, counts reset
@@ -68,10 +72,16 @@ class HealthPolicy:
     max_cooldown_s: float = 900.0
     default_retry_after_s: float = 60.0
     probe_window_s: float = 60.0
+    max_server_errors: int = 3
+    """Consecutive 5xx answers after which an account cools like a rate-limited one: one 500
+    is the provider's bad moment, three in a row a broken account (issue 25: one cell took six
+    attempts on an account answering 500 while the healthy account was busy)."""
 
     def __post_init__(self) -> None:
         if self.max_auth_failures < 1:
             raise ValueError("max_auth_failures must be at least 1")
+        if self.max_server_errors < 1:
+            raise ValueError("max_server_errors must be at least 1")
         if not 0 < self.base_cooldown_s <= self.max_cooldown_s:
             raise ValueError("need 0 < base_cooldown_s <= max_cooldown_s")
 
@@ -89,6 +99,8 @@ class AccountHealth:
         self.episodes = 0
         """Consecutive rate-limit episodes since the account was last healthy."""
         self.auth_failures = 0
+        self.server_errors = 0
+        """Consecutive server errors (5xx) since the last success or cooldown."""
         self.last_error = ""
         self._episode_started_at = -math.inf
         self._probe_at: float | None = None
@@ -135,6 +147,7 @@ class AccountHealth:
         state = self.tick(now)
         if state is HealthState.HEALTHY:
             self.auth_failures = 0
+            self.server_errors = 0
         elif (state is HealthState.DEGRADED and self._probe_at is not None
               and started_at >= self._probe_at):
             self._to_healthy()
@@ -155,13 +168,39 @@ class AccountHealth:
             k = self.episodes
             self._episode_started_at = now
         ra = retry_after if retry_after is not None else p.default_retry_after_s
-        cooldown = min(p.max_cooldown_s, max(ra, p.base_cooldown_s * 2 ** (k - 1)))
+        self._cool(now, k, ra)
+        self.last_error = f"rate_limited (retry_after={ra:g}s)"
+
+    def on_server_error(self, now: float, started_at: float, detail: str = "") -> None:
+        """A 5xx answer. ``max_server_errors`` in a row cool the account with the rate-limit
+        backoff (each further episode doubles the wait); a degraded account's failed probe
+        cools it again at once. Attempts begun before a cooldown say nothing new."""
+        state = self.tick(now)
+        if state in _INERT:
+            return
+        self.last_error = f"server_error ({detail})" if detail else "server_error"
+        if state is HealthState.COOLING or started_at < self._episode_started_at:
+            return
+        if state is HealthState.DEGRADED and (self._probe_at is None or started_at < self._probe_at):
+            return
+        self.server_errors += 1
+        if state is HealthState.HEALTHY and self.server_errors < self.policy.max_server_errors:
+            return
+        self.episodes += 1
+        self._episode_started_at = now
+        self._cool(now, self.episodes, self.policy.default_retry_after_s)
+        self.last_error = f"server_error x{self.server_errors}, cooling" + (f" ({detail})" if detail else "")
+
+    def _cool(self, now: float, k: int, floor_s: float) -> None:
+        """Cool for the ``k``-th episode's backoff, never less than ``floor_s`` (Retry-After)."""
+        p = self.policy
+        cooldown = min(p.max_cooldown_s, max(floor_s, p.base_cooldown_s * 2 ** (k - 1)))
         # Retry-After is a floor even above our cap: the provider said so.
-        cooldown = max(cooldown, ra)
+        cooldown = max(cooldown, floor_s)
         self.cooling_until = max(self.cooling_until, now + cooldown)
         self.state = HealthState.COOLING
         self._probe_at = None
-        self.last_error = f"rate_limited (retry_after={ra:g}s)"
+        self.server_errors = 0
 
     def on_auth_failed(self, now: float, *, expired: bool = False, detail: str = "") -> None:
         state = self.tick(now)
@@ -213,4 +252,5 @@ class AccountHealth:
         self.state = HealthState.HEALTHY
         self.episodes = 0
         self.auth_failures = 0
+        self.server_errors = 0
         self._probe_at = None

@@ -8,6 +8,7 @@ kind          effect on the account                cell         task blamed
 success       AIMD may grow; probation ends        has a row    -
 rate_limited  cool down (Retry-After), AIMD shrinks  requeued now no
 auth_failed   counts towards disabling; or expired requeued now no
+server_error  a streak of them cools (backoff)     per policy   no
 failure       none                                 per policy   yes
 ============  ===================================  ===========  ===========
 
@@ -28,6 +29,7 @@ class OutcomeKind(StrEnum):
     SUCCESS = "success"
     RATE_LIMITED = "rate_limited"
     AUTH_FAILED = "auth_failed"
+    SERVER_ERROR = "server_error"
     FAILURE = "failure"
 
 
@@ -55,6 +57,11 @@ class Outcome:
     @classmethod
     def auth_failed(cls, detail: str = "", *, expired: bool = False) -> Outcome:
         return cls(OutcomeKind.AUTH_FAILED, expired=expired, detail=detail)
+
+    @classmethod
+    def server_error(cls, detail: str = "", usd: float = 0.0) -> Outcome:
+        """The provider answered 5xx: the account's fault, not the task's."""
+        return cls(OutcomeKind.SERVER_ERROR, detail=detail, usd=usd)
 
     @classmethod
     def failure(cls, detail: str = "", usd: float = 0.0) -> Outcome:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from ray_bench.accounts.core import AccountCore, AccountLimits, AccountSnapshot
+from ray_bench.accounts.core import AccountCore, AccountSnapshot
 from ray_bench.accounts.credentials import login_expiry
 from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.cells.credentials import CredentialMissing, Redactor, resolve
@@ -61,7 +61,7 @@ def account_status(path: Path, *, address: str | None = None,
     rows = []
     for account in accounts:
         snap: AccountSnapshot = live.get(account.name) or AccountCore(
-            account.name, AccountLimits.from_config(account.limits), now=now).snapshot(now)
+            account.name, account.limits, now=now).snapshot(now)
         expires = login_expiry(account.route.home) if account.route.home else None
         state = str(snap.state)
         if account.name in holds:

@@ -108,6 +108,8 @@ def simulate(
                                                 "auth losses.")] = None,
     history: Annotated[bool, typer.Option("--history", help="Durations known from an earlier run.")] = False,
     deadline_h: Annotated[float | None, typer.Option("--deadline-h", help="Does it finish in time?")] = None,
+    usd_per_hour: Annotated[float, typer.Option("--usd-per-hour", min=0.0, help="What one running cell "
+                                                "costs (with --plan): dollar windows and budgets bind on it.")] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Capacity planning: the real admission core on a virtual clock, against round-robin and
@@ -115,7 +117,7 @@ def simulate(
     from ray_bench.config.bounded import parse_yaml, read_text_bounded
     from ray_bench.plan.store import load_plan_file
     from ray_bench.sim import simulate as run_simulation
-    from ray_bench.sim.from_plan import spec_from_plan
+    from ray_bench.sim.from_plan import dollar_limits, spec_from_plan
 
     if (plan is None) == (spec is None):
         raise UserInputError("give exactly one of --plan and --spec", where="simulate",
@@ -129,7 +131,9 @@ def simulate(
         if not isinstance(event_list, list):
             raise UserInputError("events must be a YAML list", where=str(events), fix="- {kind: storm, ...}")
         source = spec_from_plan(loaded, durations=durations, events=event_list, history=history,
-                                deadline_h=deadline_h)
+                                deadline_h=deadline_h, usd_per_hour=usd_per_hour)
+        if usd_per_hour == 0 and (dollars := dollar_limits(loaded)):
+            err.print(f"not modelled without --usd-per-hour: {', '.join(dollars)}", markup=False)
     else:
         source = spec
     report = run_simulation(source).to_dict()

@@ -26,7 +26,7 @@ Field_ = Literal["error", "agent_error", "agent_output", "verifier_output"]
 class CatalogRule(ConfigModel):
     id: str = Field(description="A short stable name; part of the fingerprint.")
     failure_class: FailureClass = Field(alias="class", description="The failure class it assigns.")
-    effect: Literal["rate_limited", "auth_failed", "none"] = Field(
+    effect: Literal["rate_limited", "auth_failed", "server_error", "none"] = Field(
         default="none", description="What it does to the account.")
     fields: list[Field_] = Field(min_length=1, description="Summary fields the pattern is tried on.")
     pattern: str = Field(description="A Python regular expression.")

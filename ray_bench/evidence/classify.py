@@ -16,7 +16,7 @@ from typing import Literal
 from ray_bench.evidence.catalog import Catalog, texts_of
 from ray_bench.models.attempt import AttemptSummary, ExecFacts, VerdictRecord
 
-Effect = Literal["success", "rate_limited", "auth_failed", "none"]
+Effect = Literal["success", "rate_limited", "auth_failed", "server_error", "none"]
 
 #: Classes that say something about the cell itself; the others are about the world around
 #: it (accounts, sandboxes, the cluster), do not use up the cell's attempts, and are stopped

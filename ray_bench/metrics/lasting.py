@@ -23,8 +23,8 @@ from ray_bench.ledger.store import LEDGER_FILE, Ledger
 
 #: Values of ``raybench_run_stopped{reason}``: why the last session ended (1), or 0 for all
 #: while it runs or after a clean finish.
-STOP_REASONS: tuple[str, ...] = ("paused", "drift", "halt", "circuit", "spend", "preflight", "accounts",
-                                 "audit")
+STOP_REASONS: tuple[str, ...] = ("paused", "drift", "halt", "circuit", "spend", "budget", "preflight",
+                                 "accounts", "audit")
 
 
 @dataclass

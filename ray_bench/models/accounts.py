@@ -7,7 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from ray_bench.errors import fingerprint
-from ray_bench.models._base import ConfigModel
+from ray_bench.models._base import ConfigModel, FrozenModel
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -43,7 +43,7 @@ class CredentialRoute(ConfigModel):
         return self
 
 
-class WindowQuota(ConfigModel):
+class WindowQuota(FrozenModel):
     """A rolling-window quota, e.g. at most 40 cells or $20 per 5 hours."""
 
     hours: float = Field(gt=0, description="Length of the rolling window in hours.")
@@ -51,7 +51,11 @@ class WindowQuota(ConfigModel):
     max_usd: float | None = Field(default=None, gt=0, description="Spend allowed per window, USD.")
 
 
-class AccountLimits(ConfigModel):
+class AccountLimits(FrozenModel):
+    """An account's limits: the one type from accounts.yaml through the plan, the Ray actors
+    (sent as is) and the admission core to the simulator's spec. Formulas over them live in
+    :mod:`ray_bench.accounts.limits`."""
+
     max_concurrent: int = Field(ge=1, description="Concurrent sessions (cells) at most.")
     min_concurrent: int = Field(
         default=1, ge=1, description="Floor of the adaptive concurrency limit after rate limits."

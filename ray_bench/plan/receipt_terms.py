@@ -68,14 +68,18 @@ def estimate_lines(plan: Plan) -> list[str]:
         return ["- no history: no earlier run of these tasks gave durations, so no estimate. "
                 f"`ray-bench simulate --plan runs/{plan.run_id}/launch-plan.json --median-min M` gives "
                 "one under an assumed median cell time"]
-    from ray_bench.sim.from_plan import estimate_makespan_h
+    from ray_bench.sim.from_plan import dollar_limits, estimate_makespan_h
 
     makespan = estimate_makespan_h(plan)
     cover = f"{len(known)} of {len(plan.tasks)} tasks"
     lines = [f"- history: durations of {cover} from earlier runs"]
     if makespan is not None:
         lines.append(f"- estimated makespan: {makespan:.2f} h at capacity {plan.capacity.effective} "
-                     "(the driver on a virtual clock over these cells at their expected durations)")
+                     "(the driver on a virtual clock over these cells at their expected durations, "
+                     "under every account limit)")
+        if dollars := dollar_limits(plan):
+            lines.append(f"- the estimate leaves out {', '.join(dollars)}: no cost history to say when "
+                         "they bind (`ray-bench simulate --plan ... --usd-per-hour X` models them)")
     lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
     return lines
 

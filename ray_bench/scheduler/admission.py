@@ -16,8 +16,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ray_bench.accounts import AccountCore, AccountLimits, AccountSnapshot, AdmissionRefused, Admit, Lease, Outcome
+from ray_bench.accounts import (
+    AccountCore,
+    AccountSnapshot,
+    AdmissionRefused,
+    Admit,
+    Lease,
+    Outcome,
+    RefusalReason,
+)
 from ray_bench.accounts.credentials import login_expiry
+from ray_bench.accounts.limits import window_rate
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
@@ -64,6 +73,16 @@ class Gate(Protocol):
     def close(self) -> None: ...
 
 
+#: Account states whose slots will run cells again without an operator.
+LIVE_STATES = frozenset({"healthy", "degraded", "cooling"})
+
+
+def live_accounts(states: Mapping[str, str], usable: Callable[[str], bool]) -> list[str]:
+    """The accounts that will take cells again without an operator (for ``LeaseRequest.shun``):
+    a live state, and ``usable`` (no open circuit, hold or expiring login)."""
+    return [name for name, state in states.items() if state in LIVE_STATES and usable(name)]
+
+
 def outcome_of(verdict: Verdict, usd: float) -> Outcome:
     """The catalog decided what a failure means for the account; this only restates it."""
     if verdict.effect == "success":
@@ -72,15 +91,15 @@ def outcome_of(verdict: Verdict, usd: float) -> Outcome:
         return Outcome.rate_limited(verdict.retry_after, detail=verdict.message[:200], usd=usd)
     if verdict.effect == "auth_failed":
         return Outcome.auth_failed(verdict.message[:200], expired=verdict.expired)
+    if verdict.effect == "server_error":
+        return Outcome.server_error(verdict.message[:200], usd=usd)
     return Outcome.failure(verdict.message[:200], usd=usd)
 
 
 def candidate_of(snapshot: AccountSnapshot, account: Account, headroom: int | None = None) -> Candidate:
     """The account choice's view of an account (``headroom``: when the gate knows better than
     the snapshot, e.g. cells finished since it was taken)."""
-    window = account.limits.window
-    rate = (window.max_cells / (window.hours * 3600)
-            if window is not None and window.max_cells is not None else None)
+    rate = window_rate(account.limits)
     probe = isinstance(snapshot.admit, Admit) and snapshot.admit.probe
     return Candidate(snapshot.name, snapshot.headroom if headroom is None else headroom,
                      max(1, snapshot.limit), probe, rate)
@@ -154,7 +173,7 @@ class CoreGate:
         start = clock() if now is None else now
         self.accounts = {a.name: a for a in accounts}
         self.cores = cores if cores is not None else {
-            a.name: AccountCore(a.name, AccountLimits.from_config(a.limits), now=start) for a in accounts}
+            a.name: AccountCore(a.name, a.limits, now=start) for a in accounts}
         self.expiry = ExpiryWatch(accounts, clock=clock)
         self._held: dict[str, str] = {}  # lease -> account, for close()
 
@@ -166,11 +185,14 @@ class CoreGate:
         candidates = [candidate_of(snap, self.accounts[name]) for name, core in self.cores.items()
                       if name not in exclude and self.expiry.admits(name, horizon, now)
                       and (snap := core.snapshot(now)).headroom > 0]
+        live = live_accounts({n: str(c.health.tick(now)) for n, c in self.cores.items()},
+                             lambda n: n not in exclude and self.expiry.admits(n, horizon, now))
         granted: dict[str, str] = {}
-        for name, share in assign(requests, candidates, typical_sec(requests)).items():
+        for name, share in assign(requests, candidates, typical_sec(requests), live).items():
             for request in share:
                 try:
-                    self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name))
+                    self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name,
+                                                         request.expected_usd))
                 except AdmissionRefused:
                     break
                 granted[request.lease_id] = name
@@ -224,6 +246,12 @@ def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str],
             return None
         reasons.append(f"{snap.name} {snap.admit.reason}")
     return ", ".join(reasons) if reasons else None
+
+
+def budget_only(stalled: str) -> bool:
+    """Whether every account named in a :func:`stalled` answer is out of its own budget (the
+    run stops as ``budget``, apart from the run's limit, ``spend``)."""
+    return all(part.endswith(f" {RefusalReason.BUDGET}") for part in stalled.split(", "))
 
 
 def blocked_until(snapshots: list[AccountSnapshot], now: float) -> tuple[float, str] | None:

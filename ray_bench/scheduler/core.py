@@ -7,7 +7,10 @@ actors shared across runs) — and then start the chosen leases atomically on th
 The rules, in order:
 
 - **Retries go elsewhere.** A cell that failed on an account is sent to another one when
-  any other has room (``LeaseRequest.avoid``).
+  any other has room (``LeaseRequest.avoid``). When the failure was the account's (a 5xx,
+  an overload, a refused login: ``LeaseRequest.shun``) it waits rather than go back to that
+  account while another live account could take it later (issue 25: one cell used six
+  attempts on an account answering 500 while the healthy one was busy).
 - **Degraded accounts last.** A degraded account's one probe start is used only when no
   healthy account has room.
 - **Quota-aware placement.** An account whose binding limit is a cell-count window (its
@@ -33,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ray_bench.accounts.limits import window_bound
 from ray_bench.models.plan import PlanCell
 
 
@@ -49,6 +53,12 @@ class LeaseRequest:
     avoid: str | None = None
     #: The run's typical cell length (median expected), for telling window-bound accounts apart.
     typical_sec: float = 0.0
+    #: What the cell is expected to cost (scheduler/spend.py): reserved against the account's
+    #: budget while it runs.
+    expected_usd: float = 0.0
+    #: ``avoid`` failed the cell by its own fault: never back there while another live
+    #: account could take it.
+    shun: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,14 +75,16 @@ class Candidate:
     def window_bound(self, typical_sec: float) -> bool:
         """The window, not the slots, limits this account at the typical cell length: its
         ``limit`` slots busy with typical cells would start more cells than it allows."""
-        return self.window_rate is not None and self.window_rate * typical_sec < self.limit
+        return window_bound(self.window_rate, self.limit, typical_sec)
 
 
 def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
-           typical_sec: float) -> dict[str, list[LeaseRequest]]:
+           typical_sec: float, live: Iterable[str] = ()) -> dict[str, list[LeaseRequest]]:
     """Account name -> the requests it should start, in request order. The window-bound
     accounts' room is reserved for the batch's longest requests first; the others take the
-    requests in order while they have room."""
+    requests in order while they have room. ``live``: the accounts that will admit cells
+    again without an operator (room now or not), for ``shun``."""
+    live = frozenset(live)
     room = {c.name: c.headroom for c in candidates if c.headroom > 0}
     by_name = {c.name: c for c in candidates}
     bound = {c.name for c in candidates if c.window_bound(typical_sec)}
@@ -98,7 +110,7 @@ def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
             if not open_:  # only window-bound room is left: better used than idle
                 open_ = [n for n, left in room.items() if left > 0]
             others = [n for n in open_ if n != request.avoid]
-            open_ = others or open_
+            open_ = others if others or (request.shun and live - {request.avoid}) else open_
             if not open_:
                 continue  # no room for it; a reserved longer cell further on may still go
             chosen = max(open_, key=lambda n: _key(by_name[n], room[n]))

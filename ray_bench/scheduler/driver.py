@@ -41,13 +41,14 @@ from ray_bench.sandboxes.supervisor import (
     require_no_halt,
     write_run_halt,
 )
-from ray_bench.scheduler.admission import Gate
+from ray_bench.scheduler.admission import Gate, budget_only
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
 from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
 from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.spend import Expected, SpendBook
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class RunOutcome:
     run_id: str
     exit_code: int
     counts: dict[str, int]
-    stopped: str | None  # drift | halt | circuit | spend | paused | preflight | None
+    stopped: str | None  # drift | halt | circuit | spend | budget | paused | preflight | None
     detail: str
     stale_recovered: int
     attempts_run: int
@@ -163,7 +164,7 @@ class Driver:
         self._backends = sorted({c.backend for c in plan.cells})
         self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
         self._leases = 0
-        self.spend: dict[str, float] = {}
+        self.spend = SpendBook.of(plan, ())
         self.attempts_run = 0
         self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
             reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
@@ -186,8 +187,7 @@ class Driver:
                 ledger.event("hypothesis", {"text": self.options.hypothesis})
             stale = self._recover_stale(ledger)
             history = ledger.attempts()
-            for row in history:
-                self.spend[row.account] = self.spend.get(row.account, 0.0) + row.cost_usd
+            self.spend = SpendBook.of(self.plan, history)
             self._replay_circuit(ledger, history)
             state = RunState(self.plan, history)
             ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
@@ -281,6 +281,8 @@ class Driver:
         capacity = min(self.capacity, *(self.quota_fit.limit(b) for b in self._backends))
         creates = {b: self.quota_fit.creates_available(b, now) for b in self._backends}
         paced: str | None = None
+        over: Expected | None = None  # the run's spend limit held this cell's cost back
+        asked_usd = 0.0  # the requests' expected cost so far
         reserve = self._reservation(state, now, typical) if len(self.inflight) < capacity else Reservation()
         while len(self.inflight) + len(requests) < capacity and (cell := (
                 state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
@@ -288,6 +290,11 @@ class Driver:
             if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
                 state.put_back([cell])
                 paced = cell.backend
+                break
+            expected = self.spend.expected(cell)
+            if not self.spend.admits(asked_usd + expected.usd):
+                state.put_back([cell])
+                over = expected
                 break
             creates[cell.backend] -= 1
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
@@ -303,12 +310,18 @@ class Driver:
                 raise RunStopped("circuit", f"recovery circuit open for {scope} "
                                             f"(signature {self.circuit.open_scopes[scope]}); "
                                             "resume with --hypothesis TEXT")
+            cell_state = state.cells[cell.id]
             requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
-                                         self._horizon(cell), state.expected(cell, now),
-                                         state.cells[cell.id].last_account, typical))
+                                         self._horizon(cell), state.expected(cell, now), cell_state.last_account,
+                                         typical, expected.usd, cell_state.shuns))
+            asked_usd += expected.usd
             self._leases += 1
         if not requests:
             self.gate.flush()
+            if over is not None:
+                if not self.inflight:
+                    raise RunStopped("spend", self.spend.refusal(over))
+                return "waiting: the run's spend limit holds the next cell until a running one finishes"
             return self._paced(paced, now)
         excluded = {name for name in self.accounts
                     if self.circuit.blocks(account=name, backend="") is not None}
@@ -320,6 +333,7 @@ class Driver:
                 waiting.append(request.cell)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
+                self.spend.reserve(request.lease_id, request.expected_usd)
                 self.quota_fit.on_create_sent(request.cell.backend, now)
         state.put_back(waiting)
         if not waiting or self.inflight:
@@ -332,6 +346,9 @@ class Driver:
         if blocked is not None:
             return f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)"
         stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
+        if stalled is not None and budget_only(stalled):
+            raise RunStopped("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
+                                       "counts every run on the state root; see `ray-bench accounts status`)")
         if stalled is not None:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
@@ -410,6 +427,7 @@ class Driver:
                                   failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
                                   summary=summary, now=self.clock.wall())
             self.gate.release(row.account, lease_id, None, 0.0, now)
+            self.spend.finish(lease_id, cell.task, cell.arm, 0.0)
             cell_state = state.finished(cell.id, None, lease_id, now, row.account)
             self.observer.attempt_finished(row, None, summary, cell_state)
             return
@@ -419,7 +437,7 @@ class Driver:
         ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
                               counts=verdict.counts, cost_usd=cost, summary=summary, now=self.clock.wall())
-        self.spend[row.account] = self.spend.get(row.account, 0.0) + cost
+        self.spend.finish(lease_id, cell.task, cell.arm, cost)
         # A lost runner says nothing about the account: its lease is given back, not judged.
         self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
         # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
@@ -488,17 +506,13 @@ class Driver:
             stop = self._supervise(ledger)
             if stop is not None:
                 return stop
-        total = sum(self.spend.values())
+        # An account's budget is its own (lifetime, every run on the state root): the account
+        # refuses admission and the run stops as `budget` when no account can take a cell.
+        total = self.spend.spent
         if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
-            detail = f"spend ${total:.2f} reached the limit ${self.plan.spend_limit_usd:.2f}"
+            detail = f"run spend ${total:.2f} reached the run's limit ${self.plan.spend_limit_usd:.2f}"
             ledger.event("stop", {"reason": "spend", "detail": detail})
             return "spend", detail
-        for name, acc in self.accounts.items():
-            budget = acc.limits.spend_usd
-            if budget is not None and self.spend.get(name, 0.0) >= budget:
-                detail = f"account {name} spent ${self.spend[name]:.2f} of its ${budget:.2f} budget"
-                ledger.event("stop", {"reason": "spend", "detail": detail})
-                return "spend", detail
         return None
 
     def _supervise(self, ledger: Ledger) -> tuple[str, str] | None:

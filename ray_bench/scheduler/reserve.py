@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ray_bench.accounts.limits import window_bound, window_rate
 from ray_bench.models.accounts import Account
-from ray_bench.scheduler.admission import AccountView
+from ray_bench.scheduler.admission import LIVE_STATES, AccountView
 from ray_bench.scheduler.core import WindowShare, reserve_below
-
-#: Account states whose slots will run cells again without an operator.
-_LIVE = frozenset({"healthy", "degraded", "cooling"})
 
 
 @dataclass(frozen=True)
@@ -27,12 +25,7 @@ class Reservation:
 
 def window_rates(accounts: Iterable[Account]) -> dict[str, float]:
     """Account -> window starts per second, for the accounts with a cell-count window."""
-    out = {}
-    for a in accounts:
-        w = a.limits.window
-        if w is not None and w.max_cells is not None:
-            out[a.name] = w.max_cells / (w.hours * 3600)
-    return out
+    return {a.name: rate for a in accounts if (rate := window_rate(a.limits)) is not None}
 
 
 def reservation(rates: dict[str, float], views: Sequence[AccountView], *, typical_sec: float, work_sec: float,
@@ -42,9 +35,9 @@ def reservation(rates: dict[str, float], views: Sequence[AccountView], *, typica
     not its slots, limits it at the run's typical cell length (as in
     :meth:`~ray_bench.scheduler.core.Candidate.window_bound`); the run's remaining time is
     the pending work over the live slots."""
-    live = [v for v in views if v.state in _LIVE and v.name not in exclude]
+    live = [v for v in views if v.state in LIVE_STATES and v.name not in exclude]
     shares = [(v, WindowShare(v.limit, rates[v.name], v.headroom)) for v in live
-              if v.name in rates and v.limit > 0 and rates[v.name] * typical_sec < v.limit]
+              if v.name in rates and v.limit > 0 and window_bound(rates[v.name], v.limit, typical_sec)]
     if not shares:
         return Reservation()
     slots = sum(v.limit for v in live)

@@ -6,7 +6,7 @@ A cell is *valid* once it has a valid row, *failed* once it used up its counted 
 at a high quantile, the arms of a pair together). Failures that are about the world around
 the cell (rate limits, sandboxes, auth, a lost runner) do not use up its attempts. A cell
 that failed goes back ahead of new pairs, and its next attempt avoids the account of its
-last one when another has room.
+last one when another has room (and waits for another when that account was at fault).
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ from ray_bench.scheduler.order import CellQueue, CellRef, DurationBook
 #: in all it is failed, whatever their classes.
 ABSOLUTE_ATTEMPTS_FACTOR = 4
 
+#: What a failure did to its account when it was the account's fault (a 5xx, a refused login):
+#: the cell's next attempt shuns that account while another could take it. Not a rate limit:
+#: the account cools, and once it is back it is as good as any.
+SHUNNING_EFFECTS = frozenset({"server_error", "auth_failed"})
+
 
 @dataclass
 class CellState:
@@ -36,6 +41,8 @@ class CellState:
     cancelled: bool = False
     last_failure: str | None = None
     last_account: str | None = None
+    shuns: bool = False
+    """Its last attempt failed by ``last_account``'s fault (:data:`SHUNNING_EFFECTS`)."""
 
     @property
     def state(self) -> str:
@@ -131,6 +138,7 @@ class RunState:
         if verdict is not None:
             state.last_failure = verdict.failure_class
             state.last_account = account
+            state.shuns = account is not None and verdict.effect in SHUNNING_EFFECTS
             if verdict.counts:
                 state.counted += 1
         self._settle(state)

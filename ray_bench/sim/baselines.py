@@ -26,7 +26,7 @@ class RoundRobinPolicy:
 
     def __init__(self, spec: SimSpec, workload: Workload) -> None:
         self.names = [a.name for a in spec.accounts]
-        self.slots = {a.name: a.max_concurrent for a in spec.accounts}
+        self.slots = {a.name: a.limits.max_concurrent for a in spec.accounts}
         self.busy = dict.fromkeys(self.names, 0)
         self.queue: deque[CellRef] = deque(workload.cells)
         self.retry: dict[str, deque[CellRef]] = {n: deque() for n in self.names}
@@ -80,7 +80,7 @@ class GlobalSemaphorePolicy:
 
     def __init__(self, spec: SimSpec, workload: Workload) -> None:
         self.names = [a.name for a in spec.accounts]
-        limit = sum(a.max_concurrent for a in spec.accounts)
+        limit = sum(a.limits.max_concurrent for a in spec.accounts)
         self.limit = limit if spec.backend_slots is None else min(limit, spec.backend_slots)
         self.queue: deque[CellRef] = deque(workload.cells)
         self.tries: dict[str, int] = {}

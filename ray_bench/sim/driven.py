@@ -27,6 +27,7 @@ import numpy as np
 
 from ray_bench.accounts.core import AccountCore
 from ray_bench.accounts.health import HealthPolicy
+from ray_bench.accounts.limits import Tuning
 from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.ledger.store import AttemptRow, Ledger
@@ -129,8 +130,11 @@ class _FaultyPool(InProcessPool):
             # (durable account state); the new core adopts them.
             name = self.accounts[int(arg) % len(self.accounts)].name
             old = self.cores[name]
-            new = AccountCore(name, old.limits, now=now)
-            new._running = old._running
+            new = AccountCore(name, old.limits, tuning=old.tuning, now=now)
+            for lease_id in old.leases():
+                held = old.running(lease_id)
+                if held is not None:
+                    new.adopt(lease_id, held)
             self.cores[name] = new
         elif kind == "auth":
             self.sim.lose_login(str(arg), now, [f.summary for f in self.flights.values()])
@@ -146,9 +150,7 @@ def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attem
     """A plan with the workload's cells: synthetic tasks (nothing on disk; no drift inputs)."""
     accounts = [Account.model_validate({
         "name": a.name, "route": {"env": {"API_KEY": "SIM_KEY"}},
-        "limits": {"max_concurrent": a.max_concurrent, "min_concurrent": a.min_concurrent,
-                   "starts_per_minute": a.starts_per_minute,
-                   "window": a.window.model_dump() if a.window else None}}) for a in spec.accounts]
+        "limits": a.limits}) for a in spec.accounts]
     history = workload.history or {}
     tasks = sorted({c.task for c in workload.cells})
     plan_tasks = [PlanTask(id=t, path=f"/sim/{t}", checksum=hashlib.sha256(t.encode()).hexdigest(),
@@ -159,7 +161,7 @@ def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attem
     cells = [PlanCell(id=c.cell_id, task=c.task, arm=c.arm, rep=c.rep, backend="local") for c in workload.cells]
     arms = [Arm(name=a, role="baseline" if i == 0 else "variant", command="true")
             for i, a in enumerate(spec.suite.arms)]
-    total = sum(a.max_concurrent for a in spec.accounts)
+    total = sum(a.limits.max_concurrent for a in spec.accounts)
     effective = total if spec.backend_slots is None else min(total, spec.backend_slots)
     first: dict[str, str] = {}
     for c in cells:
@@ -167,7 +169,7 @@ def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attem
     return Plan(run_id="sim", suite="sim", created_with="simulate", inputs=[], arms=arms, accounts=accounts,
                 backends={"local": BackendConfig()}, tasks=plan_tasks, cells=cells,
                 preflight=list(first.values())[:preflight] if preflight else [], max_attempts=max_attempts,
-                artifact_cap_mb=1, spend_limit_usd=None, host_reserve_disk_mb=0,  # no real disk read
+                artifact_cap_mb=1, spend_limit_usd=spec.spend_limit_usd, host_reserve_disk_mb=0,  # no real disk read
                 capacity=Capacity(accounts_concurrency=total, backend_pools={}, parallel_cap=None,
                                   effective=effective, lines=[]), warnings=[])
 
@@ -183,8 +185,8 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
     plan = plan_for(spec, workload, preflight=preflight, max_attempts=max_attempts)
     clock = FakeClock()
     world = SimWorld(spec, workload, rng, faults.slow_create)
-    health = HealthPolicy(**spec.health)  # type: ignore[arg-type]
-    cores = {a.name: AccountCore(a.name, a.limits(health), now=0.0) for a in spec.accounts}
+    tuning = Tuning(health=HealthPolicy(**spec.health))  # type: ignore[arg-type]
+    cores = {a.name: AccountCore(a.name, a.limits, tuning=tuning, now=0.0) for a in spec.accounts}
     auth = [e for e in spec.events if isinstance(e, AuthLossEvent)]
     pool = _FaultyPool(clock, world, faults, cores, plan.accounts, auth)
     tmp = Path(tempfile.mkdtemp(prefix="rb-sim-", dir=root or _fast_tmp()))

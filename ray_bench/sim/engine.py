@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from ray_bench.accounts.core import Lease
+from ray_bench.accounts.limits import window_seconds
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.scheduler.order import CellRef
 from ray_bench.sim.workload import AuthLossEvent, SimSpec, StormEvent, Workload
@@ -64,10 +65,10 @@ class Provider:
     def __init__(self, spec: SimSpec, workload: Workload, rng: np.random.Generator) -> None:
         self.rng = rng
         self.workload = workload
-        self.limit = {a.name: a.max_concurrent for a in spec.accounts}
+        self.limit = {a.name: a.limits.max_concurrent for a in spec.accounts}
         self.usd_per_s = {a.name: a.usd_per_hour / 3600 for a in spec.accounts}
-        self.window = {a.name: (a.window.hours * 3600, a.window.max_cells)
-                       for a in spec.accounts if a.window and a.window.max_cells}
+        self.window = {a.name: (window_seconds(a.limits), cells) for a in spec.accounts
+                       if (cells := a.limits.window and a.limits.window.max_cells)}
         self.starts: dict[str, deque[float]] = {a.name: deque() for a in spec.accounts}
         self.inflight = {a.name: 0 for a in spec.accounts}
         self.storms = [e for e in spec.events if isinstance(e, StormEvent)]

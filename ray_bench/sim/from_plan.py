@@ -10,20 +10,13 @@ from ray_bench.scheduler.order import CellRef
 
 
 def spec_from_plan(plan: Plan, *, durations: dict[str, Any], events: list[dict[str, Any]] | None = None,
-                   history: bool = False, deadline_h: float | None = None, seed: int = 7) -> dict[str, Any]:
+                   history: bool = False, deadline_h: float | None = None, seed: int = 7,
+                   usd_per_hour: float = 0.0) -> dict[str, Any]:
+    """The plan's accounts keep their limits as is (every limit, the same model);
+    ``usd_per_hour``: what one running cell costs, which dollar windows and budgets bind on."""
     tasks = {c.task for c in plan.cells}
     reps = max((c.rep for c in plan.cells), default=1)
-    accounts = []
-    for acc in plan.accounts:
-        entry: dict[str, Any] = {"name": acc.name, "max_concurrent": acc.limits.max_concurrent}
-        if acc.limits.min_concurrent > 1:
-            entry["min_concurrent"] = acc.limits.min_concurrent
-        if acc.limits.window is not None:
-            window = {"hours": acc.limits.window.hours}
-            if acc.limits.window.max_cells is not None:
-                window["max_cells"] = acc.limits.window.max_cells
-            entry["window"] = window
-        accounts.append(entry)
+    accounts = [{"name": acc.name, "limits": acc.limits, "usd_per_hour": usd_per_hour} for acc in plan.accounts]
     spec: dict[str, Any] = {
         "seed": seed,
         "suite": {"tasks": len(tasks), "arms": [a.name for a in plan.arms], "reps": reps},
@@ -31,6 +24,7 @@ def spec_from_plan(plan: Plan, *, durations: dict[str, Any], events: list[dict[s
         "accounts": accounts,
         "events": events or [],
         "backend_slots": min(plan.capacity.backend_pools.values()) if plan.capacity.backend_pools else None,
+        "spend_limit_usd": plan.spend_limit_usd,
     }
     if history:
         spec["history"] = {"noise_sigma": 0.3}
@@ -39,11 +33,13 @@ def spec_from_plan(plan: Plan, *, durations: dict[str, Any], events: list[dict[s
     return spec
 
 
-def estimate_makespan_h(plan: Plan) -> float | None:
+def estimate_makespan_h(plan: Plan, *, usd_per_hour: float = 0.0) -> float | None:
     """The scheduler's estimate of a plan's makespan: the real driver on a virtual clock
     (:func:`~ray_bench.sim.driven.run_driven`) over the plan's own cells, each taking its
     task's expected duration (the median of the known tasks for the others), with that
-    history given to the driver. None when no task has an expected duration."""
+    history given to the driver, under every limit of the plan's accounts. A cell costs
+    ``usd_per_hour`` while it runs (0: dollar limits never bind; :func:`dollar_limits` says
+    whether the plan has any). None when no task has an expected duration."""
     from ray_bench.sim.driven import run_driven
     from ray_bench.sim.workload import Workload, parse_spec
 
@@ -55,5 +51,16 @@ def estimate_makespan_h(plan: Plan) -> float | None:
     cells = [CellRef(c.id, c.task, c.arm, c.rep) for c in plan.cells]
     workload = Workload(cells, {c.cell_id: expected[c.task] for c in cells}, expected)
     spec = parse_spec(spec_from_plan(plan, durations={"lognormal": {"median_s": median, "sigma": 0.0}},
-                                     history=True), where=f"plan {plan.run_id}")
+                                     history=True, usd_per_hour=usd_per_hour), where=f"plan {plan.run_id}")
     return run_driven(spec, workload).makespan_s / 3600
+
+
+def dollar_limits(plan: Plan) -> list[str]:
+    """The plan's limits counted in dollars (a window's ``max_usd``, an account's budget, the
+    run's limit): without a cost per cell an estimate cannot model them, and says so."""
+    out = [f"{a.name} window ${a.limits.window.max_usd:g}" for a in plan.accounts
+           if a.limits.window is not None and a.limits.window.max_usd is not None]
+    out += [f"{a.name} budget ${a.limits.spend_usd:g}" for a in plan.accounts if a.limits.spend_usd is not None]
+    if plan.spend_limit_usd is not None:
+        out.append(f"run limit ${plan.spend_limit_usd:g}")
+    return out

@@ -11,10 +11,11 @@ with divisible work:
   take nothing away from the bound. Counting a storm's slots as lost would make the bound
   larger than what is achievable, i.e. not a bound;
 * an account with a cell quota (``max_cells`` per ``H`` hours) can start at most
-  ``max_cells * ceil(T / H)`` cells in ``[0, T]``; the work all quota accounts together do by
-  ``T`` is at most their slot-time and at most the summed durations of that many of the
-  longest cells;
-* starts per minute and dollar quotas are relaxed (ignored), which only lowers the bound.
+  ``max_cells * ceil(T / H)`` cells in ``[0, T]``, and one with ``starts_per_minute`` at most
+  its bucket's burst plus ``T`` minutes' refill (:func:`~ray_bench.accounts.limits.starts_allowed`);
+  the work all such accounts together do by ``T`` is at most their slot-time and at most the
+  summed durations of that many of the longest cells;
+* dollar quotas are relaxed (ignored), which only lowers the bound.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ray_bench.accounts.limits import starts_allowed
 from ray_bench.sim.workload import AuthLossEvent, SimSpec, Workload
 
 
@@ -46,12 +48,12 @@ def lower_bound(spec: SimSpec, workload: Workload) -> LowerBound:
         free = quota = 0.0
         starts = 0
         for a in spec.accounts:
-            slot_time = a.max_concurrent * min(t, loss.get(a.name, math.inf))
-            w = a.window
-            if w is not None and w.max_cells is not None:
+            active = min(t, loss.get(a.name, math.inf))
+            slot_time = a.limits.max_concurrent * active
+            allowed = starts_allowed(a.limits, active)
+            if allowed is not None:
                 quota += slot_time
-                active = min(t, loss.get(a.name, math.inf))
-                starts += w.max_cells * max(1, math.ceil(active / (w.hours * 3600)))
+                starts += allowed
             else:
                 free += slot_time
         quota_work = min(quota, float(prefix[min(starts, len(durations))]))

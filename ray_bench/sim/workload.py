@@ -11,6 +11,7 @@ A spec is YAML or JSON (see ``configs/sim/reference.yaml``)::
     history: {noise_sigma: 0.3}         # omit for "no history"
     accounts:
       - {name: a1, max_concurrent: 8, window: {hours: 5, max_cells: 60}}
+      # or: {name: a1, limits: {max_concurrent: 8, ...}, usd_per_hour: 2.0}
     events:
       - {kind: storm, account: a1, start_h: 2, length_min: 10, retry_after_s: 60}
       - {kind: auth_loss, account: a2, at_h: 5}
@@ -31,12 +32,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ray_bench.accounts.core import AccountLimits, WindowLimit
-from ray_bench.accounts.health import HealthPolicy
 from ray_bench.config.bounded import MAX_SELECTION_BYTES, parse_yaml, read_text_bounded
 from ray_bench.errors import ConfigError
+from ray_bench.models.accounts import AccountLimits
 from ray_bench.scheduler.order import CellRef
 
 
@@ -71,28 +71,23 @@ class HistorySpec(_Model):
                                "earlier run recorded is from the task's (lognormal sigma).")
 
 
-class WindowSpec(_Model):
-    hours: float = Field(gt=0)
-    max_cells: int | None = Field(default=None, gt=0)
-    max_usd: float | None = Field(default=None, gt=0)
-
-
 class AccountSpec(_Model):
+    """A simulated account: its limits exactly as accounts.yaml gives them (the one
+    :class:`~ray_bench.models.accounts.AccountLimits`), and what one running cell costs."""
+
     name: str
-    max_concurrent: int = Field(gt=0)
-    min_concurrent: int = Field(default=1, gt=0)
-    starts_per_minute: float | None = Field(default=None, gt=0)
-    window: WindowSpec | None = None
-    spend_usd: float | None = Field(default=None, gt=0, description="Spend budget, USD.")
+    limits: AccountLimits
     usd_per_hour: float = Field(default=0.0, ge=0, description="Cost of one running cell.")
 
-    def limits(self, health: HealthPolicy | None = None) -> AccountLimits:
-        w = self.window
-        return AccountLimits(
-            max_concurrent=self.max_concurrent, min_concurrent=self.min_concurrent,
-            starts_per_minute=self.starts_per_minute,
-            window=WindowLimit(w.hours, w.max_cells, w.max_usd) if w else None,
-            spend_budget_usd=self.spend_usd, health=health or HealthPolicy())
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, raw: Any) -> Any:
+        """Specs may write the limits beside the name (``{name: a1, max_concurrent: 8}``), as
+        configs/sim/*.yaml do."""
+        if not isinstance(raw, Mapping) or "limits" in raw:
+            return raw
+        limits = {k: v for k, v in raw.items() if k in AccountLimits.model_fields}
+        return {**{k: v for k, v in raw.items() if k not in limits}, "limits": limits}
 
 
 class StormEvent(_Model):
@@ -123,6 +118,7 @@ class SimSpec(_Model):
     accounts: list[AccountSpec] = Field(min_length=1)
     events: list[Event] = []
     backend_slots: int | None = Field(default=None, gt=0)
+    spend_limit_usd: float | None = Field(default=None, gt=0, description="The run's spend limit, USD.")
     deadline_h: float | None = Field(default=None, gt=0)
     policies: list[Literal["adaptive", "round-robin", "global-semaphore"]] = [
         "adaptive", "round-robin", "global-semaphore"]

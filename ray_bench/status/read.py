@@ -6,8 +6,8 @@ States:
 - ``planned``: the plan exists, no driver ever started it;
 - ``running``: a live driver holds the run's lock (probed) and its session is open;
 - ``paused``: the last session ended on an operator's pause;
-- ``stopped``: the last session ended on a stop (drift, halt, circuit, spend, preflight,
-  accounts, audit), or its driver died without closing it (no live lock holder);
+- ``stopped``: the last session ended on a stop (drift, halt, circuit, spend, budget,
+  preflight, accounts, audit), or its driver died without closing it (no live lock holder);
 - ``finished``: the last session ended with nothing left to start.
 
 Apart from its state, a run is ``staging`` or ``official`` (promoted, :mod:`ray_bench.evidence.
@@ -40,8 +40,10 @@ Category = Literal["staging", "official"]
 
 #: Stops after which a plain resume stops again at once: the operator must change something.
 _NO_PLAIN_RESUME = {"drift": "the inputs changed since planning: plan again and confirm the new identity",
-                    "spend": "the spend limit is reached: a resume would stop again at once; plan again "
-                             "with a higher limit"}
+                    "spend": "the run's spend limit is reached: a resume would stop again at once; plan again "
+                             "with a higher limit",
+                    "budget": "every account's own budget (limits.spend_usd, lifetime on the state root) is "
+                              "spent: raise it in the accounts file or add an account, then plan again"}
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,8 @@ def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Pat
 
 def _stop_words(stopped: str, detail: str) -> str:
     label = {"drift": "inputs changed", "halt": "resource halt", "circuit": "recovery circuit open",
-             "spend": "spend limit", "preflight": "preflight failed", "accounts": "no usable account",
+             "spend": "the run's spend limit", "budget": "account budgets spent",
+             "preflight": "preflight failed", "accounts": "no usable account",
              "audit": "cleanup audit found residue", "nodes": "no node passed its check"}.get(stopped, stopped)
     return f"{label}: {detail}" if detail else label
 

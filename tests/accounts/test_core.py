@@ -1,6 +1,5 @@
-from types import SimpleNamespace
-
 import pytest
+from pydantic import ValidationError
 
 from ray_bench.accounts import (
     AccountCore,
@@ -13,7 +12,8 @@ from ray_bench.accounts import (
     Outcome,
     Refusal,
     RefusalReason,
-    WindowLimit,
+    Tuning,
+    WindowQuota,
 )
 from ray_bench.scheduler import FakeClock
 
@@ -63,7 +63,7 @@ def test_rate_limit_cools_shrinks_and_honours_retry_after() -> None:
 
 def test_probe_after_cooldown_then_healthy() -> None:
     policy = HealthPolicy(probe_window_s=30)
-    core = AccountCore("a", AccountLimits(max_concurrent=4, health=policy))
+    core = AccountCore("a", AccountLimits(max_concurrent=4), tuning=Tuning(health=policy))
     core.on_start(0.0, lease(0))
     core.on_finish(10.0, lease(0), Outcome.rate_limited(60.0))
     assert not core.can_admit(69.0)
@@ -105,7 +105,7 @@ def test_success_at_saturation_grows_the_limit() -> None:
 def test_limit_regrows_by_quiet_time_after_a_storm() -> None:
     # One storm with a long Retry-After: halved once, then one step back per probe window of
     # quiet after the cooldown, without waiting for hour-long cells to succeed at saturation.
-    core = AccountCore("a", AccountLimits(max_concurrent=8, health=HealthPolicy(probe_window_s=60)))
+    core = AccountCore("a", AccountLimits(max_concurrent=8), tuning=Tuning(health=HealthPolicy(probe_window_s=60)))
     for i in range(8):
         core.on_start(0.0, lease(i))
     for i in range(8):  # the burst: one episode
@@ -138,7 +138,7 @@ def test_held_and_expired_refuse() -> None:
 
 
 def test_window_quota_is_honoured_with_its_free_time() -> None:
-    core = AccountCore("a", AccountLimits(max_concurrent=4, window=WindowLimit(1.0, max_cells=2)))
+    core = AccountCore("a", AccountLimits(max_concurrent=4, window=WindowQuota(hours=1.0, max_cells=2)))
     core.on_start(0.0, lease(1))
     assert core.can_admit(1.0) == Admit(headroom=1)  # the window leaves only one start
     core.on_start(10.0, lease(2))
@@ -150,8 +150,8 @@ def test_window_quota_is_honoured_with_its_free_time() -> None:
 
 
 def test_window_usd_and_spend_budget() -> None:
-    core = AccountCore("a", AccountLimits(max_concurrent=4, window=WindowLimit(1.0, max_usd=5.0),
-                                          spend_budget_usd=8.0))
+    core = AccountCore("a", AccountLimits(max_concurrent=4, window=WindowQuota(hours=1.0, max_usd=5.0),
+                                          spend_usd=8.0))
     core.on_start(0.0, lease(1))
     core.on_finish(100.0, lease(1), Outcome.success(usd=5.0))
     assert core.can_admit(101.0) == Refusal(RefusalReason.WINDOW_USD, 3700.0)
@@ -164,7 +164,7 @@ def test_window_usd_and_spend_budget() -> None:
 
 
 def test_starts_per_minute() -> None:
-    core = AccountCore("a", AccountLimits(max_concurrent=10, starts_per_minute=2, burst=1))
+    core = AccountCore("a", AccountLimits(max_concurrent=10, starts_per_minute=2), tuning=Tuning(burst=1))
     core.on_start(0.0, lease(1))
     assert core.can_admit(0.0) == Refusal(RefusalReason.RATE, 30.0)
     assert isinstance(core.can_admit(30.0), Admit)
@@ -187,14 +187,17 @@ def test_snapshot_fields() -> None:
     assert s.headroom == 2
 
 
-def test_from_config_duck_typed() -> None:
-    cfg = SimpleNamespace(max_concurrent=6, min_concurrent=2, starts_per_minute=10.0,
-                          window=SimpleNamespace(hours=5, max_cells=40, max_usd=None),
-                          spend_usd=100.0)
-    limits = AccountLimits.from_config(cfg)
-    assert limits == AccountLimits(max_concurrent=6, min_concurrent=2, starts_per_minute=10.0,
-                                   window=WindowLimit(5.0, 40, None), spend_budget_usd=100.0)
-    assert AccountLimits.from_config(SimpleNamespace(max_concurrent=1)).window is None
+def test_the_configured_limits_are_the_cores_frozen_and_compared_by_value() -> None:
+    # one type from accounts.yaml to the core and through Ray: no translation to get wrong
+    cfg = AccountLimits.model_validate({"max_concurrent": 6, "min_concurrent": 2, "starts_per_minute": 10.0,
+                                        "window": {"hours": 5, "max_cells": 40}, "spend_usd": 100.0})
+    core = AccountCore("a", cfg)
+    assert core.limits is cfg
+    assert core.window is not None and core.window.max_cells == 40
+    assert cfg == AccountLimits(max_concurrent=6, min_concurrent=2, starts_per_minute=10.0,
+                                window=WindowQuota(hours=5, max_cells=40), spend_usd=100.0)
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.max_concurrent = 7  # type: ignore[misc]
 
 
 def test_limits_validation() -> None:

@@ -18,13 +18,16 @@ from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.status import enable_account
 from ray_bench.accounts.store import AccountStore
 from ray_bench.errors import UserInputError
+from ray_bench.models.accounts import AccountLimits
 
 pytestmark = pytest.mark.ray
 LIMITS = {"max_concurrent": 4, "window": {"hours": 5, "max_cells": 3}}
+#: Sent to the actor as is, as account_actor() sends an account's limits.
+LIMITS_MODEL = AccountLimits.model_validate(LIMITS)
 
 
 def _actor(root: Path) -> Any:
-    return AccountActor.options(namespace="ray-bench-durable").remote("acct-d", LIMITS, str(root))  # type: ignore[attr-defined]
+    return AccountActor.options(namespace="ray-bench-durable").remote("acct-d", LIMITS_MODEL, str(root))  # type: ignore[attr-defined]
 
 
 def _restart(actor: Any, root: Path) -> Any:
@@ -36,7 +39,7 @@ def test_window_cooldown_disabled_and_spend_survive_a_new_actor(tmp_path: Path) 
     ensure_ray()
     root = tmp_path / "state"
     actor = _actor(root)
-    started, snap = ray.get(actor.acquire_many.remote("r1", [("r1/a", "c1"), ("r1/b", "c2")]))
+    started, snap = ray.get(actor.acquire_many.remote("r1", [("r1/a", "c1", 0.5), ("r1/b", "c2", 0.5)]))
     assert started == ["r1/a", "r1/b"] and snap.window_used == 2
     ray.get(actor.finish_many.remote("r1", [("r1/a", Outcome.success(usd=1.25)),
                                             ("r1/b", Outcome.rate_limited(retry_after=900))]))

@@ -161,7 +161,7 @@ def test_usage_evidence_makes_a_model_row_valid_and_a_modelless_arm_needs_none()
 
 @pytest.mark.parametrize(("etype", "cls", "effect"), [
     ("usage_limit", "provider", "rate_limited"), ("overloaded", "provider", "rate_limited"),
-    ("server_error", "provider", "none"), ("no_answer", "provider", "none"), ("expired", "auth", "auth_failed"),
+    ("server_error", "provider", "server_error"), ("no_answer", "provider", "none"), ("expired", "auth", "auth_failed"),
     ("cli_missing", "tool", "none")])
 def test_the_adapters_error_types_classify(etype: str, cls: str, effect: str) -> None:
     v = classify(summary(model="m", agent_error={"type": etype, "message": "x", "retry_after": 60}), CATALOG)

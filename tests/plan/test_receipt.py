@@ -78,3 +78,19 @@ def test_with_history_the_receipt_estimates_the_makespan_from_the_simulator(tmp_
     hours, capacity = float(found.group(1)), int(found.group(2))
     assert hours >= 32 * 600 / 3600 / capacity * 0.9
     assert "- estimated cost: no cost history" in receipt
+
+
+def test_the_estimate_names_the_dollar_limits_it_cannot_model(tmp_path: Path) -> None:
+    from ray_bench.plan.receipt_terms import estimate_lines
+    from ray_bench.scheduler.order import CellRef
+    from ray_bench.sim.driven import plan_for
+    from ray_bench.sim.workload import Workload, parse_spec
+
+    spec = parse_spec({"suite": {"tasks": 2, "arms": ["a", "b"]},
+                       "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
+                       "accounts": [{"name": "x", "max_concurrent": 2, "spend_usd": 5.0,
+                                     "window": {"hours": 5, "max_usd": 2.0}}]})
+    cells = [CellRef(f"t{t}/{a}/1", f"t{t}", a, 1) for t in range(2) for a in ("a", "b")]
+    lines = estimate_lines(plan_for(spec, Workload(cells, {c.cell_id: 60.0 for c in cells}, {"t0": 60.0, "t1": 60.0})))
+    assert any(line.startswith("- estimated makespan:") for line in lines), lines
+    assert "- the estimate leaves out x window $2, x budget $5: no cost history" in "\n".join(lines)
