@@ -158,11 +158,8 @@ def compile_plan(req: PlanRequest) -> Plan:
     if not cells:
         raise SelectionError("the selection leaves no cells to run", where=str(req.selection or req.suite),
                              fix="check reps and arms in the selection")
-    order = {t.id: t.expected_sec or 0.0 for t in plan_tasks}
-    # Longest expected pairs first (LPT) so that a four-hour straggler does not start last;
-    # the arms of a pair stay adjacent so they launch close together.
-    cells.sort(key=lambda c: (-order[c.task], c.rep, c.task, [a.name for a in arms].index(c.arm)))
-    preflight = _preflight(cells, suite.preflight_cells, len(arms))
+    cells = cell_order(cells, plan_tasks, arms)
+    preflight = pick_preflight(cells, suite.preflight_cells, len(arms))
     capacity = _capacity(suite, accounts_file.accounts, req.parallel, arms, plan_tasks)
     if capacity.effective < len(arms):
         warnings.append(f"capacity {capacity.effective} is below the {len(arms)} arms of a pair: "
@@ -377,7 +374,15 @@ def _cells(tasks: list[TaskRef], arms: list[Arm], agent_sums: dict[str, str], re
     return cells
 
 
-def _preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
+def cell_order(cells: list[PlanCell], tasks: list[PlanTask], arms: list[Arm]) -> list[PlanCell]:
+    """Longest expected pairs first (LPT) so that a four-hour straggler does not start last;
+    the arms of a pair stay adjacent so they launch close together."""
+    order = {t.id: t.expected_sec or 0.0 for t in tasks}
+    names = [a.name for a in arms]
+    return sorted(cells, key=lambda c: (-order[c.task], c.rep, c.task, names.index(c.arm)))
+
+
+def pick_preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
     """The first ``pairs`` pairs of each backend: at least one cell per arm and backend."""
     chosen: list[str] = []
     per_backend: dict[str, set[tuple[str, int]]] = {}

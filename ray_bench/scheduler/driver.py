@@ -217,22 +217,35 @@ class Driver:
             ledger.close()
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
-        preflight = {c for c in self.plan.preflight if state.cells[c].state == "pending"}
-        if preflight and not any(state.cells[c].valid for c in self.plan.preflight):
-            aside = state.restrict(preflight)
+        # The preflight belongs to the plan, not to a session: until the ledger records it
+        # passed, every session (a resume too) runs its remaining cells before any other.
+        if self.plan.preflight and not ledger.events("preflight_passed"):
+            stop = self._preflight(ledger, state)
+            if stop is not None:
+                return stop
+        return self._loop(ledger, state, phase="fan-out") or (None, "")
+
+    def _preflight(self, ledger: Ledger, state: RunState) -> tuple[str, str] | None:
+        gate = state.preflight(self.plan.preflight)
+        if gate.todo and not gate.spent:
+            aside = state.restrict(set(gate.todo))
             stop = self._loop(ledger, state, phase="preflight")
             if stop is not None:
                 return stop
-            failed = [c for c in self.plan.preflight if not state.cells[c].valid]
-            if failed:
-                cell = state.cells[failed[0]]
-                detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
-                          f"has no valid row (last failure: {cell.last_failure})")
-                ledger.event("stop", {"reason": "preflight", "detail": detail, "cells": failed})
-                return "preflight", detail
-            ledger.event("preflight_passed", {"cells": sorted(preflight)})
             state.extend(aside)
-        return self._loop(ledger, state, phase="fan-out") or (None, "")
+            gate = state.preflight(self.plan.preflight)
+        if gate.failed:
+            cell = state.cells[gate.failed[0]]
+            detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
+                      f"has no valid row (last failure: {cell.last_failure})")
+            if gate.spent:
+                detail += (f"; {len(gate.spent)} preflight cell{'s' if len(gate.spent) != 1 else ''} used "
+                           f"every attempt, so a resume cannot pass it: `ray-bench rerun {self.run_root} "
+                           "--failed --hypothesis TEXT` plans every cell without a valid row as a new run")
+            ledger.event("stop", {"reason": "preflight", "detail": detail, "cells": list(gate.failed)})
+            return "preflight", detail
+        ledger.event("preflight_passed", {"cells": sorted(self.plan.preflight)})
+        return None
 
     def _loop(self, ledger: Ledger, state: RunState, phase: str) -> tuple[str, str] | None:
         stop: tuple[str, str] | None = None

@@ -20,7 +20,7 @@ left and a resume is not refused or stopped again at once), else ``None``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -217,13 +217,26 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
                 action = f"ray-bench rerun {run_root} --failed"
                 why = f"plans the {counts['failed']} failed cells again, as a new run"
         if phase in ("paused", "stopped"):
-            action, why = _resume_for(str(stopped), counts, resume, run_root)
+            action, why = _resume_for(str(stopped), detail, counts, resume, run_root)
+            if stopped == "preflight" and not _last(events, "preflight_passed", after=-1):
+                spent = state.preflight(plan.preflight).spent
+                if spent:  # a resume runs the preflight again, and it has no attempt left
+                    action = f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
+                    why = (f"{len(spent)} preflight cell{'s' if len(spent) != 1 else ''} used every attempt, "
+                           "so a resume would stop at once; plans every cell without a valid row as a new run")
+            elif stopped == "accounts" and action == resume:
+                accounts = next((i.path for i in plan.inputs if i.kind == "accounts"), "ACCOUNTS")
+                action = f"ray-bench accounts status --accounts {accounts}"
+                why = ("a resume would stop again at once: release, enable or log in an account it shows "
+                       "as unusable, then resume")
 
     pace = pace_snapshot(
         (a.finished_at for a in attempts if a.valid and a.finished_at is not None),
         now=now if ended_at is None else ended_at, started_at=session.ts,
         remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
     )
+    if phase != "running":  # the pace it had is history; a run that is not running finishes never
+        pace = replace(pace, finish_estimate_seconds=None, deadline_gap_rows=None)
     checked = _last(events, "node_check", after=session.seq)
     nodes: list[dict[str, Any]] = list(checked.data.get("nodes") or []) if checked else []
     notes += [f"node {n.get('address')} ({str(n.get('node_id'))[:8]}) gets no cells: "
@@ -271,7 +284,8 @@ def _counts_at_close(counts: dict[str, int], open_cells: set[str]) -> dict[str, 
     return out
 
 
-def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Path) -> tuple[str | None, str | None]:
+def _resume_for(stopped: str, detail: str, counts: dict[str, int], resume: str,
+                run_root: Path) -> tuple[str | None, str | None]:
     if counts["pending"] == 0:
         return None, None
     if stopped in _NO_PLAIN_RESUME:
@@ -279,7 +293,7 @@ def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Pat
     if stopped == "halt":
         return (f"{resume} --clear-halt {run_root / 'resource-halt.json'} --clearance-reason TEXT",
                 f"archives the halt and runs the {counts['pending']} cells left")
-    if stopped == "circuit":
+    if stopped == "circuit" or (stopped == "accounts" and "--hypothesis" in detail):
         return (f"{resume} --hypothesis TEXT",
                 f"records what changed, reopens the circuit and runs the {counts['pending']} cells left")
     return resume, f"runs the {counts['pending']} cells left"
