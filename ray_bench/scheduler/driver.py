@@ -25,6 +25,7 @@ from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, open_scopes_from
 from ray_bench.evidence.classify import classify
 from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.metrics.pace import human_span
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
@@ -97,6 +98,12 @@ class RunOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+def waiting_note(what: str, seconds: float) -> str:
+    """``waiting: every account is cooling (next in 40 s)``; a moment already passed is 0 s
+    (the loop asks again at once), never "-0s"."""
+    return f"waiting: {what} (next in {human_span(max(0.0, seconds))})"
 
 
 def uses_docker(plan: Plan) -> bool:
@@ -310,7 +317,7 @@ class Driver:
                 cell_id = cell.id
                 if drift is not None:
                     ledger.event("drift", drift.__dict__, cell_id=cell_id)
-                    raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
+                    raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
                                               "running cells may finish, a new plan is required")
                 assert scope is not None
                 raise RunStopped("circuit", f"recovery circuit open for {scope} "
@@ -343,7 +350,7 @@ class Driver:
         blocked = self.gate.blocked_until(now)
         self._wake_at = blocked[0] if blocked is not None else None
         if blocked is not None:
-            return f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)"
+            return waiting_note(blocked[1], blocked[0] - now)
         stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
         if stalled is not None:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
@@ -356,7 +363,7 @@ class Driver:
             return None
         wait = self.quota_fit.create_wait(backend, now)
         self._wake_at = now + wait
-        return f"waiting: {backend} creates per minute (next in {wait:.0f}s)"
+        return waiting_note(f"{backend} creates per minute", wait)
 
     def _reservation(self, state: RunState, now: float, typical: float) -> Reservation:
         """Long cells kept for the window-bound accounts' slots (ray_bench/scheduler/reserve.py)."""

@@ -209,7 +209,7 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
                 f" ({said})" if said else "")
         elif stopped:
             phase = "stopped"
-            reason = _stop_words(str(stopped), detail)
+            reason = stop_words(str(stopped), detail)
         else:
             phase = "finished"
             if counts["failed"]:
@@ -299,11 +299,16 @@ def _resume_for(stopped: str, detail: str, counts: dict[str, int], resume: str,
     return resume, f"runs the {counts['pending']} cells left"
 
 
-def _stop_words(stopped: str, detail: str) -> str:
+def stop_words(stopped: str, detail: str) -> str:
     label = {"drift": "inputs changed", "halt": "resource halt", "circuit": "recovery circuit open",
              "spend": "spend limit", "preflight": "preflight failed", "accounts": "no usable account",
              "audit": "cleanup audit found residue", "nodes": "no node passed its check"}.get(stopped, stopped)
-    return f"{label}: {detail}" if detail else label
+    if not detail:
+        return label
+    # A detail that opens with the label's word says what it is already: not "resource halt:
+    # resource halt: ..." nor "preflight failed: preflight gate failed: ...".
+    same = detail.split(maxsplit=1)[0].lower() == label.split(maxsplit=1)[0].lower()
+    return detail if same else f"{label}: {detail}"
 
 
 def _last(events: list[Event], kind: str, *, after: int) -> Event | None:
