@@ -140,8 +140,7 @@ def refuse_drifted_inputs(inputs: list[InputFile]) -> None:
         guard = DriftGuard([item])
         drift = guard.check_task(item.name) if item.kind == "task" else guard.check_global()
         if drift is not None:
-            what = drift.kind if drift.name == drift.kind else f"{drift.kind} {drift.name}"
-            errors.append(PlanError(f"{what} changed after planning ({drift.detail})", where=drift.path,
+            errors.append(PlanError(f"{drift.what} changed after planning ({drift.detail})", where=drift.path,
                                     fix="plan again and confirm the new identity"))
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)

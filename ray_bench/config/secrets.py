@@ -75,8 +75,8 @@ def looks_like_secret(value: str, route_values: Iterable[str] = ()) -> tuple[str
 
 
 def _walk(data: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """Every string (keys too) in parsed YAML/JSON. Aliases were bounded by the loader; shared
-    nodes are visited once."""
+    """Every string (keys too) in parsed YAML/JSON, in document order. Aliases were bounded by
+    the loader; shared nodes are visited once."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, loc)]
     seen: set[int] = set()
     while stack:
@@ -85,15 +85,17 @@ def _walk(data: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | i
             if id(item) in seen:
                 continue
             seen.add(id(item))
+        children: list[tuple[Any, tuple[str | int, ...]]] = []
         if isinstance(item, str):
             yield where, item
         elif isinstance(item, dict):
             for key, value in item.items():
                 if isinstance(key, str):
-                    yield (*where, key), key
-                stack.append((value, (*where, str(key))))
+                    children.append((key, (*where, key)))
+                children.append((value, (*where, str(key))))
         elif isinstance(item, list):
-            stack.extend((value, (*where, i)) for i, value in enumerate(item))
+            children = [(value, (*where, i)) for i, value in enumerate(item)]
+        stack.extend(reversed(children))  # popped in the file's order: problems read top to bottom
 
 
 def find_secrets(data: Any, route_values: Iterable[str] = ()) -> list[tuple[tuple[str | int, ...], str, str]]:

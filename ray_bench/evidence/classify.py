@@ -3,7 +3,9 @@
 An attempt is a **valid row** only when the runner wrote its terminal summary, the verifier
 produced a reward, and there was no uncaught crash, stale runner, missing summary or
 infrastructure poison. An agent that ran and failed the task is a valid row with reward 0;
-an agent timeout still ran the verifier and is a valid, flagged row.
+an agent timeout still ran the verifier and is a valid, flagged row. An agent killed by a
+signal it was not sent by our timeout or watchdog (exit -N, or 128+N through a shell) crashed:
+never a valid row, with a model or without.
 """
 
 from __future__ import annotations
@@ -141,6 +143,14 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
             return Verdict(False, cls, fingerprint(cls, match.rule.id, msg), msg, match.rule.effect,
                            retry_after, tuple(flags))
 
+    signal = killed_by(agent)
+    if signal is not None:
+        # Killed from outside (not by our timeout or watchdog): whatever it left in the
+        # workspace and whatever the verifier makes of it, a crash is not evidence.
+        msg = f"agent was killed by signal {signal} (exit {agent.exit_code}) before it finished"
+        return Verdict(False, "tool", fingerprint("tool", "agent-killed", msg), msg, "none",
+                       retry_after, (*flags, "crashed"))
+
     usage = summary.usage
     evidence = _missing_evidence(summary)
     if evidence is not None:
@@ -160,6 +170,21 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
                        retry_after, tuple(flags))
 
     return Verdict(True, None, None, "valid", "success", None, tuple(flags))
+
+
+#: A shell reports a child killed by signal N as exit 128+N (docker exec, ``sh -c``); Python
+#: reports it as -N. Signals go up to 64 on Linux.
+_SIGNAL_EXIT = range(129, 128 + 65)
+
+
+def killed_by(agent: ExecFacts) -> int | None:
+    """The signal that killed the agent, unless our own timeout or watchdog sent it."""
+    code = agent.exit_code
+    if code is None or agent.timed_out or agent.stopped:
+        return None
+    if code < 0:
+        return -code
+    return code - 128 if code in _SIGNAL_EXIT else None
 
 
 def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:

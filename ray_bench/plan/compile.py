@@ -4,6 +4,8 @@ files and checks that credential routes exist by name; it starts nothing and cal
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,19 +160,17 @@ def compile_plan(req: PlanRequest) -> Plan:
     if not cells:
         raise SelectionError("the selection leaves no cells to run", where=str(req.selection or req.suite),
                              fix="check reps and arms in the selection")
-    order = {t.id: t.expected_sec or 0.0 for t in plan_tasks}
-    # Longest expected pairs first (LPT) so that a four-hour straggler does not start last;
-    # the arms of a pair stay adjacent so they launch close together.
-    cells.sort(key=lambda c: (-order[c.task], c.rep, c.task, [a.name for a in arms].index(c.arm)))
-    preflight = _preflight(cells, suite.preflight_cells, len(arms))
+    cells = cell_order(cells, plan_tasks, arms)
+    preflight = pick_preflight(cells, suite.preflight_cells, len(arms))
     capacity = _capacity(suite, accounts_file.accounts, req.parallel, arms, plan_tasks)
     if capacity.effective < len(arms):
         warnings.append(f"capacity {capacity.effective} is below the {len(arms)} arms of a pair: "
                         "pairs cannot start together")
-    for account in accounts_file.accounts:
-        if account.limits.spend_usd is None and suite.spend_limit_usd is None:
-            warnings.append(f"account {account.name} has no spend budget and the suite no spend limit")
-            break
+    unbudgeted = [a.name for a in accounts_file.accounts if a.limits.spend_usd is None]
+    if unbudgeted and suite.spend_limit_usd is None:
+        warnings.append(f"{_accounts_named(unbudgeted)} no spend budget and the suite no spend limit")
+    warnings.extend(reserve_warnings(suite.host_reserve_mb, suite.host_reserve_disk_mb, HostResources.read(),
+                                     *_disk_mb(tempfile.gettempdir())))
 
     inputs = [_input("suite", suite.name, req.suite), _input("accounts", "accounts", req.accounts)]
     inputs += [InputFile(kind="task", name=t.id, path=t.path, sha256=t.checksum) for t in tasks]
@@ -377,7 +377,15 @@ def _cells(tasks: list[TaskRef], arms: list[Arm], agent_sums: dict[str, str], re
     return cells
 
 
-def _preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
+def cell_order(cells: list[PlanCell], tasks: list[PlanTask], arms: list[Arm]) -> list[PlanCell]:
+    """Longest expected pairs first (LPT) so that a four-hour straggler does not start last;
+    the arms of a pair stay adjacent so they launch close together."""
+    order = {t.id: t.expected_sec or 0.0 for t in tasks}
+    names = [a.name for a in arms]
+    return sorted(cells, key=lambda c: (-order[c.task], c.rep, c.task, names.index(c.arm)))
+
+
+def pick_preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
     """The first ``pairs`` pairs of each backend: at least one cell per arm and backend."""
     chosen: list[str] = []
     per_backend: dict[str, set[tuple[str, int]]] = {}
@@ -388,6 +396,39 @@ def _preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
             seen.add(key)
             chosen.append(cell.id)
     return chosen
+
+
+def _accounts_named(names: list[str]) -> str:
+    """``account a has`` / ``accounts a, b and c have``: every name, in file order."""
+    if len(names) == 1:
+        return f"account {names[0]} has"
+    return f"accounts {', '.join(names[:-1])} and {names[-1]} have"
+
+
+def _disk_mb(path: str) -> tuple[int, int, str]:
+    usage = shutil.disk_usage(path)
+    return usage.total >> 20, usage.free >> 20, path
+
+
+def reserve_warnings(memory_reserve_mb: int, disk_reserve_mb: int, host: HostResources,
+                     disk_total_mb: int, disk_free_mb: int, disk_path: str) -> list[str]:
+    """The host reserves against this host (the one planning; a cluster's nodes may differ,
+    and override them: RAY_BENCH_HOST_RESERVE_MB): a reserve above what the host has halts the
+    run at its supervisor's first reading, before any cell can finish."""
+    out: list[str] = []
+    if memory_reserve_mb >= host.memory_mb:
+        out.append(f"host_reserve_mb {memory_reserve_mb} MiB is not below this host's memory "
+                   f"({host.memory_mb} MiB): a run here halts at its first reading; lower it")
+    elif memory_reserve_mb > host.available_mb:
+        out.append(f"host_reserve_mb {memory_reserve_mb} MiB is above the memory available now "
+                   f"({host.available_mb} MiB): a run here halts at once unless memory frees up")
+    if disk_reserve_mb and disk_reserve_mb >= disk_total_mb:
+        out.append(f"host_reserve_disk_mb {disk_reserve_mb} MiB is not below the disk at {disk_path} "
+                   f"({disk_total_mb} MiB): a run here halts at its first reading; lower it")
+    elif disk_reserve_mb > disk_free_mb:
+        out.append(f"host_reserve_disk_mb {disk_reserve_mb} MiB is above the free disk at {disk_path} "
+                   f"({disk_free_mb} MiB): a run here halts at once unless disk frees up")
+    return out
 
 
 def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Resources:

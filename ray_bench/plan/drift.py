@@ -19,6 +19,11 @@ class Drift:
     path: str
     detail: str
 
+    @property
+    def what(self) -> str:
+        """``task hello-world``, or ``accounts`` for the one file of its kind (not "accounts accounts")."""
+        return self.kind if self.name == self.kind else f"{self.kind} {self.name}"
+
 
 def _stat_sig(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
     sig = []

@@ -10,6 +10,10 @@ names (their checksums were re-checked just before), and refuses any difference:
 - arms, accounts, limits and backends are what the suite and accounts files say;
 - every task is what its directory says, and every task and agent directory is a checked input;
 - every cell id is recomputed from the task's checksum, the arm's config and the repetition;
+- the cell set is every task x arm x repetition the plan states (one repetition count, or the
+  selection's per task; a rerun's cells are its selection's), in the order `plan` sorts them,
+  the preflight is the one `plan` picks from those cells, and "paired" is what the arms and the
+  selection make it;
 - the receipt the operator reviewed states every fact of this plan.
 
 A refusal never shows an identity to paste: it names the receipt to review and the `plan`
@@ -20,13 +24,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ray_bench.config.bounded import load_state_json
 from ray_bench.config.loader import load_accounts, load_suite
+from ray_bench.config.selection import SelectionEntry, load_selection, resolve_selection
 from ray_bench.config.tasks import index_tasks, load_task
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.plan import InputFile, Plan
 from ray_bench.models.suite import BackendConfig, Suite
-from ray_bench.plan.compile import arm_config, plan_task, resolve_agent_dirs, suite_roots
+from ray_bench.plan.compile import arm_config, cell_order, pick_preflight, plan_task, resolve_agent_dirs, suite_roots
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import RECEIPT_FILE
@@ -64,7 +70,8 @@ def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
             accounts = load_accounts(Path(_input(plan, "accounts").path))
         except UserInputError as exc:
             raise refusal(plan, plan_path, f"its inputs no longer load ({exc.line()[:200]})") from None
-        problem = _rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
+        problem = (_rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
+                   or _cell_set(plan, suite, suite_path))
     if problem is None:
         problem = _receipt(plan, identity, plan_path)
     if problem is not None:
@@ -177,6 +184,59 @@ def _cells(plan: Plan, backend: str) -> str | None:
         seen.add(cell.id)
     if not plan.cells or not set(plan.preflight) <= seen:
         return "its preflight names cells it does not have"
+    return None
+
+
+#: A rerun's selection file is big enough for every cell of a large run.
+_SELECTION_LIMIT = 16 << 20
+
+
+def _cell_set(plan: Plan, suite: Suite, suite_path: Path) -> str | None:
+    """The cells are the plan's tasks x arms x repetitions, sorted and with the preflight as
+    ``plan`` makes them: dropping cells or emptying the preflight shows here, receipt or not."""
+    entries: dict[str, SelectionEntry] = {}
+    chosen: set[tuple[str, str, int]] | None = None
+    picked = next((i for i in plan.inputs if i.kind == "selection"), None)
+    if picked is not None:
+        try:
+            roots = suite_roots(suite, suite_path)
+            selection = resolve_selection(load_selection(Path(picked.path)), roots, index_tasks(roots))
+            doc = load_state_json(Path(picked.path), _SELECTION_LIMIT)
+        except (UserInputError, OSError, ValueError):
+            return "its selection file no longer loads"
+        entries = {e.task_id: e for e in selection.entries}
+        if isinstance(doc, dict) and str(doc.get("generated_by", "")).startswith("ray-bench rerun"):
+            chosen = {(str(t), str(a), int(r)) for t, a, r in doc.get("cells") or []}
+    arms = [a.name for a in plan.arms]
+    # Repetitions no selection entry names: one count for every task (--reps or the suite's).
+    free = [c.rep for c in plan.cells if not (c.task in entries and entries[c.task].reps)]
+    count = max(free, default=suite.reps)
+    expected: set[tuple[str, str, int]] = set()
+    lopsided = False
+    for task in plan.tasks:
+        entry = entries.get(task.id)
+        reps = entry.reps if entry is not None and entry.reps else range(1, count + 1)
+        kept = [a for a in arms if entry is None or not entry.arms or a in entry.arms]
+        lopsided |= kept != arms
+        expected |= {(task.id, a, r) for r in reps for a in kept}
+    if chosen is not None:
+        expected &= chosen
+    have = {(c.task, c.arm, c.rep) for c in plan.cells}
+    if have != expected:
+        gone = sorted(expected - have)
+        if gone:
+            name, arm, rep = gone[0]
+            return (f"it leaves out {len(gone)} of the cells it states (first: task {name}, arm {arm}, "
+                    f"rep {rep})")
+        name, arm, rep = sorted(have - expected)[0]
+        return f"it has cells its tasks, arms and repetitions do not make (task {name}, arm {arm}, rep {rep})"
+    if plan.cells != cell_order(plan.cells, plan.tasks, plan.arms):
+        return "its cells are not in the order `plan` sorts them"
+    if plan.preflight != pick_preflight(plan.cells, suite.preflight_cells, len(plan.arms)):
+        return f"its preflight is not the first {suite.preflight_cells} pairs `plan` picks"
+    # `plan` pairs by the arms and, but for a rerun (cells chosen one by one), by the selection.
+    if plan.unpaired != (len(arms) != len(suite.arms) or (lopsided and chosen is None)):
+        return f"it says paired: {'no' if plan.unpaired else 'yes'}, its arms and selection say otherwise"
     return None
 
 

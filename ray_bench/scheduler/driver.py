@@ -25,6 +25,7 @@ from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, open_scopes_from
 from ray_bench.evidence.classify import classify
 from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.metrics.pace import human_span
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
@@ -98,6 +99,12 @@ class RunOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+def waiting_note(what: str, seconds: float) -> str:
+    """``waiting: every account is cooling (next in 40 s)``; a moment already passed is 0 s
+    (the loop asks again at once), never "-0s"."""
+    return f"waiting: {what} (next in {human_span(max(0.0, seconds))})"
 
 
 def uses_docker(plan: Plan) -> bool:
@@ -217,22 +224,35 @@ class Driver:
             ledger.close()
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
-        preflight = {c for c in self.plan.preflight if state.cells[c].state == "pending"}
-        if preflight and not any(state.cells[c].valid for c in self.plan.preflight):
-            aside = state.restrict(preflight)
+        # The preflight belongs to the plan, not to a session: until the ledger records it
+        # passed, every session (a resume too) runs its remaining cells before any other.
+        if self.plan.preflight and not ledger.events("preflight_passed"):
+            stop = self._preflight(ledger, state)
+            if stop is not None:
+                return stop
+        return self._loop(ledger, state, phase="fan-out") or (None, "")
+
+    def _preflight(self, ledger: Ledger, state: RunState) -> tuple[str, str] | None:
+        gate = state.preflight(self.plan.preflight)
+        if gate.todo and not gate.spent:
+            aside = state.restrict(set(gate.todo))
             stop = self._loop(ledger, state, phase="preflight")
             if stop is not None:
                 return stop
-            failed = [c for c in self.plan.preflight if not state.cells[c].valid]
-            if failed:
-                cell = state.cells[failed[0]]
-                detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
-                          f"has no valid row (last failure: {cell.last_failure})")
-                ledger.event("stop", {"reason": "preflight", "detail": detail, "cells": failed})
-                return "preflight", detail
-            ledger.event("preflight_passed", {"cells": sorted(preflight)})
             state.extend(aside)
-        return self._loop(ledger, state, phase="fan-out") or (None, "")
+            gate = state.preflight(self.plan.preflight)
+        if gate.failed:
+            cell = state.cells[gate.failed[0]]
+            detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
+                      f"has no valid row (last failure: {cell.last_failure})")
+            if gate.spent:
+                detail += (f"; {len(gate.spent)} preflight cell{'s' if len(gate.spent) != 1 else ''} used "
+                           f"every attempt, so a resume cannot pass it: `ray-bench rerun {self.run_root} "
+                           "--failed --hypothesis TEXT` plans every cell without a valid row as a new run")
+            ledger.event("stop", {"reason": "preflight", "detail": detail, "cells": list(gate.failed)})
+            return "preflight", detail
+        ledger.event("preflight_passed", {"cells": sorted(self.plan.preflight)})
+        return None
 
     def _loop(self, ledger: Ledger, state: RunState, phase: str) -> tuple[str, str] | None:
         stop: tuple[str, str] | None = None
@@ -304,7 +324,7 @@ class Driver:
                 cell_id = cell.id
                 if drift is not None:
                     ledger.event("drift", drift.__dict__, cell_id=cell_id)
-                    raise RunStopped("drift", f"{drift.kind} {drift.name} changed ({drift.detail}); "
+                    raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
                                               "running cells may finish, a new plan is required")
                 assert scope is not None
                 raise RunStopped("circuit", f"recovery circuit open for {scope} "
@@ -344,7 +364,7 @@ class Driver:
         blocked = self.gate.blocked_until(now)
         self._wake_at = blocked[0] if blocked is not None else None
         if blocked is not None:
-            return f"waiting: {blocked[1]} (next in {blocked[0] - now:.0f}s)"
+            return waiting_note(blocked[1], blocked[0] - now)
         stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
         if stalled is not None and budget_only(stalled):
             raise RunStopped("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
@@ -360,7 +380,7 @@ class Driver:
             return None
         wait = self.quota_fit.create_wait(backend, now)
         self._wake_at = now + wait
-        return f"waiting: {backend} creates per minute (next in {wait:.0f}s)"
+        return waiting_note(f"{backend} creates per minute", wait)
 
     def _reservation(self, state: RunState, now: float, typical: float) -> Reservation:
         """Long cells kept for the window-bound accounts' slots (ray_bench/scheduler/reserve.py)."""

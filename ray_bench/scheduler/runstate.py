@@ -30,6 +30,17 @@ ABSOLUTE_ATTEMPTS_FACTOR = 4
 SHUNNING_EFFECTS = frozenset({"server_error", "auth_failed"})
 
 
+@dataclass(frozen=True)
+class PreflightGate:
+    """Where a plan's preflight stands: ``todo`` its cells that may still start, ``spent``
+    those that used every attempt without a valid row (no session can pass it any more),
+    ``failed`` every cell of it without a valid row, in plan order."""
+
+    todo: tuple[str, ...]
+    spent: tuple[str, ...]
+    failed: tuple[str, ...]
+
+
 @dataclass
 class CellState:
     cell: PlanCell
@@ -88,6 +99,12 @@ class RunState:
         if not state.valid and (state.counted >= self.max_attempts or
                                 state.attempts >= self.max_attempts * ABSOLUTE_ATTEMPTS_FACTOR):
             state.failed = True
+
+    def preflight(self, cell_ids: Iterable[str]) -> PreflightGate:
+        cells = [self.cells[c] for c in cell_ids]
+        return PreflightGate(tuple(s.cell.id for s in cells if s.state == "pending"),
+                             tuple(s.cell.id for s in cells if s.state == "failed"),
+                             tuple(s.cell.id for s in cells if not s.valid))
 
     def restrict(self, cell_ids: set[str]) -> list[str]:
         """Keep only ``cell_ids`` in the queue (preflight); return the ones set aside."""

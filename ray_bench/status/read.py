@@ -20,7 +20,7 @@ left and a resume is not refused or stopped again at once), else ``None``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -211,7 +211,7 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
                 f" ({said})" if said else "")
         elif stopped:
             phase = "stopped"
-            reason = _stop_words(str(stopped), detail)
+            reason = stop_words(str(stopped), detail)
         else:
             phase = "finished"
             if counts["failed"]:
@@ -219,13 +219,26 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
                 action = f"ray-bench rerun {run_root} --failed"
                 why = f"plans the {counts['failed']} failed cells again, as a new run"
         if phase in ("paused", "stopped"):
-            action, why = _resume_for(str(stopped), counts, resume, run_root)
+            action, why = _resume_for(str(stopped), detail, counts, resume, run_root)
+            if stopped == "preflight" and not _last(events, "preflight_passed", after=-1):
+                spent = state.preflight(plan.preflight).spent
+                if spent:  # a resume runs the preflight again, and it has no attempt left
+                    action = f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
+                    why = (f"{len(spent)} preflight cell{'s' if len(spent) != 1 else ''} used every attempt, "
+                           "so a resume would stop at once; plans every cell without a valid row as a new run")
+            elif stopped == "accounts" and action == resume:
+                accounts = next((i.path for i in plan.inputs if i.kind == "accounts"), "ACCOUNTS")
+                action = f"ray-bench accounts status --accounts {accounts}"
+                why = ("a resume would stop again at once: release, enable or log in an account it shows "
+                       "as unusable, then resume")
 
     pace = pace_snapshot(
         (a.finished_at for a in attempts if a.valid and a.finished_at is not None),
         now=now if ended_at is None else ended_at, started_at=session.ts,
         remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
     )
+    if phase != "running":  # the pace it had is history; a run that is not running finishes never
+        pace = replace(pace, finish_estimate_seconds=None, deadline_gap_rows=None)
     checked = _last(events, "node_check", after=session.seq)
     nodes: list[dict[str, Any]] = list(checked.data.get("nodes") or []) if checked else []
     notes += [f"node {n.get('address')} ({str(n.get('node_id'))[:8]}) gets no cells: "
@@ -273,7 +286,8 @@ def _counts_at_close(counts: dict[str, int], open_cells: set[str]) -> dict[str, 
     return out
 
 
-def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Path) -> tuple[str | None, str | None]:
+def _resume_for(stopped: str, detail: str, counts: dict[str, int], resume: str,
+                run_root: Path) -> tuple[str | None, str | None]:
     if counts["pending"] == 0:
         return None, None
     if stopped in _NO_PLAIN_RESUME:
@@ -281,18 +295,23 @@ def _resume_for(stopped: str, counts: dict[str, int], resume: str, run_root: Pat
     if stopped == "halt":
         return (f"{resume} --clear-halt {run_root / 'resource-halt.json'} --clearance-reason TEXT",
                 f"archives the halt and runs the {counts['pending']} cells left")
-    if stopped == "circuit":
+    if stopped == "circuit" or (stopped == "accounts" and "--hypothesis" in detail):
         return (f"{resume} --hypothesis TEXT",
                 f"records what changed, reopens the circuit and runs the {counts['pending']} cells left")
     return resume, f"runs the {counts['pending']} cells left"
 
 
-def _stop_words(stopped: str, detail: str) -> str:
+def stop_words(stopped: str, detail: str) -> str:
     label = {"drift": "inputs changed", "halt": "resource halt", "circuit": "recovery circuit open",
              "spend": "the run's spend limit", "budget": "account budgets spent",
              "preflight": "preflight failed", "accounts": "no usable account",
              "audit": "cleanup audit found residue", "nodes": "no node passed its check"}.get(stopped, stopped)
-    return f"{label}: {detail}" if detail else label
+    if not detail:
+        return label
+    # A detail that opens with the label's word says what it is already: not "resource halt:
+    # resource halt: ..." nor "preflight failed: preflight gate failed: ...".
+    same = detail.split(maxsplit=1)[0].lower() == label.split(maxsplit=1)[0].lower()
+    return detail if same else f"{label}: {detail}"
 
 
 def _last(events: list[Event], kind: str, *, after: int) -> Event | None:

@@ -66,3 +66,17 @@ def test_a_secret_used_as_a_key_is_fingerprinted_in_the_field_path() -> None:
     key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
     assert key[4:] not in shown_field(("arms", 0, "env", key))
     assert fingerprint(key) == "sk-a... (49 chars)"
+
+
+def test_secret_check_errors_come_in_file_order(tmp_path: Path) -> None:
+    from ray_bench.config.loader import load_suite
+    from ray_bench.errors import MultipleInputErrors
+
+    keys = ["sk-ant-api03-" + c * 40 for c in "abc"]
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"name: s\nreps: 1\narms:\n  - name: baseline\n    env:\n      FIRST: {keys[0]}\n"
+                    f"      SECOND: {keys[1]}\n  - name: mcp\n    command: echo {keys[2]}\n")
+    with pytest.raises(MultipleInputErrors) as caught:
+        load_suite(path)
+    lines = [e.line() for e in caught.value.errors]
+    assert [int(line.split(f"{path}:")[1].split(":")[0]) for line in lines] == [6, 7, 9]

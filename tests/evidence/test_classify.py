@@ -166,3 +166,22 @@ def test_usage_evidence_makes_a_model_row_valid_and_a_modelless_arm_needs_none()
 def test_the_adapters_error_types_classify(etype: str, cls: str, effect: str) -> None:
     v = classify(summary(model="m", agent_error={"type": etype, "message": "x", "retry_after": 60}), CATALOG)
     assert (v.valid, v.failure_class, v.effect) == (False, cls, effect)
+
+
+@pytest.mark.parametrize("exit_code", [-9, 137, 139, 143])
+@pytest.mark.parametrize("model", [None, "claude-sonnet-4-5"])
+def test_an_agent_killed_by_a_signal_is_never_a_valid_row(exit_code: int, model: str | None) -> None:
+    usage = {"input_tokens": 10, "output_tokens": 5} if model else None
+    v = classify(summary(reward=1.0, agent={"exit_code": exit_code, "output_tail": "Killed"},
+                         model=model, usage=usage), CATALOG)
+    assert not v.valid and v.failure_class == "tool" and v.counts and "crashed" in v.flags
+    assert "killed by signal" in v.message
+
+
+@pytest.mark.parametrize("agent", [{"exit_code": -9, "timed_out": True}, {"exit_code": 137, "stopped": "watchdog"},
+                                   {"exit_code": 1}, {"exit_code": 255}, {"exit_code": 128}])
+def test_our_own_kills_and_plain_exit_codes_are_not_crashes(agent: dict[str, Any]) -> None:
+    v = classify(summary(reward=1.0, agent=agent), CATALOG)
+    assert "crashed" not in v.flags
+    if "stopped" not in agent:
+        assert v.valid

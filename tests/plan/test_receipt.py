@@ -94,3 +94,36 @@ def test_the_estimate_names_the_dollar_limits_it_cannot_model(tmp_path: Path) ->
     lines = estimate_lines(plan_for(spec, Workload(cells, {c.cell_id: 60.0 for c in cells}, {"t0": 60.0, "t1": 60.0})))
     assert any(line.startswith("- estimated makespan:") for line in lines), lines
     assert "- the estimate leaves out x window $2, x budget $5: no cost history" in "\n".join(lines)
+
+
+def test_the_receipt_warns_when_the_host_reserves_exceed_the_host(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", host_reserve_mb=1 << 30, host_reserve_disk_mb=1 << 40)
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1")
+    receipt = (planned.run_root / "receipt.md").read_text()
+    assert re.search(r"^- host_reserve_mb 1073741824 MiB is not below this host's memory \(\d+ MiB\)", receipt, re.M)
+    assert re.search(r"^- host_reserve_disk_mb 1099511627776 MiB is not below the disk at ", receipt, re.M)
+
+
+def test_reserve_warnings_against_total_and_available() -> None:
+    from ray_bench.plan.compile import reserve_warnings
+    from ray_bench.sandboxes.host import HostResources
+
+    host = HostResources(memory_mb=8000, cpus=2.0, available_mb=3000)
+    assert reserve_warnings(1024, 1024, host, 50_000, 20_000, "/tmp") == []
+    low = reserve_warnings(4000, 30_000, host, 50_000, 20_000, "/tmp")
+    assert [w.split(" MiB is ")[1].split(" (")[0] for w in low] == [
+        "above the memory available now", "above the free disk at /tmp"]
+    high = reserve_warnings(8000, 50_000, host, 50_000, 20_000, "/tmp")
+    assert len(high) == 2 and all("not below" in w and "lower it" in w for w in high)
+    assert reserve_warnings(0, 0, host, 50_000, 0, "/tmp") == []  # 0 switches the disk check off
+
+
+def test_the_receipt_names_every_account_without_a_spend_budget(tmp_path: Path) -> None:
+    accounts = [{"name": n, "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}},
+                 "limits": {"max_concurrent": 1, **({"spend_usd": 5.0} if n == "acct-b" else {})}}
+                for n in ("acct-c", "acct-b", "acct-a", "acct-d")]
+    suite, accounts_path = make_suite(tmp_path / "s", accounts=accounts)
+    planned = plan_run(suite=suite, accounts=accounts_path, runs_dir=tmp_path / "runs", run_id="r1")
+    receipt = (planned.run_root / "receipt.md").read_text()
+    assert ("- accounts acct-c, acct-a and acct-d have no spend budget and the suite no spend limit"
+            in receipt.splitlines())

@@ -232,3 +232,59 @@ def test_status_json_is_typed_and_complete(run_root: Path) -> None:
     assert data["state"] == "stopped"  # nobody holds the lock: the driver is gone
     assert data["pace"]["basis"].startswith("no estimate yet: 2 rows")
     assert data["driver"]["lock_held"] is False
+
+
+def test_a_dead_or_stopped_run_has_no_finish_estimate(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", reps=2)
+    t0 = time.time() - 400
+    roots = [plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id=f"r{i}").run_root
+             for i in (1, 2)]
+    ledger = _session(roots[0], valid=10, t0=t0, deadline=t0 + 4000)  # the driver was SIGKILLed
+    ledger.close()
+    (roots[0] / LOCK_FILE).write_text(str(_dead_pid()))
+    ledger = _session(roots[1], valid=10, t0=t0, deadline=t0 + 4000)
+    _close(ledger, roots[1], stopped="accounts", detail="no account can admit a cell", now=t0 + 110)
+    ledger.close()
+    for root in roots:
+        status = read_status(root)
+        assert status.state == "stopped"
+        assert status.pace is not None and status.pace.estimate is not None  # the pace it had, kept
+        assert status.to_json()["pace"]["finish_estimate_sec"] is None
+        assert status.to_json()["pace"]["deadline_gap_rows"] is None
+        text = "\n".join(status_lines(status))
+        assert "rows/min" in text and "finish in" not in text and "on track" not in text
+
+
+def test_an_accounts_stop_proposes_what_would_make_progress(run_root: Path) -> None:
+    status = _stopped(run_root, "accounts", "no account can admit a cell without an operator: acct-a held "
+                                            "(maintenance), acct-b held (maintenance); fix the accounts")
+    plan, _ = _plan(run_root)
+    accounts = next(i.path for i in plan.inputs if i.kind == "accounts")
+    assert status.next_action == f"ray-bench accounts status --accounts {accounts}"
+    assert status.to_json()["resume_action"] is None  # a resume would stop again in 0.1 s
+    assert "then resume" in (status.next_action_why or "")
+
+
+def test_an_accounts_stop_by_the_circuit_resumes_with_a_hypothesis(run_root: Path) -> None:
+    status = _stopped(run_root, "accounts", "no account can be admitted: the recovery circuit is open for "
+                                            "every account; resume with --hypothesis TEXT")
+    assert status.next_action is not None and status.next_action.endswith("--hypothesis TEXT")
+
+
+def test_a_preflight_that_used_every_attempt_proposes_a_rerun_not_a_resume(run_root: Path) -> None:
+    plan, identity = _plan(run_root)
+    t0 = time.time() - 300
+    ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
+    ledger.event("run_started", {"identity": identity}, now=t0)
+    cell = next(c for c in plan.cells if c.id == plan.preflight[0])
+    for seq in range(plan.max_attempts):
+        row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum="x", arm=cell.arm, rep=cell.rep,
+                                   account="acct-a", backend="local", epoch=identity, preflight=True, now=t0 + seq)
+        ledger.finish_attempt(row.attempt_id, status="finished", valid=False, reward=None,
+                              failure_class="evaluator", fingerprint="f", counts=True, cost_usd=0.0,
+                              summary=AttemptSummary(), now=t0 + seq + 0.5)
+    _close(ledger, run_root, stopped="preflight", detail="preflight gate failed", now=t0 + 10)
+    ledger.close()
+    status = read_status(run_root)
+    assert status.next_action == f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
+    assert "would stop at once" in (status.next_action_why or "")
