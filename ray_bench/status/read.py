@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ray_bench.evidence.decisions import Promotion, exclusions_of, promotion_of
+from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
@@ -89,6 +89,8 @@ class RunStatus:
     #: ``official`` once promoted (who, when, why in ``promotion``), else ``staging``.
     category: Category = "staging"
     promotion: Promotion | None = None
+    #: The demotion that made an official run staging again (who, when, why), if one did.
+    demotion: Demotion | None = None
     #: Cells an operator excluded (``ray-bench exclude``), out of both denominators.
     excluded: int = 0
 
@@ -132,6 +134,8 @@ class RunStatus:
             "promotion": None if self.promotion is None else {
                 "by": self.promotion.by, "at": self.promotion.at, "reason": self.promotion.reason,
                 "family": list(self.promotion.family)},
+            "demotion": None if self.demotion is None else {
+                "by": self.demotion.by, "at": self.demotion.at, "reason": self.demotion.reason},
             "excluded": self.excluded,
         }
 
@@ -245,7 +249,7 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
         pace=pace, deadline=deadline, notes=notes, nodes=nodes,
         category="official" if promotion is not None else "staging", promotion=promotion,
-        excluded=len(exclusions_of(plan.run_id, events)))
+        demotion=demotion_of(plan.run_id, events), excluded=len(exclusions_of(plan.run_id, events)))
 
 
 def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,

@@ -40,6 +40,9 @@ def status_lines(s: RunStatus) -> list[str]:
     if s.promotion is not None:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.promotion.at))
         lines.append(f"official: promoted by {s.promotion.by} at {when} UTC: {s.promotion.reason}")
+    if s.demotion is not None:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.demotion.at))
+        lines.append(f"staging again: demoted by {s.demotion.by} at {when} UTC: {s.demotion.reason}")
     if s.failures:
         lines.append("failed attempts by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s.failures.items())))
     if s.spend_usd:
