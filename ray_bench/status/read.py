@@ -20,9 +20,9 @@ left and a resume is not refused or stopped again at once), else ``None``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
@@ -34,6 +34,9 @@ from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.driver import PAUSE_FILE
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder, pid_alive
+
+if TYPE_CHECKING:
+    from ray_bench.accounts.status import AccountStatus
 
 RunPhase = Literal["planned", "running", "paused", "stopped", "finished"]
 Category = Literal["staging", "official"]
@@ -93,6 +96,8 @@ class RunStatus:
     demotion: Demotion | None = None
     #: Cells an operator excluded (``ray-bench exclude``), out of both denominators.
     excluded: int = 0
+    #: The plan's accounts as their durable state says (only when asked: ``read_status(accounts=True)``).
+    accounts: list[AccountStatus] = field(default_factory=list)
 
     @property
     def remaining(self) -> int:
@@ -137,11 +142,24 @@ class RunStatus:
             "demotion": None if self.demotion is None else {
                 "by": self.demotion.by, "at": self.demotion.at, "reason": self.demotion.reason},
             "excluded": self.excluded,
+            "accounts": [a.to_json() for a in self.accounts],
         }
 
 
-def read_status(run_root: Path, now: float | None = None) -> RunStatus:
-    now = time.time() if now is None else now
+def read_status(run_root: Path, now: float | None = None, *, accounts: bool = False,
+                state_root: Path | None = None) -> RunStatus:
+    """The run's status; with ``accounts``, also its accounts' durable state under the state
+    root (cooling until, disabled, spend, window use: ``accounts.sqlite``, cluster or not)."""
+    status = _read_status(run_root, time.time() if now is None else now)
+    if not accounts:
+        return status
+    from ray_bench.accounts.status import accounts_state
+
+    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    return replace(status, accounts=accounts_state(plan.accounts, state_root=state_root, now=now, live=False))
+
+
+def _read_status(run_root: Path, now: float) -> RunStatus:
     plan, identity = load_plan_file(run_root / PLAN_FILE)
     holder = lock_holder(run_root)
     pause_requested = (run_root / PAUSE_FILE).exists()

@@ -232,3 +232,37 @@ def test_status_json_is_typed_and_complete(run_root: Path) -> None:
     assert data["state"] == "stopped"  # nobody holds the lock: the driver is gone
     assert data["pace"]["basis"].startswith("no estimate yet: 2 rows")
     assert data["driver"]["lock_held"] is False
+
+
+def test_status_lists_the_accounts_durable_state_without_a_cluster(run_root: Path, tmp_path: Path) -> None:
+    from ray_bench.accounts.store import AccountStore
+
+    now = time.time()
+    state = tmp_path / "state"
+    store = AccountStore(state)
+    store.record_spend("acct-a", now - 60, 1.25)
+    store.save_health("acct-a", state="cooling", cooling_until=now + 7200, episodes=1, auth_failures=0,
+                      last_error="usage_limit: weekly limit", events_seen=0)
+    store.save_health("acct-b", state="disabled", cooling_until=float("-inf"), episodes=0, auth_failures=3,
+                      last_error="auth: 401", events_seen=0)
+    store.close()
+    ledger = _session(run_root, valid=2, t0=now - 100)
+    _close(ledger, run_root, stopped="accounts", detail="no account can admit a cell", now=now - 10)
+    ledger.close()
+
+    text = CliRunner().invoke(app, ["status", str(run_root), "--state-root", str(state)])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    cooling = next(line for line in lines if line.startswith("account acct-a: cooling until "))
+    assert "(usage_limit: weekly limit); spent $1.25 [state root]" in cooling
+    assert "account acct-b: disabled (auth: 401); spent $0.00 [state root]" in lines
+    data = json.loads(CliRunner().invoke(app, ["status", str(run_root), "--json", "--state-root",
+                                               str(state)]).stdout)
+    accounts = {a["name"]: a for a in data["accounts"]}
+    assert accounts["acct-a"]["cooling_until"] == pytest.approx(now + 7200, abs=5)
+    assert accounts["acct-b"]["state"] == "disabled" and accounts["acct-b"]["recommended_parallelism"] == 0
+    # a state root the accounts never used: their configured state, said to come from the config
+    fresh = json.loads(CliRunner().invoke(app, ["status", str(run_root), "--json", "--state-root",
+                                                str(tmp_path / "fresh")]).stdout)
+    assert {a["source"] for a in fresh["accounts"]} == {"config"}
+    assert {a["state"] for a in fresh["accounts"]} == {"healthy"}
