@@ -124,7 +124,7 @@ def read_events(run_root: Path) -> list[Event]:
 
 
 def refuse_official(run_root: Path, action: str,
-                    fix: str = "plan a new run (official evidence is immutable)") -> None:
+                    fix: str = "") -> None:
     """Bad input: ``action`` on a promoted run. Nothing is written."""
     plan, _ = load_plan_file(run_root / PLAN_FILE)
     promotion = promotion_of(plan.run_id, read_events(run_root))
@@ -132,7 +132,9 @@ def refuse_official(run_root: Path, action: str,
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(promotion.at))
         raise UserInputError(
             f"run {plan.run_id} is official (promoted by {promotion.by} at {when} UTC); "
-            f"it cannot be {action}", where=str(run_root), fix=fix)
+            f"it cannot be {action}", where=str(run_root),
+            fix=fix or f"plan a new run, or demote it first on the record: ray-bench demote {run_root} "
+                        "--reason TEXT")
 
 
 def resolve_cell(plan: Plan, text: str) -> PlanCell:

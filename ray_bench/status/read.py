@@ -258,7 +258,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
                "halted": h.get("reason")} for h in halts.values()]
     notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
     promotion = promotion_of(plan.run_id, events)
-    if promotion is not None:  # official evidence is immutable: nothing to resume or rerun
+    if promotion is not None:  # official evidence changes only after a demotion: nothing to resume or rerun
         action, why = None, None
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
