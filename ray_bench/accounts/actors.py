@@ -33,7 +33,7 @@ from ray_bench.accounts.core import (
 )
 from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.outcome import Outcome
-from ray_bench.accounts.store import AccountStore, HeldLease
+from ray_bench.accounts.store import AccountStore, HeldLease, restored_core
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.models.accounts import Account, AccountLimits
 from ray_bench.state import default_state_root
@@ -55,17 +55,9 @@ class AccountActor:
 
     def _new_core(self, limits: AccountLimits) -> AccountCore:
         now = time.time()
-        core = AccountCore(self.name, limits, now=now)
+        core, saved = restored_core(self.name, limits, self.store, now)
         if self.store is not None:
-            window = core.limits.window
-            saved = self.store.load(self.name, since=now - (window.hours * 3600 if window else 0.0))
-            core.spent_usd = saved.spent_usd
-            if core.window is not None:
-                core.window.restore(saved.starts, saved.spend)
             self._events_seen = saved.events_seen
-            if saved.state is not None:
-                core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
-                                    saved.last_error)
             # Slots held when the earlier actor died: held still, until their run finishes,
             # abandons or stops renewing them (LEASE_TTL_SEC from now).
             for lease in saved.leases:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ray_bench.accounts.core import AccountCore, AccountSnapshot
+from ray_bench.accounts.core import AccountSnapshot
 from ray_bench.accounts.credentials import login_expiry
 from ray_bench.accounts.holds import read_holds, write_hold
+from ray_bench.accounts.store import AccountStore, restored_core
 from ray_bench.cells.credentials import CredentialMissing, Redactor, resolve
 from ray_bench.config.loader import load_accounts
 from ray_bench.errors import UserInputError
@@ -52,32 +54,104 @@ def _live_snapshots(accounts: list[Account], address: str | None) -> dict[str, A
     return found
 
 
+@dataclass(frozen=True)
+class AccountStatus:
+    """One account as ``accounts status`` and ``status`` show it: from the cluster's actor when
+    one runs, else from the durable state under the state root (``accounts.sqlite``), else from
+    the accounts file alone (``source``: ``cluster``, ``state root`` or ``config``)."""
+
+    name: str
+    state: str
+    source: str
+    inflight: int
+    limit: int
+    tokens: float
+    cooldown_left_sec: int
+    #: When a cooling account admits again (epoch seconds), if it is cooling.
+    cooling_until: float | None
+    window_used: int
+    window_usd: float
+    #: All-time spend on this state root (what a lifetime ``spend_usd`` budget counts).
+    spent_usd: float
+    budget_usd: float | None
+    last_error: str
+    recommended_parallelism: int
+    route: str
+    hold: dict[str, Any] | None
+    login_expires: str | None
+    login_expiring_within_h: float | None
+    #: Slots runs held when the account's actor last wrote (a dead run's free after two minutes).
+    held_slots: int = 0
+    #: An ``accounts enable`` the account's actor has not applied yet.
+    enable_pending: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__}
+
+    def line(self) -> str:
+        """The account's durable state in words: ``acct-a: cooling until 18:34:00 (usage
+        limit ...); spent $0.12 of $2.50; window 3 cells, $0.05``."""
+        what = self.state
+        if self.state == "cooling" and self.cooling_until is not None:
+            what = f"cooling until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.cooling_until))}"
+        if self.enable_pending:
+            what += " (enable pending)"
+        parts = [f"{self.name}: {what}" + (f" ({self.last_error[:120]})" if self.last_error else "")]
+        budget = f" of ${self.budget_usd:.2f}" if self.budget_usd is not None else ""
+        parts.append(f"spent ${self.spent_usd:.2f}{budget}")
+        if self.window_used or self.window_usd:
+            parts.append(f"window {self.window_used} cells, ${self.window_usd:.2f}")
+        if self.held_slots:
+            parts.append(f"{self.held_slots} slots held")
+        return "; ".join(parts) + f" [{self.source}]"
+
+
 def account_status(path: Path, *, address: str | None = None,
-                   state_root: Path | None = None) -> list[dict[str, Any]]:
-    accounts = load_accounts(path).accounts
-    live = _live_snapshots(accounts, address)
-    holds = read_holds(state_root or default_state_root())
-    now = time.time()
+                   state_root: Path | None = None) -> list[AccountStatus]:
+    return accounts_state(load_accounts(path).accounts, address=address, state_root=state_root)
+
+
+def accounts_state(accounts: list[Account], *, address: str | None = None, state_root: Path | None = None,
+                   now: float | None = None, live: bool = True) -> list[AccountStatus]:
+    """Each account's state: live from a cluster (``address`` or ``$RAY_ADDRESS``; not with
+    ``live=False``), else as its actor last saved it under the state root."""
+    root = state_root or default_state_root()
+    live_snaps = _live_snapshots(accounts, address) if live else {}
+    holds = read_holds(root)
+    now = time.time() if now is None else now
+    store = AccountStore.open_readonly(root) if len(live_snaps) < len(accounts) else None
     rows = []
-    for account in accounts:
-        snap: AccountSnapshot = live.get(account.name) or AccountCore(
-            account.name, account.limits, now=now).snapshot(now)
-        expires = login_expiry(account.route.home) if account.route.home else None
-        state = str(snap.state)
-        if account.name in holds:
-            state = "held"
-        elif expires is not None and expires <= now:
-            state = "expired"
-        rows.append({
-            "name": account.name, "state": state, "source": "cluster" if account.name in live else "config",
-            "inflight": snap.inflight, "limit": snap.limit, "tokens": round(snap.tokens, 1),
-            "cooldown_left_sec": round(snap.cooldown_left), "window_used": snap.window_used,
-            "spent_usd": round(snap.spent_usd, 4), "last_error": snap.last_error or "",
-            "recommended_parallelism": 0 if state in ("held", "expired") else snap.recommended_parallelism,
-            "route": _route(account), "hold": holds.get(account.name),
-            "login_expires": time.strftime("%Y-%m-%d %H:%M", time.localtime(expires)) if expires else None,
-            "login_expiring_within_h": round((expires - now) / 3600, 1) if expires else None,
-        })
+    try:
+        for account in accounts:
+            limits = account.limits
+            core, saved = restored_core(account.name, limits, store, now)
+            snap: AccountSnapshot = live_snaps.get(account.name) or core.snapshot(now)
+            source = ("cluster" if account.name in live_snaps else
+                      "state root" if saved.state is not None or saved.spent_usd or saved.starts else "config")
+            pending = store is not None and any(e.kind == "enable" for e in store.pending_events(account.name))
+            expires = login_expiry(account.route.home) if account.route.home else None
+            state = str(snap.state)
+            if account.name in holds:
+                state = "held"
+            elif expires is not None and expires <= now:
+                state = "expired"
+            cooling = snap.cooldown_left > 0
+            rows.append(AccountStatus(
+                name=account.name, state=state, source=source, inflight=snap.inflight, limit=snap.limit,
+                tokens=round(snap.tokens, 1), cooldown_left_sec=round(snap.cooldown_left),
+                cooling_until=round(now + snap.cooldown_left, 1) if cooling else None,
+                window_used=snap.window_used, window_usd=round(snap.window_usd, 4),
+                spent_usd=round(snap.spent_usd, 4), budget_usd=limits.spend_usd,
+                last_error=snap.last_error or "",
+                recommended_parallelism=0 if state in ("held", "expired") else snap.recommended_parallelism,
+                route=_route(account), hold=holds.get(account.name),
+                login_expires=time.strftime("%Y-%m-%d %H:%M", time.localtime(expires)) if expires else None,
+                login_expiring_within_h=round((expires - now) / 3600, 1) if expires else None,
+                held_slots=snap.inflight if account.name in live_snaps else len(saved.leases),
+                enable_pending=pending))
+    finally:
+        if store is not None:
+            store.close()
     return rows
 
 
@@ -140,8 +214,6 @@ def enable_account(path: Path, name: str, *, reason: str, who: str | None = None
     account store; the account's actor, its one writer, applies it on its next call (or when
     it is next created). Returns the state the account was last saved in."""
     import getpass
-
-    from ray_bench.accounts.store import AccountStore
 
     known = {a.name for a in load_accounts(path).accounts}
     if name not in known:

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ray_bench.accounts.core import Running
+from ray_bench.accounts.core import AccountCore, Running
+from ray_bench.models.accounts import AccountLimits
 
 FILE = "accounts.sqlite"
 _SCHEMA = """
@@ -79,14 +80,26 @@ class OperatorEvent:
 
 
 class AccountStore:
-    def __init__(self, state_root: str | Path) -> None:
+    def __init__(self, state_root: str | Path, *, readonly: bool = False) -> None:
         root = Path(state_root)
-        root.mkdir(parents=True, exist_ok=True)
         self.path = root / FILE
+        if readonly:  # a reader beside the actors: never creates, migrates or writes (no -wal/-shm)
+            from ray_bench.ledger.store import connect_readonly
+
+            self._db = connect_readonly(self.path, "SELECT 1 FROM health LIMIT 1")
+            return
+        root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def open_readonly(cls, state_root: str | Path) -> AccountStore | None:
+        """The state root's store for reading, or ``None`` when no actor ever wrote one."""
+        if not (Path(state_root) / FILE).is_file():
+            return None
+        return cls(state_root, readonly=True)
 
     def close(self) -> None:
         self._db.close()
@@ -166,6 +179,31 @@ class AccountStore:
                                (account, kind, reason, who, time.time()))
         return int(cur.lastrowid or 0)
 
+    def pending_events(self, account: str) -> list[OperatorEvent]:
+        """Operator events the account's actor has not applied yet."""
+        row = self._db.execute("SELECT events_seen FROM health WHERE account = ?", (account,)).fetchone()
+        return self.events_after(account, int(row[0]) if row is not None else 0)
+
     def health_state(self, account: str) -> str | None:
         row = self._db.execute("SELECT state FROM health WHERE account = ?", (account,)).fetchone()
         return None if row is None else str(row[0])
+
+
+def restored_core(name: str, limits: AccountLimits, store: AccountStore | None, now: float,
+                  ) -> tuple[AccountCore, Saved]:
+    """An account's admission state as its last writer left it: lifetime spend, the rolling
+    window's starts and spend, health (cooling, disabled, expired). The one restoration, used by
+    the account's actor when it is (re)created and by ``accounts status`` / ``status`` without a
+    cluster. Held slots are in ``Saved.leases``; the actor adopts them, a reader only counts them."""
+    core = AccountCore(name, limits, now=now)
+    if store is None:
+        return core, Saved()
+    window = limits.window
+    saved = store.load(name, since=now - (window.hours * 3600 if window else 0.0))
+    core.spent_usd = saved.spent_usd
+    if core.window is not None:
+        core.window.restore(saved.starts, saved.spend)
+    if saved.state is not None:
+        core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
+                            saved.last_error)
+    return core, saved

@@ -6,6 +6,12 @@ Its stdout is one object (read from the real CLI against the fake provider): ``{
 failure prints ``{"session_id", "error": {"type", "message", "code"}}`` on stderr. With
 ``GOOGLE_GEMINI_BASE_URL`` set the CLI picks a "gateway" auth it then refuses in headless mode,
 so the adapter names the auth in the user settings when the HOME has none.
+
+MCP servers are merged into ``$HOME/.gemini/settings.json`` by name (``mcpServers``), keeping
+everything else a login HOME's own file says; one that does not parse as JSON is left alone
+with a warning. (A separate scope through ``GEMINI_CLI_SYSTEM_SETTINGS_PATH`` is skipped by the
+CLI unless the file and every directory above it are root-owned and not group/other-writable,
+which ``$LOGS_DIR`` and ``/tmp`` are not: tried with the npm CLI.)
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ from ray_bench.agents.base import AgentAdapter, CliRun, Invocation, error_from, 
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504)\b|RESOURCE_EXHAUSTED|UNAUTHENTICATED|UNAVAILABLE")
+#: Merges argv[2]'s servers into the settings file argv[1] (node: the CLI is a Node program).
+_MERGE_JS = ('const fs=require("fs"),p=process.argv[1],add=JSON.parse(process.argv[2]);let s;'
+             'try{s=JSON.parse(fs.readFileSync(p,"utf8"))}catch(e){console.error("ray-bench: "+p+'
+             '" is not plain JSON: MCP servers not added");process.exit(0)}'
+             's.mcpServers=Object.assign({},s.mcpServers||{},add);'
+             'fs.writeFileSync(p+".tmp",JSON.stringify(s,null,2));fs.renameSync(p+".tmp",p)')
 _GRPC = {"RESOURCE_EXHAUSTED": 429, "UNAUTHENTICATED": 401, "UNAVAILABLE": 503}
 
 
@@ -30,15 +42,15 @@ class GeminiCli(AgentAdapter):
     headless_env = {"GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_COLOR": "1"}
 
     def command(self, inv: Invocation) -> str:
-        settings: dict[str, Any] = {}
-        if inv.mcp_servers:
-            settings["mcpServers"] = {s.name: _mcp_entry(s) for s in inv.mcp_servers}
-        keyed = {"security": {"auth": {"selectedType": "gemini-api-key"}}, **settings}
+        keyed = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
         # Written only where the HOME has no settings of its own (a login HOME keeps its own).
         setup = ('if [ ! -f "$HOME/.gemini/settings.json" ]; then mkdir -p "$HOME/.gemini"; '
                  f'if [ -n "$GEMINI_API_KEY" ]; then printf %s {quote(json.dumps(keyed))}; '
-                 f'else printf %s {quote(json.dumps(settings))}; fi >"$HOME/.gemini/settings.json"; fi\n')
+                 'else printf %s {}; fi >"$HOME/.gemini/settings.json"; fi\n')
         parts = ["gemini", "-p", instruction(), "--yolo", "--output-format", "json"]
+        if inv.mcp_servers:
+            servers = {s.name: _mcp_entry(s) for s in inv.mcp_servers}
+            setup += f'node -e {quote(_MERGE_JS)} "$HOME/.gemini/settings.json" {quote(json.dumps(servers))}\n'
         if inv.model:
             parts += ["-m", quote(inv.model)]
         parts += [quote(a) for a in inv.args]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 import json
 import os
 import platform
@@ -43,6 +44,7 @@ from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, sta
 from ray_bench.cells.watchdog import run_agent
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
+from ray_bench.models.agent import McpServer
 from ray_bench.models.attempt import (
     AgentError,
     ArtifactPlace,
@@ -57,6 +59,7 @@ from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec,
 from ray_bench.sandboxes.base import ExecResult
 from ray_bench.sandboxes.local_dirs import pid_alive as _alive
 from ray_bench.tasks.envvars import MissingHostVar
+from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
 from ray_bench.tasks.support import abilities
 
 RESULT_FILE = "result.json"
@@ -154,7 +157,9 @@ def stage_for(spec: AttemptSpec) -> Path:
     """The tree uploaded to ``/`` before the agent starts, built once per task and arm in this
     process (the task's and the agent's checksums are in the key, so edited content is never
     served stale)."""
-    key = (spec.stage_key, spec.agent_dir, spec.expose_solution, spec.workdir)
+    mcp = _mcp_config(spec)
+    key = (f"{spec.stage_key}:{hashlib.sha256(mcp.encode()).hexdigest()[:16] if mcp else ''}",
+           spec.agent_dir, spec.expose_solution, spec.workdir)
     stage = _STAGES.get(key)
     if stage is not None and stage.is_dir():
         return stage
@@ -165,6 +170,8 @@ def stage_for(spec: AttemptSpec) -> Path:
     (stage / "task").mkdir()
     if (task_dir / "instruction.md").is_file():
         shutil.copy2(task_dir / "instruction.md", stage / "task" / "instruction.md")
+    if mcp:  # every agent can read it; a `command` agent has no other way to learn the servers
+        (stage / "task" / "mcp-servers.json").write_text(mcp)
     # Not the workdir: its directory entry would overwrite the image's mode of an existing one
     # (workdir = "/tmp" lost its sticky world-writable bit); every exec makes it if missing.
     for sub in ("logs/agent", "logs/verifier"):
@@ -177,6 +184,13 @@ def stage_for(spec: AttemptSpec) -> Path:
     stage_steps(spec, task_dir, stage)
     _STAGES[key] = stage
     return stage
+
+
+def _mcp_config(spec: AttemptSpec) -> str:
+    """The arm's and the task's MCP servers as ``/task/mcp-servers.json`` ("" when none)."""
+    if not spec.mcp_servers:
+        return ""
+    return mcp_config_json([McpServer.model_validate(s) for s in spec.mcp_servers])
 
 
 def _new_stage_root(parent: Path | None = None) -> Path:
@@ -210,6 +224,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     env = {**task_env.environment, **(task_env.solution if spec.expose_solution else {}),
            **env_for(spec.agent, spec.model), **spec.agent_env, **paths, **creds.env,
            "RAY_BENCH_SEED": spec.seed, "RAY_BENCH_ATTEMPT": spec.attempt_id, **await agent_extras(sandbox, cfg)}
+    if spec.mcp_servers:
+        env[MCP_CONFIG_ENV] = sandbox.path(MCP_CONFIG_PATH)
     if creds.home is not None:
         if sandbox.on_host:  # a host process: the login is used where it is
             env["HOME"] = str(creds.home)

@@ -191,9 +191,13 @@ def status(
     run_root: Annotated[Path, typer.Argument(help="runs/ID")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="A live view until the run finishes.")] = False,
+    state_root: Annotated[Path | None, typer.Option(
+        "--state-root", help="Where the accounts' durable state is (default $RAY_BENCH_STATE_ROOT or "
+        "~/.ray-bench).")] = None,
 ) -> None:
-    """State (planned, running, paused, stopped, finished), counts, pace, and the next command
-    that would do something."""
+    """State (planned, running, paused, stopped, finished), counts, pace, the accounts' durable
+    state (cooling until, disabled, spend, window use), and the next command that would do
+    something."""
     if watch:
         from ray_bench.cli.watch import watch_run
 
@@ -202,7 +206,7 @@ def status(
     from ray_bench.status.read import read_status
     from ray_bench.status.text import status_lines
 
-    data = read_status(run_root)
+    data = read_status(run_root, accounts=True, state_root=state_root)
     if as_json:
         out.print(json.dumps(data.to_json(), indent=2, default=str), markup=False)
         return

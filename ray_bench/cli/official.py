@@ -1,4 +1,4 @@
-"""Decisions about evidence: ``exclude``, ``include``, ``settle`` and ``promote``."""
+"""Decisions about evidence: ``exclude``, ``include``, ``settle``, ``promote`` and ``demote``."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def promote(run_root: RunRoot,
             require_settlement: Annotated[bool, typer.Option(
                 "--require-settlement", help="Refuse unless every run that spent money is settled.")] = False,
             ) -> None:
-    """Make a staging run (and its reruns) official once its gates pass; recorded, never undone.
-    Exits 1 with the failed gates, recording nothing."""
+    """Make a staging run (and its reruns) official once its gates pass; recorded (`demote` undoes
+    it, on the record). Exits 1 with the failed gates, recording nothing."""
     from ray_bench.evidence.promote import promote_run
 
     result = promote_run(run_root, reason=reason, by=by, max_invalid_rate=max_invalid_rate,
@@ -91,3 +91,18 @@ def promote(run_root: RunRoot,
         raise typer.Exit(1)
     out.print(f"run {', '.join(result.family)} official: promoted by {result.by} at "
               f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC", markup=False)
+
+
+@app.command()
+@guarded
+def demote(run_root: RunRoot,
+           reason: Annotated[str, typer.Option("--reason", help="Why the official evidence must change "
+                                                              "(recorded with who and when).")],
+           by: By = None) -> None:
+    """Take an official run (and its official reruns) back to staging, recorded in the ledger, so
+    that it can be settled, excluded or rerun again; `promote` makes it official again."""
+    from ray_bench.evidence.promote import demote_run
+
+    result = demote_run(run_root, reason=reason, by=by)
+    out.print(f"run {', '.join(result.family)} staging again: demoted by {result.by} at "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {result.reason}", markup=False)

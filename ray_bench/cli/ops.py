@@ -16,28 +16,35 @@ app.add_typer(accounts_app, name="accounts")
 
 AccountsOpt = Annotated[Path, typer.Option("--accounts", help="Accounts YAML.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+StateRootOpt = Annotated[Path | None, typer.Option(
+    "--state-root", help="Where accounts.sqlite is (default $RAY_BENCH_STATE_ROOT or ~/.ray-bench).")]
 
 
 @accounts_app.command("status")
 @guarded
 def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
                     address: Annotated[str | None, typer.Option("--address", help="Ray cluster whose "
-                                                               "account actors to read.")] = None) -> None:
-    """State, in-flight against limit, tokens, cooldown, window quota, last error, recommended
-    parallelism, login expiry. Reads the shared account actors when a cluster runs them."""
+                                                               "account actors to read.")] = None,
+                    state_root: StateRootOpt = None) -> None:
+    """State (cooling until, disabled, expired, held), in-flight against limit, tokens, window
+    use, spend, last error, recommended parallelism, login expiry. Reads the shared account
+    actors when a cluster runs them, else the durable state under the state root."""
     from ray_bench.accounts.status import account_status
 
-    rows = account_status(accounts, address=address)
+    rows = account_status(accounts, address=address, state_root=state_root)
     if as_json:
-        out.print(json.dumps(rows, indent=2, default=str), markup=False)
+        out.print(json.dumps([r.to_json() for r in rows], indent=2, default=str), markup=False)
         return
     out.print(f"{'account':<16} {'state':<9} {'inflight':>8} {'tokens':>7} {'cooldown':>9} {'window':>7} "
-              f"{'parallel':>8}  route / last error", markup=False)
+              f"{'spent':>9} {'parallel':>8}  route / last error", markup=False)
     for r in rows:
-        out.print(f"{r['name']:<16} {r['state']:<9} {r['inflight']:>3}/{r['limit']:<4} {r['tokens']:>7} "
-                  f"{r['cooldown_left_sec']:>8}s {r['window_used']:>7} {r['recommended_parallelism']:>8}  "
-                  f"{r['route']}{'  ' + r['last_error'] if r['last_error'] else ''}"
-                  f"{'  expires ' + r['login_expires'] if r.get('login_expires') else ''}", markup=False)
+        out.print(f"{r.name:<16} {r.state:<9} {r.inflight:>3}/{r.limit:<4} {r.tokens:>7} "
+                  f"{r.cooldown_left_sec:>8}s {r.window_used:>7} {f'${r.spent_usd:.2f}':>9} "
+                  f"{r.recommended_parallelism:>8}  {r.route}{'  ' + r.last_error if r.last_error else ''}"
+                  f"{'  expires ' + r.login_expires if r.login_expires else ''}", markup=False)
+    for r in rows:
+        if r.source != "config":
+            out.print(r.line(), markup=False)
 
 
 @accounts_app.command("probe")

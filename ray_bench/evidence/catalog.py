@@ -30,6 +30,10 @@ class CatalogRule(ConfigModel):
         default="none", description="What it does to the account.")
     fields: list[Field_] = Field(min_length=1, description="Summary fields the pattern is tried on.")
     pattern: str = Field(description="A Python regular expression.")
+    exit_codes: list[int] | None = Field(default=None, min_length=1, description=(
+        "Only when the agent exited with one of these codes: what tells the harness's own error "
+        "(the shell's 126 cannot execute, 127 not found) from the same words in the agent's "
+        "transcript."))
 
     @field_validator("pattern")
     @classmethod
@@ -75,8 +79,10 @@ class Catalog:
             raise ConfigError(str(exc), where=str(path)) from None
         return cls(user.rules + base.rules)
 
-    def match(self, texts: dict[str, str]) -> Match | None:
+    def match(self, texts: dict[str, str], exit_code: int | None = None) -> Match | None:
         for rule, regex in self._compiled:
+            if rule.exit_codes is not None and exit_code not in rule.exit_codes:
+                continue
             for name in rule.fields:
                 text = texts.get(name) or ""
                 found = regex.search(text)

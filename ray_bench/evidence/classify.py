@@ -105,7 +105,7 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
                        None, tuple(flags), lost=True)
 
     if error is not None:
-        match = catalog.match(texts)
+        match = catalog.match(texts, agent.exit_code)
         cls = error.failure_class or "executor"
         rule = "exception"
         effect: Effect = "none"
@@ -130,14 +130,16 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
 
     if summary.agent_error is not None:
         # The agent said it was in trouble: whatever the verifier says, this is not evidence.
-        match = catalog.match({"agent_error": texts["agent_error"]})
+        match = catalog.match({"agent_error": texts["agent_error"]}, agent.exit_code)
         cls, rule, effect = ("tool", "agent-error", "none") if match is None else (
             match.rule.failure_class, match.rule.id, match.rule.effect)
         msg = texts["agent_error"]
         return Verdict(False, cls, fingerprint(cls, rule, msg), msg, effect, retry_after, tuple(flags))
 
     if agent.exit_code not in (0, None) and not agent.timed_out:
-        match = catalog.match({"agent_output": texts["agent_output"]})
+        # The agent's own transcript is in this tail too ("No such file or directory" from a
+        # command it ran): rules that name a harness error say by which exit codes it is one.
+        match = catalog.match({"agent_output": texts["agent_output"]}, agent.exit_code)
         if match is not None and match.rule.failure_class != "task":
             cls, msg = match.rule.failure_class, match.text
             return Verdict(False, cls, fingerprint(cls, match.rule.id, msg), msg, match.rule.effect,

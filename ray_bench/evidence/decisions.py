@@ -7,8 +7,10 @@ operator's command rather than by the driver:
   planned cell out of both denominators (its attempts stay in the ledger, nothing is deleted);
   ``include`` undoes it, with its own reason. A cell's state is the last of these events.
 - ``promotion``: ``ray-bench promote`` (see :mod:`ray_bench.evidence.promote`) makes a run
-  *official*. Once recorded it is never undone: an official run cannot be executed, rerun or
-  have its exclusions changed again.
+  *official*: an official run cannot be executed, rerun, settled or have its exclusions changed.
+- ``demotion``: ``ray-bench demote runs/ID --reason TEXT`` takes an official run back to staging
+  on the record (the promotion stays in the ledger); a later promotion makes it official again.
+  The run's state is the last of these two events.
 
 Who is ``--by`` or the operating-system user; when is the event's time.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ray_bench.errors import UserInputError
-from ray_bench.ledger.events import ExclusionData, InclusionData, PromotionData
+from ray_bench.ledger.events import DemotionData, ExclusionData, InclusionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Event, Ledger
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
@@ -31,6 +33,7 @@ from ray_bench.plan.store import PLAN_FILE, load_plan_file
 EXCLUSION = ExclusionData.kind
 INCLUSION = InclusionData.kind
 PROMOTION = PromotionData.kind
+DEMOTION = DemotionData.kind
 #: A cell id prefix this long is unambiguous in practice and still short enough to type.
 MIN_PREFIX = 8
 
@@ -57,6 +60,14 @@ class Promotion:
     gates: tuple[tuple[str, bool, str], ...]
 
 
+@dataclass(frozen=True)
+class Demotion:
+    run_id: str
+    by: str
+    at: float
+    reason: str
+
+
 def operator(by: str | None = None) -> str:
     """Who made a decision: ``--by``, else the operating-system user."""
     if by and by.strip():
@@ -80,11 +91,26 @@ def exclusions_of(run_id: str, events: Iterable[Event]) -> dict[str, Exclusion]:
 
 
 def promotion_of(run_id: str, events: Iterable[Event]) -> Promotion | None:
+    """The promotion in force: the last one, unless a demotion came after it."""
+    return _standing(run_id, events)[0]
+
+
+def demotion_of(run_id: str, events: Iterable[Event]) -> Demotion | None:
+    """The last demotion, unless a promotion came after it (the run is staging because of it)."""
+    return _standing(run_id, events)[1]
+
+
+def _standing(run_id: str, events: Iterable[Event]) -> tuple[Promotion | None, Demotion | None]:
+    promotion: Promotion | None = None
+    demotion: Demotion | None = None
     for e in events:
         if e.kind == PROMOTION:
             p = PromotionData.read(e.data)
-            return Promotion(run_id, p.by, e.ts, p.reason, tuple(p.family), tuple(p.gates))
-    return None
+            promotion, demotion = Promotion(run_id, p.by, e.ts, p.reason, tuple(p.family), tuple(p.gates)), None
+        elif e.kind == DEMOTION:
+            d = DemotionData.read(e.data)
+            promotion, demotion = None, Demotion(run_id, d.by, e.ts, d.reason)
+    return promotion, demotion
 
 
 def read_events(run_root: Path) -> list[Event]:
@@ -97,7 +123,8 @@ def read_events(run_root: Path) -> list[Event]:
         ledger.close()
 
 
-def refuse_official(run_root: Path, action: str) -> None:
+def refuse_official(run_root: Path, action: str,
+                    fix: str = "") -> None:
     """Bad input: ``action`` on a promoted run. Nothing is written."""
     plan, _ = load_plan_file(run_root / PLAN_FILE)
     promotion = promotion_of(plan.run_id, read_events(run_root))
@@ -105,8 +132,9 @@ def refuse_official(run_root: Path, action: str) -> None:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(promotion.at))
         raise UserInputError(
             f"run {plan.run_id} is official (promoted by {promotion.by} at {when} UTC); "
-            f"it cannot be {action}",
-            where=str(run_root), fix="plan a new run (official evidence is immutable)")
+            f"it cannot be {action}", where=str(run_root),
+            fix=fix or f"plan a new run, or demote it first on the record: ray-bench demote {run_root} "
+                        "--reason TEXT")
 
 
 def resolve_cell(plan: Plan, text: str) -> PlanCell:

@@ -15,8 +15,9 @@ its reruns, the cohort its report is built from) and checks, in order:
    terminal attempts at most ``--max-invalid-rate``.
 
 A failed gate is a result (exit 1) and records nothing. A pass records a ``promotion`` event
-in the ledger of every run of the family; it is never undone (see
-:mod:`ray_bench.evidence.decisions`).
+in the ledger of every run of the family. ``demote_run`` takes the family back to staging with
+a recorded reason (a ``demotion`` event; the promotion stays in the ledger), which is the only
+way to settle, exclude or rerun an official run again (see :mod:`ray_bench.evidence.decisions`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ray_bench.evidence.decisions import PROMOTION, operator, refuse_official
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of
-from ray_bench.ledger.events import PromotionData
+from ray_bench.ledger.events import DemotionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 
 #: Invalid attempts over terminal attempts a run may have and still be promoted. A quarter:
@@ -178,6 +179,38 @@ def promote_run(run_root: Path, *, reason: str, by: str | None = None,
         finally:
             ledger.close()
     return result
+
+
+@dataclass(frozen=True)
+class DemotionResult:
+    run_id: str
+    family: list[str]
+    by: str
+    reason: str
+
+
+def demote_run(run_root: Path, *, reason: str, by: str | None = None) -> DemotionResult:
+    """Take an official run and the official runs of its family back to staging, recorded
+    with who and why. Bad input (no reason, a run that is not official) writes nothing."""
+    if not reason.strip():
+        raise UserInputError("a reason is required", where="--reason",
+                             fix="say why the official evidence must change; it is recorded with your name")
+    epochs = [load_epoch(p) for p in run_family(run_root)]
+    official = [e for e in epochs if e.promotion is not None]
+    if epochs[0].promotion is None:
+        raise UserInputError(f"run {epochs[0].run_id} is not official: nothing to demote",
+                             where=str(run_root), fix="`demote` undoes a `promote`; a staging run "
+                             "can be settled, excluded or rerun as it is")
+    who = operator(by)
+    data = DemotionData(by=who, reason=reason.strip(), family=[e.run_id for e in official])
+    now = time.time()
+    for epoch in official:
+        ledger = Ledger.create(epoch.run_root, run_id=epoch.run_id, plan_identity=epoch.identity)
+        try:
+            ledger.event(DemotionData.kind, data, now=now)
+        finally:
+            ledger.close()
+    return DemotionResult(epochs[0].run_id, data.family, who, data.reason)
 
 
 def run_category(run_root: Path) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.errors import UserInputError
-from ray_bench.evidence.decisions import operator, read_events
+from ray_bench.evidence.decisions import operator, read_events, refuse_official
 from ray_bench.evidence.usage_export import UsageExport, read_usage_export
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
 from ray_bench.models.attempt import AttemptSummary
@@ -138,6 +138,9 @@ def settle_run(run_root: Path, usage: Path, *, by: str | None = None) -> Settlem
     if not (run_root / LEDGER_FILE).is_file():
         raise UserInputError("the run has no attempts to settle", where=str(run_root),
                              fix="execute the run first")
+    # An official run's costs are part of its evidence: a new settlement would change them.
+    refuse_official(run_root, "settled again (its reported costs would change)",
+                    fix=f"demote it first, on the record: ray-bench demote {run_root} --reason TEXT")
     ledger = Ledger.open_readonly(run_root)
     try:
         attempts = ledger.attempts()
@@ -145,6 +148,14 @@ def settle_run(run_root: Path, usage: Path, *, by: str | None = None) -> Settlem
     finally:
         ledger.close()
     settled, unmatched, unmatched_usd = reconcile(attempts, summaries, export)
+    if unmatched == len(export.charges):
+        # Recording it would make a settlement of nothing the latest one, and mark every
+        # charged attempt missing: the export is of another account, provider or period.
+        known = sum(len(r) + len(s) for r, s in map(attempt_ids, summaries.values()))
+        raise UserInputError(
+            f"foreign usage export: none of its {len(export.charges)} charges names a request or "
+            f"session id of run {plan.run_id} ({known} ids recorded)", where=str(usage),
+            fix="export the charges of the accounts and days this run used")
     result = Settlement(plan.run_id, operator(by), time.time(), usage.name,
                         hashlib.sha256(usage.read_bytes()).hexdigest(), export.format, settled,
                         unmatched, unmatched_usd)

@@ -64,6 +64,16 @@ _FORMATS_FIX = ("export per-request records: a CSV with request_id and cost_usd 
 
 
 def read_usage_export(path: Path) -> UsageExport:
+    """The export's charges; bad input (unknown shape, no charge at all) is a UserInputError."""
+    export = _read(path)
+    if not export.charges:
+        # An empty export as the latest settlement would mark every charged attempt missing.
+        raise _bad(path, "usage export has no charges", "export the period the run ran in, with its "
+                   "per-request records")
+    return export
+
+
+def _read(path: Path) -> UsageExport:
     if not path.is_file():
         raise _bad(path, "no usage export here", "pass the file the provider exported")
     raw = read_capped(path, MAX_BYTES)

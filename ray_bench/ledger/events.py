@@ -61,3 +61,13 @@ class PromotionData(EventPayload):
     max_invalid_rate: float | None = None
     require_settlement: bool | None = None
     identity: str = ""
+
+
+class DemotionData(EventPayload):
+    """``demotion``: an official run (and its family) went back to staging, with who and why
+    (so that its settlement, exclusions or rows may change again, on the record)."""
+
+    kind: ClassVar[str] = "demotion"
+    by: str = ""
+    reason: str = ""
+    family: list[str] = Field(default_factory=list)

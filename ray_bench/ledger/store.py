@@ -105,6 +105,24 @@ class Event:
     data: dict[str, Any]
 
 
+def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
+    """A read-only connection to a WAL database that leaves nothing behind (see
+    :meth:`Ledger.open_readonly`): ``immutable=1`` when there is no ``-wal``, else ``mode=ro``.
+    ``probe`` is a query that must answer; raises ``sqlite3.DatabaseError`` when none does."""
+    quoted = urllib.parse.quote(str(path.resolve()))
+    modes = ["immutable=1", "mode=ro"] if not Path(f"{path}-wal").exists() else ["mode=ro"]
+    for i, mode in enumerate(modes):
+        conn = sqlite3.connect(f"file:{quoted}?{mode}", uri=True, check_same_thread=False)
+        try:
+            conn.execute(probe).fetchall()
+            return conn
+        except sqlite3.DatabaseError:
+            conn.close()
+            if i == len(modes) - 1:  # a writer may have started between the check and the read
+                raise
+    raise AssertionError("unreachable")
+
+
 class Ledger:
     """One run's ledger. Open with :meth:`create` (execute) or :meth:`open_readonly`."""
 
@@ -139,18 +157,10 @@ class Ledger:
         path = run_root / LEDGER_FILE
         if not path.is_file():
             raise LedgerError(f"no ledger at {path}: the run has not started")
-        quoted = urllib.parse.quote(str(path.resolve()))
-        modes = ["immutable=1", "mode=ro"] if not Path(f"{path}-wal").exists() else ["mode=ro"]
-        for i, mode in enumerate(modes):
-            conn = sqlite3.connect(f"file:{quoted}?{mode}", uri=True, check_same_thread=False)
-            try:
-                conn.execute("SELECT 1 FROM meta").fetchall()
-                return cls(conn, path)
-            except sqlite3.DatabaseError as exc:
-                conn.close()
-                if i == len(modes) - 1:  # a writer may have started between the check and the read
-                    raise LedgerError(f"cannot read ledger {path}: {exc}") from exc
-        raise AssertionError("unreachable")
+        try:
+            return cls(connect_readonly(path, "SELECT 1 FROM meta"), path)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"cannot read ledger {path}: {exc}") from exc
 
     def close(self) -> None:
         self._conn.close()

@@ -30,6 +30,7 @@ from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.agents import check_agents
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
+from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
@@ -138,6 +139,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
     check_agents(arms, {suite.backend}, req.suite, errors)
+    check_role_routes(arms, accounts_file.accounts, req.environ, req.suite, errors)
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
 

@@ -1,10 +1,39 @@
-"""The model-role table: what each arm's roles are, as the receipt and the report show them."""
+"""The model-role table: what each arm's roles are, as the receipt and the report show them,
+and the plan-time check that every role's route names something that exists."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from ray_bench.errors import ConfigError, UserInputError
+from ray_bench.models.accounts import Account
 from ray_bench.models.suite import Arm
+
+#: The route of a role that uses the credentials of the account its cell runs on.
+CELL_ACCOUNT = "accounts"
+#: What the per-attempt spend bound does today, in the receipt's words: nothing stops an
+#: attempt at its role's ``max_spend_usd`` (only the run's and the accounts' limits stop a run).
+SPEND_BOUND_ENFORCED = False
+
+
+def check_role_routes(arms: list[Arm], accounts: list[Account], environ: Mapping[str, str],
+                      where: Path, errors: list[UserInputError]) -> None:
+    """A role's route is ``accounts``, the name of an account of the accounts file, or the name
+    of an environment variable set where the plan is made (a route by variable); anything else
+    is a typo that would leave the role without credentials at run time."""
+    names = sorted(a.name for a in accounts)
+    for arm in arms:
+        for n, role in enumerate(arm.roles):
+            route = role.route
+            if route == CELL_ACCOUNT or route in names or environ.get(route):
+                continue
+            errors.append(ConfigError(
+                f"arms.{arm.name}.roles[{n}] ({role.name or role.role}): route {route!r} names no "
+                f"account and no environment variable set here", where=str(where),
+                fix=f"use `{CELL_ACCOUNT}`, an account name ({', '.join(names[:5]) or 'none'}) or an "
+                "exported variable's name"))
 
 
 def role_rows(arm: Arm) -> list[dict[str, Any]]:
@@ -13,7 +42,7 @@ def role_rows(arm: Arm) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
         {"role": r.role, "name": r.name or r.role, "model": r.model, "route": r.route,
          "billing": r.billing, "max_turns": r.max_turns or "-", "max_tokens": r.max_tokens or "-",
-         "max_spend_usd": r.max_spend_usd or "-"}
+         "max_spend_usd": spend_bound(r.max_spend_usd)}
         for r in arm.roles]
     if not any(r.role == "executor" for r in arm.roles):
         rows.insert(0, {"role": "executor", "name": "executor", "model": arm.model or "undeclared",
@@ -28,8 +57,13 @@ def render_roles(arms: list[Arm]) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|"]
     for arm in arms:
         for r in role_rows(arm):
-            spend = r["max_spend_usd"]
             out.append(f"| {arm.name} | {r['role']} | {r['name']} | {r['model']} | {r['route']} | "
-                       f"{r['billing']} | {r['max_turns']} | {r['max_tokens']} | "
-                       f"{f'${spend:g}' if isinstance(spend, float) else spend} |")
+                       f"{r['billing']} | {r['max_turns']} | {r['max_tokens']} | {r['max_spend_usd']} |")
     return out
+
+
+def spend_bound(usd: float | None) -> str:
+    """A role's per-attempt spend bound with whether anything enforces it."""
+    if usd is None:
+        return "-"
+    return f"${usd:g}" + ("" if SPEND_BOUND_ENFORCED else " (not enforced)")

@@ -23,7 +23,7 @@ from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import PLAN_FILE
-from ray_bench.reports import sections
+from ray_bench.reports import cost, sections
 from ray_bench.reports.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -53,9 +53,7 @@ ATTEMPT_COLUMNS = (
     "failure_class",
     "fingerprint",
     "counts",
-    "cost_usd",
 )
-USAGE_COLUMNS = ("input_tokens", "output_tokens")
 TOP_FINGERPRINTS = 3
 
 
@@ -140,12 +138,12 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
         evidence.arms[0] if evidence.arms else "",
     )
     variants = [a for a in evidence.arms if a != baseline]
-    att = _attempts_frame(evidence)
+    settled = sections.settled_cost(evidence)
+    att = _attempts_frame(evidence, settled)
     chosen = {(r.epoch, r.attempt_id) for r in evidence.rows.values()}
     rows = att[[key in chosen for key in zip(att.epoch, att.attempt_id, strict=True)]]
     rows = rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True)
     paired = _paired(rows, baseline, variants)
-    settled = sections.settled_cost(evidence)
     return Report(
         run_id=run_id,
         rows=rows,
@@ -153,7 +151,7 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
         arms=_arms(evidence, att, settled),
         paired=paired,
         deltas=_deltas(paired, variants),
-        usage=_usage(att),
+        usage=cost.usage_table(att),
         failures=_failures(att),
         fingerprints=_fingerprints(att),
         epochs=_epochs(evidence),
@@ -170,7 +168,7 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     )
 
 
-def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
+def _attempts_frame(evidence: Evidence, settled: dict[str, float]) -> pd.DataFrame:
     records: list[dict[str, Any]] = []
     for epoch in evidence.epochs:
         if epoch.identity not in evidence.cohort.epochs:
@@ -178,15 +176,14 @@ def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
         summaries = epoch.summaries()
         for a in epoch.attempts:
             summary = summaries.get(a.attempt_id) or AttemptSummary()
-            usage = summary.usage.model_dump() if summary.usage is not None else {}
             record: dict[str, Any] = {"run_id": epoch.run_id, **a.__dict__}
-            for column in USAGE_COLUMNS:
-                value = usage.get(column)
-                record[column] = int(value) if isinstance(value, int | float) else 0
+            # the ledger's cost column says 0 for an attempt without usage: unknown, not $0
+            record.update(cost.attempt_usage(summary, settled.get(a.attempt_id)))
             verdict = summary.verdict.message if summary.verdict is not None else ""
             record["message"] = verdict or ("stale runner" if summary.stale else "")
             records.append(record)
-    return pd.DataFrame(records, columns=[*ATTEMPT_COLUMNS, *USAGE_COLUMNS, "message"])
+    columns = [*ATTEMPT_COLUMNS, *cost.TOKEN_COLUMNS, *cost.COST_COLUMNS, "message"]
+    return cost.typed(pd.DataFrame(records, columns=columns))
 
 
 def _failed(att: pd.DataFrame) -> pd.DataFrame:
@@ -213,6 +210,7 @@ def _arms(evidence: Evidence, att: pd.DataFrame, settled: dict[str, float]) -> p
                 "invalid_attempts": int((failed.arm == d.arm).sum()) if len(failed) else 0,
                 "attempts": len(mine),
                 "cost_usd": float(mine.cost_usd.sum()) if len(mine) else 0.0,
+                "unknown_cost_attempts": int((mine.cost_status == "unknown").sum()) if len(mine) else 0,
                 # settled USD of the arm's settled attempts; NaN when nothing was settled
                 "settled_usd": (sum(settled.get(a, 0.0) for a in mine.attempt_id)
                                 if settled and len(mine) else float("nan")),
@@ -233,6 +231,7 @@ def _arms(evidence: Evidence, att: pd.DataFrame, settled: dict[str, float]) -> p
             "attempts",
             "cost_usd",
             "settled_usd",
+            "unknown_cost_attempts",
         ],
     )
 
@@ -305,19 +304,6 @@ def _deltas(paired: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
     )
 
 
-def _usage(att: pd.DataFrame) -> pd.DataFrame:
-    columns = ["account", "arm", "attempts", "input_tokens", "output_tokens", "cost_usd"]
-    if not len(att):
-        return pd.DataFrame(columns=columns)
-    grouped = att.groupby(["account", "arm"]).agg(
-        attempts=("attempt_id", "count"),
-        input_tokens=("input_tokens", "sum"),
-        output_tokens=("output_tokens", "sum"),
-        cost_usd=("cost_usd", "sum"),
-    )
-    return grouped.reset_index()[columns]
-
-
 def _fingerprints(att: pd.DataFrame) -> pd.DataFrame:
     columns = ["failure_class", "fingerprint", "attempts", "cells", "message"]
     failed = _failed(att)
@@ -385,6 +371,11 @@ def _num(value: float, spec: str = ".3f") -> str:
     return "-" if pd.isna(value) else format(value, spec)
 
 
+def _count(value: Any) -> str:
+    """A token count, ``-`` when no attempt of the group recorded it."""
+    return "-" if value is None or pd.isna(value) else str(int(value))
+
+
 def render_markdown(report: Report) -> str:
     out = [
         f"# {report.title}",
@@ -415,14 +406,15 @@ def render_markdown(report: Report) -> str:
         "",
         "| arm | cells (strict) | valid rows (headline) | missing | solved | mean reward | "
         "strict rate | headline rate | invalid attempts | cost estimated (USD) | "
-        "cost settled (USD) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "cost settled (USD) | attempts of unknown cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.arms.itertuples():
         out.append(
             f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.missing} | {r.solved} | "
             f"{_num(r.mean_reward)} | {_num(r.strict_rate)} | {_num(r.headline_rate)} | "
-            f"{r.invalid_attempts} | {r.cost_usd:.3f} | {_num(r.settled_usd)} |"
+            f"{r.invalid_attempts} | {r.cost_usd:.3f} | {_num(r.settled_usd)} | "
+            f"{r.unknown_cost_attempts} |"
         )
     if len(report.deltas):
         out += [
@@ -457,13 +449,22 @@ def render_markdown(report: Report) -> str:
         "",
         "## Usage and cost (every attempt)",
         "",
-        "| account | arm | attempts | input tokens | output tokens | cost (USD) |",
-        "|---|---|---|---|---|---|",
+        "Input tokens are fresh input; cache reads and writes are counted apart. Cost: settled "
+        "where the latest settlement matched the provider's charge, else the agent's estimate; "
+        "unknown where an attempt left no usage or no cost (never counted as 0). "
+        + (f"Attempts by cost: {cost.split_line(report.usage)}." if len(report.usage) else ""),
+        "",
+        "| account | arm | attempts | input tokens | output tokens | cache read tokens | "
+        "cache write tokens | cost estimated (USD) | cost settled (USD) | settled | estimated | "
+        "unknown |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for u in report.usage.itertuples():
         out.append(
-            f"| {u.account} | {u.arm} | {u.attempts} | {u.input_tokens} | {u.output_tokens} | "
-            f"{u.cost_usd:.4f} |"
+            f"| {u.account} | {u.arm} | {u.attempts} | {_count(u.input_tokens)} | "
+            f"{_count(u.output_tokens)} | {_count(u.cache_read_tokens)} | "
+            f"{_count(u.cache_write_tokens)} | {u.cost_usd:.4f} | {_num(u.settled_usd, '.4f')} | "
+            f"{u.settled_attempts} | {u.estimated_attempts} | {u.unknown_attempts} |"
         )
     out += ["", "## Failure classes", ""]
     if len(report.failures):

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from ray_bench.reports import sections
+from ray_bench.reports import cost, sections
 from ray_bench.reports.build import Report
 from ray_bench.reports.plots import delta_plot, failure_plot, pace_plot, reward_plot
 from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE
@@ -44,7 +44,7 @@ code{font-size:12px}"""
 def _cell(value: Any, fmt: Callable[[Any], str] | None) -> tuple[str, bool]:
     if fmt is not None:
         return fmt(value), isinstance(value, int | float)
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
         return "-", True
     if isinstance(value, bool):
         return ("yes" if value else "no"), False
@@ -105,7 +105,8 @@ ARM_HEADERS = {"arm": "Arm", "cells": "Planned cells (strict)", "valid_rows": "V
                "missing": "Missing", "solved": "Solved", "mean_reward": "Mean reward",
                "strict_rate": "Strict solve rate", "headline_rate": "Headline solve rate",
                "invalid_attempts": "Invalid attempts", "attempts": "Attempts",
-               "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled"}
+               "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled",
+               "unknown_cost_attempts": "Attempts of unknown cost"}
 PAIRED_HEADERS = {"task": "Task", "variant": "Variant", "baseline_rows": "Baseline rows",
                   "variant_rows": "Variant rows", "baseline_reward": "Baseline reward",
                   "variant_reward": "Variant reward", "delta": "Delta", "ci_low": "Interval low",
@@ -116,7 +117,10 @@ EPOCH_HEADERS = {"epoch": "Plan identity", "run_id": "Run", "suite": "Suite", "i
                  "first_start": "First start (UTC)", "last_finish": "Last finish (UTC)"}
 USAGE_HEADERS = {"account": "Account", "arm": "Arm", "attempts": "Attempts",
                  "input_tokens": "Input tokens", "output_tokens": "Output tokens",
-                 "cost_usd": "Cost, estimated"}
+                 "cache_read_tokens": "Cache read tokens", "cache_write_tokens": "Cache write tokens",
+                 "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled",
+                 "settled_attempts": "Settled", "estimated_attempts": "Estimated only",
+                 "unknown_attempts": "Cost unknown"}
 FAILURE_HEADERS = {"failure_class": "Class", "attempts": "Attempts", "cells": "Cells",
                    "top_fingerprints": "Top fingerprints"}
 FINGERPRINT_HEADERS = {"failure_class": "Class", "fingerprint": "Fingerprint", "attempts": "Attempts",
@@ -181,6 +185,10 @@ def render_html(report: Report) -> str:
                  "Not executed yet."),
         pace_plot(report),
         "<h2>Usage and cost</h2>",
+        '<p class="note">Input tokens are fresh input; cache reads and writes are counted apart. '
+        "Cost: settled where the latest settlement matched the provider's charge, else the agent's "
+        "estimate; unknown where an attempt left no usage or no cost (never counted as $0)"
+        + (f". Attempts by cost: {escape(cost.split_line(report.usage))}.</p>" if len(report.usage) else ".</p>"),
         table(report.usage, "usage", USAGE_HEADERS, money),
         "<h2>Failures</h2>",
         failure_plot(report),

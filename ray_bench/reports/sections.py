@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ray_bench.evidence.decisions import demotion_of
 from ray_bench.evidence.rows import Evidence
 from ray_bench.evidence.settle import settlement_of
 
@@ -32,11 +33,15 @@ def category(evidence: Evidence) -> str:
 
 
 def promotions(evidence: Evidence) -> list[str]:
+    """The promotion in force of each run, or the demotion that made it staging again."""
     out = []
     for e in evidence.epochs:
         p = e.promotion
+        d = demotion_of(e.run_id, e.events)
         if p is not None:
             out.append(f"{e.run_id} promoted by {p.by} at {stamp(p.at)} UTC: {p.reason}")
+        elif d is not None:
+            out.append(f"{e.run_id} demoted by {d.by} at {stamp(d.at)} UTC: {d.reason}")
     return out
 
 
@@ -143,6 +148,9 @@ ROLE_HEADERS = {"arm": "arm", "role": "role", "name": "name", "model": "model", 
 def status_line(category: str, promotions: list[str]) -> str:
     if category == "official":
         return "**Official.** " + "; ".join(promotions) + "."
+    demoted = [p for p in promotions if " demoted by " in p]
+    if demoted:
+        return "**Staging again.** " + "; ".join(demoted) + "."
     return ("**Staging.** Not promoted: `ray-bench promote runs/ID --reason TEXT` checks the gates "
             "(pairs complete or excluded, no open circuit, cleanup at zero, costs settled where a "
             "settlement exists, invalid attempts under the limit) and records who and why.")

@@ -22,9 +22,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ray_bench.evidence.decisions import Promotion, exclusions_of, promotion_of
+from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
@@ -34,6 +34,9 @@ from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.driver import PAUSE_FILE
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder, pid_alive
+
+if TYPE_CHECKING:
+    from ray_bench.accounts.status import AccountStatus
 
 RunPhase = Literal["planned", "running", "paused", "stopped", "finished"]
 Category = Literal["staging", "official"]
@@ -91,8 +94,12 @@ class RunStatus:
     #: ``official`` once promoted (who, when, why in ``promotion``), else ``staging``.
     category: Category = "staging"
     promotion: Promotion | None = None
+    #: The demotion that made an official run staging again (who, when, why), if one did.
+    demotion: Demotion | None = None
     #: Cells an operator excluded (``ray-bench exclude``), out of both denominators.
     excluded: int = 0
+    #: The plan's accounts as their durable state says (only when asked: ``read_status(accounts=True)``).
+    accounts: list[AccountStatus] = field(default_factory=list)
 
     @property
     def remaining(self) -> int:
@@ -134,12 +141,27 @@ class RunStatus:
             "promotion": None if self.promotion is None else {
                 "by": self.promotion.by, "at": self.promotion.at, "reason": self.promotion.reason,
                 "family": list(self.promotion.family)},
+            "demotion": None if self.demotion is None else {
+                "by": self.demotion.by, "at": self.demotion.at, "reason": self.demotion.reason},
             "excluded": self.excluded,
+            "accounts": [a.to_json() for a in self.accounts],
         }
 
 
-def read_status(run_root: Path, now: float | None = None) -> RunStatus:
-    now = time.time() if now is None else now
+def read_status(run_root: Path, now: float | None = None, *, accounts: bool = False,
+                state_root: Path | None = None) -> RunStatus:
+    """The run's status; with ``accounts``, also its accounts' durable state under the state
+    root (cooling until, disabled, spend, window use: ``accounts.sqlite``, cluster or not)."""
+    status = _read_status(run_root, time.time() if now is None else now)
+    if not accounts:
+        return status
+    from ray_bench.accounts.status import accounts_state
+
+    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    return replace(status, accounts=accounts_state(plan.accounts, state_root=state_root, now=now, live=False))
+
+
+def _read_status(run_root: Path, now: float) -> RunStatus:
     plan, identity = load_plan_file(run_root / PLAN_FILE)
     holder = lock_holder(run_root)
     pause_requested = (run_root / PAUSE_FILE).exists()
@@ -251,7 +273,7 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
                "halted": h.get("reason")} for h in halts.values()]
     notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
     promotion = promotion_of(plan.run_id, events)
-    if promotion is not None:  # official evidence is immutable: nothing to resume or rerun
+    if promotion is not None:  # official evidence changes only after a demotion: nothing to resume or rerun
         action, why = None, None
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
@@ -260,7 +282,7 @@ def read_status(run_root: Path, now: float | None = None) -> RunStatus:
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
         pace=pace, deadline=deadline, notes=notes, nodes=nodes,
         category="official" if promotion is not None else "staging", promotion=promotion,
-        excluded=len(exclusions_of(plan.run_id, events)))
+        demotion=demotion_of(plan.run_id, events), excluded=len(exclusions_of(plan.run_id, events)))
 
 
 def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,

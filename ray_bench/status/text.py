@@ -40,6 +40,9 @@ def status_lines(s: RunStatus) -> list[str]:
     if s.promotion is not None:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.promotion.at))
         lines.append(f"official: promoted by {s.promotion.by} at {when} UTC: {s.promotion.reason}")
+    if s.demotion is not None:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.demotion.at))
+        lines.append(f"staging again: demoted by {s.demotion.by} at {when} UTC: {s.demotion.reason}")
     if s.failures:
         lines.append("failed attempts by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s.failures.items())))
     if s.spend_usd:
@@ -50,6 +53,7 @@ def status_lines(s: RunStatus) -> list[str]:
     if s.pace is not None and (s.state == "running" or s.pace.estimate is not None):
         lines.append(pace_line(s.pace))
     lines.extend(s.notes)
+    lines.extend(f"account {a.line()}" for a in s.accounts)
     if s.next_action:
         lines.append(f"next: {s.next_action}" + (f"  ({s.next_action_why})" if s.next_action_why else ""))
     elif s.next_action_why:

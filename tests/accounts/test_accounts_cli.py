@@ -94,3 +94,60 @@ def test_enable_is_recorded_with_who_and_why_and_refuses_unknown_accounts(tmp_pa
     assert ok.exit_code == 0, ok.output
     events = AccountStore(tmp_path / "state").events_after("a", 0)
     assert [(e.kind, e.reason) for e in events] == [("enable", "new login")] and events[0].who
+
+
+def _durable_state(root: Path, now: float) -> None:
+    """What two account actors left under the state root before their cluster went away."""
+    from ray_bench.accounts.store import AccountStore
+
+    store = AccountStore(root)
+    try:
+        store.record_start("a", now - 600)
+        store.record_start("a", now - 300)
+        store.record_spend("a", now - 300, 0.75)
+        store.save_health("a", state="cooling", cooling_until=now + 3600, episodes=1, auth_failures=0,
+                          last_error="usage_limit: resets 6:33pm (UTC)", events_seen=0)
+        store.save_health("b", state="disabled", cooling_until=float("-inf"), episodes=0, auth_failures=2,
+                          last_error="auth: 401 invalid x-api-key", events_seen=0)
+    finally:
+        store.close()
+
+
+def test_status_without_a_cluster_shows_the_durable_state(tmp_path: Path) -> None:
+    now = time.time()
+    _durable_state(tmp_path / "state", now)
+    accounts = str(_accounts(tmp_path))
+    result = CliRunner().invoke(app, ["accounts", "status", "--accounts", accounts, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    a, b = rows["a"], rows["b"]
+    assert (a["state"], a["source"], a["recommended_parallelism"]) == ("cooling", "state root", 0)
+    assert a["cooling_until"] == pytest.approx(now + 3600, abs=5)
+    assert a["cooldown_left_sec"] > 3000 and "usage_limit" in a["last_error"]
+    assert (a["spent_usd"], a["window_used"], a["window_usd"]) == (0.75, 2, 0.75)
+    assert (b["state"], b["recommended_parallelism"]) == ("disabled", 0) and "401" in b["last_error"]
+
+    text = CliRunner().invoke(app, ["accounts", "status", "--accounts", accounts]).stdout
+    assert "a: cooling until " in text and "spent $0.75; window 2 cells, $0.75 [state root]" in text
+    assert "b: disabled (auth: 401 invalid x-api-key)" in text
+
+    # an enable recorded but not yet applied by an actor says so; nothing else changed
+    CliRunner().invoke(app, ["accounts", "enable", "b", "--accounts", accounts, "--reason", "new key"])
+    rows = {r["name"]: r for r in json.loads(CliRunner().invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json"]).stdout)}
+    assert rows["b"]["state"] == "disabled" and rows["b"]["enable_pending"] is True
+
+
+def test_status_reads_the_state_root_it_is_given_and_writes_nothing_there(tmp_path: Path) -> None:
+    accounts = str(_accounts(tmp_path))
+    elsewhere = tmp_path / "other-root"
+    _durable_state(elsewhere, time.time())
+    before = sorted(p.name for p in elsewhere.iterdir())
+    rows = {r["name"]: r for r in json.loads(CliRunner().invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json", "--state-root", str(elsewhere)]).stdout)}
+    assert rows["b"]["state"] == "disabled"
+    assert sorted(p.name for p in elsewhere.iterdir()) == before
+    default = {r["name"]: r for r in json.loads(CliRunner().invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json"]).stdout)}
+    assert default["b"]["state"] == "healthy" and default["b"]["source"] == "config"
+    assert not (tmp_path / "state" / "accounts.sqlite").exists()  # reading created no store

@@ -48,11 +48,41 @@ def test_no_reward_is_evaluator() -> None:
     ("OAuth token has expired", "auth", "auth_failed"),
     ("invalid_api_key", "auth", "auth_failed"),
     ("MCP server sourcegraph failed to connect", "tool", "none"),
-    ("sh: claude: command not found", "tool", "none"),
 ])
 def test_agent_output_is_classified_when_the_agent_failed(text: str, cls: str, effect: str) -> None:
     v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": text}), CATALOG)
     assert (v.valid, v.failure_class, v.effect) == (False, cls, effect)
+
+
+@pytest.mark.parametrize(("exit_code", "text"), [
+    (127, "sh: claude: command not found"),
+    (127, "bash: /opt/agent/run.sh: No such file or directory"),
+    (126, "sh: 1: ./agent: Permission denied"),
+])
+def test_an_agent_the_shell_could_not_start_is_a_tool_failure(exit_code: int, text: str) -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": exit_code, "output_tail": text}), CATALOG)
+    assert (v.valid, v.failure_class) == (False, "tool")
+    assert v.counts  # a broken agent command uses up the cell's attempts
+
+
+@pytest.mark.parametrize("text", [
+    "cat: /app/input.txt: No such file or directory\nI could not find the input; giving up.",
+    "$ ./solve\nbash: ./solve: Permission denied\nbash: jq: command not found\nError: task failed",
+])
+def test_the_same_words_in_an_agent_s_transcript_leave_a_valid_reward_0_row(text: str) -> None:
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": text}), CATALOG)
+    assert (v.valid, v.failure_class) == (True, None)
+
+
+def test_a_rule_with_exit_codes_matches_only_those_codes(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.yaml"
+    path.write_text("rules:\n  - {id: segv, class: stack, fields: [agent_output], pattern: 'core dumped',"
+                    " exit_codes: [139]}\n")
+    catalog = Catalog.with_user_rules(path)
+    crashed = classify(summary(reward=0.0, agent={"exit_code": 139, "output_tail": "core dumped"}), catalog)
+    assert crashed.failure_class == "stack"
+    said = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": "core dumped"}), catalog)
+    assert said.valid
 
 
 def test_error_json_poisons_even_a_reward() -> None:

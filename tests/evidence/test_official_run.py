@@ -44,7 +44,7 @@ def test_real_run_settles_promotes_and_becomes_official(tmp_path: Path) -> None:
     assert outcome.exit_code == 0, outcome.detail
     receipt = (root / "receipt.md").read_text()
     assert "## Model roles" in receipt
-    assert "| baseline | judge | judge | claude-haiku-4-5 | acct-a | api | - | - | $0.5 |" in receipt
+    assert "| baseline | judge | judge | claude-haiku-4-5 | acct-a | api | - | - | $0.5 (not enforced) |" in receipt
     assert "| mcp | executor | executor | undeclared | accounts | undeclared |" in receipt
 
     report = build_report(root)

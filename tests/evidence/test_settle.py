@@ -14,6 +14,7 @@ from ray_bench.cli import app
 from ray_bench.evidence.promote import promote_run
 from ray_bench.evidence.settle import read_settlement, settle_run
 from ray_bench.ledger import Ledger
+from ray_bench.plan.store import load_plan_file
 from ray_bench.reports.build import build_report, render_markdown
 
 
@@ -142,3 +143,79 @@ def test_promote_can_require_settlement(tmp_path: Path) -> None:
     assert settled.exit_code == 0 and "17 settled, 0 missing, 0 disputed" in settled.stdout
     done = promote_run(root, reason="settled", require_settlement=True, audit=lambda _: 0)
     assert done.promoted, done.gates
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("[]", "usage export has no charges"),
+    ("request_id,cost_usd\n", "usage export has no charges"),
+    ('[{"request_id": "req_of_another_account", "cost_usd": 0.4}]',
+     "foreign usage export: none of its 1 charges names a request or session id of run"),
+])
+def test_an_empty_or_foreign_export_is_refused_and_writes_nothing(tmp_path: Path, content: str,
+                                                                   says: str) -> None:
+    root = first_run(tmp_path)
+    export = tmp_path / "usage.json"
+    export.write_text(content)
+    good = tmp_path / "good.csv"
+    good.write_text("request_id,cost_usd\n" + "".join(f"req_{a},0.01\n" for a in _charged(root)))
+    first = settle_run(root, good)
+    before = _events(root)
+    result = CliRunner().invoke(app, ["settle", str(root), "--usage", str(export)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], result.stderr
+    assert _events(root) == before and read_settlement(root) == first  # the good one still counts
+
+
+def _promoted(tmp_path: Path) -> Path:
+    root = first_run(tmp_path)
+    plan, identity = load_plan_file(root / "launch-plan.json")
+    ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
+    try:  # the driver's session around the attempts, so that status reads it as finished
+        ledger.event("run_started", {"options": {}}, now=1.0)
+        ledger.event("run_finished", {"stopped": None}, now=2.0)
+    finally:
+        ledger.close()
+    for cell in ("count-words/mcp/1", "count-words/mcp/2", "fizzbuzz/baseline/2"):
+        CliRunner().invoke(app, ["exclude", str(root), "--cell", cell, "--reason", "broken", "--by", "ana"])
+    assert promote_run(root, reason="all pairs", by="lead", audit=lambda _: 0).promoted
+    return root
+
+
+def test_settle_after_promote_is_refused_until_the_run_is_demoted_on_the_record(tmp_path: Path) -> None:
+    root = _promoted(tmp_path)
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"req_{a},0.02\n" for a in _charged(root)))
+    before = _events(root)
+    refused = CliRunner().invoke(app, ["settle", str(root), "--usage", str(export)])
+    assert refused.exit_code == 2, refused.output
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "is official" in lines[0] and "ray-bench demote" in lines[0], refused.stderr
+    assert _events(root) == before and read_settlement(root) is None
+
+    # demote needs a reason, and writes nothing without one
+    no_reason = CliRunner().invoke(app, ["demote", str(root), "--reason", " "])
+    assert no_reason.exit_code == 2 and _events(root) == before
+    demoted = CliRunner().invoke(app, ["demote", str(root), "--reason", "late provider charges",
+                                       "--by", "fin"])
+    assert demoted.exit_code == 0, demoted.output
+    assert "staging again: demoted by fin" in demoted.stdout
+
+    status = CliRunner().invoke(app, ["status", str(root)])
+    assert "(finished, staging)" in status.stdout
+    assert "staging again: demoted by fin at" in status.stdout and "late provider charges" in status.stdout
+    as_json = json.loads(CliRunner().invoke(app, ["status", str(root), "--json"]).stdout)
+    assert as_json["category"] == "staging" and as_json["promotion"] is None
+    assert as_json["demotion"]["by"] == "fin" and as_json["demotion"]["reason"] == "late provider charges"
+    report = build_report(root)
+    assert report.category == "staging" and "Staging again." in render_markdown(report)
+    assert "demoted by fin" in render_markdown(report)
+
+    settled = CliRunner().invoke(app, ["settle", str(root), "--usage", str(export)])
+    assert settled.exit_code == 0, settled.output
+    assert read_settlement(root) is not None and read_settlement(root).complete  # type: ignore[union-attr]
+    again = CliRunner().invoke(app, ["demote", str(root), "--reason", "twice"])
+    assert again.exit_code == 2 and "is not official" in again.stderr
+    # promoted again, it is official again (the demotion no longer stands)
+    assert promote_run(root, reason="settled", audit=lambda _: 0).promoted
+    assert json.loads(CliRunner().invoke(app, ["status", str(root), "--json"]).stdout)["demotion"] is None

@@ -55,3 +55,46 @@ def test_a_cli_agent_on_docker_must_say_network_public(tmp_path: Path) -> None:
 def test_command_and_adapter_are_exclusive(tmp_path: Path) -> None:
     with pytest.raises(UserInputError, match="drop `command`"):
         _plan(tmp_path, agent="claude-code", model="sonnet", command="claude -p hi")
+
+
+def _roles_plan(tmp_path: Path, roles: list[dict[str, object]]) -> object:
+    return _plan(tmp_path, command="true", roles=roles)
+
+
+def test_a_role_naming_an_unknown_route_is_refused_at_plan_time(tmp_path: Path) -> None:
+    roles = [{"role": "judge", "model": "claude-haiku-4-5", "route": "acct-c", "billing": "api"}]
+    with pytest.raises(ConfigError) as info:
+        _roles_plan(tmp_path / "a", roles)
+    line = info.value.line()
+    assert "arms.cc.roles[0] (judge): route 'acct-c' names no account" in line
+    assert "acct-a, acct-b" in line and "\n" not in line
+    # the cell's account, an account by name and a set variable are routes
+    for route in ("accounts", "acct-b", "RB_TEST_KEY_A"):
+        plan = _roles_plan(tmp_path / route, [{**roles[0], "route": route}])
+        assert plan.arms[1].roles[0].route == route  # type: ignore[attr-defined]
+
+
+def test_plan_cli_refuses_an_unknown_route_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ray_bench.cli import app
+
+    set_test_routes()
+    roles = [{"role": "advisor", "model": "gpt-5", "route": "no-such-route", "billing": "api"}]
+    suite, accounts = make_suite(tmp_path, tasks=["hello-world"], arms=_arms(command="true", roles=roles),
+                                 backends={"local": {"max_sandboxes": 2}})
+    result = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts),
+                                      "--run-id", "r", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "route 'no-such-route'" in lines[0], result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_receipt_says_a_spend_bound_is_not_enforced(tmp_path: Path) -> None:
+    from ray_bench.plan.roles import render_roles
+
+    roles = [{"role": "executor", "model": "scripted", "billing": "local", "max_spend_usd": 0.5}]
+    plan = _roles_plan(tmp_path, roles)
+    table = "\n".join(render_roles(plan.arms))  # type: ignore[attr-defined]
+    assert "| cc | executor | executor | scripted | accounts | local | - | - | $0.5 (not enforced) |" in table

@@ -288,3 +288,37 @@ def test_a_preflight_that_used_every_attempt_proposes_a_rerun_not_a_resume(run_r
     status = read_status(run_root)
     assert status.next_action == f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
     assert "would stop at once" in (status.next_action_why or "")
+
+
+def test_status_lists_the_accounts_durable_state_without_a_cluster(run_root: Path, tmp_path: Path) -> None:
+    from ray_bench.accounts.store import AccountStore
+
+    now = time.time()
+    state = tmp_path / "state"
+    store = AccountStore(state)
+    store.record_spend("acct-a", now - 60, 1.25)
+    store.save_health("acct-a", state="cooling", cooling_until=now + 7200, episodes=1, auth_failures=0,
+                      last_error="usage_limit: weekly limit", events_seen=0)
+    store.save_health("acct-b", state="disabled", cooling_until=float("-inf"), episodes=0, auth_failures=3,
+                      last_error="auth: 401", events_seen=0)
+    store.close()
+    ledger = _session(run_root, valid=2, t0=now - 100)
+    _close(ledger, run_root, stopped="accounts", detail="no account can admit a cell", now=now - 10)
+    ledger.close()
+
+    text = CliRunner().invoke(app, ["status", str(run_root), "--state-root", str(state)])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    cooling = next(line for line in lines if line.startswith("account acct-a: cooling until "))
+    assert "(usage_limit: weekly limit); spent $1.25 [state root]" in cooling
+    assert "account acct-b: disabled (auth: 401); spent $0.00 [state root]" in lines
+    data = json.loads(CliRunner().invoke(app, ["status", str(run_root), "--json", "--state-root",
+                                               str(state)]).stdout)
+    accounts = {a["name"]: a for a in data["accounts"]}
+    assert accounts["acct-a"]["cooling_until"] == pytest.approx(now + 7200, abs=5)
+    assert accounts["acct-b"]["state"] == "disabled" and accounts["acct-b"]["recommended_parallelism"] == 0
+    # a state root the accounts never used: their configured state, said to come from the config
+    fresh = json.loads(CliRunner().invoke(app, ["status", str(run_root), "--json", "--state-root",
+                                                str(tmp_path / "fresh")]).stdout)
+    assert {a["source"] for a in fresh["accounts"]} == {"config"}
+    assert {a["state"] for a in fresh["accounts"]} == {"healthy"}

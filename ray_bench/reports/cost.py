@@ -1,0 +1,71 @@
+"""Tokens and cost as a report shows them.
+
+Per attempt its cost is ``settled`` (the provider's charge, from the latest settlement),
+``estimated`` (the agent's own figure in its usage record) or ``unknown`` (no usage record, or
+one without a cost: a stale runner, an agent that wrote nothing). Unknown is never shown as $0
+or 0 tokens: the attempt's cost and tokens are missing values, the sums cover what is known,
+and every table says how many attempts each sum leaves out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ray_bench.models.attempt import AttemptSummary
+
+COST_STATUSES = ("settled", "estimated", "unknown")
+#: Token counts an adapter records in ``usage.json`` (cache reads and writes apart from fresh input).
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+#: Per attempt: the agent's estimate (NaN when unknown), the settled charge (NaN unless settled).
+COST_COLUMNS = ("cost_usd", "settled_usd", "cost_status")
+USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "settled_usd",
+                 *(f"{s}_attempts" for s in COST_STATUSES)]
+
+
+def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> dict[str, Any]:
+    """The token and cost fields of one attempt's report record."""
+    usage = summary.usage.model_dump() if summary is not None and summary.usage is not None else {}
+    out: dict[str, Any] = {}
+    for column in TOKEN_COLUMNS:
+        value = usage.get(column)
+        out[column] = int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    estimate = usage.get("cost_usd")
+    out["cost_usd"] = float(estimate) if isinstance(estimate, int | float) else float("nan")
+    out["settled_usd"] = float("nan") if settled_usd is None else float(settled_usd)
+    out["cost_status"] = ("settled" if settled_usd is not None else
+                          "estimated" if not pd.isna(out["cost_usd"]) else "unknown")
+    return out
+
+
+def typed(att: pd.DataFrame) -> pd.DataFrame:
+    """Token columns as nullable integers (an unknown count stays missing, in parquet too)."""
+    return att.astype({c: "Int64" for c in TOKEN_COLUMNS})
+
+
+def usage_table(att: pd.DataFrame) -> pd.DataFrame:
+    """Per account and arm: attempts, known token sums, estimated and settled cost, and how
+    many attempts are settled, estimated only, or of unknown cost."""
+    if not len(att):
+        return pd.DataFrame(columns=USAGE_COLUMNS)
+    records: list[dict[str, Any]] = []
+    for (account, arm), group in att.groupby(["account", "arm"]):
+        record: dict[str, Any] = {"account": account, "arm": arm, "attempts": len(group)}
+        record.update(sums(group))
+        records.append(record)
+    return pd.DataFrame(records, columns=USAGE_COLUMNS)
+
+
+def sums(group: pd.DataFrame) -> dict[str, Any]:
+    """Known token sums (missing when none is known), estimated and settled USD, status counts."""
+    out: dict[str, Any] = {c: group[c].sum(min_count=1) for c in TOKEN_COLUMNS}
+    out["cost_usd"] = float(group.cost_usd.sum())  # of the attempts with an estimate
+    out["settled_usd"] = group.settled_usd.sum(min_count=1)
+    out.update({f"{s}_attempts": int((group.cost_status == s).sum()) for s in COST_STATUSES})
+    return out
+
+
+def split_line(frame: pd.DataFrame) -> str:
+    """``3 settled, 12 estimated, 1 unknown``: the cost status counts of a usage table."""
+    return ", ".join(f"{int(frame[f'{s}_attempts'].sum())} {s}" for s in COST_STATUSES)
