@@ -165,13 +165,14 @@ def shown_path(path: str) -> str:
                     for part in path.split("/"))
 
 
-def refuse_secret_text(value: str | None, option: str, route_values: Iterable[str] = ()) -> None:
+def refuse_secret_text(value: str | None, option: str, route_values: Iterable[str] = (), *,
+                       entropy: bool = True) -> None:
     """Free text an operator types that is stored or printed (a reason, ``--by``, a
     hypothesis, a run id) is checked as a config value that reaches a command: a key pasted
     there would live for good in the insert-only ledger and in every report."""
     if not value:
         return
-    hit = looks_like_secret(value, route_values)
+    hit = looks_like_secret(value, route_values, entropy=entropy)
     if hit is not None:
         kind, shown = hit
         raise UserInputError(f"{option} holds what looks like {kind} ({shown})", where=option,
