@@ -231,12 +231,15 @@ def refuse_oversized(tasks: list[TaskRef], arms: list[Arm], reps: int, selection
                           fix=f"plan at most {MAX_REPS:,} repetitions; split larger studies into runs")
     wanted = {e.task_id: e for e in selection.entries} if selection else {}
     count = 0
+    listed = False  # some entry names its own reps
     for task in tasks:
         entry = wanted.get(task.id)
+        listed = listed or bool(entry is not None and entry.reps)
         count += (len(entry.reps) if entry is not None and entry.reps else reps) * len(arms)
     if count > MAX_PLAN_CELLS:
         raise ConfigError(f"the plan would hold {count:,} cells ({len(tasks):,} tasks, {len(arms)} arms, "
-                          f"{reps} reps), over the {MAX_PLAN_CELLS:,} one plan may hold",
+                          f"{'the reps the selection lists' if listed else f'{reps} reps'}), over the "
+                          f"{MAX_PLAN_CELLS:,} one plan may hold",
                           where="--reps" if req.reps else str(req.selection or req.suite),
                           fix="plan fewer tasks or repetitions per run (--limit, a selection)")
 
