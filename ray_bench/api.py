@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
@@ -103,7 +104,8 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
              parallel: int | None = None, counterpart_runs: list[Path] | None = None,
              history: dict[str, float] | None = None, task_ids: tuple[str, ...] = (),
              limit: int | None = None) -> PlanResult:
-    if run_id is not None and not _RUN_ID.match(run_id):
+    refuse_secret_text(run_id, "--run-id")
+    if run_id is not None and not _RUN_ID.fullmatch(run_id):  # whole: "$" lets "x\n" through
         raise UserInputError(f"run id {run_id!r} is not allowed", where="--run-id",
                              fix="use letters, digits, '.', '_' and '-'")
     placeholder = run_id or "pending"
@@ -168,6 +170,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 on_metrics: Any = None, say: Callable[[str], None] | None = None) -> RunOutcome:
     """Run (or resume) a confirmed plan. ``say`` hears progress lines before the driver's
     observer exists (Ray takes 10-20 s to start on a loaded host: the operator should know)."""
+    refuse_secret_text(options.hypothesis, "--hypothesis")
+    refuse_secret_text(clearance_reason, "--clearance-reason")
     confirmed = check_confirmation_form(confirm, plan_path)
     plan, identity = load_plan_file(plan_path)
     refuse_drifted_inputs(plan.inputs)
@@ -318,6 +322,7 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
     and nothing is written."""
     from ray_bench.status.read import read_status
 
+    refuse_secret_text(reason, "--reason")
     status = read_status(run_root)
     if status.state != "running":
         fix = {"planned": "nothing to pause: it has not started",

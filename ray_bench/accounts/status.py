@@ -15,6 +15,7 @@ from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.store import AccountStore, restored_core
 from ray_bench.cells.credentials import CredentialMissing, Redactor, resolve
 from ray_bench.config.loader import load_accounts
+from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.models.accounts import Account
@@ -197,6 +198,7 @@ def probe_accounts(path: Path, *, timeout: float = 30.0) -> list[dict[str, Any]]
 
 def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: str | None = None,
              state_root: Path | None = None) -> list[str]:
+    refuse_secret_text(reason, "--reason")
     known = {a.name for a in load_accounts(path).accounts}
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -213,6 +215,7 @@ def enable_account(path: Path, name: str, *, reason: str, who: str | None = None
     """Record an operator's ``enable`` of a disabled (or expired) account in the state root's
     account store; the account's actor, its one writer, applies it on its next call (or when
     it is next created). Returns the state the account was last saved in."""
+    refuse_secret_text(reason, "--reason")
     import getpass
 
     known = {a.name for a in load_accounts(path).accounts}

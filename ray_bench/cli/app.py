@@ -17,17 +17,26 @@ from rich.console import Console
 
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.errors import MultipleInputErrors, RayBenchError, UserInputError
+from ray_bench.textsafe import escape_controls
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM-agent benchmark suites across many accounts on Ray.")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+class SafeConsole(Console):
+    """A console whose plain-string output has its control characters escaped (lines kept):
+    a task name or reason holding ESC/OSC bytes reaches the operator's terminal as text."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(escape_controls(o, keep="\n") if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+out = SafeConsole(highlight=False, soft_wrap=True)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail_input(exc: UserInputError) -> NoReturn:
     lines = exc.lines() if isinstance(exc, MultipleInputErrors) else [exc.line()]
-    for line in lines:
-        err.print(f"error: {line}", markup=False)
+    for line in lines:  # one line each: a newline in a value cannot start a line of its own
+        err.print(f"error: {escape_controls(line)}", markup=False)
     raise typer.Exit(2)
 
 

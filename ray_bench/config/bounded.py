@@ -12,6 +12,8 @@ shared graph (memoised per node, so the count itself is linear) and refused abov
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,19 @@ Loc = tuple[str | int, ...]
 def read_bounded(path: Path, error: type[UserInputError], limit: int = MAX_CONFIG_BYTES) -> bytes:
     """The bytes of ``path``, refused (one line) when missing, unreadable or over ``limit``."""
     try:
-        with path.open("rb") as handle:
+        # opened without blocking and checked to be a regular file before a byte is read:
+        # a FIFO would block the read forever, /dev/zero or a sparse file cost ``limit``
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError
+            if not stat.S_ISREG(st.st_mode):
+                raise error("is not a regular file (a FIFO, socket or device)", where=str(path),
+                            fix="name a regular file")
+            if st.st_size > limit:
+                raise error(f"file is larger than {limit // (1024 * 1024)} MiB", where=str(path),
+                            fix="this is not a file ray-bench writes or expects; check the path")
             data = handle.read(limit + 1)
     except FileNotFoundError:
         raise error("file not found", where=str(path), fix="check the path") from None

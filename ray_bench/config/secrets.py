@@ -5,6 +5,13 @@ that looks like a key -- a known provider prefix, a long high-entropy token, or 
 one of the accounts' route variables -- in any field of a suite, accounts or selection file
 is refused at load time, before it can reach a plan, a receipt or an error message. What is
 shown of it is :func:`fingerprint`: its first four characters and its length.
+
+Known key shapes and route values are looked for everywhere. A high-entropy token only
+counts where a value reaches an agent or a command (env values, commands, arguments, free
+text an operator types): benchmarks name their tasks by commit hashes, instance ids and
+UUIDs (SWE-bench Pro's ``instance_NodeBB__NodeBB-76c6e302...-vd59a572...``), and a task id,
+a path or a selection entry is never a place a key is handed to anyone. Even there a token
+made only of words, digits and hex runs (an id's shape) is not taken for a key.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ray_bench.errors import fingerprint
+from ray_bench.errors import UserInputError, fingerprint
 
 # Known shapes, from the providers' own documentation of their key formats.
 _PREFIXES = re.compile(
@@ -51,14 +58,32 @@ def _classes(token: str) -> int:
     return sum(1 for test in (str.islower, str.isupper, str.isdigit) if any(test(c) for c in token))
 
 
-def looks_like_secret(value: str, route_values: Iterable[str] = ()) -> tuple[str, str] | None:
-    """(kind, shown part) when ``value`` holds something credential-like, else None."""
+#: Field names whose values reach an agent or a command: where a high-entropy token counts.
+AGENT_FIELDS = frozenset({"env", "command", "probe_command", "agent_args", "args", "headers", "url",
+                          "verifier_env", "healthcheck"})
+_ID_PART = re.compile(r"[A-Za-z]+|[A-Za-z]?[0-9A-Fa-f]+")
+
+
+def identifier_shaped(token: str) -> bool:
+    """A token whose every ``-``/``_``/``.``-separated part is letters only, or hex digits
+    (after at most one letter, as in ``v059c6fd...``): how benchmarks spell ids and digests,
+    never how a random key is drawn (mixed letters and digits in one run)."""
+    parts = [p for p in re.split(r"[-_.]+", token) if p]
+    return bool(parts) and all(_ID_PART.fullmatch(p) for p in parts)
+
+
+def looks_like_secret(value: str, route_values: Iterable[str] = (), *,
+                      entropy: bool = True) -> tuple[str, str] | None:
+    """(kind, shown part) when ``value`` holds something credential-like, else None.
+    ``entropy=False`` looks for known shapes and route values only (ids, paths, names)."""
     for secret in route_values:
         if len(secret) >= _MIN_ROUTE_VALUE and secret in value:
             return "the value of a route variable", fingerprint(secret)
     found = _PREFIXES.search(value)
     if found:
         return "a credential", fingerprint(found.group(0))
+    if not entropy:
+        return None
     # A filesystem path is judged segment by segment: a checkout under a random temporary
     # directory (``/tmp/tmp.Uerm9gL0TZ/p/tests/...``) measured as one 100-character token
     # above the threshold, while a key kept as one long segment is still found.
@@ -69,7 +94,8 @@ def looks_like_secret(value: str, route_values: Iterable[str] = ()) -> tuple[str
             continue  # a path or URL
         parts = token.split("/") if path_like else [token]
         for part in parts:
-            if len(part) >= 32 and _classes(part) == 3 and _entropy(part) >= _ENTROPY_BITS:
+            if len(part) >= 32 and _classes(part) == 3 and not identifier_shaped(part) \
+                    and _entropy(part) >= _ENTROPY_BITS:
                 return "a high-entropy token", fingerprint(part)
     return None
 
@@ -98,12 +124,21 @@ def _walk(data: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | i
         stack.extend(reversed(children))  # popped in the file's order: problems read top to bottom
 
 
-def find_secrets(data: Any, route_values: Iterable[str] = ()) -> list[tuple[tuple[str | int, ...], str, str]]:
-    """(location, kind, shown) of each credential-looking string in ``data``."""
+def reaches_a_command(loc: tuple[str | int, ...]) -> bool:
+    """Whether the field at ``loc`` is handed to an agent or a command (see AGENT_FIELDS)."""
+    return any(isinstance(part, str) and part in AGENT_FIELDS for part in loc[:-1]) or \
+        (bool(loc) and isinstance(loc[-1], str) and loc[-1] in AGENT_FIELDS)
+
+
+def find_secrets(data: Any, route_values: Iterable[str] = (), *, everywhere: bool = False) -> list[
+        tuple[tuple[str | int, ...], str, str]]:
+    """(location, kind, shown) of each credential-looking string in ``data``: known shapes and
+    route values anywhere, high-entropy tokens where :func:`reaches_a_command` (or anywhere
+    with ``everywhere``)."""
     values = [v for v in route_values if len(v) >= _MIN_ROUTE_VALUE]
     found = []
     for loc, text in _walk(data, ()):
-        hit = looks_like_secret(text, values)
+        hit = looks_like_secret(text, values, entropy=everywhere or reaches_a_command(loc))
         if hit is not None:
             found.append((loc, *hit))
     return found
@@ -123,3 +158,24 @@ def shown_field(loc: tuple[str | int, ...]) -> str:
         hit = looks_like_secret(text) if isinstance(part, str) else None
         parts.append(f"<{hit[1]}>" if hit else text)
     return ".".join(parts) or "(top level)"
+
+
+def shown_path(path: str) -> str:
+    """A path in which a segment that looks like a key (a task directory named like one) is
+    shown as its fingerprint: an error's "where" must not print what it refuses."""
+    return "/".join(f"<{hit[1]}>" if (hit := looks_like_secret(part, entropy=False)) else part
+                    for part in path.split("/"))
+
+
+def refuse_secret_text(value: str | None, option: str, route_values: Iterable[str] = (), *,
+                       entropy: bool = True) -> None:
+    """Free text an operator types that is stored or printed (a reason, ``--by``, a
+    hypothesis, a run id) is checked as a config value that reaches a command: a key pasted
+    there would live for good in the insert-only ledger and in every report."""
+    if not value:
+        return
+    hit = looks_like_secret(value, route_values, entropy=entropy)
+    if hit is not None:
+        kind, shown = hit
+        raise UserInputError(f"{option} holds what looks like {kind} ({shown})", where=option,
+                             fix="never type a secret into a command line: say what changed in words")

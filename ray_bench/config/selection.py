@@ -47,6 +47,7 @@ def load_selection(path: Path) -> Selection:
                                  fix="use the CodeScaleBench selection format")
         items = data["tasks"]
     elif path.suffix in {".yaml", ".yml"} or stripped.startswith("-"):
+        _refuse_too_many(sum(1 for line in text.splitlines() if line.lstrip().startswith("- ")), path)
         items = parse_yaml(text, path, SelectionError)[0]
         if isinstance(items, dict) and isinstance(items.get("tasks"), list):
             items = items["tasks"]
@@ -63,6 +64,7 @@ def load_selection(path: Path) -> Selection:
                 raise SelectionError(f"not a task id: {line!r}", where=f"{path}:{number}",
                                      fix="one task id per line")
             items.append(line)
+    _refuse_too_many(len(items), path)
     for loc, kind, shown in find_secrets(items)[:1]:
         raise SelectionError(f"entry {loc[0] + 1 if loc and isinstance(loc[0], int) else 1} holds what looks like "
                              f"{kind} ({shown})", where=str(path), fix="a selection names tasks; remove the secret")
@@ -76,6 +78,17 @@ def load_selection(path: Path) -> Selection:
                                  fix="list each task once")
         seen.add(entry.task_id)
     return Selection(path=str(path), entries=tuple(entries))
+
+
+#: Entries one selection may list: more tasks than any benchmark has (SWE-bench: 2,294).
+#: YAML entries are counted from the text, before the parser spends a minute on them.
+MAX_SELECTION_ENTRIES = 100_000
+
+
+def _refuse_too_many(count: int, path: Path) -> None:
+    if count > MAX_SELECTION_ENTRIES:
+        raise SelectionError(f"selection lists {count:,} entries, over {MAX_SELECTION_ENTRIES:,}", where=str(path),
+                             fix="select fewer tasks per plan")
 
 
 def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
@@ -94,6 +107,16 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
         arms = item.get("arms")
         if arms is not None and (not isinstance(arms, list) or not all(isinstance(a, str) for a in arms)):
             raise SelectionError("arms must be a list of arm names", where=where, fix="e.g. arms: [mcp]")
+        # An empty list would read as "all" and a repeated one plans a cell twice (which
+        # execute refuses): neither is what the file says.
+        for key, values in (("reps", reps), ("arms", arms)):
+            if values is not None and not values:
+                raise SelectionError(f"{key} is an empty list", where=where,
+                                     fix=f"leave {key} out for all, or name at least one")
+            if values is not None and len(set(values)) != len(values):
+                twice = next(v for v in values if values.count(v) > 1)
+                raise SelectionError(f"{key} names {str(twice)[:40]!r} twice", where=where,
+                                     fix=f"list each of the {key} once")
         task_dir, benchmark = item.get("task_dir"), item.get("benchmark")
         for key, value in (("task_dir", task_dir), ("benchmark", benchmark)):
             if value is not None and (not isinstance(value, str) or not value.strip()):

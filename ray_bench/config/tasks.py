@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tomllib
+import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ray_bench.config.bounded import read_text_bounded
+from ray_bench.config.bounded import read_bounded, read_text_bounded
+from ray_bench.config.secrets import looks_like_secret, shown_path
 from ray_bench.errors import MultipleInputErrors, TaskDirError, UserInputError
 from ray_bench.models.task import TaskConfig, TaskRef, unknown_keys
 
@@ -18,22 +22,113 @@ _SKIP = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
 _FIX = "see docs/tasks.md (Harbor's task.toml schema)"
 
 
-def iter_task_files(task_dir: Path) -> list[Path]:
-    files: list[Path] = []
+#: What one task directory may hold: Harbor tasks are a few files and a few MiB (the largest
+#: real ones, with fixtures, stay under 100 MiB); a tree above this is not a task.
+MAX_TASK_FILES = 10_000
+MAX_TASK_BYTES = 512 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """One entry of a task tree: a regular file (``link`` None) or a link kept inside the
+    task, to a file (hashed by content) or to a directory (hashed by where it points)."""
+
+    rel: str
+    path: Path
+    size: int
+    executable: bool
+    link: str | None = None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse(task_dir: Path, rel: str, what: str, fix: str) -> TaskDirError:
+    return TaskDirError(f"{rel} {what}", where=shown_path(str(task_dir)), fix=fix)
+
+
+def _entry(task_dir: Path, real_root: Path, path: Path) -> TaskFile:
+    rel = path.relative_to(task_dir).as_posix()
+    try:
+        st = path.lstat()
+    except OSError as exc:
+        raise _refuse(task_dir, rel, f"cannot be read: {exc.strerror or exc}", "check the file") from None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = path.resolve(strict=True)
+        except RuntimeError:
+            raise _refuse(task_dir, rel, "is a symlink loop", "remove the link") from None
+        except OSError:
+            raise _refuse(task_dir, rel, "is a dangling symlink", "remove the link or restore its target") from None
+        if not target.is_relative_to(real_root):
+            raise _refuse(task_dir, rel, "links outside the task directory",
+                          "copy the file into the task instead of linking to it")
+        st = target.stat()
+        if stat.S_ISDIR(st.st_mode):
+            return TaskFile(rel, path, 0, False, link=target.relative_to(real_root).as_posix())
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(task_dir, rel, f"is {_kind(st.st_mode)}", "a task holds regular files only; remove it")
+    return TaskFile(rel, path, st.st_size, os.access(path, os.X_OK))
+
+
+def task_files(task_dir: Path) -> list[TaskFile]:
+    """Every file of a task tree, checked before any byte is read: regular files only (a
+    FIFO would block a read forever, ``/dev/zero`` never ends), links resolved and kept
+    inside the task, at most :data:`MAX_TASK_FILES` files and :data:`MAX_TASK_BYTES` bytes
+    (sizes from ``lstat``/``stat``, so a sparse 2 GB file costs nothing to refuse)."""
+    real_root = task_dir.resolve()
+    files: list[TaskFile] = []
+    total = 0
     for root, dirs, names in os.walk(task_dir):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP)
-        files.extend(Path(root) / n for n in sorted(names) if n not in _SKIP)
+        linked = [d for d in dirs if (Path(root) / d).is_symlink()]  # os.walk does not descend
+        for name in sorted([*(n for n in names if n not in _SKIP), *linked]):
+            entry = _entry(task_dir, real_root, Path(root) / name)
+            files.append(entry)
+            total += entry.size
+            if len(files) > MAX_TASK_FILES:
+                raise _refuse(task_dir, ".", f"holds more than {MAX_TASK_FILES:,} files",
+                              "a task directory is a task, not a checkout; build large trees in the Dockerfile")
+            if total > MAX_TASK_BYTES:
+                raise _refuse(task_dir, entry.rel, f"takes the task over {MAX_TASK_BYTES // (1 << 20)} MiB "
+                              f"({entry.size:,} bytes)", "fetch large files in the Dockerfile or at run time")
     return files
 
 
-def task_checksum(task_dir: Path) -> str:
+def iter_task_files(task_dir: Path) -> list[Path]:
+    return [f.path for f in task_files(task_dir)]
+
+
+def _file_digest(path: Path) -> bytes:
+    """sha256 of a regular file, streamed; opened without blocking and checked again after
+    opening, so a file swapped for a FIFO since the walk cannot hang the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise TaskDirError(f"{path.name} is not a regular file", where=shown_path(str(path.parent)),
+                               fix="a task holds regular files only; remove it")
+        digest = hashlib.sha256()
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def task_checksum(task_dir: Path, files: list[TaskFile] | None = None) -> str:
     """sha256 over each file's relative path, executable bit and bytes. Paths above the task
     directory never enter it, so moving a suite changes no checksum."""
     outer = hashlib.sha256(b"ray-bench/task/v1\0")
-    for path in iter_task_files(task_dir):
-        rel = path.relative_to(task_dir).as_posix()
-        executable = b"x" if os.access(path, os.X_OK) else b"-"
-        outer.update(rel.encode() + b"\0" + executable + hashlib.sha256(path.read_bytes()).digest())
+    for entry in task_files(task_dir) if files is None else files:
+        if entry.link is not None:
+            outer.update(entry.rel.encode() + b"\0l" + entry.link.encode())
+            continue
+        executable = b"x" if entry.executable else b"-"
+        outer.update(entry.rel.encode() + b"\0" + executable + _file_digest(entry.path))
     return outer.hexdigest()
 
 
@@ -55,7 +150,7 @@ def _config(toml_path: Path, errors: list[UserInputError]) -> TaskConfig:
     except UserInputError as exc:
         errors.append(exc)
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        errors.append(TaskDirError(f"invalid TOML: {exc}", where=str(toml_path), fix="fix the syntax"))
+        errors.append(TaskDirError(f"invalid TOML: {exc}", where=shown_path(str(toml_path)), fix="fix the syntax"))
     except ValidationError as exc:
         seen: set[str] = set()
         items = exc.errors()
@@ -69,15 +164,14 @@ def _config(toml_path: Path, errors: list[UserInputError]) -> TaskConfig:
             line = f"{key}: {msg}"
             if line not in seen:  # a union reports each branch; one line per key and message
                 seen.add(line)
-                errors.append(TaskDirError(line, where=str(toml_path), fix=_FIX))
+                errors.append(TaskDirError(line, where=shown_path(str(toml_path)), fix=_FIX))
     return TaskConfig()
 
 
 def _layout(task_dir: Path, config: TaskConfig, errors: list[UserInputError]) -> None:
     def need(path: Path, what: str, fix: str) -> None:
-        if not path.is_file() or (path.suffix == ".md" and not path.read_text(
-                encoding="utf-8", errors="replace").strip()):
-            errors.append(TaskDirError(f"{what} is missing or empty", where=str(task_dir), fix=fix))
+        if not path.is_file() or (path.suffix == ".md" and not _text(path).strip()):
+            errors.append(TaskDirError(f"{what} is missing or empty", where=shown_path(str(task_dir)), fix=fix))
 
     if not config.steps:
         need(task_dir / "instruction.md", "instruction.md", "write the task's prompt in instruction.md")
@@ -88,7 +182,41 @@ def _layout(task_dir: Path, config: TaskConfig, errors: list[UserInputError]) ->
         need(step_dir / "instruction.md", f"steps/{step.name}/instruction.md", "write the step's prompt")
         if not (step_dir / "tests" / "test.sh").is_file() and not (task_dir / "tests" / "test.sh").is_file():
             errors.append(TaskDirError(f"step {step.name}: no tests/test.sh in the step or the task",
-                                       where=str(task_dir), fix=f"add steps/{step.name}/tests/test.sh"))
+                                       where=shown_path(str(task_dir)), fix=f"add steps/{step.name}/tests/test.sh"))
+
+
+def _text(path: Path) -> str:
+    """A task file's text, within the task-file bound (4 MiB), never blocking on a FIFO."""
+    return read_bounded(path, TaskDirError).decode("utf-8", errors="replace")
+
+
+#: The task files that reach an agent, a verifier or an image build: scanned for known key
+#: shapes line by line (not for entropy: scripts and Dockerfiles carry digests and base64).
+_SCANNED = ("instruction.md", "tests/test.sh", "environment/Dockerfile", "solution/solve.sh")
+
+
+def _scan_files(task_dir: Path, config: TaskConfig, errors: list[UserInputError]) -> None:
+    prefixes = ["", *(f"steps/{step.name}/" for step in config.steps or [])]
+    for rel in (f"{prefix}{name}" for prefix in prefixes for name in _SCANNED):
+        path = task_dir / rel
+        if not path.is_file():
+            continue
+        for number, line in enumerate(_text(path).splitlines(), 1):
+            hit = looks_like_secret(line, entropy=False)
+            if hit is not None:
+                errors.append(TaskDirError(f"{rel}:{number} holds what looks like {hit[0]} ({hit[1]})",
+                                           where=shown_path(str(task_dir)),
+                                           fix="never write a secret into a task file: pass it through an "
+                                               "account's route"))
+                break
+
+
+def refuse_secret_name(task_dir: Path) -> None:
+    """A task directory named like a key is refused without printing the name."""
+    hit = looks_like_secret(task_dir.name, entropy=False)
+    if hit is not None:
+        raise TaskDirError(f"the task directory's name holds what looks like {hit[0]} ({hit[1]})",
+                           where=shown_path(str(task_dir)), fix="rename the directory")
 
 
 def task_warnings(config: TaskConfig) -> list[str]:
@@ -102,14 +230,17 @@ def task_warnings(config: TaskConfig) -> list[str]:
 
 
 def load_task(task_dir: Path) -> TaskRef:
+    refuse_secret_name(task_dir)
+    files = task_files(task_dir)  # every entry checked before any byte of the task is read
     errors: list[UserInputError] = []
     toml_path = task_dir / "task.toml"
     config = TaskConfig()
     if not toml_path.is_file():
-        errors.append(TaskDirError("task.toml is missing", where=str(task_dir), fix="add task.toml"))
+        errors.append(TaskDirError("task.toml is missing", where=shown_path(str(task_dir)), fix="add task.toml"))
     else:
         config = _config(toml_path, errors)
     _layout(task_dir, config, errors)
+    _scan_files(task_dir, config, errors)
     if errors:
         if len(errors) == 1:
             raise errors[0]
@@ -118,13 +249,36 @@ def load_task(task_dir: Path) -> TaskRef:
     return TaskRef(
         id=task_dir.name,
         path=str(task_dir.resolve()),
-        checksum=task_checksum(task_dir),
+        checksum=task_checksum(task_dir, files),
         config=config,
         has_dockerfile=(env_dir / "Dockerfile").is_file(),
         has_compose=any((env_dir / n).is_file() for n in ("docker-compose.yaml", "docker-compose.yml")),
         has_solution=(task_dir / "solution" / "solve.sh").is_file(),
-        warnings=tuple(task_warnings(config)),
+        warnings=tuple([*name_warnings(task_dir.name), *task_warnings(config)]),
     )
+
+
+def task_identity(name: str) -> str:
+    """What makes two task ids the same: NFKC and case folded (``hello-world`` is
+    ``HELLO-WORLD``, and fullwidth ``hello`` is ``hello``); on a case-insensitive filesystem, in a
+    ledger keyed by folded ids or to a reader they are one task."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+_INVISIBLE = frozenset({"Cf", "Cc", "Zs", "Zl", "Zp"})
+
+
+def name_warnings(name: str) -> list[str]:
+    """An id with invisible or non-ASCII characters reads as another id: warned, not refused
+    (real benchmarks may name tasks in other scripts)."""
+    hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in _INVISIBLE})
+    if hidden:
+        return [f"task id {name!a} holds invisible characters ({', '.join(hidden[:5])}): "
+                "it reads as another id; rename the directory"]
+    if not name.isascii():
+        return [f"task id {name!a} holds non-ASCII characters: it may read as another id "
+                "(confusable letters)"]
+    return []
 
 
 def is_task_dir(path: Path) -> bool:
@@ -147,6 +301,7 @@ def index_tasks(roots: list[Path], depth: int = 3) -> dict[str, Path]:
     benchmark directories that hold them, up to ``<root>/benchmarks/<benchmark>/<task>``;
     ``validate`` looks deeper. An id found twice is an error naming both places."""
     index: dict[str, Path] = {}
+    folded: dict[str, Path] = {}
     errors: list[UserInputError] = []
     for root in roots:
         if not root.is_dir():
@@ -154,11 +309,20 @@ def index_tasks(roots: list[Path], depth: int = 3) -> dict[str, Path]:
                                        fix="fix tasks_dir / task_roots (relative to the suite file)"))
             continue
         for task in _below(root, depth):
-            if task.name in index and index[task.name].resolve() != task.resolve():
-                errors.append(TaskDirError(
-                    f"task id {task.name!r} is held twice: {index[task.name]} and {task}",
-                    where=str(root), fix="remove one copy or name only one of the roots"))
+            try:
+                refuse_secret_name(task)
+            except TaskDirError as exc:
+                errors.append(exc)
                 continue
+            other = folded.get(task_identity(task.name))
+            if other is not None and other.resolve() != task.resolve():
+                what = "is held twice" if other.name == task.name else \
+                    f"and {other.name!r} are one id (they differ only in case or Unicode form)"
+                errors.append(TaskDirError(f"task id {task.name!r} {what}: {other} and {task}",
+                                           where=str(root), fix="remove one copy or name only one of the roots"
+                                           if other.name == task.name else "rename or remove one of them"))
+                continue
+            folded[task_identity(task.name)] = task
             index[task.name] = task
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.ledger.events import DemotionData, ExclusionData, InclusionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Event, Ledger
@@ -70,6 +71,7 @@ class Demotion:
 
 def operator(by: str | None = None) -> str:
     """Who made a decision: ``--by``, else the operating-system user."""
+    refuse_secret_text(by, "--by")
     if by and by.strip():
         return by.strip()
     try:
@@ -161,6 +163,8 @@ def record_exclusion(run_root: Path, cell: str, reason: str, *, include: bool = 
     if not reason.strip():
         raise UserInputError("a reason is required", where="--reason",
                              fix=f"say why you {verb} the cell; it is recorded with your name")
+    refuse_secret_text(reason, "--reason")
+    operator(by)  # a key in --by is refused before anything is read or written
     refuse_official(run_root, f"changed by `{verb}`")
     target = resolve_cell(plan, cell)
     current = exclusions_of(plan.run_id, read_events(run_root))

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.circuit import open_scopes_from
 from ray_bench.evidence.decisions import PROMOTION, operator, refuse_official
@@ -154,6 +155,8 @@ def promote_run(run_root: Path, *, reason: str, by: str | None = None,
     if not reason.strip():
         raise UserInputError("a reason is required", where="--reason",
                              fix="say why this run is fit to be official; it is recorded with your name")
+    refuse_secret_text(reason, "--reason")
+    operator(by)  # a key in --by is refused before the gates run
     if not 0.0 <= max_invalid_rate <= 1.0:
         raise UserInputError(f"--max-invalid-rate {max_invalid_rate} is not a fraction",
                              where="--max-invalid-rate", fix="use a number from 0 to 1")

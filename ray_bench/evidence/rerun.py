@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.evidence.catalog import FAILURE_CLASSES
 from ray_bench.evidence.decisions import refuse_official
@@ -162,6 +163,7 @@ def rerun_failed(
             fix=f"use one of {', '.join(FAILURE_CLASSES)}",
         )
     hypothesis = (hypothesis or "").strip() or None
+    refuse_secret_text(hypothesis, "--hypothesis")
     family = run_family(run_root)
     for root in family:
         refuse_official(root, "rerun (its report would change)")

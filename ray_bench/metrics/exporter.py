@@ -107,7 +107,7 @@ class MetricsExporter:
         clock: Callable[[], float] = time.time,
         started_at: float | None = None,
     ) -> None:
-        if not _RUN_ID.match(run_id):
+        if not _RUN_ID.fullmatch(run_id):
             raise ValueError(f"run id {run_id!r} is not usable as a file name")
         self.run_id = run_id
         self.state_root = Path(state_root)

@@ -4,9 +4,11 @@ from pydantic import BaseModel, ConfigDict
 
 
 class ConfigModel(BaseModel):
-    """A user-facing config model: unknown keys are errors, values are validated on set."""
+    """A user-facing config model: unknown keys are errors, values are validated on set,
+    numbers are finite (``inf`` would be a limit that never binds, and ``Infinity`` in a
+    plan's JSON is not JSON)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class FrozenModel(BaseModel):

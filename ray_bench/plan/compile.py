@@ -4,6 +4,7 @@ files and checks that credential routes exist by name; it starts nothing and cal
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -13,7 +14,7 @@ from typing import Literal
 
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
-from ray_bench.config.secrets import find_secrets, route_values, shown_field
+from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
 from ray_bench.config.selection import Selection, load_selection, resolve_selection
 from ray_bench.config.tasks import index_tasks, load_tasks, task_checksum
 from ray_bench.errors import (
@@ -101,6 +102,8 @@ def _named_tasks(req: PlanRequest, suite_tasks: list[str] | None, only: list[str
     """``--task`` narrows the suite (or the selection) to the tasks named, in their order."""
     if not req.task_ids:
         return only
+    for name in req.task_ids:  # a task name is an id: known key shapes only
+        refuse_secret_text(name, "--task", entropy=False)
     allowed = only if only is not None else suite_tasks
     outside = [t for t in req.task_ids if allowed is not None and t not in allowed]
     if outside:
@@ -155,7 +158,10 @@ def compile_plan(req: PlanRequest) -> Plan:
         unpaired = bool(lopsided)
 
     reps = req.reps or suite.reps
+    refuse_oversized(tasks, arms, reps, selection, req)
+    refuse_route_templates(tasks, accounts_file.accounts)
     plan_tasks = [plan_task(t, suite, req.history) for t in tasks]
+    refuse_unfit_tasks(suite, arms, plan_tasks)
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
     if req.only_cells is not None:
         cells = [c for c in cells if (c.task, c.arm, c.rep) in req.only_cells]
@@ -165,6 +171,11 @@ def compile_plan(req: PlanRequest) -> Plan:
     cells = cell_order(cells, plan_tasks, arms)
     preflight = pick_preflight(cells, suite.preflight_cells, len(arms))
     capacity = _capacity(suite, accounts_file.accounts, req.parallel, arms, plan_tasks)
+    if capacity.effective < 1:
+        # execute would wait for a slot forever
+        raise ConfigError(f"no cell could ever start: {capacity.lines[-1]}",
+                          where="--parallel" if req.parallel is not None and req.parallel < 1 else str(req.suite),
+                          fix="raise the limit that is 0 (accounts' max_concurrent, max_sandboxes, --parallel)")
     if capacity.effective < len(arms):
         warnings.append(f"capacity {capacity.effective} is below the {len(arms)} arms of a pair: "
                         "pairs cannot start together")
@@ -205,6 +216,111 @@ def compile_plan(req: PlanRequest) -> Plan:
     )
     refuse_route_values(plan, req)
     return plan
+
+
+#: Repetitions one plan may ask for (the suite's own bound), and cells one plan may hold: a
+#: 100,000-cell plan is 8.6 MiB of JSON, and a plan file may be 64 MiB.
+MAX_REPS = 1000
+MAX_PLAN_CELLS = 500_000
+
+
+def refuse_oversized(tasks: list[TaskRef], arms: list[Arm], reps: int, selection: Selection | None,
+                     req: PlanRequest) -> None:
+    """The cell count, computed before a cell is made: ``--reps 1000000000`` is refused in
+    microseconds instead of growing until the kernel kills it."""
+    if reps > MAX_REPS:
+        raise ConfigError(f"--reps {reps} is over {MAX_REPS:,}", where="--reps",
+                          fix=f"plan at most {MAX_REPS:,} repetitions; split larger studies into runs")
+    wanted = {e.task_id: e for e in selection.entries} if selection else {}
+    count = 0
+    listed = False  # some entry names its own reps
+    for task in tasks:
+        entry = wanted.get(task.id)
+        listed = listed or bool(entry is not None and entry.reps)
+        count += (len(entry.reps) if entry is not None and entry.reps else reps) * len(arms)
+    if count > MAX_PLAN_CELLS:
+        raise ConfigError(f"the plan would hold {count:,} cells ({len(tasks):,} tasks, {len(arms)} arms, "
+                          f"{'the reps the selection lists' if listed else f'{reps} reps'}), over the "
+                          f"{MAX_PLAN_CELLS:,} one plan may hold",
+                          where="--reps" if req.reps else str(req.selection or req.suite),
+                          fix="plan fewer tasks or repetitions per run (--limit, a selection)")
+
+
+_TEMPLATE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def refuse_route_templates(tasks: list[TaskRef], accounts: list[Account]) -> None:
+    """A task env value ``${VAR}`` is filled from the host's environment: naming a variable
+    that holds an account's key would hand that key to the task's verifier or solution."""
+    owners: dict[str, str] = {}
+    for account in accounts:
+        for agent_var, source in account.route.env.items():
+            owners.setdefault(source, account.name)
+            owners.setdefault(agent_var, account.name)
+    errors: list[UserInputError] = []
+    for task in tasks:
+        for loc, text in _env_values(task.config.model_dump(mode="json")):
+            for name in _TEMPLATE.findall(text):
+                if name in owners:
+                    errors.append(TaskDirError(
+                        f"task {task.id}: {'.'.join(map(str, loc))} = ${{{name}}} names the credential "
+                        f"variable of account {owners[name]}: the task would see that account's key",
+                        where=task.path, fix="remove it; only an agent gets a key, through its account's route"))
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+
+
+def _env_values(data: object, loc: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every string under an ``env`` table of a task's config, with its location."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "env" and isinstance(value, dict):
+                out.extend(((*loc, key, k), v) for k, v in value.items() if isinstance(v, str))
+            else:
+                out.extend(_env_values(value, (*loc, key)))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            out.extend(_env_values(value, (*loc, i)))
+    return out
+
+
+def refuse_unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> None:
+    """A task whose sandbox no node of the backend can hold would wait forever: refused,
+    naming what it asks for against what the host (docker) or the pool (daytona) has."""
+    config = suite.backends.get(suite.backend, BackendConfig())
+    errors: list[UserInputError] = []
+    if suite.backend == "docker" and config.max_sandboxes is None:
+        host = HostResources.read()
+        reserve = suite.host_reserve_mb
+        def fits(res: Resources) -> bool:
+            return max_concurrent(res, host, reserve, 0.0) >= 1
+        has = f"the host has {host.cpus:g} CPUs / {host.memory_mb} MiB, {reserve} MiB kept in reserve"
+    elif suite.backend == "daytona" and config.options.get("pool"):
+        from pydantic import ValidationError
+
+        from ray_bench.sandboxes.daytona.pool import DaytonaPool
+
+        try:
+            pool = DaytonaPool.model_validate(config.options["pool"])
+        except ValidationError:
+            return  # _capacity says what is wrong with the pool
+        def fits(res: Resources) -> bool:
+            return pool.slots(res.cpus, res.memory_mb) >= 1
+        has = f"the Daytona pool has {pool.vcpu} vCPU / {pool.memory_gib} GiB"
+    else:
+        return
+    for task in tasks:
+        for arm in arms:
+            res = _sandbox_of(arm, task, config.resources)
+            if not fits(res):
+                errors.append(ConfigError(
+                    f"task {task.id} (arm {arm.name}) asks for {res.cpus or 'unlimited'} CPUs / "
+                    f"{res.memory_mb or 'unlimited'} MiB; {has}: not one sandbox of this size fits",
+                    where=task.path, fix="lower the task's or arm's resources, or leave the task out"))
+                break
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors[:20])
 
 
 def refuse_route_values(plan: Plan, req: PlanRequest) -> None:
@@ -433,6 +549,12 @@ def reserve_warnings(memory_reserve_mb: int, disk_reserve_mb: int, host: HostRes
     return out
 
 
+def _sandbox_of(arm: Arm, task: PlanTask, backend: ResourceLimits) -> Resources:
+    """The limits one cell asks for: the arm's, else the task's, else the backend's."""
+    return Resources(cpus=arm.resources.cpus or task.resources.cpus or backend.cpus,
+                     memory_mb=arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb)
+
+
 def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Resources:
     """The biggest limits any cell of the plan asks for (arm, then task, then backend)."""
     backend = suite.backends.get(suite.backend, BackendConfig()).resources
@@ -440,12 +562,11 @@ def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Re
     mems: list[int] = []
     for arm in arms:
         for task in tasks:
-            cpu = arm.resources.cpus or task.resources.cpus or backend.cpus
-            mem = arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb
-            if cpu:
-                cpus.append(cpu)
-            if mem:
-                mems.append(mem)
+            each = _sandbox_of(arm, task, backend)
+            if each.cpus:
+                cpus.append(each.cpus)
+            if each.memory_mb:
+                mems.append(each.memory_mb)
     return Resources(cpus=max(cpus) if cpus else None, memory_mb=max(mems) if mems else None)
 
 

@@ -4,11 +4,12 @@ it cheap: a file is re-hashed only when its size or mtime changed."""
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ray_bench.config.bounded import MAX_SELECTION_BYTES, read_bounded
 from ray_bench.config.tasks import iter_task_files, task_checksum
+from ray_bench.errors import PlanError, UserInputError
 from ray_bench.models.plan import InputFile
 
 
@@ -56,19 +57,25 @@ class DriftGuard:
     def _check(self, key: tuple[str, str], item: InputFile) -> Drift | None:
         path = Path(item.path)
         is_dir = item.kind in ("task", "agent")
-        files = (iter_task_files(path) if path.is_dir() else [path]) if is_dir else [path]
-        sig = _stat_sig(files)
-        if self._verified.get(key) == sig:
-            return None
+        try:
+            # the same bounded walk as plan's: a FIFO or a link to /dev/zero placed in a task
+            # after planning is drift, not a hang
+            files = (iter_task_files(path) if path.is_dir() else [path]) if is_dir else [path]
+            sig = _stat_sig(files)
+            if self._verified.get(key) == sig:
+                return None
+            if is_dir and path.is_dir():
+                actual = task_checksum(path)
+        except UserInputError as exc:
+            return Drift(item.kind, item.name, item.path, exc.what)
         if is_dir:
             if not path.is_dir():
                 return Drift(item.kind, item.name, item.path, "task directory is gone")
-            actual = task_checksum(path)
         else:
-            try:
-                actual = hashlib.sha256(path.read_bytes()).hexdigest()
-            except OSError as exc:
-                return Drift(item.kind, item.name, item.path, f"unreadable: {os.strerror(exc.errno or 0)}")
+            try:  # no input plan accepted is larger than a selection may be
+                actual = hashlib.sha256(read_bounded(path, PlanError, MAX_SELECTION_BYTES)).hexdigest()
+            except PlanError as exc:
+                return Drift(item.kind, item.name, item.path, f"unreadable: {exc.what}")
         if actual != item.sha256:
             return Drift(item.kind, item.name, item.path, f"sha256 {actual[:12]} != confirmed {item.sha256[:12]}")
         self._verified[key] = sig

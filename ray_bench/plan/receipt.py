@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 
 from ray_bench.models.plan import Plan
@@ -9,6 +10,7 @@ from ray_bench.plan.agents import agents_section
 from ray_bench.plan.receipt_terms import cells_line, estimate_lines, glossary_lines, task_lines
 from ray_bench.plan.roles import render_roles
 from ray_bench.plan.watchdog import watchdog_lines
+from ray_bench.textsafe import code_span, escape_controls, table_cell
 
 
 def render_receipt(plan: Plan, identity: str) -> str:
@@ -27,7 +29,8 @@ def render_receipt(plan: Plan, identity: str) -> str:
     for arm in plan.arms:
         timeout = f"{arm.agent_timeout_sec:g}s" if arm.agent_timeout_sec else "task's"
         shown = arm.command or f"{arm.agent} adapter"
-        out.append(f"| {arm.name} | {arm.role} | `{shown}` | {timeout} | {', '.join(sorted(arm.env)) or '-'} |")
+        out.append(f"| {table_cell(arm.name)} | {arm.role} | {code_span(shown)} | {timeout} | "
+                   f"{table_cell(', '.join(sorted(arm.env))) or '-'} |")
     out += agents_section(plan)
     out += ["", *render_roles(plan.arms)]
     out += ["", *watchdog_lines(plan.arms)]
@@ -64,10 +67,14 @@ def render_receipt(plan: Plan, identity: str) -> str:
             listed.add((item.path, item.sha256))
             out.append(f"- {item.kind} `{item.path}` sha256 `{item.sha256[:16]}`")
     out.append(f"- {kinds['task']} task directories (checksums in the plan)")
-    out += ["", "## Confirm", "", "```",
-            f"ray-bench execute --plan runs/{plan.run_id}/launch-plan.json --confirm {identity}", "```", ""]
+    # the plan's real path: a receipt of `plan --runs-dir elsewhere` names elsewhere
+    plan_path = f"{plan.run_root}/launch-plan.json" if plan.run_root else f"runs/{plan.run_id}/launch-plan.json"
+    out += ["", "## Confirm", "", "```", f"ray-bench execute --plan {shlex.quote(plan_path)} --confirm {identity}",
+            "```", ""]
     out += ["## Terms", "", *glossary_lines(), ""]
-    return "\n".join(out)
+    # one escape pass over every line: no value from a file can send a terminal control
+    # sequence or start a line (a forged table row) of its own
+    return "\n".join(escape_controls(line) for line in out)
 
 
 def _with_history(plan: Plan) -> int:

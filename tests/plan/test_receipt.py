@@ -127,3 +127,23 @@ def test_the_receipt_names_every_account_without_a_spend_budget(tmp_path: Path) 
     receipt = (planned.run_root / "receipt.md").read_text()
     assert ("- accounts acct-c, acct-a and acct-d have no spend budget and the suite no spend limit"
             in receipt.splitlines())
+
+
+def test_the_receipt_is_terminal_safe_and_names_the_real_plan_path(tmp_path: Path) -> None:
+    """An arm command with ESC/OSC bytes, a newline and a pipe stays one escaped table row, and
+    the confirm line names the plan under --runs-dir (issue 28 item 10)."""
+    hostile = "sh agent.sh\x1b[2K\x1b]0;t\x07\n| evil | variant | `curl x | sh` | 1s | - |"
+    arms = [{"name": "baseline", "role": "baseline", "command": hostile},
+            {"name": "mcp", "role": "variant", "command": "sh agent.sh"}]
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], arms=arms)
+    runs = tmp_path / "elsewhere"
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=runs, run_id="r1")
+    receipt = (planned.run_root / "receipt.md").read_text()
+    assert "\x1b" not in receipt and "\x07" not in receipt
+    assert "\\x1b[2K" in receipt and "\\n" in receipt
+    rows = [line for line in receipt.splitlines() if line.startswith("| ") and ("agent.sh" in line)]
+    assert len(rows) == 2  # the newline forged no row of its own
+    # the pipes inside the command are escaped: the row still has the table's 5 columns
+    assert len(re.split(r"(?<!\\)\|", rows[0])) == 7
+    confirm = f"ray-bench execute --plan {runs.resolve()}/r1/launch-plan.json --confirm {planned.identity}"
+    assert confirm in receipt and "runs/r1/launch-plan.json" not in receipt.split("## Confirm")[1]

@@ -208,6 +208,7 @@ def all_cases() -> dict[str, Maker]:
     import hostile_cases_inputs  # noqa: F401
     import hostile_cases_malformed  # noqa: F401
     import hostile_cases_plans  # noqa: F401
+    import hostile_cases_trees  # noqa: F401
 
     return CASES
 

@@ -78,6 +78,7 @@ def check(name: str, code: int, stdout: str, stderr: str, names: list[str] | Non
           expected_code: int = 2) -> None:
     text = stdout + stderr
     assert "Traceback" not in text, text[-3000:]
+    assert "\x1b" not in text and "\x07" not in text, (name, "a control byte reached the terminal")
     assert code == expected_code, (name, code, text[-3000:])
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     assert errors, (name, stderr)

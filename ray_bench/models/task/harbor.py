@@ -31,9 +31,10 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([GMK])\s*$", re.IGNORECASE)
 
 
 class Section(BaseModel):
-    """A task.toml table: unknown keys are kept for :func:`unknown_keys` to report."""
+    """A task.toml table: unknown keys are kept for :func:`unknown_keys` to report; numbers
+    are finite (``timeout_sec = inf`` is valid TOML and no timeout at all)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 def parse_size_mb(value: str) -> int:
