@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ray_bench import runroot
 from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.runtime import command_for, env_for, record
@@ -53,13 +54,14 @@ from ray_bench.models.attempt import (
     Usage,
 )
 from ray_bench.models.task import artifact_entries
+from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
-from ray_bench.sandboxes.local_dirs import pid_alive as _alive
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.support import abilities
 
-RESULT_FILE = "result.json"
+RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
+
 #: ``exec``: the shell becomes the test script rather than forking it (one process less).
 _VERIFY = ('if command -v bash >/dev/null 2>&1; then exec bash "$TESTS_DIR/test.sh"; '
            'else exec sh "$TESTS_DIR/test.sh"; fi')

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ray_bench import runroot
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
@@ -30,6 +31,7 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.watchdog import effective as effective_watchdog
+from ray_bench.runroot import RunPaths
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -48,13 +50,15 @@ from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
 from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
 from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
+
+PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
+SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 if TYPE_CHECKING:
     from ray_bench.cells.nodes import NodeCheck
 
-PAUSE_FILE = "pause.json"
-SUMMARY_FILE = "run-summary.json"
 
 
 @dataclass
@@ -82,6 +86,11 @@ class RunOptions:
     node_checks: list[NodeCheck] | None = None
     #: Where attempt directories go: auto, ray or a store URI (ray_bench.artifacts).
     artifacts: str = "auto"
+    #: The name of a stop signal received (ray_bench.scheduler.signals), asked every round.
+    stop_signal: Callable[[], str | None] | None = None
+    #: When this `execute` began (wall clock), before Ray and the lock: a pause requested since
+    #: then was meant for this session and is honoured, not archived as a previous one.
+    session_started: float | None = None
 
 
 @dataclass
@@ -135,6 +144,7 @@ class Driver:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
+        self.paths = RunPaths(run_root)
         self.pool = pool
         self.options = options or RunOptions()
         if gate is None:
@@ -173,6 +183,7 @@ class Driver:
         self._supervised = 0.0
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
+        self._signal_name: str | None = None
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -203,6 +214,8 @@ class Driver:
             counts = state.counts()
             # An operator's pause is what they asked for: exit 0 (the final line says "paused").
             exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
+            if stopped == "signal":
+                exit_code = exit_code_of(self._signal_name or "SIGTERM")
             if stopped is None and exit_code == 1:
                 detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
             outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
@@ -366,7 +379,8 @@ class Driver:
         arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
-                                   preflight=cell.id in self.plan.preflight, now=self.clock.wall())
+                                   preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
+                                   taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
         acc = self.accounts[account]
         backend_cfg = self.plan.backends.get(cell.backend)
         res = arm.resources
@@ -375,7 +389,7 @@ class Driver:
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
             stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
-            attempt_dir=str(self.run_root / "attempts" / row.attempt_id),  # <cell>-a<seq>: one directory made
+            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
             backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
             agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
             route_env=dict(acc.route.env),
@@ -469,6 +483,14 @@ class Driver:
     # -- stops -------------------------------------------------------------------------------
 
     def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
+        name = self.options.stop_signal() if self.options.stop_signal is not None else None
+        if name is not None:
+            # As `pause --now`: the running cells are cancelled and their sandboxes deleted.
+            self._signal_name = name
+            detail = f"{name} received; running cells cancelled; resume: {self._resume_command()}"
+            ledger.event("stop", {"reason": "signal", "signal": name, "detail": detail})
+            self.pool.cancel(list(self.inflight))
+            return "signal", detail
         pause = self.run_root / PAUSE_FILE
         if pause.exists():
             try:
@@ -520,13 +542,35 @@ class Driver:
         self.observer.note_event("stop", {"reason": "halt", "detail": detail})
         return "halt", detail
 
+    def _resume_command(self) -> str:
+        return f"ray-bench execute --plan {RunPaths(self.run_root).plan} --confirm {self.identity}"
+
     def _clear_pause(self, ledger: Ledger) -> None:
+        """A pause left by the previous session is archived (this execute is its resume); one
+        requested while this session started (Ray takes 10-20 s) stays, and stops the loop."""
         pause = self.run_root / PAUSE_FILE
+        if pause.exists() and self._pause_is_current(pause):
+            return
         if pause.exists():
             archive = self.run_root / "pauses"
             archive.mkdir(exist_ok=True)
-            os.replace(pause, archive / f"{int(self.clock.wall())}-pause.json")
+            stamp, n = int(self.clock.wall()), 0
+            while (target := archive / f"{stamp}{f'-{n}' if n else ''}-pause.json").exists():
+                n += 1  # two pauses within a second: both kept (the run root only grows)
+            os.replace(pause, target)
             ledger.event("resumed", {"after": "pause"})
+
+    def _pause_is_current(self, pause: Path) -> bool:
+        started = self.options.session_started
+        if started is None:
+            return False
+        try:
+            request = load_state_json(pause)
+            at = request.get("requested_at") if isinstance(request, dict) else None
+            requested = float(at) if isinstance(at, (int, float)) else pause.stat().st_mtime
+        except (OSError, ValueError):
+            return False
+        return requested >= started
 
     # -- crash recovery ------------------------------------------------------------------------
 
