@@ -17,6 +17,8 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +157,27 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process
     return True
+
+
+#: The attempt error a runner reports when the disk it writes the attempt's files to is full.
+DISK_FULL_ERROR = "DiskFull"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC (or a quota) from a write, or SQLite's "database or disk is full"."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
+
+
+def disk_full_detail(run_root: Path, exc: BaseException | str) -> str:
+    """The stop's words: what was full, how much is free now, and how to go on."""
+    try:
+        free = f"{shutil.disk_usage(run_root).free / (1 << 20):.0f} MiB free now"
+    except OSError:
+        free = "free space unknown"
+    return (f"the disk is full ({str(exc)[:160]}; {free} at {run_root}); nothing finished is lost: "
+            f"free space, then execute the plan again to resume")
 
 
 def unwritable(run_root: Path, exc: OSError) -> UserInputError:

@@ -118,13 +118,17 @@ class Ledger:
     def create(cls, run_root: Path, *, run_id: str, plan_identity: str) -> Ledger:
         path = run_root / LEDGER_FILE
         conn = _connect(path)
-        with conn:
-            conn.executescript(_SCHEMA)
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            if not meta:
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
-                    ("created_at", repr(time.time()))])
+        try:
+            with conn:
+                conn.executescript(_SCHEMA)
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                if not meta:
+                    conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                        ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
+                        ("created_at", repr(time.time()))])
+        except BaseException:
+            conn.close()  # no handle left open on the run root (a full disk, a damaged file)
+            raise
         if meta and meta.get("plan_identity") != plan_identity:
             conn.close()
             raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",

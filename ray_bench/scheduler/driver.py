@@ -11,12 +11,14 @@ gives their cells new attempts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ray_bench import runroot
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
@@ -31,7 +33,7 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.watchdog import effective as effective_watchdog
-from ray_bench.runroot import RunPaths
+from ray_bench.runroot import DISK_FULL_ERROR, RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -184,50 +186,64 @@ class Driver:
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
         self._signal_name: str | None = None
+        #: Set when an attempt's files met a full disk: the run stops (resumable).
+        self._disk_full: str | None = None
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunOutcome:
         started = self.clock.now()
         require_no_halt(self.run_root)
-        ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
         try:
-            self._clear_pause(ledger)
-            if self.options.hypothesis:
-                ledger.event("hypothesis", {"text": self.options.hypothesis})
-            stale = self._recover_stale(ledger)
-            history = ledger.attempts()
-            for row in history:
-                self.spend[row.account] = self.spend.get(row.account, 0.0) + row.cost_usd
-            self._replay_circuit(ledger, history)
-            state = RunState(self.plan, history)
-            ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
-                                         "deadline": self.options.deadline,
-                                         "counts": state.counts(), "options": self._shaping_options()})
-            self.observer.run_started(self.plan, state, stale)
-            stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
-            residue = self._final_audit(ledger)
-            if residue and stopped is None:
-                stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
-                                            f"run `ray-bench audit {self.run_root} --cleanup`")
-                ledger.event("stop", {"reason": "audit", "detail": detail})
-            counts = state.counts()
-            # An operator's pause is what they asked for: exit 0 (the final line says "paused").
-            exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
-            if stopped == "signal":
-                exit_code = exit_code_of(self._signal_name or "SIGTERM")
-            if stopped is None and exit_code == 1:
-                detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
-            outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
-                                 self.attempts_run, round(self.clock.now() - started, 3))
-            ledger.event("run_finished", outcome.to_json())
-            (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
-            self.observer.run_finished(outcome)
-            return outcome
+            ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
+        except sqlite3.OperationalError as exc:
+            if not is_disk_full(exc):
+                raise
+            raise RunStopped("disk_full", disk_full_detail(self.run_root, exc)) from None
+        try:
+            return self._session(ledger, started)
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not is_disk_full(exc):
+                raise
+            self._stop_on_full_ledger(ledger, exc)
         finally:
             self.gate.close()
             self.supervision.close()
             ledger.close()
+
+    def _session(self, ledger: Ledger, started: float) -> RunOutcome:
+        self._clear_pause(ledger)
+        if self.options.hypothesis:
+            ledger.event("hypothesis", {"text": self.options.hypothesis})
+        stale = self._recover_stale(ledger)
+        history = ledger.attempts()
+        for row in history:
+            self.spend[row.account] = self.spend.get(row.account, 0.0) + row.cost_usd
+        self._replay_circuit(ledger, history)
+        state = RunState(self.plan, history)
+        ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
+                                     "deadline": self.options.deadline,
+                                     "counts": state.counts(), "options": self._shaping_options()})
+        self.observer.run_started(self.plan, state, stale)
+        stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
+        residue = self._final_audit(ledger)
+        if residue and stopped is None:
+            stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
+                                        f"run `ray-bench audit {self.run_root} --cleanup`")
+            ledger.event("stop", {"reason": "audit", "detail": detail})
+        counts = state.counts()
+        # An operator's pause is what they asked for: exit 0 (the final line says "paused").
+        exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
+        if stopped == "signal":
+            exit_code = exit_code_of(self._signal_name or "SIGTERM")
+        if stopped is None and exit_code == 1:
+            detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
+        outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
+                             self.attempts_run, round(self.clock.now() - started, 3))
+        ledger.event("run_finished", outcome.to_json())
+        (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
+        self.observer.run_finished(outcome)
+        return outcome
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
         preflight = {c for c in self.plan.preflight if state.cells[c].state == "pending"}
@@ -419,6 +435,16 @@ class Driver:
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
         row, cell, lease_id = self.inflight.pop(ref)
         now = self.clock.now()
+        if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
+            # The host's fault: not a failure of the cell (it runs again on resume), not evidence.
+            ledger.finish_attempt(row.attempt_id, status="finished", valid=False, reward=None,
+                                  failure_class="stack", fingerprint="disk-full", counts=False,
+                                  cost_usd=summary.cost_usd, summary=summary, now=self.clock.wall())
+            self.spend[row.account] = self.spend.get(row.account, 0.0) + summary.cost_usd
+            self.gate.release(row.account, lease_id, None, summary.cost_usd, now)
+            self._disk_full = self._disk_full or disk_full_detail(self.run_root, summary.error.message)
+            self.observer.attempt_finished(row, None, summary, state.finished(cell.id, None, lease_id, now))
+            return
         if summary.cancelled:
             ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
                                   failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
@@ -483,6 +509,10 @@ class Driver:
     # -- stops -------------------------------------------------------------------------------
 
     def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
+        if self._disk_full is not None:
+            ledger.event("stop", {"reason": "disk_full", "detail": self._disk_full})
+            self.pool.cancel(list(self.inflight))  # they could not write their files either
+            return "disk_full", self._disk_full
         name = self.options.stop_signal() if self.options.stop_signal is not None else None
         if name is not None:
             # As `pause --now`: the running cells are cancelled and their sandboxes deleted.
@@ -522,6 +552,21 @@ class Driver:
                 ledger.event("stop", {"reason": "spend", "detail": detail})
                 return "spend", detail
         return None
+
+    def _stop_on_full_ledger(self, ledger: Ledger, exc: BaseException) -> NoReturn:
+        """The ledger itself (or another file of the driver) met a full disk: nothing more can
+        be recorded. Cancel what runs, remove its sandboxes, say so in one line; the attempts left
+        open are marked stale by the resume, and `status` reads the free space."""
+        detail = disk_full_detail(self.run_root, exc)
+        self.pool.cancel(list(self.inflight))
+        with contextlib.suppress(Exception):  # waits for the cancelled runners' deletes
+            self.pool.wait(list(self.inflight), 30.0)
+        for backend in self._backends:
+            with contextlib.suppress(Exception):
+                self.pool.cleanup(self.plan.backends, backend, self.plan.run_id, None)
+        with contextlib.suppress(Exception):  # a few bytes may have come free
+            ledger.event("stop", {"reason": "disk_full", "detail": detail})
+        raise RunStopped("disk_full", detail) from None
 
     def _supervise(self, ledger: Ledger) -> tuple[str, str] | None:
         """A node under its reserve takes no more cells (``node_halt``); once no node may, the
