@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -32,15 +30,16 @@ from ray_bench.plan.store import (
     write_plan,
 )
 from ray_bench.plan.verify import verify_plan
+from ray_bench.runroot import RunPaths, hold_lock
 from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import RunObserver
 from ray_bench.state import default_state_root
-from ray_bench.status.liveness import LOCK_FILE
 
 if TYPE_CHECKING:
     from ray_bench.cells.nodes import NodeCheck
     from ray_bench.models.plan import Plan
     from ray_bench.sandboxes.supervisor import Supervision
+    from ray_bench.scheduler.signals import SignalStop
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _RELATIVE = re.compile(r"^\+?(\d+(?:\.\d+)?)\s*([smhd])$")
@@ -121,6 +120,7 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     if (run_root / LEDGER_FILE).exists():
         raise PlanError("this run has already started", where=str(run_root),
                         fix="plan a new --run-id (or use `ray-bench rerun`)")
+    RunPaths(run_root).refuse_orphaned_attempts()
     write_plan(plan, run_root, render_receipt(plan, identity))
     return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
 
@@ -148,30 +148,19 @@ def refuse_drifted_inputs(inputs: list[InputFile]) -> None:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
 
 
-@contextlib.contextmanager
-def run_lock(run_root: Path) -> Iterator[None]:
-    """One driver per run root: a second `execute` of the same run is refused, so no cell
-    can be started by two drivers."""
-    run_root.mkdir(parents=True, exist_ok=True)
-    with (run_root / LOCK_FILE).open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserInputError("another `ray-bench execute` is running this plan", where=str(run_root),
-                                 fix="wait for it, or `ray-bench pause` it") from None
-        handle.write(str(os.getpid()))
-        handle.flush()
-        yield
-
-
 def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 observer: RunObserver | None = None, clear_halt: Path | None = None,
                 clearance_reason: str | None = None, metrics: MetricsSettings | None = None,
-                on_metrics: Any = None, say: Callable[[str], None] | None = None) -> RunOutcome:
+                on_metrics: Any = None, say: Callable[[str], None] | None = None,
+                signals: SignalStop | None = None) -> RunOutcome:
     """Run (or resume) a confirmed plan. ``say`` hears progress lines before the driver's
-    observer exists (Ray takes 10-20 s to start on a loaded host: the operator should know)."""
+    observer exists (Ray takes 10-20 s to start on a loaded host: the operator should know).
+    With ``signals`` (the CLI's), SIGTERM, SIGINT and SIGHUP stop the run cleanly from the
+    moment the lock is held (ray_bench.scheduler.signals)."""
     refuse_secret_text(options.hypothesis, "--hypothesis")
     refuse_secret_text(clearance_reason, "--clearance-reason")
+    if options.session_started is None:
+        options.session_started = time.time()
     confirmed = check_confirmation_form(confirm, plan_path)
     plan, identity = load_plan_file(plan_path)
     refuse_drifted_inputs(plan.inputs)
@@ -188,7 +177,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     store = checked_store(options.artifacts)
     run_root = plan_path.resolve().parent
     refuse_official(run_root, "executed again")
-    with run_lock(run_root):
+    RunPaths(run_root).refuse_orphaned_attempts()
+    with hold_lock(run_root), _handling(signals, options):
         if clear_halt is not None or clearance_reason is not None:
             from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
 
@@ -228,6 +218,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
             ray_started = time.monotonic()
             with join_ray(options.address):
+                if signals is not None:
+                    signals.install()  # again: Ray's init replaces the SIGTERM handler with its own
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
                 from ray_bench.cells.nodes import CheckInputs, check_nodes
@@ -246,6 +238,20 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             if exporter is not None:
                 exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0,
                               linger_sec=metrics.linger_sec if metrics else 0.0)
+
+
+@contextlib.contextmanager
+def _handling(signals: SignalStop | None, options: RunOptions) -> Iterator[None]:
+    """Stop signals are the driver's while the run holds its lock, then the previous handlers."""
+    if signals is None:
+        yield
+        return
+    options.stop_signal = signals.received
+    signals.install()
+    try:
+        yield
+    finally:
+        signals.restore()
 
 
 def node_supervision(plan: Plan, nodes: list[NodeCheck], options: RunOptions) -> Supervision:

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ray_bench import runroot
 from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.runtime import command_for, env_for, record
@@ -55,14 +56,16 @@ from ray_bench.models.attempt import (
     Usage,
 )
 from ray_bench.models.task import artifact_entries
+from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
+from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
-from ray_bench.sandboxes.local_dirs import pid_alive as _alive
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
 from ray_bench.tasks.support import abilities
 
-RESULT_FILE = "result.json"
+RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
+
 #: ``exec``: the shell becomes the test script rather than forking it (one process less).
 _VERIFY = ('if command -v bash >/dev/null 2>&1; then exec bash "$TESTS_DIR/test.sh"; '
            'else exec sh "$TESTS_DIR/test.sh"; fi')
@@ -94,9 +97,15 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
     """Run the attempt; never raises except on cancellation (after cleaning up). ``place``:
     where the attempt's directory will be (recorded in the summary; see ray_bench.artifacts)."""
     attempt_dir = Path(spec.attempt_dir)
-    attempt_dir.mkdir(parents=True, exist_ok=True)
     task_dir = Path(spec.task_path)
     summary = new_summary(spec)
+    try:
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        summary.error = _disk_full(exc)
+        return summary
     summary.artifacts = place
     summary.node, summary.pid, summary.python = socket.gethostname(), os.getpid(), platform.python_version()
     redactor = Redactor([])
@@ -129,18 +138,34 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
                                      failure_class=exc.failure_class,
                                      retry_after=getattr(exc, "retry_after", None))
     except Exception as exc:  # an uncaught crash is data: the attempt is invalid, not the run
-        summary.error = AttemptError(type=type(exc).__name__, message=redactor.text(str(exc)),
-                                     failure_class="executor",
-                                     traceback=redactor.text(traceback.format_exc(limit=8)))
+        summary.error = _disk_full(exc) or AttemptError(
+            type=type(exc).__name__, message=redactor.text(str(exc)), failure_class="executor",
+            traceback=redactor.text(traceback.format_exc(limit=8)))
     finally:
         if sandbox is not None:
             await _delete_shielded(sandbox, summary)
-        if not progress.logs_redacted:  # outputs were redacted as written; logs may be partial
-            redactor.tree(attempt_dir)
         summary.finished_at = time.time()
         phases["total"] = summary.finished_at - summary.started_at
-        _write_json(attempt_dir / RESULT_FILE, summary.to_json())
+        try:
+            if not progress.logs_redacted:  # outputs were redacted as written; logs may be partial
+                redactor.tree(attempt_dir)
+                progress.logs_redacted = True
+            _write_json(attempt_dir / RESULT_FILE, summary.to_json())
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            # The summary still reaches the driver through Ray; a full disk stops the run there.
+            summary.error = _disk_full(exc)
+            if not progress.logs_redacted:  # logs a full disk kept from redaction are not kept
+                shutil.rmtree(attempt_dir / "logs", ignore_errors=True)
     return summary
+
+
+def _disk_full(exc: BaseException) -> AttemptError | None:
+    """A full disk under the attempt's files is the host's fault, never the cell's."""
+    if not is_disk_full(exc):
+        return None
+    return AttemptError(type=DISK_FULL_ERROR, message=str(exc)[:300], failure_class="stack")
 
 
 @dataclass

@@ -165,6 +165,7 @@ def execute(
     from ray_bench.api import MetricsSettings, execute_run, parse_deadline, parse_duration
     from ray_bench.cli.progress import ConsoleProgress
     from ray_bench.scheduler.driver import RunOptions
+    from ray_bench.scheduler.signals import SignalStop
     from ray_bench.state import default_state_root
 
     deadline_ts = parse_deadline(deadline) if deadline else None
@@ -180,7 +181,8 @@ def execute(
                           clearance_reason=clearance_reason, metrics=metrics,
                           on_metrics=lambda e: err.print(f"metrics: {e.url} (target {e.target_file})",
                                                          markup=False),
-                          say=None if quiet else (lambda line: err.print(line, markup=False)))
+                          say=None if quiet else (lambda line: err.print(line, markup=False)),
+                          signals=SignalStop(say=lambda line: err.print(line, markup=False)))
     c = outcome.counts
     line = (f"run {outcome.run_id}: {c['valid']} valid, {c['failed']} failed, {c['pending']} pending "
             f"in {outcome.wall_sec:.1f}s")

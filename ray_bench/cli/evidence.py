@@ -71,7 +71,9 @@ def gaps(
 ) -> None:
     """Selection files for the repetitions missing to reach --target valid rows."""
     from ray_bench.evidence.gaps import find_gaps, write_selections
+    from ray_bench.runroot import refuse_output_in_run_root
 
+    refuse_output_in_run_root(out_path, "gaps --out")  # before the report lines: nothing is written
     result = find_gaps(suite, runs, target)
     err.print(
         f"suite {result.suite}: {len(result.run_roots)} compatible run roots, target {target}",

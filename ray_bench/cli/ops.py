@@ -166,3 +166,21 @@ def watch(run_root: Annotated[Path, typer.Argument(help="runs/ID")],
     from ray_bench.cli.watch import watch_run
 
     watch_run(run_root, every=every)
+
+
+ledger_app = typer.Typer(no_args_is_help=True, help="The run's ledger.")
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("rebuild")
+@guarded
+def ledger_rebuild(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
+    """Recreate a lost ledger from the attempt directories' result.json (never over one that exists)."""
+    from ray_bench.ledger.rebuild import rebuild_ledger
+
+    result = rebuild_ledger(run_root)
+    for skipped in result.skipped:
+        err.print(f"warning: skipped {skipped}", markup=False)
+    out.print(result.line(), markup=False)
+    err.print("not recovered: events (pauses, stops, hypotheses, circuits, exclusions, promotions, "
+              "settlements); resume with `ray-bench execute`", markup=False)

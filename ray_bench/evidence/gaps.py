@@ -29,6 +29,7 @@ from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
 from ray_bench.models.suite import Arm
 from ray_bench.plan.compile import arm_config
 from ray_bench.plan.identity import canonical_bytes, cell_id
+from ray_bench.runroot import refuse_output_in_run_root
 
 
 @dataclass
@@ -142,6 +143,7 @@ def selection_paths(out: Path, gaps: Gaps) -> dict[str | None, Path]:
 def write_selections(gaps: Gaps, out: Path) -> list[Path]:
     """Write the non-empty selection files; return them. Files of a previous run of gaps that
     would now be empty are removed, so that a stale gap is never filled twice."""
+    refuse_output_in_run_root(out, "gaps --out")
     written: list[Path] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     for arm, path in selection_paths(out, gaps).items():

@@ -22,7 +22,6 @@ way to settle, exclude or rerun an official run again (see :mod:`ray_bench.evide
 
 from __future__ import annotations
 
-import fcntl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,12 +36,12 @@ from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of
 from ray_bench.ledger.events import DemotionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
+from ray_bench.runroot import lock_holder
 
 #: Invalid attempts over terminal attempts a run may have and still be promoted. A quarter:
 #: above it, the valid rows are a filtered sample of what the agents did, and a reader should
 #: see the failures first (the operator can raise it with a recorded reason).
 DEFAULT_MAX_INVALID_RATE = 0.25
-LOCK_FILE = ".execute.lock"
 SHOWN = 5
 
 
@@ -63,16 +62,7 @@ class PromotionResult:
 
 
 def _driver_running(run_root: Path) -> bool:
-    lock = run_root / LOCK_FILE
-    if not lock.exists():
-        return False
-    with lock.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    return lock_holder(run_root).held
 
 
 def live_audit(run_root: Path) -> int:

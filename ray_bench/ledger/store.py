@@ -13,16 +13,18 @@ import json
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ray_bench import runroot
 from ray_bench.errors import LedgerError, PlanError
 from ray_bench.ledger.events import EventPayload
 from ray_bench.models.attempt import AttemptSummary
 
-LEDGER_FILE = "ledger.sqlite"
+LEDGER_FILE = runroot.LEDGER_FILE  # the run-root layout has one definition (ray_bench.runroot)
+
 SCHEMA_VERSION = "1"
 
 _SCHEMA = """
@@ -134,13 +136,17 @@ class Ledger:
     def create(cls, run_root: Path, *, run_id: str, plan_identity: str) -> Ledger:
         path = run_root / LEDGER_FILE
         conn = _connect(path)
-        with conn:
-            conn.executescript(_SCHEMA)
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            if not meta:
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
-                    ("created_at", repr(time.time()))])
+        try:
+            with conn:
+                conn.executescript(_SCHEMA)
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                if not meta:
+                    conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                        ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
+                        ("created_at", repr(time.time()))])
+        except BaseException:
+            conn.close()  # no handle left open on the run root (a full disk, a damaged file)
+            raise
         if meta and meta.get("plan_identity") != plan_identity:
             conn.close()
             raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",
@@ -172,12 +178,16 @@ class Ledger:
 
     def start_attempt(self, *, cell_id: str, task: str, task_checksum: str, arm: str, rep: int,
                       account: str, backend: str, epoch: str, preflight: bool,
-                      now: float | None = None) -> AttemptRow:
-        """Record an attempt as started. Called before its sandbox exists."""
+                      now: float | None = None, taken: Callable[[str], bool] | None = None) -> AttemptRow:
+        """Record an attempt as started. Called before its sandbox exists. An attempt id that
+        ``taken`` says is in use (its directory exists: an older ledger, a partial copy) is
+        skipped, so that no attempt writes into another's directory."""
         started = time.time() if now is None else now
         with self._conn:
             (seq,) = self._conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE cell_id = ?", (cell_id,)).fetchone()
+            while taken is not None and taken(f"{cell_id}-a{seq}"):
+                seq += 1
             attempt_id = f"{cell_id}-a{seq}"
             self._conn.execute(
                 "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -185,6 +195,14 @@ class Ledger:
                  int(preflight), started))
         return AttemptRow(attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend,
                           epoch, preflight, started)
+
+    def restore_attempt(self, row: AttemptRow) -> None:
+        """Record a started attempt as it was (its seq included): ``ledger rebuild`` only."""
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (row.attempt_id, row.cell_id, row.task, row.task_checksum, row.arm, row.rep, row.seq, row.account,
+                 row.backend, row.epoch, int(row.preflight), row.started_at))
 
     def finish_attempt(self, attempt_id: str, *, status: str, valid: bool, reward: float | None,
                        failure_class: str | None, fingerprint: str | None, counts: bool,

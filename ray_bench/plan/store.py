@@ -9,13 +9,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ray_bench import runroot
 from ray_bench.config.bounded import MAX_PLAN_BYTES, read_bounded
 from ray_bench.errors import ConfirmationError, PlanError
 from ray_bench.models.plan import PLAN_SCHEMA, Plan
 from ray_bench.plan.identity import canonical_bytes, identity_of
 
-PLAN_FILE = "launch-plan.json"
-RECEIPT_FILE = "receipt.md"
+PLAN_FILE = runroot.PLAN_FILE  # the run-root layout has one definition (ray_bench.runroot)
+RECEIPT_FILE = runroot.RECEIPT_FILE  # the run-root layout has one definition (ray_bench.runroot)
+
 _IDENTITY = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -35,22 +37,27 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
     """Write the plan and its receipt into a new run root; return the identity. Refuses to
-    overwrite another plan: a run root belongs to one plan."""
+    overwrite another plan: a run root belongs to one plan. The same plan again writes nothing
+    (its files are frozen; only a missing receipt is put back)."""
     data = plan_bytes(plan)
     identity = identity_of(json.loads(data))
     target = run_root / PLAN_FILE
+    same = False
     if target.exists():
         existing = load_plan_file(target)[1]
         if existing != identity:
             raise PlanError(f"run root already holds plan {existing}", where=str(run_root),
                             fix="choose another --run-id")
+        same = True
     if plan.run_root != str(run_root.resolve()):
         raise PlanError(f"plan is bound to {plan.run_root or 'no run root'}", where=str(run_root),
                         fix="compile it with this run root")
     try:
         run_root.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
-        atomic_write(run_root / RECEIPT_FILE, receipt.encode())
+        if not same:
+            atomic_write(target, data)
+        if not same or not (run_root / RECEIPT_FILE).exists():
+            atomic_write(run_root / RECEIPT_FILE, receipt.encode())
     except OSError as exc:
         raise PlanError(f"cannot write the plan: {exc.strerror or exc}", where=str(run_root),
                         fix="choose a writable --runs-dir") from None

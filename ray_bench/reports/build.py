@@ -31,6 +31,7 @@ from ray_bench.reports.stats import (
     difference_ci,
     paired_summary,
 )
+from ray_bench.runroot import refuse_output_in_run_root
 
 ATTEMPT_COLUMNS = (
     "run_id",
@@ -492,6 +493,7 @@ def write_report(run_root: Path, roots: list[Path] | None = None) -> Report:
 
 def write_lineage_report(paths: list[Path], out_dir: Path) -> Report:
     """The lineage report of the named run roots into ``out_dir`` (bad input writes nothing)."""
+    refuse_output_in_run_root(out_dir, "report --out")
     report = build_lineage_report(paths)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_files(report, out_dir)

@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from ray_bench.runroot import pid_alive
+
 #: The sandbox's record: its labels (JSON, first line), then one line per process group it
 #: started, so that a later ``remove`` (audit, resume after a crash) can kill what a dead
 #: runner left behind. One file: on a busy host every file created costs (see _copy_tree).
@@ -58,16 +60,6 @@ def remove_dir(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path / MARKER)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def sweep(root: Path) -> int:

@@ -11,13 +11,16 @@ gives their cells new attempts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from ray_bench import runroot
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
@@ -31,6 +34,7 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.watchdog import effective as effective_watchdog
+from ray_bench.runroot import DISK_FULL_ERROR, RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -49,14 +53,16 @@ from ray_bench.scheduler.observers import NullObserver, RunObserver
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
 from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
 from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.scheduler.spend import Expected, SpendBook
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
+
+PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
+SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 if TYPE_CHECKING:
     from ray_bench.cells.nodes import NodeCheck
 
-PAUSE_FILE = "pause.json"
-SUMMARY_FILE = "run-summary.json"
 
 
 @dataclass
@@ -84,6 +90,11 @@ class RunOptions:
     node_checks: list[NodeCheck] | None = None
     #: Where attempt directories go: auto, ray or a store URI (ray_bench.artifacts).
     artifacts: str = "auto"
+    #: The name of a stop signal received (ray_bench.scheduler.signals), asked every round.
+    stop_signal: Callable[[], str | None] | None = None
+    #: When this `execute` began (wall clock), before Ray and the lock: a pause requested since
+    #: then was meant for this session and is honoured, not archived as a previous one.
+    session_started: float | None = None
 
 
 @dataclass
@@ -143,6 +154,7 @@ class Driver:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
+        self.paths = RunPaths(run_root)
         self.pool = pool
         self.options = options or RunOptions()
         if gate is None:
@@ -181,47 +193,64 @@ class Driver:
         self._supervised = 0.0
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
+        self._signal_name: str | None = None
+        #: Set when an attempt's files met a full disk: the run stops (resumable).
+        self._disk_full: str | None = None
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunOutcome:
         started = self.clock.now()
         require_no_halt(self.run_root)
-        ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
         try:
-            self._clear_pause(ledger)
-            if self.options.hypothesis:
-                ledger.event("hypothesis", {"text": self.options.hypothesis})
-            stale = self._recover_stale(ledger)
-            history = ledger.attempts()
-            self.spend = SpendBook.of(self.plan, history)
-            self._replay_circuit(ledger, history)
-            state = RunState(self.plan, history)
-            ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
-                                         "deadline": self.options.deadline,
-                                         "counts": state.counts(), "options": self._shaping_options()})
-            self.observer.run_started(self.plan, state, stale)
-            stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
-            residue = self._final_audit(ledger)
-            if residue and stopped is None:
-                stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
-                                            f"run `ray-bench audit {self.run_root} --cleanup`")
-                ledger.event("stop", {"reason": "audit", "detail": detail})
-            counts = state.counts()
-            # An operator's pause is what they asked for: exit 0 (the final line says "paused").
-            exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
-            if stopped is None and exit_code == 1:
-                detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
-            outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
-                                 self.attempts_run, round(self.clock.now() - started, 3))
-            ledger.event("run_finished", outcome.to_json())
-            (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
-            self.observer.run_finished(outcome)
-            return outcome
+            ledger = Ledger.create(self.run_root, run_id=self.plan.run_id, plan_identity=self.identity)
+        except sqlite3.OperationalError as exc:
+            if not is_disk_full(exc):
+                raise
+            raise RunStopped("disk_full", disk_full_detail(self.run_root, exc)) from None
+        try:
+            return self._session(ledger, started)
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not is_disk_full(exc):
+                raise
+            self._stop_on_full_ledger(ledger, exc)
         finally:
             self.gate.close()
             self.supervision.close()
             ledger.close()
+
+    def _session(self, ledger: Ledger, started: float) -> RunOutcome:
+        self._clear_pause(ledger)
+        if self.options.hypothesis:
+            ledger.event("hypothesis", {"text": self.options.hypothesis})
+        stale = self._recover_stale(ledger)
+        history = ledger.attempts()
+        self.spend = SpendBook.of(self.plan, history)
+        self._replay_circuit(ledger, history)
+        state = RunState(self.plan, history)
+        ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
+                                     "deadline": self.options.deadline,
+                                     "counts": state.counts(), "options": self._shaping_options()})
+        self.observer.run_started(self.plan, state, stale)
+        stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
+        residue = self._final_audit(ledger)
+        if residue and stopped is None:
+            stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
+                                        f"run `ray-bench audit {self.run_root} --cleanup`")
+            ledger.event("stop", {"reason": "audit", "detail": detail})
+        counts = state.counts()
+        # An operator's pause is what they asked for: exit 0 (the final line says "paused").
+        exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
+        if stopped == "signal":
+            exit_code = exit_code_of(self._signal_name or "SIGTERM")
+        if stopped is None and exit_code == 1:
+            detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
+        outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
+                             self.attempts_run, round(self.clock.now() - started, 3))
+        ledger.event("run_finished", outcome.to_json())
+        (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
+        self.observer.run_finished(outcome)
+        return outcome
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
         # The preflight belongs to the plan, not to a session: until the ledger records it
@@ -403,7 +432,8 @@ class Driver:
         arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
-                                   preflight=cell.id in self.plan.preflight, now=self.clock.wall())
+                                   preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
+                                   taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
         acc = self.accounts[account]
         backend_cfg = self.plan.backends.get(cell.backend)
         res = arm.resources
@@ -412,7 +442,7 @@ class Driver:
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
             stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
-            attempt_dir=str(self.run_root / "attempts" / row.attempt_id),  # <cell>-a<seq>: one directory made
+            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
             backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
             agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
             route_env=dict(acc.route.env),
@@ -442,6 +472,16 @@ class Driver:
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
         row, cell, lease_id = self.inflight.pop(ref)
         now = self.clock.now()
+        if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
+            # The host's fault: not a failure of the cell (it runs again on resume), not evidence.
+            ledger.finish_attempt(row.attempt_id, status="finished", valid=False, reward=None,
+                                  failure_class="stack", fingerprint="disk-full", counts=False,
+                                  cost_usd=summary.cost_usd, summary=summary, now=self.clock.wall())
+            self.spend.finish(lease_id, cell.task, cell.arm, summary.cost_usd)
+            self.gate.release(row.account, lease_id, None, summary.cost_usd, now)
+            self._disk_full = self._disk_full or disk_full_detail(self.run_root, summary.error.message)
+            self.observer.attempt_finished(row, None, summary, state.finished(cell.id, None, lease_id, now))
+            return
         if summary.cancelled:
             ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
                                   failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
@@ -507,6 +547,18 @@ class Driver:
     # -- stops -------------------------------------------------------------------------------
 
     def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
+        if self._disk_full is not None:
+            ledger.event("stop", {"reason": "disk_full", "detail": self._disk_full})
+            self.pool.cancel(list(self.inflight))  # they could not write their files either
+            return "disk_full", self._disk_full
+        name = self.options.stop_signal() if self.options.stop_signal is not None else None
+        if name is not None:
+            # As `pause --now`: the running cells are cancelled and their sandboxes deleted.
+            self._signal_name = name
+            detail = f"{name} received; running cells cancelled; resume: {self._resume_command()}"
+            ledger.event("stop", {"reason": "signal", "signal": name, "detail": detail})
+            self.pool.cancel(list(self.inflight))
+            return "signal", detail
         pause = self.run_root / PAUSE_FILE
         if pause.exists():
             try:
@@ -535,6 +587,21 @@ class Driver:
             return "spend", detail
         return None
 
+    def _stop_on_full_ledger(self, ledger: Ledger, exc: BaseException) -> NoReturn:
+        """The ledger itself (or another file of the driver) met a full disk: nothing more can
+        be recorded. Cancel what runs, remove its sandboxes, say so in one line; the attempts left
+        open are marked stale by the resume, and `status` reads the free space."""
+        detail = disk_full_detail(self.run_root, exc)
+        self.pool.cancel(list(self.inflight))
+        with contextlib.suppress(Exception):  # waits for the cancelled runners' deletes
+            self.pool.wait(list(self.inflight), 30.0)
+        for backend in self._backends:
+            with contextlib.suppress(Exception):
+                self.pool.cleanup(self.plan.backends, backend, self.plan.run_id, None)
+        with contextlib.suppress(Exception):  # a few bytes may have come free
+            ledger.event("stop", {"reason": "disk_full", "detail": detail})
+        raise RunStopped("disk_full", detail) from None
+
     def _supervise(self, ledger: Ledger) -> tuple[str, str] | None:
         """A node under its reserve takes no more cells (``node_halt``); once no node may, the
         run stops with ``resource-halt.json``. Running cells finish either way."""
@@ -554,13 +621,35 @@ class Driver:
         self.observer.note_event("stop", {"reason": "halt", "detail": detail})
         return "halt", detail
 
+    def _resume_command(self) -> str:
+        return f"ray-bench execute --plan {RunPaths(self.run_root).plan} --confirm {self.identity}"
+
     def _clear_pause(self, ledger: Ledger) -> None:
+        """A pause left by the previous session is archived (this execute is its resume); one
+        requested while this session started (Ray takes 10-20 s) stays, and stops the loop."""
         pause = self.run_root / PAUSE_FILE
+        if pause.exists() and self._pause_is_current(pause):
+            return
         if pause.exists():
             archive = self.run_root / "pauses"
             archive.mkdir(exist_ok=True)
-            os.replace(pause, archive / f"{int(self.clock.wall())}-pause.json")
+            stamp, n = int(self.clock.wall()), 0
+            while (target := archive / f"{stamp}{f'-{n}' if n else ''}-pause.json").exists():
+                n += 1  # two pauses within a second: both kept (the run root only grows)
+            os.replace(pause, target)
             ledger.event("resumed", {"after": "pause"})
+
+    def _pause_is_current(self, pause: Path) -> bool:
+        started = self.options.session_started
+        if started is None:
+            return False
+        try:
+            request = load_state_json(pause)
+            at = request.get("requested_at") if isinstance(request, dict) else None
+            requested = float(at) if isinstance(at, (int, float)) else pause.stat().st_mtime
+        except (OSError, ValueError):
+            return False
+        return requested >= started
 
     # -- crash recovery ------------------------------------------------------------------------
 

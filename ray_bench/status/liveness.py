@@ -11,12 +11,11 @@ filesystem.
 
 from __future__ import annotations
 
-import fcntl
-import os
-from dataclasses import dataclass
-from pathlib import Path
+# The lock and its probe have one definition, in the run-root module (re-exported here).
+from ray_bench.runroot import LOCK_FILE, LockHolder, lock_holder, pid_alive
 
-LOCK_FILE = ".execute.lock"
+__all__ = ["HEARTBEAT_EVENT", "HEARTBEAT_SEC", "HEARTBEAT_STALE_SEC", "LOCK_FILE", "LockHolder", "lock_holder",
+           "pid_alive"]
 
 #: The ledger event the driver appends while it runs.
 HEARTBEAT_EVENT = "heartbeat"
@@ -24,46 +23,3 @@ HEARTBEAT_EVENT = "heartbeat"
 HEARTBEAT_SEC = 30.0
 #: A heartbeat older than this says the driver stopped making progress: three missed beats.
 HEARTBEAT_STALE_SEC = 3 * HEARTBEAT_SEC
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    """What the run's lock says: ``held`` by a live process (probed), and the pid it wrote."""
-
-    held: bool
-    pid: int | None
-
-
-def lock_holder(run_root: Path) -> LockHolder:
-    """Probe the run's lock without taking it for longer than the probe."""
-    path = run_root / LOCK_FILE
-    if not path.exists():
-        return LockHolder(False, None)
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        text = ""
-    pid = int(text) if text.isdigit() else None
-    try:
-        handle = path.open("r")
-    except OSError:
-        return LockHolder(False, pid)
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return LockHolder(True, pid)
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return LockHolder(False, pid)
-
-
-def pid_alive(pid: int) -> bool:
-    """A process with this pid exists on this host (it may be another program)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-

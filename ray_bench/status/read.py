@@ -19,6 +19,7 @@ left and a resume is not refused or stopped again at once), else ``None``.
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -217,6 +218,13 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
                                      if t is not None and t > session.ts)])
         reason = (f"the driver died or was killed (no live process holds the run's lock; last "
                   f"heartbeat {_clock(last_beat)}, {human_span(now - last_beat)} ago)")
+        full = _last(events, "stop", after=session.seq)
+        if full is not None and full.data.get("reason") == "disk_full":
+            reason = stop_words("disk_full", str(full.data.get("detail") or ""))
+        elif (free := _free_mib(run_root)) is not None and free < FULL_DISK_MIB:
+            # a ledger that met a full disk could not record why: the free space says it
+            reason = (f"disk full: the driver stopped when the run root's disk filled ({free:.0f} MiB free "
+                      f"now); free space, then resume")
         in_flight = len(open_cells)
         action, why = resume, (f"recovers {in_flight} attempt{'s' if in_flight != 1 else ''} left in flight "
                                f"and runs the {counts['pending'] + counts['running']} cells left")
@@ -323,11 +331,23 @@ def _resume_for(stopped: str, detail: str, counts: dict[str, int], resume: str,
     return resume, f"runs the {counts['pending']} cells left"
 
 
+#: Below this much free space, a driver that ended without a record met a full disk.
+FULL_DISK_MIB = 16
+
+
+def _free_mib(run_root: Path) -> float | None:
+    try:
+        return shutil.disk_usage(run_root).free / (1 << 20)
+    except OSError:
+        return None
+
+
 def stop_words(stopped: str, detail: str) -> str:
     label = {"drift": "inputs changed", "halt": "resource halt", "circuit": "recovery circuit open",
              "spend": "the run's spend limit", "budget": "account budgets spent",
              "preflight": "preflight failed", "accounts": "no usable account",
-             "audit": "cleanup audit found residue", "nodes": "no node passed its check"}.get(stopped, stopped)
+             "audit": "cleanup audit found residue", "nodes": "no node passed its check",
+             "signal": "stopped by a signal", "disk_full": "disk full"}.get(stopped, stopped)
     if not detail:
         return label
     # A detail that opens with the label's word says what it is already: not "resource halt:

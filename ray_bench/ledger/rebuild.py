@@ -1,0 +1,124 @@
+"""``ray-bench ledger rebuild RUN``: a ledger recreated from the attempt directories.
+
+A run root whose ``ledger.sqlite`` was removed (a clean-up of "temp files", a partial copy)
+still holds the evidence: every attempt directory's ``result.json`` is the runner's terminal
+summary, the very record the driver classified into the ledger. Rebuilding classifies each
+one again with the same classifier (:func:`ray_bench.evidence.classify.classify`), so a
+finished cell keeps its row and the next ``execute`` resumes instead of starting over.
+
+What cannot come back is what only the ledger held: events (pauses, stops, hypotheses, open
+circuits, node halts, exclusions, promotions, settlements, the executions' options), and
+attempts whose directory is gone (artifacts in a store: ``--artifacts s3://...``). An
+attempt directory without ``result.json`` was in flight when its driver ended: it is recorded
+as started only, so the next ``execute`` marks it stale and removes its sandboxes by label.
+Its account is not known (recorded as an empty name, never as some account).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ray_bench.config.bounded import load_state_json
+from ray_bench.errors import UserInputError
+from ray_bench.evidence.catalog import Catalog
+from ray_bench.evidence.classify import classify
+from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.models.attempt import AttemptSummary
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RESULT_FILE, RunPaths
+
+_ATTEMPT = re.compile(r"^(?P<cell>.+)-a(?P<seq>[1-9][0-9]{0,8})$")
+#: A result.json is a few kB; a cap keeps a damaged one from costing memory.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class RebuildResult:
+    ledger: Path
+    finished: int = 0
+    valid: int = 0
+    open: int = 0  # in flight when the driver ended: stale on the next execute
+    skipped: list[str] = field(default_factory=list)  # "<dir>: why"
+
+    def line(self) -> str:
+        skipped = f", {len(self.skipped)} directories skipped" if self.skipped else ""
+        return (f"rebuilt {self.ledger}: {self.finished} finished attempts ({self.valid} valid), "
+                f"{self.open} left in flight (stale on the next execute){skipped}")
+
+
+def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildResult:
+    """Recreate the ledger of ``run_root`` from its attempt directories. Refuses (exit 2,
+    nothing written) a run root that has a ledger, or no attempt directory."""
+    paths = RunPaths(run_root)
+    plan, identity = load_plan_file(paths.plan)
+    for existing in paths.ledger_files():
+        if existing.exists():
+            raise UserInputError(f"{existing} exists: the ledger is never written over", where=str(run_root),
+                                 fix="nothing to rebuild (move a damaged ledger's files aside first)")
+    dirs = paths.attempt_dirs()
+    if not dirs:
+        raise UserInputError("no attempt directories to rebuild a ledger from", where=str(paths.attempts),
+                             fix=f"a run that never started needs no ledger: `ray-bench execute --plan {paths.plan}`")
+    cells = {c.id: c for c in plan.cells}
+    tasks = {t.id: t for t in plan.tasks}
+    catalog = catalog or Catalog.default()
+    result = RebuildResult(paths.ledger)
+    records: list[tuple[AttemptRow, AttemptSummary | None]] = []
+    for path in dirs:
+        found = _ATTEMPT.match(path.name)
+        if found is None or found["cell"] not in cells:
+            result.skipped.append(f"{path.name}: not an attempt of this plan's cells")
+            continue
+        cell = cells[found["cell"]]
+        summary = _summary(path)
+        if summary is not None and summary.attempt_id not in ("", path.name):
+            result.skipped.append(f"{path.name}: its result.json is of attempt {summary.attempt_id}")
+            continue
+        started = summary.started_at if summary is not None and summary.started_at else path.stat().st_mtime
+        records.append((AttemptRow(
+            attempt_id=path.name, cell_id=cell.id, task=cell.task, task_checksum=tasks[cell.task].checksum,
+            arm=cell.arm, rep=cell.rep, seq=int(found["seq"]), account=summary.account if summary else "",
+            backend=cell.backend, epoch=identity, preflight=cell.id in plan.preflight, started_at=started),
+            summary))
+    ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
+    done = False
+    try:
+        for row, summary in sorted(records, key=lambda r: (r[0].started_at, r[0].attempt_id)):
+            ledger.restore_attempt(row)
+            if summary is None:
+                result.open += 1
+                continue
+            finished = summary.finished_at or row.started_at
+            if summary.cancelled:
+                ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
+                                      failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
+                                      summary=summary, now=finished)
+            else:
+                verdict = classify(summary, catalog)
+                ledger.finish_attempt(
+                    row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
+                    failure_class=verdict.failure_class, fingerprint=verdict.fingerprint, counts=verdict.counts,
+                    cost_usd=summary.cost_usd, summary=summary.model_copy(update={"verdict": verdict.record()}),
+                    now=finished)
+                result.valid += verdict.valid
+            result.finished += 1
+        ledger.event("ledger_rebuilt", {"finished": result.finished, "valid": result.valid, "open": result.open,
+                                        "skipped": result.skipped[:50]})
+        done = True
+    finally:
+        ledger.close()
+        if not done:  # a half-rebuilt ledger would pass for the whole record
+            for made in paths.ledger_files():
+                made.unlink(missing_ok=True)
+    return result
+
+
+def _summary(attempt_dir: Path) -> AttemptSummary | None:
+    """The runner's terminal summary, or None when it never wrote one (or it is unreadable)."""
+    try:
+        data = load_state_json(attempt_dir / RESULT_FILE, MAX_RESULT_BYTES)
+    except (OSError, ValueError):
+        return None
+    return AttemptSummary.parse(data) if isinstance(data, dict) else None

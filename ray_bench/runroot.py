@@ -1,0 +1,209 @@
+"""The run root's layout, its one lock, and the rule that it only grows.
+
+A run root (``runs/<run_id>/``) holds the frozen plan and receipt, the ledger and one directory
+per attempt. Those are evidence: no command writes over them, and no ``--out`` points into a
+run root. Everything that names a file of the layout asks :class:`RunPaths`, so that a rename
+is one edit.
+
+The lock (``.execute.lock``) says which driver holds the run. It is taken with ``flock``, which
+the kernel releases when its holder dies, and the file is opened without truncation: a second
+``execute`` that is refused must not empty the pid the running driver wrote (``status`` reads
+it to tell a live driver from a dead one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ray_bench.errors import UserInputError
+
+PLAN_FILE = "launch-plan.json"
+RECEIPT_FILE = "receipt.md"
+LEDGER_FILE = "ledger.sqlite"
+LOCK_FILE = ".execute.lock"
+PAUSE_FILE = "pause.json"
+SUMMARY_FILE = "run-summary.json"
+ATTEMPTS_DIR = "attempts"
+RESULT_FILE = "result.json"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where each file of one run root lives."""
+
+    root: Path
+
+    @property
+    def plan(self) -> Path:
+        return self.root / PLAN_FILE
+
+    @property
+    def receipt(self) -> Path:
+        return self.root / RECEIPT_FILE
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / LEDGER_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def pause(self) -> Path:
+        return self.root / PAUSE_FILE
+
+    @property
+    def attempts(self) -> Path:
+        return self.root / ATTEMPTS_DIR
+
+    def attempt(self, attempt_id: str) -> Path:
+        return self.attempts / attempt_id
+
+    def attempt_dirs(self) -> list[Path]:
+        """Every attempt directory, sorted by name (none when there is no ``attempts/``)."""
+        try:
+            return sorted(p for p in self.attempts.iterdir() if p.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def ledger_files(self) -> list[Path]:
+        """The ledger and the files SQLite keeps beside it."""
+        return [self.ledger, Path(f"{self.ledger}-wal"), Path(f"{self.ledger}-shm")]
+
+    def refuse_orphaned_attempts(self) -> None:
+        """Attempt directories without a ledger are evidence whose record was lost: running
+        the plan again would start every cell at attempt 1, into those directories."""
+        if self.ledger.exists():
+            return
+        found = self.attempt_dirs()
+        if found:
+            raise UserInputError(
+                f"{len(found)} attempt directories but no ledger ({LEDGER_FILE} is missing)",
+                where=str(self.root),
+                fix=f"recover the ledger with `ray-bench ledger rebuild {self.root}`, then execute again")
+
+
+def run_root_of(path: Path) -> Path | None:
+    """The run root that ``path`` is in (or is), found by its plan or ledger; None outside one."""
+    resolved = path.resolve()
+    for candidate in (resolved, *resolved.parents):
+        if (candidate / PLAN_FILE).is_file() or (candidate / LEDGER_FILE).is_file():
+            return candidate
+    return None
+
+
+def refuse_output_in_run_root(path: Path, where: str) -> None:
+    """An ``--out`` target (a file or a directory) may not be in a run root: the plan, receipt,
+    ledger and attempts there are evidence, and a report or selection beside them is mistaken
+    for one of them."""
+    root = run_root_of(path)
+    if root is not None:
+        raise UserInputError(f"{path} is inside run root {root}, whose files are never written over",
+                             where=where, fix="write it outside runs/, e.g. reports/NAME or selections/NAME.json")
+
+
+def refuse_existing(path: Path, where: str, fix: str) -> None:
+    """A writer that creates a file of a run root refuses one that exists, naming it."""
+    if path.exists() or path.is_symlink():
+        raise UserInputError(f"{path} exists and is never written over", where=where, fix=fix)
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """What the run's lock says: ``held`` by a live process (probed), and the pid it wrote."""
+
+    held: bool
+    pid: int | None
+
+
+def lock_holder(run_root: Path) -> LockHolder:
+    """Probe the run's lock without taking it for longer than the probe (read-only open)."""
+    path = RunPaths(run_root).lock
+    if not path.exists():
+        return LockHolder(False, None)
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        text = ""
+    pid = int(text) if text.isdigit() else None
+    try:
+        handle = path.open("r")
+    except OSError:
+        return LockHolder(False, pid)
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return LockHolder(True, pid)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return LockHolder(False, pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """A process with this pid exists on this host (it may be another program)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+#: The attempt error a runner reports when the disk it writes the attempt's files to is full.
+DISK_FULL_ERROR = "DiskFull"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC (or a quota) from a write, or SQLite's "database or disk is full"."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
+
+
+def disk_full_detail(run_root: Path, exc: BaseException | str) -> str:
+    """The stop's words: what was full, how much is free now, and how to go on."""
+    try:
+        free = f"{shutil.disk_usage(run_root).free / (1 << 20):.0f} MiB free now"
+    except OSError:
+        free = "free space unknown"
+    return (f"the disk is full ({str(exc)[:160]}; {free} at {run_root}); nothing finished is lost: "
+            f"free space, then execute the plan again to resume")
+
+
+def unwritable(run_root: Path, exc: OSError) -> UserInputError:
+    """One line for a run root the filesystem will not let us write (read-only, permissions)."""
+    why = "is on a read-only filesystem" if exc.errno == errno.EROFS else f"is not writable ({exc.strerror or exc})"
+    return UserInputError(f"the run root {why}", where=str(run_root),
+                          fix="make it writable (or copy the run root to a writable place) and execute again")
+
+
+@contextlib.contextmanager
+def hold_lock(run_root: Path) -> Iterator[None]:
+    """One driver per run root: a second `execute` of the same run is refused, so no cell can
+    be started by two drivers. The file is truncated and given our pid only once we hold it."""
+    try:
+        run_root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(RunPaths(run_root).lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise unwritable(run_root, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserInputError("another `ray-bench execute` is running this plan", where=str(run_root),
+                                 fix="wait for it, or `ray-bench pause` it") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)

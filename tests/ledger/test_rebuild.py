@@ -1,0 +1,96 @@
+"""`ledger rebuild`: a lost ledger recreated from the attempt directories, never over one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.suites import make_suite
+from typer.testing import CliRunner
+
+from ray_bench.api import plan_run
+from ray_bench.cli import app
+from ray_bench.errors import UserInputError
+from ray_bench.ledger.rebuild import rebuild_ledger
+from ray_bench.ledger.store import Ledger
+from ray_bench.plan.store import load_plan_file
+from ray_bench.scheduler.runstate import RunState
+
+
+def _result(attempt_dir: Path, **kw: Any) -> None:
+    """The runner's terminal summary, in the shape it writes."""
+    doc: dict[str, Any] = {"attempt_id": attempt_dir.name, "agent": {"exit_code": 0, "timed_out": False},
+                           "verifier": {"exit_code": 0}, "reward": 1.0, "account": "acct-a",
+                           "started_at": 1000.0, "finished_at": 1010.0}
+    doc.update(kw)
+    attempt_dir.mkdir(parents=True)
+    (attempt_dir / "result.json").write_text(json.dumps(doc))
+
+
+def _planned(tmp_path: Path) -> tuple[Path, list[str]]:
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"])
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="lost")
+    plan, _ = load_plan_file(planned.run_root / "launch-plan.json")
+    return planned.run_root, [c.id for c in plan.cells]
+
+
+def test_rebuild_keeps_finished_cells_and_leaves_the_open_one_for_stale_recovery(tmp_path: Path) -> None:
+    root, cells = _planned(tmp_path)
+    attempts = root / "attempts"
+    _result(attempts / f"{cells[0]}-a1")                              # solved: a valid row
+    _result(attempts / f"{cells[1]}-a1", reward=None)                 # no reward: not a row
+    (attempts / f"{cells[1]}-a2").mkdir()                             # in flight when it ended
+    (attempts / "not-an-attempt").mkdir()
+
+    result = rebuild_ledger(root)
+    assert (result.finished, result.valid, result.open) == (2, 1, 1)
+    assert result.skipped == ["not-an-attempt: not an attempt of this plan's cells"]
+    ledger = Ledger.open_readonly(root)
+    try:
+        rows = {a.attempt_id: a for a in ledger.attempts()}
+        rebuilt = ledger.events("ledger_rebuilt")
+    finally:
+        ledger.close()
+    assert rows[f"{cells[0]}-a1"].valid and rows[f"{cells[0]}-a1"].account == "acct-a"
+    assert rows[f"{cells[1]}-a1"].status == "finished" and not rows[f"{cells[1]}-a1"].valid
+    assert not rows[f"{cells[1]}-a2"].terminal and rows[f"{cells[1]}-a2"].seq == 2
+    assert rows[f"{cells[1]}-a2"].account == ""  # unknown, never some account
+    assert len(rebuilt) == 1
+    # what a resume sees: the solved cell is done, the others wait
+    plan, _ = load_plan_file(root / "launch-plan.json")
+    state = RunState(plan, list(rows.values()))
+    assert state.cells[cells[0]].valid and state.counts()["valid"] == 1
+
+
+def test_rebuild_refuses_a_run_root_with_a_ledger_and_writes_nothing(tmp_path: Path) -> None:
+    root, cells = _planned(tmp_path)
+    _result(root / "attempts" / f"{cells[0]}-a1")
+    rebuild_ledger(root)
+    before = (root / "ledger.sqlite").read_bytes()
+    result = CliRunner().invoke(app, ["ledger", "rebuild", str(root)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{root / 'ledger.sqlite'} exists" in lines[0]
+    assert (root / "ledger.sqlite").read_bytes() == before
+
+
+def test_rebuild_of_a_run_that_never_started_is_refused(tmp_path: Path) -> None:
+    root, _ = _planned(tmp_path)
+    with pytest.raises(UserInputError, match="no attempt directories"):
+        rebuild_ledger(root)
+    assert not (root / "ledger.sqlite").exists()
+
+
+def test_a_new_attempt_never_takes_an_existing_directory(tmp_path: Path) -> None:
+    root, cells = _planned(tmp_path)
+    (root / "attempts" / f"{cells[0]}-a1").mkdir(parents=True)  # from a ledger that is gone
+    ledger = Ledger.create(root, run_id="lost", plan_identity="sha256:x")
+    try:
+        row = ledger.start_attempt(cell_id=cells[0], task="t", task_checksum="c", arm="baseline", rep=1,
+                                   account="acct-a", backend="local", epoch="e", preflight=False,
+                                   taken=lambda a: (root / "attempts" / a).exists())
+    finally:
+        ledger.close()
+    assert row.attempt_id == f"{cells[0]}-a2"

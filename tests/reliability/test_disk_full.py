@@ -1,0 +1,133 @@
+"""A full disk mid-run, on the real driver (virtual clock): an attempt whose files met ENOSPC,
+and a ledger that SQLite can no longer grow ("database or disk is full"). Either way the run
+stops with `disk_full`, nothing finished is lost, `status` says so, and a resume finishes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.virtual_run import CELLS, Run
+
+from ray_bench.errors import RunStopped
+from ray_bench.ledger.store import AttemptRow
+from ray_bench.models.attempt import AttemptError, AttemptSummary
+from ray_bench.models.plan import Plan
+from ray_bench.plan.identity import canonical_bytes
+from ray_bench.runroot import DISK_FULL_ERROR
+from ray_bench.scheduler.driver import RunnerPool
+from ray_bench.status.read import read_status
+
+
+class FullAfter:
+    """The in-process pool, except that the ``nth`` attempt to finish met a full disk writing
+    its files (the summary a runner sends then: ray_bench.cells.runner)."""
+
+    def __init__(self, pool: RunnerPool, nth: int) -> None:
+        self._pool = pool
+        self._left = nth
+
+    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
+        out = []
+        for ref, summary in self._pool.wait(refs, timeout):
+            self._left -= 1
+            full = AttemptError(type=DISK_FULL_ERROR, message="[Errno 28] No space left on device",
+                                failure_class="stack")
+            out.append((ref, summary.model_copy(update={"error": full}) if self._left == 0 else summary))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
+def _write_plan(run: Run) -> None:
+    """`status` reads the plan file: the virtual plan, written as `plan` writes one."""
+    plan: Plan = run.plan.model_copy(update={"run_root": str(run.root)})
+    run.plan = plan
+    (run.root / "launch-plan.json").write_bytes(canonical_bytes(plan.model_dump(mode="json")) + b"\n")
+
+
+def test_an_attempt_that_met_a_full_disk_stops_the_run_resumably(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    _write_plan(run)
+    inner = run.pool
+    run.pool = FullAfter(inner, nth=3)  # type: ignore[assignment]
+    outcome = run.session()
+    assert (outcome.stopped, outcome.exit_code) == ("disk_full", 1)
+    assert "disk is full" in outcome.detail and "execute the plan again" in outcome.detail
+    ledger = run.ledger()
+    try:
+        attempts = ledger.attempts()
+        stops = [e.data["reason"] for e in ledger.events("stop")]
+    finally:
+        ledger.close()
+    assert stops == ["disk_full"]
+    full = [a for a in attempts if a.fingerprint == "disk-full"]
+    assert len(full) == 1 and not full[0].counts and not full[0].valid
+    valid_before = {a.cell_id for a in attempts if a.valid}
+    assert len(valid_before) == 2  # the two that finished first are kept
+
+    status = read_status(run.root, now=time.time() + 3600)
+    assert status.state == "stopped" and status.reason is not None and status.reason.startswith("disk full")
+    assert status.next_action is not None and "ray-bench execute" in status.next_action
+
+    run.pool = inner
+    _resume_finishes(run, valid_before)
+
+
+def _resume_finishes(run: Run, kept: set[str]) -> list[AttemptRow]:
+    """A resume runs every cell left; nothing finished before was lost or run again."""
+    resumed = run.session()
+    assert (resumed.stopped, resumed.counts["valid"]) == (None, CELLS)
+    after = run.attempts()
+    assert all(sum(1 for a in after if a.cell_id == c and a.valid) == 1 for c in kept)
+    return after
+
+
+#: Free bytes left for the ledger: its WAL passes this after a few cells of the eight (measured:
+#: under 320 KiB no cell finishes first, over 900 KiB the run finishes).
+ROOM = 560 * 1024
+
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, size: str) -> Iterator[None]:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.system(f"mount -t tmpfs -o size={size} tmpfs {path} 2>/dev/null") != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield
+    finally:
+        os.system(f"umount {path}")
+
+
+def test_a_ledger_on_a_full_disk_stops_the_run_and_status_says_so(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    with _tmpfs(disk, "4m"):
+        run = Run(tmp_path, run_root=disk / "run")
+        _write_plan(run)
+        filler = disk / "filler"  # all but a few pages: the ledger's first commits fill them
+        filler.write_bytes(b"\0" * (shutil.disk_usage(disk).free - ROOM))
+        with pytest.raises(RunStopped) as stopped:
+            run.session()
+        assert stopped.value.reason == "disk_full"
+        assert "disk is full" in stopped.value.detail and "resume" in stopped.value.detail
+        status = read_status(run.root, now=time.time() + 3600)
+        assert status.state == "stopped" and status.reason is not None and "disk full" in status.reason
+        ledger = run.ledger()
+        try:
+            kept = {a.cell_id for a in ledger.attempts() if a.valid}
+            left_open = [a for a in ledger.attempts() if not a.terminal]
+        finally:
+            ledger.close()
+        assert kept and len(kept) < CELLS  # it filled mid-run, with cells finished before
+
+        filler.unlink()  # the operator frees space and resumes
+        after = _resume_finishes(run, kept)
+        assert all(a.terminal for a in after)
+        assert {a.status for a in after if a.attempt_id in {o.attempt_id for o in left_open}} <= {"stale"}

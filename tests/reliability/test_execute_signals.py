@@ -1,0 +1,81 @@
+"""SIGTERM, Ctrl-C (SIGINT to the process group) and SIGHUP end a real `ray-bench execute` the
+way `pause --now` does: the agents, which would otherwise run for five minutes, are gone
+shortly after the exit, no sandbox directory is left, the ledger holds a `signal` stop, the
+exit code is 128 + the signal's number, and a resume finishes the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from support.driver_process import DriverProcess, ledger_query, pgrep, wait_for
+from support.suites import make_suite
+
+from ray_bench.api import plan_run
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+TASKS = ["hello-world", "sum-list"]
+#: How long after the driver's exit its agents may take to be gone (their runners' deletes
+#: are already done by then; this is only the kernel reaping them).
+GONE_SEC = 10.0
+
+
+def _send(driver: DriverProcess, sig: signal.Signals) -> None:
+    if sig == signal.SIGINT:
+        os.killpg(driver.pid, sig)  # Ctrl-C: the terminal signals the whole foreground group
+    else:
+        os.kill(driver.pid, sig)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_stops_the_run_cleanly_and_a_resume_finishes_it(tmp_path: Path, sig: signal.Signals) -> None:
+    marker = f"sleep 303.1{int(sig)}"
+    release = tmp_path / "release"  # once it exists the agents solve at once (the resume)
+    agent = f'if [ -e {release} ]; then sh "$SOLUTION_DIR/solve.sh"; else {marker}; fi'
+    sandboxes = tmp_path / "sbx"
+    arm = {"command": agent, "agent_dir": "agents", "expose_solution": True}
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=TASKS, reps=1, preflight_cells=1, max_attempts=2,
+        backends={"local": {"max_sandboxes": 4, "options": {"root": str(sandboxes)}}},
+        arms=[{"name": "baseline", "role": "baseline", **arm}, {"name": "mcp", "role": "variant", **arm}])
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="sig")
+    root, plan, logs = planned.run_root, planned.run_root / "launch-plan.json", tmp_path / "logs"
+    first = DriverProcess(plan, planned.identity, logs, name="first")
+    second = DriverProcess(plan, planned.identity, logs, name="second")
+    try:
+        first.start()
+        # generous: on a loaded 2-core host a local Ray alone took over 60 s to start
+        wait_for(lambda: len(pgrep(marker)) >= 2, 300, "two agents running", alive=first)
+        _send(first, sig)
+        rc = first.wait(timeout=180)
+        exited = time.monotonic()
+        assert rc == 128 + int(sig), first.stderr[-3000:]
+        wait_for(lambda: pgrep(marker) == [], GONE_SEC, "the agents to be gone")
+        left = time.monotonic() - exited
+        assert list(sandboxes.iterdir()) == []
+        assert "Traceback" not in first.stderr and "*** SIGTERM received" not in first.stderr
+        last = first.stdout.strip().splitlines()[-1]
+        assert f"stopped: {sig.name} received" in last and "ray-bench execute --plan" in last
+        stops = ledger_query(root, "SELECT data FROM events WHERE kind = 'stop'")
+        assert len(stops) == 1 and '"reason": "signal"' in str(stops[0][0])
+        cancelled = ledger_query(root, "SELECT attempt_id FROM results WHERE status = 'cancelled'")
+        assert len(cancelled) >= 2
+        assert ledger_query(root, "SELECT a.attempt_id FROM attempts a LEFT JOIN results r USING (attempt_id) "
+                                  "WHERE r.attempt_id IS NULL") == []  # nothing left open
+        print(f"{sig.name}: exit {rc}, agents gone {left:.1f} s after the exit")
+
+        release.touch()
+        rc = second.start().wait(timeout=420)
+        assert rc == 0, second.stderr[-3000:]
+    finally:
+        first.reap()
+        second.reap()
+    valid = ledger_query(root, "SELECT DISTINCT a.cell_id FROM attempts a JOIN results r USING (attempt_id) "
+                               "WHERE r.valid = 1")
+    assert len(valid) == len(TASKS) * 2
+    assert list(sandboxes.iterdir()) == [] and pgrep(marker) == []

@@ -1,0 +1,61 @@
+"""The driver's own stops on a virtual clock: a stop signal ends the run like `pause --now`,
+and a pause requested while `execute` was starting is honoured, not archived."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.virtual_run import CELLS, Run
+
+
+def test_a_stop_signal_cancels_running_cells_records_a_stop_and_a_resume_finishes(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    driver = run.driver()
+    # the signal comes once three attempts have started (cells are running then)
+    driver.options.stop_signal = lambda: "SIGTERM" if driver.attempts_run >= 3 else None
+    outcome = driver.run()
+    assert outcome.stopped == "signal"
+    assert outcome.exit_code == 143  # 128 + SIGTERM
+    assert "SIGTERM received" in outcome.detail and "ray-bench execute --plan" in outcome.detail
+    ledger = run.ledger()
+    try:
+        stops = [e.data for e in ledger.events("stop")]
+        attempts = ledger.attempts()
+    finally:
+        ledger.close()
+    assert stops == [{"reason": "signal", "signal": "SIGTERM", "detail": outcome.detail}]
+    # the signal came with cells running: they were cancelled (not left open, not counted)
+    assert {a.status for a in attempts} <= {"cancelled", "finished"}
+    assert any(a.status == "cancelled" for a in attempts)
+    assert not any(a.counts for a in attempts if a.status == "cancelled")
+    assert outcome.attempts_run < CELLS  # nothing new started after the signal
+    assert run.pool.count({}, "local", run.plan.run_id) == 0  # no sandbox left
+
+    resumed = run.session()
+    assert (resumed.stopped, resumed.exit_code, resumed.counts["valid"]) == (None, 0, CELLS)
+
+
+def test_a_pause_requested_while_execute_started_is_honoured(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    started = run.clock.wall()
+    request = {"requested_at": started + 5, "now": False, "reason": "", "resume_action": "ray-bench execute ..."}
+    (run.root / "pause.json").write_text(json.dumps(request))
+    outcome = run.session(session_started=started)
+    assert outcome.stopped == "paused" and outcome.exit_code == 0
+    assert outcome.attempts_run == 0  # no cell ran
+    assert not (run.root / "pauses").exists()  # not archived as an old pause
+
+    # the resume (a later session) archives it and runs every cell
+    resumed = run.session(session_started=started + 60)
+    assert (resumed.stopped, resumed.counts["valid"]) == (None, CELLS)
+    assert len(list((run.root / "pauses").iterdir())) == 1 and not (run.root / "pause.json").exists()
+
+
+def test_a_pause_older_than_the_session_is_the_one_resumed_from(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    started = run.clock.wall()
+    (run.root / "pause.json").write_text(json.dumps({"requested_at": started - 60, "now": False}))
+    outcome = run.session(session_started=started)
+    assert (outcome.stopped, outcome.counts["valid"]) == (None, CELLS)
+    assert [p.name.endswith("-pause.json") for p in (run.root / "pauses").iterdir()] == [True]
