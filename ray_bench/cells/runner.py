@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import platform
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents.layer import prepare_layer
-from ray_bench.agents.runtime import command_for, env_for, record
+from ray_bench.agents.runtime import collect_sessions_for, command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
@@ -233,11 +234,13 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
 
     t = time.monotonic()
     await switch.enter("agent")
-    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
+    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
+                          spec.max_turns)
     agent, stopped = await run_agent(sandbox, command, timeout=spec.agent_timeout_sec, env=env,
                                      user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
                                      config=spec.watchdog)
     phases["agent"] = time.monotonic() - t
+    await _collect_sessions(sandbox, spec, agent, env, workdir, summary)
     if creds.home is not None:
         if not sandbox.on_host:  # a copy of the login: what the CLI refreshed comes back
             summary.login_written_back = await bring_back_login(sandbox, env["HOME"], creds.home, redactor)
@@ -276,6 +279,20 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+
+
+async def _collect_sessions(sandbox: Sandbox, spec: AttemptSpec, agent: ExecResult, env: dict[str, str],
+                            workdir: str, summary: AttemptSummary) -> None:
+    """The CLI's own session files of this run into ``/logs/agent/sessions``, whether it
+    finished, timed out or was stopped: a cut run's usage is read from them. A failure to copy
+    is not the attempt's end: its usage then says ``stream`` or ``unknown``."""
+    line = collect_sessions_for(spec.agent, agent.stdout)
+    if line is None:
+        return
+    t = time.monotonic()
+    with contextlib.suppress(SandboxError):  # the sandbox's next step meets the same trouble and says so
+        await sandbox.exec(line, timeout=60, env=env, cwd=workdir, user=user_of(spec.task_config.agent.user))
+    summary.phases["sessions"] = time.monotonic() - t
 
 
 async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor, summary: AttemptSummary,

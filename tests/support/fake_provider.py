@@ -43,6 +43,9 @@ class Answer:
     retry_after: int = 30
     #: usage_limit: when the window resets (epoch seconds); default one hour on.
     reset_at: float | None = None
+    #: usage_limit: which subscription window was hit (the unified headers' representative
+    #: claim): ``five_hour`` (a session limit) or ``seven_day`` (the weekly limit).
+    window: Literal["five_hour", "seven_day"] = "five_hour"
     #: ok: answer with this tool call instead of text (Anthropic ``tool_use``, stop_reason
     #: ``tool_use``); as the default answer, the same call forever (a degenerate model).
     tool: str | None = None
@@ -289,11 +292,12 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                             "x-ratelimit-reset-requests": f"{answer.retry_after}s"}
             if answer.kind == "usage_limit":
                 reset = int(answer.reset_at or time.time() + 3600)
+                short = {"five_hour": "5h", "seven_day": "7d"}[answer.window]
                 headers |= {"anthropic-ratelimit-unified-status": "rejected",
                             "anthropic-ratelimit-unified-reset": str(reset),
-                            "anthropic-ratelimit-unified-5h-status": "rejected",
-                            "anthropic-ratelimit-unified-5h-reset": str(reset),
-                            "anthropic-ratelimit-unified-representative-claim": "five_hour"}
+                            f"anthropic-ratelimit-unified-{short}-status": "rejected",
+                            f"anthropic-ratelimit-unified-{short}-reset": str(reset),
+                            "anthropic-ratelimit-unified-representative-claim": answer.window}
             if api == "anthropic":
                 data: object = {"type": "error", "error": {"type": etype, "message": message},
                                 "request_id": request_id}
