@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from reports.report_ledgers import first_run
+from reports.report_ledgers import Writer, first_run
+from support.suites import make_suite
 from typer.testing import CliRunner
 
+from ray_bench.api import plan_run
 from ray_bench.cli import app
 from ray_bench.evidence.promote import promote_run
 from ray_bench.evidence.settle import read_settlement, settle_run
@@ -142,3 +144,23 @@ def test_promote_can_require_settlement(tmp_path: Path) -> None:
     assert settled.exit_code == 0 and "17 settled, 0 missing, 0 disputed" in settled.stdout
     done = promote_run(root, reason="settled", require_settlement=True, audit=lambda _: 0)
     assert done.promoted, done.gates
+
+
+def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement(tmp_path: Path) -> None:
+    """A run of one attempt cut before anything recorded what it spent (usage ``unknown``, no
+    cost): it did not spend $0, so settlement calls it missing and --require-settlement refuses."""
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=1)
+    root = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="u1").run_root
+    w = Writer(root)
+    for arm in ("baseline", "mcp"):
+        w.attempt("hello-world", arm, 1, 100, reward=1.0, usage={"source": "unknown", "request_ids": []})
+    w.ledger.close()
+    gates = {g.name: g for g in promote_run(root, reason="x", require_settlement=True, audit=lambda _: 0).gates}
+    assert not gates["settlement"].ok and "2 attempts with unknown usage" in gates["settlement"].detail
+    # Without the requirement nothing has spent money; the gate lets it through (the report shows it).
+    assert {g.name: g for g in promote_run(root, reason="x", audit=lambda _: 0).gates}["settlement"].ok
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\nreq_other,0.01\n")
+    result = settle_run(root, export, by="fin")
+    assert result.counts()["missing"] == 2 and not result.complete
+    assert all("usage unknown" in a.detail for a in result.attempts.values())
