@@ -169,6 +169,9 @@ class _Record:
     retry: _Retry | None = None
     reset_at: float | None = None
     from_sessions: bool = False
+    #: The stream's last word was a tool's result: the CLI had sent (or was about to send)
+    #: the next call, whose answer no record holds.
+    call_under_way: bool = False
 
     @classmethod
     def of(cls, events: list[dict[str, Any]], sessions: tuple[tuple[str, str], ...]) -> _Record:
@@ -187,6 +190,8 @@ class _Record:
                     rec.reset_at = float(info["resetsAt"])  # exact, where the message prints minutes
             elif kind == "assistant" and rec._message(event.get("message"), event.get("request_id")):
                 retry = None  # the CLI got past it
+            if kind in ("assistant", "user", "result"):
+                rec.call_under_way = kind == "user"
         if retry is not None:
             status = retry.get("error_status")
             delay = retry.get("retry_delay_ms")
@@ -204,6 +209,8 @@ class _Record:
         if not isinstance(message, dict) or message.get("model") == "<synthetic>" or not message.get("id"):
             return False
         seen = self.messages.setdefault(str(message["id"]), {"usage": {}})
+        if message.get("stop_reason"):  # the stream prints it null; the transcript's final line has it
+            seen["final"] = True
         if isinstance(request_id, str) and request_id:
             seen["request_id"] = request_id
         if isinstance(message.get("model"), str):
@@ -238,7 +245,9 @@ class _Record:
                      cache_write_tokens=total["cache_creation_input_tokens"],
                      model=max(by_model, key=lambda k: by_model[k]) if by_model else None,
                      session_id=self.session_id, request_ids=self.request_ids(), turns=len(self.messages),
-                     source="session" if self.from_sessions else "stream")
+                     source="session" if self.from_sessions else "stream",
+                     unfinished_messages=sum(1 for m in self.messages.values() if not m.get("final")),
+                     call_under_way=self.call_under_way)
 
 
 def _tokens(usage: dict[str, Any]) -> int:

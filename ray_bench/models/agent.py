@@ -52,6 +52,12 @@ class Usage(BaseModel):
     request_ids: list[str] = Field(default_factory=list)
     turns: int | None = None
     source: UsageSource | None = Field(default=None, description="Where it was read from (None: the agent's own).")
+    unfinished_messages: int | None = Field(
+        default=None, ge=0, description="session/stream: messages the CLI was still receiving when it stopped; "
+        "their output counts what had arrived (at least 1), their input is whole.")
+    call_under_way: bool | None = Field(
+        default=None, description="session/stream: the CLI was cut with a model call under way, which no "
+        "record holds (its charge settles by no request id here).")
 
     @classmethod
     def unknown(cls, *, session_id: str | None = None, request_ids: list[str] | None = None) -> Usage:
