@@ -213,6 +213,8 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     # The Responses API counts cached tokens inside input_tokens; the contract keeps them apart.
     usage = ok.to_json()["usage"]
     assert usage["input_tokens"] + usage["cache_read_tokens"] == fake.served.input_tokens == 500
+    # Codex keeps each response's id (resp_...) in its session file: the ids settlement matches.
+    assert usage["request_ids"] == fake.served.response_ids and len(fake.served.response_ids) == 1, usage
     assert classify(ok, catalog).valid
     assert e401.to_json()["agent_error"]["type"] == "auth", e401.to_json()["agent_error"]
     assert classify(e401, catalog).failure_class == "auth"

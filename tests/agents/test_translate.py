@@ -46,9 +46,14 @@ def test_claude_stream_json_last_result_line_is_read() -> None:
     assert report.error is None and report.usage is not None and report.usage.output_tokens == 4
 
 
-def test_codex_retry_messages_then_timeout_is_no_answer() -> None:
+def test_codex_retry_messages_then_timeout_is_the_trouble_it_was_retrying() -> None:
+    # Issue 25: a retry loop cut by the timeout is classed by its status (it was no_answer).
     out = "\n".join(json.dumps(e) for e in [{"type": "thread.started", "thread_id": "t"},
                                              {"type": "error", "message": "Reconnecting... 2/5 (429)"}])
+    report = adapter("codex").translate(_run(out, code=None, timed_out=True))
+    assert report.error is not None and report.error.type == "rate_limit" and "Reconnecting" in report.error.message
+    out = "\n".join(json.dumps(e) for e in [{"type": "thread.started", "thread_id": "t"}, {
+        "type": "error", "message": "Reconnecting... waiting for network (Connection failed: error sending request)"}])
     report = adapter("codex").translate(_run(out, code=None, timed_out=True))
     assert report.error is not None and report.error.type == "no_answer" and "Reconnecting" in report.error.message
 
@@ -197,3 +202,52 @@ def test_session_files_are_collected_only_for_the_named_session(tmp_path: Path) 
     got = sorted(str(p.relative_to(logs / "agent" / SESSIONS_DIR)) for p in (logs / "agent").rglob("*.jsonl"))
     assert got == [f"-app/{sid}.jsonl", f"-app/{sid}/subagents/agent-1.jsonl"]
     assert claude.collect_sessions('{"type": "system", "session_id": "$(rm -rf /)"}') is None
+
+
+# -- Codex CLI 0.171.0, real output (tests/agents/fixtures/codex-0.171.0/README.md) -----------------
+
+CODEX = Path(__file__).parent / "fixtures" / "codex-0.171.0"
+
+
+def _codex(name: str, *, cut: bool = False, rollout: bool = True) -> CliRun:
+    lines = (CODEX / f"{name}.stream.jsonl").read_text().splitlines()
+    if cut:  # as if killed before the turn ended
+        lines = [ln for ln in lines if '"turn.completed"' not in ln and '"turn.failed"' not in ln]
+    session = CODEX / f"{name}.rollout.jsonl"
+    kept = (("2026/12/01/rollout.jsonl", session.read_text()),) if rollout and session.is_file() else ()
+    return CliRun(stdout="\n".join(lines), stderr="", exit_code=None if cut else 0, timed_out=cut, duration_sec=40,
+                  now=NOW, sessions=kept)
+
+
+def test_codex_records_the_response_ids_of_its_session_file_finished_or_cut() -> None:
+    rollout = [json.loads(ln) for ln in (CODEX / "ok.rollout.jsonl").read_text().splitlines()]
+    ids = [r["payload"]["response_id"] for r in rollout if r["type"] == "token_usage_record"]
+    assert len(ids) == 1 and ids[0].startswith("resp_")
+    for cut in (False, True):
+        report = adapter("codex").translate(_codex("ok", cut=cut))
+        usage = report.usage
+        assert usage is not None and usage.request_ids == ids, cut
+        # 500 input of which 100 cached, 33 output: from the turn, or from the session file when cut.
+        assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (400, 100, 33), cut
+        assert usage.source == ("session" if cut else "result")
+    report = adapter("codex").translate(_codex("ok", cut=True, rollout=False))
+    assert report.usage is not None and report.usage.source == "unknown" and report.usage.output_tokens is None
+
+
+@pytest.mark.parametrize(("name", "kind"), [("401", "auth"), ("429", "rate_limit"), ("500", "server_error")])
+def test_codex_retries_classify_a_cut_attempt(name: str, kind: str) -> None:
+    lines = (CODEX / f"{name}.stream.jsonl").read_text().splitlines()
+    if name == "500":  # cut while it was still retrying, before the answer that came
+        lines = lines[: next(n for n, ln in enumerate(lines) if '"agent_message"' in ln)]
+    run = CliRun(stdout="\n".join(lines), stderr="", exit_code=None, timed_out=True, duration_sec=40, now=NOW)
+    report = adapter("codex").translate(run if name == "500" else _codex(name, cut=True))
+    assert report.error is not None and report.error.type == kind, report.error
+    assert report.usage is not None and report.usage.source == "stream" and report.usage.output_tokens == 0
+    if name != "500":  # and the finished run says the same
+        assert adapter("codex").translate(_codex(name)).error.type == kind  # type: ignore[union-attr]
+
+
+def test_codex_stalled_provider_is_no_answer_with_unknown_usage() -> None:
+    report = adapter("codex").translate(_codex("stall", cut=True))
+    assert report.error is not None and report.error.type == "no_answer" and "waiting for network" in report.error.message
+    assert report.usage is not None and report.usage.source == "unknown"

@@ -62,6 +62,8 @@ class Served:
     cache_read_tokens: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     request_ids: list[str] = field(default_factory=list)
+    #: OpenAI Responses API: the ``resp_...`` id of each response served (Codex records these).
+    response_ids: list[str] = field(default_factory=list)
     tokens_issued: list[str] = field(default_factory=list)
     refreshes: int = 0
 
@@ -348,6 +350,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
 
         def _openai(self, a: Answer, model: str, request_id: str) -> None:
             resp_id = f"resp_{uuid.uuid4().hex[:24]}"
+            with fake._lock:
+                fake.served.response_ids.append(resp_id)
             item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
                     "status": "completed",
                     "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
