@@ -183,10 +183,12 @@ def _attempts_frame(evidence: Evidence) -> pd.DataFrame:
             for column in USAGE_COLUMNS:
                 value = usage.get(column)
                 record[column] = int(value) if isinstance(value, int | float) else 0
+            # The adapter could not tell what it spent: counted apart, never as 0 tokens / $0.
+            record["usage_unknown"] = summary.usage is not None and not summary.usage.known
             verdict = summary.verdict.message if summary.verdict is not None else ""
             record["message"] = verdict or ("stale runner" if summary.stale else "")
             records.append(record)
-    return pd.DataFrame(records, columns=[*ATTEMPT_COLUMNS, *USAGE_COLUMNS, "message"])
+    return pd.DataFrame(records, columns=[*ATTEMPT_COLUMNS, *USAGE_COLUMNS, "usage_unknown", "message"])
 
 
 def _failed(att: pd.DataFrame) -> pd.DataFrame:
@@ -306,14 +308,15 @@ def _deltas(paired: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
 
 
 def _usage(att: pd.DataFrame) -> pd.DataFrame:
-    columns = ["account", "arm", "attempts", "input_tokens", "output_tokens", "cost_usd"]
+    columns = ["account", "arm", "attempts", "input_tokens", "output_tokens", "cost_usd", "usage_unknown"]
     if not len(att):
         return pd.DataFrame(columns=columns)
-    grouped = att.groupby(["account", "arm"]).agg(
+    grouped = att.assign(usage_unknown=att.usage_unknown.astype(bool)).groupby(["account", "arm"]).agg(
         attempts=("attempt_id", "count"),
         input_tokens=("input_tokens", "sum"),
         output_tokens=("output_tokens", "sum"),
         cost_usd=("cost_usd", "sum"),
+        usage_unknown=("usage_unknown", "sum"),
     )
     return grouped.reset_index()[columns]
 
@@ -457,13 +460,14 @@ def render_markdown(report: Report) -> str:
         "",
         "## Usage and cost (every attempt)",
         "",
-        "| account | arm | attempts | input tokens | output tokens | cost (USD) |",
-        "|---|---|---|---|---|---|",
+        "| account | arm | attempts | input tokens | output tokens | cost (USD) | usage unknown |",
+        "|---|---|---|---|---|---|---|",
     ]
     for u in report.usage.itertuples():
+        # Attempts whose usage is unknown add nothing to the sums: the last column says how many.
         out.append(
             f"| {u.account} | {u.arm} | {u.attempts} | {u.input_tokens} | {u.output_tokens} | "
-            f"{u.cost_usd:.4f} |"
+            f"{u.cost_usd:.4f} | {int(u.usage_unknown)} |"
         )
     out += ["", "## Failure classes", ""]
     if len(report.failures):

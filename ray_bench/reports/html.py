@@ -116,7 +116,7 @@ EPOCH_HEADERS = {"epoch": "Plan identity", "run_id": "Run", "suite": "Suite", "i
                  "first_start": "First start (UTC)", "last_finish": "Last finish (UTC)"}
 USAGE_HEADERS = {"account": "Account", "arm": "Arm", "attempts": "Attempts",
                  "input_tokens": "Input tokens", "output_tokens": "Output tokens",
-                 "cost_usd": "Cost, estimated"}
+                 "cost_usd": "Cost, estimated", "usage_unknown": "Usage unknown"}
 FAILURE_HEADERS = {"failure_class": "Class", "attempts": "Attempts", "cells": "Cells",
                    "top_fingerprints": "Top fingerprints"}
 FINGERPRINT_HEADERS = {"failure_class": "Class", "fingerprint": "Fingerprint", "attempts": "Attempts",

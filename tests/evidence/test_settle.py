@@ -164,3 +164,6 @@ def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement
     result = settle_run(root, export, by="fin")
     assert result.counts()["missing"] == 2 and not result.complete
     assert all("usage unknown" in a.detail for a in result.attempts.values())
+    report = build_report(root)
+    assert report.usage.usage_unknown.tolist() == [1, 1] and report.attempts.usage_unknown.all()
+    assert "| usage unknown |" in render_markdown(report)
