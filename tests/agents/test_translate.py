@@ -249,5 +249,6 @@ def test_codex_retries_classify_a_cut_attempt(name: str, kind: str) -> None:
 
 def test_codex_stalled_provider_is_no_answer_with_unknown_usage() -> None:
     report = adapter("codex").translate(_codex("stall", cut=True))
-    assert report.error is not None and report.error.type == "no_answer" and "waiting for network" in report.error.message
+    assert report.error is not None and report.error.type == "no_answer"
+    assert "waiting for network" in report.error.message
     assert report.usage is not None and report.usage.source == "unknown"
