@@ -53,11 +53,13 @@ class CliRun:
     #: The CLI's own session files of this run (path under ``sessions/``, text), collected
     #: after it ended or was killed: they hold what the stream had not printed yet.
     sessions: tuple[tuple[str, str], ...] = ()
+    #: Stopped live (the watchdog, or a refusal seen live), and why.
+    stopped: str | None = None
 
     @property
     def cut(self) -> bool:
-        """Ended without finishing: its timeout, or a kill (the watchdog's) with no exit code."""
-        return self.timed_out or self.exit_code is None or self.exit_code < 0
+        """Ended without finishing: its timeout, stopped live, or killed by a signal."""
+        return self.timed_out or self.stopped is not None or self.exit_code is None or self.exit_code < 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class LiveEvent:
     tool_calls: tuple[str, ...] = ()
     #: Cumulative over the run: fresh input + cache writes + output (cache reads excluded).
     tokens: int | None = None
+    #: The provider refuses this login (401/403, seen again after the CLI's own refresh): no
+    #: retry can help, so the run is ended now and the account learns it at once.
+    refused: str | None = None
 
 
 class LiveReader:

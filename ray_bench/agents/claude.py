@@ -108,6 +108,11 @@ class ClaudeCode(AgentAdapter):
         return _Live()
 
 
+#: Auth refusals in a row that end a run live: the CLI refreshes an OAuth token on the first
+#: 401 itself, so a refusal that outlasts that is the login's (its default is 10 retries, minutes).
+AUTH_RETRIES = 3
+
+
 class _Live(LiveReader):
     """``stream-json``: ``{"type": "assistant", "message": {"id", "content": [{"type":
     "tool_use", "name", "input"}, ...], "usage": {...}}}`` per assistant message (one line per
@@ -115,6 +120,7 @@ class _Live(LiveReader):
 
     def __init__(self) -> None:
         self._per_message: dict[str, int] = {}
+        self._refusals = 0
 
     def read(self, line: str) -> LiveEvent | None:
         data = json_line(line)
@@ -122,6 +128,13 @@ class _Live(LiveReader):
             return None
         if data.get("type") == "result":
             return LiveEvent(tokens=_tokens(data.get("usage") or {}))
+        if data.get("type") == "system" and data.get("subtype") == "api_retry":
+            status = data.get("error_status")
+            self._refusals = self._refusals + 1 if status in (401, 403) else 0
+            if self._refusals >= AUTH_RETRIES:
+                return LiveEvent(refused=f"HTTP {status} {data.get('error') or ''} on {self._refusals} retries "
+                                 "in a row".replace("  ", " "))
+            return LiveEvent()
         if data.get("type") != "assistant":
             return LiveEvent()
         message = data.get("message") or {}

@@ -61,7 +61,7 @@ def env_for(agent: str, model: str | None) -> dict[str, str]:
 
 
 def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_out: bool, duration_sec: float,
-           agent_logs: Path) -> AgentReport | None:
+           agent_logs: Path, stopped: str | None = None) -> AgentReport | None:
     """Translate a CLI adapter's output into ``usage.json`` / ``error.json`` in the collected
     ``logs/agent`` (the files the runner reads, as a ``command`` agent writes them itself).
     The full output file wins over the runner's captured stdout, which may be truncated."""
@@ -75,7 +75,7 @@ def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_ou
         stderr = kept_err.read_text(errors="replace")
     report = adapter(agent).translate(CliRun(stdout=stdout, stderr=stderr, exit_code=exit_code,
                                              timed_out=timed_out, duration_sec=duration_sec, now=time.time(),
-                                             sessions=read_sessions(agent_logs)))
+                                             sessions=read_sessions(agent_logs), stopped=stopped))
     agent_logs.mkdir(parents=True, exist_ok=True)
     for name, model in ((USAGE_FILE, report.usage), (ERROR_FILE, report.error)):
         path = agent_logs / name

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import json
 import os
 import platform
@@ -28,12 +27,13 @@ from pydantic import BaseModel, ValidationError
 
 from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents.layer import prepare_layer
-from ray_bench.agents.runtime import collect_sessions_for, command_for, env_for, record
+from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
     NetworkSwitch,
     collect_hooks,
+    collect_sessions,
     copy_artifacts,
     healthcheck,
     resolve_workdir,
@@ -240,7 +240,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                                      user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
                                      config=spec.watchdog)
     phases["agent"] = time.monotonic() - t
-    await _collect_sessions(sandbox, spec, agent, env, workdir, summary)
+    summary.phases["sessions"] = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
+                                                        user=user_of(cfg.agent.user))
     if creds.home is not None:
         if not sandbox.on_host:  # a copy of the login: what the CLI refreshed comes back
             summary.login_written_back = await bring_back_login(sandbox, env["HOME"], creds.home, redactor)
@@ -281,20 +282,6 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
 
 
-async def _collect_sessions(sandbox: Sandbox, spec: AttemptSpec, agent: ExecResult, env: dict[str, str],
-                            workdir: str, summary: AttemptSummary) -> None:
-    """The CLI's own session files of this run into ``/logs/agent/sessions``, whether it
-    finished, timed out or was stopped: a cut run's usage is read from them. A failure to copy
-    is not the attempt's end: its usage then says ``stream`` or ``unknown``."""
-    line = collect_sessions_for(spec.agent, agent.stdout)
-    if line is None:
-        return
-    t = time.monotonic()
-    with contextlib.suppress(SandboxError):  # the sandbox's next step meets the same trouble and says so
-        await sandbox.exec(line, timeout=60, env=env, cwd=workdir, user=user_of(spec.task_config.agent.user))
-    summary.phases["sessions"] = time.monotonic() - t
-
-
 async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor, summary: AttemptSummary,
                         progress: _Progress, agent: ExecResult | None = None) -> None:
     """``/logs`` (agent and verifier output, artifacts) into the attempt directory, under what
@@ -306,7 +293,7 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
         record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-               attempt_dir / "logs" / "agent")
+               attempt_dir / "logs" / "agent", agent.stopped)
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
 

@@ -116,9 +116,10 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
 
 
 def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(tmp_path: Path) -> None:
-    """Attempts cut by their timeout: one in a long tool call (its usage from the CLI's session
-    transcript, equal to what the fake served), and ones in the CLI's own retry loop on 401 and
-    429 (classified from its api_retry events; the 429's retry-after reaches the verdict)."""
+    """Attempts cut short: one by its timeout in a long tool call (its usage from the CLI's
+    session transcript, equal to what the fake served); one refused 401 on every retry (ended
+    live after three, classed auth); one cut by its timeout in the CLI's 429 retry loop (classed
+    from its api_retry events; the server's retry-after reaches the verdict)."""
     _needs("claude")
     catalog = Catalog.default()
     work = [Answer(tool="Bash", tool_input={"command": "echo start", "description": "Start"}, input_tokens=310,
@@ -140,7 +141,10 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
 
     err = e401.to_json()["agent_error"]
-    assert e401.agent is not None and e401.agent.timed_out and err["type"] == "auth" and err["status"] == 401, err
+    # Refused through the CLI's own refresh and retries: ended live, not left to retry for minutes.
+    assert e401.agent is not None and not e401.agent.timed_out, e401.agent
+    assert (e401.agent.stopped or "").startswith("refused: HTTP 401"), e401.agent
+    assert err["type"] == "auth" and err["status"] == 401, err
     verdict = classify(e401, catalog)
     assert verdict.failure_class == "auth" and verdict.effect == "auth_failed"
     err = e429.to_json()["agent_error"]

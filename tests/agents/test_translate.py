@@ -143,6 +143,16 @@ def test_claude_retries_classify_the_attempt_finished_or_cut(name: str, kind: st
         assert retries[0]["retry_delay_ms"] == 2000
 
 
+def test_claude_live_reader_reports_a_login_refused_through_its_retries() -> None:
+    reader = adapter("claude-code").live_reader()
+    events = [reader.read(ln) for ln in (FIXTURES / "http-401.stream.jsonl").read_text().splitlines()]
+    refused = [e.refused for e in events if e is not None and e.refused]
+    assert refused and refused[0].startswith("HTTP 401 authentication_failed on 3 retries"), refused
+    reader = adapter("claude-code").live_reader()  # 529s are retried, never refused
+    assert not any(e is not None and e.refused for e in
+                   (reader.read(ln) for ln in (FIXTURES / "http-529.stream.jsonl").read_text().splitlines()))
+
+
 def test_claude_weekly_limit_cools_until_the_reset_it_was_sent() -> None:
     run = _fixture("weekly-limit")
     report = adapter("claude-code").translate(run)
