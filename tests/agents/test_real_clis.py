@@ -210,9 +210,13 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
             return _attempt(tmp_path / sub, "codex", "gpt-5",
                             {"OPENAI_BASE_URL": f"{fake.url}/v1"}, timeout), fake
 
-    (ok, fake), (e401, _) = _parallel(
+    call = Answer(tool="exec_command", tool_input={"cmd": "echo hi"}, input_tokens=640, output_tokens=21,
+                  cache_read_tokens=128)
+    (ok, fake), (e401, _), (cut, cut_fake) = _parallel(
         lambda: run("ok", [Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100)]),
-        lambda: run("401", [Answer(kind="unauthorized")] * 10))
+        lambda: run("401", [Answer(kind="unauthorized")] * 10),
+        # A function call, then the provider stalls: cut by the timeout mid-turn, no turn.completed.
+        lambda: run("cut", [call, Answer(kind="stall")], timeout=30.0))
     assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 33
     # The Responses API counts cached tokens inside input_tokens; the contract keeps them apart.
     usage = ok.to_json()["usage"]
@@ -221,6 +225,13 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     assert usage["request_ids"] == fake.served.response_ids and len(fake.served.response_ids) == 1, usage
     assert classify(ok, catalog).valid
     assert e401.to_json()["agent_error"]["type"] == "auth", e401.to_json()["agent_error"]
+    # The cut turn's usage, from the rollout session file: what the fake served, with its id.
+    assert cut.agent is not None and cut.agent.timed_out, cut.agent
+    usage = cut.to_json()["usage"]
+    assert usage["source"] == "session", usage
+    assert usage["input_tokens"] + usage["cache_read_tokens"] == cut_fake.served.input_tokens == 640
+    assert (usage["cache_read_tokens"], usage["output_tokens"]) == (128, cut_fake.served.output_tokens) == (128, 21)
+    assert usage["request_ids"] == cut_fake.served.response_ids[:1], (usage, cut_fake.served.response_ids)
     assert classify(e401, catalog).failure_class == "auth"
 
 

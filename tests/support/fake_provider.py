@@ -13,8 +13,9 @@ Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok
 ``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
 (529 / 503), ``unauthorized`` (401), ``server_error`` (500), ``stall`` (headers never come) and
 ``usage_limit`` (a subscription's 429 with the reset time in the unified rate-limit headers).
-An ``ok`` answer with ``tool`` set is a tool call (Messages API only): as the default answer it
-makes the model call the same tool forever, a degenerate agent for the watchdog.
+An ``ok`` answer with ``tool`` set is a tool call (Messages API ``tool_use``; Responses API
+``function_call``): as the default answer it makes the model call the same tool forever, a
+degenerate agent for the watchdog.
 Everything served is counted, so a test can compare a report with what the "model" billed.
 """
 
@@ -349,12 +350,33 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             ], headers)
 
         def _openai(self, a: Answer, model: str, request_id: str) -> None:
+            """A Responses API answer, streamed as the API documents it: the response created,
+            the item added, its deltas, the item done, the response completed with the usage. A
+            tool answer is a ``function_call`` item (Codex's shell tool is ``exec_command``)."""
             resp_id = f"resp_{uuid.uuid4().hex[:24]}"
             with fake._lock:
                 fake.served.response_ids.append(resp_id)
-            item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
+            item: dict[str, Any]
+            if a.tool:
+                arguments = json.dumps(a.tool_input or {})
+                item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
+                        "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": a.tool, "arguments": arguments,
+                        "status": "completed"}
+                added = {**item, "arguments": "", "status": "in_progress"}
+                deltas: list[tuple[str | None, object]] = [
+                    ("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta",
+                                                                "item_id": item["id"], "output_index": 0,
+                                                                "delta": arguments}),
+                    ("response.function_call_arguments.done", {"type": "response.function_call_arguments.done",
+                                                               "item_id": item["id"], "output_index": 0,
+                                                               "arguments": arguments})]
+            else:
+                item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
+                added = {**item, "status": "in_progress", "content": []}
+                deltas = [("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                                                          "output_index": 0, "content_index": 0, "delta": a.text})]
             base = {"id": resp_id, "object": "response", "model": model, "created_at": int(time.time())}
             usage = {"input_tokens": a.input_tokens,
                      "input_tokens_details": {"cached_tokens": a.cache_read_tokens},
@@ -364,9 +386,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 ("response.created", {"type": "response.created",
                                       "response": {**base, "status": "in_progress", "output": []}}),
                 ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                                "item": {**item, "status": "in_progress", "content": []}}),
-                ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
-                                                "output_index": 0, "content_index": 0, "delta": a.text}),
+                                                "item": added}),
+                *deltas,
                 ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
                                                "item": item}),
                 ("response.completed", {"type": "response.completed", "response": {
