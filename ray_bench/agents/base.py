@@ -22,6 +22,10 @@ from ray_bench.models.agent import AgentError, AgentReport, McpServer
 #: Where a CLI adapter's raw output is kept inside ``$LOGS_DIR/agent``.
 OUTPUT_FILE = "agent-output.txt"
 STDERR_FILE = "agent-stderr.txt"
+#: Touched as the CLI starts: its session files newer than this are this run's.
+STARTED_MARK = ".started"
+#: The CLI's session files of this run, copied under ``$LOGS_DIR/agent``.
+SESSIONS_DIR = "sessions"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class Invocation:
     model: str | None
     mcp_servers: tuple[McpServer, ...] = ()
     args: tuple[str, ...] = ()
+    #: The executor role's bound on turns (the CLI's own flag, where it has one).
+    max_turns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,16 @@ class CliRun:
     duration_sec: float = 0.0
     #: Epoch seconds at the end of the run; relative reset times are turned into absolute ones.
     now: float = 0.0
+    #: The CLI's own session files of this run (path under ``sessions/``, text), collected
+    #: after it ended or was killed: they hold what the stream had not printed yet.
+    sessions: tuple[tuple[str, str], ...] = ()
+    #: Stopped live (the watchdog, or a refusal seen live), and why.
+    stopped: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """Ended without finishing: its timeout, stopped live, or killed by a signal."""
+        return self.timed_out or self.stopped is not None or self.exit_code is None or self.exit_code < 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,9 @@ class LiveEvent:
     tool_calls: tuple[str, ...] = ()
     #: Cumulative over the run: fresh input + cache writes + output (cache reads excluded).
     tokens: int | None = None
+    #: The provider refuses this login (401/403, seen again after the CLI's own refresh): no
+    #: retry can help, so the run is ended now and the account learns it at once.
+    refused: str | None = None
 
 
 class LiveReader:
@@ -100,6 +119,33 @@ class AgentAdapter(ABC):
         """A reader of one run's live stdout (:class:`LiveReader`)."""
         return LiveReader()
 
+    #: Where the CLI keeps its session files, as a shell word (under the agent's ``$HOME``);
+    #: "" when it keeps none worth reading.
+    session_root: ClassVar[str] = ""
+
+    def session_ids(self, stdout: str) -> tuple[str, ...]:
+        """The sessions the CLI's stdout names (their files are this run's)."""
+        return ()
+
+    def collect_sessions(self, stdout: str) -> str | None:
+        """The ``sh -c`` line run in the sandbox after the agent ended or was killed: copies the
+        files of the sessions ``stdout`` names, written during this run (newer than the mark
+        :func:`wrap` left), into ``$LOGS_DIR/agent/sessions``, so they come back with ``/logs``.
+        On a shared ``$HOME`` (the local backend) other attempts' sessions are left alone."""
+        ids = [i for i in self.session_ids(stdout) if _SESSION_ID.fullmatch(i)]
+        if not self.session_root or not ids:
+            return None
+        logs = "$LOGS_DIR/agent"
+        paths = " -o ".join(f"-path '*{i}*'" for i in ids)
+        return (f'src={self.session_root}; [ -d "$src" ] && [ -f "{logs}/{STARTED_MARK}" ] || exit 0\n'
+                f'cd "$src" && find . -type f -name "*.jsonl" -newer "{logs}/{STARTED_MARK}" \\( {paths} \\) | '
+                f'while IFS= read -r f; do d="{logs}/{SESSIONS_DIR}/${{f#./}}"; mkdir -p "${{d%/*}}" && '
+                f'cp "$f" "$d"; done\nexit 0\n')
+
+
+#: A session id as the CLIs make them (UUIDs); anything else is not put into a shell line.
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{7,79}")
+
 
 def json_line(line: str) -> dict[str, Any] | None:
     """One line of a CLI's JSON-lines output as an object (None for anything else)."""
@@ -131,7 +177,7 @@ def wrap(cli: str, setup: str = "") -> str:
     return (
         f'command -v {binary} >/dev/null 2>&1 || {{ echo "ray-bench: agent CLI {binary} is not '
         f'installed in this sandbox (cli_missing)" >&2; exit 127; }}\n'
-        f"{setup}"
+        f'{setup}: >"{logs}/{STARTED_MARK}"\n'
         f'{{ {cli} </dev/null 2>"{logs}/{STDERR_FILE}"; echo $? >"{logs}/.rc"; }} | tee "{logs}/{OUTPUT_FILE}"\n'
         f'rc=$(cat "{logs}/.rc" 2>/dev/null); rm -f "{logs}/.rc"\n'
         f'cat "{logs}/{STDERR_FILE}" >&2\nexit "${{rc:-1}}"\n'
@@ -142,37 +188,63 @@ def quote(value: str) -> str:
     return shlex.quote(value)
 
 
-#: "Claude AI usage limit reached|1767225600" (older CLIs) or "... · resets 4:18pm (UTC)".
+#: "Claude AI usage limit reached|1767225600" (older CLIs).
 _RESET_EPOCH = re.compile(r"limit reached\|(\d{9,11})", re.IGNORECASE)
-_RESET_CLOCK = re.compile(r"resets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\s*(?:\(([^)]+)\))?",
-                          re.IGNORECASE)
+#: Claude Code prints a reset as ``toLocaleTimeString`` in its own zone: "resets 6:33pm (UTC)",
+#: "resets 10pm (UTC)" (no minutes when they are 0), and past 24 hours away with the date:
+#: "resets Dec 4, 5:56pm (UTC)", "resets Dec 4, 2027, 6pm (UTC)" in another year.
+_RESET_CLOCK = re.compile(
+    r"resets?\s+(?:at\s+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2}),?"
+    r"\s+(?:(?P<year>\d{4}),?\s+)?)?(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<half>am|pm)?"
+    r"\s*(?:\((?P<zone>[^)]+)\))?", re.IGNORECASE)
+#: A relative reset: "resets in 2h 5m", "resets in 45s".
+_RESET_IN = re.compile(r"resets?\s+in\s+(?P<span>\d+\s*[dhms](?:\s*\d+\s*[dhms])*)\b", re.IGNORECASE)
+_UNIT_SEC = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
 def reset_time(text: str, now: float) -> float | None:
-    """The epoch second a usage-limit message says the window resets at: an epoch after a
-    ``|``, or the next wall-clock time named (in the named zone, UTC if none or unknown)."""
+    """The epoch second a usage-limit message says the window resets at, never earlier than
+    it does: an epoch after a ``|``; a span from ``now`` (plus one of its smallest unit, which
+    the CLI rounds away); or a wall-clock time, with its date if printed, in the zone printed
+    (UTC if none or unknown), at the END of the printed minute (the CLI drops the seconds)."""
     m = _RESET_EPOCH.search(text)
     if m is not None:
         return float(m.group(1))
+    rel = _RESET_IN.search(text)
+    if rel is not None:
+        parts = re.findall(r"(\d+)\s*([dhms])", rel.group("span").lower())
+        return now + sum(int(n) * _UNIT_SEC[u] for n, u in parts) + min(_UNIT_SEC[u] for _, u in parts)
     m = _RESET_CLOCK.search(text)
     if m is None:
         return None
-    hour, minute, half, zone = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower(), m.group(4)
+    hour, minute, half = int(m["hour"]), int(m["minute"] or 0), (m["half"] or "").lower()
     if half == "pm" and hour < 12:
         hour += 12
     elif half == "am" and hour == 12:
         hour = 0
     if hour > 23 or minute > 59:
         return None
+    zone = (m["zone"] or "UTC").strip()
     try:
-        tz: dt.tzinfo = ZoneInfo(zone) if zone and zone.upper() != "UTC" else dt.UTC
+        tz: dt.tzinfo = ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
         tz = dt.UTC
     local = dt.datetime.fromtimestamp(now, tz)
-    at = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if at.timestamp() <= now:
-        at += dt.timedelta(days=1)
-    return at.timestamp()
+    try:
+        if m["mon"]:
+            year = int(m["year"] or local.year)
+            at = dt.datetime(year, _MONTHS.index(m["mon"][:3].lower()) + 1, int(m["day"]), hour, minute, tzinfo=tz)
+            if not m["year"] and at.timestamp() < now - 86400:  # "Jan 2" printed on Dec 30
+                at = at.replace(year=year + 1)
+        else:
+            at = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    except ValueError:  # "Feb 30"
+        return None
+    end = at.timestamp() + 60
+    if not m["mon"] and end <= now:  # a time of day already past is tomorrow's
+        end = (at + dt.timedelta(days=1)).timestamp() + 60
+    return end
 
 
 def error_from(status: int | None, message: str, run: CliRun, *, reset_at: float | None = None,

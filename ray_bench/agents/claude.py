@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ray_bench.agents.base import (
@@ -55,6 +56,8 @@ class ClaudeCode(AgentAdapter):
                  "--permission-mode", "bypassPermissions"]
         if inv.model:
             parts += ["--model", quote(inv.model)]
+        if inv.max_turns is not None:  # the executor role's bound; reaching it ends the run (a result)
+            parts += ["--max-turns", str(int(inv.max_turns))]
         setup = ""
         if inv.mcp_servers:
             config = json.dumps({"mcpServers": {s.name: _mcp_entry(s) for s in inv.mcp_servers}})
@@ -64,20 +67,50 @@ class ClaudeCode(AgentAdapter):
         return wrap(" ".join(parts), setup)
 
     def translate(self, run: CliRun) -> AgentReport:
+        events = [e for e in (json_line(line) for line in run.stdout.splitlines()) if e is not None]
+        record = _Record.of(events, run.sessions)
         result = _last_result(run.stdout)
         if result is None:
-            return AgentReport(error=silent(run, self.name))
-        usage = _usage(result)
+            return self._cut(run, record)
+        usage = _usage(result).model_copy(update={"request_ids": record.request_ids(), "source": "result"})
+        if result.get("subtype") == "error_max_turns":
+            # The role's turn bound, reached: the agent's own outcome, which the verifier scores.
+            return AgentReport(usage=usage)
         if result.get("is_error") or result.get("subtype") not in (None, "success"):
             status = result.get("api_error_status")
+            status = status if isinstance(status, int) else None
             message = str(result.get("result") or result.get("subtype") or "error")
-            return AgentReport(usage=usage, error=error_from(status if isinstance(status, int) else None,
-                                                             message, run))
+            retry = record.retry if record.retry is not None and record.retry.status == status else None
+            return AgentReport(usage=usage, error=error_from(
+                status, message, run, reset_at=record.reset_at,
+                retry_after=retry.delay_sec if retry is not None else None))
         return AgentReport(usage=usage)
 
+    def _cut(self, run: CliRun, record: _Record) -> AgentReport:
+        """No result line (cut by its timeout or the watchdog, or crashed): what its messages
+        spent, from the stream and the session files; the error its retries were in, if it
+        was retrying when it was cut."""
+        error = silent(run, self.name)
+        retry = record.retry
+        if retry is not None and retry.after_last_answer and error.type != "cli_missing":
+            message = (f"{self.name} was retrying when it ended: HTTP {retry.status} {retry.error} "
+                       f"(retry {retry.attempt} of {retry.max_retries})")
+            error = error_from(retry.status, message, run, reset_at=record.reset_at, retry_after=retry.delay_sec)
+        return AgentReport(usage=record.usage(), error=error)
+
+    session_root = '"${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects"'
+
+    def session_ids(self, stdout: str) -> tuple[str, ...]:
+        ids = (e.get("session_id") for e in (json_line(line) for line in stdout.splitlines()) if e is not None)
+        return tuple(dict.fromkeys(i for i in ids if isinstance(i, str) and i))
 
     def live_reader(self) -> LiveReader:
         return _Live()
+
+
+#: Auth refusals in a row that end a run live: the CLI refreshes an OAuth token on the first
+#: 401 itself, so a refusal that outlasts that is the login's (its default is 10 retries, minutes).
+AUTH_RETRIES = 3
 
 
 class _Live(LiveReader):
@@ -87,6 +120,7 @@ class _Live(LiveReader):
 
     def __init__(self) -> None:
         self._per_message: dict[str, int] = {}
+        self._refusals = 0
 
     def read(self, line: str) -> LiveEvent | None:
         data = json_line(line)
@@ -94,6 +128,13 @@ class _Live(LiveReader):
             return None
         if data.get("type") == "result":
             return LiveEvent(tokens=_tokens(data.get("usage") or {}))
+        if data.get("type") == "system" and data.get("subtype") == "api_retry":
+            status = data.get("error_status")
+            self._refusals = self._refusals + 1 if status in (401, 403) else 0
+            if self._refusals >= AUTH_RETRIES:
+                return LiveEvent(refused=f"HTTP {status} {data.get('error') or ''} on {self._refusals} retries "
+                                 "in a row".replace("  ", " "))
+            return LiveEvent()
         if data.get("type") != "assistant":
             return LiveEvent()
         message = data.get("message") or {}
@@ -108,6 +149,118 @@ class _Live(LiveReader):
                       for c in (content if isinstance(content, list) else [])
                       if isinstance(c, dict) and c.get("type") == "tool_use")
         return LiveEvent(tool_calls=calls, tokens=sum(self._per_message.values()) if self._per_message else None)
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """The CLI's last ``system/api_retry`` event: ``{"attempt", "max_retries", "retry_delay_ms",
+    "error_status", "error": "authentication_failed" | "rate_limit" | "overloaded" | "server_error"}``
+    (Claude Code 2.1.197 against the fake provider)."""
+
+    status: int | None
+    error: str
+    delay_sec: float | None
+    attempt: object
+    max_retries: object
+    #: No model answer came after it: the CLI was still in this trouble when it stopped.
+    after_last_answer: bool
+
+
+#: The usage keys of one Anthropic message, as the stream and the transcript carry them.
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+@dataclass
+class _Record:
+    """Everything one run left about its model calls: per message (by id) its request id,
+    model and usage, from the stream and the session transcripts together. The stream prints a
+    message's usage with ``output_tokens: 1`` until it ends; a transcript line has the final,
+    so each field keeps the largest value seen for its message."""
+
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    session_id: str | None = None
+    retry: _Retry | None = None
+    reset_at: float | None = None
+    from_sessions: bool = False
+    #: The stream's last word was a tool's result: the CLI had sent (or was about to send)
+    #: the next call, whose answer no record holds.
+    call_under_way: bool = False
+
+    @classmethod
+    def of(cls, events: list[dict[str, Any]], sessions: tuple[tuple[str, str], ...]) -> _Record:
+        rec = cls()
+        retry: dict[str, Any] | None = None
+        for event in events:
+            kind = event.get("type")
+            if rec.session_id is None and isinstance(event.get("session_id"), str):
+                rec.session_id = event["session_id"]
+            if kind == "system" and event.get("subtype") == "api_retry":
+                retry = event
+            elif kind == "rate_limit_event":
+                info = event.get("rate_limit_info") or {}
+                if isinstance(info, dict) and info.get("status") == "rejected" and \
+                        isinstance(info.get("resetsAt"), int | float):
+                    rec.reset_at = float(info["resetsAt"])  # exact, where the message prints minutes
+            elif kind == "assistant" and rec._message(event.get("message"), event.get("request_id")):
+                retry = None  # the CLI got past it
+            if kind in ("assistant", "user", "result"):
+                rec.call_under_way = kind == "user"
+        if retry is not None:
+            status = retry.get("error_status")
+            delay = retry.get("retry_delay_ms")
+            rec.retry = _Retry(status if isinstance(status, int) else None, str(retry.get("error") or ""),
+                               round(delay / 1000, 3) if isinstance(delay, int | float) and delay >= 0 else None,
+                               retry.get("attempt"), retry.get("max_retries"), True)
+        for _, text in sorted(sessions):
+            for entry in (json_line(line) for line in text.splitlines()):
+                if entry is not None and entry.get("type") == "assistant":
+                    rec.from_sessions |= rec._message(entry.get("message"), entry.get("requestId"))
+        return rec
+
+    def _message(self, message: object, request_id: object) -> bool:
+        """Take in one assistant message; False for the CLI's own (``<synthetic>``) ones."""
+        if not isinstance(message, dict) or message.get("model") == "<synthetic>" or not message.get("id"):
+            return False
+        seen = self.messages.setdefault(str(message["id"]), {"usage": {}})
+        if message.get("stop_reason"):  # the stream prints it null; the transcript's final line has it
+            seen["final"] = True
+        if isinstance(request_id, str) and request_id:
+            seen["request_id"] = request_id
+        if isinstance(message.get("model"), str):
+            seen["model"] = message["model"]
+        usage = message.get("usage")
+        for key in _USAGE_KEYS if isinstance(usage, dict) else ():
+            value = usage.get(key)  # type: ignore[union-attr]
+            if isinstance(value, int) and not isinstance(value, bool):
+                seen["usage"][key] = max(seen["usage"].get(key, 0), value)
+        return True
+
+    def request_ids(self) -> list[str]:
+        return list(dict.fromkeys(m["request_id"] for m in self.messages.values() if "request_id" in m))
+
+    def usage(self) -> Usage:
+        """The sum over its messages. None answered and no retry said why: a call may have been
+        under way when it was cut, so what it spent is unknown. Retries and no answer: every
+        call was refused (a refused call is not billed), so nothing was spent."""
+        if not self.messages:
+            if self.retry is None:
+                return Usage.unknown(session_id=self.session_id)
+            return Usage(session_id=self.session_id, turns=0, source="stream")
+        total = dict.fromkeys(_USAGE_KEYS, 0)
+        by_model: dict[str, int] = {}
+        for m in self.messages.values():
+            for key in _USAGE_KEYS:
+                total[key] += m["usage"].get(key, 0)
+            if "model" in m:
+                by_model[m["model"]] = by_model.get(m["model"], 0) + m["usage"].get("output_tokens", 0)
+        return Usage(input_tokens=total["input_tokens"], output_tokens=total["output_tokens"],
+                     cache_read_tokens=total["cache_read_input_tokens"],
+                     cache_write_tokens=total["cache_creation_input_tokens"],
+                     model=max(by_model, key=lambda k: by_model[k]) if by_model else None,
+                     session_id=self.session_id, request_ids=self.request_ids(), turns=len(self.messages),
+                     source="session" if self.from_sessions else "stream",
+                     unfinished_messages=sum(1 for m in self.messages.values() if not m.get("final")),
+                     call_under_way=self.call_under_way)
 
 
 def _tokens(usage: dict[str, Any]) -> int:

@@ -56,21 +56,39 @@ class Codex(AgentAdapter):
 
     def translate(self, run: CliRun) -> AgentReport:
         events = [e for e in (_json(line) for line in run.stdout.splitlines()) if e is not None]
+        responses = _responses(run.sessions)
         usage = _usage(events)
+        if usage is not None:
+            usage = usage.model_copy(update={"request_ids": list(responses), "source": "result"})
         failure = next((e for e in reversed(events) if e.get("type") == "turn.failed"), None)
         if failure is not None:
             message = str((failure.get("error") or {}).get("message") or "turn failed")
-            return AgentReport(usage=usage, error=_error(message, run))
-        if usage is None:
-            errors = [str(e.get("message")) for e in events if e.get("type") == "error"]
-            if errors and not run.timed_out:
-                return AgentReport(error=_error(errors[-1], run))
-            error = silent(run, self.name)
-            if errors and run.timed_out:
-                error = error.model_copy(update={"message": f"{error.message}; last: {errors[-1][:200]}"})
-            return AgentReport(error=error)
-        return AgentReport(usage=usage)
+            return AgentReport(usage=usage or _session_usage(events, responses, refused=True),
+                               error=_error(message, run))
+        if usage is not None:
+            return AgentReport(usage=usage)
+        # No turn finished: cut by its timeout or the watchdog, or crashed. What its responses
+        # spent is in the session file; the trouble it was retrying, in its last error event.
+        errors = [str(e.get("message")) for e in events if e.get("type") == "error"]
+        last = errors[-1] if errors else ""
+        status = _STATUS.search(last)
+        refused = status is not None or "high demand" in last
+        report_usage = _session_usage(events, responses, refused=refused)
+        if errors and not run.cut:
+            return AgentReport(usage=report_usage, error=_error(last, run))
+        error = silent(run, self.name)
+        if refused and error.type != "cli_missing":
+            error = _error(f"{self.name} was retrying when it ended: {last[:300]}", run)
+        elif errors:
+            error = error.model_copy(update={"message": f"{error.message}; last: {last[:200]}"})
+        return AgentReport(usage=report_usage, error=error)
 
+    session_root = '"${CODEX_HOME:-$HOME/.codex}/sessions"'
+
+    def session_ids(self, stdout: str) -> tuple[str, ...]:
+        ids = (e.get("thread_id") for e in (_json(line) for line in stdout.splitlines())
+               if e is not None and e.get("type") == "thread.started")
+        return tuple(dict.fromkeys(i for i in ids if isinstance(i, str) and i))
 
     def live_reader(self) -> LiveReader:
         return _Live()
@@ -140,4 +158,39 @@ def _usage(events: list[dict[str, Any]]) -> Usage | None:
 
 def _error(message: str, run: CliRun) -> Any:
     m = _STATUS.search(message)
+    if m is None and "high demand" in message:  # how Codex prints the API's 500
+        return error_from(None, f"server error: {message}", run).model_copy(update={"type": "server_error"})
     return error_from(int(m.group(1)) if m else None, message, run)
+
+
+#: A session file's ``token_usage_record`` usage keys, and the contract's.
+_USAGE = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+def _responses(sessions: tuple[tuple[str, str], ...]) -> dict[str, dict[str, int]]:
+    """Per response id, its usage, from the rollout files' ``token_usage_record`` entries
+    (``{"payload": {"response_id": "resp_...", "usage": {...}}}``, one per response as it
+    completes: there even when the turn was cut)."""
+    out: dict[str, dict[str, int]] = {}
+    for _, text in sorted(sessions):
+        for line in text.splitlines():
+            entry = _json(line)
+            payload = entry.get("payload") if entry is not None and entry.get("type") == "token_usage_record" else None
+            if not isinstance(payload, dict) or not isinstance(payload.get("response_id"), str):
+                continue
+            usage = payload.get("usage")
+            counts = usage if isinstance(usage, dict) else {}
+            out[payload["response_id"]] = {k: int(counts.get(k) or 0) for k in _USAGE}
+    return out
+
+
+def _session_usage(events: list[dict[str, Any]], responses: dict[str, dict[str, int]], *, refused: bool) -> Usage:
+    """A run with no finished turn: the sum of its responses. None recorded: nothing was spent
+    when every call was refused (``refused``), otherwise a call may have been under way."""
+    thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
+    if not responses:
+        return Usage(session_id=thread, turns=0, source="stream") if refused else Usage.unknown(session_id=thread)
+    total = {k: sum(r[k] for r in responses.values()) for k in _USAGE}
+    return Usage(input_tokens=max(0, total["input_tokens"] - total["cached_input_tokens"]),
+                 output_tokens=total["output_tokens"], cache_read_tokens=total["cached_input_tokens"],
+                 session_id=thread, request_ids=list(responses), source="session")

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.agents import adapter
-from ray_bench.agents.base import CliRun, Invocation
+from ray_bench.agents.base import SESSIONS_DIR, CliRun, Invocation
+from ray_bench.config.bounded import read_capped
 from ray_bench.models.agent import AgentReport, McpServer
 
 USAGE_FILE = "usage.json"
@@ -18,11 +19,38 @@ ERROR_FILE = "error.json"
 
 
 def command_for(agent: str, model: str | None, own_command: str, args: tuple[str, ...],
-                mcp_servers: tuple[dict[str, Any], ...]) -> str:
+                mcp_servers: tuple[dict[str, Any], ...], max_turns: int | None = None) -> str:
     if agent == "command":
         return own_command
     servers = tuple(McpServer.model_validate(s) for s in mcp_servers)
-    return adapter(agent).command(Invocation(model=model, mcp_servers=servers, args=args))
+    return adapter(agent).command(Invocation(model=model, mcp_servers=servers, args=args, max_turns=max_turns))
+
+
+def collect_sessions_for(agent: str, stdout: str) -> str | None:
+    """The line that copies the CLI's session files of this run into ``$LOGS_DIR/agent``
+    (None: a ``command`` agent, or a CLI that named no session)."""
+    return None if agent == "command" else adapter(agent).collect_sessions(stdout)
+
+
+#: Session files read back at most (each; a transcript is a few hundred KB per hour of work).
+SESSION_BYTES = 16 << 20
+
+
+def read_sessions(agent_logs: Path) -> tuple[tuple[str, str], ...]:
+    """The session files collected under ``logs/agent/sessions`` (path, text), bounded."""
+    root = agent_logs / SESSIONS_DIR
+    if not root.is_dir():
+        return ()
+    out = []
+    for path in sorted(root.rglob("*.jsonl")):
+        if path.is_file() and not path.is_symlink():
+            try:
+                raw = read_capped(path, SESSION_BYTES)
+            except OSError:
+                continue
+            if raw is not None:
+                out.append((str(path.relative_to(root)), raw.decode(errors="replace")))
+    return tuple(out)
 
 
 def env_for(agent: str, model: str | None) -> dict[str, str]:
@@ -33,7 +61,7 @@ def env_for(agent: str, model: str | None) -> dict[str, str]:
 
 
 def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_out: bool, duration_sec: float,
-           agent_logs: Path) -> AgentReport | None:
+           agent_logs: Path, stopped: str | None = None) -> AgentReport | None:
     """Translate a CLI adapter's output into ``usage.json`` / ``error.json`` in the collected
     ``logs/agent`` (the files the runner reads, as a ``command`` agent writes them itself).
     The full output file wins over the runner's captured stdout, which may be truncated."""
@@ -46,7 +74,8 @@ def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_ou
     if kept_err.is_file():
         stderr = kept_err.read_text(errors="replace")
     report = adapter(agent).translate(CliRun(stdout=stdout, stderr=stderr, exit_code=exit_code,
-                                             timed_out=timed_out, duration_sec=duration_sec, now=time.time()))
+                                             timed_out=timed_out, duration_sec=duration_sec, now=time.time(),
+                                             sessions=read_sessions(agent_logs), stopped=stopped))
     agent_logs.mkdir(parents=True, exist_ok=True)
     for name, model in ((USAGE_FILE, report.usage), (ERROR_FILE, report.error)):
         path = agent_logs / name
@@ -54,6 +83,7 @@ def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_ou
             path.unlink(missing_ok=True)
             continue
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(model.model_dump(mode="json"), sort_keys=True))
+        # None is left out: an unknown count is absent, never written as a number.
+        tmp.write_text(json.dumps(model.model_dump(mode="json", exclude_none=True), sort_keys=True))
         os.replace(tmp, path)
     return report

@@ -7,13 +7,15 @@ classifies them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ray_bench.errors import TaskEnvironmentError
+from ray_bench.agents.runtime import collect_sessions_for
+from ray_bench.errors import SandboxError, TaskEnvironmentError
 from ray_bench.models.attempt import CollectFacts, HealthcheckFacts
 from ray_bench.models.task import ArtifactConfig, HealthcheckConfig, StepConfig, TaskConfig, VerifierCollectConfig
 from ray_bench.sandboxes import Sandbox
@@ -183,3 +185,17 @@ def _small_text(path: Path) -> str:
     if data is None:
         raise ValueError(f"{path.name} is larger than {_MAX_REWARD_BYTES} bytes")
     return data.decode("utf-8", errors="replace").strip()
+
+
+async def collect_sessions(sandbox: Sandbox, agent: str, stdout: str, *, env: Mapping[str, str], cwd: str,
+                           user: str | None) -> float:
+    """The CLI's own session files of this run into ``/logs/agent/sessions``, whether it
+    finished, timed out or was stopped: a cut run's usage is read from them. A failure to copy
+    is not the attempt's end (its usage then says ``stream`` or ``unknown``). The seconds it took."""
+    line = collect_sessions_for(agent, stdout)
+    if line is None:
+        return 0.0
+    t = time.monotonic()
+    with contextlib.suppress(SandboxError):  # the sandbox's next step meets the same trouble and says so
+        await sandbox.exec(line, timeout=60, env=dict(env), cwd=cwd, user=user)
+    return time.monotonic() - t

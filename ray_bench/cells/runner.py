@@ -35,6 +35,7 @@ from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
     NetworkSwitch,
     collect_hooks,
+    collect_sessions,
     copy_artifacts,
     healthcheck,
     resolve_workdir,
@@ -274,11 +275,14 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
 
     t = time.monotonic()
     await switch.enter("agent")
-    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
+    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
+                          spec.max_turns)
     agent, stopped = await run_agent(sandbox, command, timeout=spec.agent_timeout_sec, env=env,
                                      user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
                                      config=spec.watchdog)
     phases["agent"] = time.monotonic() - t
+    summary.phases["sessions"] = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
+                                                        user=user_of(cfg.agent.user))
     if creds.home is not None:
         if not sandbox.on_host:  # a copy of the login: what the CLI refreshed comes back
             summary.login_written_back = await bring_back_login(sandbox, env["HOME"], creds.home, redactor)
@@ -330,7 +334,7 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
         record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-               attempt_dir / "logs" / "agent")
+               attempt_dir / "logs" / "agent", agent.stopped)
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
 

@@ -59,6 +59,8 @@ class AttemptSpec:
     #: The arm's agent reaches its model provider: its phase is online whatever the task says
     #: (ray_bench.tasks.network.phase_network decides with it).
     agent_network: bool = False
+    #: The executor role's turn bound (the CLI's own flag where it has one: claude-code).
+    max_turns: int | None = None
     #: The arm's degeneration watchdog, token bound resolved (ray_bench.cells.watchdog); None: off.
     watchdog: Watchdog | None = None
     #: Where the runner finds the task and writes the attempt (ray_bench.artifacts); None: the

@@ -26,6 +26,7 @@ from ray_bench.cells.phases import (
     ARTIFACTS_DIR,
     NetworkSwitch,
     collect_hooks,
+    collect_sessions,
     copy_artifacts,
     headline,
     healthcheck,
@@ -154,10 +155,13 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
     timeout = step.agent.timeout_sec or cfg.agent.timeout_sec or _DEFAULT_AGENT_TIMEOUT_SEC
     t = time.monotonic()
     await run.network.enter("agent", step)
-    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers)
-    agent = await sandbox.exec(command, timeout=timeout, env=env,
-                               user=user_of(step.agent.user if step.agent.user is not None else cfg.agent.user))
+    command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
+                          spec.max_turns)
+    agent_user = user_of(step.agent.user if step.agent.user is not None else cfg.agent.user)
+    agent = await sandbox.exec(command, timeout=timeout, env=env, user=agent_user)
     facts.phases["agent"] = time.monotonic() - t
+    facts.phases["sessions"] = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=run.workdir,
+                                                      user=agent_user)
     facts.agent = _exec_facts(agent, run.redactor, 4000)
 
     await run.network.enter("setup")
@@ -190,7 +194,7 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
         taken += await sandbox.get_dir(f"/logs/{name}", out / name, max_bytes=max(0, room - taken))
     summary.artifact_bytes += taken
     record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-           out / "agent")
+           out / "agent", agent.stopped)
     run.redactor.tree(out)
     agent_logs = sandbox.path("/logs/agent")
     await sandbox.exec(f'rm -rf "{agent_logs}"; mkdir -p "{agent_logs}"; chmod 777 "{agent_logs}"', timeout=60)

@@ -42,20 +42,12 @@ _LOOK = ('mkdir -p "$2" || exit 0; if [ ! -f "$2/t" ]; then touch "$2/t"; echo R
          'mv -f "$2/n" "$2/t"; if [ -n "$c" ]; then echo RB-CHANGED; else echo RB-SAME; fi')
 
 
-class DegenerationWatch(ExecWatch):
-    """The output rules and the idle clock of one agent run. ``clock`` is injected for tests."""
+class LineWatch(ExecWatch):
+    """Hands each line of the agent's stdout to :meth:`_line`, until stopped."""
 
-    def __init__(self, config: Watchdog, reader: LiveReader, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.config = config
-        self._reader = reader
-        self._clock = clock
-        self.started = self.last_change = clock()
         self._partial = b""
-        self._runs: dict[str, tuple[str | None, int]] = {"call": (None, 0), "line": (None, 0)}
-        self.tokens: int | None = None
-        self.recent: deque[str] = deque(maxlen=RECENT_LINES)
-        self.facts: WatchdogFacts | None = None
 
     def feed(self, stream: Stream, data: bytes) -> None:
         if stream != "stdout" or self.reason is not None:
@@ -70,10 +62,31 @@ class DegenerationWatch(ExecWatch):
                 return
 
     def _line(self, text: str) -> None:
+        raise NotImplementedError
+
+
+class DegenerationWatch(LineWatch):
+    """The output rules and the idle clock of one agent run. ``clock`` is injected for tests."""
+
+    def __init__(self, config: Watchdog, reader: LiveReader, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.config = config
+        self._reader = reader
+        self._clock = clock
+        self.started = self.last_change = clock()
+        self._runs: dict[str, tuple[str | None, int]] = {"call": (None, 0), "line": (None, 0)}
+        self.tokens: int | None = None
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)
+        self.facts: WatchdogFacts | None = None
+
+    def _line(self, text: str) -> None:
         if not text:
             return
         self.recent.append(text[:300])
         event = self._reader.read(text)
+        if event is not None and event.refused is not None:
+            self.stop(f"refused: {event.refused}")  # not degeneration: no facts, the adapter classes it
+            return
         if event is None:  # plain output, not the CLI's own event
             if self._repeat("line", text) >= self.config.output_repeats:
                 self._fire("repeated_output", f"the same output line {self.config.output_repeats} times in a row",
@@ -114,6 +127,21 @@ class DegenerationWatch(ExecWatch):
         self.stop(f"{rule}: {message}")
 
 
+class RefusalWatch(LineWatch):
+    """Only the live refusal of an unwatched run: the provider refuses the login again and
+    again (401/403 through the CLI's retries), so the run is ended instead of retrying for
+    minutes; the adapter then classes the attempt ``auth`` from the same events."""
+
+    def __init__(self, reader: LiveReader) -> None:
+        super().__init__()
+        self._reader = reader
+
+    def _line(self, text: str) -> None:
+        event = self._reader.read(text) if text else None
+        if event is not None and event.refused is not None:
+            self.stop(f"refused: {event.refused}")
+
+
 async def watch_workspace(sandbox: Sandbox, workdir: str, watch: DegenerationWatch) -> None:
     """Every ``poll_sec``: did anything below ``workdir`` change? Until the watch stops. A
     look that fails is skipped (the agent's own command decides what a broken sandbox means).
@@ -143,8 +171,9 @@ async def run_agent(sandbox: Sandbox, command: str, *, timeout: float, env: Mapp
                     agent: str, workdir: str, config: Watchdog | None) -> tuple[ExecResult, WatchdogFacts | None]:
     """The agent's command, watched when the arm has a watchdog: its result, and the
     watchdog's facts when it stopped the command."""
-    if config is None:
-        return await sandbox.exec(command, timeout=timeout, env=env, user=user), None
+    if config is None:  # no degeneration rules; a refusal seen live still ends the run
+        refusals = RefusalWatch(adapter(agent).live_reader())
+        return await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=refusals), None
     watch = DegenerationWatch(config, adapter(agent).live_reader())
     monitor = asyncio.ensure_future(watch_workspace(sandbox, workdir, watch))
     try:

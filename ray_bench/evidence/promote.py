@@ -10,7 +10,8 @@ its reruns, the cohort its report is built from) and checks, in order:
 4. ``cleanup``: the run's last recorded audit found no residue, and a fresh audit of every
    backend it used finds nothing labelled with it;
 5. ``settlement``: where a settlement exists, every attempt that spent money is settled
-   (with ``--require-settlement``, a settlement must exist for every run that spent money);
+   (with ``--require-settlement``, a settlement must exist for every run that spent money or
+   has an attempt whose usage is unknown, and such an attempt must be settled by its ids);
 6. ``invalid-rate``: invalid attempts (finished without a valid row, or stale) over all
    terminal attempts at most ``--max-invalid-rate``.
 
@@ -33,7 +34,7 @@ from ray_bench.evidence.circuit import open_scopes_from
 from ray_bench.evidence.decisions import PROMOTION, operator, refuse_official
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
-from ray_bench.evidence.settle import settlement_of
+from ray_bench.evidence.settle import settlement_of, usage_unknown
 from ray_bench.ledger.events import DemotionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.runroot import lock_holder
@@ -117,9 +118,12 @@ def check_gates(epochs: list[Epoch], *, max_invalid_rate: float, require_settlem
     for e in members:
         settlement = settlement_of(e.run_id, e.events)
         spent = sum(a.cost_usd for a in e.attempts)
+        summaries = e.summaries() if require_settlement else {}
+        unknown = [a.attempt_id for a in e.attempts if a.terminal and usage_unknown(summaries.get(a.attempt_id))]
         if settlement is None:
-            if require_settlement and spent > 0:
-                problems.append(f"{e.run_id}: no settlement (${spent:.4f} estimated)")
+            if require_settlement and (spent > 0 or unknown):
+                problems.append(f"{e.run_id}: no settlement (${spent:.4f} estimated"
+                                f"{f', {len(unknown)} attempts with unknown usage' if unknown else ''})")
             continue
         counts = settlement.counts()
         unsettled = [k for k in e.attempts if k.terminal and k.attempt_id not in settlement.attempts]

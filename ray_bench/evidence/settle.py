@@ -13,6 +13,9 @@ ones that must be found (its session ids when it recorded no request id). Per at
   id: which attempt spent it is ambiguous).
 - ``n/a``: no id and no estimated cost (a stale runner, an agent without a model).
 
+An attempt whose usage is ``unknown`` (cut before anything recorded what it spent) is
+``missing`` unless request ids it recorded settle it: an unknown is never taken for $0.
+
 The result is a ``settlement`` event in the ledger (append-only; the latest one counts) with
 who, when, the export's file name, format and sha256. Nothing else changes: estimated costs
 stay what the agent reported, and reports show both.
@@ -93,6 +96,11 @@ def attempt_ids(summary: AttemptSummary | None) -> tuple[tuple[str, ...], tuple[
     return names("request_ids", "request_id"), names("session_ids", "session_id")
 
 
+def usage_unknown(summary: AttemptSummary | None) -> bool:
+    """The adapter said it cannot know what the attempt spent (``source: unknown``)."""
+    return summary is not None and summary.usage is not None and not summary.usage.known
+
+
 def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummary],
               export: UsageExport) -> tuple[dict[str, SettledAttempt], int, float]:
     """Pure: per attempt its settlement, and the export's charges no attempt claimed."""
@@ -103,6 +111,7 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
     matched: dict[str, set[int]] = {}
     required: dict[str, tuple[str, ...]] = {}
     listed = [a for a in attempts if a.terminal]
+    unknown = {a.attempt_id for a in listed if usage_unknown(summaries.get(a.attempt_id))}
     for a in listed:
         requests, sessions = attempt_ids(summaries.get(a.attempt_id))
         required[a.attempt_id] = requests or sessions
@@ -119,7 +128,8 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
         shared = [n for n in charges if claims[n] > 1]
         settled = round(sum(export.charges[n].cost_usd for n in charges), 6) if charges else None
         if not need and not charges:
-            status, detail = ("missing", "no request id recorded") if estimated > 0 else ("n/a", "")
+            status, detail = (("missing", "usage unknown and no request id recorded") if a.attempt_id in unknown
+                              else ("missing", "no request id recorded") if estimated > 0 else ("n/a", ""))
         elif shared:
             status, detail = "disputed", f"{len(shared)} charge(s) also matched by another attempt"
         elif absent:

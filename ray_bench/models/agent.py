@@ -31,18 +31,39 @@ class McpServer(ConfigModel):
     url: str | None = Field(default=None, description="sse / streamable-http: the server's URL.")
 
 
+#: Where an attempt's usage was read from: ``result`` the CLI's own totals (its last line);
+#: ``session`` its messages, from the stream and the CLI's session files (the attempt was cut
+#: before the totals); ``stream`` its messages from the stream alone (no session file); ``unknown``
+#: nothing says what was spent (tokens and cost are then absent, never 0).
+UsageSource = Literal["result", "session", "stream", "unknown"]
+
+
 class Usage(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    input_tokens: int = Field(default=0, ge=0, description="Uncached input tokens.")
-    output_tokens: int = Field(default=0, ge=0)
-    cache_read_tokens: int = Field(default=0, ge=0)
-    cache_write_tokens: int = Field(default=0, ge=0)
-    cost_usd: float | None = Field(default=None, ge=0, description="As the CLI reported it.")
+    input_tokens: int | None = Field(default=0, ge=0, description="Uncached input tokens (None: unknown).")
+    output_tokens: int | None = Field(default=0, ge=0)
+    cache_read_tokens: int | None = Field(default=0, ge=0)
+    cache_write_tokens: int | None = Field(default=0, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0, description="As the CLI reported it (None: not reported).")
     model: str | None = None
     session_id: str | None = None
+    #: Every provider request id the CLI printed or kept (settlement matches charges by them).
     request_ids: list[str] = Field(default_factory=list)
     turns: int | None = None
+    source: UsageSource | None = Field(default=None, description="Where it was read from (None: the agent's own).")
+    unfinished_messages: int | None = Field(
+        default=None, ge=0, description="session/stream: messages the CLI was still receiving when it stopped; "
+        "their output counts what had arrived (at least 1), their input is whole.")
+    call_under_way: bool | None = Field(
+        default=None, description="session/stream: the CLI was cut with a model call under way, which no "
+        "record holds (its charge settles by no request id here).")
+
+    @classmethod
+    def unknown(cls, *, session_id: str | None = None, request_ids: list[str] | None = None) -> Usage:
+        """What was spent cannot be known (cut before anything recorded it): no numbers at all."""
+        return cls(input_tokens=None, output_tokens=None, cache_read_tokens=None, cache_write_tokens=None,
+                   session_id=session_id, request_ids=request_ids or [], source="unknown")
 
 
 class AgentError(BaseModel):

@@ -63,6 +63,12 @@ class Usage(_Open):
     output_tokens: int | None = None
     cost_usd: float | None = None
     model: str | None = None
+    #: ``unknown``: the adapter could not tell what the attempt spent (ray_bench.models.agent).
+    source: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.source != "unknown"
 
 
 class AgentError(_Open):

@@ -36,6 +36,11 @@ def check_role_routes(arms: list[Arm], accounts: list[Account], environ: Mapping
                 "exported variable's name"))
 
 
+def executor_max_turns(arm: Arm) -> int | None:
+    """The executor role's bound on turns, which the agent CLI is given (None: unbounded)."""
+    return next((r.max_turns for r in arm.roles if r.role == "executor" and r.max_turns), None)
+
+
 def role_rows(arm: Arm) -> list[dict[str, Any]]:
     """The arm's declared roles; an arm that declares no executor gets one for its ``model:``
     (or ``undeclared``: the gap is visible before confirmation)."""

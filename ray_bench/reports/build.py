@@ -461,6 +461,7 @@ def render_markdown(report: Report) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for u in report.usage.itertuples():
+        # Attempts whose usage is unknown add nothing to the sums: the last column says how many.
         out.append(
             f"| {u.account} | {u.arm} | {u.attempts} | {_count(u.input_tokens)} | "
             f"{_count(u.output_tokens)} | {_count(u.cache_read_tokens)} | "

@@ -26,7 +26,9 @@ USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "sett
 
 def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> dict[str, Any]:
     """The token and cost fields of one attempt's report record."""
-    usage = summary.usage.model_dump() if summary is not None and summary.usage is not None else {}
+    record = summary.usage if summary is not None else None
+    # ``source: unknown``: the adapter could not tell what the attempt spent; no number is shown
+    usage = record.model_dump() if record is not None and record.known else {}
     out: dict[str, Any] = {}
     for column in TOKEN_COLUMNS:
         value = usage.get(column)

@@ -33,6 +33,7 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
+from ray_bench.plan.roles import executor_max_turns
 from ray_bench.plan.watchdog import effective as effective_watchdog
 from ray_bench.runroot import DISK_FULL_ERROR, RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
@@ -462,6 +463,7 @@ class Driver:
             agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
             mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
             task_config=task.config, agent_network=agent_network(arm), watchdog=effective_watchdog(arm),
+            max_turns=executor_max_turns(arm),
         )
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)

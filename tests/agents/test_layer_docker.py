@@ -74,6 +74,7 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
                                    watchdog=Watchdog(repeats=4))
         looping = asyncio.run(go())
         looped = fake.served.answers - 1
+        served_ids = list(fake.served.request_ids)
     assert looping.error is None, looping.error
     assert looping.watchdog is not None and looping.watchdog.rule == "repeated_tool_call", looping.agent
     # The rule fired at the fourth call (the CLI may already have asked for the fifth); the CLI
@@ -83,6 +84,15 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
     assert looping.agent is not None and not looping.agent.timed_out
     assert fired[0] <= looped <= fired[0] + 20, (fired, looped)
     assert classify(looping, Catalog.default()).failure_class == "behaviour"
+    # Killed before its result line, in a container: the CLI's transcript came back with /logs,
+    # and every answer it recorded is counted with its request id, in the order served.
+    usage = looping.to_json()["usage"]
+    assert usage["source"] == "session", usage
+    seen = usage["request_ids"]
+    assert seen == served_ids[1:1 + len(seen)] and len(seen) >= fired[0], (usage, served_ids)
+    assert usage["input_tokens"] == 120 * len(seen)
+    assert usage["output_tokens"] == 7 * (len(seen) - usage["unfinished_messages"]) + usage["unfinished_messages"]
+    assert summary.usage is not None and summary.to_json()["usage"]["request_ids"] == served_ids[:1]
     assert summary.error is None, summary.error
     assert summary.agent_error is None, (summary.agent_error, summary.agent)
     assert summary.usage is not None and summary.usage.output_tokens == first_billed == 9

@@ -53,8 +53,8 @@ def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: fl
     return asyncio.run(run_attempt(spec, LocalBackend(tmp / "sbx")))
 
 
-def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool = False) -> tuple[
-        AttemptSummary, FakeProvider]:
+def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool = False,
+            retries: int = 1) -> tuple[AttemptSummary, FakeProvider]:
     with FakeProvider() as fake:
         fake.then(*answers)
         home = None
@@ -63,7 +63,8 @@ def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool
             (home / ".claude").mkdir(parents=True)
             (home / ".claude" / ".credentials.json").write_text(json.dumps(fake.issue_login()))
         summary = _attempt(tmp, "claude-code", "claude-sonnet-4-5",
-                           {"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": "1"}, timeout, home)
+                           {"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": str(retries)}, timeout,
+                           home)
         return summary, fake
 
 
@@ -90,6 +91,7 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
     assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 45
     assert ok.to_json()["usage"]["cache_read_tokens"] == 12 and ok.to_json()["usage"]["cost_usd"] > 0
     assert ok.to_json()["usage"]["model"] == "claude-sonnet-4-5" and ok.to_json()["usage"]["session_id"]
+    assert ok.to_json()["usage"]["request_ids"] == fake.served.request_ids and len(fake.served.request_ids) == 1
     verdict = classify(ok, catalog)
     assert verdict.valid, verdict.message
 
@@ -113,22 +115,62 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
                 assert KEY not in path.read_text(errors="replace"), path
 
 
+def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(tmp_path: Path) -> None:
+    """Attempts cut short: one by its timeout in a long tool call (its usage from the CLI's
+    session transcript, equal to what the fake served); one refused 401 on every retry (ended
+    live after three, classed auth); one cut by its timeout in the CLI's 429 retry loop (classed
+    from its api_retry events; the server's retry-after reaches the verdict)."""
+    _needs("claude")
+    catalog = Catalog.default()
+    work = [Answer(tool="Bash", tool_input={"command": "echo start", "description": "Start"}, input_tokens=310,
+                   output_tokens=23, cache_read_tokens=40),
+            Answer(tool="Bash", tool_input={"command": "sleep 300", "description": "Wait"}, input_tokens=420,
+                   output_tokens=17)]
+    (killed, fake), (e401, _), (e429, _) = _parallel(
+        lambda: _claude(tmp_path / "killed", work, timeout=25.0),
+        lambda: _claude(tmp_path / "401", [Answer(kind="unauthorized")] * 30, timeout=25.0, retries=10),
+        lambda: _claude(tmp_path / "429", [Answer(kind="rate_limit", retry_after=7)] * 30, timeout=25.0,
+                        retries=10))
+    assert killed.agent is not None and killed.agent.timed_out
+    usage = killed.to_json()["usage"]
+    assert usage["source"] == "session", usage
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (
+        fake.served.input_tokens, fake.served.output_tokens, fake.served.cache_read_tokens) == (730, 40, 40)
+    assert usage["request_ids"] == fake.served.request_ids and len(usage["request_ids"]) == 2
+    assert "cost_usd" not in usage or usage["cost_usd"] is None  # unknown, never $0
+    assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
+
+    err = e401.to_json()["agent_error"]
+    # Refused through the CLI's own refresh and retries: ended live, not left to retry for minutes.
+    assert e401.agent is not None and not e401.agent.timed_out, e401.agent
+    assert (e401.agent.stopped or "").startswith("refused: HTTP 401"), e401.agent
+    assert err["type"] == "auth" and err["status"] == 401, err
+    verdict = classify(e401, catalog)
+    assert verdict.failure_class == "auth" and verdict.effect == "auth_failed"
+    err = e429.to_json()["agent_error"]
+    assert err["type"] == "rate_limit" and err["retry_after"] == 7.0, err
+    verdict = classify(e429, catalog)
+    assert verdict.effect == "rate_limited" and verdict.retry_after == 7.0
+    for summary in (e401, e429):  # refused calls are not billed: known to be nothing
+        assert summary.usage is not None and summary.usage.known and summary.usage.output_tokens == 0
+
+
 #: A degenerate model: the same Bash call, forever.
 LOOP = Answer(tool="Bash", tool_input={"command": "ls", "description": "List files"}, input_tokens=120, output_tokens=7)
 
 
-def _looping_claude(tmp: Path, watchdog: Watchdog) -> tuple[AttemptSummary, int]:
+def _looping_claude(tmp: Path, watchdog: Watchdog) -> tuple[AttemptSummary, int, list[str]]:
     with FakeProvider(default=LOOP) as fake:
         summary = _attempt(tmp, "claude-code", "claude-sonnet-4-5", {"ANTHROPIC_BASE_URL": fake.url}, 120.0,
                            watchdog=watchdog)
-        return summary, fake.served.answers
+        return summary, fake.served.answers, fake.served.request_ids
 
 
 def test_claude_code_calling_one_tool_forever_is_stopped_live(tmp_path: Path) -> None:
     """The real CLI against a model that answers the same tool call forever: the repeat rule
     stops it after `repeats` calls, the token rule (from stream-json usage) after its bound."""
     _needs("claude")
-    (loop, loop_served), (tokens, token_served) = _parallel(
+    (loop, loop_served, loop_ids), (tokens, token_served, token_ids) = _parallel(
         lambda: _looping_claude(tmp_path / "loop", Watchdog(repeats=5)),
         lambda: _looping_claude(tmp_path / "tokens", Watchdog(repeats=1000, max_tokens=500)))
     for summary, rule in ((loop, "repeated_tool_call"), (tokens, "token_bound")):
@@ -142,6 +184,19 @@ def test_claude_code_calling_one_tool_forever_is_stopped_live(tmp_path: Path) ->
     # Stopped at the fifth call: the model was asked a handful of times, not until the timeout.
     assert 5 <= loop_served <= 8, loop_served
     assert tokens.watchdog is not None and tokens.watchdog.tokens is not None and tokens.watchdog.tokens > 500
+    for summary, served, ids in ((loop, loop_served, loop_ids), (tokens, token_served, token_ids)):
+        # Stopped before its result line: every answer is counted with its request id; the
+        # messages it was still receiving (the kill came as their tool call printed) count their
+        # whole input and the output that had arrived, and say so; a call sent as the kill came
+        # is in no record, and the usage says one was under way.
+        usage = summary.to_json()["usage"]
+        assert usage["source"] == "session", usage
+        seen = len(usage["request_ids"])
+        assert usage["request_ids"] == ids[:seen] and seen >= served - 1, (usage, ids)
+        assert seen == served or usage["call_under_way"], usage
+        unfinished = usage["unfinished_messages"]
+        assert usage["input_tokens"] == 120 * seen
+        assert usage["output_tokens"] == 7 * (seen - unfinished) + unfinished, usage
     assert 4 <= token_served <= 7, token_served
 
 
@@ -155,15 +210,28 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
             return _attempt(tmp_path / sub, "codex", "gpt-5",
                             {"OPENAI_BASE_URL": f"{fake.url}/v1"}, timeout), fake
 
-    (ok, fake), (e401, _) = _parallel(
+    call = Answer(tool="exec_command", tool_input={"cmd": "echo hi"}, input_tokens=640, output_tokens=21,
+                  cache_read_tokens=128)
+    (ok, fake), (e401, _), (cut, cut_fake) = _parallel(
         lambda: run("ok", [Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100)]),
-        lambda: run("401", [Answer(kind="unauthorized")] * 10))
+        lambda: run("401", [Answer(kind="unauthorized")] * 10),
+        # A function call, then the provider stalls: cut by the timeout mid-turn, no turn.completed.
+        lambda: run("cut", [call, Answer(kind="stall")], timeout=30.0))
     assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 33
     # The Responses API counts cached tokens inside input_tokens; the contract keeps them apart.
     usage = ok.to_json()["usage"]
     assert usage["input_tokens"] + usage["cache_read_tokens"] == fake.served.input_tokens == 500
+    # Codex keeps each response's id (resp_...) in its session file: the ids settlement matches.
+    assert usage["request_ids"] == fake.served.response_ids and len(fake.served.response_ids) == 1, usage
     assert classify(ok, catalog).valid
     assert e401.to_json()["agent_error"]["type"] == "auth", e401.to_json()["agent_error"]
+    # The cut turn's usage, from the rollout session file: what the fake served, with its id.
+    assert cut.agent is not None and cut.agent.timed_out, cut.agent
+    usage = cut.to_json()["usage"]
+    assert usage["source"] == "session", usage
+    assert usage["input_tokens"] + usage["cache_read_tokens"] == cut_fake.served.input_tokens == 640
+    assert (usage["cache_read_tokens"], usage["output_tokens"]) == (128, cut_fake.served.output_tokens) == (128, 21)
+    assert usage["request_ids"] == cut_fake.served.response_ids[:1], (usage, cut_fake.served.response_ids)
     assert classify(e401, catalog).failure_class == "auth"
 
 

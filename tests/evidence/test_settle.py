@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from reports.report_ledgers import first_run
+from reports.report_ledgers import Writer, first_run
+from support.suites import make_suite
 from typer.testing import CliRunner
 
+from ray_bench.api import plan_run
 from ray_bench.cli import app
-from ray_bench.evidence.promote import promote_run
+from ray_bench.evidence.promote import check_gates, promote_run
+from ray_bench.evidence.rows import load_epoch
 from ray_bench.evidence.settle import read_settlement, settle_run
 from ray_bench.ledger import Ledger
 from ray_bench.plan.store import load_plan_file
@@ -219,3 +222,34 @@ def test_settle_after_promote_is_refused_until_the_run_is_demoted_on_the_record(
     # promoted again, it is official again (the demotion no longer stands)
     assert promote_run(root, reason="settled", audit=lambda _: 0).promoted
     assert json.loads(CliRunner().invoke(app, ["status", str(root), "--json"]).stdout)["demotion"] is None
+
+
+def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement(tmp_path: Path) -> None:
+    """A run of one attempt cut before anything recorded what it spent (usage ``unknown``, no
+    cost): it did not spend $0, so settlement calls it missing and --require-settlement refuses."""
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=1)
+    root = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="u1").run_root
+    w = Writer(root)
+    # the baseline's cut attempt kept one request id (its charge settles it); the variant's none
+    for arm, ids in (("baseline", ["req_cut"]), ("mcp", [])):
+        w.attempt("hello-world", arm, 1, 100, reward=1.0, usage={"source": "unknown", "request_ids": ids})
+    w.ledger.close()
+    gates = {g.name: g for g in promote_run(root, reason="x", require_settlement=True, audit=lambda _: 0).gates}
+    assert not gates["settlement"].ok and "2 attempts with unknown usage" in gates["settlement"].detail
+    # Without the requirement nothing has spent money; the gate lets it through (the report shows it).
+    # (check_gates: the same gates, recording nothing, so the run stays open to the settlement below)
+    gates = {g.name: g for g in check_gates([load_epoch(root)], max_invalid_rate=0.25, require_settlement=False,
+                                            audit=lambda _: 0)}
+    assert gates["settlement"].ok
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\nreq_cut,0.01\nreq_other,0.02\n")
+    result = settle_run(root, export, by="fin")
+    by_arm = {a.arm: a for a in load_epoch(root).attempts}
+    assert result.counts()["missing"] == 1 and result.counts()["settled"] == 1 and not result.complete
+    assert result.attempts[by_arm["baseline"].attempt_id].status == "settled"
+    assert "usage unknown" in result.attempts[by_arm["mcp"].attempt_id].detail
+    report = build_report(root)
+    assert report.usage.set_index("arm").unknown_attempts.to_dict() == {"baseline": 0, "mcp": 1}
+    assert report.usage.set_index("arm").settled_attempts.to_dict() == {"baseline": 1, "mcp": 0}
+    assert report.attempts.input_tokens.isna().all()  # no token count is made up for either
+    assert "| unknown |" in render_markdown(report)

@@ -34,6 +34,7 @@ class Writer:
         reward: float | None = None,
         fail: tuple[str, str] | None = None,
         stale: bool = False,
+        usage: dict[str, object] | None = None,
     ) -> None:
         cell = self.cells[(task, arm, rep)]
         account = "acct-a" if arm == "baseline" else "acct-b"
@@ -50,8 +51,8 @@ class Writer:
             now=t,
         )
         # request ids as an agent adapter records them (settlement matches on them)
-        usage = {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01,
-                 "request_ids": [f"req_{row.attempt_id}"]}
+        usage = usage if usage is not None else {"input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01,
+                                                 "request_ids": [f"req_{row.attempt_id}"]}
         if stale:
             self.ledger.finish_attempt(
                 row.attempt_id,
@@ -80,7 +81,7 @@ class Writer:
             failure_class=None if valid else fail[0],  # type: ignore[index]
             fingerprint=None if valid else fail[1],  # type: ignore[index]
             counts=not valid,
-            cost_usd=0.01,
+            cost_usd=float(usage.get("cost_usd") or 0.0),  # type: ignore[arg-type]
             summary=summary,
             now=t + 5,
         )

@@ -13,8 +13,9 @@ Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok
 ``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
 (529 / 503), ``unauthorized`` (401), ``server_error`` (500), ``stall`` (headers never come) and
 ``usage_limit`` (a subscription's 429 with the reset time in the unified rate-limit headers).
-An ``ok`` answer with ``tool`` set is a tool call (Messages API only): as the default answer it
-makes the model call the same tool forever, a degenerate agent for the watchdog.
+An ``ok`` answer with ``tool`` set is a tool call (Messages API ``tool_use``; Responses API
+``function_call``): as the default answer it makes the model call the same tool forever, a
+degenerate agent for the watchdog.
 Everything served is counted, so a test can compare a report with what the "model" billed.
 """
 
@@ -43,6 +44,9 @@ class Answer:
     retry_after: int = 30
     #: usage_limit: when the window resets (epoch seconds); default one hour on.
     reset_at: float | None = None
+    #: usage_limit: which subscription window was hit (the unified headers' representative
+    #: claim): ``five_hour`` (a session limit) or ``seven_day`` (the weekly limit).
+    window: Literal["five_hour", "seven_day"] = "five_hour"
     #: ok: answer with this tool call instead of text (Anthropic ``tool_use``, stop_reason
     #: ``tool_use``); as the default answer, the same call forever (a degenerate model).
     tool: str | None = None
@@ -59,6 +63,8 @@ class Served:
     cache_read_tokens: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     request_ids: list[str] = field(default_factory=list)
+    #: OpenAI Responses API: the ``resp_...`` id of each response served (Codex records these).
+    response_ids: list[str] = field(default_factory=list)
     tokens_issued: list[str] = field(default_factory=list)
     refreshes: int = 0
 
@@ -289,11 +295,12 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                             "x-ratelimit-reset-requests": f"{answer.retry_after}s"}
             if answer.kind == "usage_limit":
                 reset = int(answer.reset_at or time.time() + 3600)
+                short = {"five_hour": "5h", "seven_day": "7d"}[answer.window]
                 headers |= {"anthropic-ratelimit-unified-status": "rejected",
                             "anthropic-ratelimit-unified-reset": str(reset),
-                            "anthropic-ratelimit-unified-5h-status": "rejected",
-                            "anthropic-ratelimit-unified-5h-reset": str(reset),
-                            "anthropic-ratelimit-unified-representative-claim": "five_hour"}
+                            f"anthropic-ratelimit-unified-{short}-status": "rejected",
+                            f"anthropic-ratelimit-unified-{short}-reset": str(reset),
+                            "anthropic-ratelimit-unified-representative-claim": answer.window}
             if api == "anthropic":
                 data: object = {"type": "error", "error": {"type": etype, "message": message},
                                 "request_id": request_id}
@@ -343,10 +350,33 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             ], headers)
 
         def _openai(self, a: Answer, model: str, request_id: str) -> None:
+            """A Responses API answer, streamed as the API documents it: the response created,
+            the item added, its deltas, the item done, the response completed with the usage. A
+            tool answer is a ``function_call`` item (Codex's shell tool is ``exec_command``)."""
             resp_id = f"resp_{uuid.uuid4().hex[:24]}"
-            item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
+            with fake._lock:
+                fake.served.response_ids.append(resp_id)
+            item: dict[str, Any]
+            if a.tool:
+                arguments = json.dumps(a.tool_input or {})
+                item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
+                        "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": a.tool, "arguments": arguments,
+                        "status": "completed"}
+                added = {**item, "arguments": "", "status": "in_progress"}
+                deltas: list[tuple[str | None, object]] = [
+                    ("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta",
+                                                                "item_id": item["id"], "output_index": 0,
+                                                                "delta": arguments}),
+                    ("response.function_call_arguments.done", {"type": "response.function_call_arguments.done",
+                                                               "item_id": item["id"], "output_index": 0,
+                                                               "arguments": arguments})]
+            else:
+                item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
+                added = {**item, "status": "in_progress", "content": []}
+                deltas = [("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                                                          "output_index": 0, "content_index": 0, "delta": a.text})]
             base = {"id": resp_id, "object": "response", "model": model, "created_at": int(time.time())}
             usage = {"input_tokens": a.input_tokens,
                      "input_tokens_details": {"cached_tokens": a.cache_read_tokens},
@@ -356,9 +386,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 ("response.created", {"type": "response.created",
                                       "response": {**base, "status": "in_progress", "output": []}}),
                 ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                                "item": {**item, "status": "in_progress", "content": []}}),
-                ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
-                                                "output_index": 0, "content_index": 0, "delta": a.text}),
+                                                "item": added}),
+                *deltas,
                 ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
                                                "item": item}),
                 ("response.completed", {"type": "response.completed", "response": {
