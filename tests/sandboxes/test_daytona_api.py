@@ -248,6 +248,31 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns
     asyncio.run(main())
 
 
+def test_an_image_that_runs_as_root_keeps_its_paths_though_the_api_reports_daytona(
+    server: DaytonaServer, base_image: str, tmp_path: Path
+) -> None:
+    (tmp_path / "instruction.md").write_text("do it\n")
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            sbx = await backend.create(spec_for(base_image, run_id))
+            # What the real API says for a create that names no user, whatever the image runs as.
+            reported = await backend.lookup(sbx.id)
+            assert reported is not None and reported.user == "daytona"
+            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "0"
+            assert sbx.path("/app") == "/app" and sbx.path("/logs/agent") == "/logs/agent"
+            await sbx.put_dir(tmp_path, "/task")
+            got = await sbx.exec("cat /task/instruction.md", timeout=30)
+            assert (got.exit_code, got.stdout) == (0, "do it\n"), got.stderr
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
 def test_the_backends_own_401_is_not_a_model_accounts(
     server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

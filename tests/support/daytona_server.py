@@ -23,8 +23,10 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   /sandbox/{name}`` finds a sandbox by name.
 - Organisation quotas (:attr:`Faults.quota_vcpu`, ``quota_memory_gib``, ``quota_disk_gib``)
   answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them.
-- A snapshot-based sandbox runs as the non-root user ``daytona`` (uid 1000), like Daytona's default
-  snapshot; an image-based one runs as its image's user.
+- Every sandbox is reported with ``user: daytona`` unless its create names a user, image and
+  snapshot creates alike, while its commands run as its image's own USER (Daytona's runner sets
+  no user): the default snapshot's image (``default_image`` with ``USER 1000:1000``, like
+  Daytona's ``daytona`` user) runs as uid 1000, an image that sets no USER runs as root.
 
 Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create), 5xx
@@ -135,6 +137,8 @@ class _Box:
     destroyed_mono: float | None = None
     build_log: list[str] = field(default_factory=list)
     building: bool = False
+    #: The uid the container's processes run as (its image's USER, or the create's user).
+    uid: int = 0
 
 
 class DaytonaServer:
@@ -148,6 +152,7 @@ class DaytonaServer:
         api_key: str = DEFAULT_API_KEY,
         snapshots: Mapping[str, str] | None = None,
         default_image: str | None = None,
+        default_snapshot_user: str | None = "1000:1000",
         faults: Faults | None = None,
         docker_client: Any | None = None,
     ) -> None:
@@ -157,6 +162,10 @@ class DaytonaServer:
         #: snapshot name -> local image; a snapshot not listed is taken as an image name.
         self.snapshots = dict(snapshots or {})
         self.default_image = default_image
+        #: The default snapshot's USER (Daytona's default snapshot runs as `daytona`, uid 1000):
+        #: ``start()`` builds ``default_image`` with it; None serves ``default_image`` as it is.
+        self.default_snapshot_user = default_snapshot_user
+        self._default_snapshot: str | None = None
         self.faults = faults or Faults()
         self.server_id = uuid.uuid4().hex[:12]
         #: Every ``POST /sandbox`` body received, in order (including refused ones).
@@ -205,6 +214,13 @@ class DaytonaServer:
             with socket.socket() as sock:
                 sock.bind((self.host, 0))
                 self.port = sock.getsockname()[1]
+        if self.default_image:
+            self._default_snapshot = self.default_image
+            if self.default_snapshot_user:
+                self._default_snapshot = f"fake-daytona-default:{self.server_id}"
+                dockerfile = f"FROM {self.default_image}\nUSER {self.default_snapshot_user}\n"
+                self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=self._default_snapshot,
+                                         rm=True, labels={MARKER_LABEL: self.server_id})
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -390,8 +406,8 @@ class DaytonaServer:
         snapshot = body.get("snapshot")
         if snapshot:
             return self.snapshots.get(snapshot, snapshot)
-        if self.default_image:
-            return self.default_image
+        if self._default_snapshot:
+            return self._default_snapshot
         raise ValueError("no snapshot or image given and the server has no default image")
 
     # ---------------------------------------------------------------- main API
@@ -447,8 +463,9 @@ class DaytonaServer:
                 await asyncio.to_thread(self.docker.images.get, image)
             except (ValueError, docker.errors.ImageNotFound) as exc:
                 return self._error(400, f"cannot create sandbox: {exc}")
-        # Daytona's default snapshot runs as `daytona`; an image runs as its own user.
-        user = body.get("user") or ("root" if dockerfile else "daytona")
+        # The API records `daytona` unless the create names a user (image and snapshot creates
+        # alike), while the runner sets no user: the container runs as its image's USER.
+        user = body.get("user") or "daytona"
         box = _Box(id=str(uuid.uuid4()), body=body, image=image, user=user)
         if dockerfile:
             box.state, box.building = "pending_build", True
@@ -521,6 +538,19 @@ class DaytonaServer:
         self.counts["built"] += 1
         return tag
 
+    def _uid_of(self, image: str, user: str | None) -> int:
+        """The numeric uid of ``user`` (else the image's USER); a name not numeric is asked of
+        ``/etc/passwd`` in the image (no container needed)."""
+        if user is None:
+            user = str(self.docker.images.get(image).attrs.get("Config", {}).get("User") or "")
+        name = user.split(":", 1)[0]
+        if not name or name == "root":
+            return 0
+        if name.isdigit():
+            return int(name)
+        out = self.docker.containers.run(image, ["sh", "-c", f"id -u {shlex.quote(name)}"], remove=True)
+        return int(out.decode().strip() or 0)
+
     def _find_container(self, name: str) -> Any:
         """The container named ``name``, started if it is not running; ``None`` if there is none."""
         for _ in range(3):
@@ -547,10 +577,8 @@ class DaytonaServer:
             "name": f"fake-daytona-{box.id[:12]}",
             "init": True,
         }
-        if box.user == "daytona":
-            kwargs["user"] = "1000:1000"
-        elif box.user != "root" and box.body.get("user"):
-            kwargs["user"] = box.user
+        if body.get("user"):  # a create that names its user runs as it; else the image's USER
+            kwargs["user"] = body["user"]
         if body.get("cpu"):
             kwargs["nano_cpus"] = int(body["cpu"] * 1e9)
         if body.get("memory"):
@@ -568,6 +596,7 @@ class DaytonaServer:
                 box.state, box.error_reason = "error", f"{type(exc).__name__}: {exc}"[:500]
                 return
         box.container = container.id
+        box.uid = await asyncio.to_thread(self._uid_of, box.image, kwargs.get("user"))
         if box.desired == "destroyed":  # deleted while starting: the destroy task removes it
             return
         box.state = "started"
@@ -751,7 +780,7 @@ class DaytonaServer:
                 paths.setdefault(match.group(1), getattr(part, "filename", "") or "")
         # The toolbox writes as the sandbox's user: its parents are made by that user, the files
         # belong to it (a non-root sandbox cannot write where its user may not).
-        uid = 1000 if box.user == "daytona" else 0
+        uid = box.uid
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for idx, blob in blobs.items():

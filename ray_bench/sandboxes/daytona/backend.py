@@ -240,7 +240,7 @@ class DaytonaBackend(SandboxBackend):
         # answers 409 instead of making a second sandbox, and the sandbox can be found by it.
         name = f"rb-{token}"
         params = self.params(spec, {**spec.labels, LABEL_CREATE: token}, name=name)
-        task = asyncio.ensure_future(create_once(self, params, name))
+        task = asyncio.ensure_future(self._create_and_probe(params, name, spec))
         try:
             made = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -251,9 +251,21 @@ class DaytonaBackend(SandboxBackend):
         except BaseException:
             await asyncio.shield(self._sweep(name, token))
             raise
-        return DaytonaSandbox(self, made, spec)
+        return made
 
-    async def _undo_create(self, task: asyncio.Future[AsyncSandbox], name: str, token: str) -> None:
+    async def _create_and_probe(
+        self,
+        params: CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams,
+        name: str,
+        spec: SandboxSpec,
+    ) -> DaytonaSandbox:
+        """The started sandbox, with its user asked of the sandbox itself: the API reports
+        ``daytona`` for every create that names no user, whatever the image runs as."""
+        sandbox = DaytonaSandbox(self, await create_once(self, params, name), spec)
+        await sandbox.probe_user()
+        return sandbox
+
+    async def _undo_create(self, task: asyncio.Future[DaytonaSandbox], name: str, token: str) -> None:
         done, _ = await asyncio.wait({task}, timeout=self.cancel_grace)
         if not done:
             task.cancel()
