@@ -37,6 +37,7 @@ from ray_bench.errors import (
     SandboxUnavailableError,
 )
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
+from ray_bench.sandboxes.daytona.clients import ClientPool
 from ray_bench.sandboxes.daytona.create import create_once
 from ray_bench.sandboxes.daytona.pool import DaytonaPool
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
@@ -84,6 +85,8 @@ class DaytonaBackend(SandboxBackend):
         delete_timeout: float = 180.0,
         pool: DaytonaPool | Mapping[str, Any] | None = None,
         live_poll_sec: float = 5.0,
+        connection_pool: int = 250,
+        sandboxes_per_client: int | None = None,
     ) -> None:
         self.api_url = api_url
         self.api_url_env = api_url_env
@@ -111,39 +114,48 @@ class DaytonaBackend(SandboxBackend):
         self.pool = DaytonaPool.model_validate(pool) if pool is not None else None
         #: 429s seen and waited out, for metrics and tests.
         self.rate_limited_waits = 0
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncDaytona] = {}
+        #: The SDK's ``connection_pool_maxsize`` of each client.
+        self.connection_pool = connection_pool
+        #: Sandboxes one client carries: at most half its pool (an exec and a watch's poll each).
+        self.sandboxes_per_client = sandboxes_per_client or max(1, connection_pool // 2)
+        self._pools: dict[asyncio.AbstractEventLoop, ClientPool] = {}
 
     # ------------------------------------------------------------------ client
 
-    def client(self) -> AsyncDaytona:
-        """The SDK client for the running event loop (its HTTP sessions are bound to a loop)."""
+    def clients(self) -> ClientPool:
+        """The SDK clients of the running event loop (their HTTP sessions are bound to a loop)."""
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for old in [lp for lp in self._clients if lp.is_closed()]:
-                del self._clients[old]
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise SandboxUnavailableError(
-                    f"the daytona backend's credential route {self.api_key_env} is not set "
-                    "on this node"
-                )
-            url = self.api_url or os.environ.get(self.api_url_env) or None
-            try:
-                client = AsyncDaytona(DaytonaConfig(api_key=key, api_url=url, target=self.target))
-            except DaytonaError as exc:
-                raise SandboxUnavailableError(
-                    f"cannot configure the Daytona client: {exc.message}"
-                ) from exc
-            self._clients[loop] = client
-        return client
+        pool = self._pools.get(loop)
+        if pool is None:
+            for old in [lp for lp in self._pools if lp.is_closed()]:
+                del self._pools[old]
+            pool = self._pools[loop] = ClientPool(self._make_client, self.sandboxes_per_client)
+        return pool
+
+    def client(self) -> AsyncDaytona:
+        """The client for control calls (get, list, delete) on the running event loop."""
+        return self.clients().control()
+
+    def _make_client(self) -> AsyncDaytona:
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise SandboxUnavailableError(
+                f"the daytona backend's credential route {self.api_key_env} is not set "
+                "on this node"
+            )
+        url = self.api_url or os.environ.get(self.api_url_env) or None
+        try:
+            return AsyncDaytona(DaytonaConfig(api_key=key, api_url=url, target=self.target,
+                                              connection_pool_maxsize=self.connection_pool))
+        except DaytonaError as exc:
+            raise SandboxUnavailableError(
+                f"cannot configure the Daytona client: {exc.message}"
+            ) from exc
 
     async def close(self) -> None:
-        loop = asyncio.get_running_loop()
-        client = self._clients.pop(loop, None)
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.close()  # type: ignore[no-untyped-call]
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
 
     # ------------------------------------------------------------------ calls
 
@@ -261,8 +273,13 @@ class DaytonaBackend(SandboxBackend):
     ) -> DaytonaSandbox:
         """The started sandbox, with its user asked of the sandbox itself: the API reports
         ``daytona`` for every create that names no user, whatever the image runs as."""
-        sandbox = DaytonaSandbox(self, await create_once(self, params, name), spec)
-        await sandbox.probe_user()
+        lease = self.clients().lease()
+        try:
+            sandbox = DaytonaSandbox(self, await create_once(self, params, name, lease.client), spec, lease)
+            await sandbox.probe_user()
+        except BaseException:
+            lease.release()
+            raise
         return sandbox
 
     async def _undo_create(self, task: asyncio.Future[DaytonaSandbox], name: str, token: str) -> None:
@@ -273,7 +290,7 @@ class DaytonaBackend(SandboxBackend):
                 await task
         elif not task.cancelled() and task.exception() is None:
             with contextlib.suppress(Exception):
-                await self.delete_id(task.result().id)
+                await task.result().delete()
         await self._sweep(name, token)
 
     async def _sweep(self, name: str, token: str) -> None:

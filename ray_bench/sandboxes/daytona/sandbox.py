@@ -35,6 +35,7 @@ from ray_bench.sandboxes.daytona.translate import translate
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.daytona.backend import DaytonaBackend
+    from ray_bench.sandboxes.daytona.clients import Lease
 
 T = TypeVar("T")
 
@@ -78,8 +79,12 @@ _EXEC_SLACK_SEC = 60
 
 
 class DaytonaSandbox(Sandbox):
-    def __init__(self, backend: DaytonaBackend, sandbox: AsyncSandbox, spec: SandboxSpec) -> None:
+    def __init__(
+        self, backend: DaytonaBackend, sandbox: AsyncSandbox, spec: SandboxSpec, lease: Lease | None = None
+    ) -> None:
         self._backend = backend
+        #: This sandbox's share of the SDK client its commands go through, given back on delete.
+        self._lease = lease
         self._sandbox = sandbox
         self.id = sandbox.id
         self.labels = dict(spec.labels)
@@ -261,6 +266,8 @@ class DaytonaSandbox(Sandbox):
                 await task
             raise
         self._deleted = True
+        if self._lease is not None:
+            self._lease.release()
 
     async def _call(
         self,
