@@ -63,6 +63,63 @@ def test_delete_waits_for_destroyed_and_a_concurrent_409_is_in_progress(
     asyncio.run(main())
 
 
+async def _post_sandbox(server: DaytonaServer, run_id: str) -> str:
+    """A create sent straight to the API, not waited for (what a driver that died left)."""
+    import aiohttp
+
+    body = {"name": f"rb-{uuid.uuid4().hex}", "labels": run_labels(run_id), "ttlMinutes": 30}
+    async with aiohttp.ClientSession() as http, http.post(
+        f"{server.api_url}/sandbox", json=body, headers={"Authorization": f"Bearer {server.api_key}"}
+    ) as answer:
+        assert answer.status == 200, await answer.text()
+        return str((await answer.json())["id"])
+
+
+def test_a_delete_refused_while_the_sandbox_comes_up_is_finished_by_audit(server: DaytonaServer) -> None:
+    # The bring-up outlasts the backend's delete_timeout: every DELETE meanwhile answers 409.
+    server.faults = Faults(create_delay_sec=4.0)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server, delete_timeout=0.5)
+        try:
+            await _post_sandbox(server, run_id)
+            report = await audit([backend], run_id, cleanup=True, settle_sec=30)
+            assert (len(report.found), len(report.removed), report.residue, report.errors) == (1, 1, [], [])
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["delete_409"] > 0
+    assert [b["state"] for b in _mine(server, run_id)] == ["destroyed"]
+
+
+def test_a_cancelled_create_refused_deletion_is_reaped_before_close_returns(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(create_delay_sec=4.0)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server, delete_timeout=0.5, cancel_grace=0.2)
+        try:
+            creating = asyncio.ensure_future(backend.create(spec_for(base_image, run_id)))
+            await asyncio.sleep(1.0)
+            creating.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await creating
+            # Handed over, not dropped: the listing says it is being removed, not residue.
+            assert len(backend.reaper.pending()) == 1
+            assert [r.removing for r in await backend.list({LABEL_RUN: run_id})] == [True]
+        finally:
+            await backend.close()  # waits for the reaper
+        assert backend.reaper.pending() == []
+
+    asyncio.run(main())
+    assert server.counts["delete_409"] > 0
+    assert [b["state"] for b in _mine(server, run_id)] == ["destroyed"]
+
+
 def test_audit_waits_for_destroying_sandboxes_of_a_lagging_listing(
     server: DaytonaServer, base_image: str
 ) -> None:
@@ -288,6 +345,45 @@ def test_the_backends_own_401_is_not_a_model_accounts(
                                                         failure_class=info.value.failure_class))
             verdict = classify(summary, Catalog.default())
             assert verdict.failure_class == "stack" and verdict.effect != "auth_failed"
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_429s_on_every_route_class_and_a_paged_listing_are_absorbed(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(throttled_429_fraction=0.3, create_429_fraction=0.3, retry_after_sec=0.1, seed=3)
+    server.list_page = 2
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server, max_rate_limit_retries=20)
+        try:
+            made = await asyncio.gather(*(backend.create(spec_for(base_image, run_id)) for _ in range(5)))
+            for sbx in made:
+                assert (await sbx.exec("echo hi", timeout=30)).stdout == "hi\n"
+            listed = await backend.list({LABEL_RUN: run_id})
+            assert sorted(r.id for r in listed) == sorted(s.id for s in made)  # 3 pages of 2
+            await asyncio.gather(*(s.delete() for s in made))
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["throttled_429"] > 0 and server.counts["create_429"] > 0
+    assert server.counts["list_pages"] >= 3
+    assert len(_mine(server, run_id)) == 5  # one sandbox per create, 429s or not
+
+
+def test_a_403_keeps_the_servers_reason(server: DaytonaServer, base_image: str) -> None:
+    server.faults = Faults(forbidden_message="Organization is suspended: payment required")
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            with pytest.raises(SandboxAuthError, match=r"\(403\): .*Organization is suspended: payment required"):
+                await backend.create(spec_for(base_image, _run_id()))
         finally:
             await backend.close()
 

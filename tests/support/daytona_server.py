@@ -3,8 +3,8 @@ real Docker containers, so the real SDK (and the ``daytona`` backend on top of i
 it with no cloud account.
 
 Main API under ``{url}/api``: ``POST /sandbox``, ``GET /sandbox/{id}``, ``GET /sandbox``
-(``labels`` JSON filter, one page, ``nextCursor: null``), ``DELETE /sandbox/{id}``,
-``GET /sandbox/{id}/toolbox-proxy-url``. The toolbox under ``{url}/toolbox/{id}``:
+(``labels`` JSON filter, cursor pages of 100), ``DELETE /sandbox/{id}``,
+``GET /sandbox/{id}/toolbox-proxy-url``, ``GET /snapshots/{name}``. The toolbox under ``{url}/toolbox/{id}``:
 ``POST /process/execute``, ``POST /files/bulk-upload`` (multipart), ``POST /files/bulk-download``
 (answered as multipart). The SDK's Socket.IO event stream gets a 404; the SDK falls back to
 polling ``GET /sandbox/{id}``.
@@ -12,8 +12,10 @@ polling ``GET /sandbox/{id}``.
 Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public release) it keeps:
 
 - ``DELETE`` is asynchronous: the sandbox keeps its state with ``desiredState: destroyed`` for a
-  moment, then goes ``destroying``, then ``destroyed`` (then 404). A second ``DELETE`` while that
-  change is pending answers **409** "Sandbox state change in progress".
+  moment, then goes ``destroying``, then ``destroyed`` (then 404). A ``DELETE`` while the state
+  differs from the desired state (a bring-up not yet ``started``, a delete under way; not
+  ``pending_build``, ``error`` or ``build_failed``) answers **409** "Sandbox state change in
+  progress".
 - Listing by labels is eventually consistent (:attr:`Faults.list_lag_sec`): a new sandbox shows up
   late, a destroyed one lingers as ``destroying``.
 - A create is ``unknown`` in the POST's answer, then ``pending_build`` / ``building_snapshot`` (a
@@ -29,7 +31,8 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   Daytona's ``daytona`` user) runs as uid 1000, an image that sets no USER runs as root.
 
 Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
-and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create), 5xx
+and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
+every other route class (``sandbox-lifecycle`` for deletes, ``authenticated``), 403s, 5xx
 answers, creates whose answer is lost after the sandbox was made, toolbox executes answered 502
 after the command ran, slow creates and builds, slow deletes, and :meth:`DaytonaServer.vanish`,
 which removes a sandbox's container behind the API's back.
@@ -64,7 +67,7 @@ import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -82,6 +85,8 @@ SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
 LABEL_PREFIX = "ray-bench.fake-daytona.label/"
 #: Not a secret: the fake accepts only this key unless told otherwise.
 DEFAULT_API_KEY = "fake-daytona-key"
+#: The API's page of ``GET /sandbox`` (default and most).
+LIST_PAGE = 100
 
 
 @dataclass
@@ -116,6 +121,11 @@ class Faults:
     quota_vcpu: int | None = None
     quota_memory_gib: int | None = None
     quota_disk_gib: int | None = None
+    #: Fraction of every other authenticated request (get, list, delete, toolbox) answered 429 by
+    #: its throttler (`sandbox-lifecycle` for a delete, `authenticated` for the rest).
+    throttled_429_fraction: float = 0.0
+    #: Every authenticated request is answered 403 with this message (a suspended organisation).
+    forbidden_message: str | None = None
     #: Seed for the fault dice, so a run is reproducible.
     seed: int = 0
 
@@ -162,6 +172,11 @@ class DaytonaServer:
         #: snapshot name -> local image; a snapshot not listed is taken as an image name.
         self.snapshots = dict(snapshots or {})
         self.default_image = default_image
+        #: snapshot name -> (vCPU, GiB memory, GiB disk); a snapshot not listed is 1/1/3, the
+        #: size of Daytona's default snapshot. A sandbox made from a snapshot has its size.
+        self.snapshot_sizes: dict[str, tuple[int, int, int]] = {}
+        #: The most sandboxes one ``GET /sandbox`` page holds (tests lower it to see paging).
+        self.list_page = LIST_PAGE
         #: The default snapshot's USER (Daytona's default snapshot runs as `daytona`, uid 1000):
         #: ``start()`` builds ``default_image`` with it; None serves ``default_image`` as it is.
         self.default_snapshot_user = default_snapshot_user
@@ -172,7 +187,7 @@ class DaytonaServer:
         self.create_requests: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
-            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0,
+            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0, "list_pages": 0, "throttled_429": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -255,6 +270,7 @@ class DaytonaServer:
         app.router.add_get("/api/sandbox/{id}", self._get)
         app.router.add_delete("/api/sandbox/{id}", self._delete)
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
+        app.router.add_get("/api/snapshots/{name}", self._snapshot)
         app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
         app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_post("/toolbox/{id}/process/execute", self._execute)
@@ -333,6 +349,15 @@ class DaytonaServer:
     def _auth(self, request: web.Request) -> web.Response | None:
         if request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return self._error(401, "Unauthorized")
+        # Daytona's throttlers: `sandbox-create` (POST /sandbox, below), `sandbox-lifecycle`
+        # (start, stop, delete) and `authenticated` (every other authenticated call).
+        throttler = "sandbox-lifecycle" if request.method == "DELETE" else "authenticated"
+        creating = request.method == "POST" and request.path.endswith("/api/sandbox")
+        if not creating and self._roll(self.faults.throttled_429_fraction):
+            self.counts["throttled_429"] += 1
+            return self._rate_limited(throttler)
+        if self.faults.forbidden_message is not None:
+            return self._error(403, self.faults.forbidden_message)
         return None
 
     def _roll(self, fraction: float) -> bool:
@@ -353,11 +378,11 @@ class DaytonaServer:
 
     def _dto(self, box: _Box) -> dict[str, Any]:
         body = box.body
-        res = {
-            "cpu": body.get("cpu") or 1,
-            "memory": body.get("memory") or 1,
-            "disk": body.get("disk") or 3,
-        }
+        if body.get("snapshot"):  # a snapshot's sandbox has the snapshot's size
+            cpu, mem, disk = self.snapshot_sizes.get(body["snapshot"], (1, 1, 3))
+            res = {"cpu": cpu, "memory": mem, "disk": disk}
+        else:
+            res = {"cpu": body.get("cpu") or 1, "memory": body.get("memory") or 1, "disk": body.get("disk") or 3}
         return {
             "id": box.id,
             "organizationId": "fake-org",
@@ -378,6 +403,8 @@ class DaytonaServer:
             "autoStopInterval": body.get("autoStopInterval"),
             "autoArchiveInterval": body.get("autoArchiveInterval"),
             "autoDeleteInterval": body.get("autoDeleteInterval"),
+            "autoDestroyAt": (datetime.fromisoformat(box.created_at) + timedelta(minutes=body["ttlMinutes"])
+                              ).isoformat() if body.get("ttlMinutes") else None,
             "createdAt": box.created_at,
             "updatedAt": datetime.now(UTC).isoformat(),
             "toolboxProxyUrl": f"{self.url}/toolbox",
@@ -399,7 +426,7 @@ class DaytonaServer:
             box.state, box.error_reason = "error", "sandbox container no longer exists"
             return
         if status != "running":
-            box.state, box.error_reason = "stopped", f"container {status}"
+            box.state, box.desired, box.error_reason = "stopped", "stopped", f"container {status}"
 
     def _image_for(self, body: Mapping[str, Any]) -> str:
         """The local image a snapshot-based create runs (a build's image is made later)."""
@@ -629,6 +656,21 @@ class DaytonaServer:
         await asyncio.to_thread(self._refresh, box)
         return web.json_response(self._dto(box))
 
+    async def _snapshot(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        name = request.match_info["name"]
+        if name not in self.snapshots:
+            return self._error(404, f"Snapshot with name {name} not found")
+        cpu, mem, disk = self.snapshot_sizes.get(name, (1, 1, 3))
+        now = datetime.now(UTC).isoformat()
+        return web.json_response({
+            "id": hashlib.sha256(name.encode()).hexdigest()[:16], "organizationId": "fake-org", "general": False,
+            "name": name, "imageName": self.snapshots[name], "state": "active", "size": None, "entrypoint": None,
+            "cpu": cpu, "gpu": 0, "mem": mem, "disk": disk, "errorReason": None, "createdAt": now,
+            "updatedAt": now, "lastUsedAt": None, "sourceSandboxId": None,
+        })
+
     async def _proxy_url(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
             return denied
@@ -649,16 +691,21 @@ class DaytonaServer:
             # destroyed ones linger as `destroying`.
             boxes = [b for b in self._boxes.values() if now - b.made_mono >= lag and (
                 b.state != "destroyed" or (b.destroyed_mono is not None and now - b.destroyed_mono < lag))]
+        matched = [b for b in boxes
+                   if all((b.body.get("labels") or {}).get(k) == v for k, v in wanted.items())]
+        # Cursor pages of at most `list_page` (the API's: 100, its default and largest page).
+        start = int(request.query.get("cursor") or 0)
+        limit = min(int(request.query.get("limit") or self.list_page), self.list_page)
         items = []
-        for box in boxes:
-            labels = box.body.get("labels") or {}
-            if all(labels.get(k) == v for k, v in wanted.items()):
-                await asyncio.to_thread(self._refresh, box)
-                item = self._list_item(box)
-                if box.state == "destroyed":
-                    item["state"], item["desiredState"] = "destroying", "destroyed"
-                items.append(item)
-        return web.json_response({"items": items, "nextCursor": None})
+        for box in matched[start:start + limit]:
+            await asyncio.to_thread(self._refresh, box)
+            item = self._list_item(box)
+            if box.state == "destroyed":
+                item["state"], item["desiredState"] = "destroying", "destroyed"
+            items.append(item)
+        more = start + limit < len(matched)
+        self.counts["list_pages"] += 1
+        return web.json_response({"items": items, "nextCursor": str(start + limit) if more else None})
 
     async def _delete(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
@@ -668,8 +715,10 @@ class DaytonaServer:
         box = self._find(request)
         if box is None:
             return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
-        # SandboxService.destroy: a pending state change (other than pending_build) -> 409.
-        if box.pending and box.state != "pending_build":
+        # SandboxService.destroy: a pending state change (other than pending_build) -> 409, and a
+        # sandbox is pending while its state differs from its desired state: during the whole
+        # bring-up (pulling, creating, building: up to an hour) and during a delete.
+        if box.state != box.desired and box.state not in _DELETABLE_WHILE_PENDING:
             self.counts["delete_409"] += 1
             return self._error(409, "Sandbox state change in progress")
         box.pending, box.desired = True, "destroyed"
@@ -850,6 +899,10 @@ def _disposition(name: str, filename: str) -> str:
     quoted = filename.replace('"', "%22")
     return f'form-data; name="{name}"; filename="{quoted}"'
 
+
+#: States a DELETE is accepted in though they differ from the desired one (``SandboxService.destroy``
+#: lets a queued build go; a sandbox in error will never reach its desired state).
+_DELETABLE_WHILE_PENDING = frozenset({"pending_build", "error", "build_failed"})
 
 _CODES = {
     400: "BAD_REQUEST",

@@ -258,7 +258,7 @@ class DaytonaSandbox(Sandbox):
     async def delete(self) -> None:
         if self._deleted:
             return
-        task = asyncio.ensure_future(self._backend.delete_id(self.id))
+        task = asyncio.ensure_future(self._backend.delete(self.id, wait=False))
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
