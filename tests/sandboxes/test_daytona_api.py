@@ -63,11 +63,11 @@ def test_delete_waits_for_destroyed_and_a_concurrent_409_is_in_progress(
     asyncio.run(main())
 
 
-async def _post_sandbox(server: DaytonaServer, run_id: str) -> str:
+async def _post_sandbox(server: DaytonaServer, run_id: str, ttl_minutes: int = 30) -> str:
     """A create sent straight to the API, not waited for (what a driver that died left)."""
     import aiohttp
 
-    body = {"name": f"rb-{uuid.uuid4().hex}", "labels": run_labels(run_id), "ttlMinutes": 30}
+    body = {"name": f"rb-{uuid.uuid4().hex}", "labels": run_labels(run_id), "ttlMinutes": ttl_minutes}
     async with aiohttp.ClientSession() as http, http.post(
         f"{server.api_url}/sandbox", json=body, headers={"Authorization": f"Bearer {server.api_key}"}
     ) as answer:
@@ -374,6 +374,50 @@ def test_429s_on_every_route_class_and_a_paged_listing_are_absorbed(
     assert server.counts["throttled_429"] > 0 and server.counts["create_429"] > 0
     assert server.counts["list_pages"] >= 3
     assert len(_mine(server, run_id)) == 5  # one sandbox per create, 429s or not
+
+
+async def _until_destroyed(server: DaytonaServer, run_id: str, within: float = 120.0) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + within
+    while asyncio.get_running_loop().time() < deadline:
+        states = [b["state"] for b in _mine(server, run_id)]
+        if states and set(states) == {"destroyed"}:
+            break
+        await asyncio.sleep(0.5)
+    return [b["state"] for b in _mine(server, run_id)]
+
+
+def test_the_fixture_auto_stops_an_idle_sandbox_but_not_a_long_command_and_deletes_it(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(minute_sec=1.0)  # a Daytona minute is a second here
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            # 120 s of lifetime: auto-stop after 2 idle "minutes"; the command runs twice that.
+            sbx = await backend.create(spec_for(base_image, run_id, lifetime_sec=120))
+            got = await sbx.exec("sleep 4; echo done", timeout=30)
+            assert (got.exit_code, got.stdout) == (0, "done\n")
+            # Then idle: stopped, and deleted at once (autoDeleteInterval 0).
+            assert await _until_destroyed(server, run_id) == ["destroyed"]
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["auto_stopped"] == 1 and server.counts["ttl_destroyed"] == 0
+
+
+def test_the_fixture_destroys_a_sandbox_past_its_ttl_whatever_its_state(server: DaytonaServer) -> None:
+    server.faults = Faults(minute_sec=1.0, create_delay_sec=600)  # never starts on its own
+    run_id = _run_id()
+
+    async def main() -> None:
+        await _post_sandbox(server, run_id, ttl_minutes=2)
+        assert await _until_destroyed(server, run_id) == ["destroyed"]
+
+    asyncio.run(main())
+    assert server.counts["ttl_destroyed"] == 1
 
 
 def test_a_403_keeps_the_servers_reason(server: DaytonaServer, base_image: str) -> None:

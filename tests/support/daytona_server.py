@@ -126,6 +126,10 @@ class Faults:
     throttled_429_fraction: float = 0.0
     #: Every authenticated request is answered 403 with this message (a suspended organisation).
     forbidden_message: str | None = None
+    #: Seconds in one of Daytona's minutes, for the lifecycle clock (auto-stop after
+    #: ``autoStopInterval`` idle minutes, auto-delete ``autoDeleteInterval`` minutes after a
+    #: stop, destroy ``ttlMinutes`` after the create): tests shrink it.
+    minute_sec: float = 60.0
     #: Seed for the fault dice, so a run is reproducible.
     seed: int = 0
 
@@ -149,6 +153,10 @@ class _Box:
     building: bool = False
     #: The uid the container's processes run as (its image's USER, or the create's user).
     uid: int = 0
+    #: Last toolbox activity, and commands running now (auto-stop counts idle time only).
+    active_mono: float = field(default_factory=time.monotonic)
+    busy: int = 0
+    stopped_mono: float | None = None
 
 
 class DaytonaServer:
@@ -188,6 +196,7 @@ class DaytonaServer:
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
             "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0, "list_pages": 0, "throttled_429": 0,
+            "ttl_destroyed": 0, "auto_stopped": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -276,6 +285,7 @@ class DaytonaServer:
         app.router.add_post("/toolbox/{id}/process/execute", self._execute)
         app.router.add_post("/toolbox/{id}/files/bulk-upload", self._upload)
         app.router.add_post("/toolbox/{id}/files/bulk-download", self._download)
+        self._spawn(self._clock())
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
@@ -443,7 +453,8 @@ class DaytonaServer:
         """Daytona's organisation quota check (``SandboxService.validateOrganizationQuotas``)."""
         f = self.faults
         with self._lock:
-            live = [b for b in self._boxes.values() if b.state != "destroyed" and b.desired != "destroyed"]
+            # Counted until the state changes: a sandbox being destroyed still holds its quota.
+            live = [b for b in self._boxes.values() if b.state != "destroyed"]
         def total(key: str, default: int, boxes: list[_Box]) -> int:
             return sum(int(b.body.get(key) or default) for b in boxes)
         running = [b for b in live if b.state not in ("stopped", "archived", "error", "build_failed")]
@@ -726,6 +737,39 @@ class DaytonaServer:
         self._spawn(self._destroy(box))
         return web.json_response(answer)
 
+    async def _clock(self) -> None:
+        """Daytona's lifecycle jobs: auto-stop an idle started sandbox, auto-delete a stopped
+        one, destroy one past its TTL (whatever its state)."""
+        while True:
+            await asyncio.sleep(0.25)
+            minute, now = self.faults.minute_sec, time.monotonic()
+            with self._lock:
+                boxes = [b for b in self._boxes.values() if b.desired != "destroyed" and b.state != "destroyed"]
+            for box in boxes:
+                body = box.body
+                ttl, stop_after, delete_after = (body.get("ttlMinutes"), body.get("autoStopInterval"),
+                                                 body.get("autoDeleteInterval"))
+                if ttl and now - box.made_mono >= ttl * minute:
+                    self.counts["ttl_destroyed"] += 1
+                    self._begin_destroy(box)
+                elif (box.state == "started" and stop_after and not box.busy
+                      and now - box.active_mono >= stop_after * minute):
+                    self.counts["auto_stopped"] += 1
+                    await asyncio.to_thread(self._stop_container, box)
+                    box.state, box.desired, box.stopped_mono = "stopped", "stopped", time.monotonic()
+                elif (box.state == "stopped" and delete_after is not None and delete_after >= 0
+                      and now - (box.stopped_mono or now) >= delete_after * minute):
+                    self._begin_destroy(box)
+
+    def _stop_container(self, box: _Box) -> None:
+        if box.container:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                self.docker.containers.get(box.container).stop(timeout=1)
+
+    def _begin_destroy(self, box: _Box) -> None:
+        box.pending, box.desired = True, "destroyed"
+        self._spawn(self._destroy(box))
+
     async def _destroy(self, box: _Box) -> None:
         await asyncio.sleep(self.faults.delete_delay_sec)
         while box.building:  # a build in progress finishes (or fails) first
@@ -775,6 +819,7 @@ class DaytonaServer:
         await asyncio.to_thread(self._refresh, box)
         if box.state != "started":
             return None, self._error(400, f"sandbox is not running (state {box.state})")
+        box.active_mono = time.monotonic()  # a toolbox call is activity (auto-stop counts idle time)
         return box, None
 
     async def _execute(self, request: web.Request) -> web.StreamResponse:
@@ -797,12 +842,16 @@ class DaytonaServer:
             return int(code if code is not None else -1), out or b""
 
         self.executions.append((box.id, command))
+        box.busy += 1  # a running command keeps the sandbox active, however long it runs
         try:
             code, out = await asyncio.wait_for(asyncio.to_thread(run), timeout)
         except TimeoutError:
             return self._error(408, "command execution timeout")
         except docker.errors.NotFound:
             return self._error(400, "sandbox is not running")
+        finally:
+            box.busy -= 1
+            box.active_mono = time.monotonic()
         if self._roll(self.faults.exec_lost_fraction):
             self.counts["exec_lost"] += 1
             return self._error(502, "injected gateway error after the command ran")
