@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ray_bench.cells.lifetime import TRANSFER_MARGIN_SEC, lifetime_sec
 from ray_bench.models.task.harbor import TaskConfig
 
@@ -22,3 +24,15 @@ def test_every_step_healthcheck_and_collect_hook_is_in_the_lifetime() -> None:
 
 def test_a_task_without_checks_or_hooks_is_its_timeouts_and_the_transfers() -> None:
     assert lifetime_sec(TaskConfig(), 60, 30) == 90 + TRANSFER_MARGIN_SEC
+
+
+def test_the_sandbox_spec_carries_the_tasks_disk_and_lifetime(tmp_path: Path) -> None:
+    from ray_bench.cells.runner import _sandbox_spec
+
+    from test_runner_local import _spec  # its AttemptSpec of the quickstart task
+
+    config = TaskConfig.model_validate({"environment": {"storage_mb": 20480},
+                                        "verifier": {"collect": [{"command": "true", "timeout_sec": 40}]}})
+    sandbox = _sandbox_spec(_spec(tmp_path, "true", task_config=config))
+    assert sandbox.resources.disk_mb == 20480  # sent to Daytona as 20 GiB
+    assert sandbox.lifetime_sec == 10 + 10 + 40 + TRANSFER_MARGIN_SEC
