@@ -27,9 +27,9 @@ def test_a_task_without_checks_or_hooks_is_its_timeouts_and_the_transfers() -> N
 
 
 def test_the_sandbox_spec_carries_the_tasks_disk_and_lifetime(tmp_path: Path) -> None:
-    from ray_bench.cells.runner import _sandbox_spec
-
     from test_runner_local import _spec  # its AttemptSpec of the quickstart task
+
+    from ray_bench.cells.runner import _sandbox_spec
 
     config = TaskConfig.model_validate({"environment": {"storage_mb": 20480},
                                         "verifier": {"collect": [{"command": "true", "timeout_sec": 40}]}})
