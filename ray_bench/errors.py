@@ -106,6 +106,15 @@ class SandboxError(RayBenchError):
     failure_class = "executor"
 
 
+class SandboxDeleteRefusedError(SandboxError):
+    """The provider still refuses to delete a sandbox (Daytona's 409 while it comes up); ``until``
+    (monotonic) is when its TTL removes it anyway. The backend keeps trying until then."""
+
+    def __init__(self, message: str, *, until: float) -> None:
+        super().__init__(message)
+        self.until = until
+
+
 class SandboxUnavailableError(SandboxError):
     """The sandbox provider (daemon, API) cannot be reached."""
 

@@ -31,6 +31,7 @@ from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
+from ray_bench.cells.lifetime import lifetime_sec
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
     NetworkSwitch,
@@ -345,10 +346,11 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         image=spec.image,
         dockerfile_dir=Path(spec.build_context) if spec.build_context else None,
         env={},
-        resources=Resources(cpus=spec.cpus, memory_mb=spec.memory_mb, pids=spec.pids),
+        resources=Resources(cpus=spec.cpus, memory_mb=spec.memory_mb, pids=spec.pids,
+                            disk_mb=spec.task_config.environment.storage_mb),
         network=spec.network,
         workdir=spec.workdir,
-        lifetime_sec=spec.agent_timeout_sec + spec.verifier_timeout_sec + 600,
+        lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec),
         agent_layer=prepare_layer(spec.agent) if spec.backend == "docker" else None,
     )
 

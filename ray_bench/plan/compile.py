@@ -3,6 +3,7 @@ files and checks that credential routes exist by name; it starts nothing and cal
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -10,7 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
@@ -37,6 +38,9 @@ from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, rende
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
 from ray_bench.tasks.support import notices, refusals
+
+if TYPE_CHECKING:  # the daytona package imports its SDK (an extra); the pool model needs none
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool
 
 ArmFilter = Literal["all", "baseline-only", "full-only"]
 UNPAIRED_ENV = "ALLOW_UNPAIRED_SINGLE_CONFIG"
@@ -567,30 +571,49 @@ def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Re
                 cpus.append(each.cpus)
             if each.memory_mb:
                 mems.append(each.memory_mb)
-    return Resources(cpus=max(cpus) if cpus else None, memory_mb=max(mems) if mems else None)
+    disks = [t.config.environment.storage_mb for t in tasks if t.config.environment.storage_mb]
+    return Resources(cpus=max(cpus) if cpus else None, memory_mb=max(mems) if mems else None,
+                     disk_mb=max(disks) if disks else None)
 
 
-def _daytona_slots(config: BackendConfig, suite: Suite, arms: list[Arm], tasks: list[PlanTask],
-                   lines: list[str]) -> int:
-    """The organisation's pool (vCPU, memory, disk) divided by the largest sandbox of the plan."""
+def _daytona_pool(config: BackendConfig) -> DaytonaPool:
     from pydantic import ValidationError
 
     from ray_bench.sandboxes.daytona.pool import DaytonaPool
 
     try:
-        pool = DaytonaPool.model_validate(config.options["pool"])
+        return DaytonaPool.model_validate(config.options["pool"])
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"backends.daytona.options.pool: {first['msg']} at {first['loc']}",
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"backends.daytona.options.pool.{where}: {first['msg']}",
                           fix="give vcpu, memory_gib, disk_gib and creates_per_minute") from exc
+
+
+def _daytona_sizes(pool: DaytonaPool, suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> None:
+    """Refuse a task whose sandbox is bigger than Daytona lets one sandbox be (the pool's
+    ``max_sandbox_*``): the create would be refused for every cell of it."""
+    for task in tasks:
+        each = _largest_sandbox(suite, arms, [task])
+        if (too_big := pool.too_big(each.cpus, each.memory_mb, each.disk_mb)) is not None:
+            raise ConfigError(f"task {task.id}: {too_big}",
+                              fix="lower the task's resources in its task.toml or raise "
+                                  "backends.daytona.options.pool.max_sandbox_* to the organisation's limit")
+
+
+def _daytona_slots(pool: DaytonaPool, suite: Suite, arms: list[Arm], tasks: list[PlanTask],
+                   lines: list[str]) -> int:
+    """The organisation's pool (vCPU, memory, disk) divided by the largest sandbox of the plan."""
+    _daytona_sizes(pool, suite, arms, tasks)
     each = _largest_sandbox(suite, arms, tasks)
-    slots = pool.slots(each.cpus, each.memory_mb)
+    slots = pool.slots(each.cpus, each.memory_mb, each.disk_mb)
     if slots < 1:
         raise ConfigError("backends.daytona.options.pool: not one sandbox of the plan fits the pool",
                           fix="raise the pool to the organisation's quota or lower the sandboxes' resources")
+    disk = f"{math.ceil(each.disk_mb / 1024)}" if each.disk_mb else f"{pool.default_disk_gib}"
     lines.append(f"backend daytona: organisation pool {pool.vcpu} vCPU / {pool.memory_gib} GiB / "
                  f"{pool.disk_gib} GiB disk fits {slots} sandboxes of {each.cpus or pool.default_vcpu} vCPU / "
-                 f"{each.memory_mb or str(pool.default_memory_gib * 1024)} MiB")
+                 f"{each.memory_mb or str(pool.default_memory_gib * 1024)} MiB / {disk} GiB disk")
     return slots
 
 
@@ -602,11 +625,16 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
              f" = {accounts_total} concurrent sessions"]
     for name in {suite.backend}:
         config = suite.backends.get(name, BackendConfig())
-        if config.max_sandboxes is not None:
+        if name == "daytona" and config.options.get("pool"):
+            # The organisation's pool binds even under a max_sandboxes (the smaller wins), and is
+            # checked here whole: a field missing is bad input now, not an error in execute.
+            pools[name] = _daytona_slots(_daytona_pool(config), suite, arms, tasks, lines)
+            if config.max_sandboxes is not None:
+                pools[name] = min(pools[name], config.max_sandboxes)
+                lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
+        elif config.max_sandboxes is not None:
             pools[name] = config.max_sandboxes
             lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
-        elif name == "daytona" and config.options.get("pool"):
-            pools[name] = _daytona_slots(config, suite, arms, tasks, lines)
         elif name == "local":
             pools[name] = os.cpu_count() or 1
             lines.append(f"backend local: host cores = {pools[name]} (set backends.local.max_sandboxes to change)")

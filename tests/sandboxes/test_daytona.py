@@ -17,6 +17,7 @@ from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Faults
 
 from ray_bench.errors import (
+    SandboxCreateError,
     SandboxGoneError,
     SandboxRateLimitedError,
     SandboxUnavailableError,
@@ -243,7 +244,8 @@ def test_lifetime_spec_and_labels_reach_the_api(server: DaytonaServer, base_imag
     body = server.create_requests[-1]
     assert body["autoStopInterval"] == 10  # 570 s rounds up to 10 idle minutes
     assert body["autoDeleteInterval"] == 0  # deleted as soon as it stops
-    assert body["ttlMinutes"] == 15  # and never older than lifetime + margin
+    # and never older than create + lifetime + margin: (300 s create_timeout + 570 s) -> 15 + 5
+    assert body["ttlMinutes"] == 20
     assert {k: body["labels"][k] for k in spec.labels} == dict(spec.labels)
     assert body["env"] == {"A": "1"}
     assert body["networkBlockAll"] is True
@@ -266,6 +268,31 @@ def test_snapshot_create(server: DaytonaServer, base_image: str) -> None:
 
     asyncio.run(main())
     assert server.create_requests[-1]["snapshot"] == "rb-busybox"
+
+
+def test_a_snapshot_smaller_than_the_task_or_missing_is_refused_not_used(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.snapshots["rb-small"] = base_image
+    server.snapshot_sizes["rb-small"] = (1, 1, 3)
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            big = spec_for("snapshot:rb-small", run_id, resources=Resources(cpus=2, disk_mb=10 * 1024))
+            with pytest.raises(SandboxCreateError, match=r"smaller than the task asks: 2 vCPU \(it has 1\), "
+                                                         r"10 GiB disk \(it has 3\)"):
+                await backend.create(big)
+            with pytest.raises(SandboxCreateError, match="'rb-none' does not exist"):
+                await backend.create(spec_for("snapshot:rb-none", run_id))
+            fits = await backend.create(spec_for("snapshot:rb-small", run_id, resources=Resources(cpus=1)))
+            await fits.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert len(server.create_requests) == 1  # the refused ones never reached the API
 
 
 def test_no_image_uses_the_default_snapshot(server: DaytonaServer) -> None:

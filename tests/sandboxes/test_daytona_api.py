@@ -63,6 +63,63 @@ def test_delete_waits_for_destroyed_and_a_concurrent_409_is_in_progress(
     asyncio.run(main())
 
 
+async def _post_sandbox(server: DaytonaServer, run_id: str, ttl_minutes: int = 30) -> str:
+    """A create sent straight to the API, not waited for (what a driver that died left)."""
+    import aiohttp
+
+    body = {"name": f"rb-{uuid.uuid4().hex}", "labels": run_labels(run_id), "ttlMinutes": ttl_minutes}
+    async with aiohttp.ClientSession() as http, http.post(
+        f"{server.api_url}/sandbox", json=body, headers={"Authorization": f"Bearer {server.api_key}"}
+    ) as answer:
+        assert answer.status == 200, await answer.text()
+        return str((await answer.json())["id"])
+
+
+def test_a_delete_refused_while_the_sandbox_comes_up_is_finished_by_audit(server: DaytonaServer) -> None:
+    # The bring-up outlasts the backend's delete_timeout: every DELETE meanwhile answers 409.
+    server.faults = Faults(create_delay_sec=4.0)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server, delete_timeout=0.5)
+        try:
+            await _post_sandbox(server, run_id)
+            report = await audit([backend], run_id, cleanup=True, settle_sec=30)
+            assert (len(report.found), len(report.removed), report.residue, report.errors) == (1, 1, [], [])
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["delete_409"] > 0
+    assert [b["state"] for b in _mine(server, run_id)] == ["destroyed"]
+
+
+def test_a_cancelled_create_refused_deletion_is_reaped_before_close_returns(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(create_delay_sec=4.0)
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server, delete_timeout=0.5, cancel_grace=0.2)
+        try:
+            creating = asyncio.ensure_future(backend.create(spec_for(base_image, run_id)))
+            await asyncio.sleep(1.0)
+            creating.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await creating
+            # Handed over, not dropped: the listing says it is being removed, not residue.
+            assert len(backend.reaper.pending()) == 1
+            assert [r.removing for r in await backend.list({LABEL_RUN: run_id})] == [True]
+        finally:
+            await backend.close()  # waits for the reaper
+        assert backend.reaper.pending() == []
+
+    asyncio.run(main())
+    assert server.counts["delete_409"] > 0
+    assert [b["state"] for b in _mine(server, run_id)] == ["destroyed"]
+
+
 def test_audit_waits_for_destroying_sandboxes_of_a_lagging_listing(
     server: DaytonaServer, base_image: str
 ) -> None:
@@ -248,6 +305,31 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns
     asyncio.run(main())
 
 
+def test_an_image_that_runs_as_root_keeps_its_paths_though_the_api_reports_daytona(
+    server: DaytonaServer, base_image: str, tmp_path: Path
+) -> None:
+    (tmp_path / "instruction.md").write_text("do it\n")
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            sbx = await backend.create(spec_for(base_image, run_id))
+            # What the real API says for a create that names no user, whatever the image runs as.
+            reported = await backend.lookup(sbx.id)
+            assert reported is not None and reported.user == "daytona"
+            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "0"
+            assert sbx.path("/app") == "/app" and sbx.path("/logs/agent") == "/logs/agent"
+            await sbx.put_dir(tmp_path, "/task")
+            got = await sbx.exec("cat /task/instruction.md", timeout=30)
+            assert (got.exit_code, got.stdout) == (0, "do it\n"), got.stderr
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
 def test_the_backends_own_401_is_not_a_model_accounts(
     server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,6 +345,89 @@ def test_the_backends_own_401_is_not_a_model_accounts(
                                                         failure_class=info.value.failure_class))
             verdict = classify(summary, Catalog.default())
             assert verdict.failure_class == "stack" and verdict.effect != "auth_failed"
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_429s_on_every_route_class_and_a_paged_listing_are_absorbed(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(throttled_429_fraction=0.3, create_429_fraction=0.3, retry_after_sec=0.1, seed=3)
+    server.list_page = 2
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server, max_rate_limit_retries=20)
+        try:
+            made = await asyncio.gather(*(backend.create(spec_for(base_image, run_id)) for _ in range(5)))
+            for sbx in made:
+                assert (await sbx.exec("echo hi", timeout=30)).stdout == "hi\n"
+            listed = await backend.list({LABEL_RUN: run_id})
+            assert sorted(r.id for r in listed) == sorted(s.id for s in made)  # 3 pages of 2
+            await asyncio.gather(*(s.delete() for s in made))
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["throttled_429"] > 0 and server.counts["create_429"] > 0
+    assert server.counts["list_pages"] >= 3
+    assert len(_mine(server, run_id)) == 5  # one sandbox per create, 429s or not
+
+
+async def _until_destroyed(server: DaytonaServer, run_id: str, within: float = 120.0) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + within
+    while asyncio.get_running_loop().time() < deadline:
+        states = [b["state"] for b in _mine(server, run_id)]
+        if states and set(states) == {"destroyed"}:
+            break
+        await asyncio.sleep(0.5)
+    return [b["state"] for b in _mine(server, run_id)]
+
+
+def test_the_fixture_auto_stops_an_idle_sandbox_but_not_a_long_command_and_deletes_it(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(minute_sec=1.0)  # a Daytona minute is a second here
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            # 120 s of lifetime: auto-stop after 2 idle "minutes"; the command runs twice that.
+            sbx = await backend.create(spec_for(base_image, run_id, lifetime_sec=120))
+            got = await sbx.exec("sleep 4; echo done", timeout=30)
+            assert (got.exit_code, got.stdout) == (0, "done\n")
+            # Then idle: stopped, and deleted at once (autoDeleteInterval 0).
+            assert await _until_destroyed(server, run_id) == ["destroyed"]
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["auto_stopped"] == 1 and server.counts["ttl_destroyed"] == 0
+
+
+def test_the_fixture_destroys_a_sandbox_past_its_ttl_whatever_its_state(server: DaytonaServer) -> None:
+    server.faults = Faults(minute_sec=1.0, create_delay_sec=600)  # never starts on its own
+    run_id = _run_id()
+
+    async def main() -> None:
+        await _post_sandbox(server, run_id, ttl_minutes=2)
+        assert await _until_destroyed(server, run_id) == ["destroyed"]
+
+    asyncio.run(main())
+    assert server.counts["ttl_destroyed"] == 1
+
+
+def test_a_403_keeps_the_servers_reason(server: DaytonaServer, base_image: str) -> None:
+    server.faults = Faults(forbidden_message="Organization is suspended: payment required")
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            with pytest.raises(SandboxAuthError, match=r"\(403\): .*Organization is suspended: payment required"):
+                await backend.create(spec_for(base_image, _run_id()))
         finally:
             await backend.close()
 

@@ -13,7 +13,7 @@ import pytest
 
 from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.base import SandboxSpec, run_labels
-from support.daytona_server import DaytonaServer, Faults
+from support.daytona_server import LIST_PAGE, DaytonaServer, Faults
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.daytona import DaytonaBackend
@@ -32,6 +32,7 @@ def server(docker_client: Any, base_image: str) -> Iterator[DaytonaServer]:
 def reset(srv: DaytonaServer) -> None:
     """No faults, no recorded requests, executions or counts."""
     srv.faults = Faults()
+    srv.list_page = LIST_PAGE
     srv.create_requests.clear()
     srv.executions.clear()
     for key in srv.counts:

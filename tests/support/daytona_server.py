@@ -3,8 +3,8 @@ real Docker containers, so the real SDK (and the ``daytona`` backend on top of i
 it with no cloud account.
 
 Main API under ``{url}/api``: ``POST /sandbox``, ``GET /sandbox/{id}``, ``GET /sandbox``
-(``labels`` JSON filter, one page, ``nextCursor: null``), ``DELETE /sandbox/{id}``,
-``GET /sandbox/{id}/toolbox-proxy-url``. The toolbox under ``{url}/toolbox/{id}``:
+(``labels`` JSON filter, cursor pages of 100), ``DELETE /sandbox/{id}``,
+``GET /sandbox/{id}/toolbox-proxy-url``, ``GET /snapshots/{name}``. The toolbox under ``{url}/toolbox/{id}``:
 ``POST /process/execute``, ``POST /files/bulk-upload`` (multipart), ``POST /files/bulk-download``
 (answered as multipart). The SDK's Socket.IO event stream gets a 404; the SDK falls back to
 polling ``GET /sandbox/{id}``.
@@ -12,8 +12,10 @@ polling ``GET /sandbox/{id}``.
 Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public release) it keeps:
 
 - ``DELETE`` is asynchronous: the sandbox keeps its state with ``desiredState: destroyed`` for a
-  moment, then goes ``destroying``, then ``destroyed`` (then 404). A second ``DELETE`` while that
-  change is pending answers **409** "Sandbox state change in progress".
+  moment, then goes ``destroying``, then ``destroyed`` (then 404). A ``DELETE`` while the state
+  differs from the desired state (a bring-up not yet ``started``, a delete under way; not
+  ``pending_build``, ``error`` or ``build_failed``) answers **409** "Sandbox state change in
+  progress".
 - Listing by labels is eventually consistent (:attr:`Faults.list_lag_sec`): a new sandbox shows up
   late, a destroyed one lingers as ``destroying``.
 - A create is ``unknown`` in the POST's answer, then ``pending_build`` / ``building_snapshot`` (a
@@ -23,11 +25,14 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   /sandbox/{name}`` finds a sandbox by name.
 - Organisation quotas (:attr:`Faults.quota_vcpu`, ``quota_memory_gib``, ``quota_disk_gib``)
   answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them.
-- A snapshot-based sandbox runs as the non-root user ``daytona`` (uid 1000), like Daytona's default
-  snapshot; an image-based one runs as its image's user.
+- Every sandbox is reported with ``user: daytona`` unless its create names a user, image and
+  snapshot creates alike, while its commands run as its image's own USER (Daytona's runner sets
+  no user): the default snapshot's image (``default_image`` with ``USER 1000:1000``, like
+  Daytona's ``daytona`` user) runs as uid 1000, an image that sets no USER runs as root.
 
 Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
-and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create), 5xx
+and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
+every other route class (``sandbox-lifecycle`` for deletes, ``authenticated``), 403s, 5xx
 answers, creates whose answer is lost after the sandbox was made, toolbox executes answered 502
 after the command ran, slow creates and builds, slow deletes, and :meth:`DaytonaServer.vanish`,
 which removes a sandbox's container behind the API's back.
@@ -62,7 +67,7 @@ import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -80,6 +85,8 @@ SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
 LABEL_PREFIX = "ray-bench.fake-daytona.label/"
 #: Not a secret: the fake accepts only this key unless told otherwise.
 DEFAULT_API_KEY = "fake-daytona-key"
+#: The API's page of ``GET /sandbox`` (default and most).
+LIST_PAGE = 100
 
 
 @dataclass
@@ -114,6 +121,15 @@ class Faults:
     quota_vcpu: int | None = None
     quota_memory_gib: int | None = None
     quota_disk_gib: int | None = None
+    #: Fraction of every other authenticated request (get, list, delete, toolbox) answered 429 by
+    #: its throttler (`sandbox-lifecycle` for a delete, `authenticated` for the rest).
+    throttled_429_fraction: float = 0.0
+    #: Every authenticated request is answered 403 with this message (a suspended organisation).
+    forbidden_message: str | None = None
+    #: Seconds in one of Daytona's minutes, for the lifecycle clock (auto-stop after
+    #: ``autoStopInterval`` idle minutes, auto-delete ``autoDeleteInterval`` minutes after a
+    #: stop, destroy ``ttlMinutes`` after the create): tests shrink it.
+    minute_sec: float = 60.0
     #: Seed for the fault dice, so a run is reproducible.
     seed: int = 0
 
@@ -135,6 +151,12 @@ class _Box:
     destroyed_mono: float | None = None
     build_log: list[str] = field(default_factory=list)
     building: bool = False
+    #: The uid the container's processes run as (its image's USER, or the create's user).
+    uid: int = 0
+    #: Last toolbox activity, and commands running now (auto-stop counts idle time only).
+    active_mono: float = field(default_factory=time.monotonic)
+    busy: int = 0
+    stopped_mono: float | None = None
 
 
 class DaytonaServer:
@@ -148,6 +170,7 @@ class DaytonaServer:
         api_key: str = DEFAULT_API_KEY,
         snapshots: Mapping[str, str] | None = None,
         default_image: str | None = None,
+        default_snapshot_user: str | None = "1000:1000",
         faults: Faults | None = None,
         docker_client: Any | None = None,
     ) -> None:
@@ -157,13 +180,23 @@ class DaytonaServer:
         #: snapshot name -> local image; a snapshot not listed is taken as an image name.
         self.snapshots = dict(snapshots or {})
         self.default_image = default_image
+        #: snapshot name -> (vCPU, GiB memory, GiB disk); a snapshot not listed is 1/1/3, the
+        #: size of Daytona's default snapshot. A sandbox made from a snapshot has its size.
+        self.snapshot_sizes: dict[str, tuple[int, int, int]] = {}
+        #: The most sandboxes one ``GET /sandbox`` page holds (tests lower it to see paging).
+        self.list_page = LIST_PAGE
+        #: The default snapshot's USER (Daytona's default snapshot runs as `daytona`, uid 1000):
+        #: ``start()`` builds ``default_image`` with it; None serves ``default_image`` as it is.
+        self.default_snapshot_user = default_snapshot_user
+        self._default_snapshot: str | None = None
         self.faults = faults or Faults()
         self.server_id = uuid.uuid4().hex[:12]
         #: Every ``POST /sandbox`` body received, in order (including refused ones).
         self.create_requests: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
-            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0,
+            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0, "list_pages": 0, "throttled_429": 0,
+            "ttl_destroyed": 0, "auto_stopped": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -205,6 +238,13 @@ class DaytonaServer:
             with socket.socket() as sock:
                 sock.bind((self.host, 0))
                 self.port = sock.getsockname()[1]
+        if self.default_image:
+            self._default_snapshot = self.default_image
+            if self.default_snapshot_user:
+                self._default_snapshot = f"fake-daytona-default:{self.server_id}"
+                dockerfile = f"FROM {self.default_image}\nUSER {self.default_snapshot_user}\n"
+                self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=self._default_snapshot,
+                                         rm=True, labels={MARKER_LABEL: self.server_id})
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -239,11 +279,13 @@ class DaytonaServer:
         app.router.add_get("/api/sandbox/{id}", self._get)
         app.router.add_delete("/api/sandbox/{id}", self._delete)
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
+        app.router.add_get("/api/snapshots/{name}", self._snapshot)
         app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
         app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_post("/toolbox/{id}/process/execute", self._execute)
         app.router.add_post("/toolbox/{id}/files/bulk-upload", self._upload)
         app.router.add_post("/toolbox/{id}/files/bulk-download", self._download)
+        self._spawn(self._clock())
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
@@ -317,6 +359,15 @@ class DaytonaServer:
     def _auth(self, request: web.Request) -> web.Response | None:
         if request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return self._error(401, "Unauthorized")
+        # Daytona's throttlers: `sandbox-create` (POST /sandbox, below), `sandbox-lifecycle`
+        # (start, stop, delete) and `authenticated` (every other authenticated call).
+        throttler = "sandbox-lifecycle" if request.method == "DELETE" else "authenticated"
+        creating = request.method == "POST" and request.path.endswith("/api/sandbox")
+        if not creating and self._roll(self.faults.throttled_429_fraction):
+            self.counts["throttled_429"] += 1
+            return self._rate_limited(throttler)
+        if self.faults.forbidden_message is not None:
+            return self._error(403, self.faults.forbidden_message)
         return None
 
     def _roll(self, fraction: float) -> bool:
@@ -337,11 +388,11 @@ class DaytonaServer:
 
     def _dto(self, box: _Box) -> dict[str, Any]:
         body = box.body
-        res = {
-            "cpu": body.get("cpu") or 1,
-            "memory": body.get("memory") or 1,
-            "disk": body.get("disk") or 3,
-        }
+        if body.get("snapshot"):  # a snapshot's sandbox has the snapshot's size
+            cpu, mem, disk = self.snapshot_sizes.get(body["snapshot"], (1, 1, 3))
+            res = {"cpu": cpu, "memory": mem, "disk": disk}
+        else:
+            res = {"cpu": body.get("cpu") or 1, "memory": body.get("memory") or 1, "disk": body.get("disk") or 3}
         return {
             "id": box.id,
             "organizationId": "fake-org",
@@ -362,6 +413,8 @@ class DaytonaServer:
             "autoStopInterval": body.get("autoStopInterval"),
             "autoArchiveInterval": body.get("autoArchiveInterval"),
             "autoDeleteInterval": body.get("autoDeleteInterval"),
+            "autoDestroyAt": (datetime.fromisoformat(box.created_at) + timedelta(minutes=body["ttlMinutes"])
+                              ).isoformat() if body.get("ttlMinutes") else None,
             "createdAt": box.created_at,
             "updatedAt": datetime.now(UTC).isoformat(),
             "toolboxProxyUrl": f"{self.url}/toolbox",
@@ -383,15 +436,15 @@ class DaytonaServer:
             box.state, box.error_reason = "error", "sandbox container no longer exists"
             return
         if status != "running":
-            box.state, box.error_reason = "stopped", f"container {status}"
+            box.state, box.desired, box.error_reason = "stopped", "stopped", f"container {status}"
 
     def _image_for(self, body: Mapping[str, Any]) -> str:
         """The local image a snapshot-based create runs (a build's image is made later)."""
         snapshot = body.get("snapshot")
         if snapshot:
             return self.snapshots.get(snapshot, snapshot)
-        if self.default_image:
-            return self.default_image
+        if self._default_snapshot:
+            return self._default_snapshot
         raise ValueError("no snapshot or image given and the server has no default image")
 
     # ---------------------------------------------------------------- main API
@@ -400,7 +453,8 @@ class DaytonaServer:
         """Daytona's organisation quota check (``SandboxService.validateOrganizationQuotas``)."""
         f = self.faults
         with self._lock:
-            live = [b for b in self._boxes.values() if b.state != "destroyed" and b.desired != "destroyed"]
+            # Counted until the state changes: a sandbox being destroyed still holds its quota.
+            live = [b for b in self._boxes.values() if b.state != "destroyed"]
         def total(key: str, default: int, boxes: list[_Box]) -> int:
             return sum(int(b.body.get(key) or default) for b in boxes)
         running = [b for b in live if b.state not in ("stopped", "archived", "error", "build_failed")]
@@ -447,8 +501,9 @@ class DaytonaServer:
                 await asyncio.to_thread(self.docker.images.get, image)
             except (ValueError, docker.errors.ImageNotFound) as exc:
                 return self._error(400, f"cannot create sandbox: {exc}")
-        # Daytona's default snapshot runs as `daytona`; an image runs as its own user.
-        user = body.get("user") or ("root" if dockerfile else "daytona")
+        # The API records `daytona` unless the create names a user (image and snapshot creates
+        # alike), while the runner sets no user: the container runs as its image's USER.
+        user = body.get("user") or "daytona"
         box = _Box(id=str(uuid.uuid4()), body=body, image=image, user=user)
         if dockerfile:
             box.state, box.building = "pending_build", True
@@ -521,6 +576,19 @@ class DaytonaServer:
         self.counts["built"] += 1
         return tag
 
+    def _uid_of(self, image: str, user: str | None) -> int:
+        """The numeric uid of ``user`` (else the image's USER); a name not numeric is asked of
+        ``/etc/passwd`` in the image (no container needed)."""
+        if user is None:
+            user = str(self.docker.images.get(image).attrs.get("Config", {}).get("User") or "")
+        name = user.split(":", 1)[0]
+        if not name or name == "root":
+            return 0
+        if name.isdigit():
+            return int(name)
+        out = self.docker.containers.run(image, ["sh", "-c", f"id -u {shlex.quote(name)}"], remove=True)
+        return int(out.decode().strip() or 0)
+
     def _find_container(self, name: str) -> Any:
         """The container named ``name``, started if it is not running; ``None`` if there is none."""
         for _ in range(3):
@@ -547,10 +615,8 @@ class DaytonaServer:
             "name": f"fake-daytona-{box.id[:12]}",
             "init": True,
         }
-        if box.user == "daytona":
-            kwargs["user"] = "1000:1000"
-        elif box.user != "root" and box.body.get("user"):
-            kwargs["user"] = box.user
+        if body.get("user"):  # a create that names its user runs as it; else the image's USER
+            kwargs["user"] = body["user"]
         if body.get("cpu"):
             kwargs["nano_cpus"] = int(body["cpu"] * 1e9)
         if body.get("memory"):
@@ -568,6 +634,7 @@ class DaytonaServer:
                 box.state, box.error_reason = "error", f"{type(exc).__name__}: {exc}"[:500]
                 return
         box.container = container.id
+        box.uid = await asyncio.to_thread(self._uid_of, box.image, kwargs.get("user"))
         if box.desired == "destroyed":  # deleted while starting: the destroy task removes it
             return
         box.state = "started"
@@ -600,6 +667,21 @@ class DaytonaServer:
         await asyncio.to_thread(self._refresh, box)
         return web.json_response(self._dto(box))
 
+    async def _snapshot(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        name = request.match_info["name"]
+        if name not in self.snapshots:
+            return self._error(404, f"Snapshot with name {name} not found")
+        cpu, mem, disk = self.snapshot_sizes.get(name, (1, 1, 3))
+        now = datetime.now(UTC).isoformat()
+        return web.json_response({
+            "id": hashlib.sha256(name.encode()).hexdigest()[:16], "organizationId": "fake-org", "general": False,
+            "name": name, "imageName": self.snapshots[name], "state": "active", "size": None, "entrypoint": None,
+            "cpu": cpu, "gpu": 0, "mem": mem, "disk": disk, "errorReason": None, "createdAt": now,
+            "updatedAt": now, "lastUsedAt": None, "sourceSandboxId": None,
+        })
+
     async def _proxy_url(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
             return denied
@@ -620,16 +702,21 @@ class DaytonaServer:
             # destroyed ones linger as `destroying`.
             boxes = [b for b in self._boxes.values() if now - b.made_mono >= lag and (
                 b.state != "destroyed" or (b.destroyed_mono is not None and now - b.destroyed_mono < lag))]
+        matched = [b for b in boxes
+                   if all((b.body.get("labels") or {}).get(k) == v for k, v in wanted.items())]
+        # Cursor pages of at most `list_page` (the API's: 100, its default and largest page).
+        start = int(request.query.get("cursor") or 0)
+        limit = min(int(request.query.get("limit") or self.list_page), self.list_page)
         items = []
-        for box in boxes:
-            labels = box.body.get("labels") or {}
-            if all(labels.get(k) == v for k, v in wanted.items()):
-                await asyncio.to_thread(self._refresh, box)
-                item = self._list_item(box)
-                if box.state == "destroyed":
-                    item["state"], item["desiredState"] = "destroying", "destroyed"
-                items.append(item)
-        return web.json_response({"items": items, "nextCursor": None})
+        for box in matched[start:start + limit]:
+            await asyncio.to_thread(self._refresh, box)
+            item = self._list_item(box)
+            if box.state == "destroyed":
+                item["state"], item["desiredState"] = "destroying", "destroyed"
+            items.append(item)
+        more = start + limit < len(matched)
+        self.counts["list_pages"] += 1
+        return web.json_response({"items": items, "nextCursor": str(start + limit) if more else None})
 
     async def _delete(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
@@ -639,14 +726,49 @@ class DaytonaServer:
         box = self._find(request)
         if box is None:
             return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
-        # SandboxService.destroy: a pending state change (other than pending_build) -> 409.
-        if box.pending and box.state != "pending_build":
+        # SandboxService.destroy: a pending state change (other than pending_build) -> 409, and a
+        # sandbox is pending while its state differs from its desired state: during the whole
+        # bring-up (pulling, creating, building: up to an hour) and during a delete.
+        if box.state != box.desired and box.state not in _DELETABLE_WHILE_PENDING:
             self.counts["delete_409"] += 1
             return self._error(409, "Sandbox state change in progress")
         box.pending, box.desired = True, "destroyed"
         answer = self._dto(box)
         self._spawn(self._destroy(box))
         return web.json_response(answer)
+
+    async def _clock(self) -> None:
+        """Daytona's lifecycle jobs: auto-stop an idle started sandbox, auto-delete a stopped
+        one, destroy one past its TTL (whatever its state)."""
+        while True:
+            await asyncio.sleep(0.25)
+            minute, now = self.faults.minute_sec, time.monotonic()
+            with self._lock:
+                boxes = [b for b in self._boxes.values() if b.desired != "destroyed" and b.state != "destroyed"]
+            for box in boxes:
+                body = box.body
+                ttl, stop_after, delete_after = (body.get("ttlMinutes"), body.get("autoStopInterval"),
+                                                 body.get("autoDeleteInterval"))
+                if ttl and now - box.made_mono >= ttl * minute:
+                    self.counts["ttl_destroyed"] += 1
+                    self._begin_destroy(box)
+                elif (box.state == "started" and stop_after and not box.busy
+                      and now - box.active_mono >= stop_after * minute):
+                    self.counts["auto_stopped"] += 1
+                    await asyncio.to_thread(self._stop_container, box)
+                    box.state, box.desired, box.stopped_mono = "stopped", "stopped", time.monotonic()
+                elif (box.state == "stopped" and delete_after is not None and delete_after >= 0
+                      and now - (box.stopped_mono or now) >= delete_after * minute):
+                    self._begin_destroy(box)
+
+    def _stop_container(self, box: _Box) -> None:
+        if box.container:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                self.docker.containers.get(box.container).stop(timeout=1)
+
+    def _begin_destroy(self, box: _Box) -> None:
+        box.pending, box.desired = True, "destroyed"
+        self._spawn(self._destroy(box))
 
     async def _destroy(self, box: _Box) -> None:
         await asyncio.sleep(self.faults.delete_delay_sec)
@@ -697,6 +819,7 @@ class DaytonaServer:
         await asyncio.to_thread(self._refresh, box)
         if box.state != "started":
             return None, self._error(400, f"sandbox is not running (state {box.state})")
+        box.active_mono = time.monotonic()  # a toolbox call is activity (auto-stop counts idle time)
         return box, None
 
     async def _execute(self, request: web.Request) -> web.StreamResponse:
@@ -719,12 +842,16 @@ class DaytonaServer:
             return int(code if code is not None else -1), out or b""
 
         self.executions.append((box.id, command))
+        box.busy += 1  # a running command keeps the sandbox active, however long it runs
         try:
             code, out = await asyncio.wait_for(asyncio.to_thread(run), timeout)
         except TimeoutError:
             return self._error(408, "command execution timeout")
         except docker.errors.NotFound:
             return self._error(400, "sandbox is not running")
+        finally:
+            box.busy -= 1
+            box.active_mono = time.monotonic()
         if self._roll(self.faults.exec_lost_fraction):
             self.counts["exec_lost"] += 1
             return self._error(502, "injected gateway error after the command ran")
@@ -751,7 +878,7 @@ class DaytonaServer:
                 paths.setdefault(match.group(1), getattr(part, "filename", "") or "")
         # The toolbox writes as the sandbox's user: its parents are made by that user, the files
         # belong to it (a non-root sandbox cannot write where its user may not).
-        uid = 1000 if box.user == "daytona" else 0
+        uid = box.uid
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for idx, blob in blobs.items():
@@ -821,6 +948,10 @@ def _disposition(name: str, filename: str) -> str:
     quoted = filename.replace('"', "%22")
     return f'form-data; name="{name}"; filename="{quoted}"'
 
+
+#: States a DELETE is accepted in though they differ from the desired one (``SandboxService.destroy``
+#: lets a queued build go; a sandbox in error will never reach its desired state).
+_DELETABLE_WHILE_PENDING = frozenset({"pending_build", "error", "build_failed"})
 
 _CODES = {
     400: "BAD_REQUEST",

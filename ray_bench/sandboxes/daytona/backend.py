@@ -9,9 +9,11 @@ import contextlib
 import logging
 import math
 import os
+import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +32,8 @@ from daytona import (
 from daytona import Resources as DaytonaResources
 
 from ray_bench.errors import (
+    SandboxCreateError,
+    SandboxDeleteRefusedError,
     SandboxError,
     SandboxGoneError,
     SandboxQuotaError,
@@ -37,9 +41,11 @@ from ray_bench.errors import (
     SandboxUnavailableError,
 )
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
+from ray_bench.sandboxes.daytona.clients import ClientPool
 from ray_bench.sandboxes.daytona.create import create_once
 from ray_bench.sandboxes.daytona.pool import DaytonaPool
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
+from ray_bench.sandboxes.daytona.reaper import Reaper
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
 from ray_bench.sandboxes.daytona.translate import GONE_STATES, state_name, translate
 
@@ -50,6 +56,10 @@ log = logging.getLogger(__name__)
 #: server made the sandbox can still find and delete it.
 LABEL_CREATE = "ray-bench.create"
 SNAPSHOT_PREFIX = "snapshot:"
+#: A reaper's longest wait between two DELETEs.
+REAP_MAX_DELAY_SEC = 30.0
+#: How long a reaper keeps trying a sandbox that reports no TTL (a build may take an hour).
+REAP_FALLBACK_SEC = 75 * 60.0
 
 
 def lifetime_minutes(lifetime_sec: float) -> int:
@@ -84,6 +94,8 @@ class DaytonaBackend(SandboxBackend):
         delete_timeout: float = 180.0,
         pool: DaytonaPool | Mapping[str, Any] | None = None,
         live_poll_sec: float = 5.0,
+        connection_pool: int = 250,
+        sandboxes_per_client: int | None = None,
     ) -> None:
         self.api_url = api_url
         self.api_url_env = api_url_env
@@ -111,39 +123,53 @@ class DaytonaBackend(SandboxBackend):
         self.pool = DaytonaPool.model_validate(pool) if pool is not None else None
         #: 429s seen and waited out, for metrics and tests.
         self.rate_limited_waits = 0
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncDaytona] = {}
+        #: The SDK's ``connection_pool_maxsize`` of each client.
+        self.connection_pool = connection_pool
+        #: Sandboxes one client carries: at most half its pool (an exec and a watch's poll each).
+        self.sandboxes_per_client = sandboxes_per_client or max(1, connection_pool // 2)
+        self._pools: dict[asyncio.AbstractEventLoop, ClientPool] = {}
+        #: Deletes the API refuses while a sandbox comes up, kept trying until its TTL.
+        self.reaper = Reaper(self.delete_id)
 
     # ------------------------------------------------------------------ client
 
-    def client(self) -> AsyncDaytona:
-        """The SDK client for the running event loop (its HTTP sessions are bound to a loop)."""
+    def clients(self) -> ClientPool:
+        """The SDK clients of the running event loop (their HTTP sessions are bound to a loop)."""
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for old in [lp for lp in self._clients if lp.is_closed()]:
-                del self._clients[old]
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise SandboxUnavailableError(
-                    f"the daytona backend's credential route {self.api_key_env} is not set "
-                    "on this node"
-                )
-            url = self.api_url or os.environ.get(self.api_url_env) or None
-            try:
-                client = AsyncDaytona(DaytonaConfig(api_key=key, api_url=url, target=self.target))
-            except DaytonaError as exc:
-                raise SandboxUnavailableError(
-                    f"cannot configure the Daytona client: {exc.message}"
-                ) from exc
-            self._clients[loop] = client
-        return client
+        pool = self._pools.get(loop)
+        if pool is None:
+            for old in [lp for lp in self._pools if lp.is_closed()]:
+                del self._pools[old]
+            pool = self._pools[loop] = ClientPool(self._make_client, self.sandboxes_per_client)
+        return pool
+
+    def client(self) -> AsyncDaytona:
+        """The client for control calls (get, list, delete) on the running event loop."""
+        return self.clients().control()
+
+    def _make_client(self) -> AsyncDaytona:
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise SandboxUnavailableError(
+                f"the daytona backend's credential route {self.api_key_env} is not set "
+                "on this node"
+            )
+        url = self.api_url or os.environ.get(self.api_url_env) or None
+        try:
+            return AsyncDaytona(DaytonaConfig(api_key=key, api_url=url, target=self.target,
+                                              connection_pool_maxsize=self.connection_pool))
+        except DaytonaError as exc:
+            raise SandboxUnavailableError(
+                f"cannot configure the Daytona client: {exc.message}"
+            ) from exc
 
     async def close(self) -> None:
-        loop = asyncio.get_running_loop()
-        client = self._clients.pop(loop, None)
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.close()  # type: ignore[no-untyped-call]
+        # Deletes still refused for now outlive no run: the reapers finish first (each bounded
+        # by its sandbox's TTL).
+        await self.reaper.drain()
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
 
     # ------------------------------------------------------------------ calls
 
@@ -211,7 +237,8 @@ class DaytonaBackend(SandboxBackend):
             # a driver that died mid-cell leaves a sandbox for at most lifetime + margin.
             "auto_stop_interval": minutes,
             "auto_delete_interval": self.delete_after_stop_min,
-            "ttl_minutes": minutes + self.ttl_margin_min,
+            # The TTL counts from the create: the create (a pull, a build) is in it too.
+            "ttl_minutes": lifetime_minutes(spec.lifetime_sec + self.create_timeout) + self.ttl_margin_min,
         }
         image = spec.image
         if image is None and spec.dockerfile_dir is None:
@@ -240,7 +267,9 @@ class DaytonaBackend(SandboxBackend):
         # answers 409 instead of making a second sandbox, and the sandbox can be found by it.
         name = f"rb-{token}"
         params = self.params(spec, {**spec.labels, LABEL_CREATE: token}, name=name)
-        task = asyncio.ensure_future(create_once(self, params, name))
+        if isinstance(params, CreateSandboxFromSnapshotParams) and params.snapshot:
+            await self.check_snapshot(params.snapshot, spec)
+        task = asyncio.ensure_future(self._create_and_probe(params, name, spec))
         try:
             made = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -251,9 +280,45 @@ class DaytonaBackend(SandboxBackend):
         except BaseException:
             await asyncio.shield(self._sweep(name, token))
             raise
-        return DaytonaSandbox(self, made, spec)
+        return made
 
-    async def _undo_create(self, task: asyncio.Future[AsyncSandbox], name: str, token: str) -> None:
+    async def check_snapshot(self, snapshot: str, spec: SandboxSpec) -> None:
+        """A create from a snapshot takes the snapshot's size (the API takes no resources with
+        it): refuse one that does not exist or is smaller than the spec asks, never use it."""
+        try:
+            found = await self.retrying(f"get snapshot {snapshot}", lambda: self.client().snapshot.get(snapshot))
+        except DaytonaNotFoundError as exc:
+            raise SandboxCreateError(f"Daytona snapshot {snapshot!r} does not exist") from exc
+        except DaytonaError as exc:
+            raise translate(exc, f"get snapshot {snapshot}") from exc
+        res = spec.resources
+        asked = {"vCPU": math.ceil(res.cpus) if res.cpus else 0,
+                 "GiB memory": math.ceil(res.memory_mb / 1024) if res.memory_mb else 0,
+                 "GiB disk": math.ceil(res.disk_mb / 1024) if res.disk_mb else 0}
+        has = {"vCPU": found.cpu, "GiB memory": found.mem, "GiB disk": found.disk}
+        short = [f"{asked[k]} {k} (it has {has[k]:g})" for k in asked if asked[k] > has[k]]
+        if short:
+            raise SandboxCreateError(f"Daytona snapshot {snapshot!r} is smaller than the task asks: "
+                                     + ", ".join(short))
+
+    async def _create_and_probe(
+        self,
+        params: CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams,
+        name: str,
+        spec: SandboxSpec,
+    ) -> DaytonaSandbox:
+        """The started sandbox, with its user asked of the sandbox itself: the API reports
+        ``daytona`` for every create that names no user, whatever the image runs as."""
+        lease = self.clients().lease()
+        try:
+            sandbox = DaytonaSandbox(self, await create_once(self, params, name, lease.client), spec, lease)
+            await sandbox.probe_user()
+        except BaseException:
+            lease.release()
+            raise
+        return sandbox
+
+    async def _undo_create(self, task: asyncio.Future[DaytonaSandbox], name: str, token: str) -> None:
         done, _ = await asyncio.wait({task}, timeout=self.cancel_grace)
         if not done:
             task.cancel()
@@ -261,7 +326,7 @@ class DaytonaBackend(SandboxBackend):
                 await task
         elif not task.cancelled() and task.exception() is None:
             with contextlib.suppress(Exception):
-                await self.delete_id(task.result().id)
+                await task.result().delete()
         await self._sweep(name, token)
 
     async def _sweep(self, name: str, token: str) -> None:
@@ -270,10 +335,10 @@ class DaytonaBackend(SandboxBackend):
         try:
             found = await self.lookup(name)
             if found is not None:
-                await self.delete_id(found.id)
+                await self.delete(found.id, wait=False)
             for ref in await self.list({LABEL_CREATE: token}):
                 if not ref.removing:
-                    await self.remove(ref)
+                    await self.delete(ref.id, wait=False)
         except Exception as exc:  # the auto-delete safety net still stands behind this
             log.warning(
                 "could not sweep a failed Daytona create (%s): %s", name, type(exc).__name__
@@ -281,12 +346,28 @@ class DaytonaBackend(SandboxBackend):
 
     # ------------------------------------------------------------------ delete, list
 
-    async def delete_id(self, sandbox_id: str) -> None:
-        """Delete one sandbox and wait (at most ``delete_timeout``) until the API says it is
-        ``destroyed`` or gone. Deletion is asynchronous in Daytona: a DELETE while a state
-        change is pending (the first DELETE's, or a start's) answers 409, which means "wait"."""
-        deadline = time.monotonic() + self.delete_timeout
-        requested = False
+    async def delete(self, sandbox_id: str, *, wait: bool) -> None:
+        """Delete one sandbox; one the API refuses for now (409 through ``delete_timeout``: it
+        is still coming up) goes to the :class:`Reaper`, awaited when ``wait`` (the audit, the
+        end-of-run cleanup), else left to run (a cell does not wait out an hour-long build)."""
+        if sandbox_id not in self.reaper:
+            try:
+                await self.delete_id(sandbox_id)
+                return
+            except SandboxDeleteRefusedError as exc:
+                log.info("Daytona sandbox %s refuses deletion while it comes up: reaping", sandbox_id)
+                self.reaper.hand(sandbox_id, exc.until)
+        if wait:
+            await self.reaper.wait(sandbox_id)
+
+    async def delete_id(self, sandbox_id: str, until: float | None = None) -> None:
+        """Delete one sandbox and wait until the API says it is ``destroyed`` or gone: at most
+        ``delete_timeout``, or until ``until`` (monotonic) for the reaper. Deletion is
+        asynchronous in Daytona: a DELETE while a state change is pending (a bring-up, an
+        earlier DELETE) answers 409, which means "ask again". Still refused at the deadline:
+        :class:`SandboxDeleteRefusedError`, carrying when the sandbox's TTL destroys it anyway."""
+        deadline = until if until is not None else time.monotonic() + self.delete_timeout
+        requested = refused = False
         delay = 0.2
         while True:
             sandbox = await self.lookup(sandbox_id)
@@ -302,15 +383,31 @@ class DaytonaBackend(SandboxBackend):
                 except DaytonaNotFoundError:
                     return
                 except DaytonaError as exc:
-                    if exc.status_code != 409:  # 409: a state change is under way; wait it out
+                    if exc.status_code != 409:  # 409: a state change is under way; ask again
                         raise translate(exc, f"delete {sandbox_id}") from exc
+                    refused = True
             if time.monotonic() >= deadline:
-                raise SandboxError(
-                    f"delete {sandbox_id}: still {state_name(sandbox.state)} after "
-                    f"{self.delete_timeout:g}s"
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 2.0)
+                what = f"delete {sandbox_id}: still {state_name(sandbox.state)}"
+                if until is not None:
+                    raise SandboxError(f"{what} at its TTL")
+                if refused and not requested:
+                    raise SandboxDeleteRefusedError(f"{what} after {self.delete_timeout:g}s of 409s",
+                                                    until=self._ttl_deadline(sandbox))
+                raise SandboxError(f"{what} after {self.delete_timeout:g}s")
+            await asyncio.sleep(delay * (1 + 0.2 * random.random()))
+            # The first minutes closely; a reaper then backs off to every 30 s.
+            delay = min(delay * 1.5, 2.0 if until is None else REAP_MAX_DELAY_SEC)
+
+    def _ttl_deadline(self, sandbox: AsyncSandbox) -> float:
+        """When (monotonic) the service destroys ``sandbox`` by its TTL (``autoDestroyAt``);
+        without one, :data:`REAP_FALLBACK_SEC` from now (a build may take an hour)."""
+        left = REAP_FALLBACK_SEC
+        raw = getattr(sandbox, "auto_destroy_at", None)
+        if raw:
+            with contextlib.suppress(ValueError):
+                at = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+                left = (at - datetime.now(UTC)).total_seconds() + 60
+        return time.monotonic() + max(left, self.delete_timeout)
 
     async def list(self, labels: Mapping[str, str]) -> list[SandboxRef]:
         async def page() -> list[SandboxRef]:
@@ -322,7 +419,8 @@ class DaytonaBackend(SandboxBackend):
                     dict(sb.labels),
                     state=state_name(sb.state),
                     removing=state_name(sb.state) == "destroying"
-                    or state_name(getattr(sb, "desired_state", None)) == "destroyed",
+                    or state_name(getattr(sb, "desired_state", None)) == "destroyed"
+                    or sb.id in self.reaper,
                 )
                 async for sb in self.client().list(query)
                 if state_name(sb.state) != "destroyed"
@@ -334,7 +432,7 @@ class DaytonaBackend(SandboxBackend):
             raise translate(exc, "list") from exc
 
     async def remove(self, ref: SandboxRef) -> None:
-        task = asyncio.ensure_future(self.delete_id(ref.id))
+        task = asyncio.ensure_future(self.delete(ref.id, wait=True))
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:

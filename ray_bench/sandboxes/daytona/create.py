@@ -23,6 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from daytona import (
+    AsyncDaytona,
     AsyncSandbox,
     CreateSandboxFromImageParams,
     CreateSandboxFromSnapshotParams,
@@ -60,8 +61,10 @@ async def create_once(
     backend: DaytonaBackend,
     params: CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams,
     name: str,
+    client: AsyncDaytona,
 ) -> AsyncSandbox:
-    """The started sandbox named ``name``, made by at most one accepted POST."""
+    """The started sandbox named ``name``, made by at most one accepted POST through ``client``
+    (the one its commands will use)."""
     deadline = time.monotonic() + backend.create_timeout
     build = BuildLog()
     limited = failed = 0
@@ -74,7 +77,7 @@ async def create_once(
         try:
             return await asyncio.wait_for(
                 # The SDK's overloads name one params type each; the call takes either.
-                backend.client().create(
+                client.create(
                     params,  # type: ignore[arg-type]
                     timeout=left,
                     on_snapshot_create_logs=build.add,

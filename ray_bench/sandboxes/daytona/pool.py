@@ -31,10 +31,34 @@ class DaytonaPool(BaseModel):
         default=3, gt=0, description="Disk in GiB a sandbox gets when its spec names none."
     )
 
+    max_sandbox_vcpu: int | None = Field(
+        default=None, gt=0, description="The most vCPUs Daytona lets one sandbox have (the tier's limit)."
+    )
+    max_sandbox_memory_gib: int | None = Field(
+        default=None, gt=0, description="The most memory in GiB Daytona lets one sandbox have."
+    )
+    max_sandbox_disk_gib: int | None = Field(
+        default=None, gt=0, description="The most disk in GiB Daytona lets one sandbox have."
+    )
+
+    def too_big(self, cpus: float | None, memory_mb: int | None, disk_mb: int | None) -> str | None:
+        """What a sandbox of this size asks beyond the per-sandbox limits, or ``None``."""
+        cpu, memory, disk = self.asked(cpus, memory_mb, disk_mb)
+        for asked, limit, what in ((cpu, self.max_sandbox_vcpu, "vCPU"),
+                                   (memory, self.max_sandbox_memory_gib, "GiB memory"),
+                                   (disk, self.max_sandbox_disk_gib, "GiB disk")):
+            if limit is not None and asked > limit:
+                return f"asks {asked} {what} per sandbox; Daytona allows at most {limit}"
+        return None
+
+    def asked(self, cpus: float | None, memory_mb: int | None, disk_mb: int | None) -> tuple[int, int, int]:
+        """vCPUs, GiB of memory and GiB of disk as the backend asks Daytona (whole units)."""
+        return (math.ceil(cpus) if cpus else self.default_vcpu,
+                math.ceil(memory_mb / 1024) if memory_mb else self.default_memory_gib,
+                math.ceil(disk_mb / 1024) if disk_mb else self.default_disk_gib)
+
     def slots(self, cpus: float | None, memory_mb: int | None, disk_mb: int | None = None) -> int:
         """Sandboxes of this size that fit the pool at once, rounded as the backend asks Daytona
         for them (whole vCPUs, whole GiB): what the backend's admission pool may hold."""
-        cpu = math.ceil(cpus) if cpus else self.default_vcpu
-        memory = math.ceil(memory_mb / 1024) if memory_mb else self.default_memory_gib
-        disk = math.ceil(disk_mb / 1024) if disk_mb else self.default_disk_gib
+        cpu, memory, disk = self.asked(cpus, memory_mb, disk_mb)
         return max(0, min(self.vcpu // cpu, self.memory_gib // memory, self.disk_gib // disk))

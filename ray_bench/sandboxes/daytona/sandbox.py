@@ -35,6 +35,7 @@ from ray_bench.sandboxes.daytona.translate import translate
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.daytona.backend import DaytonaBackend
+    from ray_bench.sandboxes.daytona.clients import Lease
 
 T = TypeVar("T")
 
@@ -69,21 +70,43 @@ _STOP = r"""p=$(cat "$1/pid" 2>/dev/null) && { kill -9 -"$p" 2>/dev/null || kill
 _TAIL = r"""tail -c +"$2" "$1/out" 2>/dev/null | head -c "$4" | base64; echo RB-SEP
 tail -c +"$3" "$1/err" 2>/dev/null | head -c "$4" | base64"""
 _TAIL_BYTES = 1 << 18
+# "<uid> <name>" of the sandbox's process; without `id`, 0 only if it may write `/`.
+_WHOAMI = r"""u=$(id -u 2>/dev/null) || u=; n=$(id -un 2>/dev/null) || n=
+[ -n "$u" ] || { if [ -w / ]; then u=0; else u=nonroot; fi; }
+echo "$u $n" """
 # Slack on the HTTP request beyond the in-sandbox watchdog, for the output to come back.
 _EXEC_SLACK_SEC = 60
 
 
 class DaytonaSandbox(Sandbox):
-    def __init__(self, backend: DaytonaBackend, sandbox: AsyncSandbox, spec: SandboxSpec) -> None:
+    def __init__(
+        self, backend: DaytonaBackend, sandbox: AsyncSandbox, spec: SandboxSpec, lease: Lease | None = None
+    ) -> None:
         self._backend = backend
+        #: This sandbox's share of the SDK client its commands go through, given back on delete.
+        self._lease = lease
         self._sandbox = sandbox
         self.id = sandbox.id
         self.labels = dict(spec.labels)
-        self.user = str(getattr(sandbox, "user", None) or "root")
-        self._root = "" if self.user == "root" else NONROOT_ROOT
+        #: Who commands run as, from ``id`` inside the sandbox (:meth:`probe_user`); never the
+        #: API's ``user`` field, which says ``daytona`` whatever the image's USER is.
+        self.user = "unknown"
+        self._root = NONROOT_ROOT
         self._workdir = spec.workdir
         self._deleted = False
         self._oom_seen = 0
+
+    async def probe_user(self) -> None:
+        """Ask the sandbox who its commands run as. Paths move under :data:`NONROOT_ROOT` only
+        when the process really is not root (uid 0, or ``id`` missing and ``/`` writable)."""
+        response = await self._call("probe user", lambda: self._sandbox.process.exec(_sh(_WHOAMI), timeout=30),
+                                    timeout=60)
+        uid, _, name = (response.result or "").strip().rpartition("\n")[2].partition(" ")
+        if response.exit_code != 0 or not uid:
+            raise SandboxError(f"cannot tell which user Daytona sandbox {self.id} runs as: "
+                               f"{(response.result or '')[-300:]!r}")
+        self.user = name or uid
+        self._root = "" if uid == "0" else NONROOT_ROOT
 
     def path(self, sandbox_path: str) -> str:
         if not self._root:
@@ -235,7 +258,7 @@ class DaytonaSandbox(Sandbox):
     async def delete(self) -> None:
         if self._deleted:
             return
-        task = asyncio.ensure_future(self._backend.delete_id(self.id))
+        task = asyncio.ensure_future(self._backend.delete(self.id, wait=False))
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -243,6 +266,8 @@ class DaytonaSandbox(Sandbox):
                 await task
             raise
         self._deleted = True
+        if self._lease is not None:
+            self._lease.release()
 
     async def _call(
         self,

@@ -74,7 +74,10 @@ def translate(exc: DaytonaError, what: str, *, create: bool = False) -> SandboxE
     if (resource := quota_resource(exc)) is not None:
         return SandboxQuotaError(message, resource=resource)
     if status in (401, 403):
-        return SandboxAuthError(f"{what}: the Daytona API refused the backend's key ({status})")
+        # The server's reason is kept (a suspended organisation, a region not available, a key
+        # without the permission): "bad key" alone sends the operator the wrong way.
+        reason = f": {exc.message}" if exc.message else ""
+        return SandboxAuthError(f"{what}: the Daytona API refused the backend's request ({status}){reason}")
     if isinstance(exc, DaytonaConnectionError | DaytonaTimeoutError) or (
         status is not None and status >= 500 and not create
     ):
