@@ -268,6 +268,13 @@ def audit(
     from ray_bench.state import default_state_root
 
     result = audit_run(run_root, cleanup=cleanup)
+    if not result.errors:  # a backend that did not answer leaves the count unknown: not published
+        import time
+
+        from ray_bench.metrics.linger import publish_audit
+
+        # Served for a while on the run's target, so RayBenchSandboxResidue follows this audit.
+        publish_audit(default_state_root(), result.run_id, residue=len(result.residue), at=time.time())
     for gone in prune_stale_targets(default_state_root()):
         err.print(f"removed the metrics target of run {gone}: its driver is gone", markup=False)
     if as_json:
