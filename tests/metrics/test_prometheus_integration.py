@@ -112,7 +112,7 @@ def test_a_small_run_end_to_end(prometheus: PrometheusServer, exporter: MetricsE
     assert [r["metric"]["run"] for r in result] == [RUN]
 
     # The end-of-run audit could not remove two sandboxes: residue (first branch of the rule).
-    exporter.lasting.residue.labels(RUN).set(2)
+    exporter.lasting.audit(2, time.time())
     exporter.set_finished()
     result = prometheus.wait_for_data(alert_expr("RayBenchSandboxResidue"))
     assert {r["metric"]["run"] for r in result} == {RUN}
