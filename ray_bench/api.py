@@ -217,6 +217,9 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             if say is not None:
                 say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
             ray_started = time.monotonic()
+            from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, send_ray_messages_to
+
+            send_ray_messages_to(run_root / RAY_MESSAGES_FILE)  # a dead node's raylet report, not stdout
             with join_ray(options.address):
                 if signals is not None:
                     signals.install()  # again: Ray's init replaces the SIGTERM handler with its own

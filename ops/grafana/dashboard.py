@@ -206,9 +206,11 @@ def build() -> dashboard.Dashboard:
              "p50 {{phase}}"),
         ], GridPos(h=8, w=12, x=12, y=42), "s", min_val=0),
         _series("Mean reward by arm", [
-            (f"sum by (run, arm) (raybench_reward_total{{{RUN}}}) / sum by (run, arm) "
-             f"(raybench_valid_rows_total{{{RUN}}})", "{{run}} {{arm}}")],
-            GridPos(h=8, w=12, x=0, y=50), "percentunit", min_val=0, max_val=1),
+            (f"sum by (run, arm) (raybench_run_reward{{{RUN}}}) / sum by (run, arm) "
+             f"(raybench_run_valid_rows{{{RUN}}})", "{{run}} {{arm}}")],
+            GridPos(h=8, w=12, x=0, y=50), "percentunit", min_val=0, max_val=1,
+            description="Over every valid row of the run, every driver session (ledger-backed gauges, "
+                        "rebuilt on resume; the session counters restart at 0)."),
         _series("Attempts by outcome", [
             (f"sum by (arm, outcome) (rate(raybench_attempts_total{{{RUN}}}[{RATE}])) * 60", "{{arm}} {{outcome}}")],
             GridPos(h=8, w=12, x=12, y=50), PER_MIN, min_val=0),

@@ -19,7 +19,16 @@ next to a responsive raylet. ray-bench's workers are cell runners and account ac
 mostly wait on sandboxes; at nice 15 on a shared host, two ordinary busy processes leave them a
 few percent of a core, and cells crawl (a four-cell test run: 98 s at nice 15, 67 s at nice 0,
 same machine under load). A Ray instance ray-bench starts itself runs its workers at nice 0
-unless ``RAY_worker_niceness`` says otherwise; ``cluster/local-multinode.sh`` does the same."""
+unless ``RAY_worker_niceness`` says otherwise; ``cluster/local-multinode.sh`` does the same.
+
+Ray's own output is kept off the operator's terminal, here and only here (:func:`quiet_ray`,
+called before every ``ray.init``). The messages the GCS publishes to the driver (a dead node's
+or worker's raylet report, some 40 lines after a node loss) are printed by Ray on the driver's
+stdout even with ``log_to_driver=False``; they go to a file instead: the run root's
+``ray-driver.log`` when the driver names one (:func:`send_ray_messages_to`), else
+``ray-bench-driver.log`` in Ray's session log directory. The driver records the node events
+itself. And the warnings ray-bench cannot act on (:data:`UNACTIONABLE`: the token-authentication
+notice every local start prints) are dropped."""
 
 from __future__ import annotations
 
@@ -27,6 +36,9 @@ import logging
 import os
 import re
 import signal
+import threading
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +54,74 @@ LOCAL_START_ATTEMPTS = 3
 WORKER_NICENESS = "RAY_worker_niceness"
 
 
+#: Ray warnings ray-bench cannot act on, by the start of their message: the notice every local
+#: start logs (``ray/_private/authentication/authentication_token_setup.py``); ray-bench's own
+#: instance is token-protected by it, and an operator can do nothing about it.
+UNACTIONABLE = ("Token authentication is enabled for this Ray cluster",)
+#: The Ray logger that logs them.
+_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+#: The run root's file for Ray's messages to the driver.
+RAY_MESSAGES_FILE = "ray-driver.log"
+
+_messages_lock = threading.Lock()
+#: The file :func:`send_ray_messages_to` named ("to"; absent: Ray's session log dir).
+_messages: dict[str, Path] = {}
+
+
+class _Unactionable(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(UNACTIONABLE)
+
+
+def send_ray_messages_to(path: Path | None) -> None:
+    """Where Ray's messages to this driver go from now on (``None``: Ray's session log dir)."""
+    with _messages_lock:
+        if path is None:
+            _messages.pop("to", None)
+        else:
+            _messages["to"] = path
+
+
+def quiet_ray() -> None:
+    """Filter the unactionable warnings and route Ray's messages to the driver to a file.
+    Idempotent; called by :func:`init_ray`."""
+    token_logger = logging.getLogger(_TOKEN_LOGGER)
+    if not any(isinstance(f, _Unactionable) for f in token_logger.filters):
+        token_logger.addFilter(_Unactionable())
+    from ray._private import worker
+
+    # listen_error_messages looks print_to_stdstream up by name at each message.
+    if getattr(worker.print_to_stdstream, "__module__", None) != __name__:
+        worker.print_to_stdstream = _write_ray_messages
+
+
+def _write_ray_messages(data: Mapping[str, Any], ignore_prefix: bool = False) -> None:
+    with _messages_lock:
+        path = _messages.get("to") or _session_messages_file()
+        if path is None:
+            for line in data.get("lines", []):
+                logger.info("ray (%s): %s", data.get("pid"), line)
+            return
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as out:
+                for line in data.get("lines", []):
+                    out.write(f"{stamp} ({data.get('pid')}) {line}\n")
+        except OSError as exc:
+            logger.info("cannot write Ray's messages to %s: %s", path, exc)
+
+
+def _session_messages_file() -> Path | None:
+    try:
+        node = ray._private.worker.global_worker.node
+        return None if node is None else Path(node.get_logs_dir_path()) / "ray-bench-driver.log"
+    except Exception:  # a Ray that moved it: the messages go to the debug log
+        return None
+
+
 def init_ray(address: str | None, **kwargs: Any) -> None:
+    quiet_ray()
     if address and address != "local":
         ray.init(address=address, **kwargs)
         return

@@ -278,11 +278,21 @@ def audit(
 ) -> None:
     """List (and with --cleanup remove) every sandbox, volume and network labelled with the run.
     Exits 1 while residue remains."""
-    from ray_bench.api import audit_run
+    from ray_bench.api import audit_run, parse_duration
     from ray_bench.metrics.targets import prune_stale_targets
     from ray_bench.state import default_state_root
 
+    # how long the count is served (execute's --metrics-linger default); read before any removal
+    linger = parse_duration(os.environ.get("RAY_BENCH_METRICS_LINGER", "15m"), "RAY_BENCH_METRICS_LINGER")
     result = audit_run(run_root, cleanup=cleanup)
+    if not result.errors and linger > 0:  # a backend that did not answer leaves the count unknown
+        import time
+
+        from ray_bench.metrics.linger import publish_audit
+
+        # Served for a while beside the run's target, so RayBenchSandboxResidue follows this audit.
+        publish_audit(default_state_root(), result.run_id, residue=len(result.residue), at=time.time(),
+                      linger_sec=linger)
     for gone in prune_stale_targets(default_state_root()):
         err.print(f"removed the metrics target of run {gone}: its driver is gone", markup=False)
     if as_json:

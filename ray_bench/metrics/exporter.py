@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,7 +39,17 @@ from ray_bench.errors import UserInputError
 from ray_bench.metrics.lasting import LastingGauges
 from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
 from ray_bench.metrics.pace_collector import PaceCollector
-from ray_bench.metrics.targets import hostport, prune_stale_targets, remove_target, target_file, write_target
+from ray_bench.metrics.targets import (
+    advertised,
+    host_file,
+    hostport,
+    prune_stale_targets,
+    remove_target,
+    target_file,
+    text_file,
+    write_atomic,
+    write_target,
+)
 
 # Every counter would otherwise get a `_created` twin: twice the series, no panel uses them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -261,7 +270,7 @@ class MetricsExporter:
     @property
     def url(self) -> str:
         """The metrics URL, e.g. ``http://127.0.0.1:9464/metrics``."""
-        return f"http://{hostport(self._advertised_host(), self.port)}/metrics"
+        return f"http://{hostport(advertised(self.host), self.port)}/metrics"
 
     @property
     def target_file(self) -> Path:
@@ -284,7 +293,10 @@ class MetricsExporter:
                 fix="choose a free port, or port 0 to pick one",
             ) from exc
         self._server, self._thread = server, thread
-        write_target(self.target_file, hostport(self._advertised_host(), self.port), self.run_id, os.getpid())
+        # A linger's figures left by an earlier session are not what this driver serves.
+        text_file(self.target_file).unlink(missing_ok=True)
+        write_atomic(host_file(self.target_file), self.host)
+        write_target(self.target_file, hostport(advertised(self.host), self.port), self.run_id, os.getpid())
 
     def stop(self, final_scrape_timeout: float = 0.0, linger_sec: float = 0.0) -> None:
         """Stop serving; then hand the final figures to a linger process for ``linger_sec``
@@ -357,7 +369,7 @@ class MetricsExporter:
             self._cell_seconds.labels(arm, phase).observe(seconds)
         if cost_usd > 0:
             self._spend.labels(account).inc(cost_usd)
-        self.lasting.row(arm, account, cost_usd, valid)
+        self.lasting.row(arm, account, cost_usd, valid, reward)
         if valid:
             self._valid_rows.labels(self.run_id, arm).inc()
             self._reward.labels(self.run_id, arm).inc(reward or 0.0)
@@ -445,9 +457,3 @@ class MetricsExporter:
             self._scrapes += 1
             self._last_scrape_began = max(self._last_scrape_began, began)
             self._scraped.notify_all()
-
-    def _advertised_host(self) -> str:
-        # A wildcard bind is not an address Prometheus can scrape.
-        if self.host in ("", "0.0.0.0", "::"):
-            return socket.getfqdn()
-        return self.host

@@ -32,9 +32,11 @@ class LedgerTotals:
     """What the ledger says about a run so far (every session)."""
 
     valid_rows: Counter[str] = field(default_factory=Counter)  # arm -> accepted rows
+    reward: dict[str, float] = field(default_factory=dict)  # arm -> sum of accepted rows' rewards
     spend_usd: dict[str, float] = field(default_factory=dict)  # account -> USD
     circuits: dict[str, bool] = field(default_factory=dict)  # scope -> open
     residue: int | None = None  # the last end-of-run audit's count
+    audited_at: float | None = None  # when that audit ran (unix time)
 
 
 def ledger_totals(run_root: Path) -> LedgerTotals:
@@ -49,6 +51,7 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
         ledger.close()
     for row in accepted_rows(attempts).values():
         totals.valid_rows[row.arm] += 1
+        totals.reward[row.arm] = totals.reward.get(row.arm, 0.0) + (row.reward or 0.0)
     for row in attempts:
         totals.spend_usd[row.account] = totals.spend_usd.get(row.account, 0.0) + row.cost_usd
     for event in events:
@@ -57,7 +60,7 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
         elif event.kind == "circuit_open":
             totals.circuits[str(event.data.get("scope"))] = True
         elif event.kind == "audit":
-            totals.residue = int(event.data.get("residue") or 0)
+            totals.residue, totals.audited_at = int(event.data.get("residue") or 0), event.ts
     return totals
 
 
@@ -69,6 +72,9 @@ class LastingGauges:
         r, run = registry, ["run"]
         self.valid_rows = Gauge("raybench_run_valid_rows", "Valid rows of the run so far, every session "
                                 "(from the ledger; survives a resume).", [*run, "arm"], registry=r)
+        self.reward = Gauge("raybench_run_reward", "Sum of the rewards of the run's valid rows so far, every "
+                            "session (from the ledger); divide by raybench_run_valid_rows for the mean.",
+                            [*run, "arm"], registry=r)
         self.spend = Gauge("raybench_run_spend_usd", "Spend of the run so far by account, every session "
                            "(from the ledger; what the spend limit is checked against).", [*run, "account"],
                            registry=r)
@@ -83,6 +89,9 @@ class LastingGauges:
                               "only with a deadline.", run, registry=r)
         self.residue = Gauge("raybench_audit_residue_sandboxes", "Sandboxes the end-of-run audit found "
                              "and could not remove (from the backends' labels).", run, registry=r)
+        self.audited_at = Gauge("raybench_audit_timestamp_seconds", "When the audit counted in "
+                                "raybench_audit_residue_sandboxes ran (unix time); the newest audit of a "
+                                "run is its truth, whichever process serves it.", run, registry=r)
         self.cooldown_end = Gauge("raybench_account_cooldown_end_timestamp_seconds", "When the account's "
                                   "cool-down ends (unix time); only while it cools.", ["account"], registry=r)
         self.login_expiry = Gauge("raybench_account_login_expiry_timestamp_seconds", "When the account's "
@@ -96,15 +105,22 @@ class LastingGauges:
         """Start from the ledger's totals (circuits go to the exporter's own gauge)."""
         for arm in arms:
             self.valid_rows.labels(self.run_id, arm).set(totals.valid_rows.get(arm, 0))
+            self.reward.labels(self.run_id, arm).set(totals.reward.get(arm, 0.0))
         for account in accounts:
             self.spend.labels(self.run_id, account).set(totals.spend_usd.get(account, 0.0))
-        if totals.residue is not None:
-            self.residue.labels(self.run_id).set(totals.residue)
+        self.audit(totals.residue, totals.audited_at)
+
+    def audit(self, residue: int | None, at: float | None) -> None:
+        """The last audit's count and time (nothing before the run's first audit)."""
+        if residue is not None and at is not None:
+            self.residue.labels(self.run_id).set(residue)
+            self.audited_at.labels(self.run_id).set(at)
 
     def present(self, arms: Iterable[str] = (), accounts: Iterable[str] = ()) -> None:
         """Make the series of these arms and accounts exist (at their current value, else 0)."""
         for arm in arms:
             self.valid_rows.labels(self.run_id, arm)
+            self.reward.labels(self.run_id, arm)
         for account in accounts:
             self.spend.labels(self.run_id, account)
 
@@ -115,9 +131,10 @@ class LastingGauges:
             if budget is not None:
                 self.spend_limit.labels(self.run_id, f"account:{account}").set(budget)
 
-    def row(self, arm: str, account: str, cost_usd: float, valid: bool) -> None:
+    def row(self, arm: str, account: str, cost_usd: float, valid: bool, reward: float | None = None) -> None:
         if valid:
             self.valid_rows.labels(self.run_id, arm).inc()
+            self.reward.labels(self.run_id, arm).inc(reward or 0.0)
         if cost_usd:
             self.spend.labels(self.run_id, account).inc(cost_usd)
 

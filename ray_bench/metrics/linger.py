@@ -6,6 +6,11 @@ same address until the linger time is up, then removes the run's target file (un
 driver of the run took it over) and exits. Prometheus keeps scraping the final values, so
 the dashboard's stat panels and the halt, residue and stop alerts do not go blank the moment
 the driver exits.
+
+``ray-bench audit`` of a run whose driver has gone uses the same process to publish what it
+found (:func:`publish_audit`): the residue count and the audit's time, so that
+``RayBenchSandboxResidue`` follows the newest audit instead of the last count a driver
+reported hours before.
 """
 
 from __future__ import annotations
@@ -19,7 +24,22 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
-from ray_bench.metrics.targets import pid_file, remove_target, write_atomic
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from ray_bench.metrics.targets import (
+    advertised,
+    audit_target_file,
+    host_file,
+    hostport,
+    owner,
+    pid_file,
+    remove_target,
+    target_file,
+    text_file,
+    write_atomic,
+    write_target,
+)
+from ray_bench.status.liveness import pid_alive
 
 #: Default linger of a finished run's target (seconds): long enough for the dashboard and
 #: alerts to show how it ended, short enough that finished runs do not pile up.
@@ -30,8 +50,7 @@ _BIND_TRIES_SEC = 10.0
 
 def spawn(*, exposition: bytes, host: str, port: int, target: Path, linger_sec: float) -> int:
     """Start the linger process; returns its pid. The text goes to ``<target>.prom``."""
-    text_file = target.with_suffix(".prom")
-    write_atomic(text_file, exposition.decode("utf-8"))
+    write_atomic(text_file(target), exposition.decode("utf-8"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "ray_bench.metrics.linger", "--host", host, "--port", str(port),
          "--target", str(target), "--seconds", str(linger_sec)],
@@ -41,7 +60,7 @@ def spawn(*, exposition: bytes, host: str, port: int, target: Path, linger_sec: 
 
 
 def serve(host: str, port: int, target: Path, seconds: float) -> int:
-    body = target.with_suffix(".prom").read_bytes()
+    body = text_file(target).read_bytes()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -64,7 +83,7 @@ def serve(host: str, port: int, target: Path, seconds: float) -> int:
         except OSError:
             if time.monotonic() > deadline:
                 remove_target(target, only_pid=os.getpid())
-                target.with_suffix(".prom").unlink(missing_ok=True)
+                text_file(target).unlink(missing_ok=True)
                 return 1
             time.sleep(0.2)
     server.timeout = 1.0
@@ -80,8 +99,46 @@ def serve(host: str, port: int, target: Path, seconds: float) -> int:
     finally:
         server.server_close()
     remove_target(target, only_pid=me)
-    target.with_suffix(".prom").unlink(missing_ok=True)
+    text_file(target).unlink(missing_ok=True)
     return 0
+
+
+def publish_audit(state_root: str | os.PathLike[str], run_id: str, *, residue: int, at: float,
+                  linger_sec: float = DEFAULT_LINGER_SEC) -> int | None:
+    """Serve a standalone audit's count of the run's residue (and when it ran) for
+    ``linger_sec``, through its own target under ``<state_root>/prometheus/audits/`` (the
+    ``ray-bench-audit`` scrape job: not the run's target, whose ``up`` says whether the
+    driver lives); returns the serving process's pid.
+
+    Nothing is published (``None``) while the run's driver serves its metrics (its own
+    end-of-run audit is what counts then), or when no exporter of the run ever ran on this
+    state root (there is no series to correct)."""
+    run_target = target_file(state_root, run_id)
+    pid = owner(run_target)
+    if pid is not None and pid_alive(pid) and not text_file(run_target).exists():
+        return None
+    if not host_file(run_target).exists():
+        return None
+    host = host_file(run_target).read_text().strip() or "127.0.0.1"
+    registry = CollectorRegistry()
+    Gauge("raybench_audit_residue_sandboxes", "Sandboxes the newest audit found and could not remove.",
+          ["run"], registry=registry).labels(run_id).set(residue)
+    Gauge("raybench_audit_timestamp_seconds", "When the newest audit ran (unix time).", ["run"],
+          registry=registry).labels(run_id).set(at)
+    port = _free_port(host)
+    target = audit_target_file(state_root, run_id)
+    linger = spawn(exposition=generate_latest(registry), host=host, port=port, target=target,
+                   linger_sec=linger_sec)
+    # An earlier audit's server of this run sees the pid change and exits.
+    write_target(target, hostport(advertised(host), port), run_id, linger)
+    return linger
+
+
+def _free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def main(argv: list[str] | None = None) -> int:

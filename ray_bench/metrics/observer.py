@@ -98,9 +98,8 @@ class MetricsObserver:
         self.exporter.lasting.stop(outcome.stopped)
         self.exporter.lasting.beat(time.time())
         if self.run_root is not None:
-            residue = ledger_totals(self.run_root).residue
-            if residue is not None:
-                self.exporter.lasting.residue.labels(self.exporter.run_id).set(residue)
+            totals = ledger_totals(self.run_root)
+            self.exporter.lasting.audit(totals.residue, totals.audited_at)
         self.exporter.set_finished(True)
 
     def _sandboxes(self) -> None:

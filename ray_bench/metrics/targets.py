@@ -5,6 +5,12 @@ removed (by the next exporter that starts on this host, and by ``ray-bench audit
 
     <state_root>/prometheus/targets/<run_id>.json   [{"targets": [...], "labels": {"run": ...}}]
     <state_root>/prometheus/targets/<run_id>.pid    the serving process (not matched by *.json)
+    <state_root>/prometheus/targets/<run_id>.prom   the figures a linger process serves
+    <state_root>/prometheus/targets/<run_id>.host   the address an exporter of the run bound: it
+                                                    outlives the target, so that a later
+                                                    ``ray-bench audit`` can publish its count
+    <state_root>/prometheus/audits/<run_id>.json    where it does (its own scrape job, so the
+                                                    run's ``up`` still means its driver)
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -27,12 +34,30 @@ def target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
     return targets_dir(state_root) / f"{run_id}.json"
 
 
+def audit_target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
+    """The file_sd target of the server that publishes a standalone audit of ``run_id``."""
+    return Path(state_root) / "prometheus" / "audits" / f"{run_id}.json"
+
+
 def pid_file(target: Path) -> Path:
     return target.with_suffix(".pid")
 
 
+def text_file(target: Path) -> Path:
+    return target.with_suffix(".prom")
+
+
+def host_file(target: Path) -> Path:
+    return target.with_suffix(".host")
+
+
 def hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def advertised(host: str) -> str:
+    """The address Prometheus scrapes for a bind address (a wildcard bind is not one)."""
+    return socket.getfqdn() if host in ("", "0.0.0.0", "::") else host
 
 
 def write_target(target: Path, address: str, run_id: str, pid: int) -> None:

@@ -1,6 +1,7 @@
 """A Ray instance ray-bench starts runs its workers at nice 0, not Ray's default 15, so that
 ordinary busy processes on the host do not starve the cell runners; its raylet does not wait
-for slow agents; and a local start that fails leaves nothing behind before the next attempt."""
+for slow agents; a local start that fails leaves nothing behind before the next attempt; and
+Ray's messages to the driver and its unactionable warnings stay off the operator's terminal."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 import ray
+from support.driver_process import cli_env, run_cli
 from support.ray_local import ensure_ray
+from support.suites import make_suite
 
-from ray_bench.cells.ray_start import WORKER_NICENESS
+from ray_bench.api import plan_run
+from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, WORKER_NICENESS
 
 pytestmark = pytest.mark.ray
 
@@ -93,3 +97,59 @@ def test_a_failed_local_start_leaves_nothing_running_and_the_next_one_runs(tmp_p
     assert "answer 42" in done.stdout, done.stderr[-3000:]
     assert "Ray did not start (attempt 1 of 3)" in done.stderr
     assert "left from failed starts 0" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+WORKER_DIES = """
+import logging, os, sys, time, ray
+from pathlib import Path
+from ray_bench.cells.ray_start import init_ray, send_ray_messages_to
+out = Path(sys.argv[1])
+send_ray_messages_to(out)
+init_ray(None, namespace="dies", log_to_driver=False, logging_level=logging.WARNING)
+
+@ray.remote(max_restarts=0)
+class Doomed:
+    def die(self) -> None:
+        os._exit(1)
+
+try:
+    ray.get(Doomed.remote().die.remote(), timeout=120)
+except ray.exceptions.RayActorError:
+    print("actor died", flush=True)
+deadline = time.monotonic() + 120  # the raylet's report arrives asynchronously
+while time.monotonic() < deadline and "A worker died" not in (out.read_text() if out.exists() else ""):
+    time.sleep(0.5)
+ray.shutdown()
+"""
+
+
+def test_rays_messages_to_the_driver_go_to_a_file_not_the_terminal(tmp_path: Path) -> None:
+    """A worker killed under the driver: Ray's raylet report (printed on the driver's stdout
+    even with log_to_driver=False, as a dead node's is) lands in the file the driver named, and
+    neither it nor the token-authentication notice of a local start reaches stdout or stderr."""
+    log = tmp_path / "runs" / RAY_MESSAGES_FILE
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", WORKER_DIES, str(log)], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert "actor died" in done.stdout, done.stderr[-3000:]
+    assert "A worker died or was killed" in log.read_text(), done.stdout + done.stderr[-3000:]
+    assert "(raylet)" in log.read_text()
+    terminal = done.stdout + done.stderr
+    assert "A worker died" not in terminal and "(raylet)" not in terminal, terminal[-3000:]
+    assert "Token authentication" not in terminal, terminal[-3000:]
+
+
+def test_a_local_execute_prints_no_ray_warning(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], preflight_cells=0)
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="quiet")
+    env = cli_env({"RAY_BENCH_STATE_ROOT": str(tmp_path / "state")})
+    env.pop("RAY_AUTH_MODE", None)  # Ray notices token authentication only when it chose it
+    # -q runs the cells; the second (a resume with nothing left) still starts its own Ray
+    for extra in (("-q",), ()):
+        done = run_cli("execute", "--plan", str(planned.run_root / "launch-plan.json"), "--confirm",
+                       planned.identity, *extra, env=env, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        terminal = done.stdout + done.stderr
+        assert "Token authentication" not in terminal, terminal
+        assert "WARNING" not in terminal and "(raylet)" not in terminal, terminal
+    assert "starting Ray" in done.stderr and "Ray ready" in done.stderr, done.stderr

@@ -22,7 +22,9 @@ CLUSTER = ROOT / "cluster"
 SCHEMAS = Path(__file__).with_name("schemas")
 BIN = Path(sys.executable).parent
 RAY_UP_SCHEMA = Path(ray.__file__).parent / "autoscaler" / "ray-schema.json"
-CRD_SCHEMAS = {"RayCluster": SCHEMAS / "raycluster.schema.json", "RayJob": SCHEMAS / "rayjob.schema.json"}
+CRD_SCHEMAS = {"RayCluster": SCHEMAS / "raycluster.schema.json", "RayJob": SCHEMAS / "rayjob.schema.json",
+               # not vendored: the fields cluster/ uses of the Prometheus Operator's CRD, closed
+               "PodMonitor": SCHEMAS / "podmonitor.schema.json"}
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -84,6 +86,55 @@ def test_ray_up_file_matches_rays_own_schema(tmp_path: Path) -> None:
 
 def test_the_vendored_schemas_are_kuberays_v1() -> None:
     for kind, path in CRD_SCHEMAS.items():
+        if kind == "PodMonitor":
+            continue
         schema = json.loads(path.read_text())
         assert schema["properties"]["kind"] == {"const": kind}
         assert schema["properties"]["spec"]["additionalProperties"] is False
+
+
+#: The labels KubeRay puts on a RayCluster's head pod (what a Service or PodMonitor selects).
+def _head_pod_labels(cluster: dict[str, Any]) -> dict[str, str]:
+    return {"ray.io/cluster": cluster["metadata"]["name"], "ray.io/node-type": "head"}
+
+
+def test_the_exporter_port_is_scraped_through_a_service_and_a_podmonitor() -> None:
+    """The port raycluster.yaml declares for the exporter is the one its header tells `execute`
+    to listen on, and a Service and a PodMonitor select the head pod and name that port."""
+    docs = _docs(CLUSTER / "raycluster.yaml")
+    (cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
+    (head,) = cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in head["ports"]}
+    labels = _head_pod_labels(cluster)
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] == "metrics" and port["port"] == ports["metrics"]
+    (monitor,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    # the alert rules select up{job="ray-bench"}
+    assert {"action": "replace", "targetLabel": "job", "replacement": "ray-bench"} in endpoint["relabelings"]
+    header = "".join(line.removeprefix("#") for line in (CLUSTER / "raycluster.yaml").read_text().splitlines()
+                     if line.startswith("#"))
+    assert f"--metrics-port {ports['metrics']}" in header and "--metrics-host 0.0.0.0" in header
+
+
+def test_no_definition_recommends_a_working_dir_upload() -> None:
+    """cluster/README.md: `execute` refuses a plan copied away from its run root, so a
+    `--working-dir` upload of it cannot work; no file in cluster/ may suggest one."""
+    for path in sorted(CLUSTER.iterdir()):
+        text = path.read_text()
+        for line in text.splitlines():
+            if "ray job submit" in line or "execute" in line:
+                assert "--working-dir ." not in line, (path.name, line)
+    readme = (CLUSTER / "README.md").read_text()
+    assert "--working-dir" in readme and "does not work" in readme
+
+
+def test_a_misspelt_podmonitor_field_is_refused(tmp_path: Path) -> None:
+    (monitor,) = [d for d in _docs(CLUSTER / "raycluster.yaml") if d["kind"] == "PodMonitor"]
+    monitor["spec"]["podMetricEndpoints"] = monitor["spec"].pop("podMetricsEndpoints")
+    done = _check_jsonschema(CRD_SCHEMAS["PodMonitor"], monitor, tmp_path)
+    assert done.returncode == 1 and "podMetricEndpoints" in done.stdout

@@ -131,9 +131,11 @@ def test_start_serves_and_writes_the_file_sd_target(tmp_path: Path) -> None:
         assert json.loads(path.read_text()) == [
             {"targets": [f"127.0.0.1:{exporter.port}"], "labels": {"run": RUN}}
         ]
-        # no temp left; the pid beside the target says who serves it
-        assert sorted(p.name for p in path.parent.iterdir()) == [f"{RUN}.json", f"{RUN}.pid"]
+        # no temp left; the pid beside the target says who serves it, and the bound host
+        # (which outlives the target) where a later audit publishes its count
+        assert sorted(p.name for p in path.parent.iterdir()) == [f"{RUN}.host", f"{RUN}.json", f"{RUN}.pid"]
         assert (path.parent / f"{RUN}.pid").read_text() == str(os.getpid())
+        assert (path.parent / f"{RUN}.host").read_text() == "127.0.0.1"
         assert "raybench_cells" in names(scrape(exporter))
     finally:
         exporter.stop()

@@ -58,13 +58,17 @@ def test_alerts_fire_as_their_unit_tests_say() -> None:
 
 def test_scrape_config_finds_runs_through_file_sd() -> None:
     config = yaml.safe_load(SCRAPE_CONFIG.read_text())
-    (job,) = config["scrape_configs"]
-    # target labels win (no honor_labels); the exporter's duplicate `run` is dropped
-    assert "honor_labels" not in job
-    assert {"action": "labeldrop", "regex": "exported_run"} in job["metric_relabel_configs"]
-    (sd,) = job["file_sd_configs"]
-    (pattern,) = sd["files"]
-    assert pattern.endswith("/prometheus/targets/*.json")
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {"ray-bench", "ray-bench-audit"}
+    # the runs' targets, and those of the audits that publish a count after a driver has gone
+    for name, folder in (("ray-bench", "targets"), ("ray-bench-audit", "audits")):
+        job = jobs[name]
+        # target labels win (no honor_labels); the exporter's duplicate `run` is dropped
+        assert "honor_labels" not in job
+        assert {"action": "labeldrop", "regex": "exported_run"} in job["metric_relabel_configs"]
+        (sd,) = job["file_sd_configs"]
+        (pattern,) = sd["files"]
+        assert pattern.endswith(f"/prometheus/{folder}/*.json")
     assert config["rule_files"] == ["alerts.yml"]
 
 

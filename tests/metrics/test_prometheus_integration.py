@@ -16,6 +16,7 @@ from support.prometheus import (
 )
 
 from ray_bench.metrics import AccountView, MetricsExporter
+from ray_bench.metrics.linger import publish_audit
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -112,7 +113,7 @@ def test_a_small_run_end_to_end(prometheus: PrometheusServer, exporter: MetricsE
     assert [r["metric"]["run"] for r in result] == [RUN]
 
     # The end-of-run audit could not remove two sandboxes: residue (first branch of the rule).
-    exporter.lasting.residue.labels(RUN).set(2)
+    exporter.lasting.audit(2, time.time())
     exporter.set_finished()
     result = prometheus.wait_for_data(alert_expr("RayBenchSandboxResidue"))
     assert {r["metric"]["run"] for r in result} == {RUN}
@@ -148,6 +149,31 @@ def test_residue_after_the_exporter_went_away(prometheus: PrometheusServer) -> N
     time.sleep(2)
     runs = {r["metric"]["run"] for r in prometheus.query(alert_expr("RayBenchSandboxResidue"))}
     assert "clean-run" not in runs
+
+
+def test_a_clean_audit_after_the_driver_went_clears_residue(prometheus: PrometheusServer) -> None:
+    """The issue's case on a real Prometheus: the end-of-run audit left 2 sandboxes and the
+    driver (and its exporter) went; a later clean `audit --cleanup` publishes its count
+    through the ray-bench-audit job and the residue alert's expression goes quiet, and stays
+    quiet after that server goes too."""
+    with MetricsExporter("residue-run", prometheus.state_root) as exporter:
+        exporter.lasting.audit(2, time.time())
+        exporter.set_finished()
+        prometheus.wait_for_value('max(raybench_audit_residue_sandboxes{run="residue-run"})', 2)
+        exporter.stop(final_scrape_timeout=10)
+    prometheus.wait_for_target_gone("residue-run")
+    expr = alert_expr("RayBenchSandboxResidue")
+    fired = prometheus.wait_for_data(expr)
+    assert "residue-run" in {r["metric"]["run"] for r in fired}
+
+    publish_audit(prometheus.state_root, "residue-run", residue=0, at=time.time(), linger_sec=6.0)
+    prometheus.wait_for(lambda: "residue-run" not in {r["metric"]["run"] for r in prometheus.query(expr)},
+                        "the residue alert's expression quiet after the clean audit", timeout=30)
+    job = {t["labels"]["job"] for t in prometheus.targets() if t["labels"].get("run") == "residue-run"}
+    assert job <= {"ray-bench-audit"}
+    prometheus.wait_for_target_gone("residue-run")
+    time.sleep(2)
+    assert "residue-run" not in {r["metric"]["run"] for r in prometheus.query(expr)}
 
 
 def test_stalled_run_expression(prometheus: PrometheusServer) -> None:

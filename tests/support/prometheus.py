@@ -119,11 +119,14 @@ def write_config(
     config["rule_files"] = [
         str(p) for p in (rule_files if rule_files is not None else [ALERT_RULES])
     ]
-    (job,) = config["scrape_configs"]
-    (sd,) = job["file_sd_configs"]
-    sd["files"] = [str(targets_dir / "*.json")]
-    # inotify is the fast path; a short refresh makes discovery deterministic anyway.
-    sd["refresh_interval"] = interval
+    # the runs' targets, and beside them the audits' (<state_root>/prometheus/audits)
+    for job in config["scrape_configs"]:
+        (sd,) = job["file_sd_configs"]
+        (pattern,) = sd["files"]
+        folder = Path(pattern).parent.name
+        sd["files"] = [str(targets_dir.parent / folder / "*.json")]
+        # inotify is the fast path; a short refresh makes discovery deterministic anyway.
+        sd["refresh_interval"] = interval
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 

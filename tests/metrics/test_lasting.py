@@ -1,0 +1,62 @@
+"""The ledger-backed gauges a resumed driver starts from: the dashboard's mean reward by arm
+spans every session, and the last audit carries its time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from ray_bench.ledger import Ledger
+from ray_bench.metrics import MetricsExporter
+from ray_bench.metrics.lasting import ledger_totals
+from ray_bench.models.attempt import AttemptSummary
+
+
+def _row(ledger: Ledger, cell: str, arm: str, reward: float | None, valid: bool = True) -> None:
+    row = ledger.start_attempt(cell_id=cell, task="t", task_checksum="c", arm=arm, rep=1, account="acc",
+                               backend="local", epoch="sha256:e", preflight=False, now=1.0)
+    ledger.finish_attempt(row.attempt_id, status="finished", valid=valid, reward=reward,
+                          failure_class=None if valid else "stack", fingerprint=None if valid else "fp",
+                          counts=valid, cost_usd=0.0, summary=AttemptSummary(reward=reward), now=2.0)
+
+
+def _value(exporter: MetricsExporter, sample: str) -> float:
+    for line in generate_latest(exporter.registry).decode().splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{sample} not exported")
+
+
+def test_a_resumed_session_reports_the_mean_reward_of_every_session(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
+    _row(ledger, "c1", "baseline", 1.0)
+    _row(ledger, "c2", "baseline", 0.0)
+    _row(ledger, "c3", "mcp", 1.0)
+    _row(ledger, "c4", "mcp", None, valid=False)  # a failed attempt is no row and no reward
+    ledger.event("audit", {"removed": 0, "residue": 2}, now=500.0)
+    ledger.close()
+
+    exporter = MetricsExporter("r", tmp_path / "state", arms=["baseline", "mcp"])
+    exporter.lasting.load(ledger_totals(tmp_path), ["baseline", "mcp"], ["acc"])
+    assert _value(exporter, 'raybench_run_reward{arm="baseline",run="r"}') == 1.0
+    assert _value(exporter, 'raybench_run_valid_rows{arm="baseline",run="r"}') == 2.0
+    assert _value(exporter, 'raybench_run_reward{arm="mcp",run="r"}') == 1.0
+    assert _value(exporter, 'raybench_run_valid_rows{arm="mcp",run="r"}') == 1.0
+    assert _value(exporter, 'raybench_audit_residue_sandboxes{run="r"}') == 2.0
+    assert _value(exporter, 'raybench_audit_timestamp_seconds{run="r"}') == 500.0
+
+    # this session's row adds to the run's totals; the session counter starts at 0
+    exporter.attempt_finished("baseline", "acc", "local", outcome="valid", failure_class=None, valid=True,
+                              reward=1.0, phase_seconds={}, cost_usd=0.0, finished_at=3.0)
+    reward = _value(exporter, 'raybench_run_reward{arm="baseline",run="r"}')
+    rows = _value(exporter, 'raybench_run_valid_rows{arm="baseline",run="r"}')
+    assert reward / rows == 2.0 / 3.0
+    assert _value(exporter, 'raybench_reward_total{arm="baseline",run="r"}') == 1.0
+
+
+def test_no_audit_yet_exports_no_audit_time(tmp_path: Path) -> None:
+    exporter = MetricsExporter("fresh", tmp_path, arms=["baseline"])
+    exporter.lasting.load(ledger_totals(tmp_path), ["baseline"], [])
+    text = generate_latest(exporter.registry).decode()
+    assert "raybench_audit_timestamp_seconds{" not in text
