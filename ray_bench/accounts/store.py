@@ -84,9 +84,14 @@ class AccountStore:
         root = Path(state_root)
         self.path = root / FILE
         if readonly:  # a reader beside the actors: never creates, migrates or writes (no -wal/-shm)
+            from ray_bench.errors import UserInputError
             from ray_bench.ledger.store import connect_readonly
 
-            self._db = connect_readonly(self.path, "SELECT 1 FROM health LIMIT 1")
+            try:
+                self._db = connect_readonly(self.path, "SELECT 1 FROM health LIMIT 1")
+            except sqlite3.DatabaseError as exc:
+                raise UserInputError(f"cannot read the accounts' state ({exc})", where=str(self.path),
+                                     fix="name a ray-bench state root with --state-root") from exc
             return
         root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)

@@ -7,11 +7,12 @@ failure prints ``{"session_id", "error": {"type", "message", "code"}}`` on stder
 ``GOOGLE_GEMINI_BASE_URL`` set the CLI picks a "gateway" auth it then refuses in headless mode,
 so the adapter names the auth in the user settings when the HOME has none.
 
-MCP servers are merged into ``$HOME/.gemini/settings.json`` by name (``mcpServers``), keeping
-everything else a login HOME's own file says; one that does not parse as JSON is left alone
-with a warning. (A separate scope through ``GEMINI_CLI_SYSTEM_SETTINGS_PATH`` is skipped by the
-CLI unless the file and every directory above it are root-owned and not group/other-writable,
-which ``$LOGS_DIR`` and ``/tmp`` are not: tried with the npm CLI.)
+MCP servers are merged into ``$HOME/.gemini/settings.json`` by name (``mcpServers``) for the
+run of the CLI, keeping everything else a login HOME's own file says, and taken out again after
+it; a file that does not parse as JSON is left alone with a warning. (A scope of their own
+through ``GEMINI_CLI_SYSTEM_SETTINGS_PATH`` or ``..._SYSTEM_DEFAULTS_PATH`` is skipped by the CLI
+unless the file and every directory above it are root-owned and not group/other-writable, which
+``$LOGS_DIR`` and ``/tmp`` are not: tried with the npm CLI.)
 """
 
 from __future__ import annotations
@@ -24,12 +25,24 @@ from ray_bench.agents.base import AgentAdapter, CliRun, Invocation, error_from, 
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504)\b|RESOURCE_EXHAUSTED|UNAUTHENTICATED|UNAVAILABLE")
-#: Merges argv[2]'s servers into the settings file argv[1] (node: the CLI is a Node program).
-_MERGE_JS = ('const fs=require("fs"),p=process.argv[1],add=JSON.parse(process.argv[2]);let s;'
+#: Merges argv[2]'s servers into the settings file argv[1], keeping what each name held before
+#: in argv[3] for :data:`_UNMERGE_JS` (node: the CLI is a Node program, so node is there).
+_MERGE_JS = ('const fs=require("fs"),[p,add,keep]=process.argv.slice(1);let s;'
              'try{s=JSON.parse(fs.readFileSync(p,"utf8"))}catch(e){console.error("ray-bench: "+p+'
              '" is not plain JSON: MCP servers not added");process.exit(0)}'
-             's.mcpServers=Object.assign({},s.mcpServers||{},add);'
+             'const a=JSON.parse(add),m=s.mcpServers||{},b={};'
+             'for(const k in a){b[k]=k in m?m[k]:null;m[k]=a[k]}s.mcpServers=m;'
+             'fs.writeFileSync(keep,JSON.stringify(b));'
              'fs.writeFileSync(p+".tmp",JSON.stringify(s,null,2));fs.renameSync(p+".tmp",p)')
+#: Gives each merged name back what it held (or removes it), so a login HOME used in place (the
+#: local backend) keeps no task's servers; other attempts' names are left as they are.
+_UNMERGE_JS = ('const fs=require("fs"),[p,keep]=process.argv.slice(1);let s,b;'
+               'try{b=JSON.parse(fs.readFileSync(keep,"utf8"));s=JSON.parse(fs.readFileSync(p,"utf8"))}'
+               'catch(e){process.exit(0)}const m=s.mcpServers||{};'
+               'for(const k in b){if(b[k]===null)delete m[k];else m[k]=b[k]}'
+               'if(Object.keys(m).length)s.mcpServers=m;else delete s.mcpServers;'
+               'fs.writeFileSync(p+".tmp",JSON.stringify(s,null,2));fs.renameSync(p+".tmp",p)')
+_BEFORE = '"$LOGS_DIR/agent/.gemini-mcp-before.json"'
 _GRPC = {"RESOURCE_EXHAUSTED": 429, "UNAUTHENTICATED": 401, "UNAVAILABLE": 503}
 
 
@@ -50,7 +63,12 @@ class GeminiCli(AgentAdapter):
         parts = ["gemini", "-p", instruction(), "--yolo", "--output-format", "json"]
         if inv.mcp_servers:
             servers = {s.name: _mcp_entry(s) for s in inv.mcp_servers}
-            setup += f'node -e {quote(_MERGE_JS)} "$HOME/.gemini/settings.json" {quote(json.dumps(servers))}\n'
+            settings = '"$HOME/.gemini/settings.json"'
+            # ``gemini`` becomes a function that runs the CLI, then takes the servers out again
+            # (an agent killed by its timeout or the watchdog leaves them in until a later run).
+            setup += (f"node -e {quote(_MERGE_JS)} {settings} {quote(json.dumps(servers))} {_BEFORE}\n"
+                      f'gemini() {{ command gemini "$@"; _rb=$?; node -e {quote(_UNMERGE_JS)} {settings} '
+                      f'{_BEFORE}; return $_rb; }}\n')
         if inv.model:
             parts += ["-m", quote(inv.model)]
         parts += [quote(a) for a in inv.args]

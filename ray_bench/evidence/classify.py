@@ -136,9 +136,11 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
         msg = texts["agent_error"]
         return Verdict(False, cls, fingerprint(cls, rule, msg), msg, effect, retry_after, tuple(flags))
 
-    if agent.exit_code not in (0, None) and not agent.timed_out:
+    if agent.exit_code not in (0, None) and not agent.timed_out and summary.agent_kind in (None, "command"):
         # The agent's own transcript is in this tail too ("No such file or directory" from a
         # command it ran): rules that name a harness error say by which exit codes it is one.
+        # A CLI adapter's tail is the CLI's event stream, tool results and all; its adapter has
+        # already said what went wrong in error.json (above), so its text is not matched.
         match = catalog.match({"agent_output": texts["agent_output"]}, agent.exit_code)
         if match is not None and match.rule.failure_class != "task":
             cls, msg = match.rule.failure_class, match.text

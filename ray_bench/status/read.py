@@ -99,8 +99,9 @@ class RunStatus:
     demotion: Demotion | None = None
     #: Cells an operator excluded (``ray-bench exclude``), out of both denominators.
     excluded: int = 0
-    #: The plan's accounts as their durable state says (only when asked: ``read_status(accounts=True)``).
-    accounts: list[AccountStatus] = field(default_factory=list)
+    #: The plan's accounts as their durable state says; ``None`` when not read
+    #: (``read_status(accounts=True)`` reads them).
+    accounts: list[AccountStatus] | None = None
 
     @property
     def remaining(self) -> int:
@@ -145,7 +146,7 @@ class RunStatus:
             "demotion": None if self.demotion is None else {
                 "by": self.demotion.by, "at": self.demotion.at, "reason": self.demotion.reason},
             "excluded": self.excluded,
-            "accounts": [a.to_json() for a in self.accounts],
+            "accounts": None if self.accounts is None else [a.to_json() for a in self.accounts],
         }
 
 

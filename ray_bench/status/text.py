@@ -53,7 +53,7 @@ def status_lines(s: RunStatus) -> list[str]:
     if s.pace is not None and (s.state == "running" or s.pace.estimate is not None):
         lines.append(pace_line(s.pace))
     lines.extend(s.notes)
-    lines.extend(f"account {a.line()}" for a in s.accounts)
+    lines.extend(f"account {a.line()}" for a in s.accounts or [])
     if s.next_action:
         lines.append(f"next: {s.next_action}" + (f"  ({s.next_action_why})" if s.next_action_why else ""))
     elif s.next_action_why:

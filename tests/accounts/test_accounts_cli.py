@@ -151,3 +151,14 @@ def test_status_reads_the_state_root_it_is_given_and_writes_nothing_there(tmp_pa
         app, ["accounts", "status", "--accounts", accounts, "--json"]).stdout)}
     assert default["b"]["state"] == "healthy" and default["b"]["source"] == "config"
     assert not (tmp_path / "state" / "accounts.sqlite").exists()  # reading created no store
+
+
+def test_a_state_root_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad-root"
+    bad.mkdir()
+    (bad / "accounts.sqlite").write_text("not a database")
+    result = CliRunner().invoke(app, ["accounts", "status", "--accounts", str(_accounts(tmp_path)),
+                                      "--state-root", str(bad)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot read the accounts' state" in lines[0], result.stderr

@@ -39,11 +39,13 @@ def _run_gemini_setup(tmp_path: Path, gemini: Path) -> subprocess.CompletedProce
 
 @pytest.fixture
 def fake_gemini(tmp_path: Path) -> Path:
+    """A `gemini` that keeps the settings it started with, in $LOGS_DIR/seen-settings.json."""
     if shutil.which("node") is None:
         pytest.skip("node is not installed (gemini-cli is a Node program)")
     path = tmp_path / "bin" / "gemini"
     path.parent.mkdir()
-    path.write_text("#!/bin/sh\necho '{\"response\": \"hi\"}'\n")
+    path.write_text('#!/bin/sh\ncp "$HOME/.gemini/settings.json" "$LOGS_DIR/seen-settings.json"\n'
+                    "echo '{\"response\": \"hi\"}'\n")
     path.chmod(0o755)
     return path
 
@@ -54,12 +56,28 @@ def test_gemini_merges_the_servers_into_an_existing_settings_json(tmp_path: Path
     settings.write_text(json.dumps(OWN))
     done = _run_gemini_setup(tmp_path, fake_gemini)
     assert done.returncode == 0, done.stderr
-    merged = json.loads(settings.read_text())
-    assert merged["general"] == OWN["general"] and merged["security"] == OWN["security"]
-    assert merged["mcpServers"] == {
+    seen = json.loads((tmp_path / "logs" / "seen-settings.json").read_text())
+    assert seen["general"] == OWN["general"] and seen["security"] == OWN["security"]
+    assert seen["mcpServers"] == {
         "own": {"command": "own-mcp"},
         "task-docs": {"command": "docs-mcp", "args": ["--root", "/app"]},
         "search": {"httpUrl": "http://127.0.0.1:9/mcp"}}
+    # after the CLI the login's file says what it said before (a HOME used in place keeps no task's servers)
+    assert json.loads(settings.read_text()) == OWN
+
+
+def test_gemini_gives_back_an_entry_it_replaced_and_keeps_the_cli_s_exit_code(tmp_path: Path,
+                                                                               fake_gemini: Path) -> None:
+    settings = tmp_path / "home" / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    own = {"mcpServers": {"search": {"url": "http://old"}}}
+    settings.write_text(json.dumps(own))
+    fake_gemini.write_text(fake_gemini.read_text() + "exit 3\n")
+    done = _run_gemini_setup(tmp_path, fake_gemini)
+    assert done.returncode == 3
+    seen = json.loads((tmp_path / "logs" / "seen-settings.json").read_text())
+    assert seen["mcpServers"]["search"] == {"httpUrl": "http://127.0.0.1:9/mcp"}  # the task's wins
+    assert json.loads(settings.read_text()) == own
 
 
 def test_gemini_leaves_a_settings_file_it_cannot_parse_alone(tmp_path: Path, fake_gemini: Path) -> None:
@@ -75,8 +93,9 @@ def test_gemini_leaves_a_settings_file_it_cannot_parse_alone(tmp_path: Path, fak
 def test_gemini_writes_the_servers_where_the_home_has_no_settings(tmp_path: Path, fake_gemini: Path) -> None:
     done = _run_gemini_setup(tmp_path, fake_gemini)
     assert done.returncode == 0, done.stderr
-    merged = json.loads((tmp_path / "home" / ".gemini" / "settings.json").read_text())
-    assert set(merged["mcpServers"]) == {"task-docs", "search"}
+    seen = json.loads((tmp_path / "logs" / "seen-settings.json").read_text())
+    assert set(seen["mcpServers"]) == {"task-docs", "search"}
+    assert "mcpServers" not in json.loads((tmp_path / "home" / ".gemini" / "settings.json").read_text())
 
 
 @pytest.mark.skipif(missing("gemini") is not None, reason=str(missing("gemini")))
@@ -84,13 +103,15 @@ def test_the_real_gemini_cli_lists_the_merged_servers(tmp_path: Path) -> None:
     settings = tmp_path / "home" / ".gemini" / "settings.json"
     settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps({**OWN, "security": {"auth": {"selectedType": "gemini-api-key"}}}))
-    done = _run_gemini_setup(tmp_path, bin_dir() / "gemini")  # the real CLI on PATH; no provider
-    env = {"PATH": f"{bin_dir()}:{os.environ['PATH']}", "HOME": str(tmp_path / "home"), "NO_COLOR": "1",
-           "GEMINI_API_KEY": "not-a-key", "GEMINI_CLI_TRUST_WORKSPACE": "true"}
-    listed = subprocess.run([str(bin_dir() / "gemini"), "mcp", "list"], check=False, env=env, capture_output=True,
-                            text=True, timeout=120, cwd=tmp_path)
-    text = listed.stdout + listed.stderr
-    assert "own" in text and "task-docs" in text and "search" in text, (done.stderr, text)
+    # a `gemini` on PATH that asks the real CLI which servers its merged settings give it (no provider)
+    wrapper = tmp_path / "bin" / "gemini"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nGEMINI_API_KEY=not-a-key NO_COLOR=1 GEMINI_CLI_TRUST_WORKSPACE=true '
+                       f'"{bin_dir() / "gemini"}" mcp list >"$LOGS_DIR/listed.txt" 2>&1\n')
+    wrapper.chmod(0o755)
+    done = _run_gemini_setup(tmp_path, wrapper)
+    listed = (tmp_path / "logs" / "listed.txt").read_text()
+    assert "own" in listed and "task-docs" in listed and "search" in listed, (done.stderr, listed)
 
 
 def test_a_command_agent_reads_the_servers_from_the_documented_file(tmp_path: Path) -> None:

@@ -74,6 +74,20 @@ def test_the_same_words_in_an_agent_s_transcript_leave_a_valid_reward_0_row(text
     assert (v.valid, v.failure_class) == (True, None)
 
 
+@pytest.mark.parametrize("text", [
+    '{"type":"user","message":{"content":[{"type":"tool_result","content":"HTTP/1.1 401 Unauthorized"}]}}',
+    '{"type":"item.completed","item":{"type":"command_execution","aggregated_output":"429 Too Many Requests"}}',
+])
+def test_a_cli_adapter_s_transcript_is_not_matched_by_the_catalog(text: str) -> None:
+    usage = {"input_tokens": 900, "output_tokens": 120}
+    v = classify(summary(reward=0.0, model="m", agent_kind="claude-code", usage=usage,
+                         agent={"exit_code": 1, "output_tail": text}), CATALOG)
+    assert (v.valid, v.failure_class, v.effect) == (True, None, "success")
+    # the same line from a `command` agent is still read as its own report of trouble
+    v = classify(summary(reward=0.0, agent={"exit_code": 1, "output_tail": text}), CATALOG)
+    assert not v.valid and v.failure_class in ("auth", "provider")
+
+
 def test_a_rule_with_exit_codes_matches_only_those_codes(tmp_path: Path) -> None:
     path = tmp_path / "catalog.yaml"
     path.write_text("rules:\n  - {id: segv, class: stack, fields: [agent_output], pattern: 'core dumped',"
