@@ -36,7 +36,8 @@ def _needs(binary: str) -> None:
 
 
 def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: float = 90.0,
-             home: Path | None = None, watchdog: Watchdog | None = None) -> AttemptSummary:
+             home: Path | None = None, watchdog: Watchdog | None = None,
+             max_turns: int | None = None) -> AttemptSummary:
     make_suite(tmp / "suite", tasks=["hello-world"])
     os.environ["RB_AGENT_TEST_KEY"] = KEY
     route = {"ANTHROPIC_API_KEY": "RB_AGENT_TEST_KEY", "CODEX_API_KEY": "RB_AGENT_TEST_KEY",
@@ -49,12 +50,12 @@ def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: fl
         route_home=str(home) if home else None, agent_timeout_sec=timeout, verifier_timeout_sec=30.0,
         verifier_env={}, image=None, build_context=None, workdir="/app", network=True, cpus=None, memory_mb=None,
         pids=None, expose_solution=False, artifact_cap_bytes=8 << 20, seed="s", agent=agent, model=model,
-        watchdog=watchdog)
+        watchdog=watchdog, max_turns=max_turns)
     return asyncio.run(run_attempt(spec, LocalBackend(tmp / "sbx")))
 
 
 def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool = False,
-            retries: int = 1) -> tuple[AttemptSummary, FakeProvider]:
+            retries: int = 1, max_turns: int | None = None) -> tuple[AttemptSummary, FakeProvider]:
     with FakeProvider() as fake:
         fake.then(*answers)
         home = None
@@ -64,7 +65,7 @@ def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool
             (home / ".claude" / ".credentials.json").write_text(json.dumps(fake.issue_login()))
         summary = _attempt(tmp, "claude-code", "claude-sonnet-4-5",
                            {"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": str(retries)}, timeout,
-                           home)
+                           home, max_turns=max_turns)
         return summary, fake
 
 
@@ -77,6 +78,7 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
     _needs("claude")
     catalog = Catalog.default()
     fail = [Answer(kind=k) for k in ("server_error",) * 3]
+    bounded = _claude(tmp_path / "turns", [LOOP] * 5, max_turns=2)
     results = _parallel(
         lambda: _claude(tmp_path / "ok", [Answer(input_tokens=321, output_tokens=45, cache_read_tokens=12)]),
         lambda: _claude(tmp_path / "500", fail),
@@ -87,6 +89,11 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
         lambda: _claude(tmp_path / "stall", [Answer(kind="stall")] * 3, timeout=25.0),
     )
     (ok, fake), (e500, _), (e529, _), (e401, _), (limit, _), (stall, _) = results
+    # The executor role's max_turns reached the CLI (--max-turns 2): two calls, then its
+    # error_max_turns result, which is the agent's outcome for the verifier to score.
+    summary, served = bounded
+    assert served.served.answers == 2 and summary.agent_error is None, (summary.agent_error, served.served)
+    assert summary.to_json()["usage"]["request_ids"] == served.served.request_ids
     assert ok.to_json()["usage"]["input_tokens"] == fake.served.input_tokens == 321
     assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 45
     assert ok.to_json()["usage"]["cache_read_tokens"] == 12 and ok.to_json()["usage"]["cost_usd"] > 0
