@@ -146,6 +146,10 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert usage["request_ids"] == fake.served.request_ids and len(usage["request_ids"]) == 2
     assert "cost_usd" not in usage or usage["cost_usd"] is None  # unknown, never $0
     assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
+    # Its timeout came while its own tool ran: the agent's outcome, scored and flagged, not a
+    # silent provider.
+    verdict = classify(killed, catalog)
+    assert killed.agent_error is None and verdict.valid and "agent_timeout" in verdict.flags, verdict
 
     err = e401.to_json()["agent_error"]
     # Refused through the CLI's own refresh and retries: ended live, not left to retry for minutes.
