@@ -22,6 +22,9 @@ from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
+from ray_bench.evidence.settle import reconcile
+from ray_bench.evidence.usage_export import read_usage_export
+from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes.local import LocalBackend
@@ -164,6 +167,17 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert verdict.effect == "rate_limited" and verdict.retry_after == 7.0
     for summary in (e401, e429):  # refused calls are not billed: known to be nothing
         assert summary.usage is not None and summary.usage.known and summary.usage.output_tokens == 0
+
+    # Settlement by request id against the fake's charges: the cut attempt is settled, and the
+    # attempts that were refused throughout need nothing settled: the run settles completely.
+    export = tmp_path / "charges.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"{r},0.004\n" for r in fake.served.request_ids))
+    rows = [AttemptRow(attempt_id=n, cell_id=n, task="t", task_checksum="", arm="a", rep=1, seq=1, account="acct",
+                       backend="local", epoch="e", preflight=False, started_at=0.0, status="finished")
+            for n in ("killed", "401", "429")]
+    settled, unmatched, _ = reconcile(rows, {"killed": killed, "401": e401, "429": e429}, read_usage_export(export))
+    assert settled["killed"].status == "settled" and settled["killed"].settled_usd == pytest.approx(0.008)
+    assert settled["401"].status == settled["429"].status == "n/a" and unmatched == 0
 
 
 #: A degenerate model: the same Bash call, forever.

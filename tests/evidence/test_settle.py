@@ -154,6 +154,9 @@ def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement
     w = Writer(root)
     for arm in ("baseline", "mcp"):
         w.attempt("hello-world", arm, 1, 100, reward=1.0, usage={"source": "unknown", "request_ids": []})
+    # Refused throughout (a 401 loop): a session id, nothing spent: nothing to settle.
+    w.attempt("hello-world", "baseline", 1, 120, fail=("auth", "auth-1"),
+              usage={"input_tokens": 0, "output_tokens": 0, "session_id": "sess-refused", "request_ids": []})
     w.ledger.close()
     gates = {g.name: g for g in promote_run(root, reason="x", require_settlement=True, audit=lambda _: 0).gates}
     assert not gates["settlement"].ok and "2 attempts with unknown usage" in gates["settlement"].detail
@@ -162,8 +165,8 @@ def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement
     export = tmp_path / "usage.csv"
     export.write_text("request_id,cost_usd\nreq_other,0.01\n")
     result = settle_run(root, export, by="fin")
-    assert result.counts()["missing"] == 2 and not result.complete
-    assert all("usage unknown" in a.detail for a in result.attempts.values())
+    assert result.counts()["missing"] == 2 and result.counts()["n/a"] == 1 and not result.complete
+    assert sum("usage unknown" in a.detail for a in result.attempts.values()) == 2
     report = build_report(root)
-    assert report.usage.usage_unknown.tolist() == [1, 1] and report.attempts.usage_unknown.all()
+    assert report.usage.usage_unknown.tolist() == [1, 1] and report.attempts.usage_unknown.sum() == 2
     assert "| usage unknown |" in render_markdown(report)
