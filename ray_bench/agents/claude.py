@@ -90,8 +90,12 @@ class ClaudeCode(AgentAdapter):
         """No result line (cut by its timeout or the watchdog, or crashed): what its messages
         spent, from the stream and the session files; the error its retries were in, if it
         was retrying when it was cut."""
-        error = silent(run, self.name)
         retry = record.retry
+        if run.timed_out and record.messages and retry is None and not record.call_under_way:
+            # Its timeout came while its own tool ran (or the model was still answering): not a
+            # provider that went silent but the agent's outcome, which the verifier scores.
+            return AgentReport(usage=record.usage())
+        error = silent(run, self.name)
         if retry is not None and retry.after_last_answer and error.type != "cli_missing":
             message = (f"{self.name} was retrying when it ended: HTTP {retry.status} {retry.error} "
                        f"(retry {retry.attempt} of {retry.max_retries})")

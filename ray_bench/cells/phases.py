@@ -188,13 +188,14 @@ def _small_text(path: Path) -> str:
 
 
 async def collect_sessions(sandbox: Sandbox, agent: str, stdout: str, *, env: Mapping[str, str], cwd: str,
-                           user: str | None) -> float:
+                           user: str | None) -> float | None:
     """The CLI's own session files of this run into ``/logs/agent/sessions``, whether it
     finished, timed out or was stopped: a cut run's usage is read from them. A failure to copy
-    is not the attempt's end (its usage then says ``stream`` or ``unknown``). The seconds it took."""
+    is not the attempt's end (its usage then says ``stream`` or ``unknown``). The seconds it took
+    (None: nothing to collect, a ``command`` agent or a CLI that named no session)."""
     line = collect_sessions_for(agent, stdout)
     if line is None:
-        return 0.0
+        return None
     t = time.monotonic()
     with contextlib.suppress(SandboxError):  # the sandbox's next step meets the same trouble and says so
         await sandbox.exec(line, timeout=60, env=dict(env), cwd=cwd, user=user)

@@ -282,8 +282,10 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                                      user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
                                      config=spec.watchdog)
     phases["agent"] = time.monotonic() - t
-    summary.phases["sessions"] = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
-                                                        user=user_of(cfg.agent.user))
+    took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
+                                  user=user_of(cfg.agent.user))
+    if took is not None:
+        summary.phases["sessions"] = took
     if creds.home is not None:
         if not sandbox.on_host:  # a copy of the login: what the CLI refreshed comes back
             summary.login_written_back = await bring_back_login(sandbox, env["HOME"], creds.home, redactor)

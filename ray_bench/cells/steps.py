@@ -160,8 +160,9 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
     agent_user = user_of(step.agent.user if step.agent.user is not None else cfg.agent.user)
     agent = await sandbox.exec(command, timeout=timeout, env=env, user=agent_user)
     facts.phases["agent"] = time.monotonic() - t
-    facts.phases["sessions"] = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=run.workdir,
-                                                      user=agent_user)
+    took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=run.workdir, user=agent_user)
+    if took is not None:
+        facts.phases["sessions"] = took
     facts.agent = _exec_facts(agent, run.redactor, 4000)
 
     await run.network.enter("setup")

@@ -13,7 +13,8 @@ ones that must be found (its session ids when it recorded no request id). Per at
   id: which attempt spent it is ambiguous).
 - ``n/a``: no id and no estimated cost (a stale runner, an agent without a model).
 
-An attempt whose usage is ``unknown`` (cut before anything recorded what it spent) is
+An attempt with neither request ids nor anything spent (refused throughout: its session id
+alone) is ``n/a``. An attempt whose usage is ``unknown`` (cut before anything recorded what it spent) is
 ``missing`` unless request ids it recorded settle it: an unknown is never taken for $0.
 
 The result is a ``settlement`` event in the ledger (append-only; the latest one counts) with
@@ -101,6 +102,16 @@ def usage_unknown(summary: AttemptSummary | None) -> bool:
     return summary is not None and summary.usage is not None and not summary.usage.known
 
 
+def _spent(summary: AttemptSummary | None) -> bool:
+    """Its usage says tokens were used, or cannot say (unknown)."""
+    if summary is None or summary.usage is None:
+        return False
+    usage = summary.usage.model_dump()
+    return not summary.usage.known or any(isinstance(usage.get(k), int | float) and usage[k] > 0
+                                          for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                                    "cache_write_tokens", "cost_usd"))
+
+
 def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummary],
               export: UsageExport) -> tuple[dict[str, SettledAttempt], int, float]:
     """Pure: per attempt its settlement, and the export's charges no attempt claimed."""
@@ -113,8 +124,11 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
     listed = [a for a in attempts if a.terminal]
     unknown = {a.attempt_id for a in listed if usage_unknown(summaries.get(a.attempt_id))}
     for a in listed:
-        requests, sessions = attempt_ids(summaries.get(a.attempt_id))
-        required[a.attempt_id] = requests or sessions
+        summary = summaries.get(a.attempt_id)
+        requests, sessions = attempt_ids(summary)
+        # A session id stands in for request ids only where something was spent: an attempt
+        # refused throughout (no request id, no tokens, no cost) has no charge to find.
+        required[a.attempt_id] = requests or (sessions if a.cost_usd > 0 or _spent(summary) else ())
         matched[a.attempt_id] = {n for name in (*requests, *sessions) for n in index.get(name, [])}
     claims: dict[int, int] = {}
     for charges in matched.values():

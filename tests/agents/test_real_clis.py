@@ -22,6 +22,9 @@ from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
+from ray_bench.evidence.settle import reconcile
+from ray_bench.evidence.usage_export import read_usage_export
+from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes.local import LocalBackend
@@ -36,7 +39,8 @@ def _needs(binary: str) -> None:
 
 
 def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: float = 90.0,
-             home: Path | None = None, watchdog: Watchdog | None = None) -> AttemptSummary:
+             home: Path | None = None, watchdog: Watchdog | None = None,
+             max_turns: int | None = None) -> AttemptSummary:
     make_suite(tmp / "suite", tasks=["hello-world"])
     os.environ["RB_AGENT_TEST_KEY"] = KEY
     route = {"ANTHROPIC_API_KEY": "RB_AGENT_TEST_KEY", "CODEX_API_KEY": "RB_AGENT_TEST_KEY",
@@ -49,12 +53,12 @@ def _attempt(tmp: Path, agent: str, model: str, env: dict[str, str], timeout: fl
         route_home=str(home) if home else None, agent_timeout_sec=timeout, verifier_timeout_sec=30.0,
         verifier_env={}, image=None, build_context=None, workdir="/app", network=True, cpus=None, memory_mb=None,
         pids=None, expose_solution=False, artifact_cap_bytes=8 << 20, seed="s", agent=agent, model=model,
-        watchdog=watchdog)
+        watchdog=watchdog, max_turns=max_turns)
     return asyncio.run(run_attempt(spec, LocalBackend(tmp / "sbx")))
 
 
 def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool = False,
-            retries: int = 1) -> tuple[AttemptSummary, FakeProvider]:
+            retries: int = 1, max_turns: int | None = None) -> tuple[AttemptSummary, FakeProvider]:
     with FakeProvider() as fake:
         fake.then(*answers)
         home = None
@@ -64,7 +68,7 @@ def _claude(tmp: Path, answers: list[Answer], timeout: float = 90.0, oauth: bool
             (home / ".claude" / ".credentials.json").write_text(json.dumps(fake.issue_login()))
         summary = _attempt(tmp, "claude-code", "claude-sonnet-4-5",
                            {"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": str(retries)}, timeout,
-                           home)
+                           home, max_turns=max_turns)
         return summary, fake
 
 
@@ -77,6 +81,7 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
     _needs("claude")
     catalog = Catalog.default()
     fail = [Answer(kind=k) for k in ("server_error",) * 3]
+    bounded = _claude(tmp_path / "turns", [LOOP] * 5, max_turns=2)
     results = _parallel(
         lambda: _claude(tmp_path / "ok", [Answer(input_tokens=321, output_tokens=45, cache_read_tokens=12)]),
         lambda: _claude(tmp_path / "500", fail),
@@ -87,6 +92,11 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
         lambda: _claude(tmp_path / "stall", [Answer(kind="stall")] * 3, timeout=25.0),
     )
     (ok, fake), (e500, _), (e529, _), (e401, _), (limit, _), (stall, _) = results
+    # The executor role's max_turns reached the CLI (--max-turns 2): two calls, then its
+    # error_max_turns result, which is the agent's outcome for the verifier to score.
+    summary, served = bounded
+    assert served.served.answers == 2 and summary.agent_error is None, (summary.agent_error, served.served)
+    assert summary.to_json()["usage"]["request_ids"] == served.served.request_ids
     assert ok.to_json()["usage"]["input_tokens"] == fake.served.input_tokens == 321
     assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 45
     assert ok.to_json()["usage"]["cache_read_tokens"] == 12 and ok.to_json()["usage"]["cost_usd"] > 0
@@ -139,6 +149,10 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert usage["request_ids"] == fake.served.request_ids and len(usage["request_ids"]) == 2
     assert "cost_usd" not in usage or usage["cost_usd"] is None  # unknown, never $0
     assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
+    # Its timeout came while its own tool ran: the agent's outcome, scored and flagged, not a
+    # silent provider.
+    verdict = classify(killed, catalog)
+    assert killed.agent_error is None and verdict.valid and "agent_timeout" in verdict.flags, verdict
 
     err = e401.to_json()["agent_error"]
     # Refused through the CLI's own refresh and retries: ended live, not left to retry for minutes.
@@ -153,6 +167,17 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert verdict.effect == "rate_limited" and verdict.retry_after == 7.0
     for summary in (e401, e429):  # refused calls are not billed: known to be nothing
         assert summary.usage is not None and summary.usage.known and summary.usage.output_tokens == 0
+
+    # Settlement by request id against the fake's charges: the cut attempt is settled, and the
+    # attempts that were refused throughout need nothing settled: the run settles completely.
+    export = tmp_path / "charges.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"{r},0.004\n" for r in fake.served.request_ids))
+    rows = [AttemptRow(attempt_id=n, cell_id=n, task="t", task_checksum="", arm="a", rep=1, seq=1, account="acct",
+                       backend="local", epoch="e", preflight=False, started_at=0.0, status="finished")
+            for n in ("killed", "401", "429")]
+    settled, unmatched, _ = reconcile(rows, {"killed": killed, "401": e401, "429": e429}, read_usage_export(export))
+    assert settled["killed"].status == "settled" and settled["killed"].settled_usd == pytest.approx(0.008)
+    assert settled["401"].status == settled["429"].status == "n/a" and unmatched == 0
 
 
 #: A degenerate model: the same Bash call, forever.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -111,6 +112,8 @@ def test_claude_killed_run_takes_its_usage_from_the_session_transcript() -> None
     assert (usage.input_tokens, usage.output_tokens) == (served["input_tokens"], served["output_tokens"]) == (300, 20)
     assert usage.request_ids == served["request_ids"] and usage.session_id
     assert usage.cost_usd is None  # the CLI prints cost only with its result: unknown, not $0
+    timed_out = adapter("claude-code").translate(dataclasses.replace(_fixture("killed"), timed_out=True))
+    assert timed_out.error is None and timed_out.usage == report.usage  # the agent's timeout: scored
     # Without the transcript the stream's per-message usage still says output 1 (not yet final).
     stream_only = adapter("claude-code").translate(_fixture("killed", sessions=False)).usage
     assert stream_only is not None and stream_only.source == "stream" and stream_only.output_tokens == 1

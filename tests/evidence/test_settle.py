@@ -233,6 +233,9 @@ def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement
     # the baseline's cut attempt kept one request id (its charge settles it); the variant's none
     for arm, ids in (("baseline", ["req_cut"]), ("mcp", [])):
         w.attempt("hello-world", arm, 1, 100, reward=1.0, usage={"source": "unknown", "request_ids": ids})
+    # Refused throughout (a 401 loop): a session id, nothing spent: nothing to settle.
+    w.attempt("hello-world", "baseline", 1, 120, fail=("auth", "auth-1"),
+              usage={"input_tokens": 0, "output_tokens": 0, "session_id": "sess-refused", "request_ids": []})
     w.ledger.close()
     gates = {g.name: g for g in promote_run(root, reason="x", require_settlement=True, audit=lambda _: 0).gates}
     assert not gates["settlement"].ok and "2 attempts with unknown usage" in gates["settlement"].detail
@@ -244,12 +247,17 @@ def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement
     export = tmp_path / "usage.csv"
     export.write_text("request_id,cost_usd\nreq_cut,0.01\nreq_other,0.02\n")
     result = settle_run(root, export, by="fin")
-    by_arm = {a.arm: a for a in load_epoch(root).attempts}
-    assert result.counts()["missing"] == 1 and result.counts()["settled"] == 1 and not result.complete
-    assert result.attempts[by_arm["baseline"].attempt_id].status == "settled"
-    assert "usage unknown" in result.attempts[by_arm["mcp"].attempt_id].detail
+    rows = load_epoch(root).attempts
+    cut = {a.arm: a for a in rows if a.failure_class is None}
+    refused = next(a for a in rows if a.failure_class == "auth")
+    assert result.counts() == {**result.counts(), "missing": 1, "settled": 1, "n/a": 1} and not result.complete
+    assert result.attempts[cut["baseline"].attempt_id].status == "settled"
+    assert "usage unknown" in result.attempts[cut["mcp"].attempt_id].detail
+    assert result.attempts[refused.attempt_id].status == "n/a"
     report = build_report(root)
-    assert report.usage.set_index("arm").unknown_attempts.to_dict() == {"baseline": 0, "mcp": 1}
+    # the refused attempt's tokens are known (0) but no cost was reported: unknown cost, not $0
+    assert report.usage.set_index("arm").unknown_attempts.to_dict() == {"baseline": 1, "mcp": 1}
     assert report.usage.set_index("arm").settled_attempts.to_dict() == {"baseline": 1, "mcp": 0}
-    assert report.attempts.input_tokens.isna().all()  # no token count is made up for either
+    unknown_ids = set(report.attempts[report.attempts.input_tokens.isna()].attempt_id)
+    assert unknown_ids == {cut["baseline"].attempt_id, cut["mcp"].attempt_id}  # no token count made up
     assert "| unknown |" in render_markdown(report)
