@@ -322,7 +322,8 @@ class MetricsExporter:
         if final is not None:
             from ray_bench.metrics.linger import spawn
 
-            spawn(exposition=final, host=self.host, port=port, target=self.target_file, linger_sec=linger_sec)
+            spawn(exposition=final, host=self.host, port=port, target=self.target_file, linger_sec=linger_sec,
+                  handed_from=os.getpid())
         else:
             remove_target(self.target_file, only_pid=os.getpid())
 

@@ -48,18 +48,26 @@ DEFAULT_LINGER_SEC = 900.0
 _BIND_TRIES_SEC = 10.0
 
 
-def spawn(*, exposition: bytes, host: str, port: int, target: Path, linger_sec: float) -> int:
-    """Start the linger process; returns its pid. The text goes to ``<target>.prom``."""
+def spawn(*, exposition: bytes, host: str, port: int, target: Path, linger_sec: float,
+          handed_from: int | None = None) -> int:
+    """Start the linger process; returns its pid. The text goes to ``<target>.prom``.
+    ``handed_from``: the process that owns the target and hands it over (a driver at its
+    end); without it the caller names the new process as the owner itself (an audit)."""
     write_atomic(text_file(target), exposition.decode("utf-8"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "ray_bench.metrics.linger", "--host", host, "--port", str(port),
-         "--target", str(target), "--seconds", str(linger_sec)],
+         "--target", str(target), "--seconds", str(linger_sec), "--from", str(handed_from or 0)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True)
     return proc.pid
 
 
-def serve(host: str, port: int, target: Path, seconds: float) -> int:
+def serve(host: str, port: int, target: Path, seconds: float, handed_from: int = 0) -> int:
+    me = os.getpid()
+    if owner(target) not in (me, handed_from or None, None):
+        # A newer owner (a resumed driver, a later audit) took the target while this process
+        # was starting (seconds on a loaded host): it is not ours to serve nor to remove.
+        return 0
     body = text_file(target).read_bytes()
 
     class Handler(BaseHTTPRequestHandler):
@@ -88,7 +96,6 @@ def serve(host: str, port: int, target: Path, seconds: float) -> int:
             time.sleep(0.2)
     server.timeout = 1.0
     until = time.monotonic() + seconds
-    me = os.getpid()
     # The target belongs to this process now: a driver that resumes the run replaces the pid.
     write_atomic(pid_file(target), str(me))
     try:
@@ -147,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--target", type=Path, required=True)
     parser.add_argument("--seconds", type=float, default=DEFAULT_LINGER_SEC)
+    parser.add_argument("--from", dest="handed_from", type=int, default=0,
+                        help="the pid that hands the target over (0: the spawner named this process)")
     args = parser.parse_args(argv)
-    return serve(args.host, args.port, args.target, args.seconds)
+    return serve(args.host, args.port, args.target, args.seconds, args.handed_from)
 
 
 if __name__ == "__main__":
