@@ -34,9 +34,13 @@ def target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
     return targets_dir(state_root) / f"{run_id}.json"
 
 
+def audits_dir(state_root: str | os.PathLike[str]) -> Path:
+    return Path(state_root) / "prometheus" / "audits"
+
+
 def audit_target_file(state_root: str | os.PathLike[str], run_id: str) -> Path:
     """The file_sd target of the server that publishes a standalone audit of ``run_id``."""
-    return Path(state_root) / "prometheus" / "audits" / f"{run_id}.json"
+    return audits_dir(state_root) / f"{run_id}.json"
 
 
 def pid_file(target: Path) -> Path:
@@ -88,14 +92,15 @@ def prune_stale_targets(state_root: str | os.PathLike[str]) -> list[str]:
     behind, and Prometheus would scrape a dead port forever). Returns the runs pruned. Targets
     without a pid file (written by another tool, or by a version before pid files) are left."""
     pruned: list[str] = []
-    folder = targets_dir(state_root)
-    if not folder.is_dir():
-        return pruned
-    for target in sorted(folder.glob("*.json")):
-        pid = owner(target)
-        if pid is not None and not pid_alive(pid):
-            remove_target(target)
-            pruned.append(target.stem)
+    # an audit's server that died (a reboot) leaves its target too; it is no run's news
+    audits = audits_dir(state_root)
+    for folder in (targets_dir(state_root), audits):
+        for target in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            pid = owner(target)
+            if pid is not None and not pid_alive(pid):
+                remove_target(target)
+                if folder != audits:
+                    pruned.append(target.stem)
     return pruned
 
 

@@ -27,7 +27,10 @@ def test_prune_removes_targets_of_dead_servers_only(tmp_path: Path) -> None:
     write_target(target_file(tmp_path, "alive"), "127.0.0.1:2", "alive", os.getpid())
     foreign = target_file(tmp_path, "foreign")
     foreign.write_text("[]")  # no pid file: not ours to judge
-    assert prune_stale_targets(tmp_path) == ["dead"]
+    audit = audit_target_file(tmp_path, "audited")
+    write_target(audit, "127.0.0.1:3", "audited", _dead_pid())  # an audit's server that died
+    assert prune_stale_targets(tmp_path) == ["dead"]  # only runs are reported
+    assert not audit.exists() and not pid_file(audit).exists()
     assert not target_file(tmp_path, "dead").exists() and not pid_file(target_file(tmp_path, "dead")).exists()
     assert target_file(tmp_path, "alive").exists() and foreign.exists()
 
