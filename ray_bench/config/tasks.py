@@ -308,11 +308,18 @@ def index_tasks(roots: list[Path], depth: int = 3) -> dict[str, Path]:
             errors.append(TaskDirError("task root not found", where=str(root),
                                        fix="fix tasks_dir / task_roots (relative to the suite file)"))
             continue
+        real_root = root.resolve()
         for task in _below(root, depth):
             try:
                 refuse_secret_name(task)
             except TaskDirError as exc:
                 errors.append(exc)
+                continue
+            if not task.resolve().is_relative_to(real_root):
+                # the rule a selection's task_dir follows, and the task tree's own links
+                errors.append(TaskDirError(f"task {task.name!r} escapes the task roots (a link to {task.resolve()})",
+                                           where=str(task), fix="copy the task into the root, or name its real "
+                                           "location in task_roots"))
                 continue
             other = folded.get(task_identity(task.name))
             if other is not None and other.resolve() != task.resolve():
