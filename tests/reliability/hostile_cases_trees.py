@@ -401,3 +401,9 @@ def _(e: Env) -> Case:
     pool = {"vcpu": 4, "memory_gib": 16, "disk_gib": 100, "creates_per_minute": 60}
     e.edit_yaml(e.suite, lambda d: d.update(backend="daytona", backends={"daytona": {"options": {"pool": pool}}}))
     return Case(e.plan_args(), ["the Daytona pool has 4 vCPU"])
+
+
+@case("gaps-target-a-billion")
+def _(e: Env) -> Case:
+    return Case(["gaps", "--suite", str(e.suite), "--runs", str(e.plan.parent), "--target", "1000000000",
+                 "--out", str(e.root / "sel" / "gaps.json")], ["--target"])
