@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ray_bench.config.secrets import refuse_secret_text
+from ray_bench.config.secrets import refuse_secret_text, route_values
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
@@ -163,6 +163,10 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
         options.session_started = time.time()
     confirmed = check_confirmation_form(confirm, plan_path)
     plan, identity = load_plan_file(plan_path)
+    # and the values of the plan's routes: a key that has no known shape is still a key
+    values = route_values([a.route.env for a in plan.accounts], os.environ)
+    refuse_secret_text(options.hypothesis, "--hypothesis", values)
+    refuse_secret_text(clearance_reason, "--clearance-reason", values)
     refuse_drifted_inputs(plan.inputs)
     verify_plan(plan, identity, plan_path)
     check_confirmation(plan_path, identity, confirmed)

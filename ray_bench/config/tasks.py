@@ -30,6 +30,19 @@ _CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
+class TreeLimits:
+    files: int
+    bytes: int
+    what: str
+
+
+TASK_LIMITS = TreeLimits(MAX_TASK_FILES, MAX_TASK_BYTES, "task")
+#: An arm's agent_dir may ship a program with its dependencies (a node_modules tree): the
+#: same walk, with room for that.
+AGENT_LIMITS = TreeLimits(100_000, 2 * 1024 * 1024 * 1024, "agent directory")
+
+
+@dataclass(frozen=True)
 class TaskFile:
     """One entry of a task tree: a regular file (``link`` None) or a link kept inside the
     task, to a file (hashed by content) or to a directory (hashed by where it points)."""
@@ -77,7 +90,7 @@ def _entry(task_dir: Path, real_root: Path, path: Path) -> TaskFile:
     return TaskFile(rel, path, st.st_size, os.access(path, os.X_OK))
 
 
-def task_files(task_dir: Path) -> list[TaskFile]:
+def task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[TaskFile]:
     """Every file of a task tree, checked before any byte is read: regular files only (a
     FIFO would block a read forever, ``/dev/zero`` never ends), links resolved and kept
     inside the task, at most :data:`MAX_TASK_FILES` files and :data:`MAX_TASK_BYTES` bytes
@@ -92,17 +105,17 @@ def task_files(task_dir: Path) -> list[TaskFile]:
             entry = _entry(task_dir, real_root, Path(root) / name)
             files.append(entry)
             total += entry.size
-            if len(files) > MAX_TASK_FILES:
-                raise _refuse(task_dir, ".", f"holds more than {MAX_TASK_FILES:,} files",
-                              "a task directory is a task, not a checkout; build large trees in the Dockerfile")
-            if total > MAX_TASK_BYTES:
-                raise _refuse(task_dir, entry.rel, f"takes the task over {MAX_TASK_BYTES // (1 << 20)} MiB "
+            if len(files) > limits.files:
+                raise _refuse(task_dir, ".", f"holds more than {limits.files:,} files (the bound of a {limits.what})",
+                              "keep large trees out of it: build them in the Dockerfile or fetch them at run time")
+            if total > limits.bytes:
+                raise _refuse(task_dir, entry.rel, f"takes the {limits.what} over {limits.bytes // (1 << 20)} MiB "
                               f"({entry.size:,} bytes)", "fetch large files in the Dockerfile or at run time")
     return files
 
 
-def iter_task_files(task_dir: Path) -> list[Path]:
-    return [f.path for f in task_files(task_dir)]
+def iter_task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[Path]:
+    return [f.path for f in task_files(task_dir, limits)]
 
 
 def _file_digest(path: Path) -> bytes:
@@ -119,11 +132,11 @@ def _file_digest(path: Path) -> bytes:
     return digest.digest()
 
 
-def task_checksum(task_dir: Path, files: list[TaskFile] | None = None) -> str:
+def task_checksum(task_dir: Path, files: list[TaskFile] | None = None, limits: TreeLimits = TASK_LIMITS) -> str:
     """sha256 over each file's relative path, executable bit and bytes. Paths above the task
     directory never enter it, so moving a suite changes no checksum."""
     outer = hashlib.sha256(b"ray-bench/task/v1\0")
-    for entry in task_files(task_dir) if files is None else files:
+    for entry in task_files(task_dir, limits) if files is None else files:
         if entry.link is not None:
             outer.update(entry.rel.encode() + b"\0l" + entry.link.encode())
             continue
@@ -308,11 +321,18 @@ def index_tasks(roots: list[Path], depth: int = 3) -> dict[str, Path]:
             errors.append(TaskDirError("task root not found", where=str(root),
                                        fix="fix tasks_dir / task_roots (relative to the suite file)"))
             continue
+        real_root = root.resolve()
         for task in _below(root, depth):
             try:
                 refuse_secret_name(task)
             except TaskDirError as exc:
                 errors.append(exc)
+                continue
+            if not task.resolve().is_relative_to(real_root):
+                # the rule a selection's task_dir follows, and the task tree's own links
+                errors.append(TaskDirError(f"task {task.name!r} escapes the task roots (a link to {task.resolve()})",
+                                           where=str(task), fix="copy the task into the root, or name its real "
+                                           "location in task_roots"))
                 continue
             other = folded.get(task_identity(task.name))
             if other is not None and other.resolve() != task.resolve():

@@ -27,7 +27,7 @@ from ray_bench.config.tasks import load_tasks, task_checksum
 from ray_bench.errors import ConfigError, SelectionError
 from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
 from ray_bench.models.suite import Arm
-from ray_bench.plan.compile import arm_config
+from ray_bench.plan.compile import MAX_REPS, arm_config
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.runroot import refuse_output_in_run_root
 
@@ -94,6 +94,9 @@ def _under_root(path: Path, roots: list[Path]) -> str:
 def find_gaps(suite_path: Path, runs: list[Path], target: int) -> Gaps:
     if target < 1:
         raise SelectionError("target must be at least 1", where="--target", fix="e.g. --target 5")
+    if target > MAX_REPS:  # every repetition up to it is listed: a typed 10**9 is refused, not allocated
+        raise SelectionError(f"--target {target} is over {MAX_REPS:,}", where="--target",
+                             fix=f"a plan runs at most {MAX_REPS:,} repetitions")
     name, arms, baseline, task_dirs, cells = _current_cells(suite_path, target)
     epochs = load_epochs(runs)
     evidence = build_evidence(epochs, default_cohort(epochs, name))

@@ -17,7 +17,7 @@ from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
 from ray_bench.config.selection import Selection, load_selection, resolve_selection
-from ray_bench.config.tasks import index_tasks, load_tasks, task_checksum
+from ray_bench.config.tasks import AGENT_LIMITS, index_tasks, load_tasks, task_checksum
 from ray_bench.errors import (
     ConfigError,
     MultipleInputErrors,
@@ -97,7 +97,7 @@ def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInput
                                       where=str(suite_path), fix="point agent_dir at the agent's files"))
             resolved.append(arm)
             continue
-        checksums[arm.name] = task_checksum(path)
+        checksums[arm.name] = task_checksum(path, limits=AGENT_LIMITS)
         resolved.append(arm.model_copy(update={"agent_dir": str(path)}))
     return resolved, checksums
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ray_bench.config.bounded import MAX_SELECTION_BYTES, read_bounded
-from ray_bench.config.tasks import iter_task_files, task_checksum
+from ray_bench.config.tasks import AGENT_LIMITS, TASK_LIMITS, iter_task_files, task_checksum
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.models.plan import InputFile
 
@@ -60,12 +60,13 @@ class DriftGuard:
         try:
             # the same bounded walk as plan's: a FIFO or a link to /dev/zero placed in a task
             # after planning is drift, not a hang
-            files = (iter_task_files(path) if path.is_dir() else [path]) if is_dir else [path]
+            limits = AGENT_LIMITS if item.kind == "agent" else TASK_LIMITS
+            files = (iter_task_files(path, limits) if path.is_dir() else [path]) if is_dir else [path]
             sig = _stat_sig(files)
             if self._verified.get(key) == sig:
                 return None
             if is_dir and path.is_dir():
-                actual = task_checksum(path)
+                actual = task_checksum(path, limits=limits)
         except UserInputError as exc:
             return Drift(item.kind, item.name, item.path, exc.what)
         if is_dir:

@@ -12,7 +12,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from hostile_cases_inputs import AWS, ENTROPY, GITHUB, OPENAI, SK_ANT
+from hostile_cases_inputs import AWS, ENTROPY, GITHUB, OPENAI, ROUTE_VALUE, SK_ANT
 from hostile_corpus import Case, Env, case
 
 from ray_bench.sandboxes.host import HostResources
@@ -75,6 +75,14 @@ def _(e: Env) -> Case:
 def _(e: Env) -> Case:
     (_task(e) / "tests" / "other").symlink_to(_task(e, "hello-world") / "task.toml")
     return Case(e.plan_args(), ["tests/other links outside the task"])
+
+
+@case("task-dir-linked-out-of-the-root")
+def _(e: Env) -> Case:
+    outside = e.root / "elsewhere" / "linked-task"
+    shutil.copytree(_task(e, "hello-world"), outside)
+    (e.tasks / "linked-task").symlink_to(outside)
+    return Case(e.plan_args(), ["'linked-task' escapes the task roots"])
 
 
 @case("task-symlink-loop")
@@ -216,6 +224,17 @@ def _(e: Env) -> Case:
 def _(e: Env) -> Case:
     return Case(["exclude", str(e.plan.parent), "--cell", _cell(e), "--reason", ENTROPY],
                 ["--reason"], secrets=[ENTROPY])
+
+
+@case("exclude-reason-holds-route-value")
+def _(e: Env) -> Case:
+    return Case(["exclude", str(e.plan.parent), "--cell", _cell(e), "--reason", f"key was {ROUTE_VALUE}"],
+                ["--reason"], secrets=[ROUTE_VALUE])
+
+
+@case("execute-hypothesis-holds-route-value")
+def _(e: Env) -> Case:
+    return Case(e.execute_args("--hypothesis", ROUTE_VALUE), ["--hypothesis"], secrets=[ROUTE_VALUE])
 
 
 @case("exclude-by-holds-key")
@@ -382,3 +401,9 @@ def _(e: Env) -> Case:
     pool = {"vcpu": 4, "memory_gib": 16, "disk_gib": 100, "creates_per_minute": 60}
     e.edit_yaml(e.suite, lambda d: d.update(backend="daytona", backends={"daytona": {"options": {"pool": pool}}}))
     return Case(e.plan_args(), ["the Daytona pool has 4 vCPU"])
+
+
+@case("gaps-target-a-billion")
+def _(e: Env) -> Case:
+    return Case(["gaps", "--suite", str(e.suite), "--runs", str(e.plan.parent), "--target", "1000000000",
+                 "--out", str(e.root / "sel" / "gaps.json")], ["--target"])

@@ -105,6 +105,18 @@ def test_the_corpus_covers_every_class() -> None:
     assert prefixes <= set(CASES)
 
 
+def test_the_corpus_covers_hostile_trees_text_identities_terminals_and_capacity() -> None:
+    """One case at least per class of issue 28 items 3, 4, 9, 10, 11 and issue 27 items 1, 5."""
+    classes = {"task-fifo-under-solution", "task-link-to-dev-zero", "task-sparse-2gb-file", "task-too-many-files",
+               "plan-reps-a-billion", "selection-800k-entries-yaml", "drift-fifo-added-after-planning",
+               "task-dir-named-like-a-key", "selection-real-ids-and-one-key", "task-instruction-holds-key",
+               "task-env-template-names-route-variable", "exclude-reason-holds-key", "execute-hypothesis-holds-key",
+               "task-dirs-differ-only-in-case", "selection-reps-repeated", "selection-arms-empty", "task-timeout-inf",
+               "plan-run-id-with-trailing-newline", "task-dir-with-escape-bytes-broken-toml",
+               "docker-task-asks-more-memory-than-the-host", "daytona-task-larger-than-the-pool"}
+    assert classes <= set(CASES)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_input_is_refused(results: dict[str, dict[str, Any]], name: str) -> None:
     r = results[name]
