@@ -30,6 +30,7 @@ from daytona import (
     ListSandboxesQuery,
 )
 from daytona import Resources as DaytonaResources
+from daytona.common.snapshot import Snapshot
 
 from ray_bench.errors import (
     SandboxCreateError,
@@ -128,6 +129,7 @@ class DaytonaBackend(SandboxBackend):
         #: Sandboxes one client carries: at most half its pool (an exec and a watch's poll each).
         self.sandboxes_per_client = sandboxes_per_client or max(1, connection_pool // 2)
         self._pools: dict[asyncio.AbstractEventLoop, ClientPool] = {}
+        self._snapshot_sizes: dict[str, Snapshot] = {}
         #: Deletes the API refuses while a sandbox comes up, kept trying until its TTL.
         self.reaper = Reaper(self.delete_id)
 
@@ -285,12 +287,15 @@ class DaytonaBackend(SandboxBackend):
     async def check_snapshot(self, snapshot: str, spec: SandboxSpec) -> None:
         """A create from a snapshot takes the snapshot's size (the API takes no resources with
         it): refuse one that does not exist or is smaller than the spec asks, never use it."""
-        try:
-            found = await self.retrying(f"get snapshot {snapshot}", lambda: self.client().snapshot.get(snapshot))
-        except DaytonaNotFoundError as exc:
-            raise SandboxCreateError(f"Daytona snapshot {snapshot!r} does not exist") from exc
-        except DaytonaError as exc:
-            raise translate(exc, f"get snapshot {snapshot}") from exc
+        found = self._snapshot_sizes.get(snapshot)
+        if found is None:  # read once per backend: a snapshot's size does not change
+            try:
+                found = await self.retrying(f"get snapshot {snapshot}", lambda: self.client().snapshot.get(snapshot))
+            except DaytonaNotFoundError as exc:
+                raise SandboxCreateError(f"Daytona snapshot {snapshot!r} does not exist") from exc
+            except DaytonaError as exc:
+                raise translate(exc, f"get snapshot {snapshot}") from exc
+            self._snapshot_sizes[snapshot] = found
         res = spec.resources
         asked = {"vCPU": math.ceil(res.cpus) if res.cpus else 0,
                  "GiB memory": math.ceil(res.memory_mb / 1024) if res.memory_mb else 0,
