@@ -180,12 +180,7 @@ def compile_plan(req: PlanRequest) -> Plan:
         raise ConfigError(f"no cell could ever start: {capacity.lines[-1]}",
                           where="--parallel" if req.parallel is not None and req.parallel < 1 else str(req.suite),
                           fix="raise the limit that is 0 (accounts' max_concurrent, max_sandboxes, --parallel)")
-    if capacity.effective < len(arms):
-        warnings.append(f"capacity {capacity.effective} is below the {len(arms)} arms of a pair: "
-                        "pairs cannot start together")
-    unbudgeted = [a.name for a in accounts_file.accounts if a.limits.spend_usd is None]
-    if unbudgeted and suite.spend_limit_usd is None:
-        warnings.append(f"{_accounts_named(unbudgeted)} no spend budget and the suite no spend limit")
+    warnings.extend(derived_warnings(capacity, len(arms), accounts_file.accounts, suite.spend_limit_usd))
     warnings.extend(reserve_warnings(suite.host_reserve_mb, suite.host_reserve_disk_mb, HostResources.read(),
                                      *_disk_mb(tempfile.gettempdir())))
 
@@ -518,6 +513,18 @@ def pick_preflight(cells: list[PlanCell], pairs: int, n_arms: int) -> list[str]:
             seen.add(key)
             chosen.append(cell.id)
     return chosen
+
+
+def derived_warnings(capacity: Capacity, n_arms: int, accounts: list[Account],
+                     spend_limit_usd: float | None) -> list[str]:
+    """The warnings that follow from the plan's own content (verification asks for them too)."""
+    out: list[str] = []
+    if capacity.effective < n_arms:
+        out.append(f"capacity {capacity.effective} is below the {n_arms} arms of a pair: pairs cannot start together")
+    unbudgeted = [a.name for a in accounts if a.limits.spend_usd is None]
+    if unbudgeted and spend_limit_usd is None:
+        out.append(f"{_accounts_named(unbudgeted)} no spend budget and the suite no spend limit")
+    return out
 
 
 def _accounts_named(names: list[str]) -> str:

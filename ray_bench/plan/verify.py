@@ -12,8 +12,8 @@ names (their checksums were re-checked just before), and refuses any difference:
 - every cell id is recomputed from the task's checksum, the arm's config and the repetition;
 - the cell set is every task x arm x repetition the plan states (one repetition count, or the
   selection's per task; a rerun's cells are its selection's), in the order `plan` sorts them,
-  the preflight is the one `plan` picks from those cells, and "paired" is what the arms and the
-  selection make it;
+  the preflight is the one `plan` picks from those cells, "paired" is what the arms and the
+  selection make it, and the warnings that follow from the plan's content are there;
 - the receipt the operator reviewed states every fact of this plan.
 
 A refusal never shows an identity to paste: it names the receipt to review and the `plan`
@@ -32,7 +32,15 @@ from ray_bench.errors import PlanError, UserInputError
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.plan import InputFile, Plan
 from ray_bench.models.suite import BackendConfig, Suite
-from ray_bench.plan.compile import arm_config, cell_order, pick_preflight, plan_task, resolve_agent_dirs, suite_roots
+from ray_bench.plan.compile import (
+    arm_config,
+    cell_order,
+    derived_warnings,
+    pick_preflight,
+    plan_task,
+    resolve_agent_dirs,
+    suite_roots,
+)
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import RECEIPT_FILE
@@ -237,6 +245,10 @@ def _cell_set(plan: Plan, suite: Suite, suite_path: Path) -> str | None:
     # `plan` pairs by the arms and, but for a rerun (cells chosen one by one), by the selection.
     if plan.unpaired != (len(arms) != len(suite.arms) or (lopsided and chosen is None)):
         return f"it says paired: {'no' if plan.unpaired else 'yes'}, its arms and selection say otherwise"
+    dropped = [w for w in derived_warnings(plan.capacity, len(plan.arms), plan.accounts, plan.spend_limit_usd)
+               if w not in plan.warnings]
+    if dropped:
+        return f"its warnings leave out one its content makes ({dropped[0][:80]})"
     return None
 
 

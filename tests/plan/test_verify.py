@@ -120,3 +120,10 @@ def test_a_reruns_cells_are_its_selections(planned: Path) -> None:
     verify_plan(rerun, rerun_identity, result.run_root / PLAN_FILE)
     edited, edited_identity = _rewrite(result.run_root, cells=rerun.cells[:1], preflight=rerun.preflight[:1])
     assert "leaves out 1 of the cells" in _refusal(result.run_root, edited, edited_identity)
+
+
+def test_a_warning_the_plan_makes_cannot_be_dropped(planned: Path) -> None:
+    plan, _ = load_plan_file(planned / PLAN_FILE)
+    assert any("no spend budget" in w for w in plan.warnings)
+    plan, identity = _rewrite(planned, warnings=[w for w in plan.warnings if "spend budget" not in w])
+    assert "its warnings leave out one" in _refusal(planned, plan, identity)
