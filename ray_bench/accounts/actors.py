@@ -57,19 +57,11 @@ class AccountActor:
         now = time.time()
         core = AccountCore(self.name, limits, now=now)
         if self.store is not None:
-            window = core.limits.window
-            saved = self.store.load(self.name, since=now - (window.hours * 3600 if window else 0.0))
-            core.spent_usd = saved.spent_usd
-            if core.window is not None:
-                core.window.restore(saved.starts, saved.spend)
+            saved = self.store.restore(core, now)
             self._events_seen = saved.events_seen
-            if saved.state is not None:
-                core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
-                                    saved.last_error)
             # Slots held when the earlier actor died: held still, until their run finishes,
             # abandons or stops renewing them (LEASE_TTL_SEC from now).
             for lease in saved.leases:
-                core.adopt(lease.lease_id, lease.held)
                 self._runs.setdefault(lease.run_id, now)
         return core
 

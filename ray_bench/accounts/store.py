@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ray_bench.accounts.core import Running
+from ray_bench.accounts.core import AccountCore, Running
+from ray_bench.accounts.limits import window_seconds
 
 FILE = "accounts.sqlite"
 _SCHEMA = """
@@ -153,6 +154,20 @@ class AccountStore:
         saved.leases = [HeldLease(r[0], r[1], Running(r[2], r[3], bool(r[4]))) for r in self._db.execute(
             "SELECT lease_id, run_id, started_at, inflight_at_start, probe FROM leases WHERE account = ? "
             "ORDER BY started_at", (account,))]
+        return saved
+
+    def restore(self, core: AccountCore, now: float) -> Saved:
+        """Give a new ``core`` what an earlier holder of its account left here: lifetime spend,
+        its rolling window, its health and the slots held (what an ``AccountActor`` starts from)."""
+        saved = self.load(core.name, since=now - window_seconds(core.limits))
+        core.spent_usd = saved.spent_usd
+        if core.window is not None:
+            core.window.restore(saved.starts, saved.spend)
+        if saved.state is not None:
+            core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
+                                saved.last_error)
+        for lease in saved.leases:
+            core.adopt(lease.lease_id, lease.held)
         return saved
 
     def events_after(self, account: str, seq: int) -> list[OperatorEvent]:

@@ -283,16 +283,20 @@ class Driver:
         paced: str | None = None
         over: Expected | None = None  # the run's spend limit held this cell's cost back
         asked_usd = 0.0  # the requests' expected cost so far
+        self.spend.typical_sec = typical
+        room = self.spend.room() if len(self.inflight) < capacity else None
         reserve = self._reservation(state, now, typical) if len(self.inflight) < capacity else Reservation()
-        while len(self.inflight) + len(requests) < capacity and (cell := (
+        shunning = 0  # requests that may wait for a busy account: they take no free slot's place
+        while len(self.inflight) + len(requests) - shunning < capacity and (cell := (
                 state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
                 else state.take(now, reserve.below))) is not None:
             if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
                 state.put_back([cell])
                 paced = cell.backend
                 break
-            expected = self.spend.expected(cell)
-            if not self.spend.admits(asked_usd + expected.usd):
+            expected_sec = state.expected(cell, now)
+            expected = self.spend.expected(cell, expected_sec)
+            if room is not None and asked_usd + expected.usd > room:
                 state.put_back([cell])
                 over = expected
                 break
@@ -312,9 +316,10 @@ class Driver:
                                             "resume with --hypothesis TEXT")
             cell_state = state.cells[cell.id]
             requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
-                                         self._horizon(cell), state.expected(cell, now), cell_state.last_account,
+                                         self._horizon(cell), expected_sec, cell_state.last_account,
                                          typical, expected.usd, cell_state.shuns))
             asked_usd += expected.usd
+            shunning += cell_state.shuns
             self._leases += 1
         if not requests:
             self.gate.flush()
@@ -333,7 +338,7 @@ class Driver:
                 waiting.append(request.cell)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
-                self.spend.reserve(request.lease_id, request.expected_usd)
+                self.spend.reserve(request.lease_id, request.cell, request.expected_sec)
                 self.quota_fit.on_create_sent(request.cell.backend, now)
         state.put_back(waiting)
         if not waiting or self.inflight:
@@ -437,7 +442,7 @@ class Driver:
         ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
                               counts=verdict.counts, cost_usd=cost, summary=summary, now=self.clock.wall())
-        self.spend.finish(lease_id, cell.task, cell.arm, cost)
+        self.spend.finish(lease_id, cell.task, cell.arm, cost, summary.agent.duration_sec if summary.agent else 0.0)
         # A lost runner says nothing about the account: its lease is given back, not judged.
         self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
         # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
