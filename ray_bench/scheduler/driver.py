@@ -353,7 +353,8 @@ class Driver:
         stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
         if stalled is not None and budget_only(stalled):
             raise RunStopped("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
-                                       "counts every run on the state root; see `ray-bench accounts status`)")
+                                       "counts every run on the state root): raise it in the accounts file "
+                                       "or add an account, then plan again")
         if stalled is not None:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
