@@ -295,7 +295,9 @@ class Driver:
                 paced = cell.backend
                 break
             expected_sec = state.expected(cell, now)
-            expected = self.spend.expected(cell, expected_sec)
+            # a duration the cost may scale with: known from history or this run, not the
+            # high quantile an unknown task is explored at (that held a 2-s quickstart cell at $27)
+            expected = self.spend.expected(cell, expected_sec if state.book.known(cell.task) else 0.0)
             if room is not None and asked_usd + expected.usd > room:
                 state.put_back([cell])
                 over = expected
@@ -338,7 +340,8 @@ class Driver:
                 waiting.append(request.cell)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
-                self.spend.reserve(request.lease_id, request.cell, request.expected_sec)
+                self.spend.reserve(request.lease_id, request.cell,
+                                   request.expected_sec if state.book.known(request.cell.task) else 0.0)
                 self.quota_fit.on_create_sent(request.cell.backend, now)
         state.put_back(waiting)
         if not waiting or self.inflight:

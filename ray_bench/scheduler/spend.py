@@ -100,7 +100,8 @@ class SpendBook:
     """The run's typical cell length (0: unknown), which :data:`DEFAULT_CELL_USD` is for."""
 
     def expected(self, cell: PlanCell, seconds: float = 0.0) -> Expected:
-        """The cell's expected cost; ``seconds``: its expected duration (0: unknown)."""
+        """The cell's expected cost; ``seconds``: its expected duration when its task's is known
+        (0: unknown; an unknown task's exploration estimate is no measure of its cost)."""
         task = self._task.get(cell.task)
         if task is not None and task.value is not None:
             return Expected(task.value, "history")

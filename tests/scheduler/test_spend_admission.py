@@ -36,6 +36,14 @@ def test_the_run_limit_reserves_the_cells_running_and_is_not_passed() -> None:
     assert r.valid_cells == 10
 
 
+def test_without_duration_history_a_cell_is_expected_at_its_arms_mean_cost() -> None:
+    # unknown tasks are explored at a high duration quantile: no measure of their cost (that
+    # estimate once held a 2-s quickstart cell at $27 and stopped the run after its preflight)
+    r = drive(accounts=[{"name": "a", "max_concurrent": 8, "usd_per_hour": 3.0}], spend_limit_usd=5.0,
+              history=None)
+    assert r.stopped == "spend" and r.spend_usd == pytest.approx(5.0) and r.valid_cells == 10
+
+
 def test_a_role_bound_holds_the_first_wave_too() -> None:
     # the executor's max_spend_usd ($0.60) reserves each first cell at its bound: $4.20 of the
     # $4.50 limit takes 7 cells, not 8, and the run never passes the limit
