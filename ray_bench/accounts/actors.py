@@ -61,7 +61,6 @@ class AccountActor:
             # Slots held when the earlier actor died: held still, until their run finishes,
             # abandons or stops renewing them (LEASE_TTL_SEC from now).
             for lease in saved.leases:
-                core.adopt(lease.lease_id, lease.held)
                 self._runs.setdefault(lease.run_id, now)
         return core
 

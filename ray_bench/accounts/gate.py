@@ -153,7 +153,8 @@ class ActorGate:
                 room = self._freed.get(name, 0)  # full at the snapshot; cells finished since
             if room > 0:
                 candidates.append(candidate_of(snap, self.accounts_cfg[name], room))
-        wanted = requests[: sum(c.headroom for c in candidates)]
+        # a shunning request may wait for a busy account: it holds no account's room
+        wanted = requests[: sum(c.headroom for c in candidates) + sum(r.shun for r in requests)]
         if not wanted:
             self.flush()
             return {}

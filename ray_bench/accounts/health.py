@@ -186,10 +186,11 @@ class AccountHealth:
         self.server_errors += 1
         if state is HealthState.HEALTHY and self.server_errors < self.policy.max_server_errors:
             return
+        streak = self.server_errors
         self.episodes += 1
         self._episode_started_at = now
         self._cool(now, self.episodes, self.policy.default_retry_after_s)
-        self.last_error = f"server_error x{self.server_errors}, cooling" + (f" ({detail})" if detail else "")
+        self.last_error = f"server_error x{streak}, cooling" + (f" ({detail})" if detail else "")
 
     def _cool(self, now: float, k: int, floor_s: float) -> None:
         """Cool for the ``k``-th episode's backoff, never less than ``floor_s`` (Retry-After)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ray_bench.accounts.core import AccountCore, Running
+from ray_bench.accounts.limits import window_seconds
 from ray_bench.models.accounts import AccountLimits
 
 FILE = "accounts.sqlite"
@@ -173,6 +174,20 @@ class AccountStore:
             "ORDER BY started_at", (account,))]
         return saved
 
+    def restore(self, core: AccountCore, now: float) -> Saved:
+        """Give a new ``core`` what an earlier holder of its account left here: lifetime spend,
+        its rolling window, its health and the slots held (what an ``AccountActor`` starts from)."""
+        saved = self.load(core.name, since=now - window_seconds(core.limits))
+        core.spent_usd = saved.spent_usd
+        if core.window is not None:
+            core.window.restore(saved.starts, saved.spend)
+        if saved.state is not None:
+            core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
+                                saved.last_error)
+        for lease in saved.leases:
+            core.adopt(lease.lease_id, lease.held)
+        return saved
+
     def events_after(self, account: str, seq: int) -> list[OperatorEvent]:
         return [OperatorEvent(*r) for r in self._db.execute(
             "SELECT seq, account, kind, reason, who, at FROM operator_events WHERE account = ? AND seq > ? "
@@ -196,19 +211,10 @@ class AccountStore:
 
 def restored_core(name: str, limits: AccountLimits, store: AccountStore | None, now: float,
                   ) -> tuple[AccountCore, Saved]:
-    """An account's admission state as its last writer left it: lifetime spend, the rolling
-    window's starts and spend, health (cooling, disabled, expired). The one restoration, used by
-    the account's actor when it is (re)created and by ``accounts status`` / ``status`` without a
-    cluster. Held slots are in ``Saved.leases``; the actor adopts them, a reader only counts them."""
+    """An account's admission state as its last writer left it (:meth:`AccountStore.restore`):
+    the one restoration, used by the account's actor when it is (re)created and by
+    ``accounts status`` / ``status`` without a cluster."""
     core = AccountCore(name, limits, now=now)
     if store is None:
         return core, Saved()
-    window = limits.window
-    saved = store.load(name, since=now - (window.hours * 3600 if window else 0.0))
-    core.spent_usd = saved.spent_usd
-    if core.window is not None:
-        core.window.restore(saved.starts, saved.spend)
-    if saved.state is not None:
-        core.health.restore(saved.state, saved.cooling_until, saved.episodes, saved.auth_failures,
-                            saved.last_error)
-    return core, saved
+    return core, store.restore(core, now)

@@ -333,16 +333,22 @@ class Driver:
         paced: str | None = None
         over: Expected | None = None  # the run's spend limit held this cell's cost back
         asked_usd = 0.0  # the requests' expected cost so far
+        self.spend.typical_sec = typical
+        room = self.spend.room() if len(self.inflight) < capacity else None
         reserve = self._reservation(state, now, typical) if len(self.inflight) < capacity else Reservation()
-        while len(self.inflight) + len(requests) < capacity and (cell := (
+        shunning = 0  # requests that may wait for a busy account: they take no free slot's place
+        while len(self.inflight) + len(requests) - shunning < capacity and (cell := (
                 state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
                 else state.take(now, reserve.below))) is not None:
             if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
                 state.put_back([cell])
                 paced = cell.backend
                 break
-            expected = self.spend.expected(cell)
-            if not self.spend.admits(asked_usd + expected.usd):
+            expected_sec = state.expected(cell, now)
+            # a duration the cost may scale with: known from history or this run, not the
+            # high quantile an unknown task is explored at (that held a 2-s quickstart cell at $27)
+            expected = self.spend.expected(cell, expected_sec if state.book.known(cell.task) else 0.0)
+            if room is not None and asked_usd + expected.usd > room:
                 state.put_back([cell])
                 over = expected
                 break
@@ -362,9 +368,10 @@ class Driver:
                                             "resume with --hypothesis TEXT")
             cell_state = state.cells[cell.id]
             requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
-                                         self._horizon(cell), state.expected(cell, now), cell_state.last_account,
+                                         self._horizon(cell), expected_sec, cell_state.last_account,
                                          typical, expected.usd, cell_state.shuns))
             asked_usd += expected.usd
+            shunning += cell_state.shuns
             self._leases += 1
         if not requests:
             self.gate.flush()
@@ -383,7 +390,8 @@ class Driver:
                 waiting.append(request.cell)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
-                self.spend.reserve(request.lease_id, request.expected_usd)
+                self.spend.reserve(request.lease_id, request.cell,
+                                   request.expected_sec if state.book.known(request.cell.task) else 0.0)
                 self.quota_fit.on_create_sent(request.cell.backend, now)
         state.put_back(waiting)
         if not waiting or self.inflight:
@@ -398,7 +406,8 @@ class Driver:
         stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
         if stalled is not None and budget_only(stalled):
             raise RunStopped("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
-                                       "counts every run on the state root; see `ray-bench accounts status`)")
+                                       "counts every run on the state root): raise it in the accounts file "
+                                       "or add an account, then plan again")
         if stalled is not None:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
@@ -499,7 +508,7 @@ class Driver:
         ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
                               counts=verdict.counts, cost_usd=cost, summary=summary, now=self.clock.wall())
-        self.spend.finish(lease_id, cell.task, cell.arm, cost)
+        self.spend.finish(lease_id, cell.task, cell.arm, cost, summary.agent.duration_sec if summary.agent else 0.0)
         # A lost runner says nothing about the account: its lease is given back, not judged.
         self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
         # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).

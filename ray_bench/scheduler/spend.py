@@ -6,9 +6,13 @@ cell running when the limit was crossed finished on top of it. Pure: no Ray, no 
 A cell's expected cost (:meth:`SpendBook.expected`), the first known of:
 
 1. history: the mean cost of this task's finished attempts in this run (every session), else
-   the mean of its arm's;
+   its arm's cost per second of agent time times the cell's expected duration (cells run
+   longest first, and an agent's cost grows with its time: the arm's mean cost held the first,
+   longest cells at a third of what they cost, measured in tests/scheduler/test_spend_admission.py),
+   else the arm's mean cost;
 2. the bound of the arm's executor role (``roles: [{role: executor, max_spend_usd: ...}]``);
-3. :data:`DEFAULT_CELL_USD`.
+3. :data:`DEFAULT_CELL_USD` for a typical cell, scaled by the cell's expected duration over the
+   run's typical one (the run's first cells are its longest).
 
 The overshoot is then at most what the estimates miss. An account's own budget
 (``limits.spend_usd``) is reserved against in the account core the same way, with the expected
@@ -42,14 +46,24 @@ class Expected:
 class _Mean:
     total: float = 0.0
     n: int = 0
+    seconds: float = 0.0
+    """Agent seconds of the attempts whose time is known (for the cost per second)."""
+    timed_usd: float = 0.0
 
-    def add(self, usd: float) -> None:
+    def add(self, usd: float, seconds: float) -> None:
         self.total += usd
         self.n += 1
+        if seconds > 0:
+            self.seconds += seconds
+            self.timed_usd += usd
 
     @property
     def value(self) -> float | None:
         return self.total / self.n if self.n else None
+
+    @property
+    def per_second(self) -> float | None:
+        return self.timed_usd / self.seconds if self.seconds > 0 else None
 
 
 @dataclass
@@ -60,9 +74,7 @@ class SpendBook:
     bounds: dict[str, float] = field(default_factory=dict)
     """Arm -> its executor role's ``max_spend_usd``."""
     spent: float = 0.0
-    reserved: float = 0.0
-    """What the cells running are expected to cost (a sum kept as they start and end)."""
-    _reserved: dict[str, float] = field(default_factory=dict)
+    _running: dict[str, tuple[PlanCell, float]] = field(default_factory=dict)
     _task: dict[str, _Mean] = field(default_factory=dict)
     _arm: dict[str, _Mean] = field(default_factory=dict)
 
@@ -72,40 +84,57 @@ class SpendBook:
                   if role.role == "executor" and role.max_spend_usd is not None}
         book = cls(plan.spend_limit_usd, bounds)
         for row in history:
-            book.observe(row.task, row.arm, row.cost_usd)
+            took = row.finished_at - row.started_at if row.finished_at is not None else 0.0
+            book.observe(row.task, row.arm, row.cost_usd, took)
         return book
 
-    def observe(self, task: str, arm: str, usd: float) -> None:
-        """A finished attempt's cost. Zero is no evidence of cost (a cancelled attempt, or
-        one whose usage is unknown) and teaches nothing."""
+    def observe(self, task: str, arm: str, usd: float, seconds: float = 0.0) -> None:
+        """A finished attempt's cost (and agent seconds, 0: unknown). Zero dollars is no
+        evidence of cost (a cancelled attempt, or one whose usage is unknown) and teaches nothing."""
         self.spent += usd
         if usd > 0:
-            self._task.setdefault(task, _Mean()).add(usd)
-            self._arm.setdefault(arm, _Mean()).add(usd)
+            self._task.setdefault(task, _Mean()).add(usd, seconds)
+            self._arm.setdefault(arm, _Mean()).add(usd, seconds)
 
-    def expected(self, cell: PlanCell) -> Expected:
-        for mean in (self._task.get(cell.task), self._arm.get(cell.arm)):
-            if mean is not None and mean.value is not None:
-                return Expected(mean.value, "history")
+    typical_sec: float = 0.0
+    """The run's typical cell length (0: unknown), which :data:`DEFAULT_CELL_USD` is for."""
+
+    def expected(self, cell: PlanCell, seconds: float = 0.0) -> Expected:
+        """The cell's expected cost; ``seconds``: its expected duration when its task's is known
+        (0: unknown; an unknown task's exploration estimate is no measure of its cost)."""
+        task = self._task.get(cell.task)
+        if task is not None and task.value is not None:
+            return Expected(task.value, "history")
+        arm = self._arm.get(cell.arm)
+        if arm is not None and arm.value is not None:
+            rate = arm.per_second
+            return Expected(rate * seconds if rate is not None and seconds > 0 else arm.value, "history")
         bound = self.bounds.get(cell.arm)
         if bound is not None:
             return Expected(bound, "role bound")
-        return Expected(DEFAULT_CELL_USD, "default")
+        scale = seconds / self.typical_sec if seconds > 0 and self.typical_sec > 0 else 1.0
+        return Expected(DEFAULT_CELL_USD * scale, "default")
 
-    def admits(self, usd: float) -> bool:
-        """Whether a cell expected to cost ``usd`` may start within the run's limit."""
-        return self.limit_usd is None or self.spent + self.reserved + usd <= self.limit_usd
+    def reserved(self) -> float:
+        """What the cells running are expected to cost, by what is known now: a cell started
+        on the default estimate is held at its history once the first costs come in (the first
+        wave is where the estimates miss most). O(cells running): once per launch round."""
+        return sum(self.expected(cell, seconds).usd for cell, seconds in self._running.values())
 
-    def reserve(self, lease_id: str, usd: float) -> None:
-        self._reserved[lease_id] = usd
-        self.reserved += usd
+    def room(self) -> float | None:
+        """What the run may still commit to new cells (None: no limit)."""
+        if self.limit_usd is None:
+            return None
+        return self.limit_usd - self.spent - self.reserved()
 
-    def finish(self, lease_id: str, task: str, arm: str, usd: float) -> None:
+    def reserve(self, lease_id: str, cell: PlanCell, seconds: float = 0.0) -> None:
+        """``cell`` started, expected to take ``seconds``."""
+        self._running[lease_id] = (cell, seconds)
+
+    def finish(self, lease_id: str, task: str, arm: str, usd: float, seconds: float = 0.0) -> None:
         """The attempt ended: its reservation becomes its cost (0 for a cancelled one)."""
-        held = self._reserved.pop(lease_id, None)
-        if held is not None:
-            self.reserved = self.reserved - held if self._reserved else 0.0
-        self.observe(task, arm, usd)
+        self._running.pop(lease_id, None)
+        self.observe(task, arm, usd, seconds)
 
     def refusal(self, expected: Expected) -> str:
         """The stop's detail when nothing runs and the next cell does not fit."""

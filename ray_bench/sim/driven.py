@@ -73,6 +73,10 @@ class DrivenResult:
     stopped: str | None
     violations: list[str] = field(default_factory=list)
     pair_start_gap_s: dict[str, float] = field(default_factory=dict)
+    spend_usd: float = 0.0
+    detail: str = ""
+    """The stop's words (``stopped``: its reason)."""
+    rows: list[AttemptRow] = field(default_factory=list)
 
 
 class _Killed(BaseException):
@@ -159,8 +163,10 @@ def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attem
                            resources=ResourceLimits(), verifier_env={}, expected_sec=history.get(t))
                   for t in tasks]
     cells = [PlanCell(id=c.cell_id, task=c.task, arm=c.arm, rep=c.rep, backend="local") for c in workload.cells]
-    arms = [Arm(name=a, role="baseline" if i == 0 else "variant", command="true")
-            for i, a in enumerate(spec.suite.arms)]
+    roles = ([{"role": "executor", "model": "sim", "billing": "api", "max_spend_usd": spec.executor_max_usd}]
+             if spec.executor_max_usd is not None else [])
+    arms = [Arm.model_validate({"name": a, "role": "baseline" if i == 0 else "variant", "command": "true",
+                                "roles": roles}) for i, a in enumerate(spec.suite.arms)]
     total = sum(a.limits.max_concurrent for a in spec.accounts)
     effective = total if spec.backend_slots is None else min(total, spec.backend_slots)
     first: dict[str, str] = {}
@@ -203,13 +209,13 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
                 outcome = driver.run()
             except _Killed:
                 continue
-        return _result(plan, workload, tmp / "run", world, pool, outcome.stopped)
+        return _result(plan, workload, tmp / "run", world, pool, outcome.stopped, outcome.detail)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _result(plan: Plan, workload: Workload, run_root: Path, world: SimWorld, pool: _FaultyPool,
-            stopped: str | None) -> DrivenResult:
+            stopped: str | None, detail: str) -> DrivenResult:
     ledger = Ledger.open_readonly(run_root)
     try:
         rows = ledger.attempts()
@@ -247,7 +253,8 @@ def _result(plan: Plan, workload: Workload, run_root: Path, world: SimWorld, poo
         cells=len(plan.cells), valid_cells=len(valid), failed_cells=failed,
         duplicate_rows=sum(n - 1 for n in valid.values()), cells_lost=len(plan.cells) - len(valid) - failed,
         resumes=pool.kills, stopped=stopped, violations=violations,
-        pair_start_gap_s=pair_gaps(workload.cells, first))
+        pair_start_gap_s=pair_gaps(workload.cells, first), spend_usd=sum(r.cost_usd for r in rows),
+        detail=detail, rows=rows)
 
 
 @functools.cache

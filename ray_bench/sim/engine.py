@@ -96,6 +96,8 @@ class Provider:
         for s in self.storms:
             t0 = s.start_h * 3600
             if s.account == acct and t0 <= now < t0 + s.length_min * 60:
+                if s.answer == "server_error":
+                    return self._delay(s.signal_delay_s), Outcome.server_error("500 internal server error")
                 return self._delay(s.signal_delay_s), Outcome.rate_limited(s.retry_after_s, "429 rate limit")
         self.inflight[acct] += 1
         if acct in self.window:

@@ -38,6 +38,9 @@ def fuzz_spec(seed: int) -> dict[str, Any]:
     if rng.random() < 0.3:
         events.append({"kind": "auth_loss", "account": f"a{int(rng.integers(n_acc))}",
                        "at_h": float(rng.uniform(0, 2))})
+    if rng.random() < 0.2:  # drawn last: the seeds' other draws are as before
+        events.append({"kind": "storm", "account": f"a{int(rng.integers(n_acc))}", "answer": "server_error",
+                       "start_h": float(rng.uniform(0, 1.5)), "length_min": float(rng.uniform(5, 90))})
     return {
         "seed": seed,
         "suite": {"tasks": int(rng.integers(1, 7)), "arms": ["baseline", "mcp"], "reps": int(rng.integers(1, 3))},

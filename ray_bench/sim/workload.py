@@ -14,6 +14,7 @@ A spec is YAML or JSON (see ``configs/sim/reference.yaml``)::
       # or: {name: a1, limits: {max_concurrent: 8, ...}, usd_per_hour: 2.0}
     events:
       - {kind: storm, account: a1, start_h: 2, length_min: 10, retry_after_s: 60}
+      - {kind: storm, account: a2, start_h: 0, length_min: 600, answer: server_error}
       - {kind: auth_loss, account: a2, at_h: 5}
     backend_slots: null                 # the sandbox pools, if they are smaller
     deadline_h: 24                      # optional: does each policy finish in time?
@@ -98,6 +99,9 @@ class StormEvent(_Model):
     retry_after_s: float | None = Field(default=60.0, ge=0)
     signal_delay_s: tuple[float, float] = Field(default=(5.0, 30.0), description="A start "
                                                 "during the storm fails after this long.")
+    answer: Literal["rate_limit", "server_error"] = Field(
+        default="rate_limit", description="What a start during the storm gets: a 429 with "
+        "Retry-After, or a 500 (a broken account: retry_after_s is ignored).")
 
 
 class AuthLossEvent(_Model):
@@ -119,6 +123,8 @@ class SimSpec(_Model):
     events: list[Event] = []
     backend_slots: int | None = Field(default=None, gt=0)
     spend_limit_usd: float | None = Field(default=None, gt=0, description="The run's spend limit, USD.")
+    executor_max_usd: float | None = Field(default=None, gt=0, description="The arms' executor role's "
+                                           "max_spend_usd (the spend admission's bound per cell).")
     deadline_h: float | None = Field(default=None, gt=0)
     policies: list[Literal["adaptive", "round-robin", "global-semaphore"]] = [
         "adaptive", "round-robin", "global-semaphore"]

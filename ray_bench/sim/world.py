@@ -3,7 +3,8 @@ and slow sandboxes, answering each attempt with the summary a real runner would 
 
 Accounts are played as providers play them: a start over an account's true concurrency or
 cell window comes back rate-limited within seconds; every start during a storm is
-rate-limited (after 5-30 s, with a Retry-After); once an account has lost its login, every
+rate-limited (after 5-30 s, with a Retry-After), or answered 500 in a storm of server
+errors; once an account has lost its login, every
 attempt on it fails with an auth error, and attempts in flight then fail too. Otherwise the
 cell runs for its true duration and is solved. The summaries go through the real classifier.
 """
@@ -64,6 +65,8 @@ class SimWorld(Provider):
             delay, outcome = refused
             if outcome.kind is OutcomeKind.AUTH_FAILED:
                 return create, delay, _auth(summary)
+            if outcome.kind is OutcomeKind.SERVER_ERROR:
+                return create, delay, _server_error(summary, outcome.detail)
             return create, delay, _limited(summary, outcome.retry_after, outcome.detail)
         self.running[acct].add(spec.attempt_id)
         seconds = self.workload.duration[spec.cell_id]
@@ -92,6 +95,12 @@ class SimWorld(Provider):
 def _limited(summary: AttemptSummary, retry_after: float | None, message: str) -> AttemptSummary:
     summary.agent = ExecFacts(exit_code=1, output_tail=message)
     summary.agent_error = AgentError(type="rate_limit", message=message, retry_after=retry_after)
+    return summary
+
+
+def _server_error(summary: AttemptSummary, message: str) -> AttemptSummary:
+    summary.agent = ExecFacts(exit_code=1, output_tail=message)
+    summary.agent_error = AgentError(type="server_error", message=message)
     return summary
 
 

@@ -203,3 +203,33 @@ def test_the_configured_limits_are_the_cores_frozen_and_compared_by_value() -> N
 def test_limits_validation() -> None:
     with pytest.raises(ValueError, match="min_concurrent"):
         AccountLimits(max_concurrent=2, min_concurrent=3)
+
+
+def test_the_budget_reserves_the_expected_cost_of_the_cells_running() -> None:
+    core = AccountCore("a", AccountLimits(max_concurrent=8, spend_usd=2.0))
+    core.on_start(0.0, Lease("l1", "c1", "a", usd=0.8))
+    core.on_start(0.0, Lease("l2", "c2", "a", usd=0.8))
+    assert core.reserved_usd == pytest.approx(1.6)
+    # $1.60 reserved + $0.80 would pass $2: refused until a running cell finishes
+    with pytest.raises(AdmissionRefused, match="budget"):
+        core.on_start(1.0, Lease("l3", "c3", "a", usd=0.8))
+    assert core.can_admit(1.0) == Refusal(RefusalReason.BUDGET, None)
+    assert core.can_admit(1.0, usd=0.3) == Admit(headroom=6)
+    # it cost less than expected: the difference comes back
+    core.on_finish(2.0, Lease("l1", "", "a"), Outcome.success(usd=0.5))
+    assert core.spent_usd == 0.5 and core.reserved_usd == pytest.approx(0.8)
+    core.on_start(3.0, Lease("l3", "c3", "a", usd=0.6))
+    assert core.reserved_usd == pytest.approx(1.4)
+    for lease in ("l2", "l3"):
+        core.on_finish(4.0, Lease(lease, "", "a"), Outcome.success(usd=0.6))
+    # $1.70 spent: a $0.60 cell no longer fits, with nothing running: out of budget for good
+    assert core.reserved_usd == 0.0 and core.inflight == 0
+    assert core.can_admit(5.0) == Refusal(RefusalReason.BUDGET, None)
+    assert isinstance(core.can_admit(5.0, usd=0.25), Admit)
+
+
+def test_an_abandoned_lease_gives_its_reservation_back() -> None:
+    core = AccountCore("a", AccountLimits(max_concurrent=2, spend_usd=1.0))
+    core.on_start(0.0, Lease("l1", "c1", "a", usd=0.9))
+    assert core.abandon("l1")
+    assert core.reserved_usd == 0.0 and isinstance(core.can_admit(1.0, usd=0.9), Admit)

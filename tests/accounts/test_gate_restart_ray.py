@@ -22,7 +22,7 @@ from ray_bench.accounts.gate import ActorGate, ask
 from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
-from ray_bench.models.accounts import Account
+from ray_bench.models.accounts import Account, AccountLimits
 from ray_bench.models.plan import PlanCell
 from ray_bench.scheduler.core import LeaseRequest
 
@@ -99,7 +99,7 @@ def _dies_answering(state: Path) -> Any:
     the worst moment for the driver. Ray restarts it, as it would the real one."""
 
     class DiesAnswering(AccountActor.__ray_actor_class__):  # type: ignore[name-defined,misc]
-        def acquire_many(self, run_id: str, leases: list[tuple[str, str]],
+        def acquire_many(self, run_id: str, leases: list[tuple[str, str, float]],
                          finished: list[Any] | None = None) -> Any:
             answer = super().acquire_many(run_id, leases, finished)
             die = state / "die"
@@ -110,7 +110,7 @@ def _dies_answering(state: Path) -> Any:
 
     return ray.remote(num_cpus=0, max_restarts=-1)(DiesAnswering).options(
         name=f"account:{NAME}-dies", namespace=NAMESPACE, lifetime="detached",
-    ).remote(NAME, {"max_concurrent": 3}, str(state))
+    ).remote(NAME, AccountLimits(max_concurrent=3), str(state))
 
 
 def test_an_acquire_whose_actor_dies_answering_grants_nothing_and_leaks_no_slot(tmp_path: Path) -> None:

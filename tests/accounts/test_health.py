@@ -234,3 +234,57 @@ def test_policy_validation() -> None:
         HealthPolicy(max_auth_failures=0)
     with pytest.raises(ValueError, match="cooldown"):
         HealthPolicy(base_cooldown_s=100, max_cooldown_s=10)
+
+
+S = HealthPolicy(base_cooldown_s=60, max_cooldown_s=600, default_retry_after_s=30, probe_window_s=60,
+                 max_server_errors=3)
+
+
+def test_server_errors_in_a_row_cool_the_account_and_the_probes_back_off() -> None:
+    h = AccountHealth(S)
+    h.on_server_error(10.0, started_at=1.0, detail="500 internal")
+    h.on_server_error(11.0, started_at=2.0)
+    assert h.state is HealthState.HEALTHY and h.server_errors == 2
+    h.on_server_error(12.0, started_at=3.0)
+    assert h.state is HealthState.COOLING and h.cooling_until == 12.0 + 60
+    assert h.last_error.startswith("server_error x3")
+    # an attempt begun before the cooldown says nothing new
+    h.on_server_error(20.0, started_at=5.0)
+    assert h.cooling_until == 72.0
+    # the probe of the degraded account fails: cools again at once, twice as long
+    assert h.tick(72.0) is HealthState.DEGRADED
+    h.on_start(73.0)
+    h.on_server_error(80.0, started_at=73.0)
+    assert h.state is HealthState.COOLING and h.cooling_until == 80.0 + 120
+    h.tick(200.0)
+    h.on_start(201.0)
+    h.on_server_error(210.0, started_at=201.0)
+    assert h.cooling_until == 210.0 + 240
+    # a probe that answers ends the episode: the backoff and the streak start over
+    h.tick(450.0)
+    h.on_start(451.0)
+    h.on_success(460.0, started_at=451.0)
+    assert h.state is HealthState.HEALTHY and h.episodes == 0 and h.server_errors == 0
+
+
+def test_a_success_breaks_the_streak_of_server_errors() -> None:
+    h = AccountHealth(S)
+    for t in (1.0, 2.0):
+        h.on_server_error(t + 10, started_at=t)
+    h.on_success(13.0, started_at=3.0)
+    h.on_server_error(14.0, started_at=4.0)
+    h.on_server_error(15.0, started_at=5.0)
+    assert h.state is HealthState.HEALTHY
+
+
+def test_server_errors_leave_a_disabled_or_held_account_alone() -> None:
+    h = AccountHealth(S)
+    h.hold()
+    for t in range(5):
+        h.on_server_error(10.0 + t, started_at=float(t))
+    assert h.state is HealthState.HELD and h.server_errors == 0
+
+
+def test_max_server_errors_is_at_least_one() -> None:
+    with pytest.raises(ValueError, match="max_server_errors"):
+        HealthPolicy(max_server_errors=0)

@@ -31,6 +31,17 @@ def test_a_retry_goes_to_another_account_when_one_has_room() -> None:
     assert names(assign([req(0, avoid="a")], [Candidate("a", 4, 4)], 0.0)) == {"a": ["l0"]}
 
 
+def test_a_cell_failed_by_its_account_waits_for_another_live_one() -> None:
+    # "a" answered the cell 500; "b" is live but full: the cell waits for b, not for a again
+    shunned = LeaseRequest("l0", req(0).cell, 3600.0, 0.0, "a", shun=True)
+    assert names(assign([shunned], [Candidate("a", 4, 4)], 0.0, live=["a", "b"])) == {}
+    assert names(assign([shunned, req(1)], [Candidate("a", 4, 4)], 0.0, live=["a", "b"])) == {"a": ["l1"]}
+    # with no other live account (b disabled, held or lost) it goes back to a
+    assert names(assign([shunned], [Candidate("a", 4, 4)], 0.0, live=["a"])) == {"a": ["l0"]}
+    # and when b has room it goes there, as any retry does
+    assert names(assign([shunned], [Candidate("a", 4, 4), Candidate("b", 1, 4)], 0.0, live=["a", "b"])) == {"b": ["l0"]}
+
+
 def test_a_window_bound_account_takes_the_longest_cells_of_the_batch() -> None:
     # w: 4 slots, 10 starts per hour; at 20-min cells it would need 12 starts/hour: window-bound
     cands = [Candidate("big", 6, 6), Candidate("w", 2, 4, window_rate=10 / 3600)]
