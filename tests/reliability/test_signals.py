@@ -56,7 +56,10 @@ def test_a_signal_stops_the_run_cleanly_and_a_resume_finishes_it(tmp_path: Path,
     try:
         first.start()
         # generous: on a loaded 2-core host a local Ray alone took over 60 s to start
-        wait_for(lambda: len(pgrep(marker)) >= 2, 300, "two agents running", alive=first)
+        try:
+            wait_for(lambda: len(pgrep(marker)) >= 2, 300, "two agents running", alive=first)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{first.stderr[-2000:]}") from None
         _send(first, sig)
         rc = first.wait(timeout=180)
         exited = time.monotonic()
