@@ -243,6 +243,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:
+            if signals is not None:
+                signals.restore()  # the run is over: a signal during the metrics linger ends it
             if exporter is not None:
                 exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0,
                               linger_sec=metrics.linger_sec if metrics else 0.0)
