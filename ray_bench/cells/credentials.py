@@ -3,6 +3,7 @@ and in the sandbox's environment; everything written is scrubbed of them."""
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,6 +14,20 @@ from ray_bench.errors import RayBenchError
 REDACTED = "[redacted]"
 #: Shorter values would redact ordinary words; credential values are never this short.
 _MIN_SECRET = 6
+
+
+def base64_forms(value: str) -> set[str]:
+    """The base64 text that holds ``value`` wherever it sits in an encoded blob, in the
+    standard and the urlsafe alphabet: for each of the three alignments, the characters that
+    only the value's bytes determine. Padding or not, the encoded value contains one of them
+    (what is left beside it is at most one character, under 6 bits of the value)."""
+    raw = value.encode()
+    forms: set[str] = set()
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode()
+        core = encoded[-(-8 * shift // 6):(8 * (shift + len(raw))) // 6]
+        forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return forms
 
 
 class CredentialMissing(RayBenchError):
@@ -51,7 +66,9 @@ class Redactor:
     def extend(self, secrets: Iterable[str]) -> None:
         """Also scrub ``secrets`` (tokens a CLI refreshed during the attempt)."""
         self._values |= {s for s in secrets if len(s) >= _MIN_SECRET}
-        values = sorted(self._values, key=len, reverse=True)
+        # An agent that base64-encodes its key (a Basic auth header, a config blob) writes it
+        # as well as the value itself: both are scrubbed.
+        values = sorted(self._values | {e for v in self._values for e in base64_forms(v)}, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
         self._bytes = [v.encode() for v in values]
 
