@@ -122,6 +122,9 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise SelectionError(f"{key} must be a non-empty path", where=where,
                                      fix=f'e.g. "{key}": "csb_org_onboarding/{task_id.lower()}"')
+            if value is not None and "\0" in value:
+                raise SelectionError(f"{key} holds a NUL byte, which no path can hold", where=where,
+                                     fix=f"write {key} as the directory's path")
         return SelectionEntry(task_id=task_id, reps=tuple(reps) if reps else None,
                               arms=tuple(arms) if arms else None, task_dir=task_dir, benchmark=benchmark)
     raise SelectionError(f"cannot read an entry of type {type(item).__name__}", where=where,

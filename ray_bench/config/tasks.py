@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -62,6 +63,21 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def link_problem(path: Path) -> str | None:
+    """Why the link at ``path`` (or on the way to it) cannot be followed: "is a symlink loop"
+    or "is a dangling symlink"; None when it can, or when nothing is there at all (the caller's
+    "not found")."""
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a loop so; 3.13 as OSError ELOOP
+        return "is a symlink loop"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symlink loop"
+        return "is a dangling symlink" if path.is_symlink() else None
+    return None
+
+
 def _refuse(task_dir: Path, rel: str, what: str, fix: str) -> TaskDirError:
     return TaskDirError(f"{rel} {what}", where=shown_path(str(task_dir)), fix=fix)
 
@@ -73,12 +89,10 @@ def _entry(task_dir: Path, real_root: Path, path: Path) -> TaskFile:
     except OSError as exc:
         raise _refuse(task_dir, rel, f"cannot be read: {exc.strerror or exc}", "check the file") from None
     if stat.S_ISLNK(st.st_mode):
-        try:
-            target = path.resolve(strict=True)
-        except RuntimeError:
-            raise _refuse(task_dir, rel, "is a symlink loop", "remove the link") from None
-        except OSError:
-            raise _refuse(task_dir, rel, "is a dangling symlink", "remove the link or restore its target") from None
+        problem = link_problem(path)
+        if problem is not None:
+            raise _refuse(task_dir, rel, problem, "remove the link or restore its target")
+        target = path.resolve(strict=True)
         if not target.is_relative_to(real_root):
             raise _refuse(task_dir, rel, "links outside the task directory",
                           "copy the file into the task instead of linking to it")

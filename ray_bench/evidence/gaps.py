@@ -27,7 +27,7 @@ from ray_bench.config.tasks import load_tasks, task_checksum
 from ray_bench.errors import ConfigError, SelectionError
 from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
 from ray_bench.models.suite import Arm
-from ray_bench.plan.compile import MAX_REPS, arm_config
+from ray_bench.plan.compile import MAX_REPS, arm_config, suite_roots
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.runroot import refuse_output_in_run_root
 
@@ -58,7 +58,7 @@ def _current_cells(
     suite_path: Path, target: int
 ) -> tuple[str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
     suite = load_suite(suite_path)
-    roots = [(suite_path.parent / root).resolve() for root in suite.roots]
+    roots = suite_roots(suite, suite_path)
     tasks = load_tasks(roots, suite.tasks)
     cells: dict[tuple[str, str, int], str] = {}
     for arm in suite.arms:

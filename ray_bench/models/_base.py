@@ -1,6 +1,20 @@
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+
+def _no_nul(value: str) -> str:
+    # the OS takes a path up to its first NUL: the rest would be silently dropped, and every
+    # call that opens it raises (pathlib: "embedded null byte")
+    if "\0" in value:
+        raise ValueError("holds a NUL byte, which no path can hold")
+    return value
+
+
+#: A path written in a config file.
+PathText = Annotated[str, AfterValidator(_no_nul)]
 
 
 class ConfigModel(BaseModel):

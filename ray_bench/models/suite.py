@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ray_bench.models._base import ConfigModel
+from ray_bench.models._base import ConfigModel, PathText
 from ray_bench.models.agent import McpServer
 from ray_bench.models.roles import ModelRole
 
@@ -77,7 +77,7 @@ class Arm(ConfigModel):
         "that cannot enforce the adapter's host allowlist (docker); the receipt shows it.",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Non-secret env for the agent.")
-    agent_dir: str | None = Field(
+    agent_dir: PathText | None = Field(
         default=None,
         description="A directory (relative to the suite file) uploaded to /agent in the sandbox "
         "and named by $AGENT_DIR; its content checksum enters the cell ids.",
@@ -132,9 +132,9 @@ class BackendConfig(ConfigModel):
 
 class Suite(ConfigModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Suite name.")
-    tasks_dir: str | None = Field(
+    tasks_dir: PathText | None = Field(
         default=None, description="Directory of task directories, relative to the suite file.")
-    task_roots: list[str] | None = Field(
+    task_roots: list[PathText] | None = Field(
         default=None, min_length=1,
         description="Several task roots, relative to the suite file. A root holds task directories "
         "or benchmark directories of them (CodeScaleBench's benchmarks/); selections' task_dir "

@@ -17,7 +17,7 @@ from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
 from ray_bench.config.selection import Selection, load_selection, resolve_selection
-from ray_bench.config.tasks import AGENT_LIMITS, index_tasks, load_tasks, task_checksum
+from ray_bench.config.tasks import AGENT_LIMITS, index_tasks, link_problem, load_tasks, task_checksum
 from ray_bench.errors import (
     ConfigError,
     MultipleInputErrors,
@@ -89,6 +89,12 @@ def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInput
     checksums: dict[str, str] = {}
     for arm in arms:
         if arm.agent_dir is None:
+            resolved.append(arm)
+            continue
+        problem = link_problem(suite_path.parent / arm.agent_dir)
+        if problem is not None:
+            errors.append(ConfigError(f"arms.{arm.name}.agent_dir: {arm.agent_dir} {problem}", where=str(suite_path),
+                                      fix="point agent_dir at the agent's files"))
             resolved.append(arm)
             continue
         path = (suite_path.parent / arm.agent_dir).resolve()
@@ -375,7 +381,17 @@ def _input(kind: Literal["suite", "accounts", "selection"], name: str, path: Pat
 
 
 def suite_roots(suite: Suite, suite_path: Path) -> list[Path]:
-    """The suite's task roots, absolute."""
+    """The suite's task roots, absolute; a root that is a symlink loop or a dangling link is
+    refused naming it (a root that is not there is index_tasks' "not found")."""
+    key = "tasks_dir" if suite.tasks_dir is not None else "task_roots"
+    errors: list[UserInputError] = []
+    for root in suite.roots:
+        problem = link_problem(suite_path.parent / root)
+        if problem is not None:
+            errors.append(ConfigError(f"{key}: {root} {problem}", where=str(suite_path),
+                                      fix="point it at the directory of task directories"))
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
     return [(suite_path.parent / root).resolve() for root in suite.roots]
 
 

@@ -207,6 +207,7 @@ def all_cases() -> dict[str, Maker]:
     """Every case: the case modules register themselves into :data:`CASES` on import."""
     import hostile_cases_inputs  # noqa: F401
     import hostile_cases_malformed  # noqa: F401
+    import hostile_cases_paths  # noqa: F401
     import hostile_cases_plans  # noqa: F401
     import hostile_cases_trees  # noqa: F401
 
