@@ -15,6 +15,7 @@ a sandbox is a *result*, not an exception.
     │   ├── PairingGuardError         a one-arm plan without its counterpart rows
     │   └── HaltActiveError           a resource halt blocks resume
     ├── LedgerError                   the ledger is unreadable or belongs elsewhere
+    │   └── LedgerDamagedError        not a ledger at all (truncated, garbage): also exit 2
     ├── SandboxError                  a sandbox operation failed (class: executor)
     │   ├── SandboxUnavailableError   the provider cannot be reached (class: stack)
     │   ├── SandboxCreateError        create or image build failed (class: stack)
@@ -98,6 +99,11 @@ class MultipleInputErrors(UserInputError):
 
 class LedgerError(RayBenchError):
     """The ledger cannot be read or belongs to another plan."""
+
+
+class LedgerDamagedError(LedgerError, UserInputError):
+    """The file named as a run's ledger is not one (truncated, overwritten): the operator's
+    input, so one line and exit 2, and still a LedgerError to the callers that catch those."""
 
 
 class SandboxError(RayBenchError):

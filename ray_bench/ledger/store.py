@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench import runroot
-from ray_bench.errors import LedgerError, PlanError
+from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
 from ray_bench.ledger.events import EventPayload
 from ray_bench.models.attempt import AttemptSummary
 
@@ -120,7 +120,9 @@ def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
             return conn
         except sqlite3.DatabaseError:
             conn.close()
-            if i == len(modes) - 1:  # a writer may have started between the check and the read
+            # mode=ro only if a writer started between the check and the read (its -wal is
+            # there now): on a damaged file it would create the -wal and -shm and leave them
+            if i == len(modes) - 1 or not Path(f"{path}-wal").exists():
                 raise
     raise AssertionError("unreachable")
 
@@ -166,7 +168,9 @@ class Ledger:
         try:
             return cls(connect_readonly(path, "SELECT 1 FROM meta"), path)
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"cannot read ledger {path}: {exc}") from exc
+            raise LedgerDamagedError(f"is not a readable ledger ({exc})", where=str(path),
+                                     fix="restore it from a copy, or move it aside and rebuild it from the "
+                                         f"attempts: ray-bench ledger rebuild {run_root}") from None
 
     def close(self) -> None:
         self._conn.close()

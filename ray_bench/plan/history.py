@@ -35,7 +35,8 @@ def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
         try:
             ledger = Ledger.open_readonly(root)
         except LedgerError as exc:  # bad input here, not a broken run: one line, exit 2
-            raise UserInputError(f"the ledger of this earlier run cannot be read ({exc})", where=str(root),
+            detail = exc.what if isinstance(exc, UserInputError) else str(exc)
+            raise UserInputError(f"the ledger of this earlier run cannot be read ({detail})", where=str(root),
                                  fix="leave this run out of --history / --runs") from None
         try:
             rows = ledger.attempts()

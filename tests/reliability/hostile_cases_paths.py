@@ -80,3 +80,42 @@ def _(e: Env) -> Case:
 def _(e: Env) -> Case:
     sel = e.file("sel.json", json.dumps({"tasks": [{"task_id": "sum-list", "task_dir": "sum-list\0x"}]}))
     return Case(e.plan_args("--selection-file", str(sel)), ["entry 1: task_dir holds a NUL byte"])
+
+
+def _ledger(e: Env) -> Path:
+    """A real ledger beside the plan, written and closed as the driver would."""
+    from ray_bench.ledger import Ledger
+
+    ledger = Ledger.create(e.plan.parent, run_id="ok", plan_identity=e.identity)
+    ledger.event("run_started", {})
+    ledger.close()
+    return e.plan.parent / "ledger.sqlite"
+
+
+@case("status-ledger-truncated")
+def _(e: Env) -> Case:
+    path = _ledger(e)
+    with path.open("r+b") as handle:
+        handle.truncate(path.stat().st_size // 2)
+    return Case(["status", str(e.plan.parent)], [str(path)])
+
+
+@case("status-ledger-garbage")
+def _(e: Env) -> Case:
+    path = _ledger(e)
+    path.write_bytes(b"SQLite format 3\0" + bytes(range(256)) * 64)
+    return Case(["status", str(e.plan.parent)], [str(path)])
+
+
+@case("status-json-ledger-garbage")
+def _(e: Env) -> Case:
+    path = _ledger(e)
+    path.write_bytes(b"not a database at all\n" * 200)
+    return Case(["status", str(e.plan.parent), "--json"], [str(path)])
+
+
+@case("status-ledger-empty")
+def _(e: Env) -> Case:
+    path = _ledger(e)
+    path.write_bytes(b"")
+    return Case(["status", str(e.plan.parent)], [str(path)])
