@@ -97,6 +97,10 @@ class AgentAdapter(ABC):
     model_pattern: ClassVar[re.Pattern[str]] = re.compile(r".+")
     #: Env the headless mode needs (no secret values: those come from the account's route).
     headless_env: ClassVar[dict[str, str]] = {}
+    #: The largest instruction in bytes the command line can carry: :data:`ARG_INSTRUCTION_BYTES`
+    #: for a CLI that takes it as one argument (:func:`instruction`), None when the agent reads
+    #: ``$INSTRUCTION_FILE`` itself. Checked at plan time.
+    instruction_limit: ClassVar[int | None] = None
 
     def refuse_model(self, model: str | None) -> str | None:
         """Why this adapter cannot run ``model``, or None."""
@@ -164,7 +168,16 @@ def signature(tool: str, arguments: object) -> str:
     return f"{tool} {json.dumps(arguments, sort_keys=True, default=str)[:2000]}"
 
 
+#: Linux's MAX_ARG_STRLEN: one argument of an exec is at most 32 pages, its NUL included; a
+#: longer one fails the exec with E2BIG ("Argument list too long") after the sandbox is up.
+MAX_ARG_STRLEN = 32 * 4096
+ARG_INSTRUCTION_BYTES = MAX_ARG_STRLEN - 1
+
+
 def instruction() -> str:
+    """The instruction as one argument of the CLI's command line (bound by MAX_ARG_STRLEN:
+    an adapter using this sets ``instruction_limit``). :func:`wrap` keeps the CLI's stdin
+    closed, so this argument is the instruction's one way in."""
     return '"$(cat "$INSTRUCTION_FILE")"'
 
 

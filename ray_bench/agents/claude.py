@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ray_bench.agents.base import (
+    ARG_INSTRUCTION_BYTES,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -40,6 +41,7 @@ class ClaudeCode(AgentAdapter):
     name = "claude-code"
     binary = "claude"
     npm_package = "@anthropic-ai/claude-code"
+    instruction_limit = ARG_INSTRUCTION_BYTES  # `-p "$(cat ...)"`: one argument
     provider_hosts = ("api.anthropic.com", "console.anthropic.com", "statsig.anthropic.com")
     # Aliases (sonnet, opus, haiku) or full names; another provider's model is refused.
     model_pattern = re.compile(r"(sonnet|opus|haiku|default|claude-[a-z0-9.-]+)(\[1m\])?")

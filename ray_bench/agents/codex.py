@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from ray_bench.agents.base import (
+    ARG_INSTRUCTION_BYTES,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -39,6 +40,7 @@ class Codex(AgentAdapter):
     name = "codex"
     binary = "codex"
     npm_package = "@openai/codex"
+    instruction_limit = ARG_INSTRUCTION_BYTES  # `-- "$(cat ...)"`: one argument
     provider_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
     model_pattern = re.compile(r"(gpt-[a-z0-9.-]+|o[0-9][a-z0-9.-]*|codex-[a-z0-9.-]+)")
 

@@ -21,7 +21,17 @@ import json
 import re
 from typing import Any
 
-from ray_bench.agents.base import AgentAdapter, CliRun, Invocation, error_from, instruction, quote, silent, wrap
+from ray_bench.agents.base import (
+    ARG_INSTRUCTION_BYTES,
+    AgentAdapter,
+    CliRun,
+    Invocation,
+    error_from,
+    instruction,
+    quote,
+    silent,
+    wrap,
+)
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504)\b|RESOURCE_EXHAUSTED|UNAUTHENTICATED|UNAVAILABLE")
@@ -50,6 +60,7 @@ class GeminiCli(AgentAdapter):
     name = "gemini-cli"
     binary = "gemini"
     npm_package = "@google/gemini-cli"
+    instruction_limit = ARG_INSTRUCTION_BYTES  # `-p "$(cat ...)"`: one argument
     provider_hosts = ("generativelanguage.googleapis.com", "oauth2.googleapis.com", "cloudcode-pa.googleapis.com")
     model_pattern = re.compile(r"gemini-[a-z0-9.-]+")
     headless_env = {"GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_COLOR": "1"}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from ray_bench.agents import ADAPTERS
-from ray_bench.errors import ConfigError, UserInputError
+from ray_bench.errors import ConfigError, MultipleInputErrors, TaskDirError, UserInputError
 from ray_bench.models.plan import Plan
 from ray_bench.models.suite import Arm
+from ray_bench.models.task import TaskRef
 
 #: Backends whose sandboxes are isolated from the network unless opened; none of them can
 #: enforce a per-host allowlist today, so a CLI agent there needs `network: public`.
@@ -33,6 +35,39 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
                 f"arms.{arm.name}: agent {arm.agent} must reach {', '.join(adapter.provider_hosts[:1])} but "
                 f"backend {closed[0]} cannot enforce a host allowlist", where=str(where),
                 fix="add `network: public` to the arm (the receipt shows it)"))
+
+
+def refuse_long_instructions(tasks: list[TaskRef], arms: list[Arm],
+                             arms_of: Mapping[str, tuple[str, ...] | None] | None = None) -> None:
+    """An instruction longer than one command-line argument can be, for an arm whose adapter
+    passes it as one (:attr:`AgentAdapter.instruction_limit`), is refused now: at exec time it
+    is an E2BIG in every attempt, after the sandbox is up. Sizes come from ``stat``; the files
+    were checked as regular and bounded when the task was loaded. ``arms_of``: a selection's
+    arms per task (None: all)."""
+    bound = [(arm, limit) for arm in arms
+             if (limit := getattr(ADAPTERS.get(arm.agent), "instruction_limit", None)) is not None]
+    if not bound:
+        return
+    errors: list[UserInputError] = []
+    for task in tasks:
+        chosen = (arms_of or {}).get(task.id)
+        steps = task.config.steps or []
+        for rel in ([f"steps/{step.name}/instruction.md" for step in steps] or ["instruction.md"]):
+            path = Path(task.path) / rel
+            size = path.stat().st_size if path.is_file() else 0
+            over = [arm for arm, limit in bound if size > limit and (chosen is None or arm.name in chosen)]
+            if over:
+                limit = min(limit for arm, limit in bound if arm in over)
+                errors.append(TaskDirError(
+                    f"task {task.id}: {rel} is {size:,} bytes, over the {limit:,} bytes one command-line argument "
+                    f"holds (Linux MAX_ARG_STRLEN), and arm{'s' if len(over) > 1 else ''} "
+                    f"{', '.join(a.name for a in over)} pass{'' if len(over) > 1 else 'es'} it as one "
+                    f"({', '.join(sorted({a.agent for a in over}))})", where=task.path,
+                    fix="shorten the instruction (put long material in a file the task ships and name it), or "
+                        "run the task with an arm whose agent reads $INSTRUCTION_FILE (agent: command)"))
+                break
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors[:20])
 
 
 def agent_network(arm: Arm) -> bool:

@@ -30,7 +30,7 @@ from ray_bench.models.accounts import Account
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
-from ray_bench.plan.agents import check_agents
+from ray_bench.plan.agents import check_agents, refuse_long_instructions
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
@@ -170,6 +170,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     reps = req.reps or suite.reps
     refuse_oversized(tasks, arms, reps, selection, req)
     refuse_route_templates(tasks, accounts_file.accounts)
+    refuse_long_instructions(tasks, arms, {e.task_id: e.arms for e in selection.entries} if selection else None)
     plan_tasks = [plan_task(t, suite, req.history) for t in tasks]
     refuse_unfit_tasks(suite, arms, plan_tasks)
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)

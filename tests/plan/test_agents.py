@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from support.ray_local import set_test_routes
 from support.suites import make_suite
 
-from ray_bench.errors import ConfigError, UserInputError
+from ray_bench.agents import ADAPTERS
+from ray_bench.agents.base import ARG_INSTRUCTION_BYTES, Invocation, instruction
+from ray_bench.errors import ConfigError, TaskDirError, UserInputError
 from ray_bench.plan.compile import PlanRequest, compile_plan
 
 
@@ -98,3 +102,49 @@ def test_the_receipt_says_a_spend_bound_is_not_enforced(tmp_path: Path) -> None:
     plan = _roles_plan(tmp_path, roles)
     table = "\n".join(render_roles(plan.arms))  # type: ignore[attr-defined]
     assert "| cc | executor | executor | scripted | accounts | local | - | - | $0.5 (not enforced) |" in table
+
+
+def _plan_with_instruction(tmp_path: Path, size: int, **variant: object) -> object:
+    set_test_routes()
+    suite, accounts = make_suite(tmp_path, tasks=["hello-world"], arms=_arms(**variant))
+    (tmp_path / "tasks" / "hello-world" / "instruction.md").write_bytes(b"a" * size)
+    return compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r"))
+
+
+@pytest.mark.parametrize(("agent", "model"), [("claude-code", "sonnet"), ("codex", "gpt-5"),
+                                              ("gemini-cli", "gemini-2.5-pro")])
+def test_an_instruction_over_one_argument_is_refused_for_an_adapter_passing_it_so(
+        tmp_path: Path, agent: str, model: str) -> None:
+    _plan_with_instruction(tmp_path / "fits", ARG_INSTRUCTION_BYTES, agent=agent, model=model)
+    with pytest.raises(TaskDirError) as info:
+        _plan_with_instruction(tmp_path / "over", ARG_INSTRUCTION_BYTES + 1, agent=agent, model=model)
+    line = info.value.line()
+    assert "task hello-world: instruction.md is 131,072 bytes, over the 131,071" in line
+    assert f"arm cc passes it as one ({agent})" in line and "agent: command" in line
+
+
+def test_an_agent_reading_the_instruction_file_takes_any_size(tmp_path: Path) -> None:
+    _plan_with_instruction(tmp_path, 1024 * 1024, command='sh -c \'wc -c "$INSTRUCTION_FILE"\'')
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_every_adapter_passing_the_instruction_as_an_argument_declares_the_bound(name: str) -> None:
+    adapter = ADAPTERS[name]
+    if name == "command":
+        assert adapter.instruction_limit is None
+        return
+    as_argument = instruction() in adapter.command(Invocation(model="m"))
+    assert (adapter.instruction_limit == ARG_INSTRUCTION_BYTES) is as_argument
+
+
+def test_the_bound_is_the_kernels(tmp_path: Path) -> None:
+    """The instruction exactly as the adapters pass it, through ``sh``: at the bound the exec
+    runs, one byte over it fails with E2BIG (Linux MAX_ARG_STRLEN)."""
+    for size, ok in ((ARG_INSTRUCTION_BYTES, True), (ARG_INSTRUCTION_BYTES + 1, False)):
+        path = tmp_path / f"i{size}"
+        path.write_bytes(b"a" * size)
+        done = subprocess.run(["sh", "-c", f"exec true {instruction()}"], env={"INSTRUCTION_FILE": str(path),
+                              "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=False)
+        assert (done.returncode == 0) is ok, (size, done.returncode, done.stderr)
+        if not ok:
+            assert "too long" in done.stderr.lower(), done.stderr

@@ -119,3 +119,25 @@ def _(e: Env) -> Case:
     path = _ledger(e)
     path.write_bytes(b"")
     return Case(["status", str(e.plan.parent)], [str(path)])
+
+
+def _cli_arm(e: Env, agent: str, model: str) -> None:
+    def change(d: dict[str, object]) -> None:
+        arms = d["arms"]
+        assert isinstance(arms, list)
+        arms[1] = {"name": arms[1]["name"], "role": arms[1]["role"], "agent": agent, "model": model}
+    e.edit_yaml(e.suite, change)
+
+
+@case("task-instruction-over-claude-code-argument")
+def _(e: Env) -> Case:
+    _cli_arm(e, "claude-code", "sonnet")
+    (e.tasks / "sum-list" / "instruction.md").write_text("Sum the list.\n" + "x" * (200 * 1024) + "\n")
+    return Case(e.plan_args(), ["task sum-list: instruction.md is 204,815 bytes, over the 131,071"])
+
+
+@case("task-instruction-over-codex-argument")
+def _(e: Env) -> Case:
+    _cli_arm(e, "codex", "gpt-5")
+    (e.tasks / "hello-world" / "instruction.md").write_bytes(b"y" * (128 * 1024))
+    return Case(e.plan_args(), ["task hello-world: instruction.md is 131,072 bytes"])
