@@ -6,6 +6,7 @@ exporter's file_sd target."""
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import tempfile
@@ -24,8 +25,12 @@ from ray_bench.api import plan_run
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 CANARIES = [TEST_ROUTES["RB_CANARY_KEY_1"], TEST_ROUTES["RB_CANARY_KEY_2"]]
-# the whole value, and its random part alone (a leak that dropped the prefix)
-NEEDLES = [c.encode() for c in CANARIES] + [c.split("-", 1)[1][:20].encode() for c in CANARIES]
+# the whole value, and its random part alone (a leak that dropped the prefix), and its base64
+# as the agent writes it (alone, padded; and urlsafe unpadded inside a Basic auth blob), less
+# the boundary characters that other bytes share
+NEEDLES = ([c.encode() for c in CANARIES] + [c.split("-", 1)[1][:20].encode() for c in CANARIES]
+           + [base64.b64encode(c.encode())[:-4] for c in CANARIES]
+           + [base64.urlsafe_b64encode(f"user:{c}".encode())[7:-4] for c in CANARIES])
 
 
 def _leaks(root: Path) -> list[str]:
@@ -49,6 +54,8 @@ def test_canary_credentials_never_leave_the_sandbox(tmp_path: Path) -> None:
     once = tmp_path / "error-once"
     leak = ('echo "my key is $DEMO_API_KEY"; echo "stderr: key=$DEMO_API_KEY" >&2; '
             'echo "$DEMO_API_KEY" > "$LOGS_DIR/agent/key.txt"; '
+            'printf %s "$DEMO_API_KEY" | base64 -w0 > "$LOGS_DIR/agent/key.b64"; '
+            'printf "user:%s" "$DEMO_API_KEY" | base64 -w0 | tr "+/" "-_" | tr -d = > "$LOGS_DIR/agent/auth.b64"; '
             'printf \'{"input_tokens": 5, "output_tokens": 7, "cost_usd": 0.001, "key": "%s"}\' '
             '"$DEMO_API_KEY" > "$LOGS_DIR/agent/usage.json"; '
             # exactly one attempt of the run also reports an error naming the key
@@ -123,6 +130,9 @@ def test_canary_credentials_never_leave_the_sandbox(tmp_path: Path) -> None:
         key_files = list(root.rglob("key.txt"))
         assert key_files
         assert all(CANARIES[0] not in p.read_text() for p in key_files)
+        encoded = [*root.rglob("key.b64"), *root.rglob("auth.b64")]
+        assert len(encoded) == 2 * len(key_files)
+        assert all("[redacted]" in p.read_text() for p in encoded)
     finally:
         driver.reap()
         shutil.rmtree(ray_tmp, ignore_errors=True)
