@@ -3,7 +3,7 @@
 # (with uv, pip as the fallback), run pytest.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; ~520 tests, about 2 min here).
+#            core, config, plan, evidence, reports, the simulator; ~700 tests, about 2 min here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
