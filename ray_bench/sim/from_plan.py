@@ -12,14 +12,16 @@ from ray_bench.scheduler.order import CellRef
 def spec_from_plan(plan: Plan, *, durations: dict[str, Any], events: list[dict[str, Any]] | None = None,
                    history: bool = False, deadline_h: float | None = None, seed: int = 7,
                    usd_per_hour: float = 0.0) -> dict[str, Any]:
-    """The plan's accounts keep their limits as is (every limit, the same model);
+    """The plan's own cells (a gap-fill plan's few reps and arms, not every task's cross product)
+    and its accounts with their limits as is (every limit, the same model);
     ``usd_per_hour``: what one running cell costs, which dollar windows and budgets bind on."""
     tasks = {c.task for c in plan.cells}
     reps = max((c.rep for c in plan.cells), default=1)
     accounts = [{"name": acc.name, "limits": acc.limits, "usd_per_hour": usd_per_hour} for acc in plan.accounts]
     spec: dict[str, Any] = {
         "seed": seed,
-        "suite": {"tasks": len(tasks), "arms": [a.name for a in plan.arms], "reps": reps},
+        "suite": {"tasks": len(tasks), "arms": [a.name for a in plan.arms], "reps": reps,
+                  "cells": [(c.task, c.arm, c.rep) for c in plan.cells] or None},
         "durations": durations,
         "accounts": accounts,
         "events": events or [],

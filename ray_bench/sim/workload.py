@@ -50,6 +50,10 @@ class SuiteSpec(_Model):
     arms: list[str] = Field(default=["baseline", "mcp"], min_length=1,
                             description="Arm names; a pair is (task, repetition) across them.")
     reps: int = Field(default=1, gt=0, description="Repetitions per task and arm.")
+    cells: list[tuple[str, str, int]] | None = Field(
+        default=None, min_length=1, description="The exact cells as (task, arm, rep), e.g. a compiled "
+        "plan's (a gap-fill plan holds only some reps and arms of its tasks); without it every task "
+        "runs every arm for every rep.")
 
 
 class LognormalSpec(_Model):
@@ -204,8 +208,9 @@ def _csv_durations(path: Path) -> tuple[list[float], dict[str, float]]:
 def build_workload(spec: SimSpec) -> Workload:
     """Draw the cells' true durations (and history) from the spec's seeded RNG."""
     rng = np.random.default_rng(spec.seed)
-    n = spec.suite.tasks
-    tasks = [f"t{i:05d}" for i in range(n)]
+    given = spec.suite.cells
+    tasks = list(dict.fromkeys(t for t, _, _ in given)) if given else [f"t{i:05d}" for i in range(spec.suite.tasks)]
+    n = len(tasks)
     d = spec.durations
     lo, hi = 1.0, float("inf")
     if d.lognormal is not None:
@@ -220,13 +225,12 @@ def build_workload(spec: SimSpec) -> Workload:
         task_s = {t: per_task.get(t, float(s)) for t, s in zip(tasks, sample.tolist(), strict=True)}
     cells: list[CellRef] = []
     duration: dict[str, float] = {}
-    for t in tasks:
-        for rep in range(spec.suite.reps):
-            for arm in spec.suite.arms:
-                cell = CellRef(f"{t}/{arm}/{rep}", t, arm, rep)
-                cells.append(cell)
-                noise = float(np.exp(d.cell_noise_sigma * rng.standard_normal()))
-                duration[cell.cell_id] = float(np.clip(task_s[t] * noise, lo, hi))
+    triples = given or [(t, arm, rep) for t in tasks for rep in range(spec.suite.reps) for arm in spec.suite.arms]
+    for t, arm, rep in triples:
+        cell = CellRef(f"{t}/{arm}/{rep}", t, arm, rep)
+        cells.append(cell)
+        noise = float(np.exp(d.cell_noise_sigma * rng.standard_normal()))
+        duration[cell.cell_id] = float(np.clip(task_s[t] * noise, lo, hi))
     history = None
     if spec.history is not None:
         factor = np.exp(spec.history.noise_sigma * rng.standard_normal(n))

@@ -94,3 +94,14 @@ def test_a_plan_bound_by_a_dollar_window_is_estimated_across_its_windows() -> No
 def test_limits_that_do_not_bind_change_nothing(limits: dict[str, Any]) -> None:
     hours = estimate_makespan_h(limited(limits))
     assert hours is not None and 2 * CELL_S <= hours * 3600 <= 1.1 * 2 * CELL_S
+
+
+def test_simulate_plan_runs_exactly_the_plans_cells_not_the_cross_product() -> None:
+    # a gap-fill plan: rep 3 of two tasks, one arm; the old spec asked for 8 tasks x 2 arms x 3 reps
+    full = limited({"max_concurrent": 2})
+    gap = full.model_copy(update={"cells": [c.model_copy(update={"rep": 3}) for c in full.cells
+                                            if c.arm == "a" and c.task in ("t0", "t1")]})
+    spec = spec_from_plan(gap, durations={"lognormal": {"median_s": CELL_S, "sigma": 0.0}})
+    report = simulate(spec).to_dict()
+    assert report["cells"] == 2
+    assert sorted(parse_spec(spec).suite.cells or []) == [("t0", "a", 3), ("t1", "a", 3)]
