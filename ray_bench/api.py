@@ -224,7 +224,9 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             ray_started = time.monotonic()
             from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, send_ray_messages_to
 
-            send_ray_messages_to(run_root / RAY_MESSAGES_FILE)  # a dead node's raylet report, not stdout
+            # a dead node's raylet report, not stdout; the accounts' credential values scrubbed
+            send_ray_messages_to(run_root / RAY_MESSAGES_FILE,
+                                 [os.environ.get(v, "") for a in plan.accounts for v in a.route.env.values()])
             with join_ray(options.address):
                 if signals is not None:
                     signals.install()  # again: Ray's init replaces the SIGTERM handler with its own

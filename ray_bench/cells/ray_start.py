@@ -26,7 +26,8 @@ called before every ``ray.init``). The messages the GCS publishes to the driver 
 or worker's raylet report, some 40 lines after a node loss) are printed by Ray on the driver's
 stdout even with ``log_to_driver=False``; they go to a file instead: the run root's
 ``ray-driver.log`` when the driver names one (:func:`send_ray_messages_to`), else
-``ray-bench-driver.log`` in Ray's session log directory. The driver records the node events
+``ray-bench-driver.log`` in Ray's session log directory, with the run's credential values
+scrubbed (a worker's traceback can quote its environment). The driver records the node events
 itself. And the warnings ray-bench cannot act on (:data:`UNACTIONABLE`: the token-authentication
 notice every local start prints) are dropped."""
 
@@ -38,12 +39,13 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from ray_bench.cells.credentials import Redactor
 from ray_bench.cells.ray_agents import agents_not_awaited
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,8 @@ RAY_MESSAGES_FILE = "ray-driver.log"
 _messages_lock = threading.Lock()
 #: The file :func:`send_ray_messages_to` named ("to"; absent: Ray's session log dir).
 _messages: dict[str, Path] = {}
+#: What scrubs the messages before they are written (the run's credential values).
+_scrub: list[Redactor] = [Redactor([])]
 
 
 class _Unactionable(logging.Filter):
@@ -73,13 +77,15 @@ class _Unactionable(logging.Filter):
         return not record.getMessage().startswith(UNACTIONABLE)
 
 
-def send_ray_messages_to(path: Path | None) -> None:
-    """Where Ray's messages to this driver go from now on (``None``: Ray's session log dir)."""
+def send_ray_messages_to(path: Path | None, secrets: Iterable[str] = ()) -> None:
+    """Where Ray's messages to this driver go from now on (``None``: Ray's session log dir), and
+    the values scrubbed from them (the run's credentials, as the driver's environment holds them)."""
     with _messages_lock:
         if path is None:
             _messages.pop("to", None)
         else:
             _messages["to"] = path
+        _scrub[0] = Redactor(secrets)
 
 
 def quiet_ray() -> None:
@@ -100,14 +106,15 @@ def _write_ray_messages(data: Mapping[str, Any], ignore_prefix: bool = False) ->
         path = _messages.get("to") or _session_messages_file()
         if path is None:
             for line in data.get("lines", []):
-                logger.info("ray (%s): %s", data.get("pid"), line)
+                logger.info("ray (%s): %s", data.get("pid"), _scrub[0].text(str(line)))
             return
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        scrub = _scrub[0].text
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a", encoding="utf-8") as out:
                 for line in data.get("lines", []):
-                    out.write(f"{stamp} ({data.get('pid')}) {line}\n")
+                    out.write(f"{stamp} ({data.get('pid')}) {scrub(str(line))}\n")
         except OSError as exc:
             logger.info("cannot write Ray's messages to %s: %s", path, exc)
 
