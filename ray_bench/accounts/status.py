@@ -36,11 +36,13 @@ def _live_snapshots(accounts: list[Account], address: str | None) -> dict[str, A
     import ray
 
     from ray_bench.cells.pool import NAMESPACE
+    from ray_bench.cells.ray_start import init_ray
 
+    target = address or os.environ["RAY_ADDRESS"]
     try:
-        ray.init(address=address or os.environ["RAY_ADDRESS"], namespace=NAMESPACE, log_to_driver=False)
+        init_ray(target, namespace=NAMESPACE, log_to_driver=False)  # Ray's own warnings filtered
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UserInputError(f"cannot join Ray at {address}: {exc}", where="--address",
+        raise UserInputError(f"cannot join Ray at {target}: {exc}", where="--address" if address else "RAY_ADDRESS",
                              fix="give the address of the cluster that runs the accounts") from None
     found: dict[str, AccountSnapshot] = {}
     try:
