@@ -106,6 +106,8 @@ def plan(
                                               "what is selected.")] = None,
     history: Annotated[list[Path] | None, typer.Option("--history", help="Run roots (or a directory of them) "
                                                        "whose durations order the cells, longest first.")] = None,
+    force_build: Annotated[bool, typer.Option("--force-build", help="Build each task's Dockerfile even "
+                                              "where task.toml names a prebuilt docker_image.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
@@ -119,7 +121,7 @@ def plan(
     arms: ArmFilter = "baseline-only" if baseline_only else "full-only" if full_only else "all"
     result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
-                      task_ids=tuple(task or ()), limit=limit,
+                      task_ids=tuple(task or ()), limit=limit, force_build=force_build,
                       history=durations_from_runs([*(history or []), *(runs or [])]))
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)

@@ -32,6 +32,9 @@ class PlanTask(FrozenModel):
     verifier_timeout_sec: float
     image: str | None
     has_dockerfile: bool
+    build: bool | None = Field(default=None, description="The Dockerfile is built: the task has one and "
+                               "names no prebuilt docker_image, or the plan forces builds (Harbor's "
+                               "choice). None (plans before this field): built whenever it has one.")
     has_solution: bool
     network: bool = Field(description="Some phase is online: the sandbox is made with a network.")
     workdir: str | None = Field(description="Unset: the image's WORKDIR.")
@@ -42,6 +45,10 @@ class PlanTask(FrozenModel):
     warnings: list[str] = Field(default_factory=list, description="Unknown keys in task.toml.")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="[[environment.mcp_servers]], for "
                                          "the agent adapter (after the arm's own).")
+
+    def builds(self) -> bool:
+        """Whether its cells build the Dockerfile (rather than run a named image)."""
+        return self.has_dockerfile if self.build is None else self.build
 
 
 class PlanCell(FrozenModel):
@@ -78,6 +85,8 @@ class Plan(FrozenModel):
     artifact_cap_mb: int
     spend_limit_usd: float | None
     host_reserve_mb: int = 1024
+    force_build: bool = Field(default=False, description="`plan --force-build` or the suite's "
+                              "`force_build`: Dockerfiles are built even where a docker_image is named.")
     host_reserve_disk_mb: int = 1024
     capacity: Capacity
     warnings: list[str]

@@ -159,6 +159,9 @@ class Suite(ConfigModel):
     spend_limit_usd: float | None = Field(
         default=None, gt=0, description="Run-wide spend limit in USD: crossing it is a hard stop."
     )
+    force_build: bool = Field(
+        default=False, description="Build each task's environment/Dockerfile even where task.toml names "
+        "a prebuilt docker_image (Harbor's --force-build); by default the prebuilt image runs.")
     host_reserve_mb: int = Field(
         default=1024, ge=0,
         description="Host memory kept free: admission counts sandbox limits against the rest, and "

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ray_bench.agents import ADAPTERS
 from ray_bench.errors import ConfigError, MultipleInputErrors, TaskDirError, UserInputError
-from ray_bench.models.plan import Plan
-from ray_bench.models.suite import Arm
+from ray_bench.models.plan import Plan, PlanTask
+from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.models.task import TaskRef
 
 #: Backends whose sandboxes are isolated from the network unless opened; none of them can
@@ -75,18 +75,28 @@ def agent_network(arm: Arm) -> bool:
     return arm.network == "public"
 
 
+def sandbox_image(task: PlanTask, arm: Arm, backend: BackendConfig | None) -> tuple[str | None, str | None]:
+    """The image a cell of ``task`` in ``arm`` runs, and the build context built instead (or
+    None): the arm's image overrides the task's environment; then the task's Dockerfile when it
+    builds (:meth:`PlanTask.builds`), else its prebuilt ``docker_image``; then the backend's."""
+    if arm.image:
+        return arm.image, None
+    context = str(Path(task.path) / "environment") if task.builds() else None
+    return task.image or (backend.image if backend else None), context
+
+
 def image_of(plan: Plan, arm: Arm, backend: str) -> str:
     """Which image the arm's cells run on ``backend``, in words (the receipt's column)."""
     if backend == "local":
         return "none (host process)"
     config = plan.backends.get(backend)
-    built = any(t.has_dockerfile for t in plan.tasks)
-    named = sorted({t.image for t in plan.tasks if t.image and not t.has_dockerfile})
+    built = any(t.builds() for t in plan.tasks)
+    named = sorted({t.image for t in plan.tasks if t.image and not t.builds()})
     if arm.image:
-        base = f"`{arm.image}` (the arm's)"
+        base = f"`{arm.image}` (the arm's, in place of every task's image and Dockerfile)"
     elif built or named:
         base = " / ".join(["each task's Dockerfile build"] * built + [f"`{n}`" for n in named[:3]])
-        if config is not None and config.image and not all(t.has_dockerfile or t.image for t in plan.tasks):
+        if config is not None and config.image and not all(t.builds() or t.image for t in plan.tasks):
             base += f"; `{config.image}` for tasks naming none"
     else:
         base = f"`{config.image}` (the backend's)" if config is not None and config.image else "none named"

@@ -69,6 +69,8 @@ class PlanRequest:
     task_ids: tuple[str, ...] = ()
     #: ``plan --limit N``: the first N tasks (by id) of what is selected.
     limit: int | None = None
+    #: ``plan --force-build``: build Dockerfiles even where a prebuilt docker_image is named.
+    force_build: bool = False
 
 
 def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
@@ -171,7 +173,8 @@ def compile_plan(req: PlanRequest) -> Plan:
     refuse_oversized(tasks, arms, reps, selection, req)
     refuse_route_templates(tasks, accounts_file.accounts)
     refuse_long_instructions(tasks, arms, {e.task_id: e.arms for e in selection.entries} if selection else None)
-    plan_tasks = [plan_task(t, suite, req.history) for t in tasks]
+    force_build = req.force_build or suite.force_build
+    plan_tasks = [plan_task(t, suite, req.history, force_build=force_build) for t in tasks]
     refuse_unfit_tasks(suite, arms, plan_tasks)
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
     if req.only_cells is not None:
@@ -216,6 +219,7 @@ def compile_plan(req: PlanRequest) -> Plan:
         spend_limit_usd=suite.spend_limit_usd,
         host_reserve_mb=suite.host_reserve_mb,
         host_reserve_disk_mb=suite.host_reserve_disk_mb,
+        force_build=force_build,
         capacity=capacity,
         warnings=warnings,
         unpaired=unpaired,
@@ -466,7 +470,13 @@ def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: Pla
     return []
 
 
-def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> PlanTask:
+def builds_dockerfile(has_dockerfile: bool, docker_image: str | None, *, force_build: bool) -> bool:
+    """Harbor's choice (``should_use_prebuilt_docker_image``, harbor 0.26): a named prebuilt
+    ``docker_image`` runs unless a build is forced; the Dockerfile is the fallback."""
+    return has_dockerfile and (force_build or not docker_image)
+
+
+def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], *, force_build: bool = False) -> PlanTask:
     cfg = task.config
     env = cfg.environment
     steps = cfg.steps or []
@@ -482,6 +492,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float]) -> Plan
         verifier_timeout_sec=verifier_sec,
         image=env.docker_image,
         has_dockerfile=task.has_dockerfile,
+        build=builds_dockerfile(task.has_dockerfile, env.docker_image, force_build=force_build),
         has_solution=task.has_solution,
         network=needs_network(cfg),
         workdir=env.workdir,

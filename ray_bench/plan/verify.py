@@ -144,6 +144,8 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
     for name, value in expected.items():
         if getattr(plan, name) != value:
             return f"its {name} is not the suite's"
+    if suite.force_build and not plan.force_build:
+        return "its force_build is not the suite's"
     try:
         index = index_tasks(suite_roots(suite, suite_path))
     except UserInputError:
@@ -155,7 +157,7 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
         if suite.tasks is not None and task.id not in suite.tasks:
             return f"task {task.id} is not one of the suite's tasks"
         try:
-            derived = plan_task(load_task(Path(task.path)), suite, {})
+            derived = plan_task(load_task(Path(task.path)), suite, {}, force_build=plan.force_build)
         except UserInputError:
             return f"task {task.id} no longer loads"
         if derived.model_copy(update={"expected_sec": task.expected_sec}) != task:

@@ -31,7 +31,7 @@ from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.metrics.pace import human_span
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
-from ray_bench.plan.agents import agent_network
+from ray_bench.plan.agents import agent_network, sandbox_image
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.roles import executor_max_turns
 from ray_bench.plan.watchdog import effective as effective_watchdog
@@ -448,6 +448,7 @@ class Driver:
         backend_cfg = self.plan.backends.get(cell.backend)
         res = arm.resources
         defaults = backend_cfg.resources if backend_cfg else None
+        image, build_context = sandbox_image(task, arm, backend_cfg)
         spec = AttemptSpec(
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
@@ -460,8 +461,7 @@ class Driver:
             agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
             verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
             verifier_env=dict(task.verifier_env),
-            image=arm.image or task.image or (backend_cfg.image if backend_cfg else None),
-            build_context=str(Path(task.path) / "environment") if task.has_dockerfile else None,
+            image=image, build_context=build_context,
             workdir=task.workdir, network=task.network or agent_network(arm),
             cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
             memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
