@@ -1,7 +1,8 @@
 """Selection files: CodeScaleBench JSON, a YAML list, or one task id per line.
 
 Entries may name the repetitions to run (``reps: [3, 4]``), which is what ``ray-bench gaps``
-writes so that a gap-fill runs exactly the missing repetitions.
+writes so that a gap-fill runs exactly the missing repetitions, or a count (``reps: 3``:
+repetitions 1 to 3).
 """
 
 from __future__ import annotations
@@ -100,10 +101,12 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
         if not isinstance(task_id, str) or not task_id:
             raise SelectionError("entry has no task_id", where=where, fix='add "task_id"')
         reps = item.get("reps")
+        if type(reps) is int and reps >= 1:
+            reps = list(range(1, reps + 1))  # `reps: 3` is repetitions 1 to 3, as a suite's `reps`
         if reps is not None and (not isinstance(reps, list) or
                                  not all(type(r) is int and r >= 1 for r in reps)):
-            raise SelectionError("reps must be a list of positive integers", where=where,
-                                 fix="e.g. reps: [3, 4]")
+            raise SelectionError("reps must be a positive count or a list of positive repetition numbers",
+                                 where=where, fix="e.g. reps: 3 (repetitions 1-3) or reps: [3, 4]")
         arms = item.get("arms")
         if arms is not None and (not isinstance(arms, list) or not all(isinstance(a, str) for a in arms)):
             raise SelectionError("arms must be a list of arm names", where=where, fix="e.g. arms: [mcp]")

@@ -87,6 +87,12 @@ def test_selection_with_reps(tmp_path: Path) -> None:
     assert entry.arms == ("mcp",)
 
 
+def test_a_selection_entrys_reps_may_be_a_count(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("- {task_id: a, reps: 3}\n- {task_id: b, reps: [2]}\n")
+    assert [e.reps for e in load_selection(path).entries] == [(1, 2, 3), (2,)]
+
+
 @pytest.mark.parametrize(("name", "text", "needle"), [
     ("s.json", '{"tasks": [', "invalid JSON"),
     ("s.json", '{"items": []}', 'expected {"tasks": [...]}'),
@@ -94,7 +100,9 @@ def test_selection_with_reps(tmp_path: Path) -> None:
     ("s.txt", "a\na\n", "listed twice"),
     ("s.txt", "\n\n", "empty"),
     ("s.yaml", "- {benchmark: x}\n", "no task_id"),
-    ("s.json", '{"tasks": [{"task_id": "a", "reps": [0]}]}', "positive integers"),
+    ("s.json", '{"tasks": [{"task_id": "a", "reps": [0]}]}', "list of positive repetition numbers"),
+    ("s.json", '{"tasks": [{"task_id": "a", "reps": 0}]}', "a positive count"),
+    ("s.json", '{"tasks": [{"task_id": "a", "reps": true}]}', "a positive count"),
 ])
 def test_selection_errors(tmp_path: Path, name: str, text: str, needle: str) -> None:
     path = tmp_path / name
