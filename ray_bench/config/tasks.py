@@ -170,9 +170,10 @@ def _key(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
-def _config(toml_path: Path, errors: list[UserInputError]) -> TaskConfig:
+def _config(toml_path: Path, errors: list[UserInputError], warned: list[str]) -> TaskConfig:
     try:
         data = tomllib.loads(read_text_bounded(toml_path, TaskDirError))
+        warned.extend(docker_network_spellings(data))
         return TaskConfig.model_validate(data)
     except UserInputError as exc:
         errors.append(exc)
@@ -253,6 +254,30 @@ def task_warnings(config: TaskConfig) -> list[str]:
               "(not in Harbor's task.toml schema; ignored)"] if unknown else []
     if config.task is not None and config.task.name is None:
         warned.append("[task] has no name (Harbor wants 'org/name'); the directory name is the task id")
+    elif config.task is not None and config.task.name is not None and "/" not in config.task.name:
+        warned.append(f"[task] name {config.task.name!r} has no org (Harbor refuses it: it wants 'org/name'); "
+                      "it changes nothing here")
+    return warned
+
+
+#: Where a phase's network_mode may be written: the environment, the agent, the verifier, and
+#: each step's agent and verifier.
+_PHASES = (("environment",), ("agent",), ("verifier",))
+
+
+def docker_network_spellings(data: dict[str, Any]) -> list[str]:
+    """Docker's spelling ``network_mode = "none"`` read as ``no-network`` (what it means), with
+    a warning that Harbor refuses it; rewrites ``data`` in place."""
+    warned: list[str] = []
+    tables: list[tuple[str, Any]] = [(".".join(p), data.get(p[0])) for p in _PHASES]
+    for n, step in enumerate(data.get("steps") or []):
+        if isinstance(step, dict):
+            tables += [(f"steps[{n}].{k}", step.get(k)) for k in ("agent", "verifier")]
+    for where, table in tables:
+        if isinstance(table, dict) and table.get("network_mode") == "none":
+            table["network_mode"] = "no-network"
+            warned.append(f"{where}.network_mode = \"none\" is Docker's spelling: read as \"no-network\" "
+                          "(Harbor refuses it)")
     return warned
 
 
@@ -262,10 +287,11 @@ def load_task(task_dir: Path) -> TaskRef:
     errors: list[UserInputError] = []
     toml_path = task_dir / "task.toml"
     config = TaskConfig()
+    spelled: list[str] = []
     if not toml_path.is_file():
         errors.append(TaskDirError("task.toml is missing", where=shown_path(str(task_dir)), fix="add task.toml"))
     else:
-        config = _config(toml_path, errors)
+        config = _config(toml_path, errors, spelled)
     _layout(task_dir, config, errors)
     _scan_files(task_dir, config, errors)
     if errors:
@@ -281,7 +307,7 @@ def load_task(task_dir: Path) -> TaskRef:
         has_dockerfile=(env_dir / "Dockerfile").is_file(),
         has_compose=any((env_dir / n).is_file() for n in ("docker-compose.yaml", "docker-compose.yml")),
         has_solution=(task_dir / "solution" / "solve.sh").is_file(),
-        warnings=tuple([*name_warnings(task_dir.name), *task_warnings(config)]),
+        warnings=tuple([*name_warnings(task_dir.name), *spelled, *task_warnings(config)]),
     )
 
 

@@ -81,7 +81,7 @@ def test_csb_tasks_load_with_their_own_keys_as_warnings() -> None:
     ('[[environment.mcp_servers]]\nname = "x"\ntransport = "stdio"\n', "environment.mcp_servers[0]",
      "'command' is required"),
     ('[[environment.mcp_servers]]\nname = "x"\n', "environment.mcp_servers[0]", "'url' is required"),
-    ('[task]\nname = "no-slash"\n', "task.name", "must be 'org/name'"),
+    ('[task]\nname = "has space/x"\n', "task.name", "must be 'org/name'"),
     ('[environment]\nos = "macos"\n', "environment.os", "'linux' or 'windows'"),
     ('[verifier]\nenvironment_mode = "shared"\n[verifier.environment]\ncpus = 1\n', "verifier", "conflicts"),
     ('[environment]\nenv = { PORT = 8080 }\n', "environment.env.PORT", "valid string"),
@@ -99,6 +99,19 @@ def test_wrong_types_and_values_are_errors_naming_file_and_key(tmp_path: Path, t
     errors = info.value.errors if isinstance(info.value, MultipleInputErrors) else [info.value]
     lines = [e.line() for e in errors]
     assert any(str(task / "task.toml") in line and f": {key}: " in line and needle in line for line in lines), lines
+
+
+def test_a_name_without_org_and_dockers_none_network_are_warnings_not_refusals(tmp_path: Path) -> None:
+    task = tmp_path / "lenient"
+    shutil.copytree(CORPUS / "legacy" / "minimal", task)
+    (task / "task.toml").write_text('[task]\nname = "viral-vs-bacterial-classifier"\n'
+                                    '[environment]\nnetwork_mode = "none"\n[agent]\nnetwork_mode = "none"\n')
+    loaded = load_task(task)
+    assert loaded.config.environment.network_mode == "no-network"
+    assert loaded.config.agent.network_mode == "no-network"
+    text = "\n".join(loaded.warnings)
+    assert "has no org (Harbor refuses it" in text
+    assert 'environment.network_mode = "none" is Docker\'s spelling' in text and "agent.network_mode" in text
 
 
 def test_a_step_needs_its_instruction_and_some_test(tmp_path: Path) -> None:
