@@ -103,7 +103,8 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
              selection: Path | None = None, reps: int | None = None, arms: ArmFilter = "all",
              parallel: int | None = None, counterpart_runs: list[Path] | None = None,
              history: dict[str, float] | None = None, task_ids: tuple[str, ...] = (),
-             limit: int | None = None, force_build: bool = False) -> PlanResult:
+             limit: int | None = None, force_build: bool = False,
+             skip_unsupported: bool = False) -> PlanResult:
     refuse_secret_text(run_id, "--run-id")
     if run_id is not None and not _RUN_ID.fullmatch(run_id):  # whole: "$" lets "x\n" through
         raise UserInputError(f"run id {run_id!r} is not allowed", where="--run-id",
@@ -112,7 +113,8 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id=placeholder, selection=selection,
                                     reps=reps, arms=arms, parallel=parallel,
                                     counterpart_runs=counterpart_runs or [], history=history or {},
-                                    task_ids=task_ids, limit=limit, force_build=force_build))
+                                    task_ids=task_ids, limit=limit, force_build=force_build,
+                                    skip_unsupported=skip_unsupported))
     final_id = run_id or default_run_id(plan.suite)
     run_root = runs_dir / final_id
     refuse_unusable_runs_dir(runs_dir)

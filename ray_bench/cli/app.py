@@ -37,6 +37,8 @@ def fail_input(exc: UserInputError) -> NoReturn:
     lines = exc.lines() if isinstance(exc, MultipleInputErrors) else [exc.line()]
     for line in lines:  # one line each: a newline in a value cannot start a line of its own
         err.print(f"error: {escape_controls(line)}", markup=False)
+    if len(lines) > 1:  # every problem was listed in one pass: say so, so none is taken for the last
+        err.print(f"{len(lines)} problems; nothing was written", markup=False)
     raise typer.Exit(2)
 
 
@@ -108,6 +110,9 @@ def plan(
                                                        "whose durations order the cells, longest first.")] = None,
     force_build: Annotated[bool, typer.Option("--force-build", help="Build each task's Dockerfile even "
                                               "where task.toml names a prebuilt docker_image.")] = False,
+    skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Leave out the tasks the "
+                                                   "backend cannot run (listed in the receipt) instead "
+                                                   "of refusing the plan.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
@@ -122,7 +127,7 @@ def plan(
     result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
                       task_ids=tuple(task or ()), limit=limit, force_build=force_build,
-                      history=durations_from_runs([*(history or []), *(runs or [])]))
+                      skip_unsupported=skip_unsupported, history=durations_from_runs([*(history or []), *(runs or [])]))
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     err.print(f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "

@@ -392,10 +392,22 @@ def index_tasks(roots: list[Path], depth: int = 3) -> dict[str, Path]:
 def load_tasks(roots: Path | list[Path], only: list[str] | None = None,
                index: dict[str, Path] | None = None) -> list[TaskRef]:
     """Every task below the roots (or the ones named), each problem on its own line."""
+    errors: list[UserInputError] = []
+    tasks = collect_tasks(roots, only, index, errors)
+    if errors:
+        if len(errors) == 1:
+            raise errors[0]
+        raise MultipleInputErrors(errors)
+    return tasks
+
+
+def collect_tasks(roots: Path | list[Path], only: list[str] | None, index: dict[str, Path] | None,
+                  errors: list[UserInputError]) -> list[TaskRef]:
+    """The tasks that load; every problem of the others appended to ``errors`` (so a caller
+    can list them with its own checks' in one pass)."""
     roots = [roots] if isinstance(roots, Path) else roots
     index = index_tasks(roots) if index is None else index
     where = ", ".join(str(r) for r in roots)
-    errors: list[UserInputError] = []
     names = sorted(index) if only is None else only
     tasks: list[TaskRef] = []
     for name in names:
@@ -410,8 +422,4 @@ def load_tasks(roots: Path | list[Path], only: list[str] | None = None,
             errors.append(exc)
     if not names:
         errors.append(TaskDirError("no task directories", where=where, fix="add tasks"))
-    if errors:
-        if len(errors) == 1:
-            raise errors[0]
-        raise MultipleInputErrors(errors)
     return tasks

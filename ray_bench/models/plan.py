@@ -51,6 +51,14 @@ class PlanTask(FrozenModel):
         return self.has_dockerfile if self.build is None else self.build
 
 
+class SkippedTask(FrozenModel):
+    """A task ``plan --skip-unsupported`` left out, and why (the receipt lists them)."""
+
+    id: str
+    path: str
+    reason: str
+
+
 class PlanCell(FrozenModel):
     id: str
     task: str
@@ -85,6 +93,8 @@ class Plan(FrozenModel):
     artifact_cap_mb: int
     spend_limit_usd: float | None
     host_reserve_mb: int = 1024
+    skipped: list[SkippedTask] = Field(default_factory=list, description="Tasks left out by "
+                                       "`plan --skip-unsupported`: the backend cannot run them.")
     force_build: bool = Field(default=False, description="`plan --force-build` or the suite's "
                               "`force_build`: Dockerfiles are built even where a docker_image is named.")
     host_reserve_disk_mb: int = 1024

@@ -17,7 +17,7 @@ from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
 from ray_bench.config.selection import Selection, load_selection, resolve_selection
-from ray_bench.config.tasks import AGENT_LIMITS, index_tasks, link_problem, load_tasks, task_checksum
+from ray_bench.config.tasks import AGENT_LIMITS, collect_tasks, index_tasks, link_problem, task_checksum
 from ray_bench.errors import (
     ConfigError,
     MultipleInputErrors,
@@ -27,7 +27,7 @@ from ray_bench.errors import (
     UserInputError,
 )
 from ray_bench.models.accounts import Account
-from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask
+from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask, SkippedTask
 from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.agents import check_agents, refuse_long_instructions
@@ -71,6 +71,9 @@ class PlanRequest:
     limit: int | None = None
     #: ``plan --force-build``: build Dockerfiles even where a prebuilt docker_image is named.
     force_build: bool = False
+    #: ``plan --skip-unsupported``: leave out the tasks the backend cannot run (listed in the
+    #: receipt with their reasons) instead of refusing the plan.
+    skip_unsupported: bool = False
 
 
 def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
@@ -143,20 +146,38 @@ def compile_plan(req: PlanRequest) -> Plan:
     if selection is not None:
         _check_selection_arms(selection, suite)
     only = _named_tasks(req, suite.tasks, only)
-    tasks = load_tasks(roots, only, index)
-    if req.limit is not None:
-        tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
-
+    # Every problem of every file in one pass: the tasks that do not load, what the backend
+    # cannot run, the suite's, the accounts' and the agents' problems, and tasks no node fits.
     errors: list[UserInputError] = []
     warnings: list[str] = []
-    _check_tasks(tasks, suite.backend, errors, warnings)
+    tasks = collect_tasks(roots, only, index, errors)
+    if req.limit is not None:
+        tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
+    skipped: list[SkippedTask] = []
+    tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None)
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
     check_agents(arms, {suite.backend}, req.suite, errors)
     check_role_routes(arms, accounts_file.accounts, req.environ, req.suite, errors)
+    force_build = req.force_build or suite.force_build
+    plan_tasks = [plan_task(t, suite, req.history, force_build=force_build) for t in tasks]
+    for task, problem in unfit_tasks(suite, arms, plan_tasks):
+        if req.skip_unsupported:
+            skipped.append(SkippedTask(id=task.id, path=task.path, reason=problem))
+        else:
+            errors.append(ConfigError(f"task {task.id} {problem}", where=task.path,
+                                      fix="lower the task's or arm's resources, or leave the task out "
+                                          "(plan --skip-unsupported)"))
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+    gone = {s.id for s in skipped}
+    tasks = [t for t in tasks if t.id not in gone]
+    plan_tasks = [t for t in plan_tasks if t.id not in gone]
+    if not tasks:
+        raise ConfigError(f"--skip-unsupported leaves no task: all {len(skipped)} are unsupported on "
+                        f"{suite.backend} (first: {skipped[0].id}: {skipped[0].reason})", where=str(req.suite),
+                        fix="pick a backend that can run them")
 
     unpaired = req.arms != "all"
     if unpaired:
@@ -173,9 +194,6 @@ def compile_plan(req: PlanRequest) -> Plan:
     refuse_oversized(tasks, arms, reps, selection, req)
     refuse_route_templates(tasks, accounts_file.accounts)
     refuse_long_instructions(tasks, arms, {e.task_id: e.arms for e in selection.entries} if selection else None)
-    force_build = req.force_build or suite.force_build
-    plan_tasks = [plan_task(t, suite, req.history, force_build=force_build) for t in tasks]
-    refuse_unfit_tasks(suite, arms, plan_tasks)
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
     if req.only_cells is not None:
         cells = [c for c in cells if (c.task, c.arm, c.rep) in req.only_cells]
@@ -220,6 +238,7 @@ def compile_plan(req: PlanRequest) -> Plan:
         host_reserve_mb=suite.host_reserve_mb,
         host_reserve_disk_mb=suite.host_reserve_disk_mb,
         force_build=force_build,
+        skipped=skipped,
         capacity=capacity,
         warnings=warnings,
         unpaired=unpaired,
@@ -295,11 +314,11 @@ def _env_values(data: object, loc: tuple[str | int, ...] = ()) -> list[tuple[tup
     return out
 
 
-def refuse_unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> None:
-    """A task whose sandbox no node of the backend can hold would wait forever: refused,
-    naming what it asks for against what the host (docker) or the pool (daytona) has."""
+def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tuple[PlanTask, str]]:
+    """The tasks whose sandbox no node of the backend can hold (they would wait forever), each
+    with what it asks for against what the host (docker) or the pool (daytona) has."""
     config = suite.backends.get(suite.backend, BackendConfig())
-    errors: list[UserInputError] = []
+    found: list[tuple[PlanTask, str]] = []
     if suite.backend == "docker" and config.max_sandboxes is None:
         host = HostResources.read()
         reserve = suite.host_reserve_mb
@@ -314,23 +333,20 @@ def refuse_unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> 
         try:
             pool = DaytonaPool.model_validate(config.options["pool"])
         except ValidationError:
-            return  # _capacity says what is wrong with the pool
+            return []  # _capacity says what is wrong with the pool
         def fits(res: Resources) -> bool:
             return pool.slots(res.cpus, res.memory_mb) >= 1
         has = f"the Daytona pool has {pool.vcpu} vCPU / {pool.memory_gib} GiB"
     else:
-        return
+        return []
     for task in tasks:
         for arm in arms:
             res = _sandbox_of(arm, task, config.resources)
             if not fits(res):
-                errors.append(ConfigError(
-                    f"task {task.id} (arm {arm.name}) asks for {res.cpus or 'unlimited'} CPUs / "
-                    f"{res.memory_mb or 'unlimited'} MiB; {has}: not one sandbox of this size fits",
-                    where=task.path, fix="lower the task's or arm's resources, or leave the task out"))
+                found.append((task, f"(arm {arm.name}) asks for {res.cpus or 'unlimited'} CPUs / "
+                                    f"{res.memory_mb or 'unlimited'} MiB; {has}: not one sandbox of this size fits"))
                 break
-    if errors:
-        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors[:20])
+    return found
 
 
 def refuse_route_values(plan: Plan, req: PlanRequest) -> None:
@@ -400,14 +416,24 @@ def suite_roots(suite: Suite, suite_path: Path) -> list[Path]:
     return [(suite_path.parent / root).resolve() for root in suite.roots]
 
 
-def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str]) -> None:
-    """Refuse what the backend cannot give (one line each); warn of unknown keys and of what
-    the backend runs without enforcing."""
+def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str],
+                 skipped: list[SkippedTask] | None) -> list[TaskRef]:
+    """The tasks the backend can run. What it cannot give is refused, one line per reason, or,
+    given ``skipped`` (``--skip-unsupported``), the task is left out and listed there. Unknown
+    keys and what the backend runs without enforcing are warned."""
+    kept: list[TaskRef] = []
     for task in tasks:
-        for reason in refusals(task, backend):
+        reasons = refusals(task, backend)
+        if reasons and skipped is not None:
+            skipped.append(SkippedTask(id=task.id, path=task.path, reason="; ".join(reasons)))
+            continue
+        for reason in reasons:
             errors.append(TaskDirError(f"task {task.id}: {reason}", where=task.path,
-                                       fix="run it on a backend that can, or leave it out of the selection"))
+                                       fix="run it on a backend that can, leave it out of the selection, "
+                                           "or plan --skip-unsupported"))
         warnings.extend(f"task {task.id}: {line}" for line in (*task.warnings, *notices(task, backend)))
+        kept.append(task)
+    return kept
 
 
 def _check_backends(suite: Suite, where: Path, errors: list[UserInputError]) -> None:

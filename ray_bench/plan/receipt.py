@@ -22,9 +22,14 @@ def render_receipt(plan: Plan, identity: str) -> str:
             f"- cells with history (expected duration from earlier runs): {_with_history(plan)}",
             f"- attempts per cell at most: {plan.max_attempts}",
             f"- spend limit: {f'${plan.spend_limit_usd:.2f}' if plan.spend_limit_usd else 'none'}",
-            f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}", ""]
-    out += ["## Warnings", ""]
+            f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}"]
+    if plan.skipped:
+        out.append(f"- tasks left out (--skip-unsupported): {len(plan.skipped)}, listed below")
+    out += ["", "## Warnings", ""]
     out += [f"- {w}" for w in plan.warnings] or ["- none"]
+    if plan.skipped:
+        out += ["", "## Tasks left out (the backend cannot run them)", "", "| task | why |", "|---|---|"]
+        out += [f"| {table_cell(s.id)} | {table_cell(s.reason)} |" for s in plan.skipped]
     out += ["", "## Arms", "", "| arm | role | command | agent timeout | env names |", "|---|---|---|---|---|"]
     for arm in plan.arms:
         timeout = f"{arm.agent_timeout_sec:g}s" if arm.agent_timeout_sec else "task's"

@@ -49,8 +49,9 @@ def test_bad_suite_is_one_line_per_problem_and_writes_nothing(tmp_path: Path) ->
     result = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts),
                                       "--runs-dir", str(tmp_path / "runs")])
     assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
+    *lines, tally = result.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"error: {suite}:") for line in lines)
+    assert tally == "2 problems; nothing was written"
     assert not (tmp_path / "runs").exists()
 
 
