@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ray_bench.config.bounded import MAX_SELECTION_BYTES, parse_json, parse_yaml, read_text_bounded
 from ray_bench.config.secrets import find_secrets
-from ray_bench.errors import SelectionError
+from ray_bench.errors import MultipleInputErrors, SelectionError, UserInputError
 from ray_bench.models._base import FrozenModel
 
 
@@ -30,6 +30,8 @@ class SelectionEntry(FrozenModel):
 class Selection(FrozenModel):
     path: str
     entries: tuple[SelectionEntry, ...]
+    warnings: tuple[str, ...] = Field(default=(), description="What resolving it against the roots "
+                                      "noticed (an entry's task_id that is not its task_dir's name).")
 
     @property
     def task_ids(self) -> list[str]:
@@ -137,33 +139,51 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
 def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, Path]) -> Selection:
     """Each entry's task, as the id the roots know it by. A CodeScaleBench ``task_dir`` is
     read under each root (also with the root's own name as its first part, so
-    ``benchmarks/x/t`` resolves under a root named ``benchmarks``); it must stay inside the
-    root, be a task directory, and name the entry's ``task_id`` (CSB ids differ from their
-    directory names in case only: ``CCX-onboard-138`` in ``ccx-onboard-138``)."""
+    ``benchmarks/x/t`` resolves under a root named ``benchmarks``, and under the root's
+    ``benchmarks/``, CSB's layout: ``<bench>/<task>`` or ``<bench>/tasks/<task>``); it must stay
+    inside the root and be a task directory. The ``task_dir`` is authoritative, as CSB's own
+    runner takes it: an entry whose ``task_id`` names another directory (CSB's
+    ``instance_nodebb__nodebb-…`` for ``instance_nodebb-nodebb-…``) is warned naming both.
+    Every entry's problem is listed in one pass."""
     by_folded = {name.casefold(): name for name in index}
     entries: list[SelectionEntry] = []
+    warnings: list[str] = []
+    errors: list[UserInputError] = []
     for number, entry in enumerate(selection.entries, 1):
         where = f"{selection.path}: entry {number} ({entry.task_id})"
-        if entry.task_dir is None:
-            name = entry.task_id if entry.task_id in index else by_folded.get(entry.task_id.casefold())
-            if name is None:
-                raise SelectionError(f"task {entry.task_id!r} is not under the suite's task roots",
-                                     where=where, fix="select tasks of this suite")
-            entries.append(entry.model_copy(update={"task_id": name}))
+        try:
+            resolved = _resolve_entry(entry, roots, index, by_folded, where)
+        except SelectionError as exc:
+            errors.append(exc)
             continue
-        path = _under_roots(entry.task_dir, roots, index, where)
-        if path.name.casefold() != entry.task_id.casefold():
-            raise SelectionError(f"task_dir {entry.task_dir!r} is task {path.name!r}, not {entry.task_id!r}",
-                                 where=where, fix="make task_id and task_dir name the same task")
-        if entry.benchmark is not None and path.parent.name != entry.benchmark:
-            raise SelectionError(f"task_dir {entry.task_dir!r} is not in benchmark {entry.benchmark!r}",
-                                 where=where, fix="make benchmark and task_dir agree")
-        known = index.get(path.name)
-        if known is None or known.resolve() != path:
-            raise SelectionError(f"task_dir {entry.task_dir!r} is not a task the suite's roots index",
-                                 where=where, fix="put the task under a root named by the suite")
-        entries.append(entry.model_copy(update={"task_id": path.name}))
-    return selection.model_copy(update={"entries": tuple(entries)})
+        if entry.task_dir is not None and resolved.task_id.casefold() != entry.task_id.casefold():
+            warnings.append(f"{where}: task_id {entry.task_id!r} is not its task_dir's task "
+                            f"{resolved.task_id!r}; the task_dir's is planned")
+        entries.append(resolved)
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+    return selection.model_copy(update={"entries": tuple(entries), "warnings": tuple(warnings)})
+
+
+def _resolve_entry(entry: SelectionEntry, roots: list[Path], index: dict[str, Path], by_folded: dict[str, str],
+                   where: str) -> SelectionEntry:
+    if entry.task_dir is None:
+        name = entry.task_id if entry.task_id in index else by_folded.get(entry.task_id.casefold())
+        if name is None:
+            raise SelectionError(f"task {entry.task_id!r} is not under the suite's task roots",
+                                 where=where, fix="select tasks of this suite")
+        return entry.model_copy(update={"task_id": name})
+    path = _under_roots(entry.task_dir, roots, index, where)
+    # CSB: benchmarks/<bench>/<task> or benchmarks/<bench>/tasks/<task>
+    bench = path.parent.parent.name if path.parent.name == "tasks" else path.parent.name
+    if entry.benchmark is not None and entry.benchmark not in (bench, path.parent.name):
+        raise SelectionError(f"task_dir {entry.task_dir!r} is not in benchmark {entry.benchmark!r}",
+                             where=where, fix="make benchmark and task_dir agree")
+    known = index.get(path.name)
+    if known is None or known.resolve() != path:
+        raise SelectionError(f"task_dir {entry.task_dir!r} is not a task the suite's roots index",
+                             where=where, fix="put the task under a root named by the suite")
+    return entry.model_copy(update={"task_id": path.name})
 
 
 def _under_roots(task_dir: str, roots: list[Path], index: dict[str, Path], where: str) -> Path:
@@ -173,7 +193,7 @@ def _under_roots(task_dir: str, roots: list[Path], index: dict[str, Path], where
                              fix="give task_dir relative to a task root, without '..'")
     for given in roots:
         root = given.resolve()
-        candidates = [root / rel]
+        candidates = [root / rel, root / "benchmarks" / rel]  # a CSB checkout as the root
         if len(rel.parts) > 1 and rel.parts[0] == root.name:
             candidates.append(root.joinpath(*rel.parts[1:]))
         for candidate in candidates:

@@ -349,9 +349,10 @@ def _below(directory: Path, depth: int) -> list[Path]:
     return found
 
 
-def index_tasks(roots: list[Path], depth: int = 3) -> dict[str, Path]:
+def index_tasks(roots: list[Path], depth: int = 4) -> dict[str, Path]:
     """Every task id below the roots -> its directory. A root holds task directories, or
-    benchmark directories that hold them, up to ``<root>/benchmarks/<benchmark>/<task>``;
+    benchmark directories that hold them, up to ``<root>/benchmarks/<benchmark>/tasks/<task>``
+    (CodeScaleBench's checkout as the root);
     ``validate`` looks deeper. An id found twice is an error naming both places."""
     index: dict[str, Path] = {}
     folded: dict[str, Path] = {}

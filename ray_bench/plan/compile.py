@@ -149,7 +149,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     # Every problem of every file in one pass: the tasks that do not load, what the backend
     # cannot run, the suite's, the accounts' and the agents' problems, and tasks no node fits.
     errors: list[UserInputError] = []
-    warnings: list[str] = []
+    warnings: list[str] = list(selection.warnings) if selection is not None else []
     tasks = collect_tasks(roots, only, index, errors)
     if req.limit is not None:
         tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
