@@ -149,3 +149,12 @@ def test_suite_names_exactly_one_of_tasks_dir_and_task_roots(tmp_path: Path) -> 
     suite, _ = _suite(tmp_path, tasks_dir="a", task_roots=["b"])
     result = CliRunner().invoke(app, ["validate", str(suite)])
     assert result.exit_code == 2 and "exactly one of tasks_dir and task_roots" in result.stderr
+
+
+def test_the_shipped_quickstart_selection_plans_on_the_shipped_quickstart(tmp_path: Path) -> None:
+    from ray_bench.quickstart import prepare
+
+    suite, accounts = prepare(tmp_path)
+    shipped = Path(__file__).parents[2] / "selections" / "quickstart-subset.json"
+    plan = _plan(suite, accounts, shipped)
+    assert sorted(t.id for t in plan.tasks) == ["fizzbuzz", "hello-world", "sum-list"]
