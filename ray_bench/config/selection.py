@@ -130,6 +130,10 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
             if value is not None and "\0" in value:
                 raise SelectionError(f"{key} holds a NUL byte, which no path can hold", where=where,
                                      fix=f"write {key} as the directory's path")
+        if task_dir is not None and (Path(task_dir).is_absolute() or ".." in Path(task_dir).parts):
+            # known without any root: `validate` of the file alone says so too
+            raise SelectionError(f"task_dir {task_dir!r} escapes the task roots", where=where,
+                                 fix="give task_dir relative to a task root, without '..'")
         return SelectionEntry(task_id=task_id, reps=tuple(reps) if reps else None,
                               arms=tuple(arms) if arms else None, task_dir=task_dir, benchmark=benchmark)
     raise SelectionError(f"cannot read an entry of type {type(item).__name__}", where=where,

@@ -158,3 +158,11 @@ def test_the_shipped_quickstart_selection_plans_on_the_shipped_quickstart(tmp_pa
     shipped = Path(__file__).parents[2] / "selections" / "quickstart-subset.json"
     plan = _plan(suite, accounts, shipped)
     assert sorted(t.id for t in plan.tasks) == ["fizzbuzz", "hello-world", "sum-list"]
+
+
+@pytest.mark.parametrize("task_dir", ["../../../etc", "/etc/passwd-dir", "a/../../b"])
+def test_validate_of_a_selection_alone_refuses_a_task_dir_that_escapes(tmp_path: Path, task_dir: str) -> None:
+    path = _selection(tmp_path, [{"task_id": "x", "task_dir": task_dir}])
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "escapes the task roots" in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1
