@@ -312,10 +312,24 @@ def audit(
 
 @app.command()
 @guarded
-def validate(files: Annotated[list[Path], typer.Argument(help="Suite, accounts, selection or task dirs.")]) -> None:
+def validate(files: Annotated[list[Path] | None, typer.Argument(help="Suite, accounts, selection or task dirs.")]
+             = None,
+             explain: Annotated[str | None, typer.Option("--explain", help="What a task.toml key means "
+                                                         "(e.g. environment.memory_mb), and the keys "
+                                                         "below it.")] = None) -> None:
     """Check config files, selection files and task directories without planning."""
     from ray_bench.validate import validate_paths
 
+    if explain is not None:
+        from ray_bench.models.task.explain import explain_key
+
+        for line in explain_key(explain):
+            out.print(line, markup=False)
+        if not files:
+            return
+    if not files:
+        raise UserInputError("nothing to validate", where="validate",
+                             fix="name suite, accounts or selection files or task directories, or --explain KEY")
     problems: list[UserInputError] = []
     for checked in validate_paths(files):
         if checked.tally is not None:

@@ -20,7 +20,7 @@ from ray_bench.errors import MultipleInputErrors, TaskDirError, UserInputError
 from ray_bench.models.task import TaskConfig, TaskRef, unknown_keys
 
 _SKIP = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
-_FIX = "see docs/tasks.md (Harbor's task.toml schema)"
+_FIX = "see `ray-bench validate --explain KEY` (Harbor's task.toml schema)"
 
 
 #: What one task directory may hold: Harbor tasks are a few files and a few MiB (the largest
@@ -192,7 +192,8 @@ def _config(toml_path: Path, errors: list[UserInputError], warned: list[str]) ->
             line = f"{key}: {msg}"
             if line not in seen:  # a union reports each branch; one line per key and message
                 seen.add(line)
-                errors.append(TaskDirError(line, where=shown_path(str(toml_path)), fix=_FIX))
+                fix = _FIX if key == "task.toml" else f"see `ray-bench validate --explain {key}`"
+                errors.append(TaskDirError(line, where=shown_path(str(toml_path)), fix=fix))
     return TaskConfig()
 
 
