@@ -344,12 +344,16 @@ class _Record:
         return max(by_model, key=lambda k: by_model[k]) if by_model else None
 
     def usage(self) -> Usage:
-        """The sum over its answers (the chat file; the telemetry where it has none). None answered:
-        nothing was spent if its calls were refused (a refused call is not billed), otherwise a
-        call may have been under way when it was cut, so what it spent is unknown."""
-        counts = [a["tokens"] for a in self.answers.values() if "tokens" in a] or self.responses
+        """The sum over its answers (the chat file, or the telemetry where it holds more). None answered:
+        nothing was spent if its calls were refused (a refused call is not billed; the call it was
+        retrying when cut was refused too, as Claude Code's adapter counts it), otherwise a call
+        may have been under way when it was cut, so what it spent is unknown."""
+        chat = [a["tokens"] for a in self.answers.values() if "tokens" in a]
+        # The chat file writes a function-call answer's tokens only once its tool call is recorded
+        # (after the tool ran): an answer whose tool was running at the kill is in the telemetry.
+        counts = self.responses if len(self.responses) > len(chat) else chat
         if not counts:
-            if self.refusals and not self.call_under_way:
+            if self.refusals:
                 return Usage(session_id=self.session_id, request_ids=list(self.response_ids), turns=0,
                              source="stream")
             return Usage.unknown(session_id=self.session_id, request_ids=list(self.response_ids))
