@@ -103,6 +103,11 @@ def test_the_chat_file_alone_still_gives_the_usage_of_a_killed_run() -> None:
     assert usage is not None and usage.source == "session" and usage.turns == 1  # the twice-written answer once
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (300, 25, 50)
     assert usage.request_ids == []  # no telemetry: no id is known, none is made up
+    assert not usage.call_under_way
+    # A second answer the stream showed (its tool call) that no record holds: said, not hidden.
+    second = {**TOOL, "tool_id": "t2", "parameters": {"command": "sleep 300"}}
+    report = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, second), code=None, timed_out=True))
+    assert report.usage is not None and report.usage.turns == 1 and report.usage.call_under_way
 
 
 def test_cut_in_a_429_retry_loop_is_a_rate_limit_with_the_server_s_delay() -> None:
