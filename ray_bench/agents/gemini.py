@@ -44,10 +44,12 @@ unless the file and every directory above it are root-owned and not group/other-
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
@@ -414,7 +416,19 @@ def _error(message: str, run: CliRun, record: _Record) -> AgentError:
     delay = _delay(message)
     if delay is None and record.retry is not None and record.retry.status == status:
         delay = record.retry.delay_sec
+    if _DAILY.search(message):
+        # The CLI's TerminalQuotaError ("You have exhausted your daily quota on this model."),
+        # not retried: a per-day quota, which the Gemini API resets at midnight Pacific time.
+        return error_from(status or 429, message, run, reset_at=_next_pacific_midnight(run.now))
     return error_from(status, message, run, retry_after=delay)
+
+
+_DAILY = re.compile(r"daily quota|PerDay", re.IGNORECASE)
+
+
+def _next_pacific_midnight(now: float) -> float:
+    local = dt.datetime.fromtimestamp(now, ZoneInfo("America/Los_Angeles"))
+    return (local.replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)).timestamp()
 
 
 def _mcp_entry(server: McpServer) -> dict[str, Any]:

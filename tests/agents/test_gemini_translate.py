@@ -4,11 +4,13 @@ provider (tests/agents/test_gemini_cli.py runs the real CLI)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -144,6 +146,15 @@ def test_refusals_from_the_result_error() -> None:
         report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
         assert report.error is not None and (report.error.type, report.error.status) == (kind, status), report
         assert report.usage is not None and report.usage.input_tokens == 0 and report.usage.source == "result"
+
+
+def test_the_daily_quota_is_a_usage_limit_until_midnight_pacific() -> None:
+    result = {"type": "result", "status": "error", "error": {
+        "type": "unknown", "message": "[API Error: You have exhausted your daily quota on this model.]"}, "stats": {}}
+    report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
+    assert report.error is not None and report.error.type == "usage_limit", report.error
+    reset = dt.datetime.fromtimestamp(report.error.reset_at or 0, ZoneInfo("America/Los_Angeles"))
+    assert (reset.hour, reset.minute) == (0, 0) and 0 < (report.error.reset_at or 0) - NOW <= 86400
 
 
 def test_a_stalled_provider_is_no_answer_and_unknown_usage() -> None:
