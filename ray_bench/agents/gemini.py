@@ -189,7 +189,7 @@ class GeminiCli(AgentAdapter):
         from the session file and the telemetry; the error its retries were in, if it was
         retrying when it was cut."""
         retry = record.retry
-        if run.timed_out and record.answers and retry is None and not record.call_under_way:
+        if run.timed_out and (record.answers or record.responses) and retry is None and not record.call_under_way:
             # Its timeout came while its own tool ran: the agent's outcome, which the verifier scores.
             return AgentReport(usage=record.usage())
         error = silent(run, self.name)

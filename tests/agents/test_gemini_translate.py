@@ -97,6 +97,10 @@ def test_a_run_killed_in_its_tool_counts_every_answer_from_the_chat_file_and_tel
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (720, 37, 50)
     assert usage.request_ids == ["req_a", "req_b"]
     assert report.error is None  # its own tool ran into the timeout: the verifier scores it
+    # the telemetry alone (no chat file came back) says the same
+    report = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, second), telemetry=telemetry, chat=None,
+                                   code=None, timed_out=True))
+    assert report.error is None and report.usage is not None and report.usage.input_tokens == 720
 
 
 def test_the_chat_file_alone_still_gives_the_usage_of_a_killed_run() -> None:
