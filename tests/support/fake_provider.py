@@ -7,7 +7,8 @@ It speaks, as the CLIs call them:
   Claude's OAuth token endpoint (``POST /v1/oauth/token``, a refresh grant);
 - the OpenAI Responses API (``POST /v1/responses``, SSE) that ``codex exec`` uses;
 - the Gemini API (``POST /v1beta/models/M:streamGenerateContent?alt=sse`` and
-  ``:generateContent``, ``:countTokens``) that ``gemini`` uses.
+  ``:generateContent``, ``:countTokens``) that ``gemini`` uses (its errors as ``google.rpc.Status``;
+  ``forbidden`` is its 403).
 
 Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok``,
 ``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
@@ -31,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 Kind = Literal["ok", "rate_limit", "overloaded", "unauthorized", "expired", "server_error", "stall",
-               "usage_limit"]
+               "usage_limit", "forbidden"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Answer:
     #: ``tool_use``); as the default answer, the same call forever (a degenerate model).
     tool: str | None = None
     tool_input: dict[str, Any] | None = None
+    #: Gemini: the answer's ``thoughtsTokenCount`` (billed as output; counted apart in Served).
+    thoughts_tokens: int = 0
 
 
 @dataclass
@@ -67,6 +70,8 @@ class Served:
     response_ids: list[str] = field(default_factory=list)
     tokens_issued: list[str] = field(default_factory=list)
     refreshes: int = 0
+    #: Gemini: the ``thoughtsTokenCount`` of the answers served.
+    thoughts_tokens: int = 0
 
 
 class FakeProvider:
@@ -129,6 +134,7 @@ class FakeProvider:
             s.input_tokens += answer.input_tokens
             s.output_tokens += answer.output_tokens
             s.cache_read_tokens += answer.cache_read_tokens
+            s.thoughts_tokens += answer.thoughts_tokens
             s.request_ids.append(request_id)
 
     def error(self, kind: str) -> None:
@@ -275,6 +281,9 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             if answer.kind == "stall":
                 time.sleep(3600)  # the client gives up first; the handler thread is a daemon
                 return
+            if api == "gemini":
+                self._gemini_fail(answer)
+                return
             status, etype, message = {
                 "rate_limit": (429, "rate_limit_error", "Number of request tokens has exceeded your "
                                "per-minute rate limit"),
@@ -311,10 +320,6 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 data = {"error": {"type": code, "code": code, "message": message,
                                   **({"resets_at": int(answer.reset_at or time.time() + 3600)}
                                      if answer.kind == "usage_limit" else {})}}
-            else:
-                gstatus = {429: "RESOURCE_EXHAUSTED", 401: "UNAUTHENTICATED", 503: "UNAVAILABLE"}.get(
-                    status, "INTERNAL")
-                data = [{"error": {"code": status, "message": message, "status": gstatus}}]
             self._json(status, data, headers)
 
         def _anthropic(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
@@ -395,17 +400,65 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             ], {"x-request-id": request_id})
 
         def _gemini(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
-            chunk = {"candidates": [{"content": {"parts": [{"text": a.text}], "role": "model"},
-                                     "finishReason": "STOP", "index": 0}],
-                     "usageMetadata": {"promptTokenCount": a.input_tokens + a.cache_read_tokens,
-                                       "candidatesTokenCount": a.output_tokens,
-                                       "cachedContentTokenCount": a.cache_read_tokens,
-                                       "totalTokenCount": a.input_tokens + a.cache_read_tokens
-                                       + a.output_tokens},
+            """A ``GenerateContentResponse`` as the Gemini API sends it: the candidate (text, or a
+            ``functionCall`` part for a tool answer: Gemini CLI's shell tool is
+            ``run_shell_command``), ``usageMetadata`` (``promptTokenCount`` includes the cached
+            part; ``thoughtsTokenCount`` is apart from ``candidatesTokenCount``; zero counts are
+            left out, as the API does) and a ``responseId`` per call (the id settlement matches:
+            it is the request id the fake bills). Streamed (``alt=sse``) in two chunks, the
+            usage on the last in full, as the API does."""
+            part: dict[str, Any] = ({"functionCall": {"name": a.tool, "args": a.tool_input or {}}}
+                                    if a.tool else {"text": a.text})
+            usage: dict[str, int] = {"promptTokenCount": a.input_tokens + a.cache_read_tokens,
+                                     "candidatesTokenCount": a.output_tokens,
+                                     "totalTokenCount": a.input_tokens + a.cache_read_tokens + a.output_tokens
+                                     + a.thoughts_tokens}
+            if a.cache_read_tokens:
+                usage["cachedContentTokenCount"] = a.cache_read_tokens
+            if a.thoughts_tokens:
+                usage["thoughtsTokenCount"] = a.thoughts_tokens
+            final = {"candidates": [{"content": {"parts": [part], "role": "model"}, "finishReason": "STOP",
+                                     "index": 0}],
+                     "usageMetadata": usage, "modelVersion": model, "responseId": request_id}
+            if not stream:
+                self._json(200, final)
+                return
+            first = {"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
+                     "usageMetadata": {"promptTokenCount": usage["promptTokenCount"],
+                                       "totalTokenCount": usage["promptTokenCount"]},
                      "modelVersion": model, "responseId": request_id}
-            if stream:
-                self._sse([(None, chunk)], {"x-request-id": request_id})
-            else:
-                self._json(200, chunk, {"x-request-id": request_id})
+            self._sse([(None, first), (None, final)], {})
+
+        def _gemini_fail(self, a: Answer) -> None:
+            """An error as the Gemini API answers it (``google.rpc.Status``): a per-minute 429
+            carries ``QuotaFailure`` and ``RetryInfo.retryDelay`` (the CLI waits that long), a
+            ``usage_limit`` is the daily quota (the CLI gives up at once)."""
+            quota = "https://ai.google.dev/gemini-api/docs/rate-limits"
+            status, gstatus, message, details = {
+                "rate_limit": (429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your "
+                               f"plan and billing details. Please retry in {a.retry_after}s.", [
+                                   {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                                       {"quotaMetric": "generativelanguage.googleapis.com/generate_content_"
+                                        "free_tier_requests",
+                                        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+                                   {"@type": "type.googleapis.com/google.rpc.Help",
+                                    "links": [{"description": "Learn more", "url": quota}]},
+                                   {"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                    "retryDelay": f"{a.retry_after}s"}]),
+                "usage_limit": (429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check "
+                                "your plan and billing details.", [
+                                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                                        {"quotaMetric": "generativelanguage.googleapis.com/generate_content_"
+                                         "free_tier_requests",
+                                         "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]),
+                "overloaded": (503, "UNAVAILABLE", "The model is overloaded. Please try again later.", []),
+                "server_error": (500, "INTERNAL", "An internal error has occurred. Please retry or report in "
+                                 "https://developers.generativeai.google/guide/troubleshooting", []),
+                "unauthorized": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", []),
+                "expired": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", []),
+                "forbidden": (403, "PERMISSION_DENIED", "Permission denied: this API key has been suspended.", []),
+            }[a.kind]
+            self._json(status, {"error": {"code": status, "message": message, "status": gstatus,
+                                          **({"details": details} if details else {})}})
 
     return Handler
