@@ -206,8 +206,17 @@ def _layout(task_dir: Path, config: TaskConfig, errors: list[UserInputError]) ->
         need(task_dir / "instruction.md", "instruction.md", "write the task's prompt in instruction.md")
         need(task_dir / "tests" / "test.sh", "tests/test.sh", "add the verifier tests/test.sh")
         return
+    present = sorted(p.name for p in (task_dir / "steps").iterdir() if p.is_dir()) \
+        if (task_dir / "steps").is_dir() else []
     for step in config.steps:
         step_dir = task_dir / "steps" / step.name
+        if not step_dir.is_dir():  # a misnamed directory: say which, not "instruction.md is missing"
+            strays = [p for p in present if p not in {s.name for s in config.steps}]
+            errors.append(TaskDirError(
+                f"step {step.name}: steps/{step.name}/ does not exist"
+                + (f" (steps/ holds {', '.join(strays[:5])}, which no [[steps]] names)" if strays else ""),
+                where=shown_path(str(task_dir)), fix=f"name the directory steps/{step.name}/ as [[steps]] does"))
+            continue
         need(step_dir / "instruction.md", f"steps/{step.name}/instruction.md", "write the step's prompt")
         if not (step_dir / "tests" / "test.sh").is_file() and not (task_dir / "tests" / "test.sh").is_file():
             errors.append(TaskDirError(f"step {step.name}: no tests/test.sh in the step or the task",

@@ -141,3 +141,15 @@ def test_two_copies_of_one_task_id_are_an_error(tmp_path: Path) -> None:
         shutil.copytree(CORPUS / "legacy" / "minimal", tmp_path / root / "bench" / "minimal")
     with pytest.raises(TaskDirError, match="task id 'minimal' is held twice"):
         index_tasks([tmp_path / "a", tmp_path / "b"])
+
+
+def test_a_misnamed_step_directory_is_named_as_such(tmp_path: Path) -> None:
+    task = tmp_path / "steps"
+    shutil.copytree(CORPUS / "harbor-examples" / "example-multi-step", task)
+    (task / "steps" / "implement").rename(task / "steps" / "implemnt")
+    with pytest.raises(UserInputError) as info:
+        load_task(task)
+    errors = info.value.errors if isinstance(info.value, MultipleInputErrors) else [info.value]
+    text = "\n".join(e.line() for e in errors)
+    assert "step implement: steps/implement/ does not exist (steps/ holds implemnt" in text
+    assert "steps/implement/instruction.md is missing" not in text
