@@ -337,7 +337,7 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
         record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-               attempt_dir / "logs" / "agent", agent.stopped)
+               attempt_dir / "logs" / "agent", agent.stopped, model=spec.model)
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
 

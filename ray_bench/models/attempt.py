@@ -62,6 +62,8 @@ class Usage(_Open):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
+    #: ``reported`` (the CLI's figure) or ``estimated`` (its tokens at list price, ray_bench.agents.prices).
+    cost_basis: str | None = None
     model: str | None = None
     #: ``unknown``: the adapter could not tell what the attempt spent (ray_bench.models.agent).
     source: str | None = None
@@ -203,6 +205,17 @@ class AttemptSummary(_Record):
     @property
     def cost_usd(self) -> float:
         return float(self.usage.cost_usd or 0.0) if self.usage is not None else 0.0
+
+    @property
+    def spent_usd(self) -> float | None:
+        """The attempt's cost, None when its usage record says it is unknown (``source:
+        unknown``, or tokens without a cost: a model with no price). No record at all (a
+        ``command`` agent that writes none) is the old contract's $0."""
+        if self.usage is None:
+            return 0.0
+        if self.usage.cost_usd is not None:
+            return float(self.usage.cost_usd)
+        return None if (not self.usage.known or self.usage.output_tokens) else 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (``result.json``, the ledger's ``summary`` column)."""
