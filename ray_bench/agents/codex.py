@@ -107,6 +107,7 @@ class _Live(LiveReader):
 
     def __init__(self) -> None:
         self._tokens = 0
+        self._totals = dict.fromkeys(_USAGE, 0)
 
     def read(self, line: str) -> LiveEvent | None:
         data = json_line(line)
@@ -118,7 +119,12 @@ class _Live(LiveReader):
             if isinstance(usage, dict):
                 fresh = int(usage.get("input_tokens") or 0) - int(usage.get("cached_input_tokens") or 0)
                 self._tokens += max(0, fresh) + int(usage.get("output_tokens") or 0)
-            return LiveEvent(tokens=self._tokens)
+                for key in _USAGE:
+                    self._totals[key] += int(usage.get(key) or 0)
+            t = self._totals
+            return LiveEvent(tokens=self._tokens, usage=Usage(
+                input_tokens=max(0, t["input_tokens"] - t["cached_input_tokens"]), output_tokens=t["output_tokens"],
+                cache_read_tokens=t["cached_input_tokens"], source="stream"))
         item = data.get("item")
         if kind != "item.completed" or not isinstance(item, dict):
             return LiveEvent()

@@ -280,7 +280,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                           spec.max_turns)
     agent, stopped = await run_agent(sandbox, command, timeout=spec.agent_timeout_sec, env=env,
                                      user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
-                                     config=spec.watchdog)
+                                     config=spec.watchdog, model=spec.model)
     phases["agent"] = time.monotonic() - t
     took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
                                   user=user_of(cfg.agent.user))

@@ -97,10 +97,12 @@ class WatchdogFacts(_Record):
     attempt directory."""
 
     rule: str = Field(default="", description=(
-        "repeated_tool_call, repeated_output, idle_workspace or token_bound."))
+        "repeated_tool_call, repeated_output, idle_workspace, token_bound or spend_bound."))
     message: str = ""
     after_sec: float = Field(default=0.0, description="Seconds into the agent phase when it fired.")
     tokens: int | None = Field(default=None, description="Tokens the agent's live output reported by then.")
+    spent_usd: float | None = Field(default=None, description=(
+        "What the live usage had cost by then at list price (None: no usage seen, or no price)."))
     evidence: list[str] = Field(default_factory=list, description=(
         "The repeated call or line, then the last lines seen (redacted)."))
     verifier: str = Field(default="skipped", description="The verifier does not run after a stop.")
