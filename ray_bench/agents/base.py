@@ -79,6 +79,12 @@ class LiveEvent:
     refused: str | None = None
 
 
+#: Auth refusals in a row that end a run live: Claude Code refreshes an OAuth token on the first
+#: 401 itself, so a refusal that outlasts that is the login's (its default is 10 retries, minutes;
+#: Codex's 5 with backoff).
+AUTH_RETRIES = 3
+
+
 class LiveReader:
     """Reads one run's live output line by line (state: per-message usage, running totals).
     The default knows no events: every line is plain output."""

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
+    AUTH_RETRIES,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -112,11 +113,6 @@ class ClaudeCode(AgentAdapter):
 
     def live_reader(self) -> LiveReader:
         return _Live()
-
-
-#: Auth refusals in a row that end a run live: the CLI refreshes an OAuth token on the first
-#: 401 itself, so a refusal that outlasts that is the login's (its default is 10 retries, minutes).
-AUTH_RETRIES = 3
 
 
 class _Live(LiveReader):

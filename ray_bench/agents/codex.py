@@ -18,6 +18,7 @@ from typing import Any
 
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
+    AUTH_RETRIES,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -108,12 +109,23 @@ class _Live(LiveReader):
     def __init__(self) -> None:
         self._tokens = 0
         self._totals = dict.fromkeys(_USAGE, 0)
+        self._refusals = 0
 
     def read(self, line: str) -> LiveEvent | None:
         data = json_line(line)
         if data is None or "type" not in data:
             return None
         kind = data.get("type")
+        if kind == "error":
+            # "Reconnecting... 2/5 (unexpected status 401 Unauthorized: ..., request id: req_...)": its
+            # own retries of a refused key, which it keeps up with backoff before failing the turn.
+            message = str(data.get("message") or "")
+            status = _STATUS.search(message)
+            refused = status is not None and status.group(1) in ("401", "403")
+            self._refusals = self._refusals + 1 if refused else 0
+            if self._refusals >= AUTH_RETRIES and status is not None:
+                return LiveEvent(refused=f"HTTP {status.group(1)} on {self._refusals} retries in a row")
+            return LiveEvent()
         if kind == "turn.completed":
             usage = data.get("usage") or {}
             if isinstance(usage, dict):
