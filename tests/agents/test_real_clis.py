@@ -284,6 +284,8 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
         (640 - 128) * 1.25e-6 + 128 * 0.125e-6 + 21 * 10e-6), usage
     assert classify(e401, catalog).failure_class == "auth"
+    # Refused on three of its retries in a row: ended live, not left to its backoff and turn.failed.
+    assert e401.agent is not None and (e401.agent.stopped or "").startswith("refused: HTTP 401"), e401.agent
 
 
 def test_gemini_cli_usage(tmp_path: Path) -> None:
