@@ -58,3 +58,35 @@ def test_a_key_refused_401_disables_its_account_within_one_cell(tmp_path: Path, 
         assert store.health_state("refused") == "disabled"
     finally:
         store.close()
+
+
+def test_the_spend_limit_overshoot_with_claude_code_is_under_one_cells_cost(tmp_path: Path) -> None:
+    """A run limit of $0.004 over cells of ~$0.0007 (one answer, 200 input / 9 output at Sonnet's
+    list price; the executor role's bound, $0.002, the first cells' expected cost): the run stops
+    on ``spend`` and ends past its limit by less than one cell's cost. The figure is printed."""
+    reason = missing("claude")
+    require_service("agent CLI claude", reason is None, reason or "")
+    os.environ["RB_REAL_GOOD_KEY"] = GOOD
+    with FakeProvider(default=Answer(input_tokens=200, output_tokens=9)) as fake:
+        env = {"ANTHROPIC_BASE_URL": fake.url}
+        roles = [{"role": "executor", "model": "claude-sonnet-4-5", "billing": "api", "max_spend_usd": 0.002}]
+        arms = [{**_arm(n, r, "claude-code", "claude-sonnet-4-5", env), "roles": roles}
+                for n, r in (("baseline", "baseline"), ("mcp", "variant"))]
+        accounts = [{"name": "good", "route": {"env": {"ANTHROPIC_API_KEY": "RB_REAL_GOOD_KEY"}},
+                     "limits": {"max_concurrent": 2}}]
+        suite, accounts_file = make_suite(
+            tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz", "count-words"], accounts=accounts,
+            preflight_cells=0, spend_limit_usd=0.004,
+            backends={"local": {"max_sandboxes": 2, "options": {"root": str(tmp_path / "sbx")}}}, arms=arms)
+        outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs")
+        served_usd = fake.served.input_tokens * 3e-6 + fake.served.output_tokens * 15e-6
+        answers = fake.served.answers
+    attempts, _ = ledger_rows(root)
+    spent = sum(a.cost_usd for a in attempts)
+    per_cell = spent / max(1, len(attempts))
+    overshoot = spent - 0.004
+    print(f"spend overshoot: ${overshoot:+.6f} ({overshoot / per_cell:+.2f} of a cell's ${per_cell:.6f}); "
+          f"{len(attempts)} attempts, {answers} answers served")
+    assert outcome.stopped == "spend", (outcome.stopped, outcome.detail)
+    assert spent == pytest.approx(served_usd, rel=1e-6)  # what the report counts is what was served
+    assert overshoot < per_cell
