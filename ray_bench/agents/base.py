@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ray_bench.models.agent import AgentError, AgentReport, McpServer
+from ray_bench.models.agent import AgentError, AgentReport, McpServer, Usage
 
 #: Where a CLI adapter's raw output is kept inside ``$LOGS_DIR/agent``.
 OUTPUT_FILE = "agent-output.txt"
@@ -71,9 +71,18 @@ class LiveEvent:
     tool_calls: tuple[str, ...] = ()
     #: Cumulative over the run: fresh input + cache writes + output (cache reads excluded).
     tokens: int | None = None
+    #: Cumulative over the run by kind (and the model, where the line names it), for the spend
+    #: bound: priced at list price (:mod:`ray_bench.agents.prices`).
+    usage: Usage | None = None
     #: The provider refuses this login (401/403, seen again after the CLI's own refresh): no
     #: retry can help, so the run is ended now and the account learns it at once.
     refused: str | None = None
+
+
+#: Auth refusals in a row that end a run live: Claude Code refreshes an OAuth token on the first
+#: 401 itself, so a refusal that outlasts that is the login's (its default is 10 retries, minutes;
+#: Codex's 5 with backoff).
+AUTH_RETRIES = 3
 
 
 class LiveReader:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
+    AUTH_RETRIES,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -114,11 +115,6 @@ class ClaudeCode(AgentAdapter):
         return _Live()
 
 
-#: Auth refusals in a row that end a run live: the CLI refreshes an OAuth token on the first
-#: 401 itself, so a refusal that outlasts that is the login's (its default is 10 retries, minutes).
-AUTH_RETRIES = 3
-
-
 class _Live(LiveReader):
     """``stream-json``: ``{"type": "assistant", "message": {"id", "content": [{"type":
     "tool_use", "name", "input"}, ...], "usage": {...}}}`` per assistant message (one line per
@@ -126,6 +122,8 @@ class _Live(LiveReader):
 
     def __init__(self) -> None:
         self._per_message: dict[str, int] = {}
+        self._kinds: dict[str, dict[str, int]] = {}
+        self._model: str | None = None
         self._refusals = 0
 
     def read(self, line: str) -> LiveEvent | None:
@@ -133,7 +131,8 @@ class _Live(LiveReader):
         if data is None or "type" not in data:
             return None
         if data.get("type") == "result":
-            return LiveEvent(tokens=_tokens(data.get("usage") or {}))
+            totals = data.get("usage") or {}
+            return LiveEvent(tokens=_tokens(totals), usage=_live_usage([totals], self._model))
         if data.get("type") == "system" and data.get("subtype") == "api_retry":
             status = data.get("error_status")
             self._refusals = self._refusals + 1 if status in (401, 403) else 0
@@ -150,11 +149,27 @@ class _Live(LiveReader):
         if isinstance(usage, dict):
             key = str(message.get("id") or len(self._per_message))
             self._per_message[key] = max(self._per_message.get(key, 0), _tokens(usage))
+            kinds = self._kinds.setdefault(key, {})
+            for k in _USAGE_KEYS:  # a message's usage so far; each kind only grows
+                value = usage.get(k)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    kinds[k] = max(kinds.get(k, 0), value)
+            if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
+                self._model = message["model"]
         content = message.get("content")
         calls = tuple(signature(str(c.get("name")), c.get("input"))
                       for c in (content if isinstance(content, list) else [])
                       if isinstance(c, dict) and c.get("type") == "tool_use")
-        return LiveEvent(tool_calls=calls, tokens=sum(self._per_message.values()) if self._per_message else None)
+        return LiveEvent(tool_calls=calls, tokens=sum(self._per_message.values()) if self._per_message else None,
+                         usage=_live_usage(list(self._kinds.values()), self._model) if self._kinds else None)
+
+
+def _live_usage(messages: list[dict[str, Any]], model: str | None) -> Usage:
+    """The sum of messages' usage (Anthropic keys) as the contract's, for the spend bound."""
+    total = {k: sum(int(m.get(k) or 0) for m in messages if isinstance(m.get(k) or 0, int)) for k in _USAGE_KEYS}
+    return Usage(input_tokens=total["input_tokens"], output_tokens=total["output_tokens"],
+                 cache_read_tokens=total["cache_read_input_tokens"],
+                 cache_write_tokens=total["cache_creation_input_tokens"], model=model, source="stream")
 
 
 @dataclass(frozen=True)

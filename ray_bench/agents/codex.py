@@ -18,6 +18,7 @@ from typing import Any
 
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
+    AUTH_RETRIES,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -107,18 +108,35 @@ class _Live(LiveReader):
 
     def __init__(self) -> None:
         self._tokens = 0
+        self._totals = dict.fromkeys(_USAGE, 0)
+        self._refusals = 0
 
     def read(self, line: str) -> LiveEvent | None:
         data = json_line(line)
         if data is None or "type" not in data:
             return None
         kind = data.get("type")
+        if kind == "error":
+            # "Reconnecting... 2/5 (unexpected status 401 Unauthorized: ..., request id: req_...)": its
+            # own retries of a refused key, which it keeps up with backoff before failing the turn.
+            message = str(data.get("message") or "")
+            status = _STATUS.search(message)
+            refused = status is not None and status.group(1) in ("401", "403")
+            self._refusals = self._refusals + 1 if refused else 0
+            if self._refusals >= AUTH_RETRIES and status is not None:
+                return LiveEvent(refused=f"HTTP {status.group(1)} on {self._refusals} retries in a row")
+            return LiveEvent()
         if kind == "turn.completed":
             usage = data.get("usage") or {}
             if isinstance(usage, dict):
                 fresh = int(usage.get("input_tokens") or 0) - int(usage.get("cached_input_tokens") or 0)
                 self._tokens += max(0, fresh) + int(usage.get("output_tokens") or 0)
-            return LiveEvent(tokens=self._tokens)
+                for key in _USAGE:
+                    self._totals[key] += int(usage.get(key) or 0)
+            t = self._totals
+            return LiveEvent(tokens=self._tokens, usage=Usage(
+                input_tokens=max(0, t["input_tokens"] - t["cached_input_tokens"]), output_tokens=t["output_tokens"],
+                cache_read_tokens=t["cached_input_tokens"], source="stream"))
         item = data.get("item")
         if kind != "item.completed" or not isinstance(item, dict):
             return LiveEvent()

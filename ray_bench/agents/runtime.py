@@ -11,6 +11,7 @@ from typing import Any
 
 from ray_bench.agents import adapter
 from ray_bench.agents.base import SESSIONS_DIR, CliRun, Invocation
+from ray_bench.agents.prices import with_cost
 from ray_bench.config.bounded import read_capped
 from ray_bench.models.agent import AgentReport, McpServer
 
@@ -61,10 +62,12 @@ def env_for(agent: str, model: str | None) -> dict[str, str]:
 
 
 def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_out: bool, duration_sec: float,
-           agent_logs: Path, stopped: str | None = None) -> AgentReport | None:
+           agent_logs: Path, stopped: str | None = None, *, model: str | None = None) -> AgentReport | None:
     """Translate a CLI adapter's output into ``usage.json`` / ``error.json`` in the collected
     ``logs/agent`` (the files the runner reads, as a ``command`` agent writes them itself).
-    The full output file wins over the runner's captured stdout, which may be truncated."""
+    The full output file wins over the runner's captured stdout, which may be truncated. A
+    usage without the CLI's own cost gets the estimate from its tokens at ``model``'s price
+    (:mod:`ray_bench.agents.prices`; the arm's model when the usage names none)."""
     if agent == "command":
         return None
     kept = agent_logs / "agent-output.txt"
@@ -76,14 +79,15 @@ def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_ou
     report = adapter(agent).translate(CliRun(stdout=stdout, stderr=stderr, exit_code=exit_code,
                                              timed_out=timed_out, duration_sec=duration_sec, now=time.time(),
                                              sessions=read_sessions(agent_logs), stopped=stopped))
+    report = report.model_copy(update={"usage": with_cost(report.usage, model)})
     agent_logs.mkdir(parents=True, exist_ok=True)
-    for name, model in ((USAGE_FILE, report.usage), (ERROR_FILE, report.error)):
+    for name, contract in ((USAGE_FILE, report.usage), (ERROR_FILE, report.error)):
         path = agent_logs / name
-        if model is None:
+        if contract is None:
             path.unlink(missing_ok=True)
             continue
         tmp = path.with_suffix(".tmp")
         # None is left out: an unknown count is absent, never written as a number.
-        tmp.write_text(json.dumps(model.model_dump(mode="json", exclude_none=True), sort_keys=True))
+        tmp.write_text(json.dumps(contract.model_dump(mode="json", exclude_none=True), sort_keys=True))
         os.replace(tmp, path)
     return report

@@ -280,7 +280,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                           spec.max_turns)
     agent, stopped = await run_agent(sandbox, command, timeout=spec.agent_timeout_sec, env=env,
                                      user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
-                                     config=spec.watchdog)
+                                     config=spec.watchdog, model=spec.model)
     phases["agent"] = time.monotonic() - t
     took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
                                   user=user_of(cfg.agent.user))
@@ -337,7 +337,7 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
         record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-               attempt_dir / "logs" / "agent", agent.stopped)
+               attempt_dir / "logs" / "agent", agent.stopped, model=spec.model)
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
 

@@ -7,7 +7,13 @@ thresholds from the arm's ``watchdog:`` block (:class:`~ray_bench.models.suite.W
 - ``repeated_tool_call``: the same tool call (tool and input) ``repeats`` times in a row;
 - ``repeated_output``: the same non-empty plain output line ``output_repeats`` times in a row;
 - ``idle_workspace``: nothing below the workdir changed for ``idle_minutes``;
-- ``token_bound``: the tokens the CLI reported passed ``max_tokens``.
+- ``token_bound``: the tokens the CLI reported passed ``max_tokens``;
+- ``spend_bound``: the CLI's live usage at its model's list price passed ``max_spend_usd`` (the
+  executor role's bound; :mod:`ray_bench.agents.prices`).
+
+The two bounds are the executor role's, held even on an arm without a ``watchdog:`` block
+(``degeneration: false``: the other rules are off). A bound reached is classed ``behaviour``
+with the flag ``role_bound`` (not ``degeneration``).
 
 When one fires the agent's command is killed, the verifier is skipped, and the attempt carries
 :class:`~ray_bench.models.attempt.WatchdogFacts`; the classifier makes it a ``behaviour``
@@ -24,6 +30,7 @@ from collections.abc import Callable, Mapping
 
 from ray_bench.agents import adapter
 from ray_bench.agents.base import LiveReader
+from ray_bench.agents.prices import estimate_usd
 from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import WatchdogFacts
 from ray_bench.models.suite import Watchdog
@@ -68,10 +75,14 @@ class LineWatch(ExecWatch):
 class DegenerationWatch(LineWatch):
     """The output rules and the idle clock of one agent run. ``clock`` is injected for tests."""
 
-    def __init__(self, config: Watchdog, reader: LiveReader, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: Watchdog, reader: LiveReader, clock: Callable[[], float] = time.monotonic,
+                 model: str | None = None) -> None:
         super().__init__()
         self.config = config
         self._reader = reader
+        #: The arm's model: what a live usage that names none is priced at.
+        self._model = model
+        self.spent_usd: float | None = None
         self._clock = clock
         self.started = self.last_change = clock()
         self._runs: dict[str, tuple[str | None, int]] = {"call": (None, 0), "line": (None, 0)}
@@ -88,7 +99,7 @@ class DegenerationWatch(LineWatch):
             self.stop(f"refused: {event.refused}")  # not degeneration: no facts, the adapter classes it
             return
         if event is None:  # plain output, not the CLI's own event
-            if self._repeat("line", text) >= self.config.output_repeats:
+            if self.config.degeneration and self._repeat("line", text) >= self.config.output_repeats:
                 self._fire("repeated_output", f"the same output line {self.config.output_repeats} times in a row",
                            [text[:500]])
             return
@@ -98,6 +109,16 @@ class DegenerationWatch(LineWatch):
             if bound is not None and event.tokens > bound:
                 self._fire("token_bound", f"{event.tokens} tokens, past the arm's bound of {bound}", [])
                 return
+        if event.usage is not None:
+            spent = estimate_usd(event.usage, self._model)
+            self.spent_usd = spent if spent is not None else self.spent_usd
+            limit = self.config.max_spend_usd
+            if limit is not None and spent is not None and spent > limit:
+                self._fire("spend_bound", f"${spent:.4f} at list price, past the executor role's "
+                           f"max_spend_usd ${limit:g}", [])
+                return
+        if not self.config.degeneration:
+            return
         for call in event.tool_calls:
             if self._repeat("call", call) >= self.config.repeats:
                 self._fire("repeated_tool_call", f"the same tool call {self.config.repeats} times in a row",
@@ -114,6 +135,8 @@ class DegenerationWatch(LineWatch):
         self.last_change = self._clock()
 
     def check_idle(self) -> None:
+        if not self.config.degeneration:
+            return
         idle = self._clock() - self.last_change
         if idle >= self.config.idle_minutes * 60:
             self._fire("idle_workspace", f"no change in the workspace for {idle / 60:.1f} min "
@@ -123,7 +146,7 @@ class DegenerationWatch(LineWatch):
         if self.reason is not None:
             return
         self.facts = WatchdogFacts(rule=rule, message=message, after_sec=round(self._clock() - self.started, 3),
-                                   tokens=self.tokens, evidence=[*evidence, *self.recent])
+                                   tokens=self.tokens, spent_usd=self.spent_usd, evidence=[*evidence, *self.recent])
         self.stop(f"{rule}: {message}")
 
 
@@ -168,13 +191,18 @@ async def watch_workspace(sandbox: Sandbox, workdir: str, watch: DegenerationWat
 
 
 async def run_agent(sandbox: Sandbox, command: str, *, timeout: float, env: Mapping[str, str], user: str | None,
-                    agent: str, workdir: str, config: Watchdog | None) -> tuple[ExecResult, WatchdogFacts | None]:
-    """The agent's command, watched when the arm has a watchdog: its result, and the
-    watchdog's facts when it stopped the command."""
+                    agent: str, workdir: str, config: Watchdog | None,
+                    model: str | None = None) -> tuple[ExecResult, WatchdogFacts | None]:
+    """The agent's command, watched when the arm has a watchdog (or role bounds): its result,
+    and the watchdog's facts when it stopped the command. ``model``: the arm's, which a live
+    usage naming none is priced at."""
     if config is None:  # no degeneration rules; a refusal seen live still ends the run
         refusals = RefusalWatch(adapter(agent).live_reader())
         return await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=refusals), None
-    watch = DegenerationWatch(config, adapter(agent).live_reader())
+    watch = DegenerationWatch(config, adapter(agent).live_reader(), model=model)
+    if not config.degeneration:  # the role's bounds alone: no workspace to look at
+        result = await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=watch)
+        return result, (watch.facts if result.stopped is not None else None)
     monitor = asyncio.ensure_future(watch_workspace(sandbox, workdir, watch))
     try:
         result = await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=watch)

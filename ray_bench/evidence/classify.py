@@ -24,6 +24,8 @@ Effect = Literal["success", "rate_limited", "auth_failed", "server_error", "none
 #: it (accounts, sandboxes, the cluster), do not use up the cell's attempts, and are stopped
 #: by the recovery circuit instead when they repeat.
 COUNTING_CLASSES = frozenset({"task", "tool", "evaluator", "executor", "behaviour"})
+#: Watchdog rules that are the executor role's bounds (max_tokens, max_spend_usd), not degeneration.
+ROLE_BOUND_RULES = frozenset({"token_bound", "spend_bound"})
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
     if summary.watchdog is not None:
         # Stopped live by the degeneration watchdog: what the agent did, not the world around it.
         rule = summary.watchdog.rule or "stopped"
+        if rule in ROLE_BOUND_RULES:  # the executor role's bound reached: not degeneration
+            msg = f"role bound ({rule}): {summary.watchdog.message}"
+            return Verdict(False, "behaviour", fingerprint("behaviour", f"role-bound-{rule}", msg), msg, "none",
+                           None, (*flags, "role_bound"))
         msg = f"degeneration watchdog ({rule}): {summary.watchdog.message}"
         return Verdict(False, "behaviour", fingerprint("behaviour", f"watchdog-{rule}", msg), msg, "none",
                        None, (*flags, "degeneration"))

@@ -98,8 +98,9 @@ def attempt_ids(summary: AttemptSummary | None) -> tuple[tuple[str, ...], tuple[
 
 
 def usage_unknown(summary: AttemptSummary | None) -> bool:
-    """The adapter said it cannot know what the attempt spent (``source: unknown``)."""
-    return summary is not None and summary.usage is not None and not summary.usage.known
+    """What the attempt cost is unknown: the adapter said it cannot know what it spent
+    (``source: unknown``), or it spent tokens with no cost (a model with no list price)."""
+    return summary is not None and summary.usage is not None and summary.spent_usd is None
 
 
 def _spent(summary: AttemptSummary | None) -> bool:

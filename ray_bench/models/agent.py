@@ -36,6 +36,8 @@ class McpServer(ConfigModel):
 #: before the totals); ``stream`` its messages from the stream alone (no session file); ``unknown``
 #: nothing says what was spent (tokens and cost are then absent, never 0).
 UsageSource = Literal["result", "session", "stream", "unknown"]
+#: Where ``cost_usd`` came from: the CLI's own figure, or its tokens at list price.
+CostBasis = Literal["reported", "estimated"]
 
 
 class Usage(BaseModel):
@@ -45,7 +47,10 @@ class Usage(BaseModel):
     output_tokens: int | None = Field(default=0, ge=0)
     cache_read_tokens: int | None = Field(default=0, ge=0)
     cache_write_tokens: int | None = Field(default=0, ge=0)
-    cost_usd: float | None = Field(default=None, ge=0, description="As the CLI reported it (None: not reported).")
+    cost_usd: float | None = Field(default=None, ge=0, description="USD (None: unknown).")
+    cost_basis: CostBasis | None = Field(
+        default=None, description="reported: the CLI's own figure; estimated: its tokens at list price "
+        "(ray_bench.agents.prices), for a CLI cut before it printed one or one that prints none.")
     model: str | None = None
     session_id: str | None = None
     #: Every provider request id the CLI printed or kept (settlement matches charges by them).

@@ -62,6 +62,8 @@ class Usage(_Open):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
+    #: ``reported`` (the CLI's figure) or ``estimated`` (its tokens at list price, ray_bench.agents.prices).
+    cost_basis: str | None = None
     model: str | None = None
     #: ``unknown``: the adapter could not tell what the attempt spent (ray_bench.models.agent).
     source: str | None = None
@@ -95,10 +97,12 @@ class WatchdogFacts(_Record):
     attempt directory."""
 
     rule: str = Field(default="", description=(
-        "repeated_tool_call, repeated_output, idle_workspace or token_bound."))
+        "repeated_tool_call, repeated_output, idle_workspace, token_bound or spend_bound."))
     message: str = ""
     after_sec: float = Field(default=0.0, description="Seconds into the agent phase when it fired.")
     tokens: int | None = Field(default=None, description="Tokens the agent's live output reported by then.")
+    spent_usd: float | None = Field(default=None, description=(
+        "What the live usage had cost by then at list price (None: no usage seen, or no price)."))
     evidence: list[str] = Field(default_factory=list, description=(
         "The repeated call or line, then the last lines seen (redacted)."))
     verifier: str = Field(default="skipped", description="The verifier does not run after a stop.")
@@ -203,6 +207,17 @@ class AttemptSummary(_Record):
     @property
     def cost_usd(self) -> float:
         return float(self.usage.cost_usd or 0.0) if self.usage is not None else 0.0
+
+    @property
+    def spent_usd(self) -> float | None:
+        """The attempt's cost, None when its usage record says it is unknown (``source:
+        unknown``, or tokens without a cost: a model with no price). No record at all (a
+        ``command`` agent that writes none) is the old contract's $0."""
+        if self.usage is None:
+            return 0.0
+        if self.usage.cost_usd is not None:
+            return float(self.usage.cost_usd)
+        return None if (not self.usage.known or self.usage.output_tokens) else 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (``result.json``, the ledger's ``summary`` column)."""

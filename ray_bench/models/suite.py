@@ -35,6 +35,13 @@ class Watchdog(ConfigModel):
     max_tokens: int | None = Field(default=None, ge=1, description=(
         "Stop past this many tokens (fresh input + cache writes + output, from the CLI's live "
         "usage). Default: the executor role's max_tokens; none when neither is set."))
+    max_spend_usd: float | None = Field(default=None, gt=0, description=(
+        "Stop past this many USD: the CLI's live usage at its model's list price "
+        "(ray_bench/agents/prices.py; a model with no price cannot be held to it). Default: the "
+        "executor role's max_spend_usd."))
+    degeneration: bool = Field(default=True, description=(
+        "The degeneration rules (repeated call or line, idle workspace); false keeps only the "
+        "token and spend bounds (what an arm without a watchdog block gets from its executor role)."))
 
     @model_validator(mode="after")
     def _poll_within_idle(self) -> Watchdog:

@@ -7,15 +7,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ray_bench.agents.prices import price_of
 from ray_bench.errors import ConfigError, UserInputError
 from ray_bench.models.accounts import Account
 from ray_bench.models.suite import Arm
 
 #: The route of a role that uses the credentials of the account its cell runs on.
 CELL_ACCOUNT = "accounts"
-#: What the per-attempt spend bound does today, in the receipt's words: nothing stops an
-#: attempt at its role's ``max_spend_usd`` (only the run's and the accounts' limits stop a run).
-SPEND_BOUND_ENFORCED = False
+#: The executor role's ``max_spend_usd`` (and ``max_tokens``) stop an attempt live: the
+#: watchdog's bound rules (ray_bench/cells/watchdog.py) price the CLI's live usage at its model's
+#: list price (ray_bench/agents/prices.py). A model with no price cannot be held to a spend bound,
+#: and the receipt says so.
+SPEND_BOUND_ENFORCED = True
 
 
 def check_role_routes(arms: list[Arm], accounts: list[Account], environ: Mapping[str, str],
@@ -47,7 +50,8 @@ def role_rows(arm: Arm) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
         {"role": r.role, "name": r.name or r.role, "model": r.model, "route": r.route,
          "billing": r.billing, "max_turns": r.max_turns or "-", "max_tokens": r.max_tokens or "-",
-         "max_spend_usd": spend_bound(r.max_spend_usd)}
+         "max_spend_usd": spend_bound(r.max_spend_usd, r.model if r.role == "executor" else None,
+                                      live=r.role == "executor")}
         for r in arm.roles]
     if not any(r.role == "executor" for r in arm.roles):
         rows.insert(0, {"role": "executor", "name": "executor", "model": arm.model or "undeclared",
@@ -67,8 +71,13 @@ def render_roles(arms: list[Arm]) -> list[str]:
     return out
 
 
-def spend_bound(usd: float | None) -> str:
-    """A role's per-attempt spend bound with whether anything enforces it."""
+def spend_bound(usd: float | None, model: str | None, *, live: bool = True) -> str:
+    """A role's per-attempt spend bound with whether anything enforces it: the executor's is
+    held live at its model's list price; another role's calls are not the CLI's to watch."""
     if usd is None:
         return "-"
-    return f"${usd:g}" + ("" if SPEND_BOUND_ENFORCED else " (not enforced)")
+    if not SPEND_BOUND_ENFORCED or not live:
+        return f"${usd:g} (not enforced)"
+    if price_of(model) is None:
+        return f"${usd:g} (not enforced: no list price for {model or 'the model'})"
+    return f"${usd:g}"

@@ -451,8 +451,9 @@ def render_markdown(report: Report) -> str:
         "## Usage and cost (every attempt)",
         "",
         "Input tokens are fresh input; cache reads and writes are counted apart. Cost: settled "
-        "where the latest settlement matched the provider's charge, else the agent's estimate; "
-        "unknown where an attempt left no usage or no cost (never counted as 0). "
+        "where the latest settlement matched the provider's charge, else the agent's estimate (the "
+        "CLI's own figure, or its tokens at list price when it printed none); unknown where an attempt "
+        "left no usage or no cost (never counted as 0). "
         + (f"Attempts by cost: {cost.split_line(report.usage)}." if len(report.usage) else ""),
         "",
         "| account | arm | attempts | input tokens | output tokens | cache read tokens | "

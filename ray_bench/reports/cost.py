@@ -1,8 +1,10 @@
 """Tokens and cost as a report shows them.
 
 Per attempt its cost is ``settled`` (the provider's charge, from the latest settlement),
-``estimated`` (the agent's own figure in its usage record) or ``unknown`` (no usage record, or
-one without a cost: a stale runner, an agent that wrote nothing). Unknown is never shown as $0
+``estimated`` (the figure in its usage record: the CLI's own, or its tokens at list price when the
+CLI printed none, ``cost_basis: estimated``, :mod:`ray_bench.agents.prices`) or ``unknown`` (no
+usage record, or one without a cost: a stale runner, an agent that wrote nothing, a model with no
+price). Unknown is never shown as $0
 or 0 tokens: the attempt's cost and tokens are missing values, the sums cover what is known,
 and every table says how many attempts each sum leaves out.
 """
@@ -19,9 +21,10 @@ COST_STATUSES = ("settled", "estimated", "unknown")
 #: Token counts an adapter records in ``usage.json`` (cache reads and writes apart from fresh input).
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 #: Per attempt: the agent's estimate (NaN when unknown), the settled charge (NaN unless settled).
-COST_COLUMNS = ("cost_usd", "settled_usd", "cost_status")
+#: ``cost_basis``: ``reported`` (the CLI's figure), ``estimated`` (tokens at list price), None.
+COST_COLUMNS = ("cost_usd", "settled_usd", "cost_status", "cost_basis")
 USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "settled_usd",
-                 *(f"{s}_attempts" for s in COST_STATUSES)]
+                 *(f"{s}_attempts" for s in COST_STATUSES), "priced_attempts"]
 
 
 def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> dict[str, Any]:
@@ -38,6 +41,8 @@ def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> 
     out["settled_usd"] = float("nan") if settled_usd is None else float(settled_usd)
     out["cost_status"] = ("settled" if settled_usd is not None else
                           "estimated" if not pd.isna(out["cost_usd"]) else "unknown")
+    basis = usage.get("cost_basis")
+    out["cost_basis"] = basis if isinstance(basis, str) and not pd.isna(out["cost_usd"]) else None
     return out
 
 
@@ -65,9 +70,15 @@ def sums(group: pd.DataFrame) -> dict[str, Any]:
     out["cost_usd"] = float(group.cost_usd.sum())  # of the attempts with an estimate
     out["settled_usd"] = group.settled_usd.sum(min_count=1)
     out.update({f"{s}_attempts": int((group.cost_status == s).sum()) for s in COST_STATUSES})
+    # Estimated attempts whose figure is their tokens at list price, not the CLI's own.
+    out["priced_attempts"] = int(((group.cost_status == "estimated") & (group.cost_basis == "estimated")).sum())
     return out
 
 
 def split_line(frame: pd.DataFrame) -> str:
-    """``3 settled, 12 estimated, 1 unknown``: the cost status counts of a usage table."""
-    return ", ".join(f"{int(frame[f'{s}_attempts'].sum())} {s}" for s in COST_STATUSES)
+    """``3 settled, 12 estimated (4 from tokens at list price), 1 unknown``: the cost status
+    counts of a usage table."""
+    priced = int(frame["priced_attempts"].sum()) if "priced_attempts" in frame else 0
+    return ", ".join(f"{int(frame[f'{s}_attempts'].sum())} {s}"
+                     + (f" ({priced} from tokens at list price)" if s == "estimated" and priced else "")
+                     for s in COST_STATUSES)

@@ -74,6 +74,8 @@ class SpendBook:
     bounds: dict[str, float] = field(default_factory=dict)
     """Arm -> its executor role's ``max_spend_usd``."""
     spent: float = 0.0
+    unknown: int = 0
+    """Attempts of unknown cost, counted at their expected cost in ``spent``."""
     _running: dict[str, tuple[PlanCell, float]] = field(default_factory=dict)
     _task: dict[str, _Mean] = field(default_factory=dict)
     _arm: dict[str, _Mean] = field(default_factory=dict)
@@ -131,9 +133,16 @@ class SpendBook:
         """``cell`` started, expected to take ``seconds``."""
         self._running[lease_id] = (cell, seconds)
 
-    def finish(self, lease_id: str, task: str, arm: str, usd: float, seconds: float = 0.0) -> None:
-        """The attempt ended: its reservation becomes its cost (0 for a cancelled one)."""
-        self._running.pop(lease_id, None)
+    def finish(self, lease_id: str, task: str, arm: str, usd: float | None, seconds: float = 0.0) -> None:
+        """The attempt ended: its reservation becomes its cost (0 for a cancelled one). A cost
+        that is unknown (``None``: usage with no cost and no price for its model) is never
+        counted as $0: the run is charged what the cell was expected to cost, which teaches
+        the history nothing."""
+        running = self._running.pop(lease_id, None)
+        if usd is None:
+            self.spent += self.expected(running[0], running[1]).usd if running is not None else 0.0
+            self.unknown += 1
+            return
         self.observe(task, arm, usd, seconds)
 
     def refusal(self, expected: Expected) -> str:

@@ -147,7 +147,9 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (
         fake.served.input_tokens, fake.served.output_tokens, fake.served.cache_read_tokens) == (730, 40, 40)
     assert usage["request_ids"] == fake.served.request_ids and len(usage["request_ids"]) == 2
-    assert "cost_usd" not in usage or usage["cost_usd"] is None  # unknown, never $0
+    # The CLI printed no cost (no result line): its served tokens at Sonnet's list price.
+    assert usage["cost_basis"] == "estimated", usage
+    assert usage["cost_usd"] == pytest.approx(_sonnet_usd(fake.served)), usage
     assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
     # Its timeout came while its own tool ran: the agent's outcome, scored and flagged, not a
     # silent provider.
@@ -180,6 +182,11 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert settled["401"].status == settled["429"].status == "n/a" and unmatched == 0
 
 
+def _sonnet_usd(served: Any) -> float:
+    """What the fake's answers cost at Sonnet's list price ($3 / $15 / $0.30 a million)."""
+    return float(served.input_tokens * 3e-6 + served.output_tokens * 15e-6 + served.cache_read_tokens * 0.3e-6)
+
+
 #: A degenerate model: the same Bash call, forever.
 LOOP = Answer(tool="Bash", tool_input={"command": "ls", "description": "List files"}, input_tokens=120, output_tokens=7)
 
@@ -191,14 +198,20 @@ def _looping_claude(tmp: Path, watchdog: Watchdog) -> tuple[AttemptSummary, int,
         return summary, fake.served.answers, fake.served.request_ids
 
 
+#: One LOOP answer at Sonnet's list price: 120 input, 7 output.
+LOOP_USD = 120 * 3e-6 + 7 * 15e-6
+
+
 def test_claude_code_calling_one_tool_forever_is_stopped_live(tmp_path: Path) -> None:
     """The real CLI against a model that answers the same tool call forever: the repeat rule
     stops it after `repeats` calls, the token rule (from stream-json usage) after its bound."""
     _needs("claude")
-    (loop, loop_served, loop_ids), (tokens, token_served, token_ids) = _parallel(
+    (loop, loop_served, loop_ids), (tokens, token_served, token_ids), (spend, spend_served, spend_ids) = _parallel(
         lambda: _looping_claude(tmp_path / "loop", Watchdog(repeats=5)),
-        lambda: _looping_claude(tmp_path / "tokens", Watchdog(repeats=1000, max_tokens=500)))
-    for summary, rule in ((loop, "repeated_tool_call"), (tokens, "token_bound")):
+        lambda: _looping_claude(tmp_path / "tokens", Watchdog(repeats=1000, max_tokens=500)),
+        # The executor role's max_spend_usd: $0.002 is passed on the fifth call at list price.
+        lambda: _looping_claude(tmp_path / "spend", Watchdog(repeats=1000, max_spend_usd=0.002)))
+    for summary, rule in ((loop, "repeated_tool_call"), (tokens, "token_bound"), (spend, "spend_bound")):
         assert summary.error is None, summary.error
         assert summary.watchdog is not None and summary.watchdog.rule == rule, (summary.watchdog, summary.agent)
         assert summary.verifier is None and summary.agent is not None and not summary.agent.timed_out
@@ -209,7 +222,11 @@ def test_claude_code_calling_one_tool_forever_is_stopped_live(tmp_path: Path) ->
     # Stopped at the fifth call: the model was asked a handful of times, not until the timeout.
     assert 5 <= loop_served <= 8, loop_served
     assert tokens.watchdog is not None and tokens.watchdog.tokens is not None and tokens.watchdog.tokens > 500
-    for summary, served, ids in ((loop, loop_served, loop_ids), (tokens, token_served, token_ids)):
+    assert spend.watchdog is not None and spend.watchdog.spent_usd is not None and spend.watchdog.spent_usd > 0.002
+    assert "role_bound" in classify(spend, Catalog.default()).flags
+    assert 5 <= spend_served <= 8, spend_served
+    for summary, served, ids in ((loop, loop_served, loop_ids), (tokens, token_served, token_ids),
+                                 (spend, spend_served, spend_ids)):
         # Stopped before its result line: every answer is counted with its request id; the
         # messages it was still receiving (the kill came as their tool call printed) count their
         # whole input and the output that had arrived, and say so; a call sent as the kill came
@@ -222,6 +239,10 @@ def test_claude_code_calling_one_tool_forever_is_stopped_live(tmp_path: Path) ->
         unfinished = usage["unfinished_messages"]
         assert usage["input_tokens"] == 120 * seen
         assert usage["output_tokens"] == 7 * (seen - unfinished) + unfinished, usage
+        # Its cost: the recorded tokens at list price (the CLI printed none), never $0.
+        assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
+            usage["input_tokens"] * 3e-6 + usage["output_tokens"] * 15e-6), usage
+        assert usage["cost_usd"] >= LOOP_USD * (seen - 1)
     assert 4 <= token_served <= 7, token_served
 
 
@@ -249,6 +270,9 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     # Codex keeps each response's id (resp_...) in its session file: the ids settlement matches.
     assert usage["request_ids"] == fake.served.response_ids and len(fake.served.response_ids) == 1, usage
     assert classify(ok, catalog).valid
+    # Codex prints no cost: its tokens at gpt-5's list price ($1.25 / $0.125 cached / $10 a million).
+    assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
+        400 * 1.25e-6 + 100 * 0.125e-6 + 33 * 10e-6), usage
     assert e401.to_json()["agent_error"]["type"] == "auth", e401.to_json()["agent_error"]
     # The cut turn's usage, from the rollout session file: what the fake served, with its id.
     assert cut.agent is not None and cut.agent.timed_out, cut.agent
@@ -257,7 +281,11 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     assert usage["input_tokens"] + usage["cache_read_tokens"] == cut_fake.served.input_tokens == 640
     assert (usage["cache_read_tokens"], usage["output_tokens"]) == (128, cut_fake.served.output_tokens) == (128, 21)
     assert usage["request_ids"] == cut_fake.served.response_ids[:1], (usage, cut_fake.served.response_ids)
+    assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
+        (640 - 128) * 1.25e-6 + 128 * 0.125e-6 + 21 * 10e-6), usage
     assert classify(e401, catalog).failure_class == "auth"
+    # Refused on three of its retries in a row: ended live, not left to its backoff and turn.failed.
+    assert e401.agent is not None and (e401.agent.stopped or "").startswith("refused: HTTP 401"), e401.agent
 
 
 def test_gemini_cli_usage(tmp_path: Path) -> None:

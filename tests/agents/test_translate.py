@@ -265,3 +265,24 @@ def test_codex_stalled_provider_is_no_answer_with_unknown_usage() -> None:
     assert report.error is not None and report.error.type == "no_answer"
     assert "waiting for network" in report.error.message
     assert report.usage is not None and report.usage.source == "unknown"
+
+
+def test_codex_live_reader_ends_a_run_whose_key_is_refused_through_its_retries() -> None:
+    """Codex 0.171.0 retries a 401 five times with backoff, then fails the turn: the third
+    refusal in a row ends it live, and the cut run is classed ``auth`` from the same lines."""
+    reader = adapter("codex").live_reader()
+    lines = (CODEX / "401.stream.jsonl").read_text().splitlines()
+    events = [(n, reader.read(line)) for n, line in enumerate(lines)]
+    refused = [(n, e.refused) for n, e in events if e is not None and e.refused]
+    assert refused and refused[0][1] == "HTTP 401 on 3 retries in a row", refused
+    stop = refused[0][0]
+    assert "Reconnecting... 3/5 (unexpected status 401" in lines[stop]
+    cut = CliRun(stdout="\n".join(lines[:stop + 1]), stderr="", exit_code=None, timed_out=False, duration_sec=3,
+                 now=NOW, stopped=f"refused: {refused[0][1]}")
+    report = adapter("codex").translate(cut)
+    assert report.error is not None and report.error.type == "auth" and report.error.status == 401, report.error
+    assert report.usage is not None and report.usage.source != "unknown" and report.usage.output_tokens == 0
+    # Retries of another kind (429, 500) are not a refused login.
+    other = adapter("codex").live_reader()
+    assert not any((e := other.read(line)) is not None and e.refused
+                   for line in (CODEX / "429.stream.jsonl").read_text().splitlines())

@@ -108,6 +108,50 @@ def test_idle_workspace_uses_the_clock_and_a_change_resets_it() -> None:
     assert watch.facts is not None and watch.facts.rule == "idle_workspace" and watch.facts.after_sec == 220
 
 
+def test_the_executor_roles_spend_bound_stops_a_claude_run_at_list_price() -> None:
+    # Each message: 120 fresh input, 500 cache reads, 7 output; at Sonnet's price $0.000615.
+    watch = DegenerationWatch(Watchdog(max_spend_usd=0.0015, repeats=50), adapter("claude-code").live_reader(),
+                              _Clock(), model="claude-sonnet-4-5")
+    for i in range(2):
+        watch.feed("stdout", (_CLAUDE_CALL % (f"msg_{i}", i) + "\n").encode())
+    assert watch.reason is None and watch.spent_usd == pytest.approx(2 * 0.000615)
+    watch.feed("stdout", (_CLAUDE_CALL % ("msg_2", 2) + "\n").encode())
+    assert watch.facts is not None and watch.facts.rule == "spend_bound"
+    assert watch.facts.spent_usd == pytest.approx(3 * 0.000615) and "max_spend_usd $0.0015" in watch.facts.message
+    verdict = classify(AttemptSummary(watchdog=watch.facts), Catalog.default())
+    assert verdict.failure_class == "behaviour" and "role_bound" in verdict.flags
+    assert "degeneration" not in verdict.flags and verdict.message.startswith("role bound (spend_bound)")
+    # The stream's model ("m") has no price, and nor has the arm's: the bound cannot be held.
+    unpriced = DegenerationWatch(Watchdog(max_spend_usd=0.0001), adapter("claude-code").live_reader(), _Clock())
+    unpriced.feed("stdout", ("\n".join(_CLAUDE_CALL % (f"m{i}", i) for i in range(3)) + "\n").encode())
+    assert unpriced.reason is None and unpriced.spent_usd is None
+
+
+def test_codex_live_usage_meets_the_spend_bound_at_the_arms_model() -> None:
+    watch = DegenerationWatch(Watchdog(max_spend_usd=0.004), adapter("codex").live_reader(), _Clock(), model="gpt-5")
+    turn = {"type": "turn.completed", "usage": {"input_tokens": 900, "cached_input_tokens": 300,
+                                                "output_tokens": 200}}
+    watch.feed("stdout", (json.dumps(turn) + "\n").encode())  # 600 * 1.25 + 300 * 0.125 + 200 * 10 µ$
+    assert watch.reason is None and watch.spent_usd == pytest.approx(0.0027875)
+    watch.feed("stdout", (json.dumps(turn) + "\n").encode())
+    assert watch.facts is not None and watch.facts.rule == "spend_bound"
+
+
+def test_role_bounds_alone_are_held_without_a_watchdog_block() -> None:
+    arm = Arm.model_validate({"name": "a", "role": "baseline", "agent": "claude-code", "model": "sonnet",
+                              "roles": [{"role": "executor", "model": "sonnet", "billing": "api",
+                                         "max_spend_usd": 0.5, "max_tokens": 9000}]})
+    w = effective(arm)
+    assert w is not None and not w.degeneration and (w.max_tokens, w.max_spend_usd) == (9000, 0.5)
+    assert "| a | off | off | off | - | 9000 | $0.5 |" in "\n".join(watchdog_lines([arm]))
+    clock = _Clock()
+    watch = DegenerationWatch(w, adapter("command").live_reader(), clock)
+    watch.feed("stdout", b"same\n" * 500)  # the degeneration rules are off
+    clock.now += 10 * 3600
+    watch.check_idle()
+    assert watch.reason is None
+
+
 def test_the_first_rule_to_fire_stays() -> None:
     watch = _watch(output_repeats=2)
     watch.feed("stdout", b"x\nx\ny\ny\n")

@@ -15,8 +15,9 @@ from ray_bench.api import plan_run
 from ray_bench.cli import app
 from ray_bench.evidence.promote import check_gates, promote_run
 from ray_bench.evidence.rows import load_epoch
-from ray_bench.evidence.settle import read_settlement, settle_run
+from ray_bench.evidence.settle import read_settlement, settle_run, usage_unknown
 from ray_bench.ledger import Ledger
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 from ray_bench.reports.build import build_report, render_markdown
 
@@ -261,3 +262,16 @@ def test_unknown_usage_is_never_settled_as_zero_and_blocks_a_required_settlement
     unknown_ids = set(report.attempts[report.attempts.input_tokens.isna()].attempt_id)
     assert unknown_ids == {cut["baseline"].attempt_id, cut["mcp"].attempt_id}  # no token count made up
     assert "| unknown |" in render_markdown(report)
+
+
+def test_tokens_without_a_cost_are_an_unknown_cost_that_a_required_settlement_refuses() -> None:
+    """A model with no list price (ray_bench/agents/prices.py): its tokens are known, its cost is
+    not; the promotion gate counts it with the unknown usages, never as $0."""
+    def summary(usage: dict[str, object] | None) -> AttemptSummary:
+        return AttemptSummary.parse({"usage": usage})
+    assert usage_unknown(summary({"input_tokens": 300, "output_tokens": 20, "source": "session"}))
+    assert usage_unknown(summary({"source": "unknown"}))
+    assert not usage_unknown(summary({"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.0012,
+                                      "cost_basis": "estimated"}))
+    assert not usage_unknown(summary({"input_tokens": 0, "output_tokens": 0, "source": "stream"}))  # refused
+    assert not usage_unknown(summary(None)) and not usage_unknown(None)

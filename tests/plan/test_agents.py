@@ -95,13 +95,17 @@ def test_plan_cli_refuses_an_unknown_route_with_one_line_and_writes_nothing(tmp_
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_receipt_says_a_spend_bound_is_not_enforced(tmp_path: Path) -> None:
+def test_the_receipt_says_a_spend_bound_is_not_enforced_on_a_model_without_a_price(tmp_path: Path) -> None:
     from ray_bench.plan.roles import render_roles
 
     roles = [{"role": "executor", "model": "scripted", "billing": "local", "max_spend_usd": 0.5}]
     plan = _roles_plan(tmp_path, roles)
     table = "\n".join(render_roles(plan.arms))  # type: ignore[attr-defined]
-    assert "| cc | executor | executor | scripted | accounts | local | - | - | $0.5 (not enforced) |" in table
+    assert ("| cc | executor | executor | scripted | accounts | local | - | - | "
+            "$0.5 (not enforced: no list price for scripted) |") in table
+    priced = _roles_plan(tmp_path / "priced", [{**roles[0], "model": "claude-sonnet-4-5"}])
+    table = "\n".join(render_roles(priced.arms))  # type: ignore[attr-defined]
+    assert "| claude-sonnet-4-5 | accounts | local | - | - | $0.5 |" in table  # held live by the watchdog
 
 
 def _plan_with_instruction(tmp_path: Path, size: int, **variant: object) -> object:

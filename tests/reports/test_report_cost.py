@@ -15,6 +15,7 @@ from support.suites import make_suite
 from ray_bench.api import plan_run
 from ray_bench.evidence.settle import settle_run
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.reports import cost
 from ray_bench.reports.build import build_report, write_report
 
 
@@ -89,3 +90,18 @@ def test_every_format_carries_cache_tokens_and_the_cost_split(run: tuple[Path, l
         assert rows.loc["hello-world", "cache_read_tokens"] == 1200
         assert rows.loc["count-words", "cost_status"] == "unknown"
         assert pd.isna(rows.loc["count-words", "cost_usd"]) and pd.isna(rows.loc["count-words", "input_tokens"])
+
+
+def test_a_cost_from_tokens_at_list_price_is_marked_and_counted_apart() -> None:
+    priced = AttemptSummary.parse({"usage": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.0012,
+                                             "cost_basis": "estimated", "source": "session"}})
+    own = AttemptSummary.parse({"usage": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.0012,
+                                          "cost_basis": "reported", "source": "result"}})
+    unpriced = AttemptSummary.parse({"usage": {"input_tokens": 300, "output_tokens": 20, "source": "session"}})
+    rows = [cost.attempt_usage(s, None) for s in (priced, own, unpriced)]
+    assert [(r["cost_status"], r["cost_basis"]) for r in rows] == [
+        ("estimated", "estimated"), ("estimated", "reported"), ("unknown", None)]
+    frame = pd.DataFrame([{"account": "a", "arm": "b", **r} for r in rows])
+    table = cost.usage_table(frame)
+    assert table.loc[0, "priced_attempts"] == 1 and table.loc[0, "cost_usd"] == pytest.approx(0.0024)
+    assert cost.split_line(table) == "0 settled, 2 estimated (1 from tokens at list price), 1 unknown"

@@ -90,6 +90,9 @@ class FakeProvider:
         self.served_by_label: dict[str, int] = {}
         #: A subscription window: the first request of this label is answered usage_limit.
         self.usage_limit_for: tuple[str, float] | None = None
+        #: API keys (``x-api-key`` or a bearer token) refused 401 on every call: a broken
+        #: account beside a healthy one on the same fake.
+        self.refused_keys: set[str] = set()
         self.usage_limit_answered_at: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -259,6 +262,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             if limit is not None and label == limit[0] and fake.usage_limit_answered_at is None:
                 fake.usage_limit_answered_at = time.time()
                 answer = Answer(kind="usage_limit", reset_at=limit[1])
+            if self._token_of() in fake.refused_keys:
+                answer = Answer(kind="unauthorized")
             if answer.kind == "ok" and not self._authorised(api):
                 answer = Answer(kind="expired" if self.headers.get("authorization") else "unauthorized")
             request_id = f"req_{uuid.uuid4().hex[:24]}"

@@ -1,0 +1,81 @@
+"""List prices of the models the adapters run, for an attempt whose CLI printed no cost.
+
+Claude Code prints its cost only on its result line, so an attempt cut before it (its timeout,
+the watchdog) has tokens from its session files and no cost; Codex never prints one. Such an
+attempt's cost is *estimated* here from its tokens: ``Usage.cost_basis == "estimated"``, beside
+``"reported"`` for the CLI's own figure. A model with no price here leaves the cost unknown
+(``None``), never $0. Settlement (``ray-bench settle``) replaces either with the provider's charge.
+
+Prices are USD per million tokens, public list prices (standard tier, 5-minute cache writes).
+The Sonnet row reproduces Claude Code 2.1.197's own ``total_cost_usd`` to the cent's millionth
+(tests/agents/test_prices.py against its recorded output).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ray_bench.models.agent import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens of each kind."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+#: First match wins: a longer name before its prefix (``claude-opus-4-5`` before ``claude-opus-4``).
+#: An alias whose price depends on which version it resolves to (``opus``) is left out.
+PRICES: tuple[tuple[re.Pattern[str], Price], ...] = tuple((re.compile(p), price) for p, price in (
+    (r"claude-opus-4-[5-9].*", Price(5.0, 25.0, 0.50, 6.25)),
+    (r"(claude-opus-4|claude-3-opus).*", Price(15.0, 75.0, 1.50, 18.75)),
+    (r"(claude-sonnet-4|claude-3-7-sonnet|claude-3-5-sonnet|sonnet).*", Price(3.0, 15.0, 0.30, 3.75)),
+    (r"(claude-haiku-4-5|haiku).*", Price(1.0, 5.0, 0.10, 1.25)),
+    (r"claude-3-5-haiku.*", Price(0.80, 4.0, 0.08, 1.0)),
+    # OpenAI bills no cache writes; cached input is the cache read.
+    (r"(gpt-5(\.1)?-codex-mini|gpt-5-mini).*", Price(0.25, 2.0, 0.025, 0.0)),
+    (r"gpt-5-nano.*", Price(0.05, 0.40, 0.005, 0.0)),
+    (r"gpt-5(\.1)?(-codex(-max)?)?(-\d{4}-\d{2}-\d{2})?", Price(1.25, 10.0, 0.125, 0.0)),
+    (r"gpt-4\.1-mini.*", Price(0.40, 1.60, 0.10, 0.0)),
+    (r"(gpt-4\.1|o3)(-\d{4}-\d{2}-\d{2})?", Price(2.0, 8.0, 0.50, 0.0)),
+    (r"o4-mini.*", Price(1.10, 4.40, 0.275, 0.0)),
+    (r"codex-mini-latest", Price(1.50, 6.0, 0.375, 0.0)),
+))
+
+
+def price_of(model: str | None) -> Price | None:
+    """The list price of ``model`` (None: not in the table, so its cost cannot be estimated)."""
+    if not model:
+        return None
+    name = model.strip().lower().removesuffix("[1m]")
+    return next((price for pattern, price in PRICES if pattern.fullmatch(name)), None)
+
+
+def estimate_usd(usage: Usage, model: str | None = None) -> float | None:
+    """What ``usage``'s tokens cost at list price, by its own model or else ``model`` (the
+    arm's); None when the usage is unknown, a count is missing, or the model has no price."""
+    price = price_of(usage.model) or price_of(model)
+    counts = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    if price is None or usage.source == "unknown" or any(c is None for c in counts):
+        return None
+    fresh, out, read, write = (int(c or 0) for c in counts)
+    micro = fresh * price.input + out * price.output + read * price.cache_read + write * price.cache_write
+    return round(micro / 1e6, 9)
+
+
+def with_cost(usage: Usage | None, model: str | None) -> Usage | None:
+    """``usage`` with its cost said: the CLI's own (``reported``), else the estimate from its
+    tokens (``estimated``), else none (the cost stays unknown)."""
+    if usage is None or usage.cost_basis is not None:
+        return usage
+    if usage.cost_usd is not None:
+        return usage.model_copy(update={"cost_basis": "reported"})
+    estimate = estimate_usd(usage, model)
+    if estimate is None:
+        return usage
+    return usage.model_copy(update={"cost_usd": estimate, "cost_basis": "estimated"})
