@@ -802,6 +802,16 @@ class DaytonaServer:
             return
         made["state"], made["updatedAt"] = "active", datetime.now(UTC).isoformat()
 
+    def reset_builds(self, runners: int | None = None) -> None:
+        """Cold runners again (every build cache empty), ``runners`` of them, and no snapshot made
+        through ``POST /snapshots``; the local Docker keeps the images it built."""
+        if runners is not None:
+            self.runners = max(1, runners)
+        self._runner_cache = [{} for _ in range(self.runners)]
+        self._runner_locks.clear()
+        self.cold_builds.clear()
+        self._made_snapshots.clear()
+
     def delete_snapshot(self, name: str) -> None:
         """Remove a snapshot behind the run's back (an operator, an expiry)."""
         self._made_snapshots.pop(name, None)
