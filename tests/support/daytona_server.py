@@ -779,7 +779,12 @@ class DaytonaServer:
             "imageName": body.get("imageName") or "", "state": "pending", "size": None, "entrypoint": None,
             "cpu": int(body.get("cpu") or 1), "gpu": 0, "mem": int(body.get("memory") or 1),
             "disk": int(body.get("disk") or 3), "errorReason": None, "createdAt": now, "updatedAt": now,
-            "lastUsedAt": None, "sourceSandboxId": None, "buildInfo": build or None,
+            "lastUsedAt": None, "sourceSandboxId": None,
+            # The API's BuildInfoDto: what the SDK reads back (its snapshotRef names the build).
+            "buildInfo": {"dockerfileContent": build.get("dockerfileContent"), "contextHashes": [],
+                          "createdAt": now, "updatedAt": now,
+                          "snapshotRef": hashlib.sha256(str(build.get("dockerfileContent")).encode()).hexdigest()}
+            if build else None,
         }
         self._made_snapshots[name] = made
         self._spawn(self._make_snapshot(made, build.get("dockerfileContent"), body.get("imageName")))
