@@ -78,6 +78,20 @@ class SnapshotBuilder(Protocol):
     async def close(self) -> None: ...
 
 
+class InstantBuilder:
+    """A builder that makes every snapshot at once, with no I/O: the simulator's (it models no
+    build time, and must never reach a service)."""
+
+    async def present(self, snapshot: str) -> bool:
+        return True
+
+    async def build(self, target: BuildTarget, timeout_sec: float) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class CellSandbox:
     """What a cell's sandbox is made from, as the driver sends it to the runner."""

@@ -218,3 +218,12 @@ def test_a_resume_does_not_rebuild(tmp_path: Path) -> None:
 def test_a_named_snapshot_needs_no_build(tmp_path: Path, image: str) -> None:
     plan, _, _ = _daytona_plan(tmp_path, image=image)
     assert build_targets(plan) == []
+
+
+def test_the_simulators_builder_makes_every_snapshot_without_a_service() -> None:
+    from ray_bench.scheduler.builds import InstantBuilder
+
+    outcome = run_build_phase([_target(0), _target(1)], InstantBuilder, ledger_finished=[],
+                              record=lambda k, d: None, progress=lambda _: None)
+    assert outcome.built == 2 and not outcome.failed
+    assert outcome.snapshots == {"c0a": "s0", "c0b": "s0", "c1a": "s1", "c1b": "s1"}
