@@ -77,6 +77,8 @@ class ConsoleProgress:
                         f"({str(data.get('message', ''))[:120]})")
         elif kind == "stop":
             self._print(f"  stopping: {data.get('detail') or data.get('reason')}")
+        elif kind == "build":  # the build phase before the fan-out (scheduler/builds.py)
+            self._print(f"  {data.get('line')}")
         elif kind in ("node_halt", "node_check"):
             self._print(f"  {kind.replace('_', ' ')}: {data.get('reason') or data.get('summary')}")
 

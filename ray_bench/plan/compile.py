@@ -194,6 +194,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     refuse_oversized(tasks, arms, reps, selection, req)
     refuse_route_templates(tasks, accounts_file.accounts)
     refuse_long_instructions(tasks, arms, {e.task_id: e.arms for e in selection.entries} if selection else None)
+    warnings.extend(refuse_missing_snapshots(suite, arms, plan_tasks, req.environ, req.suite))
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
     if req.only_cells is not None:
         cells = [c for c in cells if (c.task, c.arm, c.rep) in req.only_cells]
@@ -312,6 +313,40 @@ def _env_values(data: object, loc: tuple[str | int, ...] = ()) -> list[tuple[tup
         for i, value in enumerate(data):
             out.extend(_env_values(value, (*loc, i)))
     return out
+
+
+def refuse_missing_snapshots(suite: Suite, arms: list[Arm], tasks: list[PlanTask],
+                             environ: Mapping[str, str], suite_path: Path) -> list[str]:
+    """A Daytona snapshot a task, arm or the backend names (``snapshot:NAME``, the ``snapshot``
+    option) that the service says does not exist: refused here, one line, rather than fail
+    every cell at its create. Offline (no key where plan runs, the API unreachable) nothing is
+    refused: a receipt warning says so, and the backend refuses at the first create."""
+    if suite.backend != "daytona":
+        return []
+    config = suite.backends.get("daytona", BackendConfig())
+    named: dict[str, str] = {}  # snapshot -> who names it
+    for task in tasks:
+        for arm in arms:
+            image = arm.image or task.image or config.image or config.options.get("image")
+            if isinstance(image, str) and image.startswith("snapshot:"):
+                named.setdefault(image[len("snapshot:"):], f"task {task.id} (arm {arm.name})")
+            elif image is None and not task.builds() and config.options.get("snapshot"):
+                named.setdefault(str(config.options["snapshot"]), "backends.daytona.options.snapshot")
+    if not named:
+        return []
+    from ray_bench.sandboxes.daytona_lookup import check_snapshots
+
+    found = check_snapshots(named, config.options, environ)
+    if found.missing:
+        name = found.missing[0]
+        raise ConfigError(f"{named[name]} names Daytona snapshot {name!r}, which does not exist on the service"
+                          + (f" (nor {len(found.missing) - 1} more)" if len(found.missing) > 1 else ""),
+                          where=str(suite_path),
+                          fix="create the snapshot (daytona snapshot create) or name one that exists")
+    if found.unchecked:
+        return [f"Daytona snapshots {', '.join(sorted(named))} not checked ({found.unchecked}): "
+                "a missing one fails its cells at their first create"]
+    return []
 
 
 def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tuple[PlanTask, str]]:

@@ -31,7 +31,7 @@ from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.metrics.pace import human_span
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
-from ray_bench.plan.agents import agent_network, sandbox_image
+from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.roles import executor_max_turns
 from ray_bench.plan.watchdog import effective as effective_watchdog
@@ -48,6 +48,7 @@ from ray_bench.sandboxes.supervisor import (
     write_run_halt,
 )
 from ray_bench.scheduler.admission import Gate, budget_only
+from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.observers import NullObserver, RunObserver
@@ -195,6 +196,10 @@ class Driver:
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
         self._signal_name: str | None = None
+        #: Cell id -> the snapshot the build phase made for it (scheduler/builds.py), and what
+        #: makes them (None: the plan's Daytona backend; tests set a fake).
+        self._snapshots: dict[str, str] = {}
+        self.snapshot_builder: Callable[[], SnapshotBuilder] | None = None
         #: Set when an attempt's files met a full disk: the run stops (resumable).
         self._disk_full: str | None = None
 
@@ -256,6 +261,7 @@ class Driver:
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
         # The preflight belongs to the plan, not to a session: until the ledger records it
         # passed, every session (a resume too) runs its remaining cells before any other.
+        self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder)
         if self.plan.preflight and not ledger.events("preflight_passed"):
             stop = self._preflight(ledger, state)
             if stop is not None:
@@ -446,9 +452,11 @@ class Driver:
                                    taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
         acc = self.accounts[account]
         backend_cfg = self.plan.backends.get(cell.backend)
-        res = arm.resources
         defaults = backend_cfg.resources if backend_cfg else None
-        image, build_context = sandbox_image(task, arm, backend_cfg)
+        box = cell_sandbox(task, arm, backend_cfg)
+        image, build_context = box.image, box.build_context
+        if (snapshot := self._snapshots.get(cell.id)) is not None:  # made by the build phase
+            image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
         spec = AttemptSpec(
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
@@ -463,9 +471,8 @@ class Driver:
             verifier_env=dict(task.verifier_env),
             image=image, build_context=build_context,
             workdir=task.workdir, network=task.network or agent_network(arm),
-            cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
-            memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
-            pids=res.pids or (defaults.pids if defaults else None),
+            cpus=box.cpus, memory_mb=box.memory_mb,
+            pids=arm.resources.pids or (defaults.pids if defaults else None),
             expose_solution=arm.expose_solution,
             artifact_cap_bytes=self.plan.artifact_cap_mb << 20,
             seed=f"{cell.id}:{row.seq}",

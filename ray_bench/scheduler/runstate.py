@@ -115,6 +115,16 @@ class RunState:
         self.pending = CellQueue(keep, self.book)
         return aside
 
+    def fail(self, cell_ids: Iterable[str], failure_class: str, reason: str) -> None:
+        """Fail cells that cannot start at all (their snapshot's build failed): once, as
+        ``failure_class``, without an attempt each; they leave the queue."""
+        doomed = {c for c in cell_ids if self.cells[c].state == "pending"}
+        for cell_id in doomed:
+            state = self.cells[cell_id]
+            state.failed, state.last_failure = True, f"{failure_class}: {reason}"
+        if doomed:
+            self.restrict({c for c, s in self.cells.items() if s.state == "pending"})
+
     def extend(self, cell_ids: list[str]) -> None:
         self.pending.add(_ref(self.cells[c].cell) for c in cell_ids if self.cells[c].state == "pending")
 

@@ -36,6 +36,7 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Capacity, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
 from ray_bench.scheduler.admission import CoreGate
+from ray_bench.scheduler.builds import InstantBuilder
 from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.scheduler.observers import RunObserver
@@ -205,6 +206,7 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
             (tmp / "run").mkdir(exist_ok=True)
             driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, gate=gate, observer=observer,
                             options=options, clock=clock)
+            driver.snapshot_builder = InstantBuilder  # a Daytona plan's build phase: no service
             try:
                 outcome = driver.run()
             except _Killed:

@@ -35,6 +35,7 @@ def reset(srv: DaytonaServer) -> None:
     srv.list_page = LIST_PAGE
     srv.create_requests.clear()
     srv.executions.clear()
+    srv.reset_builds(1)
     for key in srv.counts:
         srv.counts[key] = 0
 

@@ -55,6 +55,7 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import random
 import re
 import shlex
@@ -108,6 +109,10 @@ class Faults:
     create_delay_sec: float = 0.0
     #: Seconds a build stays ``pending_build`` then ``building_snapshot`` (each).
     build_delay_sec: float = 0.0
+    #: Seconds a runner takes to build an image it has not built in the last 24 (Daytona)
+    #: hours: every image create is a declarative build (``FROM image``) cached per runner, so a
+    #: new image costs one cold build on each runner a create lands on (0: instant).
+    cold_build_sec: float = 0.0
     #: Fraction of creates that make the sandbox and then answer :attr:`error_status` (the
     #: gateway lost the answer).
     create_lost_fraction: float = 0.0
@@ -173,12 +178,22 @@ class DaytonaServer:
         default_snapshot_user: str | None = "1000:1000",
         faults: Faults | None = None,
         docker_client: Any | None = None,
+        runners: int = 1,
     ) -> None:
         self.host = host
         self.port = port
         self.api_key = api_key
-        #: snapshot name -> local image; a snapshot not listed is taken as an image name.
+        #: snapshot name -> local image, each ``active``; a create from a snapshot not listed (nor
+        #: made by ``POST /snapshots``) answers 400 "Snapshot X not found...", as the API does.
         self.snapshots = dict(snapshots or {})
+        #: Snapshots made through ``POST /snapshots``: name -> their DTO fields (state and all).
+        self._made_snapshots: dict[str, dict[str, Any]] = {}
+        #: Daytona's runners: each keeps its own build cache (build hash -> monotonic time built).
+        self.runners = max(1, runners)
+        self._runner_cache: list[dict[str, float]] = [{} for _ in range(self.runners)]
+        self._runner_locks: dict[tuple[int, str], asyncio.Lock] = {}
+        #: (runner, build hash) of every cold build, in order.
+        self.cold_builds: list[tuple[int, str]] = []
         self.default_image = default_image
         #: snapshot name -> (vCPU, GiB memory, GiB disk); a snapshot not listed is 1/1/3, the
         #: size of Daytona's default snapshot. A sandbox made from a snapshot has its size.
@@ -196,7 +211,8 @@ class DaytonaServer:
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
             "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0, "list_pages": 0, "throttled_429": 0,
-            "ttl_destroyed": 0, "auto_stopped": 0,
+            "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
+            "snapshot_missing_400": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -280,6 +296,7 @@ class DaytonaServer:
         app.router.add_delete("/api/sandbox/{id}", self._delete)
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
         app.router.add_get("/api/snapshots/{name}", self._snapshot)
+        app.router.add_post("/api/snapshots", self._create_snapshot)
         app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
         app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_post("/toolbox/{id}/process/execute", self._execute)
@@ -389,7 +406,7 @@ class DaytonaServer:
     def _dto(self, box: _Box) -> dict[str, Any]:
         body = box.body
         if body.get("snapshot"):  # a snapshot's sandbox has the snapshot's size
-            cpu, mem, disk = self.snapshot_sizes.get(body["snapshot"], (1, 1, 3))
+            cpu, mem, disk = self._snapshot_size(body["snapshot"])
             res = {"cpu": cpu, "memory": mem, "disk": disk}
         else:
             res = {"cpu": body.get("cpu") or 1, "memory": body.get("memory") or 1, "disk": body.get("disk") or 3}
@@ -438,10 +455,29 @@ class DaytonaServer:
         if status != "running":
             box.state, box.desired, box.error_reason = "stopped", "stopped", f"container {status}"
 
+    def _snapshot_size(self, name: str) -> tuple[int, int, int]:
+        made = self._made_snapshots.get(name)
+        if made is not None:
+            return int(made["cpu"]), int(made["mem"]), int(made["disk"])
+        return self.snapshot_sizes.get(name, (1, 1, 3))
+
+    def _snapshot_refusal(self, name: str) -> str | None:
+        """``SandboxService.create``'s answer for a snapshot that is not there or not active."""
+        made = self._made_snapshots.get(name) or next(
+            (m for m in self._made_snapshots.values() if m["id"] == name), None)
+        if made is not None:
+            return None if made["state"] == "active" else f"Snapshot {name} is {made['state']}"
+        if name in self.snapshots:
+            return None
+        return f"Snapshot {name} not found. Did you add it through the Daytona Dashboard?"
+
     def _image_for(self, body: Mapping[str, Any]) -> str:
         """The local image a snapshot-based create runs (a build's image is made later)."""
         snapshot = body.get("snapshot")
         if snapshot:
+            made = self._made_snapshots.get(snapshot)
+            if made is not None and made.get("localImage"):
+                return str(made["localImage"])
             return self.snapshots.get(snapshot, snapshot)
         if self._default_snapshot:
             return self._default_snapshot
@@ -495,6 +531,10 @@ class DaytonaServer:
         if build.get("contextHashes"):
             return self._error(400, "the fake has no object storage for build contexts")
         image = ""
+        snapshot = body.get("snapshot")
+        if not dockerfile and snapshot and (refused := self._snapshot_refusal(snapshot)) is not None:
+            self.counts["snapshot_missing_400"] += 1
+            return self._error(400, refused)
         if not dockerfile:
             try:
                 image = self._image_for(body)
@@ -528,26 +568,19 @@ class DaytonaServer:
         if dockerfile:
             # One build per Dockerfile content, as Daytona makes one snapshot per build hash:
             # later sandboxes of the same build wait for it in `pending_build`.
-            key = hashlib.sha256(dockerfile.encode()).hexdigest()
-            lock = self._build_locks.setdefault(key, asyncio.Lock())
             await asyncio.sleep(f.build_delay_sec)
-            async with lock:
-                if box.desired == "destroyed":
-                    box.building = False
-                    return
-                built = self._built.get(key)
-                if built is None:
-                    box.state = "building_snapshot"
-                    await asyncio.sleep(f.build_delay_sec)
-                    try:
-                        built = await asyncio.to_thread(self._build, box, dockerfile, key)
-                    except (docker.errors.BuildError, docker.errors.APIError) as exc:
-                        box.building = False
-                        box.state, box.error_reason = "build_failed", f"image build failed: {exc}"[:500]
-                        return
-                    self._built[key] = built
-                box.image = built
+            if box.desired == "destroyed":
+                box.building = False
+                return
+            try:
+                box.image = await self._build_on_runner(dockerfile, box.build_log, box)
+            except (docker.errors.BuildError, docker.errors.APIError) as exc:
+                box.building = False
+                box.state, box.error_reason = "build_failed", f"image build failed: {exc}"[:500]
+                return
             box.building = False
+            if box.desired == "destroyed":
+                return
         else:
             await asyncio.sleep(0.01)
             box.state = "pulling_snapshot"
@@ -558,20 +591,54 @@ class DaytonaServer:
         if box.desired != "destroyed" and box.state == "creating":
             await self._start_container(box)
 
-    def _build(self, box: _Box, dockerfile: str, key: str) -> str:
+    def _pick_runner(self, key: str) -> int:
+        """A runner that built ``key`` in the last 24 Daytona hours, else one at random: builds
+        are spread across runners, and each caches its own (``SnapshotRunner`` per runner)."""
+        fresh = 24 * 60 * self.faults.minute_sec
+        now = time.monotonic()
+        warm = [r for r, cache in enumerate(self._runner_cache) if now - cache.get(key, -math.inf) < fresh]
+        if warm:
+            return self._dice.choice(warm)
+        return self._dice.randrange(self.runners)
+
+    async def _build_on_runner(self, dockerfile: str, log: list[str], box: _Box | None) -> str:
+        """The local image of ``dockerfile`` built on a runner: a cold build there costs
+        :attr:`Faults.cold_build_sec` (once per runner and build, later creates on that runner wait
+        for it in ``pending_build``); the image itself is built once on the local Docker."""
+        key = hashlib.sha256(dockerfile.encode()).hexdigest()
+        runner = self._pick_runner(key)
+        async with self._runner_locks.setdefault((runner, key), asyncio.Lock()):
+            fresh = 24 * 60 * self.faults.minute_sec
+            if time.monotonic() - self._runner_cache[runner].get(key, -math.inf) >= fresh:
+                if box is not None:
+                    box.state = "building_snapshot"
+                log.append(f"runner-{runner}: building {key[:16]}")
+                await asyncio.sleep(self.faults.build_delay_sec + self.faults.cold_build_sec)
+                async with self._build_locks.setdefault(key, asyncio.Lock()):
+                    built = self._built.get(key)
+                    if built is None:
+                        built = self._built[key] = await asyncio.to_thread(self._build, log, dockerfile, key)
+                self._runner_cache[runner][key] = time.monotonic()
+                self.cold_builds.append((runner, key))
+                self.counts["cold_builds"] += 1
+            else:
+                self.counts["warm_builds"] += 1
+            return self._built[key]
+
+    def _build(self, log: list[str], dockerfile: str, key: str) -> str:
         tag = f"fake-daytona-build:{key[:16]}"
-        box.build_log.append(f"building {tag}")
+        log.append(f"building {tag}")
         try:
             _, logs = self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag,
                                                rm=True, forcerm=True,
                                                labels={MARKER_LABEL: self.server_id})
             for entry in logs:
                 if entry.get("stream"):
-                    box.build_log.append(str(entry["stream"]).rstrip())
+                    log.append(str(entry["stream"]).rstrip())
         except docker.errors.BuildError as exc:
             for entry in exc.build_log:
                 if entry.get("stream") or entry.get("error"):
-                    box.build_log.append(str(entry.get("stream") or entry.get("error")).rstrip())
+                    log.append(str(entry.get("stream") or entry.get("error")).rstrip())
             raise
         self.counts["built"] += 1
         return tag
@@ -671,6 +738,10 @@ class DaytonaServer:
         if (denied := self._auth(request)) is not None:
             return denied
         name = request.match_info["name"]
+        made = self._made_snapshots.get(name) or next(
+            (m for m in self._made_snapshots.values() if m["id"] == name), None)
+        if made is not None:
+            return web.json_response({k: v for k, v in made.items() if k != "localImage"})
         if name not in self.snapshots:
             return self._error(404, f"Snapshot with name {name} not found")
         cpu, mem, disk = self.snapshot_sizes.get(name, (1, 1, 3))
@@ -681,6 +752,75 @@ class DaytonaServer:
             "cpu": cpu, "gpu": 0, "mem": mem, "disk": disk, "errorReason": None, "createdAt": now,
             "updatedAt": now, "lastUsedAt": None, "sourceSandboxId": None,
         })
+
+    async def _create_snapshot(self, request: web.Request) -> web.StreamResponse:
+        """``POST /snapshots``: ``pending``, then ``building`` (a ``buildInfo``, built on a runner
+        like a sandbox's) or ``pulling`` (an ``imageName``, which must exist locally), then
+        ``active`` -- or ``build_failed`` / ``error`` with ``errorReason``. Names are unique."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        if self._roll(self.faults.throttled_429_fraction):
+            self.counts["throttled_429"] += 1
+            return self._rate_limited("authenticated")
+        body = await request.json()
+        name = str(body.get("name") or "")
+        if not name:
+            return self._error(400, "name must be a string")
+        if name in self._made_snapshots or name in self.snapshots:
+            return self._error(409, f"Snapshot with name {name} already exists")
+        build = body.get("buildInfo") or {}
+        if build.get("contextHashes"):
+            return self._error(400, "the fake has no object storage for build contexts")
+        if not build.get("dockerfileContent") and not body.get("imageName"):
+            return self._error(400, "Must specify either imageName or buildInfo")
+        now = datetime.now(UTC).isoformat()
+        made: dict[str, Any] = {
+            "id": str(uuid.uuid4()), "organizationId": "fake-org", "general": False, "name": name,
+            "imageName": body.get("imageName") or "", "state": "pending", "size": None, "entrypoint": None,
+            "cpu": int(body.get("cpu") or 1), "gpu": 0, "mem": int(body.get("memory") or 1),
+            "disk": int(body.get("disk") or 3), "errorReason": None, "createdAt": now, "updatedAt": now,
+            "lastUsedAt": None, "sourceSandboxId": None,
+            # The API's BuildInfoDto: what the SDK reads back (its snapshotRef names the build).
+            "buildInfo": {"dockerfileContent": build.get("dockerfileContent"), "contextHashes": [],
+                          "createdAt": now, "updatedAt": now,
+                          "snapshotRef": hashlib.sha256(str(build.get("dockerfileContent")).encode()).hexdigest()}
+            if build else None,
+        }
+        self._made_snapshots[name] = made
+        self._spawn(self._make_snapshot(made, build.get("dockerfileContent"), body.get("imageName")))
+        return web.json_response({k: v for k, v in made.items() if k != "localImage"})
+
+    async def _make_snapshot(self, made: dict[str, Any], dockerfile: str | None, image: str | None) -> None:
+        await asyncio.sleep(0.05)
+        log: list[str] = []
+        try:
+            if dockerfile:
+                made["state"] = "building"
+                made["localImage"] = await self._build_on_runner(dockerfile, log, None)
+            else:
+                made["state"] = "pulling"
+                await asyncio.to_thread(self.docker.images.get, image)
+                made["localImage"] = image
+        except (docker.errors.BuildError, docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+            made["state"] = "build_failed" if dockerfile else "error"
+            made["errorReason"] = (f"image build failed: {exc}" if dockerfile else f"{exc}")[:500]
+            return
+        made["state"], made["updatedAt"] = "active", datetime.now(UTC).isoformat()
+
+    def reset_builds(self, runners: int | None = None) -> None:
+        """Cold runners again (every build cache empty), ``runners`` of them, and no snapshot made
+        through ``POST /snapshots``; the local Docker keeps the images it built."""
+        if runners is not None:
+            self.runners = max(1, runners)
+        self._runner_cache = [{} for _ in range(self.runners)]
+        self._runner_locks.clear()
+        self.cold_builds.clear()
+        self._made_snapshots.clear()
+
+    def delete_snapshot(self, name: str) -> None:
+        """Remove a snapshot behind the run's back (an operator, an expiry)."""
+        self._made_snapshots.pop(name, None)
+        self.snapshots.pop(name, None)
 
     async def _proxy_url(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:

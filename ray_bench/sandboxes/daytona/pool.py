@@ -41,6 +41,14 @@ class DaytonaPool(BaseModel):
         default=None, gt=0, description="The most disk in GiB Daytona lets one sandbox have."
     )
 
+    build_concurrency: int = Field(
+        default=4, gt=0, description="Snapshots the build phase makes at once before the fan-out."
+    )
+    build_timeout_min: float = Field(
+        default=30.0, gt=0,
+        description="Minutes one snapshot build may take (a cold multi-GB build takes tens of minutes).",
+    )
+
     def too_big(self, cpus: float | None, memory_mb: int | None, disk_mb: int | None) -> str | None:
         """What a sandbox of this size asks beyond the per-sandbox limits, or ``None``."""
         cpu, memory, disk = self.asked(cpus, memory_mb, disk_mb)

@@ -1,0 +1,87 @@
+"""Snapshots made ahead of the cells (the driver's build phase, ``scheduler/builds.py``).
+
+A snapshot is created with ``POST /snapshots`` (the SDK's ``snapshot.create``): ``pending``,
+then ``building`` (a ``buildInfo``: a declarative ``FROM image`` or a Dockerfile) or
+``pulling``, then ``active`` -- or ``build_failed`` / ``error`` with its ``errorReason``. Names
+are unique per organisation: a snapshot of that name already there (an earlier session, another
+run of the same image) is adopted, never built twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from daytona import CreateSnapshotParams, DaytonaError, DaytonaNotFoundError, Image
+from daytona import Resources as DaytonaResources
+
+from ray_bench.errors import SandboxCreateError
+from ray_bench.sandboxes.daytona.backend import DaytonaBackend
+from ray_bench.sandboxes.daytona.translate import state_name, translate
+from ray_bench.scheduler.builds import BuildTarget
+
+#: States a snapshot reaches by itself; ``active`` is the one a sandbox can be made from.
+_FAILED = frozenset({"error", "build_failed"})
+
+
+class DaytonaSnapshotBuilder:
+    """:class:`ray_bench.scheduler.builds.SnapshotBuilder` on one :class:`DaytonaBackend`."""
+
+    def __init__(self, backend: DaytonaBackend) -> None:
+        self.backend = backend
+
+    async def _state(self, name: str) -> tuple[str, str | None] | None:
+        """The snapshot's state and error reason, or ``None`` when there is none of that name."""
+        try:
+            found = await self.backend.retrying(f"get snapshot {name}",
+                                                lambda: self.backend.client().snapshot.get(name))
+        except DaytonaNotFoundError:
+            return None
+        except DaytonaError as exc:
+            raise translate(exc, f"get snapshot {name}") from exc
+        return state_name(found.state), found.error_reason
+
+    async def present(self, snapshot: str) -> bool:
+        found = await self._state(snapshot)
+        return found is not None and found[0] == "active"
+
+    async def build(self, target: BuildTarget, timeout_sec: float) -> None:
+        deadline = time.monotonic() + timeout_sec
+        if await self._state(target.snapshot) is None:
+            image = (Image.base(target.image) if target.image is not None
+                     else Image.from_dockerfile(str(Path(target.dockerfile_dir or ".") / "Dockerfile")))
+            params = CreateSnapshotParams(
+                name=target.snapshot, image=image,
+                resources=DaytonaResources(cpu=target.cpu, memory=target.memory_gib, disk=target.disk_gib))
+            try:
+                # The POST is not repeated on a 5xx (a lost answer made it): the poll below finds it.
+                await self.backend.retrying(
+                    f"create snapshot {target.snapshot}",
+                    lambda: self.backend.client().snapshot.create(params, timeout=timeout_sec),
+                    server_retries=False, timeout=timeout_sec)
+                return
+            except DaytonaError as exc:
+                if exc.status_code not in (409, 502, 503, 504) and await self._state(target.snapshot) is None:
+                    raise translate(exc, f"create snapshot {target.snapshot}") from exc
+        await self._await_active(target.snapshot, deadline)
+
+    async def _await_active(self, name: str, deadline: float) -> None:
+        """Wait for a snapshot someone made (or whose answer was lost) to become ``active``."""
+        delay = 1.0
+        while True:
+            found = await self._state(name)
+            if found is None:
+                raise SandboxCreateError(f"Daytona snapshot {name} vanished while it was being made")
+            state, reason = found
+            if state == "active":
+                return
+            if state in _FAILED:
+                raise SandboxCreateError(f"Daytona snapshot {name} is {state}" + (f": {reason}" if reason else ""))
+            if time.monotonic() >= deadline:
+                raise SandboxCreateError(f"Daytona snapshot {name} still {state} at the build timeout")
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 10.0)
+
+    async def close(self) -> None:
+        await self.backend.close()

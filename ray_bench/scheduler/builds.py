@@ -1,0 +1,327 @@
+"""The build phase: before the fan-out, one snapshot per distinct sandbox image of the plan's
+Daytona cells, so that no cell pays (or times out on) a cold image build.
+
+Why: on Daytona every image create is a declarative build (``FROM image``), cached per runner
+for 24 h and spread across runners; 500 cells of a new image start many cold multi-GB builds at
+once against a create timeout of minutes. One snapshot per image, built once with its own
+concurrency and a timeout sized for builds (tens of minutes), then every cell creates from it.
+
+The policy here is pure (which snapshots a plan needs, what the ledger says was built, the
+progress line); the Daytona calls are behind :class:`SnapshotBuilder`
+(``ray_bench/sandboxes/daytona/snapshots.py``), and a fake stands in for it in the unit tests.
+The ledger records ``snapshot_build_started`` and ``snapshot_build_finished`` events; a resume
+builds again only what it has no finished build for, or whose snapshot is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.models.suite import Arm, BackendConfig
+from ray_bench.plan.agents import sandbox_image
+
+if TYPE_CHECKING:
+    from ray_bench.ledger.store import Ledger
+    from ray_bench.scheduler.observers import RunObserver
+    from ray_bench.scheduler.runstate import RunState
+
+#: The backend whose cells get a build phase.
+BUILD_BACKEND = "daytona"
+SNAPSHOT_PREFIX = "snapshot:"
+BUILD_STARTED = "snapshot_build_started"
+BUILD_FINISHED = "snapshot_build_finished"
+#: Defaults when the plan's Daytona pool names none (``DaytonaPool.build_*``).
+DEFAULT_BUILD_CONCURRENCY = 4
+DEFAULT_BUILD_TIMEOUT_MIN = 30.0
+
+
+class BuildTarget(BaseModel):
+    """One snapshot to make: from an image (``FROM image``) or a task's Dockerfile directory,
+    at one size (a snapshot's sandboxes take its size), for the cells listed."""
+
+    model_config = ConfigDict(frozen=True)
+    snapshot: str
+    image: str | None = None
+    dockerfile_dir: str | None = None
+    cpu: int
+    memory_gib: int
+    disk_gib: int
+    tasks: tuple[str, ...]
+    cells: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        return self.image or f"{self.dockerfile_dir}/Dockerfile"
+
+
+class SnapshotBuilder(Protocol):
+    """The Daytona side of the phase (one event loop)."""
+
+    async def present(self, snapshot: str) -> bool:
+        """The snapshot exists and is active."""
+        ...
+
+    async def build(self, target: BuildTarget, timeout_sec: float) -> None:
+        """Make the snapshot (adopting one of that name already there); raise
+        :class:`ray_bench.errors.SandboxError` with the service's reason when it fails."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class InstantBuilder:
+    """A builder that makes every snapshot at once, with no I/O: the simulator's (it models no
+    build time, and must never reach a service)."""
+
+    async def present(self, snapshot: str) -> bool:
+        return True
+
+    async def build(self, target: BuildTarget, timeout_sec: float) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class CellSandbox:
+    """What a cell's sandbox is made from, as the driver sends it to the runner."""
+
+    image: str | None
+    build_context: str | None
+    cpus: float | None
+    memory_mb: int | None
+    disk_mb: int | None
+
+
+def cell_sandbox(task: PlanTask, arm: Arm, backend: BackendConfig | None) -> CellSandbox:
+    """The image (an arm's, else the task's, else the backend's), the Dockerfile directory and
+    the size of a cell's sandbox: the one place the driver and the build phase read them."""
+    res = arm.resources
+    defaults = backend.resources if backend else None
+    image, build_context = sandbox_image(task, arm, backend)  # Harbor's choice of image or build
+    return CellSandbox(
+        image=image,
+        build_context=build_context,
+        cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
+        memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
+        disk_mb=task.config.environment.storage_mb,
+    )
+
+
+def _size(box: CellSandbox, default: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Whole vCPUs and GiB, as the backend asks Daytona for them (``DaytonaPool.asked``)."""
+    return (math.ceil(box.cpus) if box.cpus else default[0],
+            math.ceil(box.memory_mb / 1024) if box.memory_mb else default[1],
+            math.ceil(box.disk_mb / 1024) if box.disk_mb else default[2])
+
+
+def snapshot_name(source: str, size: tuple[int, int, int]) -> str:
+    """A name fixed by what is built and its size: a resume, a rerun and a second suite of the
+    same image find the snapshot already made."""
+    digest = hashlib.sha256(f"{source}\0{size}".encode()).hexdigest()[:20]
+    return f"rb-build-{digest}"
+
+
+def build_targets(plan: Plan, default_size: tuple[int, int, int] = (1, 1, 3)) -> list[BuildTarget]:
+    """One target per distinct (image or Dockerfile, size) among the plan's Daytona cells. A
+    cell already on a named snapshot, or on the organisation's default one (no image and no
+    Dockerfile), needs none. A Dockerfile is named by its task's checksum (its content)."""
+    tasks = {t.id: t for t in plan.tasks}
+    arms = {a.name: a for a in plan.arms}
+    backend = plan.backends.get(BUILD_BACKEND)
+    grouped: dict[tuple[str | None, str | None, tuple[int, int, int]], list[PlanCell]] = {}
+    keys: dict[tuple[str | None, str | None, tuple[int, int, int]], str] = {}
+    for cell in plan.cells:
+        if cell.backend != BUILD_BACKEND:
+            continue
+        task = tasks[cell.task]
+        box = cell_sandbox(task, arms[cell.arm], backend)
+        if box.image is not None and box.image.startswith(SNAPSHOT_PREFIX):
+            continue
+        if box.image is None and box.build_context is None:
+            continue
+        size = _size(box, default_size)
+        dockerfile = None if box.image is not None else box.build_context
+        key = (box.image, dockerfile, size)
+        grouped.setdefault(key, []).append(cell)
+        keys[key] = box.image if box.image is not None else f"dockerfile:{task.checksum}"
+    out = []
+    for key, cells in grouped.items():
+        image, dockerfile, size = key
+        out.append(BuildTarget(snapshot=snapshot_name(keys[key], size), image=image, dockerfile_dir=dockerfile,
+                               cpu=size[0], memory_gib=size[1], disk_gib=size[2],
+                               tasks=tuple(dict.fromkeys(c.task for c in cells)),
+                               cells=tuple(c.id for c in cells)))
+    return sorted(out, key=lambda t: t.snapshot)
+
+
+def built_before(events: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Snapshots a ``snapshot_build_finished`` event of this ledger says were made (the last
+    word on each wins: a later failure, say after the snapshot was deleted, undoes it)."""
+    built: dict[str, bool] = {}
+    for data in events:
+        name = data.get("snapshot")
+        if isinstance(name, str):
+            built[name] = bool(data.get("ok"))
+    return {name for name, ok in built.items() if ok}
+
+
+async def _present(builder: SnapshotBuilder, snapshot: str) -> bool:
+    """Whether the snapshot is there; a question the service did not answer is "build it"
+    (the build adopts a snapshot of that name that exists)."""
+    try:
+        return await builder.present(snapshot)
+    except Exception:
+        return False
+
+
+def progress_line(done: int, total: int, building: int, failed: int, last: str) -> str:
+    """``execute``'s line for the phase."""
+    tail = f", {failed} failed" if failed else ""
+    return f"builds [{done}/{total}] ({building} building{tail}): {last}"
+
+
+@dataclass
+class BuildOutcome:
+    """The phase's result: the snapshot each built cell creates from, and the cells of each
+    failed build with its reason (they fail once, as ``stack``, not one create each)."""
+
+    snapshots: dict[str, str] = field(default_factory=dict)  # cell id -> snapshot name
+    failed: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)  # snapshot -> (cells, why)
+    built: int = 0
+    reused: int = 0
+
+
+def run_build_phase(
+    targets: Sequence[BuildTarget],
+    builder_factory: Callable[[], SnapshotBuilder],
+    *,
+    ledger_finished: Iterable[Mapping[str, Any]],
+    record: Callable[[str, dict[str, Any]], None],
+    progress: Callable[[str], None],
+    concurrency: int = DEFAULT_BUILD_CONCURRENCY,
+    timeout_sec: float = DEFAULT_BUILD_TIMEOUT_MIN * 60,
+) -> BuildOutcome:
+    """Make every target's snapshot, at most ``concurrency`` at once, each within
+    ``timeout_sec``. A target the ledger says was built is checked, not rebuilt (unless its
+    snapshot is gone). ``record`` appends a ledger event, ``progress`` prints a line."""
+    outcome = BuildOutcome()
+    if not targets:
+        return outcome
+    before = built_before(ledger_finished)
+    counts = {"done": 0, "building": 0, "failed": 0}
+
+    def line(last: str) -> None:
+        progress(progress_line(counts["done"], len(targets), counts["building"], counts["failed"], last))
+
+    async def one(builder: SnapshotBuilder, gate: asyncio.Semaphore, target: BuildTarget) -> None:
+        async with gate:
+            if target.snapshot in before and await _present(builder, target.snapshot):
+                outcome.reused += 1
+                counts["done"] += 1
+                line(f"{target.snapshot} built earlier ({target.source})")
+                return
+            record(BUILD_STARTED, {"snapshot": target.snapshot, "source": target.source,
+                                   "tasks": list(target.tasks), "rebuild": target.snapshot in before})
+            counts["building"] += 1
+            line(f"building {target.snapshot} ({target.source})")
+            started = time.monotonic()
+            error: str | None = None
+            try:
+                await asyncio.wait_for(builder.build(target, timeout_sec), timeout_sec)
+            except TimeoutError:
+                error = f"no snapshot within {timeout_sec:g}s (the pool's build_timeout_min)"
+            except Exception as exc:  # the service's reason, recorded; the cells fail as stack
+                error = f"{type(exc).__name__}: {exc}"[:2000]
+            counts["building"] -= 1
+            counts["done"] += 1
+            seconds = round(time.monotonic() - started, 3)
+            record(BUILD_FINISHED, {"snapshot": target.snapshot, "source": target.source,
+                                    "tasks": list(target.tasks), "ok": error is None, "error": error,
+                                    "seconds": seconds, "cells": len(target.cells)})
+            if error is None:
+                outcome.built += 1
+                line(f"built {target.snapshot} in {seconds:g}s")
+            else:
+                counts["failed"] += 1
+                outcome.failed[target.snapshot] = (target.cells, error)
+                line(f"FAILED {target.snapshot} ({target.source}): {error.splitlines()[0][:160]}")
+
+    async def main() -> None:
+        builder = builder_factory()
+        gate = asyncio.Semaphore(max(1, concurrency))
+        try:
+            await asyncio.gather(*(one(builder, gate, t) for t in targets))
+        finally:
+            await builder.close()
+
+    asyncio.run(main())
+    for target in targets:
+        if target.snapshot not in outcome.failed:
+            outcome.snapshots.update(dict.fromkeys(target.cells, target.snapshot))
+    return outcome
+
+
+def build_settings(plan: Plan) -> tuple[int, float, tuple[int, int, int]]:
+    """The phase's concurrency, its timeout per build (seconds) and the size of a sandbox that
+    names none, from the plan's Daytona pool (``backends.daytona.options.pool``), else defaults."""
+    backend = plan.backends.get(BUILD_BACKEND)
+    pool = backend.options.get("pool") if backend else None
+    if not pool:
+        return DEFAULT_BUILD_CONCURRENCY, DEFAULT_BUILD_TIMEOUT_MIN * 60, (1, 1, 3)
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # no SDK: the pool is configuration
+
+    p = DaytonaPool.model_validate(pool)
+    return p.build_concurrency, p.build_timeout_min * 60, (p.default_vcpu, p.default_memory_gib, p.default_disk_gib)
+
+
+def daytona_builder(plan: Plan) -> Callable[[], SnapshotBuilder]:
+    """The real builder: the plan's Daytona backend options, in the driver's process."""
+
+    def make() -> SnapshotBuilder:
+        from ray_bench.sandboxes import make_backend
+        from ray_bench.sandboxes.daytona.backend import DaytonaBackend
+        from ray_bench.sandboxes.daytona.snapshots import DaytonaSnapshotBuilder
+
+        backend = plan.backends.get(BUILD_BACKEND)
+        made = make_backend(BUILD_BACKEND, **(dict(backend.options) if backend else {}))
+        assert isinstance(made, DaytonaBackend)
+        return DaytonaSnapshotBuilder(made)
+
+    return make
+
+
+def build_phase(plan: Plan, ledger: Ledger, state: RunState, observer: RunObserver,
+                builder_factory: Callable[[], SnapshotBuilder] | None = None) -> dict[str, str]:
+    """The driver's hook: build what the pending cells need, fail the cells of a failed build
+    (as ``stack``, once), and return cell id -> snapshot for the rest."""
+    pending = {c for c, s in state.cells.items() if s.state == "pending"}
+    concurrency, timeout, default = build_settings(plan)
+    targets = []
+    for target in build_targets(plan, default):
+        cells = tuple(c for c in target.cells if c in pending)
+        if cells:
+            targets.append(target.model_copy(update={"cells": cells}))
+    if not targets:
+        return {}
+
+    def progress(line: str) -> None:
+        observer.note_event("build", {"line": line})
+
+    outcome = run_build_phase(
+        targets, builder_factory or daytona_builder(plan),
+        ledger_finished=[e.data for e in ledger.events(BUILD_FINISHED)],
+        record=ledger.event, progress=progress, concurrency=concurrency, timeout_sec=timeout)
+    for snapshot, (cells, why) in outcome.failed.items():
+        state.fail(cells, "stack", f"snapshot {snapshot} build failed: {why}")
+    return outcome.snapshots
