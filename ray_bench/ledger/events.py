@@ -49,8 +49,9 @@ class EventPayload(BaseModel):
     stored_as: ClassVar[dict[str, str]] = {}
 
     def to_json(self) -> dict[str, Any]:
-        """The ``data`` column (the kind has its own)."""
-        data = self.model_dump(mode="json", exclude={"kind"})
+        """The ``data`` column (the kind has its own): the fields the writer gave, so that each
+        kind keeps the shape its first writer stored (a ``stop`` names a signal only for one)."""
+        data = self.model_dump(mode="json", exclude={"kind"}, exclude_unset=True)
         return {self.stored_as.get(k, k): v for k, v in data.items()}
 
     @classmethod
