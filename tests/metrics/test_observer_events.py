@@ -52,5 +52,6 @@ def test_a_session_reaches_the_observers_as_one_stream_of_events(tmp_path: Path)
     assert any(isinstance(e, Tick) for e in seen)
     assert seen[-1].stopped is None and seen[-1].counts == outcome.counts
 
-    assert _sample(exporter, 'raybench_cells{run="%s",state="valid"}' % run.plan.run_id) == CELLS
-    assert _sample(exporter, 'raybench_run_finished{run="%s"}' % run.plan.run_id) == 1.0
+    run_id = run.plan.run_id
+    assert _sample(exporter, f'raybench_cells{{run="{run_id}",state="valid"}}') == CELLS
+    assert _sample(exporter, f'raybench_run_finished{{run="{run_id}"}}') == 1.0
