@@ -165,6 +165,34 @@ class CircuitOpen(EventPayload):
     fingerprint: str
     failure_class: str = ""
     message: str = ""
+    #: A probe's attempt whose failure closed the scope again, and the hypothesis it tried
+    #: (the circuit-probe branch writes these).
+    probe: str | None = None
+    hypothesis: str | None = None
+
+
+class CircuitProbe(EventPayload):
+    """``circuit_probe``: one cell sent into an open scope to test a new hypothesis."""
+
+    kind: Literal["circuit_probe"] = "circuit_probe"
+    scope: str = ""
+    fingerprint: str = ""
+    hypothesis: str | None = None
+    attempt_id: str = ""
+    cell_id: str = ""
+    account: str = ""
+
+
+class CircuitReopened(EventPayload):
+    """``circuit_reopened``: an open scope admits cells again (``via``: probe or enable)."""
+
+    kind: Literal["circuit_reopened"] = "circuit_reopened"
+    scope: str = ""
+    via: str = ""
+    attempt_id: str | None = None
+    hypothesis: str | None = None
+    who: str | None = None
+    reason: str | None = None
 
 
 class Quota(EventPayload):
@@ -314,8 +342,9 @@ class UnknownEvent(BaseModel):
 
 
 RunEvent = Annotated[
-    RunStarted | RunFinished | Stop | Hypothesis | PreflightPassed | Heartbeat | DriftSeen | CircuitOpen
-    | Quota | NodeCheck | NodeHalt | Paused | Resumed | Audit | HaltCleared | LedgerRebuilt | SettlementData
+    RunStarted | RunFinished | Stop | Hypothesis | PreflightPassed | Heartbeat | DriftSeen
+    | CircuitOpen | CircuitProbe | CircuitReopened | Quota | NodeCheck | NodeHalt | Paused | Resumed
+    | Audit | HaltCleared | LedgerRebuilt | SettlementData
     | ExclusionData | InclusionData | PromotionData | DemotionData,
     Field(discriminator="kind"),
 ]
