@@ -309,7 +309,7 @@ class Driver:
                 ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
                 self._beat = now
             if now - last_tick >= 1.0 or not self.inflight:
-                self.observer.on_event(Tick(state.counts(), self.gate.views(now), note))
+                self.observer.on_event(Tick(state, self.gate.views(now), note))
                 last_tick = now
             if not self.inflight and not finished and stop is None and state.pending and note:
                 # Nothing ran and nothing could start: wait before asking again. (When cells

@@ -12,6 +12,11 @@ from ray_bench.ledger import events as ev
 from ray_bench.scheduler.observers import Observers, Tick
 
 
+class Counts:
+    def counts(self) -> dict[str, int]:
+        return {"pending": 2, "running": 1, "valid": 1, "failed": 0}
+
+
 def test_console_progress_prints_what_the_events_say() -> None:
     out = io.StringIO()
     progress = ConsoleProgress(Console(file=out, width=200), every_sec=0.0)
@@ -25,7 +30,7 @@ def test_console_progress_prints_what_the_events_say() -> None:
     fanout.on_event(ev.NodeCheck(nodes=[{"ok": True}], summary="all nodes fine"))  # nothing to say
     fanout.on_event(ev.NodeCheck(nodes=[{"ok": True}, {"ok": False}], summary="1 of 2 nodes failed"))
     fanout.on_event(ev.Heartbeat(pid=1, inflight=0))
-    fanout.on_event(Tick({"pending": 2, "running": 1, "valid": 1, "failed": 0}, [], "waiting: cooling"))
+    fanout.on_event(Tick(Counts(), [], "waiting: cooling"))
     lines = out.getvalue().splitlines()
     assert lines == [
         "executing pilot: 4 cells, capacity 4 (resuming: 1 valid already, 2 stale attempts recovered)",
