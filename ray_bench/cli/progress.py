@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console
 
-from ray_bench.evidence.classify import Verdict
 from ray_bench.evidence.rows import SOLVED_AT
-from ray_bench.ledger.store import AttemptRow
-from ray_bench.models.attempt import AttemptSummary
-from ray_bench.models.plan import Plan
-from ray_bench.scheduler.admission import AccountView
-from ray_bench.scheduler.driver import RunOutcome
-from ray_bench.scheduler.runstate import RunState
+from ray_bench.ledger import events as ev
+from ray_bench.scheduler.observers import AttemptFinished, BuildProgress, Observed, Tick
 
 
 class ConsoleProgress:
@@ -30,57 +24,61 @@ class ConsoleProgress:
         if not self.quiet:
             self.console.print(text, markup=False)
 
-    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
-        self._total = len(state.cells)
-        c = state.counts()
-        msg = f"executing {plan.run_id}: {self._total} cells, capacity {plan.capacity.effective}"
-        if c["valid"] or resumed:
-            msg += f" (resuming: {c['valid']} valid already, {resumed} stale attempts recovered)"
+    def on_event(self, event: Observed) -> None:
+        match event:
+            case ev.RunStarted():
+                self._run_started(event)
+            case AttemptFinished():
+                self._attempt_finished(event)
+            case Tick():
+                self._tick(event)
+            case BuildProgress():  # the build phase before the fan-out
+                self._print(f"  {event.line}")
+            case ev.CircuitOpen():
+                self._print(f"  recovery circuit OPEN for {event.scope}: {event.failure_class} "
+                            f"({event.message[:120]})")
+            case ev.Stop(reason=ev.StopReason.HALT):
+                self._print(f"  stopping: {event.detail or event.reason}")
+            case ev.NodeHalt():
+                self._print(f"  node halt: {event.reason}")
+            case ev.NodeCheck() if not event.all_ok:
+                self._print(f"  node check: {event.summary}")
+
+    def _run_started(self, event: ev.RunStarted) -> None:
+        c, resumed = event.counts, event.resumed_stale or 0
+        self._total = sum(c.values())
+        capacity = event.options.effective_concurrency if event.options else None
+        msg = f"executing {event.run_id}: {self._total} cells, capacity {capacity}"
+        if c.get("valid") or resumed:
+            msg += f" (resuming: {c.get('valid', 0)} valid already, {resumed} stale attempts recovered)"
         self._print(msg)
 
-    def attempt_started(self, row: AttemptRow) -> None:
-        pass
-
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
-                         cell_state: str) -> None:
+    def _attempt_finished(self, event: AttemptFinished) -> None:
+        row, verdict = event.row, event.verdict
         if verdict is None:
             self._print(f"  cancelled {row.task}/{row.arm} rep {row.rep} ({row.attempt_id})")
             return
         if verdict.valid:
             # "valid" is about the evidence, "solved" about the reward: a valid row may score 0.
             flags = f" [{', '.join(verdict.flags)}]" if verdict.flags else ""
-            reward = summary.reward
+            reward = event.summary.reward
             solved = "solved" if (reward or 0.0) >= SOLVED_AT else "not solved"
             self._print(f"  valid row {row.task}/{row.arm} rep {row.rep}: reward {reward} ({solved}) "
                         f"on {row.account}{flags}")
         else:
             self._print(f"  FAIL {row.task}/{row.arm} rep {row.rep}: {verdict.failure_class} "
-                        f"({verdict.message[:100]}) on {row.account} -> cell {cell_state}")
+                        f"({verdict.message[:100]}) on {row.account} -> cell {event.cell_state}")
 
-    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None:
-        now = time.monotonic()
+    def _tick(self, event: Tick) -> None:
+        now, note = time.monotonic(), event.note
         if note and note != self._last_note:
             self._print(f"  {note}")
         self._last_note = note
         if now - self._last < self.every:
             return
         self._last = now
-        c = state.counts()
+        c = event.counts
         acc = ", ".join(f"{a.name} {a.inflight}/{a.limit}{'' if a.state == 'healthy' else ' ' + a.state}"
-                        for a in accounts)
+                        for a in event.accounts)
         self._print(f"[{c['valid'] + c['failed']}/{self._total}] valid {c['valid']} failed {c['failed']} "
                     f"running {c['running']} pending {c['pending']} | {acc}")
-
-    def note_event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "circuit_open":
-            self._print(f"  recovery circuit OPEN for {data.get('scope')}: {data.get('class')} "
-                        f"({str(data.get('message', ''))[:120]})")
-        elif kind == "stop":
-            self._print(f"  stopping: {data.get('detail') or data.get('reason')}")
-        elif kind == "build":  # the build phase before the fan-out (scheduler/builds.py)
-            self._print(f"  {data.get('line')}")
-        elif kind in ("node_halt", "node_check"):
-            self._print(f"  {kind.replace('_', ' ')}: {data.get('reason') or data.get('summary')}")
-
-    def run_finished(self, outcome: RunOutcome) -> None:
-        pass

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ray_bench.ledger.events import CircuitOpen, Hypothesis, RunEvent, UnknownEvent
+
 #: Repeats of one signature (with no success between) that open a scope. Three: two can be
 #: chance on a busy provider; a third identical failure is a pattern worth a human.
 DEFAULT_THRESHOLD = 3
@@ -74,20 +76,25 @@ class RecoveryCircuit:
         return scopes
 
 
-class _Event(Protocol):
+class _Row(Protocol):
     @property
-    def seq(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def data(self) -> dict[str, object]: ...
+    def event(self) -> RunEvent | UnknownEvent: ...
 
 
-def open_scopes_from(events: Iterable[_Event]) -> dict[str, str]:
-    """scope -> fingerprint of the circuits a ledger's events leave open: every ``circuit_open``
-    after the last recorded ``hypothesis`` (a hypothesis reopens them all). The driver replays
+def circuit_scopes(rows: Iterable[_Row]) -> dict[str, str | None]:
+    """scope -> fingerprint of every scope a ledger's events opened, None once closed. The one
+    replay rule: a ``circuit_open`` opens its scope, a recorded ``hypothesis`` closes them all."""
+    scopes: dict[str, str | None] = {}
+    for row in rows:
+        match row.event:
+            case Hypothesis():
+                scopes = dict.fromkeys(scopes)
+            case CircuitOpen(scope=scope, fingerprint=fingerprint):
+                scopes[scope] = fingerprint
+    return scopes
+
+
+def open_scopes_from(rows: Iterable[_Row]) -> dict[str, str]:
+    """scope -> fingerprint of the circuits a ledger's events leave open. The driver replays
     this on resume; ``promote`` refuses a run while it is not empty."""
-    listed = list(events)
-    last_hypothesis = max((e.seq for e in listed if e.kind == "hypothesis"), default=0)
-    return {str(e.data["scope"]): str(e.data["fingerprint"])
-            for e in listed if e.kind == "circuit_open" and e.seq > last_hypothesis}
+    return {scope: fp for scope, fp in circuit_scopes(rows).items() if fp is not None}

@@ -31,10 +31,10 @@ from ray_bench.ledger.store import LEDGER_FILE, Event, Ledger
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 
-EXCLUSION = ExclusionData.kind
-INCLUSION = InclusionData.kind
-PROMOTION = PromotionData.kind
-DEMOTION = DemotionData.kind
+EXCLUSION = "exclusion"
+INCLUSION = "inclusion"
+PROMOTION = "promotion"
+DEMOTION = "demotion"
 #: A cell id prefix this long is unambiguous in practice and still short enough to type.
 MIN_PREFIX = 8
 
@@ -84,10 +84,9 @@ def exclusions_of(run_id: str, events: Iterable[Event]) -> dict[str, Exclusion]:
     """cell id -> its exclusion, replaying exclusion and inclusion events in ledger order."""
     out: dict[str, Exclusion] = {}
     for e in events:
-        if e.kind == EXCLUSION and e.cell_id:
-            d = ExclusionData.read(e.data)
+        if isinstance(d := e.event, ExclusionData) and e.cell_id:
             out[e.cell_id] = Exclusion(run_id, e.cell_id, d.task, d.arm, d.rep, d.reason, d.by, e.ts)
-        elif e.kind == INCLUSION and e.cell_id:
+        elif isinstance(e.event, InclusionData) and e.cell_id:
             out.pop(e.cell_id, None)
     return out
 
@@ -106,11 +105,9 @@ def _standing(run_id: str, events: Iterable[Event]) -> tuple[Promotion | None, D
     promotion: Promotion | None = None
     demotion: Demotion | None = None
     for e in events:
-        if e.kind == PROMOTION:
-            p = PromotionData.read(e.data)
+        if isinstance(p := e.event, PromotionData):
             promotion, demotion = Promotion(run_id, p.by, e.ts, p.reason, tuple(p.family), tuple(p.gates)), None
-        elif e.kind == DEMOTION:
-            d = DemotionData.read(e.data)
+        elif isinstance(d := e.event, DemotionData):
             promotion, demotion = None, Demotion(run_id, d.by, e.ts, d.reason)
     return promotion, demotion
 
@@ -180,11 +177,12 @@ def record_exclusion(run_root: Path, cell: str, reason: str, *, include: bool = 
             f"{prior.reason}", where="--cell", fix="`include` it first to change the decision")
     who = operator(by)
     kind = InclusionData if include else ExclusionData
-    data = kind(task=target.task, arm=target.arm, rep=target.rep, reason=reason.strip(), by=who)
+    data: InclusionData | ExclusionData = kind(task=target.task, arm=target.arm, rep=target.rep,
+                                               reason=reason.strip(), by=who)
     now = time.time()
     ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
     try:
-        ledger.event(kind.kind, data, cell_id=target.id, now=now)
+        ledger.append(data, cell_id=target.id, now=now)
     finally:
         ledger.close()
     return Exclusion(plan.run_id, target.id, target.task, target.arm, target.rep, reason.strip(), who, now)

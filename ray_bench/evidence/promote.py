@@ -31,11 +31,11 @@ from pathlib import Path
 from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.circuit import open_scopes_from
-from ray_bench.evidence.decisions import PROMOTION, operator, refuse_official
+from ray_bench.evidence.decisions import operator, refuse_official
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of, usage_unknown
-from ray_bench.ledger.events import DemotionData, PromotionData
+from ray_bench.ledger.events import Audit, DemotionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.runroot import lock_holder
 
@@ -105,9 +105,9 @@ def check_gates(epochs: list[Epoch], *, max_invalid_rate: float, require_settlem
 
     residue: list[str] = []
     for e in members:
-        audits = [ev.data for ev in e.events if ev.kind == "audit"]
-        if audits and int(audits[-1].get("residue", 0)):
-            residue.append(f"{e.run_id}: last audit left {audits[-1]['residue']}")
+        audits = [row.event for row in e.events if isinstance(row.event, Audit)]
+        if audits and audits[-1].residue:
+            residue.append(f"{e.run_id}: last audit left {audits[-1].residue}")
         if e.attempts:
             found = audit(e.run_root)
             if found:
@@ -172,7 +172,7 @@ def promote_run(run_root: Path, *, reason: str, by: str | None = None,
     for epoch in epochs:
         ledger = Ledger.create(epoch.run_root, run_id=epoch.run_id, plan_identity=epoch.identity)
         try:
-            ledger.event(PROMOTION, data.model_copy(update={"identity": epoch.identity}), now=now)
+            ledger.append(data.model_copy(update={"identity": epoch.identity}), now=now)
         finally:
             ledger.close()
     return result
@@ -204,7 +204,7 @@ def demote_run(run_root: Path, *, reason: str, by: str | None = None) -> Demotio
     for epoch in official:
         ledger = Ledger.create(epoch.run_root, run_id=epoch.run_id, plan_identity=epoch.identity)
         try:
-            ledger.event(DemotionData.kind, data, now=now)
+            ledger.append(data, now=now)
         finally:
             ledger.close()
     return DemotionResult(epochs[0].run_id, data.family, who, data.reason)

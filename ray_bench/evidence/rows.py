@@ -31,6 +31,7 @@ from typing import Any
 
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import Exclusion, Promotion, exclusions_of, promotion_of
+from ray_bench.ledger.events import RunStarted
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
 from ray_bench.models.attempt import AttemptSummary
@@ -63,7 +64,7 @@ class Epoch:
     def executions(self) -> list[dict[str, Any]]:
         """The data of each ``run_started`` event: one per execute (or resume) of the plan,
         with the options that shaped it."""
-        return [e.data for e in self.events if e.kind == "run_started"]
+        return [e.data for e in self.events if isinstance(e.event, RunStarted)]
 
     def summaries(self) -> dict[str, AttemptSummary]:
         """attempt id -> terminal summary (read from the ledger on demand)."""

@@ -34,6 +34,7 @@ from typing import Any
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import operator, read_events, refuse_official
 from ray_bench.evidence.usage_export import UsageExport, read_usage_export
+from ray_bench.ledger.events import SettlementData
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
@@ -196,18 +197,17 @@ def settlement_of(run_id: str, events: Iterable[Event]) -> Settlement | None:
     """The latest settlement recorded in a ledger's events."""
     last = None
     for e in events:
-        if e.kind == SETTLEMENT:
-            last = e
+        if isinstance(e.event, SettlementData):
+            last = e.event, e.ts
     if last is None:
         return None
-    d = last.data
+    d, ts = last
     attempts = {k: SettledAttempt(str(v["status"]), float(v["estimated_usd"]),
                                   None if v.get("settled_usd") is None else float(v["settled_usd"]),
                                   str(v.get("detail", "")))
-                for k, v in (d.get("attempts") or {}).items()}
-    return Settlement(run_id, str(d.get("by", "")), last.ts, str(d.get("source", "")),
-                      str(d.get("sha256", "")), str(d.get("format", "")), attempts,
-                      int(d.get("unmatched_charges", 0)), float(d.get("unmatched_usd", 0.0)))
+                for k, v in d.attempts.items()}
+    return Settlement(run_id, d.by, ts, d.source, d.sha256, d.format, attempts, d.unmatched_charges,
+                      d.unmatched_usd)
 
 
 def read_settlement(run_root: Path) -> Settlement | None:

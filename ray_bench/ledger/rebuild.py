@@ -24,6 +24,7 @@ from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
+from ray_bench.ledger.events import LedgerRebuilt
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
@@ -104,8 +105,8 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
                     now=finished)
                 result.valid += verdict.valid
             result.finished += 1
-        ledger.event("ledger_rebuilt", {"finished": result.finished, "valid": result.valid, "open": result.open,
-                                        "skipped": result.skipped[:50]})
+        ledger.append(LedgerRebuilt(finished=result.finished, valid=result.valid, open=result.open,
+                                    skipped=result.skipped[:50]))
         done = True
     finally:
         ledger.close()

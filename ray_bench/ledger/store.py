@@ -20,7 +20,7 @@ from typing import Any
 
 from ray_bench import runroot
 from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
-from ray_bench.ledger.events import EventPayload
+from ray_bench.ledger.events import KINDS, EventPayload, RunEvent, UnknownEvent, event_of, parse_event
 from ray_bench.models.attempt import AttemptSummary
 
 LEDGER_FILE = runroot.LEDGER_FILE  # the run-root layout has one definition (ray_bench.runroot)
@@ -104,7 +104,13 @@ class Event:
     kind: str
     attempt_id: str | None
     cell_id: str | None
-    data: dict[str, Any]
+    data: dict[str, Any]  # as stored; readers use :attr:`event`
+    #: The row as its typed event (an UnknownEvent for a kind or shape this version cannot type).
+    event: RunEvent | UnknownEvent
+
+
+#: Hears every event appended, after it is committed (the run's observers: ray_bench.scheduler.observers).
+Listener = Callable[[RunEvent], None]
 
 
 def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
@@ -133,6 +139,11 @@ class Ledger:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener`` with every event appended from now on: the append is the notification."""
+        self._listeners.append(listener)
 
     @classmethod
     def create(cls, run_root: Path, *, run_id: str, plan_identity: str) -> Ledger:
@@ -221,13 +232,30 @@ class Ledger:
         except sqlite3.IntegrityError as exc:
             raise LedgerError(f"attempt {attempt_id} already has a terminal record") from exc
 
+    def append(self, event: RunEvent, *, attempt_id: str | None = None, cell_id: str | None = None,
+               now: float | None = None) -> None:
+        """Append a typed event (:mod:`ray_bench.ledger.events`), then tell the listeners."""
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO events (ts, kind, attempt_id, cell_id, data) VALUES (?,?,?,?,?)",
+                (time.time() if now is None else now, event.kind, attempt_id, cell_id,
+                 json.dumps(event.to_json(), sort_keys=True)))
+        for listener in self._listeners:
+            listener(event)
+
     def event(self, kind: str, data: dict[str, Any] | EventPayload | None = None, *, attempt_id: str | None = None,
               cell_id: str | None = None, now: float | None = None) -> None:
-        """Append an event. A typed payload (:mod:`ray_bench.ledger.events`) must be of ``kind``."""
+        """The old ``(kind, data)`` API, kept for branches written before the typed events: a known
+        kind is validated into its model (a misspelt field raises); a kind not yet in
+        :data:`~ray_bench.ledger.events.RunEvent` is stored as given and reads back as an
+        UnknownEvent (listeners do not hear it). New code calls :meth:`append`."""
         if isinstance(data, EventPayload):
             if data.kind != kind:
                 raise ValueError(f"a {type(data).__name__} is not a {kind!r} event")
             data = data.to_json()
+        if kind in KINDS:
+            self.append(event_of(kind, data), attempt_id=attempt_id, cell_id=cell_id, now=now)  # type: ignore[arg-type]  # a member of RunEvent
+            return
         with self._conn:
             self._conn.execute(
                 "INSERT INTO events (ts, kind, attempt_id, cell_id, data) VALUES (?,?,?,?,?)",
@@ -255,14 +283,22 @@ class Ledger:
         for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
             yield attempt_id, AttemptSummary.loads(text)
 
-    def events(self, kind: str | None = None) -> list[Event]:
+    def events(self, kind: str | type[EventPayload] | None = None) -> list[Event]:
+        """Every event in order, or those of one kind (a model of :mod:`ray_bench.ledger.events`)."""
         query = "SELECT seq, ts, kind, attempt_id, cell_id, data FROM events"
         args: tuple[str, ...] = ()
+        if isinstance(kind, type):
+            kind = str(kind.model_fields["kind"].default)
         if kind is not None:
             query += " WHERE kind = ?"
             args = (kind,)
-        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))
+        return [_event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))
                 for r in self._conn.execute(query + " ORDER BY seq", args)]
+
+
+def _event(seq: int, ts: float, kind: str, attempt_id: str | None, cell_id: str | None, data: Any) -> Event:
+    data = data if isinstance(data, dict) else {"value": data}
+    return Event(seq, ts, kind, attempt_id, cell_id, data, parse_event(kind, data))
 
 
 def _connect(path: Path) -> sqlite3.Connection:

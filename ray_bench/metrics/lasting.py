@@ -18,6 +18,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from ray_bench.evidence.circuit import circuit_scopes
+from ray_bench.ledger.events import Audit
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 
@@ -46,7 +48,7 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
     ledger = Ledger.open_readonly(run_root)
     try:
         attempts = ledger.attempts()
-        events = [e for e in ledger.events() if e.kind in ("circuit_open", "hypothesis", "audit")]
+        events = ledger.events()
     finally:
         ledger.close()
     for row in accepted_rows(attempts).values():
@@ -54,13 +56,12 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
         totals.reward[row.arm] = totals.reward.get(row.arm, 0.0) + (row.reward or 0.0)
     for row in attempts:
         totals.spend_usd[row.account] = totals.spend_usd.get(row.account, 0.0) + row.cost_usd
-    for event in events:
-        if event.kind == "hypothesis":  # a changed hypothesis reopens every scope (driver)
-            totals.circuits = dict.fromkeys(totals.circuits, False)
-        elif event.kind == "circuit_open":
-            totals.circuits[str(event.data.get("scope"))] = True
-        elif event.kind == "audit":
-            totals.residue, totals.audited_at = int(event.data.get("residue") or 0), event.ts
+    # the driver's replay rule (closed ones are exported as 0)
+    totals.circuits = {scope: fp is not None for scope, fp in circuit_scopes(events).items()}
+    audits = [(e.event, e.ts) for e in events if isinstance(e.event, Audit) and e.event.residue is not None]
+    if audits:
+        (last, totals.audited_at) = audits[-1]
+        totals.residue = last.residue
     return totals
 
 

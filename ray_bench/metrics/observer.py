@@ -1,22 +1,18 @@
-"""Feeds the driver's events into a :class:`MetricsExporter`."""
+"""Feeds the driver's events into a :class:`MetricsExporter` (a fold over the run's events)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from ray_bench.evidence.catalog import FAILURE_CLASSES
-from ray_bench.evidence.classify import Verdict
-from ray_bench.ledger.store import AttemptRow
+from ray_bench.ledger import events as ev
 from ray_bench.metrics.exporter import ACCOUNT_STATES, PHASES, AccountState, AccountView, MetricsExporter
 from ray_bench.metrics.lasting import ledger_totals
-from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
-from ray_bench.scheduler.admission import AccountView as GateView
 from ray_bench.scheduler.admission import ExpiryWatch
-from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, Observed, Tick
 
 #: States in which an account admits cells; the rest (cooling, expired, held, disabled,
 #: unknown) count as unusable, for capacity and for the "no usable account" alert.
@@ -24,15 +20,35 @@ USABLE_STATES = ("healthy", "degraded")
 
 
 class MetricsObserver:
-    def __init__(self, exporter: MetricsExporter, run_root: Path | None = None) -> None:
+    def __init__(self, exporter: MetricsExporter, plan: Plan, run_root: Path | None = None) -> None:
         self.exporter = exporter
+        self.plan = plan
         self.run_root = run_root
         self._running: Counter[str] = Counter()
         self._backends: set[str] = set()
         self._expiry: ExpiryWatch | None = None
 
-    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
-        exporter = self.exporter
+    def on_event(self, event: Observed) -> None:
+        match event:
+            case ev.RunStarted():
+                self._run_started(event)
+            case AttemptStarted(row=row):
+                self._running[row.backend] += 1
+                self.exporter.attempt_started(row.arm, row.account, row.backend)
+                self._sandboxes()
+            case AttemptFinished():
+                self._attempt_finished(event)
+            case Tick():
+                self._tick(event)
+            case ev.CircuitOpen():
+                self.exporter.set_circuit(event.scope, True)
+            case ev.Stop(reason=ev.StopReason.HALT):
+                self.exporter.set_halted(True)
+            case ev.RunFinished():
+                self._run_finished(event)
+
+    def _run_started(self, event: ev.RunStarted) -> None:
+        exporter, plan = self.exporter, self.plan
         exporter.session_started(time.time())
         self._backends = {c.backend for c in plan.cells}
         arms, accounts = [a.name for a in plan.arms], [a.name for a in plan.accounts]
@@ -47,16 +63,11 @@ class MetricsObserver:
         exporter.lasting.stop(None)
         exporter.lasting.beat(time.time())
         self._expiry = ExpiryWatch(plan.accounts)
-        exporter.set_cells(state.counts())
+        exporter.set_cells(event.counts)
         self._sandboxes()
 
-    def attempt_started(self, row: AttemptRow) -> None:
-        self._running[row.backend] += 1
-        self.exporter.attempt_started(row.arm, row.account, row.backend)
-        self._sandboxes()
-
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
-                         cell_state: str) -> None:
+    def _attempt_finished(self, event: AttemptFinished) -> None:
+        row, verdict, summary, cell_state = event.row, event.verdict, event.summary, event.cell_state
         self._running[row.backend] -= 1
         phases: dict[str, float] = {k: v for k, v in summary.phases.items() if k in PHASES}
         if verdict is None:
@@ -73,10 +84,10 @@ class MetricsObserver:
             finished_at=summary.finished_at or row.started_at)
         self._sandboxes()
 
-    def tick(self, state: RunState, accounts: list[GateView], note: str | None) -> None:
-        now = time.time()
+    def _tick(self, event: Tick) -> None:
+        now, accounts = time.time(), event.accounts
         self.exporter.lasting.beat(now)
-        self.exporter.set_cells(state.counts())
+        self.exporter.set_cells(event.counts)
         views = [AccountView(a.name, _state(a.state), a.inflight, a.limit) for a in accounts]
         self.exporter.set_accounts(views)
         self.exporter.set_healthy_capacity(sum(a.limit for a in accounts if a.state in USABLE_STATES))
@@ -85,13 +96,7 @@ class MetricsObserver:
             {a.name: now + a.cooldown_left if a.cooldown_left > 0 else None for a in accounts},
             {a.name: expiry.expires_at(a.name) if expiry else None for a in accounts})
 
-    def note_event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "circuit_open":
-            self.exporter.set_circuit(str(data.get("scope")), True)
-        elif kind == "stop" and data.get("reason") == "halt":
-            self.exporter.set_halted(True)
-
-    def run_finished(self, outcome: Any) -> None:
+    def _run_finished(self, outcome: ev.RunFinished) -> None:
         self._running.clear()
         self._sandboxes()
         self.exporter.set_cells(outcome.counts)

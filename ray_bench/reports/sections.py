@@ -12,6 +12,7 @@ import pandas as pd
 from ray_bench.evidence.decisions import demotion_of
 from ray_bench.evidence.rows import Evidence
 from ray_bench.evidence.settle import settlement_of
+from ray_bench.ledger.events import RunOptionsRecord, RunStarted
 
 EXCLUSION_COLUMNS = ["run_id", "task", "arm", "rep", "cell_id", "reason", "by", "at"]
 SETTLEMENT_COLUMNS = ["run_id", "at", "by", "source", "format", "settled", "missing", "disputed",
@@ -85,21 +86,25 @@ def settled_cost(evidence: Evidence) -> dict[str, float]:
 def executions(evidence: Evidence) -> pd.DataFrame:
     records: list[dict[str, Any]] = []
     for e in evidence.epochs:
-        for ev in e.events:
-            if ev.kind != "run_started":
+        for row in e.events:
+            if not isinstance(row.event, RunStarted):
                 continue
-            options = ev.data.get("options") or {}
-            pools = options.get("backend_pools") or {}
+            options = row.event.options or RunOptionsRecord()  # a ledger older than the options
             records.append({
                 "run_id": e.run_id,
-                "started": stamp(ev.ts),
-                "parallel": options.get("parallel") or "-",
-                "runners_per_node": options.get("runners_per_node", "-"),
-                "backend_pools": ", ".join(f"{k} {v or 'default'}" for k, v in pools.items()) or "-",
-                "address": options.get("address", "-"),
-                "effective_concurrency": options.get("effective_concurrency", "-"),
+                "started": stamp(row.ts),
+                "parallel": options.parallel or "-",
+                "runners_per_node": _shown(options.runners_per_node),
+                "backend_pools": ", ".join(f"{k} {v or 'default'}" for k, v in options.backend_pools.items()) or "-",
+                "address": _shown(options.address),
+                "effective_concurrency": _shown(options.effective_concurrency),
             })
     return pd.DataFrame(records, columns=EXECUTION_COLUMNS)
+
+
+def _shown(value: object) -> object:
+    """An option a ledger did not record is shown as unknown, never as 0."""
+    return "-" if value is None else value
 
 
 def roles(evidence: Evidence) -> pd.DataFrame:

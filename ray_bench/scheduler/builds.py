@@ -315,8 +315,10 @@ def build_phase(plan: Plan, ledger: Ledger, state: RunState, observer: RunObserv
     if not targets:
         return {}
 
+    from ray_bench.scheduler.observers import BuildProgress
+
     def progress(line: str) -> None:
-        observer.note_event("build", {"line": line})
+        observer.on_event(BuildProgress(line))
 
     outcome = run_build_phase(
         targets, builder_factory or daytona_builder(plan),

@@ -27,6 +27,7 @@ from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, open_scopes_from
 from ray_bench.evidence.classify import classify
+from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.metrics.pace import human_span
 from ray_bench.models.attempt import AttemptSummary
@@ -51,13 +52,13 @@ from ray_bench.scheduler.admission import Gate, budget_only
 from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
-from ray_bench.scheduler.observers import NullObserver, RunObserver
+from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, RunObserver, Tick
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
 from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.scheduler.spend import Expected, SpendBook
-from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
+from ray_bench.status.liveness import HEARTBEAT_SEC
 
 PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
 SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
@@ -214,6 +215,7 @@ class Driver:
             if not is_disk_full(exc):
                 raise
             raise RunStopped("disk_full", disk_full_detail(self.run_root, exc)) from None
+        ledger.subscribe(self.observer.on_event)  # the append is the notification
         try:
             return self._session(ledger, started)
         except (OSError, sqlite3.OperationalError) as exc:
@@ -228,22 +230,21 @@ class Driver:
     def _session(self, ledger: Ledger, started: float) -> RunOutcome:
         self._clear_pause(ledger)
         if self.options.hypothesis:
-            ledger.event("hypothesis", {"text": self.options.hypothesis})
+            ledger.append(ev.Hypothesis(text=self.options.hypothesis))
         stale = self._recover_stale(ledger)
         history = ledger.attempts()
         self.spend = SpendBook.of(self.plan, history)
         self._replay_circuit(ledger, history)
         state = RunState(self.plan, history)
-        ledger.event("run_started", {"identity": self.identity, "resumed_stale": stale,
-                                     "deadline": self.options.deadline,
-                                     "counts": state.counts(), "options": self._shaping_options()})
-        self.observer.run_started(self.plan, state, stale)
+        ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
+                                    deadline=self.options.deadline, counts=state.counts(),
+                                    options=self._shaping_options()))
         stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
         residue = self._final_audit(ledger)
         if residue and stopped is None:
             stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
                                         f"run `ray-bench audit {self.run_root} --cleanup`")
-            ledger.event("stop", {"reason": "audit", "detail": detail})
+            ledger.append(ev.Stop(reason=ev.StopReason.AUDIT, detail=detail))
         counts = state.counts()
         # An operator's pause is what they asked for: exit 0 (the final line says "paused").
         exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
@@ -253,16 +254,15 @@ class Driver:
             detail = f"{counts['failed']} cells failed after {self.plan.max_attempts} attempts"
         outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
                              self.attempts_run, round(self.clock.now() - started, 3))
-        ledger.event("run_finished", outcome.to_json())
+        ledger.append(ev.RunFinished.model_validate(outcome.to_json()))
         (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
-        self.observer.run_finished(outcome)
         return outcome
 
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
         # The preflight belongs to the plan, not to a session: until the ledger records it
         # passed, every session (a resume too) runs its remaining cells before any other.
         self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder)
-        if self.plan.preflight and not ledger.events("preflight_passed"):
+        if self.plan.preflight and not ledger.events(ev.PreflightPassed().kind):
             stop = self._preflight(ledger, state)
             if stop is not None:
                 return stop
@@ -285,9 +285,9 @@ class Driver:
                 detail += (f"; {len(gate.spent)} preflight cell{'s' if len(gate.spent) != 1 else ''} used "
                            f"every attempt, so a resume cannot pass it: `ray-bench rerun {self.run_root} "
                            "--failed --hypothesis TEXT` plans every cell without a valid row as a new run")
-            ledger.event("stop", {"reason": "preflight", "detail": detail, "cells": list(gate.failed)})
+            ledger.append(ev.Stop(reason=ev.StopReason.PREFLIGHT, detail=detail, cells=list(gate.failed)))
             return "preflight", detail
-        ledger.event("preflight_passed", {"cells": sorted(self.plan.preflight)})
+        ledger.append(ev.PreflightPassed(cells=sorted(self.plan.preflight)))
         return None
 
     def _loop(self, ledger: Ledger, state: RunState, phase: str) -> tuple[str, str] | None:
@@ -302,7 +302,7 @@ class Driver:
                     note = self._launch(ledger, state)
                 except RunStopped as exc:
                     stop = (exc.reason, exc.detail)
-                    ledger.event("stop", {"reason": exc.reason, "detail": exc.detail})
+                    ledger.append(ev.Stop(reason=ev.StopReason(exc.reason), detail=exc.detail))
             if not self.inflight and (stop is not None or not state.pending):
                 break
             finished = self.pool.wait(self.inflight.keys(), self.options.tick_sec)
@@ -312,11 +312,10 @@ class Driver:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
             now = self.clock.now()
             if now - self._beat >= HEARTBEAT_SEC:
-                ledger.event(HEARTBEAT_EVENT, {"pid": os.getpid(), "inflight": len(self.inflight)},
-                             now=self.clock.wall())
+                ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
                 self._beat = now
             if now - last_tick >= 1.0 or not self.inflight:
-                self.observer.tick(state, self.gate.views(now), note)
+                self.observer.on_event(Tick(state, self.gate.views(now), note))
                 last_tick = now
             if not self.inflight and not finished and stop is None and state.pending and note:
                 # Nothing ran and nothing could start: wait before asking again. (When cells
@@ -365,7 +364,8 @@ class Driver:
                 state.put_back([*(r.cell for r in requests), cell])
                 cell_id = cell.id
                 if drift is not None:
-                    ledger.event("drift", drift.__dict__, cell_id=cell_id)
+                    ledger.append(ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail),
+                                  cell_id=cell_id)
                     raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
                                               "running cells may finish, a new plan is required")
                 assert scope is not None
@@ -485,7 +485,7 @@ class Driver:
         self.inflight[ref] = (row, cell, lease_id)
         state.started(cell.id, lease_id, self.clock.now())
         self.attempts_run += 1
-        self.observer.attempt_started(row)
+        self.observer.on_event(AttemptStarted(row))
 
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
         row, cell, lease_id = self.inflight.pop(ref)
@@ -498,7 +498,7 @@ class Driver:
             self.spend.finish(lease_id, cell.task, cell.arm, summary.cost_usd)
             self.gate.release(row.account, lease_id, None, summary.cost_usd, now)
             self._disk_full = self._disk_full or disk_full_detail(self.run_root, summary.error.message)
-            self.observer.attempt_finished(row, None, summary, state.finished(cell.id, None, lease_id, now))
+            self.observer.on_event(AttemptFinished(row, None, summary, state.finished(cell.id, None, lease_id, now)))
             return
         if summary.cancelled:
             ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
@@ -507,7 +507,7 @@ class Driver:
             self.gate.release(row.account, lease_id, None, 0.0, now)
             self.spend.finish(lease_id, cell.task, cell.arm, 0.0)
             cell_state = state.finished(cell.id, None, lease_id, now, row.account)
-            self.observer.attempt_finished(row, None, summary, cell_state)
+            self.observer.on_event(AttemptFinished(row, None, summary, cell_state))
             return
         verdict = classify(summary, self.catalog)
         cost = summary.cost_usd
@@ -526,12 +526,10 @@ class Driver:
         elif verdict.failure_class and verdict.fingerprint and not verdict.lost and not absorbed:
             for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
                                                      account=row.account, backend=row.backend):
-                data = {"scope": scope, "fingerprint": verdict.fingerprint,
-                        "class": verdict.failure_class, "message": verdict.message}
-                ledger.event("circuit_open", data)
-                self.observer.note_event("circuit_open", data)
+                ledger.append(ev.CircuitOpen(scope=scope, fingerprint=verdict.fingerprint,
+                                             failure_class=verdict.failure_class, message=verdict.message))
         cell_state = state.finished(cell.id, verdict, lease_id, now, row.account)
-        self.observer.attempt_finished(row, verdict, summary, cell_state)
+        self.observer.on_event(AttemptFinished(row, verdict, summary, cell_state))
 
     def _fit_quota(self, ledger: Ledger, row: AttemptRow, summary: AttemptSummary) -> bool:
         """Learn the provider's real pool from a quota refusal (see :mod:`quota_fit`). True when
@@ -542,8 +540,8 @@ class Driver:
             return False
         running = sum(1 for r, _, _ in self.inflight.values() if r.backend == row.backend)
         limit = self.quota_fit.on_quota(row.backend, running)
-        ledger.event("quota", {"backend": row.backend, "running": running, "limit": limit,
-                               "message": summary.error.message[:300]})
+        ledger.append(ev.Quota(backend=row.backend, running=running, limit=limit,
+                               message=summary.error.message[:300]))
         return running > 0
 
     def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
@@ -554,20 +552,18 @@ class Driver:
         from ray_bench.cells.nodes import summary_line
 
         line = summary_line(checks)
-        ledger.event("node_check", {"nodes": [c.to_json() for c in checks], "summary": line})
+        ledger.append(ev.NodeCheck(nodes=[c.to_json() for c in checks], summary=line))
         if any(c.ok for c in checks):
-            if not all(c.ok for c in checks):
-                self.observer.note_event("node_check", {"summary": line})
             return None
         detail = f"no node can run cells: {line}; fix the nodes (credentials, backend), then resume"
-        ledger.event("stop", {"reason": "nodes", "detail": detail})
+        ledger.append(ev.Stop(reason=ev.StopReason.NODES, detail=detail))
         return "nodes", detail
 
     # -- stops -------------------------------------------------------------------------------
 
     def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
         if self._disk_full is not None:
-            ledger.event("stop", {"reason": "disk_full", "detail": self._disk_full})
+            ledger.append(ev.Stop(reason=ev.StopReason.DISK_FULL, detail=self._disk_full))
             self.pool.cancel(list(self.inflight))  # they could not write their files either
             return "disk_full", self._disk_full
         name = self.options.stop_signal() if self.options.stop_signal is not None else None
@@ -575,7 +571,7 @@ class Driver:
             # As `pause --now`: the running cells are cancelled and their sandboxes deleted.
             self._signal_name = name
             detail = f"{name} received; running cells cancelled; resume: {self._resume_command()}"
-            ledger.event("stop", {"reason": "signal", "signal": name, "detail": detail})
+            ledger.append(ev.Stop(reason=ev.StopReason.SIGNAL, signal=name, detail=detail))
             self.pool.cancel(list(self.inflight))
             return "signal", detail
         pause = self.run_root / PAUSE_FILE
@@ -587,7 +583,7 @@ class Driver:
             if not isinstance(request, dict):
                 request = {}
             detail = f"paused by operator; first safe resume action: {request.get('resume_action', 'execute again')}"
-            ledger.event("paused", request)
+            ledger.append(ev.Paused.read(request))
             if request.get("now"):
                 self.pool.cancel(list(self.inflight))
             return "paused", detail
@@ -602,7 +598,7 @@ class Driver:
         total = self.spend.spent
         if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
             detail = f"run spend ${total:.2f} reached the run's limit ${self.plan.spend_limit_usd:.2f}"
-            ledger.event("stop", {"reason": "spend", "detail": detail})
+            ledger.append(ev.Stop(reason=ev.StopReason.SPEND, detail=detail))
             return "spend", detail
         return None
 
@@ -618,7 +614,7 @@ class Driver:
             with contextlib.suppress(Exception):
                 self.pool.cleanup(self.plan.backends, backend, self.plan.run_id, None)
         with contextlib.suppress(Exception):  # a few bytes may have come free
-            ledger.event("stop", {"reason": "disk_full", "detail": detail})
+            ledger.append(ev.Stop(reason=ev.StopReason.DISK_FULL, detail=detail))
         raise RunStopped("disk_full", detail) from None
 
     def _supervise(self, ledger: Ledger) -> tuple[str, str] | None:
@@ -628,16 +624,14 @@ class Driver:
             if halt.node in self._halted:
                 continue
             self._halted[halt.node] = halt
-            ledger.event("node_halt", halt.to_json())
-            self.observer.note_event("node_halt", {"node": halt.node, "reason": halt.reason})
+            ledger.append(ev.NodeHalt.model_validate(halt.to_json()))
             self.pool.retire(halt.node)
         if not self._halted or len(self._halted) < self.supervision.node_count:
             return None
         halt = write_run_halt(self.run_root, list(self._halted.values()))
         detail = (f"resource halt: {'; '.join(h.reason for h in self._halted.values())}; running cells finish. "
                   f"Resume needs --clear-halt {self.run_root / 'resource-halt.json'} --clearance-reason TEXT")
-        ledger.event("stop", {"reason": "halt", "detail": detail, "halt": halt.to_json()})
-        self.observer.note_event("stop", {"reason": "halt", "detail": detail})
+        ledger.append(ev.Stop(reason=ev.StopReason.HALT, detail=detail, halt=halt.to_json()))
         return "halt", detail
 
     def _resume_command(self) -> str:
@@ -656,7 +650,7 @@ class Driver:
             while (target := archive / f"{stamp}{f'-{n}' if n else ''}-pause.json").exists():
                 n += 1  # two pauses within a second: both kept (the run root only grows)
             os.replace(pause, target)
-            ledger.event("resumed", {"after": "pause"})
+            ledger.append(ev.Resumed(after="pause"))
 
     def _pause_is_current(self, pause: Path) -> bool:
         started = self.options.session_started
@@ -687,14 +681,14 @@ class Driver:
                                   now=self.clock.wall())  # the driver's clock (virtual in the simulator)
         return len(open_rows)
 
-    def _shaping_options(self) -> dict[str, Any]:
+    def _shaping_options(self) -> ev.RunOptionsRecord:
         """The execute options that shape a run's concurrency, recorded with each execution so
         that a report over a lineage can show them (a lineage must not change them silently)."""
-        return {"parallel": self.options.parallel, "runners_per_node": self.options.runners_per_node,
-                "address": self.options.address or "local", "artifacts": self.options.artifacts,
-                "backend_pools": {name: b.max_sandboxes for name, b in sorted(self.plan.backends.items())},
-                "plan_parallel_cap": self.plan.capacity.parallel_cap,
-                "effective_concurrency": self.plan.capacity.effective}
+        return ev.RunOptionsRecord(
+            parallel=self.options.parallel, runners_per_node=self.options.runners_per_node,
+            address=self.options.address or "local", artifacts=self.options.artifacts,
+            backend_pools={name: b.max_sandboxes for name, b in sorted(self.plan.backends.items())},
+            plan_parallel_cap=self.plan.capacity.parallel_cap, effective_concurrency=self.plan.capacity.effective)
 
     def _replay_circuit(self, ledger: Ledger, history: list[AttemptRow]) -> None:
         self.circuit.open_scopes.update(open_scopes_from(ledger.events()))
@@ -704,7 +698,7 @@ class Driver:
         backends = sorted({c.backend for c in self.plan.cells})
         removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in backends)
         residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in backends)
-        ledger.event("audit", {"removed": removed, "residue": residue})
+        ledger.append(ev.Audit(removed=removed, residue=residue))
         return residue
 
 

@@ -1,50 +1,71 @@
-"""What the driver tells the outside world (the terminal, the metrics exporter)."""
+"""What the driver tells the outside world (the terminal, the metrics exporter): one stream of
+events. The ledger's events (:data:`~ray_bench.ledger.events.RunEvent`) reach an observer as
+they are appended (:meth:`Ledger.subscribe`); the three below are the loop's live facts, which
+the ledger keeps as attempt rows (or not at all, a tick) and which carry in-process objects."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from ray_bench.evidence.classify import Verdict
+from ray_bench.ledger.events import RunEvent
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
-from ray_bench.models.plan import Plan
 from ray_bench.scheduler.admission import AccountView
-from ray_bench.scheduler.runstate import RunState
 
-if TYPE_CHECKING:
-    from ray_bench.scheduler.driver import RunOutcome
+
+@dataclass(frozen=True)
+class AttemptStarted:
+    row: AttemptRow
+
+
+@dataclass(frozen=True)
+class AttemptFinished:
+    """``verdict`` None: cancelled (or the host's disk was full); ``cell_state`` after it."""
+
+    row: AttemptRow
+    verdict: Verdict | None
+    summary: AttemptSummary
+    cell_state: str
+
+
+class CellCounts(Protocol):
+    def counts(self) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One turn of the loop: the run state, the accounts, what the loop waits for."""
+
+    state: CellCounts  # the run state (ray_bench.scheduler.runstate.RunState)
+    accounts: list[AccountView]
+    note: str | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        # Counted when an observer asks, not per turn: O(cells), and the fuzz's counted-lines
+        # guard (tests/sim/test_driven_scale.py) sees a per-turn count grow with cells in flight.
+        return self.state.counts()
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """A line of the build phase before the fan-out (ray_bench.scheduler.builds)."""
+
+    line: str
+
+
+LiveEvent = AttemptStarted | AttemptFinished | Tick | BuildProgress
+Observed = RunEvent | LiveEvent
 
 
 class RunObserver(Protocol):
-    """What the driver tells the outside world (terminal, metrics)."""
-
-    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None: ...
-    def attempt_started(self, row: AttemptRow) -> None: ...
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
-                         cell_state: str) -> None: ...
-    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None: ...
-    def note_event(self, kind: str, data: dict[str, Any]) -> None: ...
-    def run_finished(self, outcome: RunOutcome) -> None: ...
+    def on_event(self, event: Observed) -> None: ...
 
 
 class NullObserver:
-    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
-        pass
-
-    def attempt_started(self, row: AttemptRow) -> None:
-        pass
-
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
-                         cell_state: str) -> None:
-        pass
-
-    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None:
-        pass
-
-    def note_event(self, kind: str, data: dict[str, Any]) -> None:
-        pass
-
-    def run_finished(self, outcome: RunOutcome) -> None:
+    def on_event(self, event: Observed) -> None:
         pass
 
 
@@ -54,27 +75,6 @@ class Observers:
     def __init__(self, *observers: RunObserver) -> None:
         self.observers = observers
 
-    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
+    def on_event(self, event: Observed) -> None:
         for o in self.observers:
-            o.run_started(plan, state, resumed)
-
-    def attempt_started(self, row: AttemptRow) -> None:
-        for o in self.observers:
-            o.attempt_started(row)
-
-    def attempt_finished(self, row: AttemptRow, verdict: Verdict | None, summary: AttemptSummary,
-                         cell_state: str) -> None:
-        for o in self.observers:
-            o.attempt_finished(row, verdict, summary, cell_state)
-
-    def tick(self, state: RunState, accounts: list[AccountView], note: str | None) -> None:
-        for o in self.observers:
-            o.tick(state, accounts, note)
-
-    def note_event(self, kind: str, data: dict[str, Any]) -> None:
-        for o in self.observers:
-            o.note_event(kind, data)
-
-    def run_finished(self, outcome: RunOutcome) -> None:
-        for o in self.observers:
-            o.run_finished(outcome)
+            o.on_event(event)

@@ -23,10 +23,11 @@ import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
+from ray_bench.ledger import events as ev
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
 from ray_bench.metrics.pace import PaceSnapshot, human_span, pace_snapshot
@@ -34,7 +35,9 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.driver import PAUSE_FILE
 from ray_bench.scheduler.runstate import RunState
-from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_STALE_SEC, lock_holder, pid_alive
+from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive
+
+_E = TypeVar("_E", bound=ev.EventPayload)
 
 if TYPE_CHECKING:
     from ray_bench.accounts.status import AccountStatus
@@ -172,15 +175,15 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     ledger = Ledger.open_readonly(run_root)
     try:
         attempts = ledger.attempts()
-        events = [e for e in ledger.events() if e.kind != HEARTBEAT_EVENT]
-        beats = ledger.events(HEARTBEAT_EVENT)
+        events = [e for e in ledger.events() if not isinstance(e.event, ev.Heartbeat)]
+        beats = ledger.events(ev.Heartbeat)
     finally:
         ledger.close()
-    started = [e for e in events if e.kind == "run_started"]
-    if not started:
+    started = _last(events, ev.RunStarted, after=-1)
+    if started is None:
         return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
-    session = started[-1]
-    closed = next((e for e in reversed(events) if e.kind == "run_finished" and e.seq > session.seq), None)
+    start, session = started
+    last_closed = _last(events, ev.RunFinished, after=session.seq)
     last_beat = max([session.ts, *(b.ts for b in beats if b.seq > session.seq)])
     driver = DriverView(holder.held, holder.pid, last_beat, round(now - last_beat, 1))
 
@@ -192,7 +195,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     counts = state.counts()
     rows = accepted_rows(attempts)
     solved = sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT)
-    deadline = session.data.get("deadline")
+    deadline = start.deadline
     resume = f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}"
     notes: list[str] = []
     phase: RunPhase
@@ -205,23 +208,23 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     # lock file naming a dead process, says it is alive.
     beating = (not driver.heartbeat_stale and (driver.heartbeat_age_sec or 0.0) <= HEARTBEAT_STALE_SEC
                and (holder.pid is None or pid_alive(holder.pid)))
-    if closed is None and (holder.held or beating):
+    if last_closed is None and (holder.held or beating):
         phase = "running"
         if driver.heartbeat_stale:
             notes.append(f"no heartbeat for {human_span(driver.heartbeat_age_sec or 0)}: the driver "
                          f"(pid {holder.pid}) holds the lock but makes no progress")
         if pause_requested:
             notes.append("pause requested: running cells finish, nothing new starts")
-    elif closed is None:
+    elif last_closed is None:
         phase = "stopped"
         # the last sign of life: a heartbeat, or an attempt it recorded after the last one
         ended_at = max([last_beat, *(t for a in attempts for t in (a.started_at, a.finished_at)
                                      if t is not None and t > session.ts)])
         reason = (f"the driver died or was killed (no live process holds the run's lock; last "
                   f"heartbeat {_clock(last_beat)}, {human_span(now - last_beat)} ago)")
-        full = _last(events, "stop", after=session.seq)
-        if full is not None and full.data.get("reason") == "disk_full":
-            reason = stop_words("disk_full", str(full.data.get("detail") or ""))
+        full = _last(events, ev.Stop, after=session.seq)
+        if full is not None and full[0].reason == ev.StopReason.DISK_FULL:
+            reason = stop_words(ev.StopReason.DISK_FULL, full[0].detail)
         elif (free := _free_mib(run_root)) is not None and free < FULL_DISK_MIB:
             # a ledger that met a full disk could not record why: the free space says it
             reason = (f"disk full: the driver stopped when the run root's disk filled ({free:.0f} MiB free "
@@ -230,15 +233,14 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         action, why = resume, (f"recovers {in_flight} attempt{'s' if in_flight != 1 else ''} left in flight "
                                f"and runs the {counts['pending'] + counts['running']} cells left")
     else:
-        ended_at = closed.ts
-        stopped = closed.data.get("stopped")
-        detail = str(closed.data.get("detail") or "")
+        closed, row = last_closed
+        ended_at, stopped, detail = row.ts, closed.stopped, closed.detail
         counts = _counts_at_close(counts, open_cells)
         if stopped == "paused":
             phase = "paused"
-            request = _last(events, "paused", after=session.seq)
-            said = (request.data.get("reason") if request else "") or ""
-            reason = f"paused by the operator at {_clock(request.ts if request else closed.ts)}" + (
+            request = _last(events, ev.Paused, after=session.seq)
+            said = request[0].reason if request else ""
+            reason = f"paused by the operator at {_clock(request[1].ts if request else row.ts)}" + (
                 f" ({said})" if said else "")
         elif stopped:
             phase = "stopped"
@@ -251,7 +253,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
                 why = f"plans the {counts['failed']} failed cells again, as a new run"
         if phase in ("paused", "stopped"):
             action, why = _resume_for(str(stopped), detail, counts, resume, run_root)
-            if stopped == "preflight" and not _last(events, "preflight_passed", after=-1):
+            if stopped == "preflight" and not _last(events, ev.PreflightPassed, after=-1):
                 spent = state.preflight(plan.preflight).spent
                 if spent:  # a resume runs the preflight again, and it has no attempt left
                     action = f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
@@ -270,16 +272,16 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     )
     if phase != "running":  # the pace it had is history; a run that is not running finishes never
         pace = replace(pace, finish_estimate_seconds=None, deadline_gap_rows=None)
-    checked = _last(events, "node_check", after=session.seq)
-    nodes: list[dict[str, Any]] = list(checked.data.get("nodes") or []) if checked else []
+    checked = _last(events, ev.NodeCheck, after=session.seq)
+    nodes: list[dict[str, Any]] = [dict(n) for n in checked[0].nodes] if checked else []
     notes += [f"node {n.get('address')} ({str(n.get('node_id'))[:8]}) gets no cells: "
               f"{'; '.join(n.get('problems') or [])}" for n in nodes if not n.get("ok")]
-    halts = {str(e.data.get("node")): e.data for e in events if e.kind == "node_halt" and e.seq > session.seq}
+    halts = {e.event.node: e.event for e in events if isinstance(e.event, ev.NodeHalt) and e.seq > session.seq}
     for node in nodes:  # a node that passed its check and later ran short of memory or disk
         if str(node.get("node_id")) in halts:
-            node["halted"] = halts.pop(str(node.get("node_id")))["reason"]
-    nodes += [{"node_id": h.get("node"), "address": h.get("address"), "ok": True, "problems": [],
-               "halted": h.get("reason")} for h in halts.values()]
+            node["halted"] = halts.pop(str(node.get("node_id"))).reason
+    nodes += [{"node_id": h.node, "address": h.address, "ok": True, "problems": [],
+               "halted": h.reason} for h in halts.values()]
     notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
     promotion = promotion_of(plan.run_id, events)
     if promotion is not None:  # official evidence changes only after a demotion: nothing to resume or rerun
@@ -357,8 +359,14 @@ def stop_words(stopped: str, detail: str) -> str:
     return detail if same else f"{label}: {detail}"
 
 
-def _last(events: list[Event], kind: str, *, after: int) -> Event | None:
-    return next((e for e in reversed(events) if e.kind == kind and e.seq > after), None)
+def _last(events: list[Event], kind: type[_E], *, after: int) -> tuple[_E, Event] | None:
+    """The last event of one kind after ``after`` (a seq), with its row (seq, ts)."""
+    for e in reversed(events):
+        if e.seq <= after:
+            return None
+        if isinstance(e.event, kind):
+            return e.event, e
+    return None
 
 
 def _failure_counts(attempts: list[AttemptRow]) -> dict[str, int]:

@@ -27,10 +27,8 @@ import time
 import tracemalloc
 from typing import Any
 
-from ray_bench.ledger.store import AttemptRow
-from ray_bench.models.plan import Plan
-from ray_bench.scheduler.observers import NullObserver
-from ray_bench.scheduler.runstate import RunState
+from ray_bench.ledger.events import RunStarted
+from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, Observed, Tick
 from ray_bench.sim.driven import run_driven
 from ray_bench.sim.workload import SimSpec, build_workload, parse_spec
 
@@ -78,21 +76,18 @@ class Probe(NullObserver):
                 m.update(traced_mb(tracemalloc.take_snapshot()))
         self.marks[name] = m
 
-    def run_started(self, plan: Plan, state: RunState, resumed: int) -> None:
-        self.mark("run_started", memory=True)
-
-    def attempt_started(self, row: AttemptRow) -> None:
-        self.inflight += 1
-        self.peak = max(self.peak, self.inflight)
-        if self.inflight == self.target and "reached" not in self.marks:
-            self.mark("reached")
-            self.pending_memory = True
-
-    def attempt_finished(self, row: AttemptRow, verdict: Any, summary: Any, cell_state: str) -> None:
-        self.inflight -= 1
-
-    def tick(self, state: RunState, accounts: list[Any], note: str | None) -> None:
-        if self.pending_memory:
+    def on_event(self, event: Observed) -> None:
+        if isinstance(event, RunStarted):
+            self.mark("run_started", memory=True)
+        elif isinstance(event, AttemptStarted):
+            self.inflight += 1
+            self.peak = max(self.peak, self.inflight)
+            if self.inflight == self.target and "reached" not in self.marks:
+                self.mark("reached")
+                self.pending_memory = True
+        elif isinstance(event, AttemptFinished):
+            self.inflight -= 1
+        elif isinstance(event, Tick) and self.pending_memory:
             self.pending_memory = False
             self.mark("all_in_flight", memory=True)
 
