@@ -191,7 +191,9 @@ class Driver:
             list_containers=docker_container_lister(plan.run_id, base_url=docker_url_of(plan))
             if uses_docker(plan) else None))
         self._halted: dict[str, ResourceHalt] = {}
-        self._supervised = 0.0
+        #: When the supervisors were last asked; None: never, so the first ask precedes the
+        #: first start (a clock near 0, as in the simulator, must not skip it).
+        self._supervised: float | None = None
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
         self._signal_name: str | None = None
@@ -584,7 +586,7 @@ class Driver:
                 self.pool.cancel(list(self.inflight))
             return "paused", detail
         now = self.clock.now()
-        if now - self._supervised >= self.options.supervisor_every_sec:
+        if self._supervised is None or now - self._supervised >= self.options.supervisor_every_sec:
             self._supervised = now
             stop = self._supervise(ledger)
             if stop is not None:
