@@ -1,6 +1,7 @@
 """The report, rebuilt only from accepted rows.
 
-A run's report covers its *family*: the run root and the reruns planned from it (``ID-rerun-N``), one cohort of epochs (see
+A run's report covers its *family*: the run root and the reruns planned from it
+(``ID-rerun-N``), one cohort of epochs (see
 :mod:`ray_bench.evidence.rows` for the rules). A lineage report (``ray-bench report --runs A B
 C --out DIR``) covers exactly the run roots named, under the same rule; one whose plans give an
 arm name two configurations (its digest, :mod:`ray_bench.plan.arm_identity`) is refused, never
