@@ -698,6 +698,9 @@ class Driver:
         backends = sorted({c.backend for c in self.plan.cells})
         removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in backends)
         residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in backends)
+        for node in self.pool.lost_nodes():  # died idle: a node event, not residue
+            ledger.event("node_lost", {"node": node, "while": "idle"})
+            self.observer.note_event("node_lost", {"node": node})
         ledger.event("audit", {"removed": removed, "residue": residue})
         return residue
 
@@ -709,3 +712,4 @@ class RunnerPool(Protocol):
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
     def retire(self, node: str) -> None: ...
+    def lost_nodes(self) -> list[str]: ...
