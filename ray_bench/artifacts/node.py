@@ -24,6 +24,7 @@ from ray_bench.cells.runner import _new_stage_root, run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import ArtifactStoreError
 from ray_bench.models.attempt import ArtifactPlace, AttemptError, AttemptSummary
+from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.sandboxes import SandboxBackend
 
 #: What travels back besides the collected ``/logs`` (already under the artifact cap): the
@@ -86,6 +87,8 @@ def receive(reply: AttemptSummary | Returned, spec: AttemptSpec) -> AttemptSumma
     except Exception as exc:  # a full disk must not lose the summary (the ledger still gets it)
         place = summary.artifacts or ArtifactPlace(via="ray", uri=spec.attempt_dir)
         summary.artifacts = place.model_copy(update={"error": f"not written: {type(exc).__name__}: {exc}"[:500]})
+        if is_disk_full(exc) and summary.error is None:  # the host's fault: the run stops as disk_full
+            summary.error = AttemptError(type=DISK_FULL_ERROR, message=str(exc)[:500], failure_class="stack")
     return _checked(summary, spec)
 
 
