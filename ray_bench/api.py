@@ -241,6 +241,10 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 from ray_bench.artifacts.ship import Shipper
 
                 passed = [c for c in options.node_checks if c.ok]
+                if store is not None:  # every node writes a marker, the driver reads it back
+                    from ray_bench.artifacts.probe import refuse_unshared_store
+
+                    refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
                 pool = RayPool(options.runners_per_node, nodes={c.node_id for c in passed},
                                artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
                 options.supervision = node_supervision(plan, passed, options)

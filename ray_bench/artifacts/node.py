@@ -23,7 +23,8 @@ from ray_bench.artifacts.store import open_store
 from ray_bench.cells.runner import _new_stage_root, run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import ArtifactStoreError
-from ray_bench.models.attempt import ArtifactPlace, AttemptSummary
+from ray_bench.models.attempt import ArtifactPlace, AttemptError, AttemptSummary
+from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.sandboxes import SandboxBackend
 
 #: What travels back besides the collected ``/logs`` (already under the artifact cap): the
@@ -76,15 +77,41 @@ async def run_routed(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumma
 
 
 def receive(reply: AttemptSummary | Returned, spec: AttemptSpec) -> AttemptSummary:
-    """The driver's side: write a returned directory into the run root; the summary."""
+    """The driver's side: write a returned directory into the run root; the summary, made an
+    ``executor`` failure when the attempt's directory is not where it says (:func:`arrived`)."""
     if not isinstance(reply, Returned):
-        return reply
+        return _checked(reply, spec)
     summary = reply.summary
     try:
         unpack(reply.bundle, Path(spec.attempt_dir))
     except Exception as exc:  # a full disk must not lose the summary (the ledger still gets it)
         place = summary.artifacts or ArtifactPlace(via="ray", uri=spec.attempt_dir)
         summary.artifacts = place.model_copy(update={"error": f"not written: {type(exc).__name__}: {exc}"[:500]})
+        if is_disk_full(exc) and summary.error is None:  # the host's fault: the run stops as disk_full
+            summary.error = AttemptError(type=DISK_FULL_ERROR, message=str(exc)[:500], failure_class="stack")
+    return _checked(summary, spec)
+
+
+def arrived(summary: AttemptSummary, spec: AttemptSpec) -> bool:
+    """Whether the attempt's ``result.json`` is where its summary says, as the driver sees it:
+    the run root (``run-root``, ``ray``) or the store (``store``). A row whose directory is
+    missing points the ledger at nothing: on a cluster whose workers wrote another view of
+    ``--artifacts DIR`` 14 of 46 valid rows had none (issue 29 item 8)."""
+    place = summary.artifacts
+    if place is None:
+        return True  # no directory was claimed (an attempt lost or cancelled before it ran)
+    if place.via == "store" and spec.artifacts is not None and spec.artifacts.store is not None:
+        return open_store(spec.artifacts.store).has_file(f"{store_key(spec)}/{FIRST}")
+    return (Path(spec.attempt_dir) / FIRST).is_file()
+
+
+def _checked(summary: AttemptSummary, spec: AttemptSpec) -> AttemptSummary:
+    if summary.error is not None or summary.lost or summary.cancelled or arrived(summary, spec):
+        return summary
+    where = summary.artifacts.uri if summary.artifacts is not None and summary.artifacts.uri else spec.attempt_dir
+    summary.error = AttemptError(
+        type="ArtifactsMissing", failure_class="executor",
+        message=f"the attempt's directory did not arrive: no {FIRST} at {where} as the driver sees it")
     return summary
 
 

@@ -40,6 +40,10 @@ class ArtifactStore(ABC):
     def check(self) -> None:
         """Raise :class:`ArtifactStoreError` when the store cannot be reached or written."""
 
+    @abstractmethod
+    def has_file(self, key: str) -> bool:
+        """Whether the file ``key`` is there (False when the store cannot say)."""
+
 
 class LocalStore(ArtifactStore):
     def __init__(self, root: Path) -> None:
@@ -57,6 +61,9 @@ class LocalStore(ArtifactStore):
     def get_tree(self, key: str, local: Path) -> Path:
         shutil.copytree(self.root / key, local, symlinks=True, dirs_exist_ok=True)
         return local
+
+    def has_file(self, key: str) -> bool:
+        return (self.root / key).is_file()
 
     def check(self) -> None:
         try:
@@ -91,6 +98,12 @@ class FsspecStore(ArtifactStore):
         local.mkdir(parents=True, exist_ok=True)
         self._fs.get(f"{self._root}/{key}/", f"{local}/", recursive=True)
         return local
+
+    def has_file(self, key: str) -> bool:
+        try:
+            return bool(self._fs.exists(f"{self._root}/{key}"))
+        except Exception:  # fsspec backends raise anything; unknown is not "there"
+            return False
 
     def check(self) -> None:
         bucket = self._root.split("/", 1)[0]

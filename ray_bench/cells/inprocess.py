@@ -169,6 +169,10 @@ class InProcessPool:
     def retire(self, node: str) -> None:
         """A halt names a host; the simulated nodes are numbered and never run short."""
 
+    def lost_nodes(self) -> list[str]:
+        """The simulated nodes never die."""
+        return []
+
     # -- what the simulator does to it -------------------------------------------------------
 
     def materialise(self) -> None:

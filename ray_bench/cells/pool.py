@@ -35,6 +35,8 @@ BATCH_LINGER_SEC = 0.02
 DOCKER_RESOURCE = "docker"
 #: How long an audit waits for a replacement runner; Ray declares a lost node dead in ~10-30 s.
 SETTLE_SEC = 60.0
+#: How long an audit waits for Ray to declare dead a node whose runner no longer answers.
+NODE_DEATH_SEC = 60.0
 log = logging.getLogger(__name__)
 
 
@@ -82,6 +84,10 @@ class RayPool:
         self._ship = artifacts
         #: Per runner: its answer to "do you see the driver's run root?" (a ref until it comes).
         self._sees: list[Any] = []
+        #: Nodes an attempt was lost on (died with its runner or node): what they held is unknown.
+        self._lost_work: set[str] = set()
+        #: Nodes found dead by an audit with no attempt lost on them (:meth:`lost_nodes`).
+        self._lost_idle: set[str] = set()
         alive = [n for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
                  and (nodes is None or n["NodeID"] in nodes)]
         #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
@@ -153,6 +159,7 @@ class RayPool:
             return new_summary(spec).model_copy(update={"cancelled": True})
         except RayActorError as exc:
             # The runner (or its node) died with the attempt in it.
+            self._lost_work.add(self._nodes[index])
             if self._runners[index] is runner:  # replace a dead runner once, not per attempt
                 self._replace(index)
             self._suspect(self._nodes[index])
@@ -160,6 +167,7 @@ class RayPool:
         except (RayError, GetTimeoutError) as exc:
             # The runner never raises: whatever Ray raised is about Ray (an object lost with
             # its node, a result that would not come back), not about the cell.
+            self._lost_work.add(self._nodes[index])
             return lost_summary(spec, exc)
 
     def _replace(self, index: int) -> None:
@@ -220,19 +228,31 @@ class RayPool:
                 ray.cancel(ref)
 
     def count(self, backends: dict[str, BackendConfig], backend: str, run_id: str) -> int:
-        """Resources of the run that the runners can still see (-1 per runner that failed to say)."""
+        """Resources of the run that the backends report through the runners (+1 per runner
+        that failed to say). A runner whose node died while idle (no attempt of the run was
+        lost there) says nothing about residue: that node is a node event (:meth:`lost_nodes`),
+        not a sandbox. Counting it as one turned a complete 48/48 run into exit 1, "cleanup
+        audit found 2 sandboxes", that ``audit`` afterwards found clean (issue 29 item 9)."""
         self._settle(SETTLE_SEC)
         options = dict(backends[backend].options) if backend in backends else {}
         seen: set[str] = set()
         unknown = 0
-        for runner in self._runners:
+        for index, runner in enumerate(self._runners):
             try:
                 refs = ray.get(runner.list_sandboxes.remote(backend, options, run_labels(run_id)), timeout=60)
                 # Deletions under way (Daytona's are asynchronous) are not residue.
                 seen.update(f"{r.kind}:{r.id}" for r in refs if not r.removing)
             except RayError:
-                unknown += 1
+                node = self._nodes[index]
+                if node not in self._lost_work and _declared_dead(node, NODE_DEATH_SEC):
+                    self._lost_idle.add(node)
+                else:
+                    unknown += 1
         return len(seen) + unknown
+
+    def lost_nodes(self) -> list[str]:
+        """Nodes an audit found dead that held no attempt of the run when they died."""
+        return sorted(self._lost_idle)
 
     def cleanup(self, backends: dict[str, BackendConfig], backend: str, run_id: str,
                 attempt_id: str | None) -> int:
@@ -251,6 +271,19 @@ class RayPool:
             except RayError as exc:
                 log.warning("cleanup through a runner failed: %s", exc)
         return removed
+
+
+def _declared_dead(node: str, timeout: float) -> bool:
+    """Whether Ray lists ``node`` as dead, waiting (bounded) for it to say so: it lists a node
+    whose raylet died as alive for ~10-30 s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = {n["NodeID"]: bool(n.get("Alive")) for n in ray.nodes()}  # type: ignore[no-untyped-call]
+        if not states.get(node, False):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(1.0)
 
 
 def lost_summary(spec: AttemptSpec, exc: BaseException) -> AttemptSummary:
@@ -274,3 +307,4 @@ class RunnerPool(Protocol):
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
     def retire(self, node: str) -> None: ...
+    def lost_nodes(self) -> list[str]: ...

@@ -2,8 +2,11 @@
 runners, pinned there, wrapping the one :class:`~ray_bench.sandboxes.supervisor.ResourceSupervisor`.
 It reads that node's memory and disk (and lists that node's containers for the halt record)
 with that node's reserve overrides (``RAY_BENCH_HOST_RESERVE_MB`` / ``_DISK_MB`` in the
-environment its raylet was started with). :class:`RaySupervision` is what the driver asks; it
-never waits on a slow node: each round collects the answers that came and asks again."""
+environment its raylet was started with). :class:`RaySupervision` is what the driver asks. Its
+first round waits (up to ``first_reading_sec``) for every node's first reading, so that no cell
+starts before one: without it a pair started ~30 ms into ``execute``, before any node had been
+read (issue 29 item 10). After that it never waits on a slow node: each round collects the answers
+that came and asks again."""
 
 from __future__ import annotations
 
@@ -41,12 +44,19 @@ class NodeSupervisor:
         return self.core.check()
 
 
+#: How long the first round waits for every node's first reading. A supervisor actor starts in
+#: ~1-2 s on an idle node; a node still silent after this is asked again every round, as later.
+FIRST_READING_SEC = 60.0
+
+
 class RaySupervision:
     """A :class:`NodeSupervisor` on each of ``nodes`` ((node id, address) pairs)."""
 
     def __init__(self, nodes: Sequence[tuple[str, str]], reserve: Reserve, run_id: str, *,
                  docker_url: str | None = None, uses_docker: bool = False,
-                 read_available: Callable[[], int] | None = None) -> None:
+                 read_available: Callable[[], int] | None = None,
+                 first_reading_sec: float = FIRST_READING_SEC) -> None:
+        self._first_reading_sec: float | None = first_reading_sec
         self._actors: dict[str, Any] = {
             node: NodeSupervisor.options(  # type: ignore[attr-defined]
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
@@ -63,6 +73,17 @@ class RaySupervision:
         return len(self._actors) - len(self._lost)
 
     def check(self) -> list[ResourceHalt]:
+        if self._first_reading_sec is not None:
+            self._ask()
+            if self._pending:
+                ray.wait(list(self._pending.values()), num_returns=len(self._pending),
+                         timeout=self._first_reading_sec)
+            self._first_reading_sec = None
+        self._collect()
+        self._ask()
+        return list(self._halts.values())
+
+    def _collect(self) -> None:
         for node, ref in list(self._pending.items()):
             done, _ = ray.wait([ref], timeout=0)
             if not done:
@@ -75,10 +96,11 @@ class RaySupervision:
                 continue
             if halt is not None:
                 self._halts[node] = halt
+
+    def _ask(self) -> None:
         for node, actor in self._actors.items():
             if node not in self._pending and node not in self._halts and node not in self._lost:
                 self._pending[node] = actor.check.remote()
-        return list(self._halts.values())
 
     def close(self) -> None:
         for actor in self._actors.values():

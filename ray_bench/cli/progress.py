@@ -39,6 +39,8 @@ class ConsoleProgress:
                             f"({event.message[:120]})")
             case ev.Stop(reason=ev.StopReason.HALT):
                 self._print(f"  stopping: {event.detail or event.reason}")
+            case ev.NodeLost():
+                self._print(f"  node lost while {event.while_}: {event.node} (not residue)")
             case ev.NodeHalt():
                 self._print(f"  node halt: {event.reason}")
             case ev.NodeCheck() if not event.all_ok:

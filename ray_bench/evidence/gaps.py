@@ -27,7 +27,8 @@ from ray_bench.config.tasks import load_tasks, task_checksum
 from ray_bench.errors import ConfigError, SelectionError
 from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
 from ray_bench.models.suite import Arm
-from ray_bench.plan.compile import MAX_REPS, arm_config, suite_roots
+from ray_bench.plan.arm_identity import arm_config
+from ray_bench.plan.compile import MAX_REPS, suite_roots
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.runroot import refuse_output_in_run_root
 

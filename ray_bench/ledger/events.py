@@ -235,6 +235,16 @@ class NodeHalt(EventPayload):
     disk_reserve_mb: int | None = None
 
 
+class NodeLost(EventPayload):
+    """``node_lost``: a node Ray declared dead while it held no attempt (its death is a node
+    event, not sandbox residue: ray_bench.cells.pool.RayPool.lost_nodes)."""
+
+    kind: Literal["node_lost"] = "node_lost"
+    stored_as: ClassVar[dict[str, str]] = {"while_": "while"}
+    node: str = ""
+    while_: str = "idle"
+
+
 class SnapshotBuildStarted(EventPayload):
     """``snapshot_build_started``: the build phase began a snapshot (ray_bench.scheduler.builds)."""
 
@@ -368,7 +378,7 @@ class UnknownEvent(BaseModel):
 RunEvent = Annotated[
     RunStarted | RunFinished | Stop | Hypothesis | PreflightPassed | Heartbeat | DriftSeen
     | CircuitOpen | CircuitProbe | CircuitReopened | Quota | NodeCheck | NodeHalt | Paused | Resumed
-    | SnapshotBuildStarted | SnapshotBuildFinished
+    | NodeLost | SnapshotBuildStarted | SnapshotBuildFinished
     | Audit | HaltCleared | LedgerRebuilt | SettlementData
     | ExclusionData | InclusionData | PromotionData | DemotionData,
     Field(discriminator="kind"),

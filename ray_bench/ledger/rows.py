@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
@@ -27,17 +27,24 @@ def start_order(row: AttemptRow) -> tuple[float, str, str]:
     return (row.started_at, row.epoch, row.attempt_id)
 
 
-def valid_rows_by_task_arm(run_root: Path) -> dict[tuple[str, str, str], int]:
-    """(task, task checksum, arm) -> number of accepted rows in one run root (or every run root
-    below it)."""
+def valid_rows_by_task_arm(run_root: Path, arm_digests: Callable[[Path], dict[str, str]]
+                           ) -> dict[tuple[str, str, str, str], int]:
+    """(task, task checksum, arm name, arm digest) -> number of accepted rows in one run root (or
+    every run root below it). ``arm_digests`` maps a run root to its arms' digests
+    (ray_bench.plan.arm_identity.run_arm_digests); a row whose arm has none is left out: what
+    it ran is unknown."""
     roots = [run_root] if (run_root / LEDGER_FILE).is_file() else sorted(
         p.parent for p in run_root.glob(f"*/{LEDGER_FILE}"))
-    counts: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str, str, str], int] = {}
     for root in roots:
+        digests = arm_digests(root)
         ledger = Ledger.open_readonly(root)
         try:
             for row in accepted_rows(ledger.attempts()).values():
-                key = (row.task, row.task_checksum, row.arm)
+                digest = digests.get(row.arm)
+                if digest is None:
+                    continue
+                key = (row.task, row.task_checksum, row.arm, digest)
                 counts[key] = counts.get(key, 0) + 1
         finally:
             ledger.close()

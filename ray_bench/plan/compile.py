@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,9 +28,11 @@ from ray_bench.errors import (
 )
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask, SkippedTask
-from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm, BackendConfig, ResourceLimits, Suite
+from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.agents import check_agents, refuse_long_instructions
+from ray_bench.plan.arm_identity import arm_config, arm_digest, run_arm_digests
+from ray_bench.plan.history import expected_seconds
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
@@ -74,18 +76,6 @@ class PlanRequest:
     #: ``plan --skip-unsupported``: leave out the tasks the backend cannot run (listed in the
     #: receipt with their reasons) instead of refusing the plan.
     skip_unsupported: bool = False
-
-
-def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
-    """The arm's resolved config, as it enters cell ids: the agent directory by its content,
-    never by its path."""
-    config = arm.model_dump(mode="json", exclude={"agent_dir"})
-    for key, default in ARM_FIELDS_SINCE_ADAPTERS.items():
-        if config.get(key) == default:
-            config.pop(key, None)
-    if agent_checksum is not None:
-        config["agent_dir_sha256"] = agent_checksum
-    return config
 
 
 def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[
@@ -161,7 +151,8 @@ def compile_plan(req: PlanRequest) -> Plan:
     check_agents(arms, {suite.backend}, req.suite, errors)
     check_role_routes(arms, accounts_file.accounts, req.environ, req.suite, errors)
     force_build = req.force_build or suite.force_build
-    plan_tasks = [plan_task(t, suite, req.history, force_build=force_build) for t in tasks]
+    digests = [arm_digest(a, agent_sums.get(a.name)) for a in arms]
+    plan_tasks = [plan_task(t, suite, req.history, digests, force_build=force_build) for t in tasks]
     for task, problem in unfit_tasks(suite, arms, plan_tasks):
         if req.skip_unsupported:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason=problem))
@@ -507,24 +498,35 @@ def _select_arms(suite: Suite, which: ArmFilter) -> list[Arm]:
 
 
 def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: PlanRequest) -> list[str]:
-    """A one-arm plan needs valid rows of the other arm(s) for every selected task."""
+    """A one-arm plan needs valid rows of the other arm(s) for every selected task: rows of the
+    other arm's *configuration* (ray_bench.plan.arm_identity), not of an arm of that name."""
     if req.environ.get(UNPAIRED_ENV, "").lower() == "true":
         return [f"UNPAIRED: {UNPAIRED_ENV}=true bypassed the pairing guard; this plan runs "
                 f"only {', '.join(a.name for a in arms)}"]
     from ray_bench.ledger.rows import valid_rows_by_task_arm  # the ledger is only read here
 
     chosen = {a.name for a in arms}
-    others = [a.name for a in suite.arms if a.name not in chosen]
+    errors: list[UserInputError] = []
+    others, agent_sums = resolve_agent_dirs([a for a in suite.arms if a.name not in chosen], req.suite, errors)
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+    wanted = {a.name: arm_digest(a, agent_sums.get(a.name)) for a in others}
     have: dict[tuple[str, str, str], int] = {}
+    renamed: set[str] = set()  # an earlier arm of this name ran another configuration
     for root in req.counterpart_runs:
-        for key, count in valid_rows_by_task_arm(root).items():
-            have[key] = have.get(key, 0) + count
-    missing = [t.id for t in tasks for other in others if have.get((t.id, t.checksum, other), 0) == 0]
+        for (task, checksum, name, digest), count in valid_rows_by_task_arm(root, run_arm_digests).items():
+            have[(task, checksum, digest)] = have.get((task, checksum, digest), 0) + count
+            if name in wanted and digest != wanted[name]:
+                renamed.add(name)
+    missing = [t.id for t in tasks for other in others
+               if have.get((t.id, t.checksum, wanted[other.name]), 0) == 0]
     if missing:
         shown = ", ".join(sorted(set(missing))[:5])
+        changed = (f" (the {'/'.join(sorted(renamed))} rows there ran another configuration of that arm: "
+                   "agent, model, env, ...)") if renamed else ""
         raise PairingGuardError(
-            f"one-arm plan refused: no valid {'/'.join(others)} rows for {shown}"
-            + (f" and {len(set(missing)) - 5} more" if len(set(missing)) > 5 else ""),
+            f"one-arm plan refused: no valid {'/'.join(a.name for a in others)} rows for {shown}"
+            + (f" and {len(set(missing)) - 5} more" if len(set(missing)) > 5 else "") + changed,
             where="--runs" if req.counterpart_runs else "plan",
             fix=f"name run roots with --runs, plan both arms, or set {UNPAIRED_ENV}=true",
         )
@@ -537,7 +539,8 @@ def builds_dockerfile(has_dockerfile: bool, docker_image: str | None, *, force_b
     return has_dockerfile and (force_build or not docker_image)
 
 
-def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], *, force_build: bool = False) -> PlanTask:
+def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_digests: Sequence[str] = (), *,
+              force_build: bool = False) -> PlanTask:
     cfg = task.config
     env = cfg.environment
     steps = cfg.steps or []
@@ -559,7 +562,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], *, forc
         workdir=env.workdir,
         resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
         verifier_env=cfg.verifier.env,
-        expected_sec=history.get(task.id, history.get(task.checksum)),  # by id (API) or content (ledgers)
+        expected_sec=expected_seconds(history, task.id, task.checksum, arm_digests),
         config=cfg,
         warnings=list(task.warnings),
         mcp_servers=task_mcp_servers(env.mcp_servers),

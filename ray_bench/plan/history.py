@@ -1,17 +1,22 @@
 """Expected durations from earlier runs: ``plan --history runs/`` (and a gap-fill's ``--runs``).
 
 A task's expected duration is the mean time of the valid attempts that ran its exact content
-(the task checksum) in earlier ledgers, whatever the arm, averaged per arm first so that one
-arm with many repetitions does not outweigh the other. Cell order uses it (longest first).
+(the task checksum) in earlier ledgers with an arm of this plan's configuration (its digest,
+:mod:`ray_bench.plan.arm_identity`: an arm of the same name with another agent or model is
+another arm), averaged per arm first so that one arm with many repetitions does not outweigh
+the other. A task no arm of the plan has run has no expected duration (unknown, not borrowed
+from another configuration). Rows of a run root without a readable plan are not used: what
+they ran is unknown. Cell order uses it (longest first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ray_bench.errors import LedgerError, UserInputError
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
+from ray_bench.plan.arm_identity import run_arm_digests
 
 
 def history_roots(paths: Iterable[Path]) -> list[Path]:
@@ -28,10 +33,26 @@ def history_roots(paths: Iterable[Path]) -> list[Path]:
     return roots
 
 
+def history_key(task_checksum: str, arm_digest: str) -> str:
+    """The key of one (task content, arm configuration) in the durations ``plan`` is given."""
+    return f"{task_checksum}@{arm_digest}"
+
+
+def expected_seconds(history: Mapping[str, float], task_id: str, task_checksum: str,
+                     arm_digests: Iterable[str]) -> float | None:
+    """A task's expected duration for a plan of these arms: by task id (given through the API),
+    else the mean over the plan's arms that earlier runs ran (None when none did)."""
+    if task_id in history:
+        return history[task_id]
+    means = [history[k] for k in (history_key(task_checksum, d) for d in arm_digests) if k in history]
+    return sum(means) / len(means) if means else None
+
+
 def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
-    """Task checksum -> expected seconds, from the valid attempts in the ledgers under ``paths``."""
-    per_arm: dict[tuple[str, str], list[float]] = {}
+    """:func:`history_key` -> mean seconds, from the valid attempts in the ledgers under ``paths``."""
+    per_arm: dict[str, list[float]] = {}
     for root in history_roots(paths):
+        digests = run_arm_digests(root)
         try:
             ledger = Ledger.open_readonly(root)
         except LedgerError as exc:  # bad input here, not a broken run: one line, exit 2
@@ -43,9 +64,10 @@ def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
         finally:
             ledger.close()
         for row in rows:
+            digest = digests.get(row.arm)
+            if digest is None:
+                continue
             if row.valid and row.finished_at is not None and row.finished_at >= row.started_at:
-                per_arm.setdefault((row.task_checksum, row.arm), []).append(row.finished_at - row.started_at)
-    by_task: dict[str, list[float]] = {}
-    for (checksum, _), seconds in per_arm.items():
-        by_task.setdefault(checksum, []).append(sum(seconds) / len(seconds))
-    return {checksum: sum(means) / len(means) for checksum, means in by_task.items()}
+                per_arm.setdefault(history_key(row.task_checksum, digest), []).append(
+                    row.finished_at - row.started_at)
+    return {key: sum(seconds) / len(seconds) for key, seconds in per_arm.items()}

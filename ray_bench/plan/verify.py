@@ -32,8 +32,8 @@ from ray_bench.errors import PlanError, UserInputError
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.plan import InputFile, Plan
 from ray_bench.models.suite import BackendConfig, Suite
+from ray_bench.plan.arm_identity import arm_config
 from ray_bench.plan.compile import (
-    arm_config,
     cell_order,
     derived_warnings,
     pick_preflight,

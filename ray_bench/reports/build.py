@@ -1,13 +1,15 @@
 """The report, rebuilt only from accepted rows.
 
 A run's report covers its *family*: the run root and the reruns planned from it
-(``ID-rerun-N``), one cohort of epochs (see :mod:`ray_bench.evidence.rows` for the rules).
-A lineage report (``ray-bench report --runs A B C --out DIR``) covers exactly the run roots
-named, under the same rule. Every epoch found is listed, in the cohort or not, with the execute
-options of each of its executions. Usage and cost count every attempt (money spent on a failed
-attempt is still spent); everything else counts accepted rows only. Excluded cells are listed
-with who excluded them and why, and are out of both denominators. The title says whether the
-evidence is staging or official (every run it draws from promoted).
+(``ID-rerun-N``), one cohort of epochs (see
+:mod:`ray_bench.evidence.rows` for the rules). A lineage report (``ray-bench report --runs A B
+C --out DIR``) covers exactly the run roots named, under the same rule; one whose plans give an
+arm name two configurations (its digest, :mod:`ray_bench.plan.arm_identity`) is refused, never
+pooled. Every epoch found is listed, in the cohort or not, with the execute options of each of
+its executions. Usage and cost count every attempt (money spent on a failed attempt is still
+spent); everything else counts accepted rows only. Excluded cells are listed with who excluded
+them and why, and are out of both denominators. The title says whether the evidence is staging
+or official (every run it draws from promoted).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.plan.arm_identity import refuse_mixed_arms
 from ray_bench.plan.store import PLAN_FILE
 from ray_bench.reports import cost, sections
 from ray_bench.reports.stats import (
@@ -127,6 +130,7 @@ def build_lineage_report(paths: list[Path]) -> Report:
     """One paired report over the named run roots (same cohort and accepted-row rule)."""
     epochs = [load_epoch(p) for p in lineage_roots(paths)]
     evidence = build_evidence(epochs)
+    refuse_mixed_arms([(e.run_id, e.plan) for e in epochs if e.identity in evidence.cohort.epochs], "--runs")
     report = report_from_evidence(epochs[0].run_id, evidence)
     report.lineage = True
     return report

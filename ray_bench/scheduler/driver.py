@@ -193,7 +193,9 @@ class Driver:
             list_containers=docker_container_lister(plan.run_id, base_url=docker_url_of(plan))
             if uses_docker(plan) else None))
         self._halted: dict[str, ResourceHalt] = {}
-        self._supervised = 0.0
+        #: When the supervisors were last asked; None: never, so the first ask precedes the
+        #: first start (a clock near 0, as in the simulator, must not skip it).
+        self._supervised: float | None = None
         self._beat = self.clock.now()  # run_started is the first beat
         self._wake_at: float | None = None
         self._signal_name: str | None = None
@@ -588,7 +590,7 @@ class Driver:
                 self.pool.cancel(list(self.inflight))
             return "paused", detail
         now = self.clock.now()
-        if now - self._supervised >= self.options.supervisor_every_sec:
+        if self._supervised is None or now - self._supervised >= self.options.supervisor_every_sec:
             self._supervised = now
             stop = self._supervise(ledger)
             if stop is not None:
@@ -698,6 +700,8 @@ class Driver:
         backends = sorted({c.backend for c in self.plan.cells})
         removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in backends)
         residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in backends)
+        for node in self.pool.lost_nodes():  # died idle: a node event, not residue
+            ledger.append(ev.NodeLost(node=node, while_="idle"))
         ledger.append(ev.Audit(removed=removed, residue=residue))
         return residue
 
@@ -709,3 +713,4 @@ class RunnerPool(Protocol):
     def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
     def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
     def retire(self, node: str) -> None: ...
+    def lost_nodes(self) -> list[str]: ...

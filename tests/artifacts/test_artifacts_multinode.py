@@ -86,3 +86,24 @@ def test_artifacts_in_s3(hidden: tuple[MultiNode, Path], moto_s3: MotoS3) -> Non
         assert f"runs/s3run/attempts/{attempt_id}/result.json" in keys
         got = store.get_tree(f"s3run/attempts/{attempt_id}", root.parent / "read" / attempt_id)
         assert float((got / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
+
+
+def test_an_artifacts_path_the_workers_cannot_share_is_refused_before_any_start(
+        hidden: tuple[MultiNode, Path]) -> None:
+    """Issue 29 item 8: the workers write their own empty tmpfs at this path, so the driver
+    cannot read their markers back: one line, exit 2, no ledger, no attempt."""
+    cluster, private = hidden
+    base = private / "unshared"
+    suite, accounts = make_suite(base / "s", tasks=["hello-world"],
+                                 backends={"local": {"max_sandboxes": 2, "options": {"root": str(base / "sbx")}}})
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=base / "runs", run_id="unshared")
+    done = run_cli("execute", "--plan", str(planned.run_root / "launch-plan.json"), "--confirm",
+                   planned.identity, "--address", cluster.address, "--artifacts", str(private / "store"),
+                   "--no-metrics", "--quiet",
+                   env=cli_env({**cluster.env, "RAY_BENCH_STATE_ROOT": str(base / "st")}), timeout=480)
+    assert done.returncode == 2, done.stderr[-3000:] + done.stdout[-1000:]
+    lines = [line for line in done.stderr.splitlines() if "not shared by every node" in line]
+    assert len(lines) == 1 and "2 of 3 cannot use it" in lines[0] and "--artifacts auto" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (planned.run_root / "ledger.sqlite").exists()
+    assert not (private / "store" / "unshared" / ".node-probe").exists()  # the driver's markers removed

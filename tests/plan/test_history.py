@@ -5,31 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.earlier_runs import earlier_rows
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
 from ray_bench.errors import UserInputError
-from ray_bench.ledger import Ledger
 from ray_bench.ledger.store import LEDGER_FILE
-from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.history import durations_from_runs
 from ray_bench.plan.store import load_plan_file
-
-
-def _earlier_run(root: Path, seconds: dict[tuple[str, str], list[float | None]]) -> None:
-    plan, identity = load_plan_file(root / "launch-plan.json")
-    sums = {t.id: t.checksum for t in plan.tasks}
-    cells = {(c.task, c.arm): c for c in plan.cells}
-    ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
-    for (task, arm), durations in seconds.items():
-        for i, d in enumerate(durations):
-            row = ledger.start_attempt(cell_id=cells[(task, arm)].id, task=task, task_checksum=sums[task], arm=arm,
-                                       rep=1, account="a", backend="local", epoch=identity, preflight=False,
-                                       now=1000.0 * i)
-            ledger.finish_attempt(row.attempt_id, status="finished", valid=d is not None, reward=1.0 if d else None,
-                                  failure_class=None if d else "task", fingerprint=None if d else "f", counts=d is None,
-                                  cost_usd=0.0, summary=AttemptSummary(), now=1000.0 * i + (d or 5000.0))
-    ledger.close()
 
 
 def test_history_from_earlier_ledgers_reaches_the_plan_and_the_receipt(tmp_path: Path) -> None:
@@ -38,11 +21,12 @@ def test_history_from_earlier_ledgers_reaches_the_plan_and_the_receipt(tmp_path:
     first = plan_run(suite=suite, accounts=accounts, runs_dir=runs, run_id="first")
     # hello-world: baseline 100 s, mcp 300 s (mean per arm, then over arms: 200); a failed
     # attempt does not count; sum-list: 50 s; fizzbuzz never ran
-    _earlier_run(first.run_root, {("hello-world", "baseline"): [100.0, None],
+    earlier_rows(first.run_root, {("hello-world", "baseline"): [100.0, None],
                                   ("hello-world", "mcp"): [200.0, 400.0],
                                   ("sum-list", "baseline"): [50.0]})
     history = durations_from_runs([runs])
-    assert sorted(history.values()) == [50.0, 200.0]
+    # one mean per (task content, arm configuration): the plan averages its own arms' means
+    assert sorted(history.values()) == [50.0, 100.0, 300.0]
     second = plan_run(suite=suite, accounts=accounts, runs_dir=runs, run_id="second", history=history)
     plan, _ = load_plan_file(second.run_root / "launch-plan.json")
     expected = {t.id: t.expected_sec for t in plan.tasks}

@@ -1,0 +1,57 @@
+"""A worker node's raylet killed while it holds no attempt (issue 29 item 9, node half): a node
+event, not residue. The run completes with exit 0, the end-of-run audit counts what the
+backends report (0), and the ledger records the node as lost while idle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.driver_process import DriverProcess, cli_env, ledger_query, wait_for
+from support.multinode import MultiNode
+from support.suites import make_suite
+
+from ray_bench.api import plan_run
+from ray_bench.ledger import Ledger
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Path, multinode: MultiNode) -> None:
+    nodes = [n for n in multinode.nodes() if n["Alive"]]
+    # Attempts go to the least loaded runner, the first listed on ties: with two cells at a time
+    # they all run on the first node listed, so a later worker holds none (checked below).
+    victim = next(n for n in nodes[1:] if "docker" in str(n["Resources"]))
+    arm = {"command": 'sleep 20; sh "$SOLUTION_DIR/solve.sh"', "agent_dir": "agents", "expose_solution": True}
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world"], reps=2, max_attempts=2, preflight_cells=1,
+        backends={"local": {"max_sandboxes": 2, "options": {"root": str(tmp_path / "sbx")}}},
+        arms=[{"name": "baseline", "role": "baseline", **arm}, {"name": "mcp", "role": "variant", **arm}])
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="idle-loss")
+    root = planned.run_root
+    driver = DriverProcess(root / "launch-plan.json", planned.identity, tmp_path / "logs",
+                           env=cli_env(multinode.env), extra_args=("--address", multinode.address))
+    try:
+        driver.start()
+        wait_for(lambda: bool(ledger_query(root, "SELECT 1 FROM attempts")), 240, "a first attempt", alive=driver)
+        multinode.kill_raylet(victim)
+        rc = driver.wait(timeout=400)
+        assert rc == 0, driver.stderr[-3000:]
+    finally:
+        driver.reap()
+
+    ledger = Ledger.open_readonly(root)
+    try:
+        attempts = ledger.attempts()
+        summaries = dict(ledger.summaries())
+        audits = [e.data for e in ledger.events("audit")]
+        lost = [e.data for e in ledger.events("node_lost")]
+        stops = [e.data for e in ledger.events("stop")]
+    finally:
+        ledger.close()
+    assert len(attempts) == 4 and all(a.valid for a in attempts)  # nothing was lost with the node
+    assert all(summaries[a.attempt_id].ray_node != victim["NodeID"] for a in attempts)  # it was idle
+    assert audits == [{"removed": 0, "residue": 0}]
+    assert lost == [{"node": victim["NodeID"], "while": "idle"}]
+    assert stops == []
+    assert [n for n in multinode.nodes() if n["NodeID"] == victim["NodeID"] and not n["Alive"]]
