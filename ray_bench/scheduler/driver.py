@@ -626,7 +626,7 @@ class Driver:
             if halt.node in self._halted:
                 continue
             self._halted[halt.node] = halt
-            ledger.append(ev.NodeHalt.model_validate(halt.to_json()))
+            ledger.append(ev.NodeHalt.read(halt.to_json()))  # the halt file's own `kind` tag dropped
             self.pool.retire(halt.node)
         if not self._halted or len(self._halted) < self.supervision.node_count:
             return None
