@@ -75,6 +75,11 @@ class ConsoleProgress:
         if kind == "circuit_open":
             self._print(f"  recovery circuit OPEN for {data.get('scope')}: {data.get('class')} "
                         f"({str(data.get('message', ''))[:120]})")
+        elif kind == "circuit_probe":
+            self._print(f"  circuit probe for {data.get('scope')}: cell {data.get('cell_id')} on hypothesis "
+                        f"{data.get('hypothesis')!r}")
+        elif kind == "circuit_reopened":
+            self._print(f"  recovery circuit reopened for {data.get('scope')} ({data.get('via')})")
         elif kind == "stop":
             self._print(f"  stopping: {data.get('detail') or data.get('reason')}")
         elif kind in ("node_halt", "node_check"):

@@ -4,8 +4,9 @@ current by its events after that.
 Counters (``raybench_valid_rows_total``, ``raybench_spend_usd_total``) count what *this*
 process saw and restart at 0 on resume, which is right for ``rate()`` and wrong for "how
 much has this run spent". The driver's spend limit uses ledger totals; so do these gauges.
-The same goes for stop reasons, open circuits (replayed on resume: a hypothesis closes
-them) and the driver's heartbeat, which the ``RayBenchDriverDown`` alert watches.
+The same goes for stop reasons, open circuits (replayed on resume: a probe's valid row or
+an account's recovery reopens them) and the driver's heartbeat, which the
+``RayBenchDriverDown`` alert watches.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from ray_bench.evidence.circuit import CIRCUIT_EVENTS, open_scopes_from
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 
@@ -46,7 +48,7 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
     ledger = Ledger.open_readonly(run_root)
     try:
         attempts = ledger.attempts()
-        events = [e for e in ledger.events() if e.kind in ("circuit_open", "hypothesis", "audit")]
+        events = [e for e in ledger.events() if e.kind in (*CIRCUIT_EVENTS, "audit")]
     finally:
         ledger.close()
     for row in accepted_rows(attempts).values():
@@ -54,12 +56,13 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
         totals.reward[row.arm] = totals.reward.get(row.arm, 0.0) + (row.reward or 0.0)
     for row in attempts:
         totals.spend_usd[row.account] = totals.spend_usd.get(row.account, 0.0) + row.cost_usd
+    # A scope stays open on probation (a hypothesis recorded, its probe not yet valid); one
+    # that ever opened and reopened is exported as 0.
+    still = open_scopes_from(events)
+    totals.circuits = {str(e.data.get("scope")): str(e.data.get("scope")) in still
+                       for e in events if e.kind == "circuit_open"}
     for event in events:
-        if event.kind == "hypothesis":  # a changed hypothesis reopens every scope (driver)
-            totals.circuits = dict.fromkeys(totals.circuits, False)
-        elif event.kind == "circuit_open":
-            totals.circuits[str(event.data.get("scope"))] = True
-        elif event.kind == "audit":
+        if event.kind == "audit":
             totals.residue, totals.audited_at = int(event.data.get("residue") or 0), event.ts
     return totals
 

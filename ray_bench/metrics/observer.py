@@ -88,6 +88,8 @@ class MetricsObserver:
     def note_event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "circuit_open":
             self.exporter.set_circuit(str(data.get("scope")), True)
+        elif kind == "circuit_reopened":
+            self.exporter.set_circuit(str(data.get("scope")), False)
         elif kind == "stop" and data.get("reason") == "halt":
             self.exporter.set_halted(True)
 

@@ -186,10 +186,46 @@ def test_repeated_tool_failure_opens_circuit_and_hypothesis_reopens(tmp_path: Pa
     from ray_bench.scheduler.driver import RunOptions
 
     reopened = execute(root, identity, RunOptions(hypothesis="installed the agent binary"))
-    events = Ledger.open_readonly(root).events("hypothesis")
+    ledger = Ledger.open_readonly(root)
+    events = ledger.events("hypothesis")
     assert events[-1].data["text"] == "installed the agent binary"
-    assert len(ledger_rows(root)[0]) > 3
+    # The reopen is one bounded probe, not a fan-out: one cell on the hypothesis, and its
+    # failure (the same signature) closes the scope again at once, recorded against it. Before,
+    # the hypothesis sent 4 cells at once (5 failures, 2 cells used up).
+    attempts = ledger_rows(root)[0]
+    assert len(attempts) == 4 and reopened.attempts_run == 1
+    probe = ledger.events("circuit_probe")
+    assert [e.data["attempt_id"] for e in probe] == [attempts[-1].attempt_id]
+    closed = ledger.events("circuit_open")[-1].data
+    assert closed["probe"] == attempts[-1].attempt_id and closed["hypothesis"] == "installed the agent binary"
     assert reopened.stopped == "circuit"
+    assert not ledger.events("circuit_reopened")
+
+
+def test_a_valid_probe_reopens_the_circuit_and_the_run_goes_on(tmp_path: Path) -> None:
+    fixed = tmp_path / "fixed"  # outside the plan's inputs: the fix is no drift
+    command = f"test -f {fixed} || no-such-agent-binary --run"
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list"], reps=2, backends=_local(tmp_path, pool=1),
+        preflight_cells=0, max_attempts=2,
+        arms=[_arm("baseline", "baseline", command), _arm("mcp", "variant", command)])
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.stopped == "circuit" and outcome.attempts_run == 3
+    fixed.write_text("")
+    from ray_bench.scheduler.driver import RunOptions
+
+    identity = Ledger.open_readonly(root).meta()["plan_identity"]
+    resumed = execute(root, identity, RunOptions(hypothesis="installed the agent binary"))
+    ledger = Ledger.open_readonly(root)
+    probe, reopened = ledger.events("circuit_probe"), ledger.events("circuit_reopened")
+    assert len(probe) == 1 and [e.data["via"] for e in reopened] == ["probe"]
+    assert reopened[0].data["attempt_id"] == probe[0].data["attempt_id"]
+    # The probe went alone: the next attempt started only after it had finished.
+    attempts = ledger_rows(root)[0]
+    probe_row = next(a for a in attempts if a.attempt_id == probe[0].data["attempt_id"])
+    later = [a for a in attempts if a.started_at > probe_row.started_at]
+    assert later and all(a.started_at >= (probe_row.finished_at or 0) for a in later)
+    assert resumed.exit_code == 0 and resumed.counts["valid"] == 8 and resumed.stopped is None
 
 
 def test_pause_drains_and_records_resume_action(tmp_path: Path) -> None:
