@@ -78,6 +78,9 @@ class ConsoleProgress:
         elif kind == "circuit_probe":
             self._print(f"  circuit probe for {data.get('scope')}: cell {data.get('cell_id')} on hypothesis "
                         f"{data.get('hypothesis')!r}")
+        elif kind == "account_probe" and data.get("verdict") != "ok":
+            self._print(f"  account {data.get('account')} probe {data.get('when')}: {data.get('verdict')} "
+                        f"({str(data.get('detail', ''))[:200]}); effect: {data.get('effect')}")
         elif kind == "circuit_reopened":
             self._print(f"  recovery circuit reopened for {data.get('scope')} ({data.get('via')})")
         elif kind == "stop":

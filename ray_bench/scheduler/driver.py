@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ray_bench import runroot
+from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
@@ -58,10 +59,14 @@ from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.scheduler.spend import Expected, SpendBook
 from ray_bench.status.liveness import HEARTBEAT_EVENT, HEARTBEAT_SEC
 
+#: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
+PROBE_CHECK_SEC = 10.0
+
 PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
 SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 if TYPE_CHECKING:
+    from ray_bench.accounts.probe import ProbeRunner
     from ray_bench.cells.nodes import NodeCheck
 
 
@@ -96,6 +101,8 @@ class RunOptions:
     #: When this `execute` began (wall clock), before Ray and the lock: a pause requested since
     #: then was meant for this session and is honoured, not archived as a previous one.
     session_started: float | None = None
+    #: Runs an account's ``probe_command`` (ray_bench.accounts.probe.run_probe; a fake in tests).
+    account_probe: ProbeRunner | None = None
 
 
 @dataclass
@@ -178,6 +185,9 @@ class Driver:
         self.circuit = RecoveryCircuit()
         #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
         self._probe_leases: dict[str, list[str]] = {}
+        #: Account -> when its probe_command last ran (the driver's clock).
+        self._probed: dict[str, float] = {}
+        self._probes_checked = self.clock.now()
         cap = plan.capacity.effective
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
@@ -258,6 +268,7 @@ class Driver:
     def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
         # The preflight belongs to the plan, not to a session: until the ledger records it
         # passed, every session (a resume too) runs its remaining cells before any other.
+        self._account_probes(ledger, sorted(self.accounts), "before the fan-out")
         if self.plan.preflight and not ledger.events("preflight_passed"):
             stop = self._preflight(ledger, state)
             if stop is not None:
@@ -311,6 +322,10 @@ class Driver:
                 ledger.event(HEARTBEAT_EVENT, {"pid": os.getpid(), "inflight": len(self.inflight)},
                              now=self.clock.wall())
                 self._beat = now
+            if now - self._probes_checked >= PROBE_CHECK_SEC:
+                self._probes_checked = now
+                self._account_probes(ledger, [v.name for v in self.gate.views(now)
+                                              if probe_due(v.state, self._probed.get(v.name), now)], "scheduled")
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.tick(state, self.gate.views(now), note)
                 last_tick = now
@@ -760,6 +775,37 @@ class Driver:
         replayed = circuit_from(ledger.events())
         self.circuit.open_scopes, self.circuit.probing = replayed.open_scopes, replayed.probing
         self._health_recoveries(ledger)
+
+    def _account_probes(self, ledger: Ledger, names: list[str], when: str) -> None:
+        """Run the ``probe_command`` of each of ``names`` that has one; record the result (the
+        ledger's ``account_probe``, the account store's ``probe:<effect>``, which the account's
+        actor applies: it disables, expires, cools or ends a cooldown as the verdict says). A
+        passing probe is a recorded health recovery: it reopens the account's circuit."""
+        names = [n for n in names if n in self.accounts and self.accounts[n].probe_command]
+        if not names:
+            return
+        from ray_bench.accounts.probe import run_probe
+        from ray_bench.accounts.store import AccountStore
+        from ray_bench.state import default_state_root
+
+        runner = self.options.account_probe or run_probe
+        store = AccountStore(self.options.state_root or default_state_root())
+        try:
+            for name in names:
+                result = runner(self.accounts[name])
+                self._probed[name] = self.clock.now()
+                effect = probe_effect(result.verdict)
+                data: dict[str, Any] = {"account": name, "verdict": result.verdict, "effect": effect,
+                                        "detail": result.detail, "when": when}
+                ledger.event("account_probe", data)
+                self.observer.note_event("account_probe", data)
+                store.add_event(name, probe_event_kind(effect), result.detail[:500], "ray-bench execute")
+                if result.verdict == "ok" and self.circuit.recover(f"account:{name}"):
+                    reopened = {"scope": f"account:{name}", "via": "account_probe", "detail": result.detail}
+                    ledger.event("circuit_reopened", reopened)
+                    self.observer.note_event("circuit_reopened", reopened)
+        finally:
+            store.close()
 
     def _health_recoveries(self, ledger: Ledger) -> None:
         """An account scope reopens on a recorded health recovery: an operator's ``enable`` in

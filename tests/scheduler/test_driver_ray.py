@@ -413,3 +413,35 @@ def test_several_runners_per_node_share_the_work(tmp_path: Path) -> None:
     pids = {json.loads((root / "attempts" / a.attempt_id / "result.json").read_text())["pid"]
             for a in attempts}
     assert len(pids) == 2  # both runner processes ran cells
+
+
+def test_a_failing_account_probe_disables_the_account_before_the_fan_out(tmp_path: Path) -> None:
+    accounts = [
+        {"name": "acct-a", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}}, "limits": {"max_concurrent": 3},
+         "probe_command": "true"},
+        {"name": "acct-b", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_B"}}, "limits": {"max_concurrent": 3},
+         "probe_command": "echo 'HTTP 401 Unauthorized' >&2; exit 1"},
+    ]
+    suite, accounts_file = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"], reps=2,
+                                      backends=_local(tmp_path), accounts=accounts)
+    outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs")
+    assert outcome.exit_code == 0 and outcome.counts["valid"] == 8
+    ledger = Ledger.open_readonly(root)
+    probes = {e.data["account"]: e.data for e in ledger.events("account_probe")}
+    assert probes["acct-a"]["verdict"] == "ok" and probes["acct-b"]["verdict"] == "auth"
+    assert probes["acct-b"]["effect"] == "disable" and probes["acct-b"]["when"] == "before the fan-out"
+    # The probe ran before the first attempt, and the disabled account got none of the 8 attempts
+    # (before, a failing probe left the account healthy and it took half the cells).
+    attempts = ledger_rows(root)[0]
+    assert {a.account for a in attempts} == {"acct-a"} and len(attempts) == 8
+    first = min(a.started_at for a in attempts)
+    assert all(e.ts <= first for e in ledger.events("account_probe"))
+    from ray_bench.accounts.store import AccountStore
+    from ray_bench.state import default_state_root
+
+    store = AccountStore(default_state_root())
+    try:
+        assert store.health_state("acct-b") == "disabled"
+        assert [e.kind for e in store.events_after("acct-b", 0)] == ["probe:disable"]
+    finally:
+        store.close()
