@@ -89,3 +89,17 @@ def test_next_probe_says_what_comes_next() -> None:
     assert "'new key'" in next_probe("account:acct-a", circuit.probing["account:acct-a"])
     circuit.probe_started(["account:acct-a"], "c-a3")
     assert "c-a3 running" in next_probe("account:acct-a", circuit.probing["account:acct-a"])
+
+
+def test_status_names_each_scope_and_its_next_probe() -> None:
+    from ray_bench.status.read import circuit_notes
+
+    events = [_Ev(1, "circuit_open", {"scope": "account:acct-a", "fingerprint": "auth-1"}),
+              _Ev(2, "circuit_open", {"scope": "run", "fingerprint": "fp-1"})]
+    notes = circuit_notes(events)  # type: ignore[arg-type]
+    assert notes[0].startswith("recovery circuit open for account:acct-a (signature auth-1); next probe:")
+    assert "accounts enable acct-a" in notes[0] and "--hypothesis TEXT" in notes[1]
+    probing = circuit_notes([*events, _Ev(3, "hypothesis", {"text": "new key"})])  # type: ignore[arg-type]
+    assert all("on probation" in n and "'new key'" in n for n in probing)
+    assert circuit_notes([*events, _Ev(3, "circuit_reopened", {"scope": "run"}),
+                          _Ev(4, "circuit_reopened", {"scope": "account:acct-a"})]) == []  # type: ignore[arg-type]
