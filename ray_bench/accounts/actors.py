@@ -31,6 +31,7 @@ from ray_bench.accounts.core import (
     AdmissionRefused,
     Lease,
 )
+from ray_bench.accounts.health import PROBE_EVENT_PREFIX, probe_effect_of
 from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore, HeldLease, restored_core
@@ -83,6 +84,10 @@ class AccountActor:
                 self.core.health.refresh()
                 self.core.health.last_error = f"enabled by {event.who}: {event.reason}"
                 self._save_health()
+            elif event.kind.startswith(PROBE_EVENT_PREFIX):  # a driver's account probe
+                effect = probe_effect_of(event.kind)
+                if effect is not None and self.core.health.on_probe(now, effect, detail=event.reason):
+                    self._save_health()
 
     def configure(self, limits: AccountLimits) -> bool:
         """Adopt new limits when nothing runs on the account; returns whether it did."""

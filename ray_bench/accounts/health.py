@@ -45,6 +45,14 @@ episode continues (a probe from probation gets rate-limited again).
 
 Admission by state: ``healthy`` admits up to the limit; ``degraded`` admits one probe
 start per ``probe_window_s``; every other state admits nothing.
+
+Account probes (an account's ``probe_command``, run before the fan-out and every
+``PROBE_EVERY_SEC`` for a held or cooling account): :func:`probe_effect` maps the probe's
+classified verdict to what it does, :meth:`AccountHealth.on_probe` applies it. ``auth``
+disables, ``expired`` expires, ``provider``/``capacity`` cool (the rate-limit backoff); a
+passing probe ends a cooldown early, but never one a provider's Retry-After (or reset time)
+set, and never lifts a hold, a disable or an expiry (those are the operator's); anything else
+(the command cannot run, a timeout) says nothing about the account.
 """
 
 from __future__ import annotations
@@ -52,6 +60,40 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
+
+#: How often a held or cooling account's probe runs while its run waits on it: a probe costs a
+#: request, and cooldowns start at 60 s (``HealthPolicy.base_cooldown_s``).
+PROBE_EVERY_SEC = 120.0
+
+ProbeEffect = Literal["clear", "cool", "disable", "expire", "none"]
+
+
+def probe_effect(verdict: str) -> ProbeEffect:
+    """What a probe's verdict (``ray_bench.accounts.probe.ProbeResult.verdict``) does."""
+    effects: dict[str, ProbeEffect] = {"ok": "clear", "auth": "disable", "expired": "expire",
+                                       "provider": "cool", "capacity": "cool"}
+    return effects.get(verdict, "none")
+
+
+#: The account store's ``operator_events`` kind of a probe result: ``probe:<effect>``. The
+#: driver writes it, the account's actor (health's one writer) applies it, as an ``enable``.
+PROBE_EVENT_PREFIX = "probe:"
+_EFFECTS: tuple[ProbeEffect, ...] = ("clear", "cool", "disable", "expire", "none")
+
+
+def probe_event_kind(effect: ProbeEffect) -> str:
+    return PROBE_EVENT_PREFIX + effect
+
+
+def probe_effect_of(kind: str) -> ProbeEffect | None:
+    tail = kind.removeprefix(PROBE_EVENT_PREFIX)
+    return next((e for e in _EFFECTS if e == tail), None) if kind.startswith(PROBE_EVENT_PREFIX) else None
+
+
+def probe_due(state: str, last_probe_at: float | None, now: float, every_s: float = PROBE_EVERY_SEC) -> bool:
+    """Whether an account in ``state`` is due a scheduled probe (held or cooling only)."""
+    return state in ("held", "cooling") and (last_probe_at is None or now - last_probe_at >= every_s)
 
 
 class HealthState(StrEnum):
@@ -104,6 +146,9 @@ class AccountHealth:
         self.last_error = ""
         self._episode_started_at = -math.inf
         self._probe_at: float | None = None
+        #: Until when the provider itself said to wait (Retry-After, a reset time): a passing
+        #: probe does not end a cooldown before it.
+        self._provider_until = -math.inf
 
     # -- time -------------------------------------------------------------------------
     def tick(self, now: float) -> HealthState:
@@ -168,6 +213,8 @@ class AccountHealth:
             k = self.episodes
             self._episode_started_at = now
         ra = retry_after if retry_after is not None else p.default_retry_after_s
+        if retry_after is not None:
+            self._provider_until = max(self._provider_until, now + retry_after)
         self._cool(now, k, ra)
         self.last_error = f"rate_limited (retry_after={ra:g}s)"
 
@@ -226,6 +273,26 @@ class AccountHealth:
         self.cooling_until, self.episodes, self.auth_failures = cooling_until, episodes, auth_failures
         self.last_error = last_error
         self._probe_at = None
+        # Who set a saved cooldown is not saved: it counts as the provider's (never cut short).
+        self._provider_until = cooling_until
+
+    def on_probe(self, now: float, effect: ProbeEffect, retry_after: float | None = None,
+                 detail: str = "") -> bool:
+        """Apply an account probe's result (:func:`probe_effect`); True if the state changed."""
+        before = (self.tick(now), self.cooling_until)
+        if effect == "clear":
+            if self.state is HealthState.COOLING and now >= self._provider_until:
+                self.cooling_until = now
+                self._to_healthy()
+                self.last_error = "cooldown ended early: the probe passed"
+        elif effect == "cool":
+            self.on_rate_limited(now, now, retry_after)
+        elif effect == "disable" and self.state not in _INERT:
+            self.auth_failures = max(self.auth_failures, self.policy.max_auth_failures - 1)
+            self.on_auth_failed(now, detail=detail or "the account probe failed with an auth error")
+        elif effect == "expire":
+            self.on_auth_failed(now, expired=True, detail=detail)
+        return (self.state, self.cooling_until) != before
 
     # -- operator events --------------------------------------------------------------
     def hold(self) -> None:

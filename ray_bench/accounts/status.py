@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +11,8 @@ from typing import Any, cast
 from ray_bench.accounts.core import AccountSnapshot
 from ray_bench.accounts.credentials import login_expiry
 from ray_bench.accounts.holds import read_holds, write_hold
+from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import AccountStore, restored_core
-from ray_bench.cells.credentials import CredentialMissing, Redactor, resolve
 from ray_bench.config.loader import load_accounts
 from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import UserInputError
@@ -162,40 +161,8 @@ def probe_accounts(path: Path, *, timeout: float = 30.0) -> list[dict[str, Any]]
     """Check that each route resolves here and run its probe command with the route's env; the
     answer is classified with the error catalog (a rate-limited one-token request, say)."""
     catalog = Catalog.default()
-    rows = []
-    for account in load_accounts(path).accounts:
-        try:
-            creds = resolve(account.route.env, account.route.home, os.environ)
-        except CredentialMissing as exc:
-            rows.append({"name": account.name, "verdict": "auth", "detail": str(exc)})
-            continue
-        expires = login_expiry(account.route.home) if account.route.home else None
-        if expires is not None and expires <= time.time():
-            rows.append({"name": account.name, "verdict": "expired", "detail": "the HOME login has expired"})
-            continue
-        if not account.probe_command:
-            rows.append({"name": account.name, "verdict": "no-probe", "detail": "route present; no probe_command"})
-            continue
-        redact = Redactor(creds.secrets())
-        env = {**os.environ, **creds.env}
-        if creds.home is not None:
-            env["HOME"] = str(creds.home)
-        try:
-            done = subprocess.run(["/bin/sh", "-c", account.probe_command], env=env, capture_output=True,
-                                  text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            rows.append({"name": account.name, "verdict": "timeout", "detail": f"no answer in {timeout:g}s"})
-            continue
-        output = redact.text((done.stdout + done.stderr)[-2000:])
-        match = catalog.match({"agent_output": output, "agent_error": output})
-        if done.returncode == 0 and match is None:
-            verdict, detail = "ok", "probe answered"
-        elif match is not None:
-            verdict, detail = match.rule.failure_class, f"{match.rule.id}: {match.text}"
-        else:
-            verdict, detail = "failed", f"exit {done.returncode}: {output.strip()[-200:]}"
-        rows.append({"name": account.name, "verdict": verdict, "detail": detail})
-    return rows
+    return [run_probe(account, timeout=timeout, catalog=catalog).to_json()
+            for account in load_accounts(path).accounts]
 
 
 def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: str | None = None,

@@ -145,8 +145,9 @@ def execute(
     parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Cap parallelism further.")] = None,
     runners_per_node: Annotated[int, typer.Option(
         "--runners-per-node", min=1, max=64, help="Cell runner processes per Ray node.")] = DEFAULT_RUNNERS_PER_NODE,
-    hypothesis: Annotated[str | None, typer.Option("--hypothesis", help="What changed, to reopen an "
-                                                   "open recovery circuit (recorded in the ledger).")] = None,
+    hypothesis: Annotated[str | None, typer.Option("--hypothesis", help="What changed (recorded in the "
+                                                   "ledger): each open recovery circuit sends one probe cell on it "
+                                                   "and reopens only if that cell gives a valid row.")] = None,
     clear_halt: Annotated[Path | None, typer.Option("--clear-halt", help="runs/ID/resource-halt.json to "
                                                     "archive before resuming.")] = None,
     clearance_reason: Annotated[str | None, typer.Option("--clearance-reason", help="Why it is safe to "

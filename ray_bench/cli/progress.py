@@ -37,6 +37,14 @@ class ConsoleProgress:
             case ev.CircuitOpen():
                 self._print(f"  recovery circuit OPEN for {event.scope}: {event.failure_class} "
                             f"({event.message[:120]})")
+            case ev.CircuitProbe():
+                self._print(f"  circuit probe for {event.scope}: cell {event.cell_id} on hypothesis "
+                            f"{event.hypothesis!r}")
+            case ev.CircuitReopened():
+                self._print(f"  recovery circuit reopened for {event.scope} ({event.via})")
+            case ev.AccountProbe() if event.verdict != "ok":
+                self._print(f"  account {event.account} probe {event.when}: {event.verdict} "
+                            f"({event.detail[:200]}); effect: {event.effect}")
             case ev.Stop(reason=ev.StopReason.HALT):
                 self._print(f"  stopping: {event.detail or event.reason}")
             case ev.NodeLost():

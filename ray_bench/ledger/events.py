@@ -193,6 +193,7 @@ class CircuitReopened(EventPayload):
     hypothesis: str | None = None
     who: str | None = None
     reason: str | None = None
+    detail: str | None = None  # a passing account probe's output
 
 
 class Quota(EventPayload):
@@ -243,6 +244,18 @@ class NodeLost(EventPayload):
     stored_as: ClassVar[dict[str, str]] = {"while_": "while"}
     node: str = ""
     while_: str = "idle"
+
+
+class AccountProbe(EventPayload):
+    """``account_probe``: an account's ``probe_command`` ran (before the fan-out, or on a schedule
+    for a held or cooling account) and what its verdict did (ray_bench.accounts.health.probe_effect)."""
+
+    kind: Literal["account_probe"] = "account_probe"
+    account: str = ""
+    verdict: str = ""
+    effect: str = ""
+    detail: str = ""
+    when: str = ""
 
 
 class SnapshotBuildStarted(EventPayload):
@@ -378,7 +391,7 @@ class UnknownEvent(BaseModel):
 RunEvent = Annotated[
     RunStarted | RunFinished | Stop | Hypothesis | PreflightPassed | Heartbeat | DriftSeen
     | CircuitOpen | CircuitProbe | CircuitReopened | Quota | NodeCheck | NodeHalt | Paused | Resumed
-    | NodeLost | SnapshotBuildStarted | SnapshotBuildFinished
+    | NodeLost | AccountProbe | SnapshotBuildStarted | SnapshotBuildFinished
     | Audit | HaltCleared | LedgerRebuilt | SettlementData
     | ExclusionData | InclusionData | PromotionData | DemotionData,
     Field(discriminator="kind"),

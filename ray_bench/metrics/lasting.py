@@ -4,8 +4,9 @@ current by its events after that.
 Counters (``raybench_valid_rows_total``, ``raybench_spend_usd_total``) count what *this*
 process saw and restart at 0 on resume, which is right for ``rate()`` and wrong for "how
 much has this run spent". The driver's spend limit uses ledger totals; so do these gauges.
-The same goes for stop reasons, open circuits (replayed on resume: a hypothesis closes
-them) and the driver's heartbeat, which the ``RayBenchDriverDown`` alert watches.
+The same goes for stop reasons, open circuits (replayed on resume: a probe's valid row or
+an account's recovery reopens them) and the driver's heartbeat, which the
+``RayBenchDriverDown`` alert watches.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
         totals.reward[row.arm] = totals.reward.get(row.arm, 0.0) + (row.reward or 0.0)
     for row in attempts:
         totals.spend_usd[row.account] = totals.spend_usd.get(row.account, 0.0) + row.cost_usd
-    # the driver's replay rule (closed ones are exported as 0)
+    # the driver's replay rule: a scope on probation (a hypothesis recorded, its probe not yet
+    # valid) stays open; one that opened and reopened is exported as 0
     totals.circuits = {scope: fp is not None for scope, fp in circuit_scopes(events).items()}
     audits = [(e.event, e.ts) for e in events if isinstance(e.event, Audit) and e.event.residue is not None]
     if audits:

@@ -42,6 +42,8 @@ class MetricsObserver:
                 self._tick(event)
             case ev.CircuitOpen():
                 self.exporter.set_circuit(event.scope, True)
+            case ev.CircuitReopened():
+                self.exporter.set_circuit(event.scope, False)
             case ev.Stop(reason=ev.StopReason.HALT):
                 self.exporter.set_halted(True)
             case ev.RunFinished():

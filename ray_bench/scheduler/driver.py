@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ray_bench import runroot
+from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
-from ray_bench.evidence.circuit import RecoveryCircuit, open_scopes_from
-from ray_bench.evidence.classify import classify
+from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from, scope_account
+from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.metrics.pace import human_span
@@ -60,10 +61,14 @@ from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.scheduler.spend import Expected, SpendBook
 from ray_bench.status.liveness import HEARTBEAT_SEC
 
+#: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
+PROBE_CHECK_SEC = 10.0
+
 PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
 SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 if TYPE_CHECKING:
+    from ray_bench.accounts.probe import ProbeRunner
     from ray_bench.cells.nodes import NodeCheck
 
 
@@ -98,6 +103,8 @@ class RunOptions:
     #: When this `execute` began (wall clock), before Ray and the lock: a pause requested since
     #: then was meant for this session and is honoured, not archived as a previous one.
     session_started: float | None = None
+    #: Runs an account's ``probe_command`` (ray_bench.accounts.probe.run_probe; a fake in tests).
+    account_probe: ProbeRunner | None = None
 
 
 @dataclass
@@ -178,6 +185,11 @@ class Driver:
         agent_inputs = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
         self._agent_sums = {a.name: agent_inputs.get(a.name, "") for a in plan.arms}
         self.circuit = RecoveryCircuit()
+        #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
+        self._probe_leases: dict[str, list[str]] = {}
+        #: Account -> when its probe_command last ran (the driver's clock).
+        self._probed: dict[str, float] = {}
+        self._probes_checked = self.clock.now()
         cap = plan.capacity.effective
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
@@ -264,6 +276,7 @@ class Driver:
         # The preflight belongs to the plan, not to a session: until the ledger records it
         # passed, every session (a resume too) runs its remaining cells before any other.
         self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder)
+        self._account_probes(ledger, sorted(self.accounts), "before the fan-out")
         if self.plan.preflight and not ledger.events(ev.PreflightPassed().kind):
             stop = self._preflight(ledger, state)
             if stop is not None:
@@ -316,6 +329,10 @@ class Driver:
             if now - self._beat >= HEARTBEAT_SEC:
                 ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
                 self._beat = now
+            if now - self._probes_checked >= PROBE_CHECK_SEC:
+                self._probes_checked = now
+                self._account_probes(ledger, [v.name for v in self.gate.views(now)
+                                              if probe_due(v.state, self._probed.get(v.name), now)], "scheduled")
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.on_event(Tick(state, self.gate.views(now), note))
                 last_tick = now
@@ -374,6 +391,11 @@ class Driver:
                 raise RunStopped("circuit", f"recovery circuit open for {scope} "
                                             f"(signature {self.circuit.open_scopes[scope]}); "
                                             "resume with --hypothesis TEXT")
+            # A scope on probation takes one cell at a time, alone in its batch: its probe.
+            probing = self.circuit.probing_for(account="", backend=cell.backend)
+            if probing and (requests or not self.circuit.probe_free(probing)):
+                state.put_back([cell])
+                break
             cell_state = state.cells[cell.id]
             requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
                                          self._horizon(cell), expected_sec, cell_state.last_account,
@@ -381,6 +403,9 @@ class Driver:
             asked_usd += expected.usd
             shunning += cell_state.shuns
             self._leases += 1
+            if probing:
+                self._probe_leases[requests[-1].lease_id] = probing
+                break
         if not requests:
             self.gate.flush()
             if over is not None:
@@ -388,14 +413,19 @@ class Driver:
                     raise RunStopped("spend", self.spend.refusal(over))
                 return "waiting: the run's spend limit holds the next cell until a running one finishes"
             return self._paced(paced, now)
-        excluded = {name for name in self.accounts
-                    if self.circuit.blocks(account=name, backend="") is not None}
-        granted = self.gate.acquire_many(requests, now, exclude=excluded)
+        blocked_accounts = {name for name in self.accounts
+                            if self.circuit.blocks(account=name, backend="") is not None}
+        granted = self._probe_accounts_circuit(requests, now, blocked_accounts)
+        # an account on probation takes only its probe (a run or backend probe goes to any account)
+        excluded = blocked_accounts | {n for n in self.accounts if f"account:{n}" in self.circuit.probing}
+        rest = [r for r in requests if r.lease_id not in granted]
+        granted.update(self.gate.acquire_many(rest, now, exclude=excluded) if rest else {})
         waiting: list[PlanCell] = []
         for request in requests:
             account = granted.get(request.lease_id)
             if account is None:
                 waiting.append(request.cell)
+                self._probe_leases.pop(request.lease_id, None)
             else:
                 self._start(ledger, state, request.cell, account, request.lease_id)
                 self.spend.reserve(request.lease_id, request.cell,
@@ -404,6 +434,7 @@ class Driver:
         state.put_back(waiting)
         if not waiting or self.inflight:
             return "waiting: every account is at its limit" if waiting else self._paced(paced, now)
+        excluded = blocked_accounts  # an account on probation may still take its probe
         if excluded and excluded >= set(self.accounts):
             raise RunStopped("accounts", "no account can be admitted: the recovery circuit is open for every "
                                          "account; resume with --hypothesis TEXT")
@@ -420,6 +451,25 @@ class Driver:
             raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
                                          "fix the accounts (`ray-bench accounts status`), then resume")
         return "waiting: every account is at its limit"
+
+    def _probe_accounts_circuit(self, requests: list[LeaseRequest], now: float,
+                                blocked: set[str]) -> dict[str, str]:
+        """An account scope on probation gets one request of the batch, offered to it alone:
+        its probe. Returns what was granted (lease id -> account)."""
+        granted: dict[str, str] = {}
+        for scope in sorted(self.circuit.probing):
+            name = scope_account(scope)
+            if name not in self.accounts or not self.circuit.probe_free([scope]):
+                continue
+            request = next((r for r in requests if r.lease_id not in granted
+                            and r.lease_id not in self._probe_leases), None)
+            if request is None:
+                break
+            got = self.gate.acquire_many([request], now, exclude=set(self.accounts) - {name})
+            if got.get(request.lease_id) == name:
+                granted[request.lease_id] = name
+                self._probe_leases[request.lease_id] = [scope]
+        return granted
 
     def _paced(self, backend: str | None, now: float) -> str | None:
         """The note (and the wake-up) when ``backend``'s create rate held cells back."""
@@ -485,6 +535,14 @@ class Driver:
         )
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)
+        probe_scopes = self._probe_leases.pop(lease_id, None)
+        if probe_scopes:
+            self.circuit.probe_started(probe_scopes, row.attempt_id)
+            for scope in probe_scopes:
+                probe = self.circuit.probing[scope]
+                ledger.append(ev.CircuitProbe(scope=scope, fingerprint=probe.fingerprint, hypothesis=probe.hypothesis,
+                                              attempt_id=row.attempt_id, cell_id=cell.id, account=account),
+                              cell_id=cell.id)
         state.started(cell.id, lease_id, self.clock.now())
         self.attempts_run += 1
         self.observer.on_event(AttemptStarted(row))
@@ -508,6 +566,7 @@ class Driver:
                                   summary=summary, now=self.clock.wall())
             self.gate.release(row.account, lease_id, None, 0.0, now)
             self.spend.finish(lease_id, cell.task, cell.arm, 0.0)
+            self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)
             cell_state = state.finished(cell.id, None, lease_id, now, row.account)
             self.observer.on_event(AttemptFinished(row, None, summary, cell_state))
             return
@@ -523,6 +582,7 @@ class Driver:
         self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
         # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
         absorbed = self._fit_quota(ledger, row, summary)
+        self._judge_probe(ledger, row, verdict, absorbed)
         if verdict.valid:
             self.circuit.record_success(account=row.account, backend=row.backend)
         elif verdict.failure_class and verdict.fingerprint and not verdict.lost and not absorbed:
@@ -532,6 +592,23 @@ class Driver:
                                              failure_class=verdict.failure_class, message=verdict.message))
         cell_state = state.finished(cell.id, verdict, lease_id, now, row.account)
         self.observer.on_event(AttemptFinished(row, verdict, summary, cell_state))
+
+    def _judge_probe(self, ledger: Ledger, row: AttemptRow, verdict: Verdict, absorbed: bool) -> None:
+        """A circuit probe's result: a valid row reopens its scope, the same signature closes it
+        again (recorded against the hypothesis), anything else frees it for the next probe."""
+        hypotheses = {s: p.hypothesis for s, p in self.circuit.probing.items() if p.attempt_id == row.attempt_id}
+        counted = not verdict.lost and not absorbed  # an auth probe counts too, not its attempts
+        results = self.circuit.probe_finished(row.attempt_id, valid=verdict.valid,
+                                              fingerprint=verdict.fingerprint, counted=counted)
+        for scope, result in results.items():
+            if result == "reopened":
+                ledger.append(ev.CircuitReopened(scope=scope, via="probe", attempt_id=row.attempt_id,
+                                                 hypothesis=hypotheses[scope]), cell_id=row.cell_id)
+            elif result == "closed":
+                ledger.append(ev.CircuitOpen(scope=scope, fingerprint=verdict.fingerprint or "",
+                                             failure_class=verdict.failure_class or "", message=verdict.message,
+                                             probe=row.attempt_id, hypothesis=hypotheses[scope]),
+                              cell_id=row.cell_id)
 
     def _fit_quota(self, ledger: Ledger, row: AttemptRow, summary: AttemptSummary) -> bool:
         """Learn the provider's real pool from a quota refusal (see :mod:`quota_fit`). True when
@@ -693,7 +770,65 @@ class Driver:
             plan_parallel_cap=self.plan.capacity.parallel_cap, effective_concurrency=self.plan.capacity.effective)
 
     def _replay_circuit(self, ledger: Ledger, history: list[AttemptRow]) -> None:
-        self.circuit.open_scopes.update(open_scopes_from(ledger.events()))
+        """The circuit the ledger leaves (the hypothesis recorded just now puts every open
+        scope on probation); a disabled account's ``enable`` recorded since reopens its scope."""
+        replayed = circuit_from(ledger.events())
+        self.circuit.open_scopes, self.circuit.probing = replayed.open_scopes, replayed.probing
+        self._health_recoveries(ledger)
+
+    def _account_probes(self, ledger: Ledger, names: list[str], when: str) -> None:
+        """Run the ``probe_command`` of each of ``names`` that has one; record the result (the
+        ledger's ``account_probe``, the account store's ``probe:<effect>``, which the account's
+        actor applies: it disables, expires, cools or ends a cooldown as the verdict says). A
+        passing probe is a recorded health recovery: it reopens the account's circuit."""
+        names = [n for n in names if n in self.accounts and self.accounts[n].probe_command]
+        if not names:
+            return
+        from ray_bench.accounts.probe import run_probe
+        from ray_bench.accounts.store import AccountStore
+        from ray_bench.state import default_state_root
+
+        runner = self.options.account_probe or run_probe
+        store = AccountStore(self.options.state_root or default_state_root())
+        try:
+            for name in names:
+                result = runner(self.accounts[name])
+                self._probed[name] = self.clock.now()
+                effect = probe_effect(result.verdict)
+                ledger.append(ev.AccountProbe(account=name, verdict=result.verdict, effect=effect,
+                                              detail=result.detail, when=when))
+                store.add_event(name, probe_event_kind(effect), result.detail[:500], "ray-bench execute")
+                if result.verdict == "ok" and self.circuit.recover(f"account:{name}"):
+                    ledger.append(ev.CircuitReopened(scope=f"account:{name}", via="account_probe",
+                                                     detail=result.detail))
+        finally:
+            store.close()
+
+    def _health_recoveries(self, ledger: Ledger) -> None:
+        """An account scope reopens on a recorded health recovery: an operator's ``enable`` in
+        the state root's account store after its circuit opened."""
+        scopes = [s for s in [*self.circuit.open_scopes, *self.circuit.probing] if scope_account(s)]
+        if not scopes:
+            return
+        from ray_bench.accounts.store import FILE, AccountStore
+        from ray_bench.state import default_state_root
+
+        root = self.options.state_root or default_state_root()
+        if not (root / FILE).exists():
+            return
+        opened_at = {e.event.scope: e.ts for e in ledger.events(ev.CircuitOpen.model_fields["kind"].default)
+                     if isinstance(e.event, ev.CircuitOpen)}
+        store = AccountStore(root)
+        try:
+            for scope in scopes:
+                name = scope_account(scope) or ""
+                enable = next((e for e in store.events_after(name, 0)
+                               if e.kind == "enable" and e.at > opened_at.get(scope, 0.0)), None)
+                if enable is not None and self.circuit.recover(scope):
+                    ledger.append(ev.CircuitReopened(scope=scope, via="enable", who=enable.who,
+                                                     reason=enable.reason))
+        finally:
+            store.close()
 
     def _final_audit(self, ledger: Ledger) -> int:
         """Remove whatever the run left, then look again: what remains is residue."""

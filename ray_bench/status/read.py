@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ray_bench.evidence.circuit import circuit_from, next_probe
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger import events as ev
@@ -283,6 +284,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     nodes += [{"node_id": h.node, "address": h.address, "ok": True, "problems": [],
                "halted": h.reason} for h in halts.values()]
     notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
+    notes.extend(circuit_notes(events))
     promotion = promotion_of(plan.run_id, events)
     if promotion is not None:  # official evidence changes only after a demotion: nothing to resume or rerun
         action, why = None, None
@@ -330,8 +332,19 @@ def _resume_for(stopped: str, detail: str, counts: dict[str, int], resume: str,
                 f"archives the halt and runs the {counts['pending']} cells left")
     if stopped == "circuit" or (stopped == "accounts" and "--hypothesis" in detail):
         return (f"{resume} --hypothesis TEXT",
-                f"records what changed, reopens the circuit and runs the {counts['pending']} cells left")
+                "records what changed and sends one probe cell on it; the scope reopens (and runs the "
+                f"{counts['pending']} cells left) only if the probe gives a valid row")
     return resume, f"runs the {counts['pending']} cells left"
+
+
+def circuit_notes(events: list[Event]) -> list[str]:
+    """One line per recovery circuit not reopened: its signature and what the next probe is."""
+    circuit = circuit_from(events)
+    lines = [f"recovery circuit open for {scope} (signature {fp}); next probe: {next_probe(scope, None)}"
+             for scope, fp in sorted(circuit.open_scopes.items())]
+    lines += [f"recovery circuit on probation for {scope} (signature {p.fingerprint}); next probe: "
+              f"{next_probe(scope, p)}" for scope, p in sorted(circuit.probing.items())]
+    return lines
 
 
 #: Below this much free space, a driver that ended without a record met a full disk.

@@ -150,8 +150,10 @@ def test_circuit_opens_on_repeats_without_success() -> None:
         assert circuit.record_failure("stack", "fp", account="a", backend="docker") == []
     assert circuit.record_failure("stack", "fp", account="a", backend="docker") == ["backend:docker", "run"]
     assert circuit.blocks(account="b", backend="docker") == "run"
-    assert circuit.reopen() == ["backend:docker", "run"]
+    # A hypothesis puts both on probation: nothing blocks, but a cell there goes as their probe.
+    assert circuit.hypothesis("restarted dockerd") == ["backend:docker", "run"]
     assert circuit.blocks(account="b", backend="docker") is None
+    assert circuit.probing_for(account="b", backend="docker") == ["run", "backend:docker"]
 
 
 def test_circuit_streak_broken_by_success_or_other_signature() -> None:

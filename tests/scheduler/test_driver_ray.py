@@ -186,10 +186,46 @@ def test_repeated_tool_failure_opens_circuit_and_hypothesis_reopens(tmp_path: Pa
     from ray_bench.scheduler.driver import RunOptions
 
     reopened = execute(root, identity, RunOptions(hypothesis="installed the agent binary"))
-    events = Ledger.open_readonly(root).events("hypothesis")
+    ledger = Ledger.open_readonly(root)
+    events = ledger.events("hypothesis")
     assert events[-1].data["text"] == "installed the agent binary"
-    assert len(ledger_rows(root)[0]) > 3
+    # The reopen is one bounded probe, not a fan-out: one cell on the hypothesis, and its
+    # failure (the same signature) closes the scope again at once, recorded against it. Before,
+    # the hypothesis sent 4 cells at once (5 failures, 2 cells used up).
+    attempts = ledger_rows(root)[0]
+    assert len(attempts) == 4 and reopened.attempts_run == 1
+    probe = ledger.events("circuit_probe")
+    assert [e.data["attempt_id"] for e in probe] == [attempts[-1].attempt_id]
+    closed = ledger.events("circuit_open")[-1].data
+    assert closed["probe"] == attempts[-1].attempt_id and closed["hypothesis"] == "installed the agent binary"
     assert reopened.stopped == "circuit"
+    assert not ledger.events("circuit_reopened")
+
+
+def test_a_valid_probe_reopens_the_circuit_and_the_run_goes_on(tmp_path: Path) -> None:
+    fixed = tmp_path / "fixed"  # outside the plan's inputs: the fix is no drift
+    command = f"test -f {fixed} || no-such-agent-binary --run"
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list"], reps=2, backends=_local(tmp_path, pool=1),
+        preflight_cells=0, max_attempts=2,
+        arms=[_arm("baseline", "baseline", command), _arm("mcp", "variant", command)])
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.stopped == "circuit" and outcome.attempts_run == 3
+    fixed.write_text("")
+    from ray_bench.scheduler.driver import RunOptions
+
+    identity = Ledger.open_readonly(root).meta()["plan_identity"]
+    resumed = execute(root, identity, RunOptions(hypothesis="installed the agent binary"))
+    ledger = Ledger.open_readonly(root)
+    probe, reopened = ledger.events("circuit_probe"), ledger.events("circuit_reopened")
+    assert len(probe) == 1 and [e.data["via"] for e in reopened] == ["probe"]
+    assert reopened[0].data["attempt_id"] == probe[0].data["attempt_id"]
+    # The probe went alone: the next attempt started only after it had finished.
+    attempts = ledger_rows(root)[0]
+    probe_row = next(a for a in attempts if a.attempt_id == probe[0].data["attempt_id"])
+    later = [a for a in attempts if a.started_at > probe_row.started_at]
+    assert later and all(a.started_at >= (probe_row.finished_at or 0) for a in later)
+    assert resumed.exit_code == 0 and resumed.counts["valid"] == 8 and resumed.stopped is None
 
 
 def test_pause_drains_and_records_resume_action(tmp_path: Path) -> None:
@@ -377,3 +413,35 @@ def test_several_runners_per_node_share_the_work(tmp_path: Path) -> None:
     pids = {json.loads((root / "attempts" / a.attempt_id / "result.json").read_text())["pid"]
             for a in attempts}
     assert len(pids) == 2  # both runner processes ran cells
+
+
+def test_a_failing_account_probe_disables_the_account_before_the_fan_out(tmp_path: Path) -> None:
+    accounts = [
+        {"name": "acct-a", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}}, "limits": {"max_concurrent": 3},
+         "probe_command": "true"},
+        {"name": "acct-b", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_B"}}, "limits": {"max_concurrent": 3},
+         "probe_command": "echo 'HTTP 401 Unauthorized' >&2; exit 1"},
+    ]
+    suite, accounts_file = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"], reps=2,
+                                      backends=_local(tmp_path), accounts=accounts)
+    outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs")
+    assert outcome.exit_code == 0 and outcome.counts["valid"] == 8
+    ledger = Ledger.open_readonly(root)
+    probes = {e.data["account"]: e.data for e in ledger.events("account_probe")}
+    assert probes["acct-a"]["verdict"] == "ok" and probes["acct-b"]["verdict"] == "auth"
+    assert probes["acct-b"]["effect"] == "disable" and probes["acct-b"]["when"] == "before the fan-out"
+    # The probe ran before the first attempt, and the disabled account got none of the 8 attempts
+    # (before, a failing probe left the account healthy and it took half the cells).
+    attempts = ledger_rows(root)[0]
+    assert {a.account for a in attempts} == {"acct-a"} and len(attempts) == 8
+    first = min(a.started_at for a in attempts)
+    assert all(e.ts <= first for e in ledger.events("account_probe"))
+    from ray_bench.accounts.store import AccountStore
+    from ray_bench.state import default_state_root
+
+    store = AccountStore(default_state_root())
+    try:
+        assert store.health_state("acct-b") == "disabled"
+        assert [e.kind for e in store.events_after("acct-b", 0)] == ["probe:disable"]
+    finally:
+        store.close()
