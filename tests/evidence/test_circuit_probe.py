@@ -4,8 +4,10 @@ one probe at a time; a valid probe reopens it, the same signature closes it agai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from, next_probe, open_scopes_from
+from ray_bench.ledger.events import RunEvent, UnknownEvent, parse_event
 
 
 def _opened(scope_class: str = "tool", fp: str = "fp-1", account: str = "a") -> RecoveryCircuit:
@@ -63,9 +65,15 @@ def test_an_account_scope_reopens_on_health_recovery() -> None:
 
 @dataclass
 class _Ev:
+    """A ledger row as the replay reads it: its typed event (ray_bench.ledger.events)."""
+
     seq: int
     kind: str
-    data: dict[str, object] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def event(self) -> RunEvent | UnknownEvent:
+        return parse_event(self.kind, self.data)
 
 
 def test_the_ledger_fold_keeps_a_probing_scope_not_reopened() -> None:

@@ -147,6 +147,17 @@ def test_one_circuit_replay_rule_for_the_driver_promote_and_the_gauges(tmp_path:
         events = ledger.events()
     finally:
         ledger.close()
+    # a hypothesis puts "run" on probation (one probe cell), it does not reopen it (#29.2) ...
+    assert circuit_scopes(events) == {"run": "a", "backend:docker": "b"}
+    assert open_scopes_from(events) == {"run": "a", "backend:docker": "b"}
+    assert ledger_totals(tmp_path).circuits == {"run": True, "backend:docker": True}
+    # ... a valid probe's circuit_reopened does, for the driver, promote and the gauges alike
+    ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")  # the same run's ledger again
+    try:
+        ledger.append(ev.CircuitReopened(scope="run", via="probe", attempt_id="c-a1", hypothesis="fixed"))
+        events = ledger.events()
+    finally:
+        ledger.close()
     assert circuit_scopes(events) == {"run": None, "backend:docker": "b"}
     assert open_scopes_from(events) == {"backend:docker": "b"}
     assert ledger_totals(tmp_path).circuits == {"run": False, "backend:docker": True}
