@@ -230,18 +230,18 @@ class HealthActor:
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class CapacityActor:
-    """Slots of one backend pool, shared by every run on the cluster. Held slots are written to
-    the state root, so a restarted actor still counts the sandboxes running (like an account's
-    leases)."""
+    """Slots of one backend pool, shared by every run on the state root: taken in one
+    transaction on its ``pool_slots`` (:meth:`AccountStore.pool_granting`), as an account's
+    leases are, so a restarted actor still counts the sandboxes running and the pool actor of
+    another Ray instance sees them too, and frees them the moment their run releases them."""
 
     def __init__(self, backend: str, size: int, state_root: str | None = None) -> None:
         self.backend = backend
         self.size = size
         self.store = AccountStore(state_root) if state_root else None
-        # lease -> (run, since); runs silent for LEASE_TTL_SEC from now lose what they held
-        self._leases: dict[str, tuple[str, float]] = self.store.slots(backend) if self.store else {}
-        now = time.time()
-        self._runs: dict[str, float] = {run: now for run, _ in self._leases.values()}
+        # lease -> (run, since): without a state root, runs silent for LEASE_TTL_SEC lose theirs
+        self._leases: dict[str, tuple[str, float]] = {}
+        self._runs: dict[str, float] = {}
 
     def resize(self, size: int) -> None:
         self.size = size
@@ -251,31 +251,44 @@ class CapacityActor:
         (runs silent for LEASE_TTL_SEC lose theirs first)."""
         self.release_many(released or [])
         now = time.time()
-        for run, seen in list(self._runs.items()):
-            if now - seen > LEASE_TTL_SEC:
-                self.abandon_run(run)
-        self._runs[run_id] = now
-        taken = lease_ids[: max(0, self.size - len(self._leases))]
-        self._leases.update((lease, (run_id, now)) for lease in taken)
-        if self.store is not None and taken:
+        if self.store is None:
+            for run, seen in list(self._runs.items()):
+                if now - seen > LEASE_TTL_SEC:
+                    self.abandon_run(run)
+            self._runs[run_id] = now
+            taken = lease_ids[: max(0, self.size - len(self._leases))]
+            self._leases.update((lease, (run_id, now)) for lease in taken)
+            return taken
+        with self.store.pool_granting(self.backend, now, ttl=LEASE_TTL_SEC) as held:
+            self.store.renew_slots(self.backend, run_id, now)
+            taken = lease_ids[: max(0, self.size - len(held))]
             self.store.hold_slots(self.backend, run_id, taken, now)
         return taken
 
     def release_many(self, lease_ids: list[str]) -> None:
-        gone = [lease for lease in lease_ids if self._leases.pop(lease, None) is not None]
-        if self.store is not None and gone:
-            self.store.drop_slots(self.backend, gone)
+        for lease in lease_ids:
+            self._leases.pop(lease, None)
+        if self.store is not None and lease_ids:
+            self.store.drop_slots(self.backend, lease_ids)
 
     def renew(self, run_id: str) -> None:
-        self._runs[run_id] = time.time()
+        now = time.time()
+        self._runs[run_id] = now
+        if self.store is not None:
+            self.store.renew_slots(self.backend, run_id, now)
 
     def abandon_run(self, run_id: str) -> int:
         mine = [lease for lease, (run, _) in self._leases.items() if run == run_id]
-        self.release_many(mine)
+        for lease in mine:
+            self._leases.pop(lease, None)
         self._runs.pop(run_id, None)
+        if self.store is not None:
+            return self.store.drop_run_slots(self.backend, run_id)
         return len(mine)
 
     def usage(self) -> tuple[int, int]:
+        if self.store is not None:
+            return len(self.store.slots(self.backend, time.time() - LEASE_TTL_SEC)), self.size
         return len(self._leases), self.size
 
 

@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS buckets (account TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS pool_slots (
     pool TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, since REAL NOT NULL,
-    PRIMARY KEY (pool, lease_id));
+    renewed_at REAL NOT NULL DEFAULT 0, PRIMARY KEY (pool, lease_id));
 CREATE TABLE IF NOT EXISTS operator_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
     who TEXT NOT NULL, at REAL NOT NULL);
@@ -95,6 +95,7 @@ class OperatorEvent:
 #: Columns ``leases`` gained when grants went through the state root (an older file gets them).
 _LEASE_COLUMNS = {"reserved_usd": "REAL NOT NULL DEFAULT 0", "renewed_at": "REAL NOT NULL DEFAULT 0",
                   "host": "TEXT NOT NULL DEFAULT ''"}
+_NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT NULL DEFAULT 0"}}
 
 
 def host_id() -> str:
@@ -135,18 +136,24 @@ class AccountStore:
         self._leases_shared = True
 
     def _migrate(self) -> None:
-        """Give an older file's ``leases`` the columns of shared grants; its leases count as
-        renewed now (their runs get one TTL to renew them or lose them)."""
-        have = {r[1] for r in self._db.execute("PRAGMA table_info(leases)")}
-        if have >= _LEASE_COLUMNS.keys():
+        """Give an older file's ``leases`` and ``pool_slots`` the columns of shared grants; what
+        they hold counts as renewed now (their runs get one TTL to renew it or lose it)."""
+        def missing() -> dict[str, dict[str, str]]:
+            out = {}
+            for table, columns in _NEW_COLUMNS.items():
+                have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if lacking := {c: d for c, d in columns.items() if c not in have}:
+                    out[table] = lacking
+            return out
+
+        if not missing():
             return
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            have = {r[1] for r in self._db.execute("PRAGMA table_info(leases)")}  # another opener may have
-            for column, decl in _LEASE_COLUMNS.items():
-                if column not in have:
-                    self._db.execute(f"ALTER TABLE leases ADD COLUMN {column} {decl}")
-            self._db.execute("UPDATE leases SET renewed_at = ? WHERE renewed_at = 0", (time.time(),))
+            for table, columns in missing().items():  # again: another opener may have added them
+                for column, decl in columns.items():
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                self._db.execute(f"UPDATE {table} SET renewed_at = ? WHERE renewed_at = 0", (time.time(),))
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -233,11 +240,24 @@ class AccountStore:
             self._db.executemany("DELETE FROM leases WHERE account = ? AND lease_id = ?",
                                  [(account, lease) for lease in lease_ids])
 
+    @contextlib.contextmanager
+    def pool_granting(self, pool: str, now: float, *, ttl: float) -> Iterator[dict[str, tuple[str, float]]]:
+        """A pool's grant, as :meth:`granting` is an account's: one ``BEGIN IMMEDIATE``
+        transaction that expires the slots not renewed for ``ttl`` and yields every run's live
+        slots (lease -> (run, since)); :meth:`hold_slots` inside it is part of it."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM pool_slots WHERE pool = ? AND renewed_at < ?", (pool, now - ttl))
+            yield self.slots(pool)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def hold_slots(self, pool: str, run_id: str, lease_ids: list[str], since: float) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO pool_slots VALUES (?, ?, ?, ?)",
-                                 [(pool, lease, run_id, since) for lease in lease_ids])
+        """Write taken slots down (inside :meth:`pool_granting`: part of its transaction)."""
+        self._db.executemany("INSERT OR REPLACE INTO pool_slots VALUES (?, ?, ?, ?, ?)",
+                             [(pool, lease, run_id, since, since) for lease in lease_ids])
 
     def drop_slots(self, pool: str, lease_ids: list[str]) -> None:
         with self._db:
@@ -245,10 +265,17 @@ class AccountStore:
             self._db.executemany("DELETE FROM pool_slots WHERE pool = ? AND lease_id = ?",
                                  [(pool, lease) for lease in lease_ids])
 
-    def slots(self, pool: str) -> dict[str, tuple[str, float]]:
-        """lease -> (run, since) of the slots a pool held when its actor last wrote."""
+    def renew_slots(self, pool: str, run_id: str, now: float) -> None:
+        self._db.execute("UPDATE pool_slots SET renewed_at = ? WHERE pool = ? AND run_id = ?", (now, pool, run_id))
+
+    def drop_run_slots(self, pool: str, run_id: str) -> int:
+        return self._db.execute("DELETE FROM pool_slots WHERE pool = ? AND run_id = ?", (pool, run_id)).rowcount
+
+    def slots(self, pool: str, live_after: float = float("-inf")) -> dict[str, tuple[str, float]]:
+        """lease -> (run, since) of the pool's slots (renewed at or after ``live_after``)."""
         return {r[0]: (r[1], r[2]) for r in self._db.execute(
-            "SELECT lease_id, run_id, since FROM pool_slots WHERE pool = ? ORDER BY since", (pool,))}
+            "SELECT lease_id, run_id, since FROM pool_slots WHERE pool = ? AND renewed_at >= ? ORDER BY since",
+            (pool, max(live_after, -1e18)))}
 
     def save_health(self, account: str, *, state: str, cooling_until: float, episodes: int, auth_failures: int,
                     last_error: str, events_seen: int) -> None:

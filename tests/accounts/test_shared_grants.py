@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ray_bench.accounts import store as store_module
-from ray_bench.accounts.actors import LEASE_TTL_SEC, AccountActor
+from ray_bench.accounts.actors import LEASE_TTL_SEC, AccountActor, CapacityActor
 from ray_bench.accounts.core import Running
 from ray_bench.accounts.gate import refuse_other_hosts
 from ray_bench.accounts.outcome import Outcome
@@ -199,3 +199,21 @@ def test_an_older_state_root_gets_the_shared_columns(tmp_path: Path) -> None:
     actor = _actor(tmp_path, max_concurrent=1)
     assert actor.snapshot().inflight == 1  # the old lease counts: renewed as of the upgrade
     assert _take(actor, "new", 1) == []
+
+
+def _pool(root: Path, size: int = 2) -> Any:
+    return CapacityActor.__ray_actor_class__("local", size, str(root))  # type: ignore[attr-defined]
+
+
+def test_a_backend_pools_slots_are_shared_and_free_when_released(tmp_path: Path) -> None:
+    one, two = _pool(tmp_path), _pool(tmp_path)
+    assert one.acquire_many("run-a", ["run-a/1", "run-a/2"]) == ["run-a/1", "run-a/2"]
+    assert two.acquire_many("run-b", ["run-b/1"]) == []
+    assert two.usage() == (2, 2)
+    assert two.acquire_many("run-b", ["run-b/1"], released=[]) == []
+    one.release_many(["run-a/1"])
+    assert two.acquire_many("run-b", ["run-b/1", "run-b/2"]) == ["run-b/1"]  # at once, no TTL
+    # a dead run's slot: back one TTL after its last renewal
+    AccountStore(tmp_path).renew_slots("local", "run-a", time.time() - LEASE_TTL_SEC - 1)
+    assert two.acquire_many("run-b", ["run-b/2"]) == ["run-b/2"]
+    assert one.abandon_run("run-b") == 2 and two.usage() == (0, 2)
