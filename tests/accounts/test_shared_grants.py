@@ -217,3 +217,67 @@ def test_a_backend_pools_slots_are_shared_and_free_when_released(tmp_path: Path)
     AccountStore(tmp_path).renew_slots("local", "run-a", time.time() - LEASE_TTL_SEC - 1)
     assert two.acquire_many("run-b", ["run-b/2"]) == ["run-b/2"]
     assert one.abandon_run("run-b") == 2 and two.usage() == (0, 2)
+
+
+def _drive(root: str, run: str, cells: int, limits: dict[str, Any], out: Any) -> None:
+    """A driver in its own process: its own account actor (as its own Ray would have) granting
+    through ``root``; each cell holds its lease 0.3 s. Puts (run, granted_at, released_at) per
+    cell, and the starts it was refused by the window."""
+    actor = AccountActor.__ray_actor_class__(NAME, AccountLimits.model_validate(limits), root)  # type: ignore[attr-defined]
+    held: dict[str, float] = {}
+    done, i, deadline = 0, 0, time.time() + 60
+    rows: list[tuple[str, float, float]] = []
+    while done < cells and time.time() < deadline:
+        now = time.time()
+        for lease, at in list(held.items()):
+            if now - at >= 0.3:
+                actor.finish_many(run, [(lease, Outcome.success())])
+                rows.append((run, at, time.time()))
+                del held[lease]
+                done += 1
+        if done + len(held) < cells:
+            started, snap = actor.acquire_many(run, [(f"{run}/c{i}#{i}", f"c{i}", 0.0)])
+            if started:
+                held[started[0]] = time.time()
+                i += 1
+            elif snap.window_used >= limits.get("window", {}).get("max_cells", 10**9) and not held:
+                break  # the window is spent: nothing of this run can start for hours
+        time.sleep(0.02)
+    out.put(rows)
+
+
+def _two_processes(root: Path, cells: int, limits: dict[str, Any]) -> list[tuple[str, float, float]]:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_drive, args=(str(root), run, cells, limits, out)) for run in ("one", "two")]
+    for p in procs:
+        p.start()
+    rows = [row for _ in procs for row in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+    return rows
+
+
+def test_two_driver_processes_never_exceed_the_limit_and_hand_slots_over_at_once(tmp_path: Path) -> None:
+    rows = _two_processes(tmp_path, 8, {"max_concurrent": 2})
+    assert len(rows) == 16 and {r for r, _, _ in rows} == {"one", "two"}
+    edges = sorted([(s, 1) for _, s, _ in rows] + [(f, -1) for _, _, f in rows])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    assert peak <= 2
+    # a slot released by one process is granted to the other's waiting cell at its next poll
+    handovers = [min(s2 - f for r2, s2, _ in rows if r2 != r and s2 >= f) for r, _, f in rows
+                 if any(r2 != r and s2 >= f for r2, s2, _ in rows)]
+    assert handovers and max(handovers) < LEASE_TTL_SEC
+    print(f"\ntwo processes: peak {peak}/2, release->other's grant max {max(handovers):.3f} s, "
+          f"median {sorted(handovers)[len(handovers) // 2]:.3f} s")
+
+
+def test_two_driver_processes_share_one_window(tmp_path: Path) -> None:
+    rows = _two_processes(tmp_path, 8, {"max_concurrent": 4, "window": {"hours": 5, "max_cells": 6}})
+    assert len(rows) == 6  # 16 wanted between them, the window's 6 started
+    assert len(AccountStore(tmp_path).load(NAME, since=0.0).starts) == 6
