@@ -117,7 +117,7 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
     try:
         for driver in drivers.values():  # one after the other: two local starts at once hung here
             driver.start()
-            wait_for(lambda d=driver: "Ray ready" in d.stderr, 600, "Ray ready", interval=0.5, alive=driver)
+            wait_for(lambda d=driver: "Ray ready" in d.stderr, 1200, "Ray ready", interval=0.5, alive=driver)
         go.touch()
         codes = {name: driver.wait(timeout=600) for name, driver in drivers.items()}
     finally:
@@ -152,7 +152,7 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
     assert max(gaps) < LEASE_TTL_SEC, gaps
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1800)  # a local Ray start: minutes on a loaded 2-core host
 def test_a_state_root_another_host_grants_through_is_refused_before_any_start(tmp_path: Path) -> None:
     """Another machine's Ray holds live leases in this state root (a network filesystem):
     SQLite cannot arbitrate between them, so `execute` says to join that cluster, exit 2."""
@@ -170,7 +170,7 @@ def test_a_state_root_another_host_grants_through_is_refused_before_any_start(tm
     driver = DriverProcess(planned.run_root / "launch-plan.json", planned.identity, tmp_path / "logs",
                            env=cli_env({"RAY_BENCH_STATE_ROOT": str(state)}), extra_args=("--no-metrics",))
     try:
-        code = driver.start().wait(timeout=300)
+        code = driver.start().wait(timeout=1500)
     finally:
         driver.reap()
     lines = [line for line in driver.stderr.splitlines() if line.strip()]
