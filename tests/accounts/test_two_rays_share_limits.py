@@ -115,9 +115,11 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
     sampler = threading.Thread(target=_sample_leases, args=(state, stop, samples))
     sampler.start()
     try:
-        for driver in drivers.values():  # one after the other: two local starts at once hung here
+        for name, driver in drivers.items():  # one after the other: two local starts at once hung here
             driver.start()
-            wait_for(lambda d=driver: "Ray ready" in d.stderr, 1200, "Ray ready", interval=0.5, alive=driver)
+            # the driver's loop runs (its Ray, runners and gate are up: a minute after "Ray ready" here)
+            wait_for(lambda r=roots[name]: bool(ledger_query(r, "SELECT seq FROM events WHERE kind = 'run_started'")),
+                     1200, "run_started", interval=0.5, alive=driver)
         go.touch()
         codes = {name: driver.wait(timeout=600) for name, driver in drivers.items()}
     finally:
