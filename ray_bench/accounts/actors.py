@@ -3,11 +3,15 @@
 - ``AccountActor`` (one per account, named ``account:<name>``, detached, namespace
   ``ray-bench``): wraps one :class:`~ray_bench.accounts.AccountCore`, so every run started on
   the same accounts shares one budget and the combined in-flight count never exceeds a limit.
-  Check and start happen in one actor call, so two drivers cannot both take the last slot.
-  Leases are kept per run; a run that stops renewing them (its driver died) loses them after
-  :data:`LEASE_TTL_SEC`, and a resumed run abandons its own old leases at once. Held leases
-  are written to the state root, so an actor Ray restarts after its process died still holds
-  their slots (tests/accounts/test_gate_restart_ray.py).
+  Check and start happen in one actor call, so two drivers on one cluster cannot both take
+  the last slot; and every grant is one transaction on the state root's ``accounts.sqlite``
+  (:meth:`~ray_bench.accounts.store.AccountStore.granting`), which every actor of the account
+  on that state root goes through, so runs on two Ray instances share the limits too
+  (tests/accounts/test_two_rays_share_limits.py). Leases are kept per run; a run that stops
+  renewing them (its driver died) loses them after :data:`LEASE_TTL_SEC`, and a resumed run
+  abandons its own old leases at once. Because held leases live in the state root, an actor
+  Ray restarts after its process died still holds their slots
+  (tests/accounts/test_gate_restart_ray.py).
 - ``HealthActor`` (named ``health``): the operator's word on accounts (hold / release),
   remembered across runs; it gates admission before any account is asked.
 - ``CapacityActor`` (one per backend, named ``capacity:<backend>``): sandbox slots of a backend
@@ -33,6 +37,7 @@ from ray_bench.accounts.core import (
 )
 from ray_bench.accounts.health import PROBE_EVENT_PREFIX, probe_effect_of
 from ray_bench.accounts.holds import read_holds, write_hold
+from ray_bench.accounts.limits import window_seconds
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore, HeldLease, restored_core
 from ray_bench.cells.pool import NAMESPACE
@@ -40,7 +45,14 @@ from ray_bench.models.accounts import Account, AccountLimits
 from ray_bench.state import default_state_root
 
 #: A run that has not renewed its leases for this long is presumed dead; its slots free up.
-LEASE_TTL_SEC = 120.0
+#: A lease ends with its cell (the finish deletes it); this is only for a driver that died
+#: holding some. Its gate renews every :data:`RENEW_SEC` and its loop reaches the gate at least
+#: once a second, so 30 s is six renewals missed: a live driver keeps its leases through a
+#: loaded host's pauses, and a dead one's slots are back within half a minute (it was 120 s,
+#: and a second run on another Ray waited that long with the account idle).
+LEASE_TTL_SEC = 30.0
+#: How often a gate renews its run's leases.
+RENEW_SEC = 5.0
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
@@ -58,12 +70,18 @@ class AccountActor:
         now = time.time()
         core, saved = restored_core(self.name, limits, self.store, now)
         if self.store is not None:
+            # Slots held when the earlier actor died are in the state root: held still, until
+            # their run finishes, abandons or stops renewing them (renewed_at + LEASE_TTL_SEC).
             self._events_seen = saved.events_seen
-            # Slots held when the earlier actor died: held still, until their run finishes,
-            # abandons or stops renewing them (LEASE_TTL_SEC from now).
-            for lease in saved.leases:
-                self._runs.setdefault(lease.run_id, now)
         return core
+
+    def _since(self, now: float) -> float:
+        return now - window_seconds(self.core.limits)
+
+    def _share(self, now: float) -> None:
+        """Take up what every run on the state root holds of the account now (a read)."""
+        if self.store is not None:
+            self.core.share(self.store.shared(self.name, now, since=self._since(now), ttl=LEASE_TTL_SEC))
 
     def _save_health(self) -> None:
         if self.store is not None:
@@ -93,6 +111,7 @@ class AccountActor:
         """Adopt new limits when nothing runs on the account; returns whether it did."""
         if limits == self.core.limits:
             return True
+        self._share(time.time())
         if self.core.inflight:
             return False
         self.core = self._new_core(limits)
@@ -111,6 +130,26 @@ class AccountActor:
         self._expire(now)
         self._apply_operator_events(now)
         self._runs[run_id] = now
+        if self.store is None:
+            return self._start(now, leases), self.core.snapshot(now)
+        store = self.store
+        # One grant, one transaction: what every run on the state root holds, the core's
+        # decision on it, and the starts written down, before any other grantor may look.
+        with store.granting(self.name, now, since=self._since(now), ttl=LEASE_TTL_SEC) as shared:
+            self.core.share(shared)
+            store.renew(self.name, run_id, now)
+            started = self._start(now, leases)
+            if self.core.window is not None:
+                for _ in started:
+                    store.record_start(self.name, now)
+            store.hold_leases(self.name, [HeldLease(lease, run_id, held) for lease in started
+                                          if (held := self.core.running(lease)) is not None], now)
+            if started and not self.core.bucket.unlimited:
+                store.save_bucket(self.name, *self.core.bucket.level())
+        return started, self.core.snapshot(now)
+
+    def _start(self, now: float, leases: list[tuple[str, str, float]]) -> list[str]:
+        """Start ``leases`` in order while the core admits them (the core's one step)."""
         started: list[str] = []
         for lease_id, cell_id, usd in leases:
             try:
@@ -118,12 +157,7 @@ class AccountActor:
             except AdmissionRefused:
                 break
             started.append(lease_id)
-            if self.store is not None and self.core.window is not None:
-                self.store.record_start(self.name, now)
-        if self.store is not None and started:
-            self.store.hold_leases(self.name, [HeldLease(lease, run_id, held) for lease in started
-                                               if (held := self.core.running(lease)) is not None])
-        return started, self.core.snapshot(now)
+        return started
 
     def finish_many(self, run_id: str, finished: list[tuple[str, Outcome | None]]) -> None:
         for lease_id, outcome in finished:
@@ -143,16 +177,31 @@ class AccountActor:
                 self._save_health()
 
     def renew(self, run_id: str) -> None:
-        self._runs[run_id] = time.time()
+        now = time.time()
+        self._runs[run_id] = now
+        if self.store is not None:
+            self.store.renew(self.name, run_id, now)
 
     def abandon_run(self, run_id: str) -> int:
         """Free every lease of ``run_id`` (its driver died; it is being resumed)."""
         mine = [lease for lease in self.core.leases() if lease.startswith(f"{run_id}/")]
-        if self.store is not None and mine:
-            self.store.drop_leases(self.name, mine)
-        return sum(self.core.abandon(lease) for lease in mine)
+        for lease in mine:
+            self.core.abandon(lease)
+        if self.store is not None:  # also those another Ray's actor granted the run
+            return self.store.drop_run(self.name, run_id)
+        return len(mine)
+
+    def other_hosts(self) -> list[str]:
+        """Other machines whose Ray grants this account's leases through this state root right
+        now (see :meth:`AccountStore.other_hosts`); the gate refuses to run beside them."""
+        return self.store.other_hosts(time.time(), LEASE_TTL_SEC) if self.store is not None else []
 
     def _expire(self, now: float) -> None:
+        """Without a state root, a run silent for :data:`LEASE_TTL_SEC` loses its leases here
+        (with one, the grant expires them by their ``renewed_at``: every run's, not only the
+        ones this actor heard from)."""
+        if self.store is not None:
+            return
         for run_id, seen in list(self._runs.items()):
             if now - seen > LEASE_TTL_SEC:
                 self.abandon_run(run_id)
@@ -162,6 +211,7 @@ class AccountActor:
         now = time.time()
         self._expire(now)
         self._apply_operator_events(now)
+        self._share(now)
         return self.core.snapshot(now)
 
 
@@ -185,18 +235,18 @@ class HealthActor:
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class CapacityActor:
-    """Slots of one backend pool, shared by every run on the cluster. Held slots are written to
-    the state root, so a restarted actor still counts the sandboxes running (like an account's
-    leases)."""
+    """Slots of one backend pool, shared by every run on the state root: taken in one
+    transaction on its ``pool_slots`` (:meth:`AccountStore.pool_granting`), as an account's
+    leases are, so a restarted actor still counts the sandboxes running and the pool actor of
+    another Ray instance sees them too, and frees them the moment their run releases them."""
 
     def __init__(self, backend: str, size: int, state_root: str | None = None) -> None:
         self.backend = backend
         self.size = size
         self.store = AccountStore(state_root) if state_root else None
-        # lease -> (run, since); runs silent for LEASE_TTL_SEC from now lose what they held
-        self._leases: dict[str, tuple[str, float]] = self.store.slots(backend) if self.store else {}
-        now = time.time()
-        self._runs: dict[str, float] = {run: now for run, _ in self._leases.values()}
+        # lease -> (run, since): without a state root, runs silent for LEASE_TTL_SEC lose theirs
+        self._leases: dict[str, tuple[str, float]] = {}
+        self._runs: dict[str, float] = {}
 
     def resize(self, size: int) -> None:
         self.size = size
@@ -206,31 +256,44 @@ class CapacityActor:
         (runs silent for LEASE_TTL_SEC lose theirs first)."""
         self.release_many(released or [])
         now = time.time()
-        for run, seen in list(self._runs.items()):
-            if now - seen > LEASE_TTL_SEC:
-                self.abandon_run(run)
-        self._runs[run_id] = now
-        taken = lease_ids[: max(0, self.size - len(self._leases))]
-        self._leases.update((lease, (run_id, now)) for lease in taken)
-        if self.store is not None and taken:
+        if self.store is None:
+            for run, seen in list(self._runs.items()):
+                if now - seen > LEASE_TTL_SEC:
+                    self.abandon_run(run)
+            self._runs[run_id] = now
+            taken = lease_ids[: max(0, self.size - len(self._leases))]
+            self._leases.update((lease, (run_id, now)) for lease in taken)
+            return taken
+        with self.store.pool_granting(self.backend, now, ttl=LEASE_TTL_SEC) as held:
+            self.store.renew_slots(self.backend, run_id, now)
+            taken = lease_ids[: max(0, self.size - len(held))]
             self.store.hold_slots(self.backend, run_id, taken, now)
         return taken
 
     def release_many(self, lease_ids: list[str]) -> None:
-        gone = [lease for lease in lease_ids if self._leases.pop(lease, None) is not None]
-        if self.store is not None and gone:
-            self.store.drop_slots(self.backend, gone)
+        for lease in lease_ids:
+            self._leases.pop(lease, None)
+        if self.store is not None and lease_ids:
+            self.store.drop_slots(self.backend, lease_ids)
 
     def renew(self, run_id: str) -> None:
-        self._runs[run_id] = time.time()
+        now = time.time()
+        self._runs[run_id] = now
+        if self.store is not None:
+            self.store.renew_slots(self.backend, run_id, now)
 
     def abandon_run(self, run_id: str) -> int:
         mine = [lease for lease, (run, _) in self._leases.items() if run == run_id]
-        self.release_many(mine)
+        for lease in mine:
+            self._leases.pop(lease, None)
         self._runs.pop(run_id, None)
+        if self.store is not None:
+            return self.store.drop_run_slots(self.backend, run_id)
         return len(mine)
 
     def usage(self) -> tuple[int, int]:
+        if self.store is not None:
+            return len(self.store.slots(self.backend, time.time() - LEASE_TTL_SEC)), self.size
         return len(self._leases), self.size
 
 

@@ -113,8 +113,23 @@ class Running:
     inflight_at_start: int
     probe: bool
     reserved_usd: float = 0.0
-    """The lease's expected cost, held against the budget until its real cost is known (a
-    lease adopted after a restart reserves nothing: its reservation was not written down)."""
+    """The lease's expected cost, held against the budget until its real cost is known (the
+    state root keeps it with the lease, so every holder of the account counts it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What every run on a state root holds and has used of one account at one instant, read
+    from ``accounts.sqlite`` (:mod:`ray_bench.accounts.store`) inside the transaction that
+    grants: the live leases of every run, whatever Ray instance granted them, the rolling
+    window's starts and spend, the lifetime spend and the start bucket's level."""
+
+    leases: dict[str, Running]
+    starts: list[float]
+    spend: list[tuple[float, float]]
+    spent_usd: float
+    #: (tokens, at) of the starts-per-minute bucket as the last grant left it; None: never used.
+    bucket: tuple[float, float] | None = None
 
 
 _STATE_REASON = {
@@ -248,6 +263,19 @@ class AccountCore:
             h.on_server_error(now, started_at, outcome.detail)
         elif outcome.detail:
             h.last_error = outcome.detail
+
+    def share(self, shared: Shared) -> None:
+        """Take up what every run on the state root holds of this account (:class:`Shared`):
+        its slots, window, spend and bucket become theirs together, so the next
+        :meth:`can_admit` / :meth:`on_start` weighs the other runs' cells too. Health and the
+        adaptive limit stay this core's own (they are learnt from finishes, not counted)."""
+        self._running = dict(shared.leases)
+        self._reserved_usd = sum(run.reserved_usd for run in self._running.values())
+        self.spent_usd = shared.spent_usd
+        if self.window is not None:
+            self.window.reset(shared.starts, shared.spend)
+        if shared.bucket is not None:
+            self.bucket.restore(*shared.bucket)
 
     def running(self, lease_id: str) -> Running | None:
         return self._running.get(lease_id)

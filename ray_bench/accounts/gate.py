@@ -21,10 +21,10 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from ray_bench.accounts.actors import LEASE_TTL_SEC, account_actor, capacity_actor, health_actor
+from ray_bench.accounts.actors import RENEW_SEC, account_actor, capacity_actor, health_actor
 from ray_bench.accounts.core import AccountSnapshot, Admit, RefusalReason
 from ray_bench.accounts.outcome import Outcome
-from ray_bench.errors import AdmissionActorError
+from ray_bench.errors import AdmissionActorError, UserInputError
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.admission import (
@@ -89,6 +89,21 @@ def backoff() -> Iterator[bool]:
         yield False
 
 
+def refuse_other_hosts(answers: list[list[str]], state_root: Path) -> None:
+    """Refuse to run where the limits cannot be shared: account leases are granted through the
+    state root's SQLite file, whose locks hold between processes of one host only, and another
+    host's Ray is granting through it now (the state root is on a network filesystem). Runs on
+    several hosts share limits by joining one cluster, whose account actors grant for all."""
+    hosts = sorted({host for answer in answers for host in answer})
+    if hosts:
+        raise UserInputError(
+            f"the state root is used right now by a Ray instance on another host ({hosts[0].split(':')[0]}): "
+            "account limits cannot be shared across hosts through its accounts.sqlite",
+            where=str(state_root),
+            fix="join that host's cluster (`ray-bench execute ... --address ADDR`), so that one cluster grants "
+                "every run's leases")
+
+
 class ActorGate:
     """The driver's side of admission on Ray: health gate, then the backend pool, then the
     accounts chosen from fresh snapshots by the one account choice
@@ -107,6 +122,8 @@ class ActorGate:
              for a, actor in zip(accounts, self.actors.values(), strict=True)]
             + [(f"capacity:{b}", lambda pool=pool, size=size: pool.resize.remote(size))
                for (b, pool), size in zip(self.pools.items(), pools.values(), strict=True)])
+        refuse_other_hosts(ask([(f"account:{n}", actor.other_hosts.remote) for n, actor in self.actors.items()]),
+                           state_root or default_state_root())
         # A resumed run's old leases belong to a dead driver.
         self._abandon_all()
         self.expiry = ExpiryWatch(accounts)
@@ -131,7 +148,7 @@ class ActorGate:
         self._holds = snaps.pop()
         self._snaps = dict(zip(names, snaps, strict=True))
         self._fetched = time.monotonic()
-        if now - self._renewed > LEASE_TTL_SEC / 4:
+        if now - self._renewed > RENEW_SEC:
             for actor in [*self.actors.values(), *self.pools.values()]:
                 actor.renew.remote(self.run_id)
             self._renewed = now
@@ -288,7 +305,7 @@ class ActorGate:
     def close(self) -> None:
         """Every finish learnt (spend recorded), then the run's leases let go. An actor that
         does not come back is logged, not raised: the run's ledger is whole, and leases the
-        run stops renewing free themselves after :data:`LEASE_TTL_SEC`."""
+        run stops renewing free themselves after :data:`~ray_bench.accounts.actors.LEASE_TTL_SEC`."""
         try:
             self.flush(wait=True)
             self._abandon_all()

@@ -57,6 +57,13 @@ class RollingWindowQuota:
             self._usd.append((at, usd))
             self._usd_sum += usd
 
+    def reset(self, starts: list[float], spend: list[tuple[float, float]]) -> None:
+        """Hold exactly these starts and spend (sorted by time): what every run used."""
+        self._cells.clear()
+        self._usd.clear()
+        self._usd_sum = 0.0
+        self.restore(starts, spend)
+
     def record_start(self, now: float) -> None:
         self._expire(now)
         self._cells.append(now)

@@ -47,6 +47,15 @@ class TokenBucket:
         self._refill(now)
         return self._tokens
 
+    def level(self) -> tuple[float, float]:
+        """(tokens, at): the bucket's state as of its last refill, to hand to another holder."""
+        return self._tokens, self._at
+
+    def restore(self, tokens: float, at: float) -> None:
+        """Continue from another holder's :meth:`level` (the same account's bucket)."""
+        self._tokens = min(self.burst, tokens)
+        self._at = at
+
     def wait_s(self, now: float, n: float = 1.0) -> float:
         """Seconds until ``n`` tokens are available (0 if they are now)."""
         if self.per_minute is None:

@@ -3,22 +3,32 @@
 host do not hand every account a fresh rolling window, forget a cooldown or revive a disabled
 login.
 
-One writer per account: its ``AccountActor`` (the CLI writes only ``operator_events``, which the
-actor applies). Tables are insert-only except ``health``, one row per account overwritten by
-its actor, and ``leases``, the slots held right now (a row from each start until its finish),
-which a restarted actor takes up so that it does not admit the held slots a second time.
-``pool_slots`` is the same for a backend pool's ``CapacityActor`` (its sandbox slots).
-Time is epoch seconds.
+It is also where limits are shared. Every ``AccountActor`` that opens the same file (two
+``execute``s with their own local Ray, or one cluster's actor restarted) grants leases through
+it: :meth:`AccountStore.granting` is one ``BEGIN IMMEDIATE`` transaction that reads what every
+run holds of the account (live leases, window starts, spend, the start bucket), lets the pure
+core decide, and writes the starts down before it commits, so two grantors cannot both take the
+last slot. A lease is deleted when its cell ends; a lease whose run stopped renewing it
+(``renewed_at``) for the TTL its grantor passes is expired by the next grant.
+
+Tables are insert-only except ``health``, one row per account overwritten by its actor,
+``leases``, the slots held right now (a row from each start until its finish), ``buckets``
+(the start bucket's level), and ``pool_slots``, the same as ``leases`` for a backend pool's
+``CapacityActor`` (its sandbox slots). The CLI writes only ``operator_events``, which the actor
+applies. Time is epoch seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ray_bench.accounts.core import AccountCore, Running
+from ray_bench.accounts.core import AccountCore, Running, Shared
 from ray_bench.accounts.limits import window_seconds
 from ray_bench.models.accounts import AccountLimits
 
@@ -34,10 +44,12 @@ CREATE TABLE IF NOT EXISTS health (
     events_seen INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS leases (
     account TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, started_at REAL NOT NULL,
-    inflight_at_start INTEGER NOT NULL, probe INTEGER NOT NULL, PRIMARY KEY (account, lease_id));
+    inflight_at_start INTEGER NOT NULL, probe INTEGER NOT NULL, reserved_usd REAL NOT NULL DEFAULT 0,
+    renewed_at REAL NOT NULL DEFAULT 0, host TEXT NOT NULL DEFAULT '', PRIMARY KEY (account, lease_id));
+CREATE TABLE IF NOT EXISTS buckets (account TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS pool_slots (
     pool TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, since REAL NOT NULL,
-    PRIMARY KEY (pool, lease_id));
+    renewed_at REAL NOT NULL DEFAULT 0, PRIMARY KEY (pool, lease_id));
 CREATE TABLE IF NOT EXISTS operator_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL,
     who TEXT NOT NULL, at REAL NOT NULL);
@@ -80,6 +92,23 @@ class OperatorEvent:
     at: float
 
 
+#: Columns ``leases`` gained when grants went through the state root (an older file gets them).
+_LEASE_COLUMNS = {"reserved_usd": "REAL NOT NULL DEFAULT 0", "renewed_at": "REAL NOT NULL DEFAULT 0",
+                  "host": "TEXT NOT NULL DEFAULT ''"}
+_NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT NULL DEFAULT 0"}}
+
+
+def host_id() -> str:
+    """This machine, as the grantors on one state root tell each other apart: its name and
+    boot id (two containers of one name on two machines differ; a reboot is another host,
+    whose Ray is gone anyway)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}:{boot}" if boot else socket.gethostname()
+
+
 class AccountStore:
     def __init__(self, state_root: str | Path, *, readonly: bool = False) -> None:
         root = Path(state_root)
@@ -93,12 +122,42 @@ class AccountStore:
             except sqlite3.DatabaseError as exc:
                 raise UserInputError(f"cannot read the accounts' state ({exc})", where=str(self.path),
                                      fix="name a ray-bench state root with --state-root") from exc
+            self.host = host_id()
+            # a file no shared grant wrote yet has no reservations nor renewals to read
+            self._leases_shared = {r[1] for r in self._db.execute("PRAGMA table_info(leases)")} >= _LEASE_COLUMNS.keys()
             return
         root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self.host = host_id()
+        self._migrate()
+        self._leases_shared = True
+
+    def _migrate(self) -> None:
+        """Give an older file's ``leases`` and ``pool_slots`` the columns of shared grants; what
+        they hold counts as renewed now (their runs get one TTL to renew it or lose it)."""
+        def missing() -> dict[str, dict[str, str]]:
+            out = {}
+            for table, columns in _NEW_COLUMNS.items():
+                have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if lacking := {c: d for c, d in columns.items() if c not in have}:
+                    out[table] = lacking
+            return out
+
+        if not missing():
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for table, columns in missing().items():  # again: another opener may have added them
+                for column, decl in columns.items():
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                self._db.execute(f"UPDATE {table} SET renewed_at = ? WHERE renewed_at = 0", (time.time(),))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     @classmethod
     def open_readonly(cls, state_root: str | Path) -> AccountStore | None:
@@ -118,12 +177,62 @@ class AccountStore:
         if usd > 0:
             self._db.execute("INSERT INTO spend VALUES (?, ?, ?)", (account, at, usd))
 
-    def hold_leases(self, account: str, leases: list[HeldLease]) -> None:
-        with self._db:  # one transaction
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
-                                 [(account, h.lease_id, h.run_id, h.held.started_at, h.held.inflight_at_start,
-                                   int(h.held.probe)) for h in leases])
+    # -- shared grants --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def granting(self, account: str, now: float, *, since: float, ttl: float) -> Iterator[Shared]:
+        """One grant: a ``BEGIN IMMEDIATE`` transaction (it waits for any other grantor's to end,
+        up to the connection's 30 s) that expires the account's leases not renewed for ``ttl``,
+        yields what every run holds and used since ``since`` (the rolling window's start), and
+        commits what the caller wrote meanwhile (:meth:`hold_leases`, :meth:`record_start`,
+        :meth:`save_bucket`); an exception rolls it all back."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM leases WHERE account = ? AND renewed_at < ?", (account, now - ttl))
+            yield self._shared(account, since, now - ttl)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def shared(self, account: str, now: float, *, since: float, ttl: float) -> Shared:
+        """What :meth:`granting` would yield, read in one (read) transaction and changing nothing:
+        a snapshot's view of the account."""
+        self._db.execute("BEGIN")
+        try:
+            return self._shared(account, since, now - ttl)
+        finally:
+            self._db.execute("COMMIT")
+
+    def _shared(self, account: str, since: float, live_after: float) -> Shared:
+        saved = self.load(account, since, live_after=live_after)
+        row = self._db.execute("SELECT tokens, at FROM buckets WHERE account = ?", (account,)).fetchone()
+        return Shared(leases={h.lease_id: h.held for h in saved.leases}, starts=saved.starts, spend=saved.spend,
+                      spent_usd=saved.spent_usd, bucket=None if row is None else (float(row[0]), float(row[1])))
+
+    def hold_leases(self, account: str, leases: list[HeldLease], now: float | None = None) -> None:
+        """Write started leases down (inside :meth:`granting`: part of its transaction)."""
+        at = time.time() if now is None else now
+        self._db.executemany("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             [(account, h.lease_id, h.run_id, h.held.started_at, h.held.inflight_at_start,
+                               int(h.held.probe), h.held.reserved_usd, at, self.host) for h in leases])
+
+    def save_bucket(self, account: str, tokens: float, at: float) -> None:
+        self._db.execute("INSERT OR REPLACE INTO buckets VALUES (?, ?, ?)", (account, tokens, at))
+
+    def renew(self, account: str, run_id: str, now: float) -> None:
+        """The run is alive: its leases on ``account`` live another TTL."""
+        self._db.execute("UPDATE leases SET renewed_at = ? WHERE account = ? AND run_id = ?", (now, account, run_id))
+
+    def drop_run(self, account: str, run_id: str) -> int:
+        """Delete every lease of ``run_id`` on ``account`` (its driver died; it is being resumed)."""
+        return self._db.execute("DELETE FROM leases WHERE account = ? AND run_id = ?", (account, run_id)).rowcount
+
+    def other_hosts(self, now: float, ttl: float) -> list[str]:
+        """Hosts other than this one that hold live leases here: another machine's Ray grants
+        through this file (a network filesystem), which SQLite cannot lock across hosts."""
+        return [r[0] for r in self._db.execute(
+            "SELECT DISTINCT host FROM leases WHERE renewed_at >= ? AND host NOT IN ('', ?) ORDER BY host",
+            (now - ttl, self.host))]
 
     def drop_leases(self, account: str, lease_ids: list[str]) -> None:
         with self._db:
@@ -131,11 +240,24 @@ class AccountStore:
             self._db.executemany("DELETE FROM leases WHERE account = ? AND lease_id = ?",
                                  [(account, lease) for lease in lease_ids])
 
+    @contextlib.contextmanager
+    def pool_granting(self, pool: str, now: float, *, ttl: float) -> Iterator[dict[str, tuple[str, float]]]:
+        """A pool's grant, as :meth:`granting` is an account's: one ``BEGIN IMMEDIATE``
+        transaction that expires the slots not renewed for ``ttl`` and yields every run's live
+        slots (lease -> (run, since)); :meth:`hold_slots` inside it is part of it."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM pool_slots WHERE pool = ? AND renewed_at < ?", (pool, now - ttl))
+            yield self.slots(pool)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def hold_slots(self, pool: str, run_id: str, lease_ids: list[str], since: float) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO pool_slots VALUES (?, ?, ?, ?)",
-                                 [(pool, lease, run_id, since) for lease in lease_ids])
+        """Write taken slots down (inside :meth:`pool_granting`: part of its transaction)."""
+        self._db.executemany("INSERT OR REPLACE INTO pool_slots VALUES (?, ?, ?, ?, ?)",
+                             [(pool, lease, run_id, since, since) for lease in lease_ids])
 
     def drop_slots(self, pool: str, lease_ids: list[str]) -> None:
         with self._db:
@@ -143,10 +265,17 @@ class AccountStore:
             self._db.executemany("DELETE FROM pool_slots WHERE pool = ? AND lease_id = ?",
                                  [(pool, lease) for lease in lease_ids])
 
-    def slots(self, pool: str) -> dict[str, tuple[str, float]]:
-        """lease -> (run, since) of the slots a pool held when its actor last wrote."""
+    def renew_slots(self, pool: str, run_id: str, now: float) -> None:
+        self._db.execute("UPDATE pool_slots SET renewed_at = ? WHERE pool = ? AND run_id = ?", (now, pool, run_id))
+
+    def drop_run_slots(self, pool: str, run_id: str) -> int:
+        return self._db.execute("DELETE FROM pool_slots WHERE pool = ? AND run_id = ?", (pool, run_id)).rowcount
+
+    def slots(self, pool: str, live_after: float = float("-inf")) -> dict[str, tuple[str, float]]:
+        """lease -> (run, since) of the pool's slots (renewed at or after ``live_after``)."""
         return {r[0]: (r[1], r[2]) for r in self._db.execute(
-            "SELECT lease_id, run_id, since FROM pool_slots WHERE pool = ? ORDER BY since", (pool,))}
+            "SELECT lease_id, run_id, since FROM pool_slots WHERE pool = ? AND renewed_at >= ? ORDER BY since",
+            (pool, max(live_after, -1e18)))}
 
     def save_health(self, account: str, *, state: str, cooling_until: float, episodes: int, auth_failures: int,
                     last_error: str, events_seen: int) -> None:
@@ -155,8 +284,9 @@ class AccountStore:
                           time.time(), events_seen))
 
     # -- reads ------------------------------------------------------------------------------
-    def load(self, account: str, since: float) -> Saved:
-        """Starts and spend at or after ``since`` (the rolling window), all-time spend, health."""
+    def load(self, account: str, since: float, *, live_after: float = float("-inf")) -> Saved:
+        """Starts and spend at or after ``since`` (the rolling window), all-time spend, health,
+        and the leases renewed at or after ``live_after``."""
         saved = Saved()
         saved.starts = [r[0] for r in self._db.execute(
             "SELECT at FROM window_starts WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
@@ -169,9 +299,12 @@ class AccountStore:
         if row is not None:
             (saved.state, saved.cooling_until, saved.episodes, saved.auth_failures, saved.last_error,
              saved.events_seen) = row
-        saved.leases = [HeldLease(r[0], r[1], Running(r[2], r[3], bool(r[4]))) for r in self._db.execute(
-            "SELECT lease_id, run_id, started_at, inflight_at_start, probe FROM leases WHERE account = ? "
-            "ORDER BY started_at", (account,))]
+        query = ("SELECT lease_id, run_id, started_at, inflight_at_start, probe, reserved_usd FROM leases "
+                 "WHERE account = ? AND renewed_at >= ? ORDER BY started_at" if self._leases_shared else
+                 "SELECT lease_id, run_id, started_at, inflight_at_start, probe, 0.0 FROM leases "
+                 "WHERE account = ? AND ? IS NOT NULL ORDER BY started_at")
+        saved.leases = [HeldLease(r[0], r[1], Running(r[2], r[3], bool(r[4]), r[5])) for r in self._db.execute(
+            query, (account, max(live_after, -1e18)))]
         return saved
 
     def restore(self, core: AccountCore, now: float) -> Saved:
