@@ -5,6 +5,8 @@
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
 #            core, config, plan, evidence, reports, the simulator; ~700 tests, about 2 min here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
+# Without --fast: the full suite (~1,078 tests), what .ci/run runs; 3,429-3,690 s in CI here
+# under load, 1,600-1,900 s quiet, before the folds README "Set up" describes; budget 20 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

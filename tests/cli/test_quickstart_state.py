@@ -68,6 +68,29 @@ def test_on_one_shared_state_root_the_demo_budgets_would_run_out() -> None:
     assert core.can_admit(0.0) == Refusal(RefusalReason.BUDGET, None)
 
 
+def _check_end_to_end(stdout: str, workdir: Path, env: dict[str, str]) -> None:
+    """The first quickstart end to end: its output, report, receipt and `status --json` (checked
+    here rather than in a quickstart of its own: each costs a local Ray start and 32 cells)."""
+    assert "plan identity: sha256:" in stdout
+    assert "ray-bench execute --plan" in stdout and "--confirm sha256:" in stdout
+    assert "| baseline | 16 | 16 |" in stdout.replace("  ", " ") or "baseline" in stdout
+    (run_root,) = (workdir / "runs").iterdir()
+    summary = json.loads((run_root / "run-summary.json").read_text())
+    assert summary["counts"]["valid"] == 32 and summary["exit_code"] == 0
+    for name in ("report.md", "report.csv", "report.parquet", "receipt.md", "ledger.sqlite"):
+        assert (run_root / name).is_file()
+    # the report's record sections: staging, executions, exclusions, settlement, model roles
+    report = (run_root / "report.md").read_text()
+    assert report.startswith(f"# Report: {run_root.name} (staging)")
+    for section in ("## Executions", "## Exclusions", "## Settlement", "## Model roles"):
+        assert section in report and section in stdout, section
+    assert "| baseline | executor | executor | scripted-demo | accounts | local | 1 |" in report
+    assert "| baseline | executor | executor | scripted-demo |" in (run_root / "receipt.md").read_text()
+    status = subprocess.run([RAY_BENCH, "status", str(run_root), "--json"], env=env, capture_output=True,
+                            text=True, timeout=60, check=True)
+    assert json.loads(status.stdout)["counts"]["valid"] == 32
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_three_quickstarts_on_one_machine_all_finish(tmp_path: Path) -> None:
@@ -78,6 +101,8 @@ def test_three_quickstarts_on_one_machine_all_finish(tmp_path: Path) -> None:
         done = subprocess.run([RAY_BENCH, "quickstart", "--workdir", str(tmp_path / "qs")], env=env,
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, f"quickstart {n + 1}: " + done.stdout[-2000:] + done.stderr[-2000:]
+        if n == 0:
+            _check_end_to_end(done.stdout, tmp_path / "qs", env)
     runs = sorted((tmp_path / "qs" / "runs").iterdir())
     assert len(runs) == 3
     for run in runs:

@@ -1,13 +1,20 @@
 """The driver SIGKILLed at three points of a run, then resumed with the same command.
 
 The agent leaves a detached background process with a recognisable command line
-(``sleep 302.13N``): a normal sandbox deletion kills it with the sandbox's process group, but
+(``sleep 302.1377``): a normal sandbox deletion kills it with the sandbox's process group, but
 after a driver crash it survives as an orphan until the resumed driver's stale-attempt
-cleanup finds the sandbox by label and kills what it recorded."""
+cleanup finds the sandbox by label and kills what it recorded.
+
+The three kill points come one after another in one run: the run is killed when its first
+attempt starts, its resume when several attempts are in flight, that resume's resume when the
+last cell has started, and a fourth driver finishes it. Four driver starts (each a local Ray
+start) where a run of its own per point took six; the second and third crashes so also hit a
+resumed run, whose own stale recovery had just run."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -58,11 +65,48 @@ POINTS: dict[str, Callable[[Path, str], bool]] = {
 }
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("point", list(POINTS), ids=list(POINTS))
-def test_sigkilled_driver_resumes_cleanly(tmp_path: Path, point: str) -> None:
-    marker = f"sleep 302.13{list(POINTS).index(point)}"
-    agent = (f'{marker} >/dev/null 2>&1 & sleep 1.5; sh "$SOLUTION_DIR/solve.sh"')
+MARKER = "sleep 302.1377"
+
+
+@dataclass
+class Crash:
+    """What the ledger held when a driver was killed."""
+
+    point: str
+    ids: set[str]
+    valid: set[str]
+    open: set[str]
+
+
+def _runs_started(root: Path) -> int:
+    return len(ledger_query(root, "SELECT seq FROM events WHERE kind = 'run_started'"))
+
+
+def _crash_at(point: str, driver: DriverProcess, root: Path, nth: int) -> Crash:
+    driver.start()
+    # generous: on a loaded 2-core host a local Ray alone took over 60 s to start. The point is
+    # looked for once this driver has started its run: its stale recovery (of the driver killed
+    # before it) is done by then, so what is open and running is this driver's.
+    wait_for(lambda: _runs_started(root) >= nth and POINTS[point](root, MARKER), 300, point, alive=driver)
+    driver.kill()
+    ledger = Ledger.open_readonly(root)
+    try:
+        before = ledger.attempts()
+    finally:
+        ledger.close()
+    driver.reap()  # the Ray instance the dead driver started (its own process group)
+    crash = Crash(point, {a.attempt_id for a in before}, {a.cell_id for a in before if a.valid},
+                  {a.attempt_id for a in before if not a.terminal})
+    assert crash.open, f"the kill point ({point}) must leave attempts in flight"
+    if point != "first-attempt-started":
+        # the crash really left work behind for the resume to clean up
+        assert pgrep(MARKER), f"the agents' stray processes should outlive the crashed driver ({point})"
+    return crash
+
+
+@pytest.mark.timeout(1500)
+def test_sigkilled_driver_resumes_cleanly_at_every_point(tmp_path: Path) -> None:
+    agent = (f'{MARKER} >/dev/null 2>&1 & sleep 1.5; sh "$SOLUTION_DIR/solve.sh"')
     sandboxes = tmp_path / "sbx"
     arm = {"command": agent, "agent_dir": "agents", "expose_solution": True}
     suite, accounts = make_suite(
@@ -75,36 +119,23 @@ def test_sigkilled_driver_resumes_cleanly(tmp_path: Path, point: str) -> None:
     assert planned.cells == CELLS
 
     plan, logs = root / "launch-plan.json", tmp_path / "logs"
-    first = DriverProcess(plan, planned.identity, logs, name="first")
-    second = DriverProcess(plan, planned.identity, logs, name="second")
+    drivers = [DriverProcess(plan, planned.identity, logs, name=point) for point in POINTS]
+    final = DriverProcess(plan, planned.identity, logs, name="final")
+    crashes: list[Crash] = []
     try:
-        first.start()
-        # generous: on a loaded 2-core host a local Ray alone took over 60 s to start
-        wait_for(lambda: POINTS[point](root, marker), 300, point, alive=first)
-        first.kill()
-        ledger = Ledger.open_readonly(root)
-        try:
-            before = ledger.attempts()
-        finally:
-            ledger.close()
-        first.reap()  # the Ray instance the dead driver started (its own process group)
-        valid_before = {a.cell_id for a in before if a.valid}
-        open_before = {a.attempt_id for a in before if not a.terminal}
-        assert open_before, "the kill point must leave attempts in flight"
-        if point != "first-attempt-started":
-            # the crash really left work behind for the resume to clean up
-            assert pgrep(marker), "the agents' stray processes should outlive the crashed driver"
-
-        rc = second.start().wait(timeout=420)
-        assert rc == 0, second.stderr[-3000:]
-        assert "Traceback" not in second.stderr
+        for nth, (point, driver) in enumerate(zip(POINTS, drivers, strict=True), start=1):
+            crashes.append(_crash_at(point, driver, root, nth))
+        rc = final.start().wait(timeout=420)
+        assert rc == 0, final.stderr[-3000:]
+        assert "Traceback" not in final.stderr
     finally:
-        first.reap()
-        second.reap()
+        for driver in (*drivers, final):
+            driver.reap()
 
     ledger = Ledger.open_readonly(root)
     try:
         after = ledger.attempts()
+        started = ledger.events("run_started")
         finished = ledger.events("run_finished")
     finally:
         ledger.close()
@@ -115,18 +146,20 @@ def test_sigkilled_driver_resumes_cleanly(tmp_path: Path, point: str) -> None:
         valid_per_cell[a.cell_id] = valid_per_cell.get(a.cell_id, 0) + int(a.valid)
     assert len(valid_per_cell) == CELLS
     assert set(valid_per_cell.values()) == {1}
-    # no cell that had a valid row got another attempt
-    old_ids = {a.attempt_id for a in before}
-    assert not [a for a in after if a.cell_id in valid_before and a.attempt_id not in old_ids]
-    # what was in flight at the kill is stale, does not count, and its cell ran again
-    for attempt_id in open_before:
-        stale = by_id[attempt_id]
-        assert stale.status == "stale"
-        assert not stale.counts
-        assert stale.failure_class == "executor"
+    for crash in crashes:
+        # no cell that had a valid row at a crash got another attempt
+        assert not [a for a in after if a.cell_id in crash.valid and a.attempt_id not in crash.ids], crash.point
+        # what was in flight at the kill is stale, does not count, and its cell ran again
+        for attempt_id in crash.open:
+            stale = by_id[attempt_id]
+            assert stale.status == "stale", crash.point
+            assert not stale.counts
+            assert stale.failure_class == "executor"
+    # each resume recovered what the crash before it left open
+    assert [e.data["resumed_stale"] for e in started[1:]] == [len(c.open) for c in crashes]
     assert all(a.terminal for a in after)
-    assert finished[-1].data["exit_code"] == 0
-    assert finished[-1].data["stale_recovered"] == len(open_before)
+    assert len(finished) == 1 and finished[-1].data["exit_code"] == 0
+    assert finished[-1].data["stale_recovered"] == len(crashes[-1].open)
     # no sandbox and no orphan agent process is left
     assert list(sandboxes.iterdir()) == []
-    assert pgrep(marker) == []
+    assert pgrep(MARKER) == []

@@ -26,10 +26,14 @@ def _local(tmp_path: Path, pool: int = 4) -> dict[str, object]:
     return {"local": {"max_sandboxes": pool, "options": {"root": str(tmp_path / "sbx")}}}
 
 
-def test_full_run_one_accepted_row_per_cell(tmp_path: Path) -> None:
+def test_full_run_one_accepted_row_per_cell_on_both_runners_and_a_resume_runs_none_again(tmp_path: Path) -> None:
+    # One run for three checks that each paid a run of their own (the run's actors are new
+    # worker processes each time): a full run, its cells shared by the runners, a no-op resume.
+    from ray_bench.scheduler.driver import RunOptions
+
     suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2,
                                  backends=_local(tmp_path))
-    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", options=RunOptions(runners_per_node=2))
     assert outcome.exit_code == 0 and outcome.stopped is None
     assert outcome.counts == {"pending": 0, "running": 0, "valid": 12, "failed": 0}
     attempts, rows = ledger_rows(root)
@@ -37,15 +41,13 @@ def test_full_run_one_accepted_row_per_cell(tmp_path: Path) -> None:
     for row in attempts:
         assert (root / "attempts" / row.attempt_id / "result.json").is_file()
     assert list((tmp_path / "sbx").iterdir()) == []
-
-
-def test_resume_runs_no_finished_cell_again(tmp_path: Path) -> None:
-    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], backends=_local(tmp_path))
-    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
-    assert outcome.exit_code == 0
+    pids = {json.loads((root / "attempts" / a.attempt_id / "result.json").read_text())["pid"]
+            for a in attempts}
+    assert len(pids) == 2  # both runner processes ran cells
     plan_identity = Ledger.open_readonly(root).meta()["plan_identity"]
     again = execute(root, plan_identity)
     assert again.exit_code == 0 and again.attempts_run == 0
+    assert len(ledger_rows(root)[0]) == 12
 
 
 def test_verifier_without_reward_is_evaluator_and_exhausts_attempts(tmp_path: Path) -> None:
@@ -400,19 +402,6 @@ def test_every_account_rejecting_its_credentials_stops_the_run_instead_of_hangin
     assert {a.failure_class for a in attempts} == {"auth"}
     assert not any(a.counts for a in attempts)  # not blamed on the cells: they stay pending
     assert outcome.counts["failed"] == 0 and outcome.counts["pending"] == 4
-
-
-def test_several_runners_per_node_share_the_work(tmp_path: Path) -> None:
-    from ray_bench.scheduler.driver import RunOptions
-
-    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2,
-                                 backends=_local(tmp_path))
-    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs", options=RunOptions(runners_per_node=2))
-    assert outcome.exit_code == 0 and outcome.counts["valid"] == 12
-    attempts, _ = ledger_rows(root)
-    pids = {json.loads((root / "attempts" / a.attempt_id / "result.json").read_text())["pid"]
-            for a in attempts}
-    assert len(pids) == 2  # both runner processes ran cells
 
 
 def test_a_failing_account_probe_disables_the_account_before_the_fan_out(tmp_path: Path) -> None:
