@@ -93,6 +93,7 @@ def _check_end_to_end(stdout: str, workdir: Path, env: dict[str, str]) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # three whole quickstarts and the end-to-end checks; a loaded host is slow
 def test_three_quickstarts_on_one_machine_all_finish(tmp_path: Path) -> None:
     set_test_routes()
     machine = tmp_path / "machine-state"  # the machine's state root, shared by every run
