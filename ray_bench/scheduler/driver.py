@@ -576,10 +576,11 @@ class Driver:
         ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                               failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
                               counts=verdict.counts, cost_usd=cost, summary=summary, now=self.clock.wall())
-        self.spend.finish(lease_id, cell.task, cell.arm, summary.spent_usd,
-                          summary.agent.duration_sec if summary.agent else 0.0)
+        # an unknown cost is charged at the cell's expected cost, to the run and to the account
+        charged = self.spend.finish(lease_id, cell.task, cell.arm, summary.spent_usd,
+                                    summary.agent.duration_sec if summary.agent else 0.0)
         # A lost runner says nothing about the account: its lease is given back, not judged.
-        self.gate.release(row.account, lease_id, None if verdict.lost else verdict, cost, now)
+        self.gate.release(row.account, lease_id, None if verdict.lost else verdict, charged, now)
         # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
         absorbed = self._fit_quota(ledger, row, summary)
         self._judge_probe(ledger, row, verdict, absorbed)

@@ -133,17 +133,19 @@ class SpendBook:
         """``cell`` started, expected to take ``seconds``."""
         self._running[lease_id] = (cell, seconds)
 
-    def finish(self, lease_id: str, task: str, arm: str, usd: float | None, seconds: float = 0.0) -> None:
+    def finish(self, lease_id: str, task: str, arm: str, usd: float | None, seconds: float = 0.0) -> float:
         """The attempt ended: its reservation becomes its cost (0 for a cancelled one). A cost
         that is unknown (``None``: usage with no cost and no price for its model) is never
         counted as $0: the run is charged what the cell was expected to cost, which teaches
-        the history nothing."""
+        the history nothing. Returns what was charged (the account's budget counts the same)."""
         running = self._running.pop(lease_id, None)
         if usd is None:
-            self.spent += self.expected(running[0], running[1]).usd if running is not None else 0.0
+            charged = self.expected(running[0], running[1]).usd if running is not None else 0.0
+            self.spent += charged
             self.unknown += 1
-            return
+            return charged
         self.observe(task, arm, usd, seconds)
+        return usd
 
     def refusal(self, expected: Expected) -> str:
         """The stop's detail when nothing runs and the next cell does not fit."""

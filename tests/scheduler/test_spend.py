@@ -45,7 +45,10 @@ def test_the_room_left_counts_the_cells_running_at_what_they_are_now_expected_to
 def test_an_attempt_of_unknown_cost_is_charged_what_it_was_expected_to_cost_never_zero() -> None:
     book = SpendBook(limit_usd=1.0, bounds={"base": 0.3})
     book.reserve("l1", cell("t1"))
-    book.finish("l1", "t1", "base", None)  # tokens spent, no price for the model
+    charged = book.finish("l1", "t1", "base", None)  # tokens spent, no price for the model
+    assert charged == pytest.approx(0.3)  # what the account's budget is charged too, never $0
     assert book.spent == pytest.approx(0.3) and book.unknown == 1
     assert book.expected(cell("t1")).basis == "role bound"  # no history learned from a guess
     assert book.room() == pytest.approx(0.7)
+    book.reserve("l2", cell("t2"))
+    assert book.finish("l2", "t2", "base", 0.05) == pytest.approx(0.05)
