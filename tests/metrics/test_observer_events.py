@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prometheus_client import generate_latest
+from support.virtual_run import CELLS, Run
 
 from ray_bench.ledger import events as ev
 from ray_bench.metrics import MetricsExporter
@@ -13,7 +14,6 @@ from ray_bench.metrics.observer import MetricsObserver
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, Observed, Observers, Tick
-from tests.support.virtual_run import CELLS, Run
 
 
 class Recorder:
