@@ -18,6 +18,10 @@ from ray_bench.accounts.store import AccountStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 GOOD, BAD = "sk-test-good-key-0123456789", "sk-test-refused-key-0123456789"
+# Set when the module is imported (collection, before any test starts the session's shared Ray):
+# the runners are Ray workers, which see the environment the cluster started with, not a
+# variable the test process sets later (alone, the test started Ray itself after setting them).
+os.environ["RB_REAL_GOOD_KEY"], os.environ["RB_REAL_BAD_KEY"] = GOOD, BAD
 
 
 def _arm(name: str, role: str, agent: str, model: str, env: dict[str, str]) -> dict[str, Any]:
@@ -32,7 +36,6 @@ def test_a_key_refused_401_disables_its_account_within_one_cell(tmp_path: Path, 
     binary = {"claude-code": "claude", "codex": "codex"}[agent]
     reason = missing(binary)
     require_service(f"agent CLI {binary}", reason is None, reason or "")
-    os.environ["RB_REAL_GOOD_KEY"], os.environ["RB_REAL_BAD_KEY"] = GOOD, BAD
     with FakeProvider(default=Answer(input_tokens=200, output_tokens=9)) as fake:
         fake.refused_keys.add(BAD)
         env = ({"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": "10"} if agent == "claude-code"
@@ -66,7 +69,6 @@ def test_the_spend_limit_overshoot_with_claude_code_is_under_one_cells_cost(tmp_
     on ``spend`` and ends past its limit by less than one cell's cost. The figure is printed."""
     reason = missing("claude")
     require_service("agent CLI claude", reason is None, reason or "")
-    os.environ["RB_REAL_GOOD_KEY"] = GOOD
     with FakeProvider(default=Answer(input_tokens=200, output_tokens=9)) as fake:
         env = {"ANTHROPIC_BASE_URL": fake.url}
         roles = [{"role": "executor", "model": "claude-sonnet-4-5", "billing": "api", "max_spend_usd": 0.002}]
