@@ -172,7 +172,7 @@ def _executed_run(base: Path, root: Path) -> Path:
                               counts=True, cost_usd=0.0,
                               summary=AttemptSummary(attempt_id=row.attempt_id, cell_id=cell["id"]))
     ledger.event("run_started", {})
-    ledger.event("run_finished", {"exit_code": 1})
+    ledger.event("run_finished", {"exit_code": 1, "stopped": None})  # a finished session, as the driver writes it
     ledger.close()
     assert not list(planned.run_root.glob("ledger.sqlite-*"))
     return planned.run_root
