@@ -209,7 +209,7 @@ def test_a_valid_probe_reopens_the_circuit_and_the_run_goes_on(tmp_path: Path) -
     command = f"test -f {fixed} || no-such-agent-binary --run"
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world", "sum-list"], reps=2, backends=_local(tmp_path, pool=1),
-        preflight_cells=0, max_attempts=2,
+        preflight_cells=0, max_attempts=4,  # 3 failures open the circuit whichever cells they hit
         arms=[_arm("baseline", "baseline", command), _arm("mcp", "variant", command)])
     outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
     assert outcome.stopped == "circuit" and outcome.attempts_run == 3

@@ -684,10 +684,14 @@ class DaytonaServer:
         }
         if body.get("user"):  # a create that names its user runs as it; else the image's USER
             kwargs["user"] = body["user"]
-        if body.get("cpu"):
-            kwargs["nano_cpus"] = int(body["cpu"] * 1e9)
-        if body.get("memory"):
-            kwargs["mem_limit"] = f"{int(body['memory'])}g"
+        size = body
+        if body.get("snapshot"):  # a snapshot's sandbox runs with the snapshot's size, as its DTO says
+            cpu, mem, _ = self._snapshot_size(body["snapshot"])
+            size = {"cpu": cpu, "memory": mem}
+        if size.get("cpu"):
+            kwargs["nano_cpus"] = int(size["cpu"] * 1e9)
+        if size.get("memory"):
+            kwargs["mem_limit"] = f"{int(size['memory'])}g"
         if body.get("networkBlockAll"):
             kwargs["network_mode"] = "none"
         try:
