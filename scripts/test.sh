@@ -3,10 +3,10 @@
 # (with uv, pip as the fallback), run pytest.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; ~700 tests, about 2 min here).
+#            core, config, plan, evidence, reports, the simulator; 817 tests, 150 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
-# Without --fast: the full suite (~1,078 tests), what .ci/run runs; 3,429-3,690 s in CI here
-# under load, 1,600-1,900 s quiet, before the folds README "Set up" describes; budget 20 min.
+# Without --fast: the full suite (1,211 tests), what .ci/run runs: 3,794 s in a fresh clone here,
+# quiet; budget 20 min (see README "Set up" for where the time goes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
