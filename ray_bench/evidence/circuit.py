@@ -169,10 +169,6 @@ class _Row(Protocol):
     def event(self) -> RunEvent | UnknownEvent: ...
 
 
-#: The ledger events the circuit's state is folded from.
-CIRCUIT_EVENTS = ("circuit_open", "hypothesis", "circuit_probe", "circuit_reopened")
-
-
 def circuit_from(rows: Iterable[_Row]) -> RecoveryCircuit:
     """The one replay rule: the circuit a ledger's events leave. ``circuit_open`` opens a
     scope, a ``hypothesis`` puts every open scope on probation, ``circuit_reopened`` (a valid
