@@ -79,7 +79,10 @@ class MetricsObserver:
             if verdict.effect == "rate_limited":
                 self.exporter.rate_limited(row.account, "provider")
         valid = bool(verdict and verdict.valid and cell_state == "valid")
-        cost = summary.spent_usd if verdict is not None else 0.0  # None: unknown
+        # The cost the ledger keeps (Driver._finish): $0 only for a cancelled attempt; an attempt
+        # that met a full disk (verdict None too) ran its agent, so its cost is what its usage
+        # says, and None (unknown) is counted in raybench_run_unknown_cost_attempts, never as $0.
+        cost = 0.0 if summary.cancelled else summary.spent_usd
         self.exporter.attempt_finished(
             row.arm, row.account, row.backend, outcome=outcome, failure_class=failure_class,
             valid=valid, reward=summary.reward, phase_seconds=phases, cost_usd=cost,

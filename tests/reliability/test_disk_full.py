@@ -13,25 +13,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from support.virtual_run import CELLS, Run
 
 from ray_bench.errors import RunStopped
+from ray_bench.ledger.rows import known_spend
 from ray_bench.ledger.store import AttemptRow
-from ray_bench.models.attempt import AttemptError, AttemptSummary
+from ray_bench.metrics import MetricsExporter
+from ray_bench.metrics.lasting import ledger_totals
+from ray_bench.metrics.observer import MetricsObserver
+from ray_bench.models.attempt import AttemptError, AttemptSummary, Usage
 from ray_bench.models.plan import Plan
 from ray_bench.plan.identity import canonical_bytes
 from ray_bench.runroot import DISK_FULL_ERROR
-from ray_bench.scheduler.driver import RunnerPool
+from ray_bench.scheduler.admission import CoreGate
+from ray_bench.scheduler.driver import Driver, RunnerPool
 from ray_bench.status.read import read_status
 
 
 class FullAfter:
     """The in-process pool, except that the ``nth`` attempt to finish met a full disk writing
-    its files (the summary a runner sends then: ray_bench.cells.runner)."""
+    its files (the summary a runner sends then: ray_bench.cells.runner); ``usage``, when given,
+    is that attempt's usage record."""
 
-    def __init__(self, pool: RunnerPool, nth: int) -> None:
+    def __init__(self, pool: RunnerPool, nth: int, usage: Usage | None = None) -> None:
         self._pool = pool
         self._left = nth
+        self._usage = usage
 
     def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
         out = []
@@ -39,7 +47,10 @@ class FullAfter:
             self._left -= 1
             full = AttemptError(type=DISK_FULL_ERROR, message="[Errno 28] No space left on device",
                                 failure_class="stack")
-            out.append((ref, summary.model_copy(update={"error": full}) if self._left == 0 else summary))
+            update: dict[str, Any] = {"error": full}
+            if self._usage is not None:
+                update["usage"] = self._usage
+            out.append((ref, summary.model_copy(update=update) if self._left == 0 else summary))
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -79,6 +90,36 @@ def test_an_attempt_that_met_a_full_disk_stops_the_run_resumably(tmp_path: Path)
 
     run.pool = inner
     _resume_finishes(run, valid_before)
+
+
+def test_an_attempt_that_met_a_full_disk_reaches_the_metrics_at_the_cost_the_ledger_keeps(tmp_path: Path) -> None:
+    """Its agent ran (tokens served, then the files met ENOSPC) and its cost is unknown: the
+    ledger keeps NULL, so the live gauges say unknown too, never $0 (they said $0 and no unknown
+    attempt for a verdict-less attempt, which was right only for a cancelled one)."""
+    run = Run(tmp_path)
+    run.pool = FullAfter(run.pool, nth=3, usage=Usage(input_tokens=900, output_tokens=40,
+                                                      source="unknown"))  # type: ignore[assignment]
+    exporter = MetricsExporter(run.plan.run_id, tmp_path / "state", arms=[a.name for a in run.plan.arms])
+    base = run.driver()
+    driver = Driver(run.plan, base.identity, run.root, run.pool, observer=MetricsObserver(exporter, run.plan, run.root),
+                    gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores), options=base.options,
+                    clock=run.clock)
+    assert driver.run().stopped == "disk_full"
+    attempts = run.attempts()
+    (full,) = [a for a in attempts if a.fingerprint == "disk-full"]
+    assert full.cost_usd is None  # the ledger's truth, which the gauges must repeat
+
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+               for line in generate_latest(exporter.registry).decode().splitlines() if not line.startswith("#")}
+    run_id, totals = run.plan.run_id, ledger_totals(run.root)  # what a resumed driver rebuilds
+    for account in {a.account for a in attempts}:
+        rows = [a for a in attempts if a.account == account]
+        known, unknown = known_spend(rows)
+        live_unknown = samples.get(f'raybench_run_unknown_cost_attempts{{account="{account}",run="{run_id}"}}', 0.0)
+        assert live_unknown == unknown == totals.unknown_cost.get(account, 0), account
+        live_spend = samples.get(f'raybench_run_spend_usd{{account="{account}",run="{run_id}"}}', 0.0)
+        assert live_spend == pytest.approx(known) and known == pytest.approx(totals.spend_usd[account])
+    assert samples[f'raybench_run_unknown_cost_attempts{{account="{full.account}",run="{run_id}"}}'] == 1.0
 
 
 def _resume_finishes(run: Run, kept: set[str]) -> list[AttemptRow]:
