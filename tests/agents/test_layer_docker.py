@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,17 +23,72 @@ from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
+from ray_bench.evidence.settle import reconcile
+from ray_bench.evidence.usage_export import read_usage_export
+from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+KEY = "sk-test-layer-key-0123456789"
+TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "request_ids", "source")
 
 
 def _bridge_gateway() -> str:
     out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], check=False, capture_output=True,
                          text=True).stdout.split()
     return out[3].split("/")[0] if len(out) > 3 else "172.17.0.1"
+
+
+def _spec(tmp: Path, image: str, agent: str, model: str, env: dict[str, str], route: dict[str, str]) -> AttemptSpec:
+    return AttemptSpec(
+        run_id="layerrun", attempt_id="c-a1", cell_id="c", task_id="hello-world", arm="a", rep=1,
+        account="acct", task_path=str(tmp / "suite" / "tasks" / "hello-world"), stage_key=str(tmp),
+        attempt_dir=str(tmp / "attempt"), backend="docker", backend_options={}, agent_command="",
+        agent_env=env, agent_dir=None, route_env=route, route_home=None, agent_timeout_sec=180,
+        verifier_timeout_sec=60, verifier_env={}, image=image, build_context=None, workdir="/app", network=True,
+        cpus=None, memory_mb=1024, pids=None, expose_solution=False, artifact_cap_bytes=8 << 20, seed="s",
+        agent=agent, model=model)
+
+
+def _run(spec: AttemptSpec) -> AttemptSummary:
+    async def go() -> AttemptSummary:
+        backend = DockerBackend()
+        try:
+            return await run_attempt(spec, backend)
+        finally:
+            await backend.close()
+
+    return asyncio.run(go())
+
+
+def _settles_and_keeps_no_key(tmp: Path, summaries: dict[str, AttemptSummary], charged: list[str]) -> None:
+    """What came back with ``/logs``: each attempt's ``usage.json`` is its summary's usage, the cut
+    one's from the CLI's session file (collected too); ``settle`` against the fake's charges (one
+    per id it served) settles every attempt by its request ids, each at what its own calls were
+    charged; no attempt directory holds the key."""
+    for name, summary in summaries.items():
+        on_disk = json.loads((tmp / name / "logs" / "agent" / "usage.json").read_text())
+        usage = summary.to_json()["usage"]
+        assert {k: on_disk.get(k) for k in TOKENS} == {k: usage[k] for k in TOKENS}, (name, on_disk)
+    assert list((tmp / "looping" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
+    export = tmp / "charges.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"{r},0.004\n" for r in charged))
+    rows = [AttemptRow(attempt_id=n, cell_id=n, task="hello-world", task_checksum="", arm="a", rep=1, seq=1,
+                       account="acct", backend="docker", epoch="e", preflight=False, started_at=0.0,
+                       status="finished") for n in summaries]
+    settled, unmatched, _ = reconcile(rows, summaries, read_usage_export(export))
+    recorded = 0
+    for name, summary in summaries.items():
+        ids = summary.to_json()["usage"]["request_ids"]
+        recorded += len(ids)
+        assert settled[name].status == "settled", (name, settled[name])
+        assert settled[name].settled_usd == pytest.approx(0.004 * len(ids)), (name, settled[name])
+    assert unmatched == len(charged) - recorded  # only calls served as a kill came, in no record
+    for name in summaries:
+        files = [p for p in (tmp / name).rglob("*") if p.is_file()]
+        assert files and not [p for p in files if KEY.encode() in p.read_bytes()], name
 
 
 def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_client: Any, base_image: str,
@@ -44,35 +100,20 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
     layer = prepare_layer("claude-code")
     assert layer is not None and (layer / "bin" / "claude").is_file() and (layer / "lib").is_dir()
     make_suite(tmp_path / "suite", tasks=["hello-world"])
-    monkeypatch.setenv("RB_LAYER_TEST_KEY", "sk-test-layer-key-0123456789")
+    monkeypatch.setenv("RB_LAYER_TEST_KEY", KEY)
     with FakeProvider(host="0.0.0.0") as fake:
         fired = record_firing(monkeypatch, lambda: fake.served.answers - 1)
         fake.then(Answer(input_tokens=77, output_tokens=9))
-        spec = AttemptSpec(
-            run_id="layerrun", attempt_id="c-a1", cell_id="c", task_id="hello-world", arm="a", rep=1,
-            account="acct", task_path=str(tmp_path / "suite" / "tasks" / "hello-world"), stage_key=str(tmp_path),
-            attempt_dir=str(tmp_path / "attempt"), backend="docker", backend_options={}, agent_command="",
-            agent_env={"ANTHROPIC_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}",
-                       "CLAUDE_CODE_MAX_RETRIES": "1"},
-            agent_dir=None, route_env={"ANTHROPIC_API_KEY": "RB_LAYER_TEST_KEY"}, route_home=None,
-            agent_timeout_sec=180, verifier_timeout_sec=60, verifier_env={}, image=base_image, build_context=None,
-            workdir="/app", network=True, cpus=None, memory_mb=1024, pids=None, expose_solution=False,
-            artifact_cap_bytes=8 << 20, seed="s", agent="claude-code", model="claude-sonnet-4-5")
-
-        async def go() -> AttemptSummary:
-            backend = DockerBackend()
-            try:
-                return await run_attempt(spec, backend)
-            finally:
-                await backend.close()
-
-        summary = asyncio.run(go())
+        spec = _spec(tmp_path, base_image, "claude-code", "claude-sonnet-4-5",
+                     {"ANTHROPIC_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
+                     {"ANTHROPIC_API_KEY": "RB_LAYER_TEST_KEY"})
+        summary = _run(spec)
         first_billed = fake.served.output_tokens
         # The model now answers the same tool call forever: the watchdog stops the real CLI.
         fake.default = Answer(tool="Bash", tool_input={"command": "ls", "description": "List files"})
         spec = dataclasses.replace(spec, attempt_id="c-a2", attempt_dir=str(tmp_path / "looping"),
                                    watchdog=Watchdog(repeats=4))
-        looping = asyncio.run(go())
+        looping = _run(spec)
         looped = fake.served.answers - 1
         served_ids = list(fake.served.request_ids)
     assert looping.error is None, looping.error
@@ -97,3 +138,62 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
     assert summary.agent_error is None, (summary.agent_error, summary.agent)
     assert summary.usage is not None and summary.usage.output_tokens == first_billed == 9
     assert classify(summary, Catalog.default()).valid
+    _settles_and_keeps_no_key(tmp_path, {"attempt": summary, "looping": looping}, served_ids)
+
+
+def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps_its_session(
+        tmp_path: Path, docker_client: Any, base_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``codex`` (a static musl binary: laid with no libraries) in the same busybox
+    image: an attempt that finishes, then one stopped by the watchdog before its turn completed,
+    whose usage and response ids come from the CLI's rollout session file."""
+    reason = missing("codex")
+    require_service("agent CLI codex", reason is None, reason or "")
+    monkeypatch.setenv("RAY_BENCH_AGENT_CLIS", str(bin_dir()))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    layer = prepare_layer("codex")
+    assert layer is not None and (layer / "bin" / "codex").is_file() and not (layer / "lib").exists()
+    make_suite(tmp_path / "suite", tasks=["hello-world"])
+    monkeypatch.setenv("RB_LAYER_TEST_KEY", KEY)
+    with FakeProvider(host="0.0.0.0") as fake:
+        fired = record_firing(monkeypatch, lambda: fake.served.answers - 1)
+        fake.then(Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100))
+        spec = _spec(tmp_path, base_image, "codex", "gpt-5",
+                     {"OPENAI_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}/v1"},
+                     {"CODEX_API_KEY": "RB_LAYER_TEST_KEY"})
+        ok = _run(spec)
+        fake.default = Answer(tool="exec_command", tool_input={"cmd": "ls"}, input_tokens=640, output_tokens=21,
+                              cache_read_tokens=128)
+        looping = _run(dataclasses.replace(spec, attempt_id="c-a2", attempt_dir=str(tmp_path / "looping"),
+                                           watchdog=Watchdog(repeats=4)))
+        served_ids = list(fake.served.response_ids)
+        looped = fake.served.answers - 1
+    usage = ok.to_json()["usage"]
+    assert ok.error is None and ok.agent_error is None, (ok.error, ok.agent_error, ok.agent)
+    # The Responses API counts cached tokens inside input_tokens; the contract keeps them apart.
+    assert (usage["input_tokens"], usage["cache_read_tokens"], usage["output_tokens"]) == (400, 100, 33), usage
+    assert usage["source"] == "result" and usage["request_ids"] == served_ids[:1], (usage, served_ids)
+    assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(_gpt5_usd(400, 100, 33))
+    assert classify(ok, Catalog.default()).valid
+
+    assert looping.error is None, looping.error
+    assert looping.watchdog is not None and looping.watchdog.rule == "repeated_tool_call", looping.agent
+    assert looping.verifier is None and len(fired) == 1 and 4 <= fired[0] <= 5, fired
+    assert looping.agent is not None and not looping.agent.timed_out
+    assert classify(looping, Catalog.default()).failure_class == "behaviour"
+    # No turn completed (no turn.completed line): every response the rollout file recorded, with
+    # its id, in the order served; a response served as the kill came may be in no record.
+    usage = looping.to_json()["usage"]
+    assert usage["source"] == "session", usage
+    seen = usage["request_ids"]
+    assert seen == served_ids[1:1 + len(seen)] and fired[0] <= len(seen) and looped - 1 <= len(seen) <= looped, (
+        usage, served_ids, fired)
+    assert (usage["input_tokens"], usage["cache_read_tokens"], usage["output_tokens"]) == (
+        512 * len(seen), 128 * len(seen), 21 * len(seen)), usage
+    assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
+        _gpt5_usd(512, 128, 21) * len(seen)), usage
+    _settles_and_keeps_no_key(tmp_path, {"attempt": ok, "looping": looping}, served_ids)
+
+
+def _gpt5_usd(fresh: int, cached: int, output: int) -> float:
+    """gpt-5's list price: $1.25 / $0.125 cached / $10 a million."""
+    return fresh * 1.25e-6 + cached * 0.125e-6 + output * 10e-6
