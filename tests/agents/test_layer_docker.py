@@ -63,16 +63,18 @@ def _run(spec: AttemptSpec) -> AttemptSummary:
     return asyncio.run(go())
 
 
-def _settles_and_keeps_no_key(tmp: Path, summaries: dict[str, AttemptSummary], charged: list[str]) -> None:
-    """What came back with ``/logs``: each attempt's ``usage.json`` is its summary's usage, the cut
-    one's from the CLI's session file (collected too); ``settle`` against the fake's charges (one
-    per id it served) settles every attempt by its request ids, each at what its own calls were
-    charged; no attempt directory holds the key."""
+def _settles_and_keeps_no_key(tmp: Path, summaries: dict[str, AttemptSummary], charged: list[str],
+                              cut: str | None = "looping") -> None:
+    """What came back with ``/logs``: each attempt's ``usage.json`` is its summary's usage, the
+    ``cut`` one's from the CLI's session file (collected too); ``settle`` against the fake's
+    charges (one per id it served) settles every attempt that recorded ids, each at what its own
+    calls were charged, and needs nothing of one refused throughout; no attempt directory holds
+    the key."""
     for name, summary in summaries.items():
         on_disk = json.loads((tmp / name / "logs" / "agent" / "usage.json").read_text())
         usage = summary.to_json()["usage"]
         assert {k: on_disk.get(k) for k in TOKENS} == {k: usage[k] for k in TOKENS}, (name, on_disk)
-    assert list((tmp / "looping" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
+    assert cut is None or list((tmp / cut / "logs" / "agent" / "sessions").rglob("*.jsonl"))
     export = tmp / "charges.csv"
     export.write_text("request_id,cost_usd\n" + "".join(f"{r},0.004\n" for r in charged))
     rows = [AttemptRow(attempt_id=n, cell_id=n, task="hello-world", task_checksum="", arm="a", rep=1, seq=1,
@@ -83,8 +85,8 @@ def _settles_and_keeps_no_key(tmp: Path, summaries: dict[str, AttemptSummary], c
     for name, summary in summaries.items():
         ids = summary.to_json()["usage"]["request_ids"]
         recorded += len(ids)
-        assert settled[name].status == "settled", (name, settled[name])
-        assert settled[name].settled_usd == pytest.approx(0.004 * len(ids)), (name, settled[name])
+        assert settled[name].status == ("settled" if ids else "n/a"), (name, settled[name])
+        assert settled[name].settled_usd == (pytest.approx(0.004 * len(ids)) if ids else None), (name, settled[name])
     assert unmatched == len(charged) - recorded  # only calls served as a kill came, in no record
     for name in summaries:
         files = [p for p in (tmp / name).rglob("*") if p.is_file()]
@@ -197,3 +199,46 @@ def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps
 def _gpt5_usd(fresh: int, cached: int, output: int) -> float:
     """gpt-5's list price: $1.25 / $0.125 cached / $10 a million."""
     return fresh * 1.25e-6 + cached * 0.125e-6 + output * 10e-6
+
+
+def test_gemini_cli_laid_with_node_over_busybox_is_stopped_live_by_its_429_retries(
+        tmp_path: Path, docker_client: Any, base_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``gemini`` (a Node program) laid with the node binary of this host into the same
+    busybox image: an attempt that finishes with the fake's usage and response id, then one
+    refused 429 on every call, whose retries the CLI prints on stderr alone: streamed out of the
+    container as they come, three in a row end it live, classed rate_limit with the server's delay."""
+    reason = missing("gemini")
+    require_service("agent CLI gemini", reason is None, reason or "")
+    monkeypatch.setenv("RAY_BENCH_AGENT_CLIS", str(bin_dir()))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    layer = prepare_layer("gemini-cli")
+    assert layer is not None and (layer / "bin" / "node").is_file() and (layer / "pkg" / "package.json").is_file()
+    make_suite(tmp_path / "suite", tasks=["hello-world"])
+    monkeypatch.setenv("RB_LAYER_TEST_KEY", KEY)
+    with FakeProvider(host="0.0.0.0") as fake:
+        fake.then(Answer(input_tokens=210, output_tokens=21))
+        spec = _spec(tmp_path, base_image, "gemini-cli", "gemini-2.5-pro",
+                     {"GOOGLE_GEMINI_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}"},
+                     {"GEMINI_API_KEY": "RB_LAYER_TEST_KEY"})
+        ok = _run(spec)
+        ok_ids = list(fake.served.request_ids)
+        fake.default = Answer(kind="rate_limit", retry_after=3)
+        refused = _run(dataclasses.replace(spec, attempt_id="c-a2", attempt_dir=str(tmp_path / "refused"),
+                                           agent_timeout_sec=150))
+        errors = dict(fake.served.errors)
+    usage = ok.to_json()["usage"]
+    assert ok.error is None and ok.agent_error is None, (ok.error, ok.agent_error, ok.agent)
+    assert (usage["input_tokens"], usage["output_tokens"], usage["source"]) == (210, 21, "result"), usage
+    # The response id is in the CLI's telemetry alone, distilled in the container by the layer's node.
+    assert usage["request_ids"] == ok_ids and len(ok_ids) == 1, (usage, ok_ids)
+    assert usage["model"] == "gemini-2.5-pro" and classify(ok, Catalog.default()).valid
+
+    assert refused.error is None and refused.agent is not None and not refused.agent.timed_out, refused.agent
+    assert (refused.agent.stopped or "").startswith("refused: HTTP 429 on 3 retries in a row"), refused.agent
+    assert errors == {"rate_limit": 3}, errors  # stopped at the third refusal, not after its ten
+    err = refused.to_json()["agent_error"]
+    assert err["type"] == "rate_limit" and err["retry_after"] == 3.0, err
+    verdict = classify(refused, Catalog.default())
+    assert verdict.effect == "rate_limited" and verdict.retry_after == 3.0 and not verdict.valid, verdict
+    assert refused.usage is not None and refused.usage.known and refused.usage.output_tokens == 0
+    _settles_and_keeps_no_key(tmp_path, {"attempt": ok, "refused": refused}, ok_ids, cut=None)
