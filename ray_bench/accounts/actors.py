@@ -1,29 +1,39 @@
-"""The Ray shell around the admission core.
+"""The Ray shell around the admission core: one :class:`AdmissionActor` per state root.
 
-- ``AccountActor`` (one per account, named ``account:<name>``, detached, namespace
-  ``ray-bench``): wraps one :class:`~ray_bench.accounts.AccountCore`, so every run started on
-  the same accounts shares one budget and the combined in-flight count never exceeds a limit.
-  Check and start happen in one actor call, so two drivers on one cluster cannot both take
-  the last slot; and every grant is one transaction on the state root's ``accounts.sqlite``
-  (:meth:`~ray_bench.accounts.store.AccountStore.granting`), which every actor of the account
-  on that state root goes through, so runs on two Ray instances share the limits too
-  (tests/accounts/test_two_rays_share_limits.py). Leases are kept per run; a run that stops
-  renewing them (its driver died) loses them after :data:`LEASE_TTL_SEC`, and a resumed run
-  abandons its own old leases at once. Because held leases live in the state root, an actor
-  Ray restarts after its process died still holds their slots
-  (tests/accounts/test_gate_restart_ray.py).
-- ``HealthActor`` (named ``health``): the operator's word on accounts (hold / release),
-  remembered across runs; it gates admission before any account is asked.
-- ``CapacityActor`` (one per backend, named ``capacity:<backend>``): sandbox slots of a backend
-  pool on this cluster, shared across runs; held slots are written to the state root too.
+It is detached, in namespace ``ray-bench``, named ``admission@<state root>``, and placed on the
+head node. It holds three kinds of keeper, each made on the first call that names it:
 
-The actors use wall-clock time: they outlive any driver and are shared by several. The
-driver's side of them is :class:`~ray_bench.accounts.gate.ActorGate`.
+- :class:`AccountGrants`, one per account: wraps one :class:`~ray_bench.accounts.AccountCore`,
+  so every run started on the same accounts shares one budget and the combined in-flight count
+  never exceeds a limit. Check and start happen in one actor call, so two drivers on one
+  cluster cannot both take the last slot; and every grant is one transaction on the state
+  root's ``accounts.sqlite`` (:meth:`~ray_bench.accounts.store.AccountStore.granting`), so runs
+  on two Ray instances share the limits too (tests/accounts/test_two_rays_share_limits.py).
+  Leases are kept per run; a run that stops renewing them (its driver died) loses them after
+  :data:`LEASE_TTL_SEC`, and a resumed run abandons its own old leases at once. Because held
+  leases live in the state root, a keeper remade after the actor's process died still holds
+  their slots (tests/accounts/test_gate_restart_ray.py).
+- :class:`Holds`: the operator's word on accounts (hold / release), remembered across runs; it
+  gates admission before any account is asked.
+- :class:`PoolSlots`, one per backend: sandbox slots of a backend pool, shared across runs;
+  held slots are written to the state root too.
+
+One process for all of them, not one per account: each Ray actor is a Python process that
+imports Ray and ray-bench before its first answer, and a run's start waited for every one of
+them (35 s of an 87 s one-task ``execute`` at load 5, py-spy; four such processes took 9.5 s
+against 1.1 s for one at load 10). Every keeper's state is in the state root, so one process
+loses nothing by serving them all, and its calls, each a short SQLite transaction, are served
+in the order each driver sent them.
+
+The keepers use wall-clock time: they outlive any driver and are shared by several. The
+driver's side of them is :class:`~ray_bench.accounts.gate.ActorGate`, which calls a keeper
+through a :class:`Member` as it would call an actor.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +65,10 @@ LEASE_TTL_SEC = 30.0
 RENEW_SEC = 5.0
 
 
-@ray.remote(num_cpus=0, max_restarts=-1)
-class AccountActor:
+class AccountGrants:
+    """One account's admission on a state root: its :class:`AccountCore`, granting through the
+    state root's ``accounts.sqlite``."""
+
     def __init__(self, name: str, limits: AccountLimits, state_root: str | None = None) -> None:
         self.name = name
         self._runs: dict[str, float] = {}  # run id -> last renewal
@@ -215,8 +227,7 @@ class AccountActor:
         return self.core.snapshot(now)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1)
-class HealthActor:
+class Holds:
     """The operator's word on accounts (holds), checked before any account is asked. Holds
     live in the state root's file, so they survive this actor, clusters and restarts."""
 
@@ -233,8 +244,7 @@ class HealthActor:
         return read_holds(self.state_root)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1)
-class CapacityActor:
+class PoolSlots:
     """Slots of one backend pool, shared by every run on the state root: taken in one
     transaction on its ``pool_slots`` (:meth:`AccountStore.pool_granting`), as an account's
     leases are, so a restarted actor still counts the sandboxes running and the pool actor of
@@ -297,6 +307,63 @@ class CapacityActor:
         return len(self._leases), self.size
 
 
+#: What an admission actor keeps, by kind; each is made from the arguments its calls carry.
+KEEPERS: dict[str, type[AccountGrants] | type[Holds] | type[PoolSlots]] = {
+    "account": AccountGrants, "health": Holds, "capacity": PoolSlots}
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class AdmissionActor:
+    """A state root's keepers, in one process (see the module's docstring). A restarted actor
+    starts empty and remakes each keeper from its next call, which restores it from the state
+    root."""
+
+    def __init__(self, state_root: str) -> None:
+        self.state_root = state_root
+        self._keepers: dict[tuple[str, str], Any] = {}
+
+    def call(self, kind: str, name: str, init: tuple[Any, ...], method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of the ``kind`` keeper ``name``, made from ``init`` first
+        if this process has none yet."""
+        keeper = self._keepers.get((kind, name))
+        if keeper is None:
+            keeper = self._keepers[(kind, name)] = KEEPERS[kind](*init)
+        return getattr(keeper, method)(*args, **kwargs)
+
+    def peek(self, kind: str, name: str, method: str) -> Any:
+        """``method()`` of a keeper this process has, or None: a read that makes nothing."""
+        keeper = self._keepers.get((kind, name))
+        return None if keeper is None else getattr(keeper, method)()
+
+
+@dataclass(frozen=True)
+class Member:
+    """One keeper of an :class:`AdmissionActor`, called as an actor is:
+    ``member.acquire_many.remote(...)`` is ``actor.call.remote("account", name, init,
+    "acquire_many", ...)``. ``init`` travels with every call, so a restarted actor can remake
+    the keeper from whichever call reaches it first."""
+
+    actor: Any
+    kind: str
+    name: str
+    init: tuple[Any, ...]
+
+    def __getattr__(self, method: str) -> _Method:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return _Method(self, method)
+
+
+@dataclass(frozen=True)
+class _Method:
+    member: Member
+    method: str
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        m = self.member
+        return m.actor.call.remote(m.kind, m.name, m.init, self.method, *args, **kwargs)
+
+
 #: Admission actors live on the head node. Anywhere else, losing that worker node made every
 #: admission call fail (ActorUnavailableError) until Ray restarted the actor elsewhere, with
 #: its leases and cooldowns lost; the head's loss ends the cluster anyway.
@@ -304,30 +371,30 @@ class CapacityActor:
 ON_HEAD = {"node:__internal_head__": 0.001}
 
 
-def actor_name(kind: str, name: str, state_root: Path | None = None) -> str:
-    """The detached actor of an account or a backend's capacity *for one state root*: the
-    actor persists to that root's accounts.sqlite, so two state roots on one cluster (two teams,
-    or two test runs) must not share it -- the first one's root would get the second's leases.
-    Runs with the same state root share it, which is the point (shared limits across runs)."""
-    return f"{kind}:{name}@{Path(state_root or default_state_root()).resolve()}"
+def admission_name(state_root: Path | None = None) -> str:
+    """The detached admission actor *of one state root*: its keepers persist to that root's
+    accounts.sqlite, so two state roots on one cluster (two teams, or two test runs) must not
+    share it -- the first one's root would get the second's leases. Runs with the same state
+    root share it, which is the point (shared limits across runs)."""
+    return f"admission@{Path(state_root or default_state_root()).resolve()}"
 
 
-def account_actor(account: Account, state_root: Path | None = None) -> Any:
-    return AccountActor.options(  # type: ignore[attr-defined]
-        name=actor_name("account", account.name, state_root), namespace=NAMESPACE, lifetime="detached",
-        get_if_exists=True, resources=ON_HEAD,
-    ).remote(account.name, account.limits, str(state_root or default_state_root()))
-
-
-def health_actor(state_root: Path) -> Any:
-    return HealthActor.options(  # type: ignore[attr-defined]
-        name=f"health:{state_root}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+def admission_actor(state_root: Path | None = None) -> Any:
+    root = str(Path(state_root or default_state_root()).resolve())
+    return AdmissionActor.options(  # type: ignore[attr-defined]
+        name=admission_name(state_root), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         resources=ON_HEAD,
-    ).remote(str(state_root))
+    ).remote(root)
 
 
-def capacity_actor(backend: str, size: int, state_root: Path | None = None) -> Any:
-    return CapacityActor.options(  # type: ignore[attr-defined]
-        name=actor_name("capacity", backend, state_root), namespace=NAMESPACE, lifetime="detached",
-        get_if_exists=True, resources=ON_HEAD,
-    ).remote(backend, size, str(state_root or default_state_root()))
+def account_member(actor: Any, account: Account, state_root: Path | None = None) -> Member:
+    return Member(actor, "account", account.name,
+                  (account.name, account.limits, str(state_root or default_state_root())))
+
+
+def health_member(actor: Any, state_root: Path) -> Member:
+    return Member(actor, "health", "", (str(state_root),))
+
+
+def capacity_member(actor: Any, backend: str, size: int, state_root: Path | None = None) -> Member:
+    return Member(actor, "capacity", backend, (backend, size, str(state_root or default_state_root())))

@@ -2,7 +2,7 @@
 
 It answers "may this account start one more cell now?" (:meth:`AccountCore.can_admit`),
 and learns from every start and finish. It is plain Python on an injected clock: the Ray
-``AccountActor`` wraps one instance, and the simulator drives the same class on virtual time.
+``AccountGrants`` (in the admission actor) wraps one instance, and the simulator drives the same class on virtual time.
 
 Order of the checks in :meth:`AccountCore.can_admit` (the first that fails is the reason):
 health state, spend budget, in-flight vs. the adaptive limit, rolling-window cells, rolling-

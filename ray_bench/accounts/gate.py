@@ -21,7 +21,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from ray_bench.accounts.actors import RENEW_SEC, account_actor, capacity_actor, health_actor
+from ray_bench.accounts.actors import RENEW_SEC, account_member, admission_actor, capacity_member, health_member
 from ray_bench.accounts.core import AccountSnapshot, Admit, RefusalReason
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.errors import AdmissionActorError, UserInputError
@@ -114,9 +114,10 @@ class ActorGate:
                  state_root: Path | None = None) -> None:
         self.run_id = run_id
         self.accounts_cfg = {a.name: a for a in accounts}
-        self.actors = {a.name: account_actor(a, state_root) for a in accounts}
-        self.health = health_actor(state_root or default_state_root())
-        self.pools = {name: capacity_actor(name, size, state_root) for name, size in pools.items()}
+        admission = admission_actor(state_root)  # the state root's one actor process
+        self.actors = {a.name: account_member(admission, a, state_root) for a in accounts}
+        self.health = health_member(admission, state_root or default_state_root())
+        self.pools = {name: capacity_member(admission, name, size, state_root) for name, size in pools.items()}
         # configure() answers False when the account is busy: it keeps its limits until idle.
         ask([(f"account:{a.name}", lambda actor=actor, a=a: actor.configure.remote(a.limits))
              for a, actor in zip(accounts, self.actors.values(), strict=True)]

@@ -268,7 +268,7 @@ class AccountHealth:
     def restore(self, state: str, cooling_until: float, episodes: int, auth_failures: int,
                 last_error: str) -> None:
         """Take up the state an earlier holder of this account saved (a held account is the
-        HealthActor's business and comes back as healthy)."""
+        the admission actor's business and comes back as healthy)."""
         self.state = HealthState(state) if state != HealthState.HELD else HealthState.HEALTHY
         self.cooling_until, self.episodes, self.auth_failures = cooling_until, episodes, auth_failures
         self.last_error = last_error

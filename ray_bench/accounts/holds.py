@@ -1,5 +1,5 @@
 """Operator holds on accounts: a small JSON file in the state root, so that a hold survives
-drivers, clusters and restarts. The HealthActor serves it to every driver."""
+drivers, clusters and restarts. The admission actor's ``Holds`` serves it to every driver."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def _live_snapshots(accounts: list[Account], address: str | None, state_root: Pa
         return {}
     import ray
 
-    from ray_bench.accounts.actors import actor_name
+    from ray_bench.accounts.actors import admission_name
     from ray_bench.cells.pool import NAMESPACE
     from ray_bench.cells.ray_start import init_ray
 
@@ -46,12 +46,15 @@ def _live_snapshots(accounts: list[Account], address: str | None, state_root: Pa
                              fix="give the address of the cluster that runs the accounts") from None
     found: dict[str, AccountSnapshot] = {}
     try:
+        try:
+            actor = ray.get_actor(admission_name(state_root), namespace=NAMESPACE)
+        except ValueError:
+            return found
         for account in accounts:
-            try:
-                actor = ray.get_actor(actor_name("account", account.name, state_root), namespace=NAMESPACE)
-            except ValueError:
-                continue
-            found[account.name] = cast(AccountSnapshot, ray.get(actor.snapshot.remote(), timeout=30))
+            ref = actor.peek.remote("account", account.name, "snapshot")
+            snap = cast("AccountSnapshot | None", ray.get(ref, timeout=30))
+            if snap is not None:
+                found[account.name] = snap
     finally:
         ray.shutdown()
     return found

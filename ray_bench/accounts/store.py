@@ -3,7 +3,7 @@
 host do not hand every account a fresh rolling window, forget a cooldown or revive a disabled
 login.
 
-It is also where limits are shared. Every ``AccountActor`` that opens the same file (two
+It is also where limits are shared. Every ``AccountGrants`` keeper that opens the same file (two
 ``execute``s with their own local Ray, or one cluster's actor restarted) grants leases through
 it: :meth:`AccountStore.granting` is one ``BEGIN IMMEDIATE`` transaction that reads what every
 run holds of the account (live leases, window starts, spend, the start bucket), lets the pure
@@ -14,7 +14,7 @@ last slot. A lease is deleted when its cell ends; a lease whose run stopped rene
 Tables are insert-only except ``health``, one row per account overwritten by its actor,
 ``leases``, the slots held right now (a row from each start until its finish), ``buckets``
 (the start bucket's level), and ``pool_slots``, the same as ``leases`` for a backend pool's
-``CapacityActor`` (its sandbox slots). The CLI writes only ``operator_events``, which the actor
+``PoolSlots`` (its sandbox slots). The CLI writes only ``operator_events``, which the actor
 applies. Time is epoch seconds.
 """
 
@@ -309,7 +309,7 @@ class AccountStore:
 
     def restore(self, core: AccountCore, now: float) -> Saved:
         """Give a new ``core`` what an earlier holder of its account left here: lifetime spend,
-        its rolling window, its health and the slots held (what an ``AccountActor`` starts from)."""
+        its rolling window, its health and the slots held (what an ``AccountGrants`` keeper starts from)."""
         saved = self.load(core.name, since=now - window_seconds(core.limits))
         core.spent_usd = saved.spent_usd
         if core.window is not None:

@@ -1,4 +1,4 @@
-"""Account state outlives its actor: a new AccountActor (after a Ray restart, or on another
+"""Account state outlives its actor: a new admission actor (after a Ray restart, or on another
 run) takes up the rolling window, the cooldown, the disabled state and the spend; an operator's
 `accounts enable` is recorded and applied by the actor."""
 
@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import ray
 import yaml
 from support.ray_local import ensure_ray
 
-from ray_bench.accounts.actors import AccountActor
+from ray_bench.accounts.actors import AdmissionActor, Member
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.status import enable_account
 from ray_bench.accounts.store import AccountStore
@@ -22,16 +21,17 @@ from ray_bench.models.accounts import AccountLimits
 
 pytestmark = pytest.mark.ray
 LIMITS = {"max_concurrent": 4, "window": {"hours": 5, "max_cells": 3}}
-#: Sent to the actor as is, as account_actor() sends an account's limits.
+#: Sent to the actor as is, as account_member() sends an account's limits.
 LIMITS_MODEL = AccountLimits.model_validate(LIMITS)
 
 
-def _actor(root: Path) -> Any:
-    return AccountActor.options(namespace="ray-bench-durable").remote("acct-d", LIMITS_MODEL, str(root))  # type: ignore[attr-defined]
+def _actor(root: Path) -> Member:
+    admission = AdmissionActor.options(namespace="ray-bench-durable").remote(str(root))  # type: ignore[attr-defined]
+    return Member(admission, "account", "acct-d", ("acct-d", LIMITS_MODEL, str(root)))
 
 
-def _restart(actor: Any, root: Path) -> Any:
-    ray.kill(actor, no_restart=True)
+def _restart(actor: Member, root: Path) -> Member:
+    ray.kill(actor.actor, no_restart=True)
     return _actor(root)
 
 
@@ -70,4 +70,4 @@ def test_window_cooldown_disabled_and_spend_survive_a_new_actor(tmp_path: Path) 
     # ...and it stays applied for the next actor (it is not applied twice, nor lost).
     actor = _restart(actor, root)
     assert ray.get(actor.snapshot.remote()).state != "disabled"
-    ray.kill(actor, no_restart=True)
+    ray.kill(actor.actor, no_restart=True)

@@ -1,4 +1,4 @@
-"""Admission actors whose process dies are restarted by Ray in a new process. An account actor
+"""Admission actors whose process dies are restarted by Ray in a new process. An account keeper
 takes up the slots its leases held (the state root's ``leases`` table), so it admits no more
 than its limit meanwhile, and the finishes of the leases from before the restart free their
 slots; a pool actor does the same with its sandbox slots (``pool_slots``). An actor that dies
@@ -6,6 +6,7 @@ holding the driver's call costs no slot and grants nothing twice (:mod:`ray_benc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -17,12 +18,12 @@ import ray
 from ray.exceptions import RayActorError
 from support.ray_local import ensure_ray
 
-from ray_bench.accounts.actors import AccountActor
+from ray_bench.accounts.actors import AdmissionActor, Member
 from ray_bench.accounts.gate import ActorGate, ask
 from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
-from ray_bench.models.accounts import Account, AccountLimits
+from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
 from ray_bench.scheduler.core import LeaseRequest
 
@@ -36,9 +37,10 @@ def _request(i: int) -> LeaseRequest:
                         horizon_sec=600.0)
 
 
-def _pid(actor: Any) -> int | None:
+def _pid(member: Member) -> int | None:
+    """The pid of the process serving ``member`` (its state root's admission actor)."""
     try:
-        return int(ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=30))
+        return int(ray.get(member.actor.__ray_call__.remote(lambda self: os.getpid()), timeout=30))
     except RayActorError:  # dead, not restarted yet
         return None
 
@@ -58,7 +60,7 @@ def test_a_restarted_account_actor_holds_its_leases_slots(tmp_path: Path) -> Non
     try:
         assert sorted(gate.acquire_many([_request(0), _request(1)], time.time()).values()) == [NAME, NAME]
         before = _pid(actor)
-        ray.kill(actor, no_restart=False)  # the process dies; Ray restarts the actor
+        ray.kill(actor.actor, no_restart=False)  # the process dies; Ray restarts the actor
         deadline = time.time() + 120
         while (pid := _pid(actor)) in (None, before):
             assert time.time() < deadline, "the actor was not restarted"
@@ -83,7 +85,7 @@ def test_a_restarted_account_actor_holds_its_leases_slots(tmp_path: Path) -> Non
         assert _pid(actor) == pid  # the same (restarted) process answered throughout
     finally:
         gate.close()
-        ray.kill(actor, no_restart=True)
+        ray.kill(actor.actor, no_restart=True)
 
 
 def _gone(pid: int) -> bool:
@@ -94,30 +96,37 @@ def _gone(pid: int) -> bool:
 
 
 def _dies_answering(state: Path) -> Any:
-    """An account actor that, while ``state/die`` exists, applies and writes down an acquire
-    (its leases held, the finishes that rode along learnt) and then dies before it answers:
-    the worst moment for the driver. Ray restarts it, as it would the real one."""
+    """An admission actor that, while ``state/die`` exists, applies and writes down an account's
+    acquire (its leases held, the finishes that rode along learnt) and then dies before it
+    answers: the worst moment for the driver. Ray restarts it, as it would the real one."""
 
-    class DiesAnswering(AccountActor.__ray_actor_class__):  # type: ignore[name-defined,misc]
-        def acquire_many(self, run_id: str, leases: list[tuple[str, str, float]],
-                         finished: list[Any] | None = None) -> Any:
-            answer = super().acquire_many(run_id, leases, finished)
+    class DiesAnswering(AdmissionActor.__ray_actor_class__):  # type: ignore[name-defined,misc]
+        def call(self, kind: str, name: str, init: tuple[Any, ...], method: str, *args: Any, **kwargs: Any) -> Any:
+            answer = super().call(kind, name, init, method, *args, **kwargs)
             die = state / "die"
-            if die.exists():
+            if (kind, method) == ("account", "acquire_many") and die.exists():
                 die.unlink()
                 os._exit(1)
             return answer
 
     return ray.remote(num_cpus=0, max_restarts=-1)(DiesAnswering).options(
-        name=f"account:{NAME}-dies", namespace=NAMESPACE, lifetime="detached",
-    ).remote(NAME, AccountLimits(max_concurrent=3), str(state))
+        name=f"admission-dies@{state}", namespace=NAMESPACE, lifetime="detached",
+    ).remote(str(state))
+
+
+def _rebind(gate: ActorGate, actor: Any) -> Member:
+    """Point every member of ``gate`` at ``actor`` (killing the one it had); the account's member."""
+    ray.kill(gate.actors[NAME].actor, no_restart=True)
+    gate.actors = {n: dataclasses.replace(m, actor=actor) for n, m in gate.actors.items()}
+    gate.health = dataclasses.replace(gate.health, actor=actor)
+    gate.pools = {n: dataclasses.replace(m, actor=actor) for n, m in gate.pools.items()}
+    return gate.actors[NAME]
 
 
 def test_an_acquire_whose_actor_dies_answering_grants_nothing_and_leaks_no_slot(tmp_path: Path) -> None:
     state = tmp_path / "state"
     gate = _gate(state)
-    ray.kill(gate.actors[NAME], no_restart=True)
-    actor = gate.actors[NAME] = _dies_answering(state)
+    actor = _rebind(gate, _dies_answering(state))
     ok = Verdict(valid=True, failure_class=None, fingerprint=None, message="", effect="success")
     try:
         assert sorted(gate.acquire_many([_request(0), _request(1)], time.time())) == [f"{RUN}/c0#0", f"{RUN}/c1#1"]
@@ -158,7 +167,7 @@ def test_an_acquire_whose_actor_dies_answering_grants_nothing_and_leaks_no_slot(
         assert _pid(actor) not in (None, pid)  # it did die a second time
     finally:
         gate.close()
-        ray.kill(actor, no_restart=True)
+        ray.kill(actor.actor, no_restart=True)
 
 
 def test_a_restarted_pool_actor_still_counts_the_sandboxes_running(tmp_path: Path) -> None:
@@ -168,7 +177,7 @@ def test_a_restarted_pool_actor_still_counts_the_sandboxes_running(tmp_path: Pat
     try:
         assert sorted(gate.acquire_many([_request(0), _request(1)], time.time())) == [f"{RUN}/c0#0", f"{RUN}/c1#1"]
         before = _pid(pool)
-        ray.kill(pool, no_restart=False)  # the process dies; Ray restarts the actor
+        ray.kill(pool.actor, no_restart=False)  # the process dies; Ray restarts the actor
         deadline = time.time() + 120
         while _pid(pool) in (None, before):
             assert time.time() < deadline, "the pool actor was not restarted"
@@ -183,5 +192,5 @@ def test_a_restarted_pool_actor_still_counts_the_sandboxes_running(tmp_path: Pat
         assert list(gate.acquire_many([_request(2), _request(3)], time.time())) == [f"{RUN}/c2#2"]
     finally:
         gate.close()
-        ray.kill(pool, no_restart=True)
+        ray.kill(pool.actor, no_restart=True)
     assert AccountStore(state).slots("local") == {}  # the run let go of every slot

@@ -1,5 +1,5 @@
 """Two runs started at the same time on the same accounts share one budget: sampled from the
-account actors while both run, the combined in-flight count never exceeds a limit."""
+state root's admission actor while both run, the combined in-flight count never exceeds a limit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import ray
 from support.ray_local import ensure_ray
 from support.suites import make_suite
 
-from ray_bench.accounts.actors import account_actor, actor_name
+from ray_bench.accounts.actors import account_member, admission_actor, admission_name
 from ray_bench.api import plan_run
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.plan.store import confirm_plan
@@ -49,18 +49,20 @@ def test_two_runs_never_exceed_an_accounts_limit_together(tmp_path: Path) -> Non
         outcomes.append(Driver(plan, identity, root, RayPool(), options=RunOptions(tick_sec=0.05)).run())
 
     def sample() -> None:
-        # the gates create the actors; on a loaded machine that takes longer than any fixed pause
+        # the gates create the actor and its keepers; on a loaded machine that takes longer
+        # than any fixed pause
         deadline = time.monotonic() + 180
         while True:
             try:
-                actors = {n: ray.get_actor(actor_name("account", n), namespace=NAMESPACE) for n in LIMITS}
-                break
+                actor = ray.get_actor(admission_name(), namespace=NAMESPACE)
+                if None not in ray.get([actor.peek.remote("account", n, "snapshot") for n in LIMITS]):
+                    break
             except ValueError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+                pass
+            assert time.monotonic() < deadline, "the runs' admission actor never held both accounts"
+            time.sleep(0.1)
         while not finished.is_set():
-            snaps = ray.get([a.snapshot.remote() for a in actors.values()])
+            snaps = ray.get([actor.peek.remote("account", n, "snapshot") for n in LIMITS])
             samples.append({s.name: s.inflight for s in snaps})
             time.sleep(0.05)
 
@@ -86,19 +88,19 @@ def test_two_runs_never_exceed_an_accounts_limit_together(tmp_path: Path) -> Non
     assert max(s["shared-b"] for s in samples) == 1
 
 
-def test_an_accounts_actor_is_shared_within_a_state_root_and_never_across_two(tmp_path: Path) -> None:
-    """Each actor persists to its state root's accounts.sqlite: runs under one root share it
-    (their limits are one budget), a second root on the same cluster gets its own."""
+def test_an_admission_actor_is_shared_within_a_state_root_and_never_across_two(tmp_path: Path) -> None:
+    """Each admission actor persists to its state root's accounts.sqlite: runs under one root
+    share it (their limits are one budget), a second root on the same cluster gets its own."""
     from ray_bench.models.accounts import Account
 
     ensure_ray()
     account = Account.model_validate({"name": "rooted", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}},
                                       "limits": {"max_concurrent": 1}})
     one, two = tmp_path / "root-one", tmp_path / "root-two"
-    first, again, other = (account_actor(account, root) for root in (one, one, two))
-    ids = [a._actor_id.hex() for a in (first, again, other)]
+    first, again, other = (account_member(admission_actor(root), account, root) for root in (one, one, two))
+    ids = [a.actor._actor_id.hex() for a in (first, again, other)]
     assert ids[0] == ids[1] and ids[0] != ids[2]
     names = {e["name"] for e in ray.util.list_named_actors(all_namespaces=True) if isinstance(e, dict)}
-    assert {actor_name("account", "rooted", one), actor_name("account", "rooted", two)} <= names
+    assert {admission_name(one), admission_name(two)} <= names
     ray.get([first.snapshot.remote(), other.snapshot.remote()], timeout=120)  # both answer
     assert (one / "accounts.sqlite").exists() and (two / "accounts.sqlite").exists()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ray_bench.accounts import store as store_module
-from ray_bench.accounts.actors import LEASE_TTL_SEC, AccountActor, CapacityActor
+from ray_bench.accounts.actors import LEASE_TTL_SEC, AccountGrants, PoolSlots
 from ray_bench.accounts.core import Running
 from ray_bench.accounts.gate import refuse_other_hosts
 from ray_bench.accounts.outcome import Outcome
@@ -27,7 +27,7 @@ NAME = "acct-shared"
 
 def _actor(root: Path, **limits: Any) -> Any:
     """An account actor as a Ray worker holds it (its own connection to the state root)."""
-    cls = AccountActor.__ray_actor_class__  # type: ignore[attr-defined]
+    cls = AccountGrants
     return cls(NAME, AccountLimits.model_validate({"max_concurrent": 2, **limits}), str(root))
 
 
@@ -202,7 +202,7 @@ def test_an_older_state_root_gets_the_shared_columns(tmp_path: Path) -> None:
 
 
 def _pool(root: Path, size: int = 2) -> Any:
-    return CapacityActor.__ray_actor_class__("local", size, str(root))  # type: ignore[attr-defined]
+    return PoolSlots("local", size, str(root))
 
 
 def test_a_backend_pools_slots_are_shared_and_free_when_released(tmp_path: Path) -> None:
@@ -223,7 +223,7 @@ def _drive(root: str, run: str, cells: int, limits: dict[str, Any], out: Any) ->
     """A driver in its own process: its own account actor (as its own Ray would have) granting
     through ``root``; each cell holds its lease 0.3 s. Puts (run, granted_at, released_at) per
     cell, and the starts it was refused by the window."""
-    actor = AccountActor.__ray_actor_class__(NAME, AccountLimits.model_validate(limits), root)  # type: ignore[attr-defined]
+    actor = AccountGrants(NAME, AccountLimits.model_validate(limits), root)
     held: dict[str, float] = {}
     done, i, deadline = 0, 0, time.time() + 60
     rows: list[tuple[str, float, float]] = []

@@ -30,7 +30,7 @@ RAY_BENCH = str(Path(sys.executable).with_name("ray-bench"))
 
 def _quickstart_accounting(state_roots: list[Path]) -> list[bool]:
     """For each run's state root in turn: would the demo accounts admit the run's first cell (as
-    a new AccountActor restored from that root sees them), then charge the run's most."""
+    a new admission actor restored from that root sees them), then charge the run's most."""
     accounts = load_accounts(example_dir() / "accounts.yaml").accounts
     admitted = []
     for root in state_roots:

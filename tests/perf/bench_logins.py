@@ -137,12 +137,13 @@ def main() -> int:
         probe = (
             "import json, sys\n"
             "from ray_bench.cells.ray_start import init_ray\n"
-            "from ray_bench.accounts.actors import account_actor\n"
+            "from ray_bench.accounts.actors import account_member, admission_actor\n"
             "from ray_bench.config.loader import load_accounts\n"
             "import ray\n"
             "init_ray(None, namespace='ray-bench', log_to_driver=False)\n"
             f"accounts = load_accounts(__import__('pathlib').Path({str(suite_dir / 'accounts.yaml')!r})).accounts\n"
-            f"actors = {{a.name: account_actor(a, __import__('pathlib').Path({str(state)!r})) for a in accounts}}\n"
+            f"root = __import__('pathlib').Path({str(state)!r})\n"
+            "actors = {a.name: account_member(admission_actor(root), a, root) for a in accounts}\n"
             "print(json.dumps({n: ray.get(a.snapshot.remote()).window_used for n, a in actors.items()}))\n"
             "ray.shutdown()\n")
         out = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True)

@@ -96,7 +96,7 @@ def _stat(pid: str) -> tuple[int, float, float, str] | None:
 
 def descendant_cpu() -> dict[str, float]:
     """CPU seconds of this process's descendants (the Ray instance it started), by name:
-    ``ray::CellRunner``, ``ray::AccountActor``, raylet, gcs_server, ... Subprocesses that ran
+    ``ray::CellRunner``, ``ray::AdmissionActor``, raylet, gcs_server, ... Subprocesses that ran
     and were waited for (agent and verifier shells) are counted as ``NAME+children``."""
     procs = {}
     for entry in Path("/proc").iterdir():

@@ -46,7 +46,7 @@ def shared_address() -> str:
     """The address of the session's shared Ray, for a ``ray-bench execute`` subprocess to join
     (``--address``) instead of paying a local Ray start of its own (30-70 s on this 2-core
     machine; see tests/reliability/test_execute_signals.py). Its account and capacity actors
-    are its state root's (ray_bench.accounts.actors.actor_name), so no other test's leak in."""
+    are its state root's (ray_bench.accounts.actors.admission_name), so no other test's leak in."""
     import ray
 
     ensure_ray()
@@ -54,7 +54,7 @@ def shared_address() -> str:
 
 
 def reset_shared_actors() -> int:
-    """Kill the detached admission actors (accounts, pools, health) of earlier tests.
+    """Kill the detached admission actors (accounts, pools, holds) of earlier tests.
 
     They are shared across runs on purpose: a run inherits the accounts' health and budget
     from the runs before it. Tests reuse account names, so each in-process run starts from
@@ -65,7 +65,7 @@ def reset_shared_actors() -> int:
     for entry in ray.util.list_named_actors(all_namespaces=True):
         name = entry["name"] if isinstance(entry, dict) else entry
         namespace = entry.get("namespace") if isinstance(entry, dict) else "ray-bench"
-        if namespace == "ray-bench" and name.split(":", 1)[0] in ("account", "capacity", "health"):
+        if namespace == "ray-bench" and name.split("@", 1)[0] == "admission":
             ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
             killed += 1
             _wait_until_gone(name, namespace)
