@@ -20,7 +20,7 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import Exclusion
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, default_cohort, load_epoch
-from ray_bench.ledger.store import SCHEMA_VERSION, AttemptRow, Ledger
+from ray_bench.ledger.store import READ_SCHEMAS, SCHEMA_VERSION, AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.runroot import RunPaths, refuse_output_in_run_root
@@ -79,7 +79,7 @@ def _refuse_unfinished(root: Path) -> None:
         schema = ledger.meta().get("schema")
     finally:
         ledger.close()
-    if schema != SCHEMA_VERSION:
+    if schema not in READ_SCHEMAS - {"1"}:  # version 1's costs are read again only by a migration
         raise UserInputError(f"ledger format {schema!r} is not one this version reads ({SCHEMA_VERSION!r})",
                              where=str(RunPaths(root).ledger), fix="export it with the ray-bench that wrote it")
     state = read_status(root).state
