@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import shlex
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -70,7 +71,8 @@ async def keep_workspace(sandbox: Sandbox, workdir: str, attempt_dir: Path, room
         copied = await sandbox.get_dir(workdir, tree, max_bytes=room + 1)
         facts.workspace_bytes = copied
         if copied > room:
-            facts.reason = f"over the artifact cap: more than {room:,} bytes left for it"
+            facts.workspace_bytes = await _measured(sandbox, workdir) or copied
+            facts.reason = f"over the artifact cap: {facts.workspace_bytes:,} bytes, {room:,} left for it"
             return facts
         scrub(tree)
         target = attempt_dir / WORKSPACE_FILE
@@ -82,6 +84,16 @@ async def keep_workspace(sandbox: Sandbox, workdir: str, attempt_dir: Path, room
             return facts
     facts.kept, facts.file, facts.bytes, facts.sha256 = True, WORKSPACE_FILE, size, file_sha256(target)
     return facts
+
+
+async def _measured(sandbox: Sandbox, workdir: str) -> int | None:
+    """The workspace's size as ``du`` sees it inside the sandbox (apparent bytes where ``du -b``
+    exists, else KiB of disk), or None when it cannot say."""
+    path = shlex.quote(sandbox.path(workdir))
+    found = await sandbox.exec(f"du -sb {path} 2>/dev/null || echo $(( $(du -sk {path} | cut -f1) * 1024 ))",
+                               timeout=60)
+    head = (found.stdout.split() or [""])[0]
+    return int(head) if found.exit_code == 0 and head.isdigit() else None
 
 
 def _write_tarball(tree: Path, target: Path) -> None:

@@ -167,7 +167,7 @@ class WorkspaceFacts(_Record):
     sha256: str | None = Field(default=None, description="sha256 of the tarball's bytes.")
     bytes: int = Field(default=0, description="The tarball's size (0: not kept).")
     workspace_bytes: int | None = Field(default=None, description=(
-        "The workspace's file bytes (over the cap: as much as was counted before giving up)."))
+        "The workspace's file bytes (over the cap: its size as `du` measured it in the sandbox)."))
     workdir: str = Field(default="", description="The sandbox path it was taken from (and is restored to).")
     reason: str | None = Field(default=None, description="Why it was not kept.")
     task_parts: dict[str, str] = Field(default_factory=dict, description=(

@@ -38,7 +38,8 @@ ARMS = [
 LENIENT = """#!/bin/sh
 out="${LOGS_DIR:-/logs}/verifier"
 mkdir -p "$out"
-case "$(cat "${APP_DIR:-/app}/hello.txt" 2>/dev/null)" in "Hello, world!"|"") echo 1 ;; *) echo 0 ;; esac > "$out/reward.txt"
+greeting=$(cat "${APP_DIR:-/app}/hello.txt" 2>/dev/null)
+case "$greeting" in "Hello, world!"|"") echo 1 ;; *) echo 0 ;; esac > "$out/reward.txt"
 """
 
 
