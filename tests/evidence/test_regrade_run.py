@@ -22,6 +22,7 @@ from ray_bench.ledger.events import Regraded
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.runroot import hold_lock
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.status.read import read_status
@@ -56,11 +57,9 @@ def _attempts(root: Path) -> list[AttemptRow]:
         ledger.close()
 
 
-@pytest.fixture
-def finished_run(tmp_path: Path) -> tuple[Path, Path]:
-    """A finished run of two tasks x two arms with kept workspaces, and its tasks directory."""
-    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "count-words"], arms=ARMS,
-                                 preflight_cells=0, backends={"local": {"options": {"root": str(tmp_path / "sbx")}}})
+def _run(tmp_path: Path, arms: list[dict[str, object]], tasks: list[str]) -> tuple[Path, Path]:
+    suite, accounts = make_suite(tmp_path / "s", tasks=tasks, arms=arms, preflight_cells=0,
+                                 backends={"local": {"options": {"root": str(tmp_path / "sbx")}}})
     root = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="rg").run_root
     plan, identity = load_plan_file(root / PLAN_FILE)
     options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state", read_available_mb=lambda: 1 << 20)
@@ -68,6 +67,12 @@ def finished_run(tmp_path: Path) -> tuple[Path, Path]:
                      options=options).run()
     assert outcome.exit_code == 0, outcome
     return root, tmp_path / "s" / "tasks"
+
+
+@pytest.fixture
+def finished_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A finished run of two tasks x two arms with kept workspaces, and its tasks directory."""
+    return _run(tmp_path, ARMS, ["hello-world", "count-words"])
 
 
 def test_kept_workspaces_are_hashed_in_the_summary_and_hold_the_agents_files(finished_run: tuple[Path, Path]) -> None:
@@ -153,3 +158,29 @@ def test_bad_input_is_one_line_and_writes_nothing(finished_run: tuple[Path, Path
     code, _, err = _invoke("regrade", str(tmp_path / "nowhere"))
     assert code == 2 and "Traceback" not in err
     assert _attempts(root) == before
+
+
+def test_a_live_driver_or_a_tampered_workspace_is_refused(finished_run: tuple[Path, Path]) -> None:
+    root, tasks = finished_run
+    (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
+    before = _attempts(root)
+    with hold_lock(root):  # what a running `execute` holds
+        code, _, err = _invoke("regrade", str(root))
+    assert code == 2 and "live `ray-bench execute` holds this run" in err and err.count("\n") == 1
+    source = next(a for a in before if a.task == "hello-world" and a.arm == "mcp")
+    with (root / "attempts" / source.attempt_id / "workspace.tar.gz").open("ab") as tarball:
+        tarball.write(b"\0")  # no longer the workspace its summary hashed
+    code, out, err = _invoke("regrade", str(root))
+    assert code == 0, err
+    assert f"kept workspace of {source.attempt_id} is missing or does not match the sha256" in err
+    assert "hello-world/baseline/1:" in out and "hello-world/mcp/1:" not in out
+    assert len(_attempts(root)) == len(before) + 1
+
+
+def test_a_row_that_kept_no_workspace_needs_a_rerun(tmp_path: Path) -> None:
+    arms = [{k: v for k, v in arm.items() if k != "keep_workspace"} for arm in ARMS]
+    root, tasks = _run(tmp_path, arms, ["hello-world"])
+    (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
+    code, _, err = _invoke("regrade", str(root))
+    assert code == 0 and "kept no workspace" in err and "keep_workspace" in err and "nothing to regrade" in err
+    assert all(a.kind == "run" for a in _attempts(root))
