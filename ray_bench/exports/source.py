@@ -41,6 +41,8 @@ class CellExport:
     retries: tuple[AttemptRow, ...]  # the attempts before the shown one, oldest first
     accepted: bool  # the shown attempt is the cell's accepted row: its reward counts
     excluded: Exclusion | None = None
+    #: Where the verifier's output is: the shown attempt's directory, or its regrade's.
+    verifier_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,17 @@ def load_suites(roots: list[Path]) -> list[SuiteExport]:
             shown = row if row is not None else (attempts[-1] if attempts else None)
             before = tuple(a for a in attempts if shown is not None and a.attempt_id != shown.attempt_id
                            and (a.started_at, a.attempt_id) < (shown.started_at, shown.attempt_id))
+            summary = summaries.get(shown.attempt_id, AttemptSummary()) if shown else AttemptSummary()
+            verifier_dir = dirs.get(shown.attempt_id) if shown else None
+            if row is not None and row.regraded_by:  # the agent's run, graded by its regrade's verifier
+                graded = summaries.get(row.regraded_by, AttemptSummary())
+                summary = summary.model_copy(update={k: getattr(graded, k) for k in
+                                                     ("reward", "rewards", "reward_source", "verifier")})
+                verifier_dir = dirs.get(row.regraded_by)
             cells.append(CellExport(
-                cell_id=cell.id, task=cell.task, arm=cell.arm, rep=cell.rep, shown=shown,
-                summary=summaries.get(shown.attempt_id, AttemptSummary()) if shown else AttemptSummary(),
+                cell_id=cell.id, task=cell.task, arm=cell.arm, rep=cell.rep, shown=shown, summary=summary,
                 attempt_dir=dirs.get(shown.attempt_id) if shown else None, retries=before,
-                accepted=row is not None, excluded=evidence.excluded.get(cell.id)))
+                accepted=row is not None, excluded=evidence.excluded.get(cell.id), verifier_dir=verifier_dir))
         out.append(SuiteExport(suite, evidence, members[0].plan, tuple(cells)))
     return out
 

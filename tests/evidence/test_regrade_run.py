@@ -132,6 +132,13 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
             "| 0.00 | 1.00 |") in report
     assert "| baseline | 2 | 2 | 0 | 1 | 0.500 |" in report  # hello-world's row now solved, count-words' not
 
+    code, _, err = _invoke("export", "harbor", str(root), "--out", str(root.parent / "harbor"))
+    assert code == 0, err  # Harbor's viewer sees the regraded reward too, with the regrade's test output
+    trials = [json.loads(p.read_text()) for p in (root.parent / "harbor").glob("*/*/result.json")]
+    assert len(trials) == 4
+    hello = [t["verifier_result"]["rewards"]["reward"] for t in trials if t["task_name"].endswith("hello-world")]
+    assert hello == [1.0, 1.0]  # the baseline's 0.0 was regraded to 1.0
+
     code, _, err = _invoke("regrade", str(root), "--tasks", "count-words")
     assert code == 0 and "instruction changed" in err and "nothing to regrade" in err
     code, _, err = _invoke("regrade", str(root), "--tasks", "hello-world")
