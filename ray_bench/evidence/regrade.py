@@ -1,10 +1,11 @@
 """``ray-bench regrade RUN``: run a task's changed verifier on the workspaces its agents left,
 without paying for the agents again.
 
-Per planned cell with an accepted row, in Harbor's words for the same choice (``harbor job
-regrade``): **reuse** (the task is as it was when the row was graded: nothing to do), **regrade**
-(only the task's ``tests/`` changed and the row kept its workspace: run the new verifier on it)
-or **rerun** (anything else changed, or nothing was kept: only the agent running again can say,
+What Harbor's ``harbor job regrade`` does (the recorded agent execution held fixed, only the
+verdict recomputed in a fresh verifier environment, source trials never modified), chosen per
+planned cell: **reuse** (the task is as it was when the row was graded: nothing to do),
+**regrade** (only the task's ``tests/`` changed and the row kept its workspace: run the new
+verifier on it) or **rerun** (anything else changed, or nothing was kept: only the agent running again can say,
 so a new plan is needed: ``ray-bench gaps`` or ``plan``). The parts' checksums the row ran
 with are in its summary (``workspace.task_parts``); the task as it is now is read from its
 directory.
