@@ -235,7 +235,7 @@ async def _regrade_one(ledger: Ledger, plan: Plan, identity: str, paths: RunPath
                                         "agent_error": source.agent_error, "agent_kind": source.agent_kind,
                                         "model": source.model})
     verdict = classify(judged, catalog)
-    summary = summary.model_copy(update={"verdict": verdict.record()})
+    summary = summary.model_copy(update={"verdict": verdict.record(), "regrade_task_sha256": choice.task_sha256})
     _write_result(attempt_dir, summary)  # rebuild reads the verdict from here (a regrade has no agent to classify)
     ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                           failure_class=verdict.failure_class, fingerprint=verdict.fingerprint, counts=False,

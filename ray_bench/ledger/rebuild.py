@@ -79,7 +79,9 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             continue
         started = summary.started_at if summary is not None and summary.started_at else path.stat().st_mtime
         records.append((AttemptRow(
-            attempt_id=path.name, cell_id=cell.id, task=cell.task, task_checksum=tasks[cell.task].checksum,
+            attempt_id=path.name, cell_id=cell.id, task=cell.task,
+            task_checksum=(summary.regrade_task_sha256 if summary is not None and summary.regrade_task_sha256
+                           else tasks[cell.task].checksum),
             arm=cell.arm, rep=cell.rep, seq=int(found["seq"]), account=summary.account if summary else "",
             backend=cell.backend, epoch=identity, preflight=cell.id in plan.preflight, started_at=started,
             kind=REGRADE if summary is not None and summary.regrade_of else RUN,

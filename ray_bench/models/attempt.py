@@ -227,6 +227,8 @@ class AttemptSummary(_Record):
         "The agent's final workspace, when the arm keeps it (keep_workspace)."))
     regrade_of: str | None = Field(default=None, description=(
         "A regrade: the attempt whose kept workspace this verifier ran on (no agent ran)."))
+    regrade_task_sha256: str | None = Field(default=None, description=(
+        "A regrade: the task's checksum (its changed tests/ included) it was graded by."))
 
     @property
     def cost_usd(self) -> float:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from ray_bench.api import plan_run
 from ray_bench.cli import app
-from ray_bench.ledger import Ledger
+from ray_bench.ledger import Ledger, accepted_rows
 from ray_bench.ledger.events import Regraded
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
@@ -155,6 +155,19 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
         ledger.close()
     assert sorted((e.task, e.arm, e.reward_before, e.reward_after) for e in events if isinstance(e, Regraded)) == [
         ("hello-world", "baseline", 0.0, 1.0), ("hello-world", "mcp", 1.0, 1.0)]
+
+    # A lost ledger rebuilt from the attempts' result.json keeps the regrades as regrades.
+    rows_before = {c: (r.attempt_id, r.reward, r.regraded_by, r.task_checksum)
+                   for c, r in accepted_rows(_attempts(root)).items()}
+    for made in root.glob("ledger.sqlite*"):
+        made.rename(root.parent / made.name)
+    code, _, err = _invoke("ledger", "rebuild", str(root))
+    assert code == 0, err
+    rebuilt = _attempts(root)
+    assert sorted((a.attempt_id, a.kind, a.source_attempt, a.valid, a.reward) for a in rebuilt) == sorted(
+        (a.attempt_id, a.kind, a.source_attempt, a.valid, a.reward) for a in after)
+    assert {c: (r.attempt_id, r.reward, r.regraded_by, r.task_checksum)  # the regrades' checksums too
+            for c, r in accepted_rows(rebuilt).items()} == rows_before
 
 
 def test_bad_input_is_one_line_and_writes_nothing(finished_run: tuple[Path, Path], tmp_path: Path) -> None:
