@@ -9,7 +9,8 @@ only, as every ``get_dir`` copies them: links and special files are not kept.
 
 Restoring extracts it through :func:`ray_bench.sandboxes.archive.extract_capped` (the tarball
 came out of a sandbox an agent had its hands on) and puts it over the workdir of a fresh
-sandbox of the task's image.
+sandbox of the task's image. What it cannot bring back: files the agent deleted from the image's
+workdir (they are there again) and anything the agent changed outside the workdir.
 """
 
 from __future__ import annotations
