@@ -57,7 +57,6 @@ class CellChoice:
     action: Action
     reason: str
     row: AttemptRow | None = None
-    source: RegradeSource | None = None
     tests_sha256: str = ""
     task_sha256: str = ""
 
@@ -139,9 +138,8 @@ def _choice(cell: PlanCell, task: PlanTask, row: AttemptRow | None, summaries: d
                           f"{workspace.workspace_bytes or 0:,} bytes): plan it again", row)
     if task.config.steps:
         return CellChoice(cell, "rerun", "a multi-step task is graded per step: regrade does not run those", row)
-    source = RegradeSource(row.attempt_id, Path(), workspace.workdir)
     return CellChoice(cell, "regrade", f"only tests/ changed; regrade the workspace of {row.attempt_id}", row,
-                      source, tests_sha256=parts.get("tests", ""), task_sha256=checksum)
+                      tests_sha256=parts.get("tests", ""), task_sha256=checksum)
 
 
 def _refuse_unfinished(run_root: Path) -> None:
