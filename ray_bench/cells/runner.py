@@ -45,6 +45,7 @@ from ray_bench.cells.phases import (
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
 from ray_bench.cells.watchdog import run_agent
+from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
 from ray_bench.harbor.evidence import HARBOR_DIR
@@ -96,9 +97,10 @@ def new_summary(spec: AttemptSpec) -> AttemptSummary:
 
 
 async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
-                      place: ArtifactPlace | None = None) -> AttemptSummary:
+                      place: ArtifactPlace | None = None, regrade: RegradeSource | None = None) -> AttemptSummary:
     """Run the attempt; never raises except on cancellation (after cleaning up). ``place``:
-    where the attempt's directory will be (recorded in the summary; see ray_bench.artifacts)."""
+    where the attempt's directory will be (recorded in the summary; see ray_bench.artifacts).
+    ``regrade``: run only the verifier, on that attempt's kept workspace (``ray-bench regrade``)."""
     attempt_dir = Path(spec.attempt_dir)
     task_dir = Path(spec.task_path)
     summary = new_summary(spec)
@@ -115,9 +117,11 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
     progress = _Progress()
     sandbox: Sandbox | None = None
     phases = summary.phases
+    if regrade is not None:
+        summary.regrade_of = regrade.attempt_id
     try:
-        try:
-            creds = resolve(spec.route_env, spec.route_home, os.environ)
+        try:  # a regrade runs no agent: it needs no credentials
+            creds = resolve(spec.route_env, spec.route_home, os.environ) if regrade is None else Credentials({}, None)
         except CredentialMissing as exc:
             summary.error = AttemptError(type="CredentialMissing", message=str(exc), failure_class="auth")
             return summary
@@ -132,7 +136,10 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
         sandbox = await backend.create(_sandbox_spec(spec))
         summary.sandbox_id = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
-        await _run_in(sandbox, spec, task_dir, creds, task_env, redactor, summary, progress)
+        if regrade is None:
+            await _run_in(sandbox, spec, task_dir, creds, task_env, redactor, summary, progress)
+        else:
+            await _regrade_in(sandbox, spec, task_dir, task_env, redactor, summary, progress, regrade)
     except asyncio.CancelledError:
         summary.cancelled = True
         raise
@@ -305,6 +312,27 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
         summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
         return
 
+    if spec.keep_workspace:  # before the collect hooks and the verifier touch it
+        t = time.monotonic()
+        room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
+        summary.workspace = await keep_workspace(sandbox, workdir, attempt_dir, room, task_dir, redactor.tree)
+        summary.artifact_bytes += summary.workspace.bytes
+        phases["workspace"] = time.monotonic() - t
+
+    await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
+    await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
+    summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
+    summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
+    summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+
+
+async def _verify(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, workdir: str, base_env: dict[str, str],
+                  paths: dict[str, str], task_env: TaskEnv, switch: NetworkSwitch, summary: AttemptSummary,
+                  redactor: Redactor) -> None:
+    """The collect hooks, the task's artifacts and the verifier: what an attempt runs after its
+    agent, and all that a regrade runs."""
+    phases = summary.phases
+    cfg = spec.task_config
     t = time.monotonic()
     await switch.enter("setup")
     summary.collect = await collect_hooks(sandbox, cfg.verifier.collect, env=base_env, cwd=workdir)
@@ -321,13 +349,28 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                                   env={**base_env, **task_env.verifier, **paths}, cwd=workdir,
                                   user=user_of(cfg.verifier.user))
     phases["verifier"] = time.monotonic() - t
-    _write_output(attempt_dir / "verifier", verifier, redactor)
+    _write_output(Path(spec.attempt_dir) / "verifier", verifier, redactor)
     summary.verifier = _exec_facts(verifier, redactor.text((verifier.stdout + verifier.stderr)[-2000:]))
 
-    await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
-    summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
-    summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
-    summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+
+async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_env: TaskEnv, redactor: Redactor,
+                      summary: AttemptSummary, progress: _Progress, source: RegradeSource) -> None:
+    """A regrade: the attempt's upload and paths as :func:`_run_in` makes them, the kept
+    workspace over the workdir, then only :func:`_verify` (no agent, no credentials)."""
+    await sandbox.put_dir(stage_for(spec), "/")
+    workdir = source.workdir or await resolve_workdir(sandbox, spec.workdir)
+    t = time.monotonic()
+    await restore_workspace(sandbox, source.tarball, workdir, spec.artifact_cap_bytes)
+    summary.phases["restore"] = time.monotonic() - t
+    paths = _paths(sandbox, workdir)
+    if spec.agent_dir:
+        paths["AGENT_DIR"] = sandbox.path("/agent")
+    base_env = {**task_env.environment, **paths}
+    switch = NetworkSwitch(sandbox, spec.task_config, online=spec.network, agent_online=spec.agent_network,
+                           can_switch=abilities(spec.backend).network_per_phase)
+    await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
+    await _collect_logs(sandbox, spec, redactor, summary, progress)
+    summary.reward, summary.reward_source = read_reward(Path(spec.attempt_dir) / "logs" / "verifier")
 
 
 async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_env: dict[str, str],

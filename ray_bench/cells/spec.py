@@ -69,3 +69,5 @@ class AttemptSpec:
     #: Where the runner finds the task and writes the attempt (ray_bench.artifacts); None: the
     #: paths above are this node's (one machine, or a shared filesystem), as before.
     artifacts: ArtifactRoute | None = None
+    #: The arm keeps the agent's final workspace as a tarball (ray_bench.cells.workspace).
+    keep_workspace: bool = False

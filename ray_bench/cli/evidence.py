@@ -1,4 +1,4 @@
-"""Evidence commands: ``ray-bench gaps`` and ``ray-bench rerun``."""
+"""Evidence commands: ``ray-bench gaps``, ``ray-bench rerun`` and ``ray-bench regrade``."""
 
 from __future__ import annotations
 
@@ -109,3 +109,45 @@ def gaps(
         out.print("no gaps: every task and arm has its target of valid rows", markup=False)
     for path in written:
         out.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+@guarded
+def regrade(
+    run_root: Annotated[Path, typer.Argument(help="runs/ID (finished)")],
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option("--tasks", help="Only these tasks (repeat the option, or separate with commas)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List reuse / regrade / rerun per cell; write nothing.")
+    ] = False,
+) -> None:
+    """Run a task's changed tests/ on the workspaces its rows kept, as new attempts (no agent runs)."""
+    from ray_bench.evidence.regrade import choose, regrade_run
+
+    names = [n.strip() for t in tasks or [] for n in t.split(",") if n.strip()] or None
+    if dry_run:
+        _, _, choices = choose(run_root, names)
+        for c in choices:
+            out.print(f"{c.action:<8} {c.cell.task}/{c.cell.arm}/{c.cell.rep}  {c.reason}", markup=False)
+        counts = {a: sum(1 for c in choices if c.action == a) for a in ("reuse", "regrade", "rerun")}
+        err.print(", ".join(f"{n} {a}" for a, n in counts.items()) + " (dry run: nothing written)", markup=False)
+        return
+    result = regrade_run(run_root, names)
+    for c in result.of("rerun"):
+        err.print(f"rerun    {c.cell.task}/{c.cell.arm}/{c.cell.rep}  {c.reason}", markup=False)
+    if not result.regraded:
+        err.print("nothing to regrade: "
+                  + ("no task's tests/ changed since its rows were graded" if not result.of("rerun")
+                     else "the changed cells need a rerun (above)"), markup=False)
+        return
+    failed = 0
+    for source, row in result.regraded.items():
+        before = next((c.row.reward for c in result.choices if c.row and c.row.attempt_id == source), None)
+        failed += not row.valid
+        out.print(f"regraded {row.task}/{row.arm}/{row.rep}: {source} -> {row.attempt_id}, reward {before} -> "
+                  f"{row.reward}{'' if row.valid else f' (invalid: {row.failure_class})'}", markup=False)
+    err.print(f"{len(result.regraded)} regraded as new attempts (report: ray-bench report {run_root})", markup=False)
+    if failed:
+        raise typer.Exit(1)

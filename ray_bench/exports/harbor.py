@@ -238,9 +238,10 @@ def _write_trial(cell: CellExport, trial_dir: Path, result: dict[str, Any], agen
     src = cell.attempt_dir
     if src is None or not src.is_dir():
         return
+    graded = cell.verifier_dir or src  # a regraded row's verifier output is its regrade's
     for name, target in (("stdout.txt", "test-stdout.txt"), ("stderr.txt", "test-stderr.txt")):
-        if (src / "verifier" / name).is_file():
-            shutil.copyfile(src / "verifier" / name, verifier / target)
+        if (graded / "verifier" / name).is_file():
+            shutil.copyfile(graded / "verifier" / name, verifier / target)
     if not (verifier / "test-stdout.txt").exists() and cell.summary.verifier and cell.summary.verifier.output_tail:
         (verifier / "test-stdout.txt").write_text(cell.summary.verifier.output_tail)
     agent = trial_dir / "agent"

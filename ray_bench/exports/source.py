@@ -20,7 +20,7 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import Exclusion
 from ray_bench.evidence.rerun import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, default_cohort, load_epoch
-from ray_bench.ledger.store import SCHEMA_VERSION, AttemptRow, Ledger
+from ray_bench.ledger.store import READ_SCHEMAS, SCHEMA_VERSION, AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.runroot import RunPaths, refuse_output_in_run_root
@@ -41,6 +41,8 @@ class CellExport:
     retries: tuple[AttemptRow, ...]  # the attempts before the shown one, oldest first
     accepted: bool  # the shown attempt is the cell's accepted row: its reward counts
     excluded: Exclusion | None = None
+    #: Where the verifier's output is: the shown attempt's directory, or its regrade's.
+    verifier_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def _refuse_unfinished(root: Path) -> None:
         schema = ledger.meta().get("schema")
     finally:
         ledger.close()
-    if schema != SCHEMA_VERSION:
+    if schema not in READ_SCHEMAS - {"1"}:  # version 1's costs are read again only by a migration
         raise UserInputError(f"ledger format {schema!r} is not one this version reads ({SCHEMA_VERSION!r})",
                              where=str(RunPaths(root).ledger), fix="export it with the ray-bench that wrote it")
     state = read_status(root).state
@@ -120,11 +122,17 @@ def load_suites(roots: list[Path]) -> list[SuiteExport]:
             shown = row if row is not None else (attempts[-1] if attempts else None)
             before = tuple(a for a in attempts if shown is not None and a.attempt_id != shown.attempt_id
                            and (a.started_at, a.attempt_id) < (shown.started_at, shown.attempt_id))
+            summary = summaries.get(shown.attempt_id, AttemptSummary()) if shown else AttemptSummary()
+            verifier_dir = dirs.get(shown.attempt_id) if shown else None
+            if row is not None and row.regraded_by:  # the agent's run, graded by its regrade's verifier
+                graded = summaries.get(row.regraded_by, AttemptSummary())
+                summary = summary.model_copy(update={k: getattr(graded, k) for k in
+                                                     ("reward", "rewards", "reward_source", "verifier")})
+                verifier_dir = dirs.get(row.regraded_by)
             cells.append(CellExport(
-                cell_id=cell.id, task=cell.task, arm=cell.arm, rep=cell.rep, shown=shown,
-                summary=summaries.get(shown.attempt_id, AttemptSummary()) if shown else AttemptSummary(),
+                cell_id=cell.id, task=cell.task, arm=cell.arm, rep=cell.rep, shown=shown, summary=summary,
                 attempt_dir=dirs.get(shown.attempt_id) if shown else None, retries=before,
-                accepted=row is not None, excluded=evidence.excluded.get(cell.id)))
+                accepted=row is not None, excluded=evidence.excluded.get(cell.id), verifier_dir=verifier_dir))
         out.append(SuiteExport(suite, evidence, members[0].plan, tuple(cells)))
     return out
 

@@ -319,6 +319,22 @@ class LedgerRebuilt(EventPayload):
     skipped: list[Any] = Field(default_factory=list)
 
 
+class Regraded(EventPayload):
+    """``regraded``: ``ray-bench regrade`` ran a task's changed verifier on an attempt's kept
+    workspace (``source``), as the new attempt ``attempt`` (ray_bench.evidence.regrade)."""
+
+    kind: Literal["regraded"] = "regraded"
+    source: str = ""
+    attempt: str = ""
+    task: str = ""
+    arm: str = ""
+    rep: int = 0
+    valid: bool | None = None
+    reward_before: float | None = None
+    reward_after: float | None = None
+    tests_sha256: str = Field(default="", description="The tests/ checksum the workspace was graded by.")
+
+
 class SettlementData(EventPayload):
     """``settlement``: provider charges matched to attempts (ray_bench.evidence.settle)."""
 
@@ -392,7 +408,7 @@ RunEvent = Annotated[
     RunStarted | RunFinished | Stop | Hypothesis | PreflightPassed | Heartbeat | DriftSeen
     | CircuitOpen | CircuitProbe | CircuitReopened | Quota | NodeCheck | NodeHalt | Paused | Resumed
     | NodeLost | AccountProbe | SnapshotBuildStarted | SnapshotBuildFinished
-    | Audit | HaltCleared | LedgerRebuilt | SettlementData
+    | Audit | HaltCleared | LedgerRebuilt | SettlementData | Regraded
     | ExclusionData | InclusionData | PromotionData | DemotionData,
     Field(discriminator="kind"),
 ]

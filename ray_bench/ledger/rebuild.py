@@ -23,9 +23,9 @@ from pathlib import Path
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.catalog import Catalog
-from ray_bench.evidence.classify import classify
+from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger.events import LedgerRebuilt
-from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.ledger.store import REGRADE, RUN, AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 from ray_bench.runroot import RESULT_FILE, RunPaths
@@ -79,10 +79,13 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             continue
         started = summary.started_at if summary is not None and summary.started_at else path.stat().st_mtime
         records.append((AttemptRow(
-            attempt_id=path.name, cell_id=cell.id, task=cell.task, task_checksum=tasks[cell.task].checksum,
+            attempt_id=path.name, cell_id=cell.id, task=cell.task,
+            task_checksum=(summary.regrade_task_sha256 if summary is not None and summary.regrade_task_sha256
+                           else tasks[cell.task].checksum),
             arm=cell.arm, rep=cell.rep, seq=int(found["seq"]), account=summary.account if summary else "",
-            backend=cell.backend, epoch=identity, preflight=cell.id in plan.preflight, started_at=started),
-            summary))
+            backend=cell.backend, epoch=identity, preflight=cell.id in plan.preflight, started_at=started,
+            kind=REGRADE if summary is not None and summary.regrade_of else RUN,
+            source_attempt=summary.regrade_of if summary is not None else None), summary))
     ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
     done = False
     try:
@@ -97,12 +100,14 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
                                       failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
                                       summary=summary, now=finished)
             else:
-                verdict = classify(summary, catalog)
+                # A regrade's verdict was made with its source's agent facts (ray_bench.evidence.regrade)
+                # and written into its result.json; a regrade without one is not evidence.
+                verdict = (_regrade_verdict(summary) if row.kind == REGRADE else classify(summary, catalog))
                 ledger.finish_attempt(
                     row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
-                    failure_class=verdict.failure_class, fingerprint=verdict.fingerprint, counts=verdict.counts,
-                    cost_usd=summary.spent_usd, summary=summary.model_copy(update={"verdict": verdict.record()}),
-                    now=finished)
+                    failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
+                    counts=verdict.counts and row.kind == RUN, cost_usd=summary.spent_usd,
+                    summary=summary.model_copy(update={"verdict": verdict.record()}), now=finished)
                 result.valid += verdict.valid
             result.finished += 1
         ledger.append(LedgerRebuilt(finished=result.finished, valid=result.valid, open=result.open,
@@ -114,6 +119,14 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             for made in paths.ledger_files():
                 made.unlink(missing_ok=True)
     return result
+
+
+def _regrade_verdict(summary: AttemptSummary) -> Verdict:
+    record = summary.verdict
+    if record is None:
+        return Verdict(False, "executor", "regrade-no-verdict", "a regrade's result.json has no verdict", "none")
+    return Verdict(record.valid, record.failure_class, record.fingerprint, record.message, "none",
+                   flags=tuple(record.flags))
 
 
 def _summary(attempt_dir: Path) -> AttemptSummary | None:

@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
+from ray_bench.ledger.store import LEDGER_FILE, REGRADE, AttemptRow, Ledger
 
 
 def accepted_rows(attempts: Iterable[AttemptRow], cohort: set[str] | None = None) -> dict[str, AttemptRow]:
     """cell id -> its accepted row. ``cohort`` is the set of compatible epochs (all if None).
     The rule: among valid attempts of the cohort, the one that *started* first (ties broken by
     epoch, then attempt id). Deterministic, and blind to rewards. The one implementation of the
-    rule: reports, gaps, reruns and the pairing guard all come here."""
+    rule: reports, gaps, reruns and the pairing guard all come here.
+
+    A regrade (``kind`` ``regrade``) is never a row of its own: it re-scores the row it graded.
+    The accepted row's latest valid regrade gives it its reward and task checksum (the tests
+    it was graded by), and names itself in ``regraded_by``; the row stays the source attempt."""
     chosen: dict[str, AttemptRow] = {}
+    regrades: dict[str, AttemptRow] = {}
     for row in attempts:
         if not row.valid or (cohort is not None and row.epoch not in cohort):
+            continue
+        if row.kind == REGRADE:
+            if row.source_attempt is not None:
+                last = regrades.get(row.source_attempt)
+                if last is None or start_order(row) > start_order(last):
+                    regrades[row.source_attempt] = row
             continue
         best = chosen.get(row.cell_id)
         if best is None or start_order(row) < start_order(best):
             chosen[row.cell_id] = row
+    for cell_id, row in chosen.items():
+        regrade = regrades.get(row.attempt_id)
+        if regrade is not None:
+            chosen[cell_id] = replace(row, reward=regrade.reward, task_checksum=regrade.task_checksum,
+                                      regraded_by=regrade.attempt_id)
     return chosen
 
 

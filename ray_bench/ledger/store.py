@@ -27,9 +27,15 @@ LEDGER_FILE = runroot.LEDGER_FILE  # the run-root layout has one definition (ray
 
 #: 2: ``results.cost_usd`` is NULL for an unknown cost (1 stored it as 0, so a resumed run's spend
 #: limit read an unknown-cost attempt as free) and ``results.charged_usd`` holds what the run's
-#: spend admission charged such an attempt. A version-1 ledger is migrated when ``execute`` opens
-#: it (:func:`_migrate`) and read as version 2 by readers that leave it as it is.
-SCHEMA_VERSION = "2"
+#: spend admission charged such an attempt. 3: ``attempts.kind`` (``run``, or ``regrade``: only the
+#: verifier ran, on ``attempts.source_attempt``'s kept workspace). An older ledger is migrated when
+#: ``execute`` or ``regrade`` opens it (:func:`_migrate`) and read as the current version by readers
+#: that leave it as it is.
+SCHEMA_VERSION = "3"
+#: Every version this code reads (the readers that refuse others: exports).
+READ_SCHEMAS = frozenset({"1", "2", "3"})
+#: ``attempts.kind``: an execution of the cell's agent and verifier, or a regrade of one.
+RUN, REGRADE = "run", "regrade"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,6 +52,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     epoch         TEXT NOT NULL,
     preflight     INTEGER NOT NULL,
     started_at    REAL NOT NULL,
+    kind          TEXT NOT NULL DEFAULT 'run',  -- run | regrade
+    source_attempt TEXT,                        -- regrade: the attempt whose workspace it graded
     UNIQUE (cell_id, seq)
 );
 CREATE TABLE IF NOT EXISTS results (
@@ -99,6 +107,12 @@ class AttemptRow:
     """None: unknown (never read as $0); 0 until the attempt has a terminal record."""
     charged_usd: float | None = None
     """An unknown cost: what the run's spend admission charged it (None: not recorded)."""
+    kind: str = RUN
+    """``run``, or ``regrade`` (only the verifier ran, on ``source_attempt``'s kept workspace)."""
+    source_attempt: str | None = None
+    regraded_by: str | None = None
+    """An accepted row whose reward (and task checksum) came from this regrade attempt
+    (:func:`ray_bench.ledger.rows.accepted_rows`); never stored."""
 
     @property
     def terminal(self) -> bool:
@@ -203,10 +217,12 @@ class Ledger:
 
     def start_attempt(self, *, cell_id: str, task: str, task_checksum: str, arm: str, rep: int,
                       account: str, backend: str, epoch: str, preflight: bool,
-                      now: float | None = None, taken: Callable[[str], bool] | None = None) -> AttemptRow:
+                      now: float | None = None, taken: Callable[[str], bool] | None = None,
+                      kind: str = RUN, source_attempt: str | None = None) -> AttemptRow:
         """Record an attempt as started. Called before its sandbox exists. An attempt id that
         ``taken`` says is in use (its directory exists: an older ledger, a partial copy) is
-        skipped, so that no attempt writes into another's directory."""
+        skipped, so that no attempt writes into another's directory. ``kind`` ``regrade``: a
+        verifier run on ``source_attempt``'s kept workspace (an attempt of the same cell)."""
         started = time.time() if now is None else now
         with self._conn:
             (seq,) = self._conn.execute(
@@ -215,19 +231,19 @@ class Ledger:
                 seq += 1
             attempt_id = f"{cell_id}-a{seq}"
             self._conn.execute(
-                "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend, epoch,
-                 int(preflight), started))
+                 int(preflight), started, kind, source_attempt))
         return AttemptRow(attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend,
-                          epoch, preflight, started)
+                          epoch, preflight, started, kind=kind, source_attempt=source_attempt)
 
     def restore_attempt(self, row: AttemptRow) -> None:
         """Record a started attempt as it was (its seq included): ``ledger rebuild`` only."""
         with self._conn:
             self._conn.execute(
-                "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (row.attempt_id, row.cell_id, row.task, row.task_checksum, row.arm, row.rep, row.seq, row.account,
-                 row.backend, row.epoch, int(row.preflight), row.started_at))
+                 row.backend, row.epoch, int(row.preflight), row.started_at, row.kind, row.source_attempt))
 
     def finish_attempt(self, attempt_id: str, *, status: str, valid: bool, reward: float | None,
                        failure_class: str | None, fingerprint: str | None, counts: bool,
@@ -277,18 +293,20 @@ class Ledger:
     # -- reads -----------------------------------------------------------------------------
 
     def attempts(self) -> list[AttemptRow]:
-        old = self.meta().get("schema", "1") == "1"  # read-only on a version-1 ledger: no charged_usd
+        schema = self.meta().get("schema", "1")
+        old = schema == "1"  # read-only on a version-1 ledger: no charged_usd
+        kinds = "'run', NULL" if schema in ("1", "2") else "a.kind, a.source_attempt"  # read-only: no kind
         rows = self._conn.execute(
             "SELECT a.attempt_id, a.cell_id, a.task, a.task_checksum, a.arm, a.rep, a.seq, a.account,"
             " a.backend, a.epoch, a.preflight, a.started_at, r.status, r.finished_at, r.valid, r.reward,"
             " r.failure_class, r.fingerprint, r.counts, r.cost_usd, "
-            + ("r.summary, NULL" if old else "NULL, r.charged_usd")
+            + ("r.summary, NULL" if old else "NULL, r.charged_usd") + f", {kinds}"
             + " FROM attempts a LEFT JOIN results r USING (attempt_id) ORDER BY a.started_at, a.attempt_id")
         return [AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
                            r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
                            bool(r[18]) if r[18] is not None else False,
                            (_stored_cost(r[12], r[19], r[20]) if old else r[19]) if r[12] is not None else 0.0,
-                           r[21])
+                           r[21], r[22], r[23])
                 for r in rows]
 
     def summary(self, attempt_id: str) -> AttemptSummary | None:
@@ -328,23 +346,30 @@ def _stored_cost(status: str, cost: float | None, summary: str | None) -> float 
 
 def _migrate(conn: sqlite3.Connection, schema: str) -> None:
     """Bring an existing ledger to :data:`SCHEMA_VERSION`, keeping every row, in one
-    transaction (a crash leaves the old ledger as it was), when ``execute`` opens it. Version 1 -> 2:
-    SQLite cannot drop a NOT NULL in place, so ``results`` is copied into the new shape, an
-    unknown cost read again from its summary (version 1 stored it as 0)."""
+    transaction (a crash leaves the old ledger as it was), when ``execute`` (or ``regrade``) opens
+    it. Version 1 -> 2: SQLite cannot drop a NOT NULL in place, so ``results`` is copied into the
+    new shape, an unknown cost read again from its summary (version 1 stored it as 0). Version
+    2 -> 3: ``attempts`` gains ``kind`` (every older attempt is a ``run``) and ``source_attempt``."""
     if schema == SCHEMA_VERSION:
         return
-    if schema != "1":
+    if schema not in READ_SCHEMAS:
         raise LedgerError(f"ledger schema {schema!r} is newer than this ray-bench reads ({SCHEMA_VERSION})")
     results = _SCHEMA.split("CREATE TABLE IF NOT EXISTS results")[1].split(";", maxsplit=1)[0]
     conn.execute("BEGIN IMMEDIATE")  # executescript committed; the copy is one transaction
     try:
-        old = conn.execute("SELECT attempt_id, status, finished_at, valid, reward, failure_class, fingerprint,"
-                           " counts, cost_usd, summary FROM results").fetchall()
-        conn.execute("CREATE TABLE results_v2" + results)
-        conn.executemany("INSERT INTO results_v2 VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
-                         [(*r[:8], _stored_cost(r[1], r[8], r[9]), r[9]) for r in old])
-        conn.execute("DROP TABLE results")
-        conn.execute("ALTER TABLE results_v2 RENAME TO results")
+        if schema == "1":
+            old = conn.execute("SELECT attempt_id, status, finished_at, valid, reward, failure_class, fingerprint,"
+                               " counts, cost_usd, summary FROM results").fetchall()
+            conn.execute("CREATE TABLE results_v2" + results)
+            conn.executemany("INSERT INTO results_v2 VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
+                             [(*r[:8], _stored_cost(r[1], r[8], r[9]), r[9]) for r in old])
+            conn.execute("DROP TABLE results")
+            conn.execute("ALTER TABLE results_v2 RENAME TO results")
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
+        if "kind" not in columns:
+            conn.execute("ALTER TABLE attempts ADD COLUMN kind TEXT NOT NULL DEFAULT 'run'")
+        if "source_attempt" not in columns:
+            conn.execute("ALTER TABLE attempts ADD COLUMN source_attempt TEXT")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
         conn.execute("COMMIT")
     except BaseException:

@@ -157,6 +157,24 @@ class ArtifactPlace(_Record):
                                                         "through Ray instead), or why they were not written.")
 
 
+class WorkspaceFacts(_Record):
+    """The agent's final workspace, kept for ``ray-bench regrade`` (an arm's ``keep_workspace``):
+    the task's workdir after the agent, before the collect hooks and the verifier. Over the
+    artifact cap it is not kept at all (never cut short), with its size and why."""
+
+    kept: bool = False
+    file: str | None = Field(default=None, description="The tarball in the attempt directory.")
+    sha256: str | None = Field(default=None, description="sha256 of the tarball's bytes.")
+    bytes: int = Field(default=0, description="The tarball's size (0: not kept).")
+    workspace_bytes: int | None = Field(default=None, description=(
+        "The workspace's file bytes (over the cap: its size as `du` measured it in the sandbox)."))
+    workdir: str = Field(default="", description="The sandbox path it was taken from (and is restored to).")
+    reason: str | None = Field(default=None, description="Why it was not kept.")
+    task_parts: dict[str, str] = Field(default_factory=dict, description=(
+        "Checksums of the task's parts when the attempt ran (tests, instruction, environment, "
+        "solution, config): regrade compares them with the task as it is now."))
+
+
 class AttemptSummary(_Record):
     """The terminal summary of one attempt. The runner states facts; the driver adds the
     ``verdict``. ``lost`` marks an attempt that died with its runner or node (infrastructure,
@@ -205,6 +223,12 @@ class AttemptSummary(_Record):
     watchdog: WatchdogFacts | None = Field(
         default=None, description="Set when the degeneration watchdog stopped the agent.")
     artifacts: ArtifactPlace | None = Field(default=None, description="Where the attempt's files are.")
+    workspace: WorkspaceFacts | None = Field(default=None, description=(
+        "The agent's final workspace, when the arm keeps it (keep_workspace)."))
+    regrade_of: str | None = Field(default=None, description=(
+        "A regrade: the attempt whose kept workspace this verifier ran on (no agent ran)."))
+    regrade_task_sha256: str | None = Field(default=None, description=(
+        "A regrade: the task's checksum (its changed tests/ included) it was graded by."))
 
     @property
     def cost_usd(self) -> float:

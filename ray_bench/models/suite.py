@@ -118,6 +118,11 @@ class Arm(ConfigModel):
     watchdog: Watchdog | None = Field(
         default=None,
         description="The degeneration watchdog (`watchdog: {}` for its defaults); off when absent.")
+    keep_workspace: bool = Field(
+        default=False,
+        description="Keep the agent's final workspace (the task's workdir, after the agent and before "
+        "the verifier) as workspace.tar.gz in the attempt directory, under the artifact cap, so that "
+        "`ray-bench regrade` can run a changed verifier on it without running the agent again.")
 
     @model_validator(mode="after")
     def _command_or_adapter(self) -> Arm:

@@ -25,12 +25,15 @@ from ray_bench.plan.identity import identity_of
 
 #: Fields that say how the arm is shown and paired, not what it runs.
 DISPLAY_FIELDS = frozenset({"name", "role"})
+#: Fields that say what is kept of an attempt, not what it runs: never in cell ids, so turning
+#: ``keep_workspace`` on for a rerun or a top-up keeps the cells (and their rows) it had.
+KEPT_FIELDS = frozenset({"keep_workspace"})
 
 
 def arm_config(arm: Arm, agent_checksum: str | None) -> dict[str, object]:
     """The arm's resolved config, as it enters cell ids: the agent directory by its content,
-    never by its path."""
-    config = arm.model_dump(mode="json", exclude={"agent_dir"})
+    never by its path, and nothing of what is kept (:data:`KEPT_FIELDS`)."""
+    config = arm.model_dump(mode="json", exclude={"agent_dir", *KEPT_FIELDS})
     for key, default in ARM_FIELDS_SINCE_ADAPTERS.items():
         if config.get(key) == default:
             config.pop(key, None)

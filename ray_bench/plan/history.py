@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ray_bench.errors import LedgerError, UserInputError
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
+from ray_bench.ledger.store import LEDGER_FILE, RUN, AttemptRow, Ledger
 from ray_bench.plan.arm_identity import run_arm_digests
 
 
@@ -72,7 +72,8 @@ def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
     """:func:`history_key` -> mean seconds, from the valid attempts in the ledgers under ``paths``."""
     per_arm: dict[str, list[float]] = {}
     for digest, row in _valid_rows(paths):
-        if row.finished_at is not None and row.finished_at >= row.started_at:
+        # A regrade ran only a verifier: its seconds say nothing of how long the cell takes.
+        if row.kind == RUN and row.finished_at is not None and row.finished_at >= row.started_at:
             per_arm.setdefault(history_key(row.task_checksum, digest), []).append(row.finished_at - row.started_at)
     return {key: sum(seconds) / len(seconds) for key, seconds in per_arm.items()}
 

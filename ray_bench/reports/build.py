@@ -59,6 +59,9 @@ ATTEMPT_COLUMNS = (
     "failure_class",
     "fingerprint",
     "counts",
+    "kind",
+    "source_attempt",
+    "regraded_by",
 )
 TOP_FINGERPRINTS = 3
 
@@ -88,6 +91,8 @@ class Report:
     roles: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: paired tests, Holm, pass@k and the claim (:mod:`ray_bench.reports.paired_section`)
     paired_stats: PairedStats | None = None
+    #: accepted rows whose reward is their latest valid regrade's (ray_bench.evidence.regrade)
+    regraded: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def title(self) -> str:
@@ -152,7 +157,7 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     att = _attempts_frame(evidence, settled)
     chosen = {(r.epoch, r.attempt_id) for r in evidence.rows.values()}
     rows = att[[key in chosen for key in zip(att.epoch, att.attempt_id, strict=True)]]
-    rows = rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True)
+    rows, regraded = _regraded(rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True), evidence)
     paired = _paired(rows, baseline, variants)
     # a task's benchmark is the directory holding it (as `gaps` writes CodeScaleBench's)
     benchmarks = {t.id: Path(t.path).parent.name for p in plans for t in p.tasks}
@@ -178,7 +183,31 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
         executions=sections.executions(evidence),
         roles=sections.roles(evidence),
         paired_stats=paired_stats(rows, baseline, variants, benchmarks) if variants else None,
+        regraded=regraded,
     )
+
+
+_REGRADED_COLUMNS = ["task", "arm", "rep", "attempt_id", "regraded_by", "graded_reward", "reward"]
+
+
+def _regraded(rows: pd.DataFrame, evidence: Evidence) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows with their regrades' rewards (the accepted-row rule gave each row its latest valid
+    regrade: ray_bench.ledger.rows), and the table of those rows: graded then, and now."""
+    by_key = {(r.epoch, r.attempt_id): r for r in evidence.rows.values() if r.regraded_by}
+    if not by_key or not len(rows):
+        return rows, pd.DataFrame(columns=_REGRADED_COLUMNS)
+    rows = rows.copy()
+    keys = list(zip(rows.epoch, rows.attempt_id, strict=True))
+    graded = list(rows.reward)
+    rows["reward"] = [by_key[k].reward if k in by_key else g for k, g in zip(keys, graded, strict=True)]
+    rows["task_checksum"] = [by_key[k].task_checksum if k in by_key else c
+                             for k, c in zip(keys, rows.task_checksum, strict=True)]
+    rows["regraded_by"] = [by_key[k].regraded_by if k in by_key else None for k in keys]
+    table = [{"task": t, "arm": a, "rep": p, "attempt_id": i, "regraded_by": by_key[k].regraded_by,
+              "graded_reward": g, "reward": by_key[k].reward}
+             for k, t, a, p, i, g in zip(keys, rows.task, rows.arm, rows.rep, rows.attempt_id, graded, strict=True)
+             if k in by_key]
+    return rows, pd.DataFrame(table, columns=_REGRADED_COLUMNS)
 
 
 def _attempts_frame(evidence: Evidence, settled: dict[str, float]) -> pd.DataFrame:
@@ -492,6 +521,21 @@ def render_markdown(report: Report) -> str:
             f"{_num(u.settled_usd, '.4f')} | "
             f"{u.settled_attempts} | {u.estimated_attempts} | {u.unknown_attempts} |"
         )
+    if len(report.regraded):
+        out += [
+            "",
+            "## Regraded rows",
+            "",
+            "These rows' rewards are their latest valid regrade's: `ray-bench regrade` ran the task's "
+            "changed tests/ on the workspace the row's agent left, in a fresh sandbox, as a new attempt "
+            "(no agent ran again). The row is still the attempt it was.",
+            "",
+            "| task | arm | rep | row | regraded by | reward graded then | reward now |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for g in report.regraded.itertuples():
+            out.append(f"| {g.task} | {g.arm} | {g.rep} | {g.attempt_id} | {g.regraded_by} | "
+                       f"{_num(g.graded_reward, '.2f')} | {_num(g.reward, '.2f')} |")
     out += ["", "## Failure classes", ""]
     if len(report.failures):
         out += ["| class | attempts | cells | top fingerprints |", "|---|---|---|---|"]

@@ -31,8 +31,10 @@ from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.metrics.pace import human_span
+from ray_bench.models.accounts import Account
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.models.suite import Arm
 from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.roles import executor_max_turns
@@ -152,6 +154,45 @@ def create_rates(plan: Plan) -> dict[str, float]:
     from ray_bench.sandboxes.daytona.pool import DaytonaPool
 
     return {"daytona": DaytonaPool.model_validate(config.options["pool"]).creates_per_minute}
+
+
+def attempt_spec(plan: Plan, cell: PlanCell, task: PlanTask, arm: Arm, acc: Account, attempt_id: str, seq: int, *,
+                 attempt_dir: str, agent_sum: str, snapshot: str | None = None) -> AttemptSpec:
+    """What a runner needs for one attempt of ``cell`` (its task and arm) on account ``acc``: the
+    one translation of a plan's cell into an :class:`AttemptSpec` (the driver's launches and
+    ``regrade`` both use it). ``snapshot``: the image the build phase made for the cell."""
+    account = acc.name
+    backend_cfg = plan.backends.get(cell.backend)
+    defaults = backend_cfg.resources if backend_cfg else None
+    box = cell_sandbox(task, arm, backend_cfg)
+    image, build_context = box.image, box.build_context
+    if snapshot is not None:  # made by the build phase
+        image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
+    return AttemptSpec(
+        run_id=plan.run_id, attempt_id=attempt_id, cell_id=cell.id, task_id=cell.task,
+        arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
+        stage_key=f"{task.checksum}:{agent_sum}", attempt_dir=attempt_dir,
+        backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
+        agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
+        route_env=dict(acc.route.env),
+        route_home=acc.route.home,
+        agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
+        verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
+        verifier_env=dict(task.verifier_env),
+        image=image, build_context=build_context,
+        workdir=task.workdir, network=task.network or agent_network(arm),
+        cpus=box.cpus, memory_mb=box.memory_mb,
+        pids=arm.resources.pids or (defaults.pids if defaults else None),
+        expose_solution=arm.expose_solution,
+        artifact_cap_bytes=plan.artifact_cap_mb << 20,
+        seed=f"{cell.id}:{seq}",
+        agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
+        mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
+        task_config=task.config, agent_network=agent_network(arm), watchdog=effective_watchdog(arm),
+        max_turns=executor_max_turns(arm),
+        harbor_agent=arm.harbor_agent, harbor_options=dict(arm.harbor_options),
+        keep_workspace=arm.keep_workspace,
+    )
 
 
 class Driver:
@@ -497,43 +538,13 @@ class Driver:
 
     def _start(self, ledger: Ledger, state: RunState, cell: PlanCell, account: str, lease_id: str) -> None:
         task = self.tasks[cell.task]
-        arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
                                    preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
                                    taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
-        acc = self.accounts[account]
-        backend_cfg = self.plan.backends.get(cell.backend)
-        defaults = backend_cfg.resources if backend_cfg else None
-        box = cell_sandbox(task, arm, backend_cfg)
-        image, build_context = box.image, box.build_context
-        if (snapshot := self._snapshots.get(cell.id)) is not None:  # made by the build phase
-            image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
-        spec = AttemptSpec(
-            run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
-            arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
-            stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
-            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
-            backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
-            agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
-            route_env=dict(acc.route.env),
-            route_home=acc.route.home,
-            agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
-            verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
-            verifier_env=dict(task.verifier_env),
-            image=image, build_context=build_context,
-            workdir=task.workdir, network=task.network or agent_network(arm),
-            cpus=box.cpus, memory_mb=box.memory_mb,
-            pids=arm.resources.pids or (defaults.pids if defaults else None),
-            expose_solution=arm.expose_solution,
-            artifact_cap_bytes=self.plan.artifact_cap_mb << 20,
-            seed=f"{cell.id}:{row.seq}",
-            agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
-            mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
-            task_config=task.config, agent_network=agent_network(arm), watchdog=effective_watchdog(arm),
-            max_turns=executor_max_turns(arm),
-            harbor_agent=arm.harbor_agent, harbor_options=dict(arm.harbor_options),
-        )
+        spec = attempt_spec(self.plan, cell, task, self.arms[cell.arm], self.accounts[account], row.attempt_id, row.seq,
+                            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
+                            agent_sum=self._agent_sums.get(cell.arm, ""), snapshot=self._snapshots.get(cell.id))
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)
         probe_scopes = self._probe_leases.pop(lease_id, None)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ray_bench.evidence.classify import Verdict
-from ray_bench.ledger.store import AttemptRow
+from ray_bench.ledger.store import RUN, AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.scheduler.order import CellQueue, CellRef, DurationBook
 
@@ -77,7 +77,7 @@ class RunState:
         self.book = DurationBook(expected)
         for row in history:
             state = self.cells.get(row.cell_id)
-            if state is None:
+            if state is None or row.kind != RUN:  # a regrade ran no agent: not an attempt of the cell's
                 continue
             state.attempts += 1
             if row.valid:

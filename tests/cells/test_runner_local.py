@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from support.ray_local import TEST_ROUTES
-from support.suites import make_suite
+from support.specs import local_spec
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
@@ -21,17 +21,7 @@ SECRET = TEST_ROUTES["RB_CANARY_KEY_1"]
 
 
 def _spec(tmp_path: Path, command: str, **kw: object) -> AttemptSpec:
-    make_suite(tmp_path / "suite", tasks=["hello-world"])
-    fields: dict[str, object] = dict(
-        run_id="run", attempt_id="c-a1", cell_id="c", task_id="hello-world", arm="baseline", rep=1,
-        account="acct", task_path=str(tmp_path / "suite" / "tasks" / "hello-world"), stage_key=str(tmp_path),
-        attempt_dir=str(tmp_path / "attempt"), backend="local", backend_options={},
-        agent_command=command, agent_env={}, agent_dir=None, route_env={"API_KEY": "RB_CANARY_KEY_1"},
-        route_home=None, agent_timeout_sec=10.0, verifier_timeout_sec=10.0, verifier_env={}, image=None,
-        build_context=None, workdir="/app", network=False, cpus=None, memory_mb=None, pids=None,
-        expose_solution=True, artifact_cap_bytes=1 << 20, seed="s")
-    fields.update(kw)
-    return AttemptSpec(**fields)  # type: ignore[arg-type]
+    return local_spec(tmp_path, command, **kw)
 
 
 def _run(spec: AttemptSpec, root: Path) -> AttemptSummary:

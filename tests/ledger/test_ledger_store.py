@@ -7,6 +7,7 @@ import pytest
 
 from ray_bench.errors import LedgerError, PlanError
 from ray_bench.ledger import Ledger, accepted_rows, known_spend
+from ray_bench.ledger.store import SCHEMA_VERSION
 from ray_bench.models.attempt import AttemptSummary
 
 
@@ -148,7 +149,7 @@ def test_a_version_1_ledger_is_read_as_it_is_and_migrated_by_execute_keeping_its
     assert readonly.meta()["schema"] == "1"  # a reader changes nothing
     readonly.close()
     ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
-    assert ledger.meta()["schema"] == "2"
+    assert ledger.meta()["schema"] == SCHEMA_VERSION
     assert _costs(ledger) == _V1_COSTS
     assert len(list(ledger.summaries())) == 4 and [e.kind for e in ledger.events()] == ["note"]
     ledger.finish_attempt(_start(ledger, "new", 3.0).attempt_id, status="finished", valid=True, reward=1.0,
@@ -169,3 +170,50 @@ def test_a_ledger_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(LedgerError, match="schema '9' is newer"):
         Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
+
+
+def _v2_ledger(root: Path) -> None:
+    """A version-2 ledger: ``attempts`` without ``kind`` and ``source_attempt``."""
+    ledger = Ledger.create(root, run_id="r", plan_identity="sha256:p")
+    _finish(ledger, _start(ledger, "cell", 1.0).attempt_id, True, 0.0, 2.0)
+    ledger.close()
+    conn = sqlite3.connect(root / "ledger.sqlite")
+    with conn:
+        conn.execute("ALTER TABLE attempts DROP COLUMN kind")
+        conn.execute("ALTER TABLE attempts DROP COLUMN source_attempt")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    conn.close()
+
+
+def test_a_version_2_ledger_reads_as_runs_and_is_migrated_to_take_a_regrade(tmp_path: Path) -> None:
+    _v2_ledger(tmp_path)
+    readonly = Ledger.open_readonly(tmp_path)
+    assert [(r.attempt_id, r.kind, r.source_attempt, r.reward) for r in readonly.attempts()] == [
+        ("cell-a1", "run", None, 0.0)]
+    assert readonly.meta()["schema"] == "2"  # a reader changes nothing
+    readonly.close()
+    ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
+    assert ledger.meta()["schema"] == SCHEMA_VERSION == "3"
+    regrade = ledger.start_attempt(cell_id="cell", task="t", task_checksum="c2", arm="a", rep=1, account="acc",
+                                   backend="local", epoch="sha256:e", preflight=False, now=3.0, kind="regrade",
+                                   source_attempt="cell-a1")
+    _finish(ledger, regrade.attempt_id, True, 1.0, 4.0)
+    attempts = ledger.attempts()
+    assert [(r.attempt_id, r.kind, r.source_attempt) for r in attempts] == [
+        ("cell-a1", "run", None), ("cell-a2", "regrade", "cell-a1")]
+    (row,) = accepted_rows(attempts).values()  # the regrade re-scores the row; it is not one of its own
+    assert (row.attempt_id, row.reward, row.task_checksum, row.regraded_by) == ("cell-a1", 1.0, "c2", "cell-a2")
+    ledger.close()
+
+
+def test_an_invalid_regrade_leaves_the_row_its_own_reward_and_the_latest_valid_one_wins(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
+    _finish(ledger, _start(ledger, "cell", 1.0).attempt_id, True, 0.0, 2.0)
+    for now, valid, reward in ((3.0, True, 1.0), (5.0, False, None)):
+        row = ledger.start_attempt(cell_id="cell", task="t", task_checksum="c2", arm="a", rep=1, account="acc",
+                                   backend="local", epoch="sha256:e", preflight=False, now=now, kind="regrade",
+                                   source_attempt="cell-a1")
+        _finish(ledger, row.attempt_id, valid, reward, now + 1)
+    (row,) = accepted_rows(ledger.attempts()).values()
+    assert (row.reward, row.regraded_by) == (1.0, "cell-a2")
+    ledger.close()
