@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -30,7 +30,6 @@ from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from, scope_acco
 from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
-from ray_bench.metrics.pace import human_span
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.agents import agent_network
@@ -49,16 +48,16 @@ from ray_bench.sandboxes.supervisor import (
     require_no_halt,
     write_run_halt,
 )
-from ray_bench.scheduler.admission import Gate, budget_only
+from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
+from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, RunObserver, Tick
 from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
-from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.signals import exit_code_of
-from ray_bench.scheduler.spend import Expected, SpendBook
+from ray_bench.scheduler.spend import SpendBook
 from ray_bench.status.liveness import HEARTBEAT_SEC
 
 #: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
@@ -122,12 +121,6 @@ class RunOutcome:
         return self.__dict__.copy()
 
 
-def waiting_note(what: str, seconds: float) -> str:
-    """``waiting: every account is cooling (next in 40 s)``; a moment already passed is 0 s
-    (the loop asks again at once), never "-0s"."""
-    return f"waiting: {what} (next in {human_span(max(0.0, seconds))})"
-
-
 def uses_docker(plan: Plan) -> bool:
     return any(c.backend == "docker" for c in plan.cells)
 
@@ -180,13 +173,10 @@ class Driver:
         self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}
         self.arms = {a.name: a for a in plan.arms}
         self.accounts = {a.name: a for a in plan.accounts}
-        self._window_rates = window_rates(plan.accounts)
         self.drift = DriftGuard(plan.inputs)
         agent_inputs = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
         self._agent_sums = {a.name: agent_inputs.get(a.name, "") for a in plan.arms}
         self.circuit = RecoveryCircuit()
-        #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
-        self._probe_leases: dict[str, list[str]] = {}
         #: Account -> when its probe_command last ran (the driver's clock).
         self._probed: dict[str, float] = {}
         self._probes_checked = self.clock.now()
@@ -197,8 +187,9 @@ class Driver:
         self.quota_fit = QuotaFit(ceiling=self.capacity, creates_per_minute=create_rates(plan))
         self._backends = sorted({c.backend for c in plan.cells})
         self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
-        self._leases = 0
         self.spend = SpendBook.of(plan, ())
+        #: The launch policy (scheduler/launch.py): this loop executes what it decides.
+        self.core = LaunchCore(plan, self.capacity, self.circuit, self.quota_fit, self.spend)
         self.attempts_run = 0
         self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
             reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
@@ -209,7 +200,6 @@ class Driver:
         #: first start (a clock near 0, as in the simulator, must not skip it).
         self._supervised: float | None = None
         self._beat = self.clock.now()  # run_started is the first beat
-        self._wake_at: float | None = None
         self._signal_name: str | None = None
         #: Cell id -> the snapshot the build phase made for it (scheduler/builds.py), and what
         #: makes them (None: the plan's Daytona backend; tests set a fake).
@@ -247,7 +237,7 @@ class Driver:
             ledger.append(ev.Hypothesis(text=self.options.hypothesis))
         stale = self._recover_stale(ledger)
         history = ledger.attempts()
-        self.spend = SpendBook.of(self.plan, history)
+        self.spend = self.core.spend = SpendBook.of(self.plan, history)
         self._replay_circuit(ledger, history)
         state = RunState(self.plan, history)
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
@@ -340,162 +330,71 @@ class Driver:
                 # Nothing ran and nothing could start: wait before asking again. (When cells
                 # just finished, the note predates them and their slots are free now.)
                 idle = self.options.tick_sec * 4
-                if self._wake_at is not None:  # an account frees itself sooner: wake then
-                    idle = min(idle, max(0.0, self._wake_at - self.clock.now()))
+                if self.core.wake_at is not None:  # an account frees itself sooner: wake then
+                    idle = min(idle, max(0.0, self.core.wake_at - self.clock.now()))
                 self.clock.sleep(idle)
         return stop
 
     def _launch(self, ledger: Ledger, state: RunState) -> str | None:
-        """Start attempts while capacity, accounts and the circuit allow: the free slots' worth
-        of cells is admitted in one batch (one round trip per actor, not per cell). Returns a
-        note when work is waiting on something."""
+        """One launch round: the core picks the free slots' worth of cells, the inputs of each
+        are checked for drift, the gate admits the batch (one round trip per actor, not per
+        cell), the granted start, and the core says what the round comes to. Returns a note
+        when work is waiting on something."""
         now = self.clock.now()
-        requests: list[LeaseRequest] = []
-        typical = state.book.typical()
-        capacity = min(self.capacity, *(self.quota_fit.limit(b) for b in self._backends))
-        creates = {b: self.quota_fit.creates_available(b, now) for b in self._backends}
-        paced: str | None = None
-        over: Expected | None = None  # the run's spend limit held this cell's cost back
-        asked_usd = 0.0  # the requests' expected cost so far
-        self.spend.typical_sec = typical
-        room = self.spend.room() if len(self.inflight) < capacity else None
-        reserve = self._reservation(state, now, typical) if len(self.inflight) < capacity else Reservation()
-        shunning = 0  # requests that may wait for a busy account: they take no free slot's place
-        while len(self.inflight) + len(requests) - shunning < capacity and (cell := (
-                state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
-                else state.take(now, reserve.below))) is not None:
-            if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
-                state.put_back([cell])
-                paced = cell.backend
-                break
-            expected_sec = state.expected(cell, now)
-            # a duration the cost may scale with: known from history or this run, not the
-            # high quantile an unknown task is explored at (that held a 2-s quickstart cell at $27)
-            expected = self.spend.expected(cell, expected_sec if state.book.known(cell.task) else 0.0)
-            if room is not None and asked_usd + expected.usd > room:
-                state.put_back([cell])
-                over = expected
-                break
-            creates[cell.backend] -= 1
+        core = self.core
+        views = self.gate.views(now) if core.wants_views(state, len(self.inflight)) else []
+        round_ = core.plan_round(state, views, len(self.inflight), now)
+        for cell in round_.checked:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
-            scope = self.circuit.blocks(account="", backend=cell.backend)
-            if drift is not None or scope is not None:
-                state.put_back([*(r.cell for r in requests), cell])
-                cell_id = cell.id
-                if drift is not None:
-                    ledger.append(ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail),
-                                  cell_id=cell_id)
-                    raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
-                                              "running cells may finish, a new plan is required")
-                assert scope is not None
-                raise RunStopped("circuit", f"recovery circuit open for {scope} "
-                                            f"(signature {self.circuit.open_scopes[scope]}); "
-                                            "resume with --hypothesis TEXT")
-            # A scope on probation takes one cell at a time, alone in its batch: its probe.
-            probing = self.circuit.probing_for(account="", backend=cell.backend)
-            if probing and (requests or not self.circuit.probe_free(probing)):
-                state.put_back([cell])
-                break
-            cell_state = state.cells[cell.id]
-            requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
-                                         self._horizon(cell), expected_sec, cell_state.last_account,
-                                         typical, expected.usd, cell_state.shuns))
-            asked_usd += expected.usd
-            shunning += cell_state.shuns
-            self._leases += 1
-            if probing:
-                self._probe_leases[requests[-1].lease_id] = probing
-                break
-        if not requests:
+            if drift is not None:
+                state.put_back([r.cell for r in round_.requests])
+                ledger.append(ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail),
+                              cell_id=cell.id)
+                raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
+                                          "running cells may finish, a new plan is required")
+        if round_.halt is not None:
+            raise RunStopped(round_.halt.reason, round_.halt.detail)
+        if not round_.requests:
             self.gate.flush()
-            if over is not None:
-                if not self.inflight:
-                    raise RunStopped("spend", self.spend.refusal(over))
-                return "waiting: the run's spend limit holds the next cell until a running one finishes"
-            return self._paced(paced, now)
-        blocked_accounts = {name for name in self.accounts
-                            if self.circuit.blocks(account=name, backend="") is not None}
-        granted = self._probe_accounts_circuit(requests, now, blocked_accounts)
-        # an account on probation takes only its probe (a run or backend probe goes to any account)
-        excluded = blocked_accounts | {n for n in self.accounts if f"account:{n}" in self.circuit.probing}
-        rest = [r for r in requests if r.lease_id not in granted]
-        granted.update(self.gate.acquire_many(rest, now, exclude=excluded) if rest else {})
+        granted = self._probe_accounts_circuit(round_.requests, now) if round_.requests else {}
+        rest = [r for r in round_.requests if r.lease_id not in granted]
+        granted.update(self.gate.acquire_many(rest, now, exclude=core.excluded()) if rest else {})
         waiting: list[PlanCell] = []
-        for request in requests:
+        for request in round_.requests:
             account = granted.get(request.lease_id)
             if account is None:
                 waiting.append(request.cell)
-                self._probe_leases.pop(request.lease_id, None)
+                core.refused(request)
             else:
-                self._start(ledger, state, request.cell, account, request.lease_id)
-                self.spend.reserve(request.lease_id, request.cell,
-                                   request.expected_sec if state.book.known(request.cell.task) else 0.0)
-                self.quota_fit.on_create_sent(request.cell.backend, now)
+                self._start(ledger, state, round_, request, account, now)
         state.put_back(waiting)
-        if not waiting or self.inflight:
-            return "waiting: every account is at its limit" if waiting else self._paced(paced, now)
-        excluded = blocked_accounts  # an account on probation may still take its probe
-        if excluded and excluded >= set(self.accounts):
-            raise RunStopped("accounts", "no account can be admitted: the recovery circuit is open for every "
-                                         "account; resume with --hypothesis TEXT")
-        blocked = self.gate.blocked_until(now)
-        self._wake_at = blocked[0] if blocked is not None else None
-        if blocked is not None:
-            return waiting_note(blocked[1], blocked[0] - now)
-        stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
-        if stalled is not None and budget_only(stalled):
-            raise RunStopped("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
-                                       "counts every run on the state root): raise it in the accounts file "
-                                       "or add an account, then plan again")
-        if stalled is not None:
-            raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
-                                         "fix the accounts (`ray-bench accounts status`), then resume")
-        return "waiting: every account is at its limit"
+        decision = core.conclude(round_, len(waiting), len(self.inflight), now)
+        if isinstance(decision, AskGate):
+            blocked = self.gate.blocked_until(now)
+            stalled = None if blocked is not None else self.gate.stalled(now, decision.horizon_sec,
+                                                                         decision.exclude)
+            decision = core.when_idle(blocked, stalled, now)
+        if isinstance(decision, Halt):
+            raise RunStopped(decision.reason, decision.detail)
+        return decision.note
 
-    def _probe_accounts_circuit(self, requests: list[LeaseRequest], now: float,
-                                blocked: set[str]) -> dict[str, str]:
+    def _probe_accounts_circuit(self, requests: Sequence[LeaseRequest], now: float) -> dict[str, str]:
         """An account scope on probation gets one request of the batch, offered to it alone:
         its probe. Returns what was granted (lease id -> account)."""
         granted: dict[str, str] = {}
-        for scope in sorted(self.circuit.probing):
-            name = scope_account(scope)
-            if name not in self.accounts or not self.circuit.probe_free([scope]):
-                continue
-            request = next((r for r in requests if r.lease_id not in granted
-                            and r.lease_id not in self._probe_leases), None)
+        for scope, name in self.core.account_probes():
+            request = self.core.probe_offer(requests, granted)
             if request is None:
                 break
             got = self.gate.acquire_many([request], now, exclude=set(self.accounts) - {name})
             if got.get(request.lease_id) == name:
                 granted[request.lease_id] = name
-                self._probe_leases[request.lease_id] = [scope]
+                self.core.probe_leases[request.lease_id] = [scope]
         return granted
 
-    def _paced(self, backend: str | None, now: float) -> str | None:
-        """The note (and the wake-up) when ``backend``'s create rate held cells back."""
-        if backend is None:
-            return None
-        wait = self.quota_fit.create_wait(backend, now)
-        self._wake_at = now + wait
-        return waiting_note(f"{backend} creates per minute", wait)
-
-    def _reservation(self, state: RunState, now: float, typical: float) -> Reservation:
-        """Long cells kept for the window-bound accounts' slots (ray_bench/scheduler/reserve.py)."""
-        if not self._window_rates or not state.pending:
-            return Reservation()
-        excluded = {n for n in self._window_rates if self.circuit.blocks(account=n, backend="") is not None}
-        return reservation(self._window_rates, self.gate.views(now), typical_sec=typical,
-                           work_sec=state.pending.work() + state.book.residual(now),
-                           profile=state.pending.profile(), exclude=excluded)
-
-    def _horizon(self, cell: PlanCell) -> float:
-        """How long a cell may hold its account: its agent and verifier limits."""
-        task = self.tasks[cell.task]
-        arm = self.arms[cell.arm]
-        return (arm.agent_timeout_sec or task.agent_timeout_sec) + (arm.verifier_timeout_sec or
-                                                                      task.verifier_timeout_sec)
-
-    def _start(self, ledger: Ledger, state: RunState, cell: PlanCell, account: str, lease_id: str) -> None:
+    def _start(self, ledger: Ledger, state: RunState, round_: Round, request: LeaseRequest, account: str,
+               now: float) -> None:
+        cell, lease_id = request.cell, request.lease_id
         task = self.tasks[cell.task]
         arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
@@ -536,7 +435,7 @@ class Driver:
         )
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)
-        probe_scopes = self._probe_leases.pop(lease_id, None)
+        probe_scopes = self.core.started(round_, request, now)
         if probe_scopes:
             self.circuit.probe_started(probe_scopes, row.attempt_id)
             for scope in probe_scopes:
