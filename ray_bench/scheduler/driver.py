@@ -27,7 +27,6 @@ from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from, scope_account
-from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
@@ -36,7 +35,7 @@ from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.roles import executor_max_turns
 from ray_bench.plan.watchdog import effective as effective_watchdog
-from ray_bench.runroot import DISK_FULL_ERROR, RunPaths, disk_full_detail, is_disk_full
+from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -52,9 +51,10 @@ from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
+from ray_bench.scheduler.finish import FinishCore
 from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, RunObserver, Tick
-from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
+from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.scheduler.spend import SpendBook
@@ -190,6 +190,8 @@ class Driver:
         self.spend = SpendBook.of(plan, ())
         #: The launch policy (scheduler/launch.py): this loop executes what it decides.
         self.core = LaunchCore(plan, self.capacity, self.circuit, self.quota_fit, self.spend)
+        #: What a finished attempt comes to (scheduler/finish.py), over the same books.
+        self.finishing = FinishCore(self.catalog, self.circuit, self.quota_fit, self.spend)
         self.attempts_run = 0
         self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
             reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
@@ -237,7 +239,7 @@ class Driver:
             ledger.append(ev.Hypothesis(text=self.options.hypothesis))
         stale = self._recover_stale(ledger)
         history = ledger.attempts()
-        self.spend = self.core.spend = SpendBook.of(self.plan, history)
+        self.spend = self.core.spend = self.finishing.spend = SpendBook.of(self.plan, history)
         self._replay_circuit(ledger, history)
         state = RunState(self.plan, history)
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
@@ -448,84 +450,26 @@ class Driver:
         self.observer.on_event(AttemptStarted(row))
 
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
+        """Record what the finish core decided for the attempt, in its order, then the cell's state."""
         row, cell, lease_id = self.inflight.pop(ref)
         now = self.clock.now()
-        if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
-            # The host's fault: not a failure of the cell (it runs again on resume), not evidence.
-            charged = self.spend.finish(lease_id, cell.task, cell.arm, summary.spent_usd)
-            ledger.finish_attempt(row.attempt_id, status="finished", valid=False, reward=None,
-                                  failure_class="stack", fingerprint="disk-full", counts=False,
-                                  cost_usd=summary.spent_usd, charged_usd=charged, summary=summary,
-                                  now=self.clock.wall())
-            self.gate.release(row.account, lease_id, None, charged, now)
-            self._disk_full = self._disk_full or disk_full_detail(self.run_root, summary.error.message)
-            self.observer.on_event(AttemptFinished(row, None, summary, state.finished(cell.id, None, lease_id, now)))
-            return
-        if summary.cancelled:
-            ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
-                                  failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
-                                  summary=summary, now=self.clock.wall())
-            self.gate.release(row.account, lease_id, None, 0.0, now)
-            self.spend.finish(lease_id, cell.task, cell.arm, 0.0)
-            self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)
-            cell_state = state.finished(cell.id, None, lease_id, now, row.account)
-            self.observer.on_event(AttemptFinished(row, None, summary, cell_state))
-            return
-        verdict = classify(summary, self.catalog)
-        summary = summary.model_copy(update={"verdict": verdict.record()})
-        # An unknown cost is charged at the cell's expected cost, to the run and to the account;
-        # the ledger keeps the cost unknown (NULL) and the charge beside it, which a resume
-        # charges again (SpendBook.of), so a resumed run's limit stops where an unbroken one would.
-        charged = self.spend.finish(lease_id, cell.task, cell.arm, summary.spent_usd,
-                                    summary.agent.duration_sec if summary.agent else 0.0)
-        ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
-                              failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
-                              counts=verdict.counts, cost_usd=summary.spent_usd, charged_usd=charged,
-                              summary=summary, now=self.clock.wall())
-        # A lost runner says nothing about the account: its lease is given back, not judged.
-        self.gate.release(row.account, lease_id, None if verdict.lost else verdict, charged, now)
-        # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
-        absorbed = self._fit_quota(ledger, row, summary)
-        self._judge_probe(ledger, row, verdict, absorbed)
-        if verdict.valid:
-            self.circuit.record_success(account=row.account, backend=row.backend)
-        elif verdict.failure_class and verdict.fingerprint and not verdict.lost and not absorbed:
-            for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
-                                                     account=row.account, backend=row.backend):
-                ledger.append(ev.CircuitOpen(scope=scope, fingerprint=verdict.fingerprint,
-                                             failure_class=verdict.failure_class, message=verdict.message))
-        cell_state = state.finished(cell.id, verdict, lease_id, now, row.account)
-        self.observer.on_event(AttemptFinished(row, verdict, summary, cell_state))
+        done = self.finishing.finished(row, lease_id, summary, self._running_on)
+        record = done.record
+        ledger.finish_attempt(row.attempt_id, status=record.status, valid=record.valid, reward=record.reward,
+                              failure_class=record.failure_class, fingerprint=record.fingerprint,
+                              counts=record.counts, cost_usd=record.cost_usd, charged_usd=record.charged_usd,
+                              summary=record.summary, now=self.clock.wall())
+        release = done.release
+        self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now)
+        for append in done.events:
+            ledger.append(append.event, cell_id=append.cell_id)
+        if done.disk_full is not None:
+            self._disk_full = self._disk_full or disk_full_detail(self.run_root, done.disk_full)
+        cell_state = state.finished(cell.id, done.verdict, lease_id, now, row.account)
+        self.observer.on_event(AttemptFinished(row, done.verdict, record.summary, cell_state))
 
-    def _judge_probe(self, ledger: Ledger, row: AttemptRow, verdict: Verdict, absorbed: bool) -> None:
-        """A circuit probe's result: a valid row reopens its scope, the same signature closes it
-        again (recorded against the hypothesis), anything else frees it for the next probe."""
-        hypotheses = {s: p.hypothesis for s, p in self.circuit.probing.items() if p.attempt_id == row.attempt_id}
-        counted = not verdict.lost and not absorbed  # an auth probe counts too, not its attempts
-        results = self.circuit.probe_finished(row.attempt_id, valid=verdict.valid,
-                                              fingerprint=verdict.fingerprint, counted=counted)
-        for scope, result in results.items():
-            if result == "reopened":
-                ledger.append(ev.CircuitReopened(scope=scope, via="probe", attempt_id=row.attempt_id,
-                                                 hypothesis=hypotheses[scope]), cell_id=row.cell_id)
-            elif result == "closed":
-                ledger.append(ev.CircuitOpen(scope=scope, fingerprint=verdict.fingerprint or "",
-                                             failure_class=verdict.failure_class or "", message=verdict.message,
-                                             probe=row.attempt_id, hypothesis=hypotheses[scope]),
-                              cell_id=row.cell_id)
-
-    def _fit_quota(self, ledger: Ledger, row: AttemptRow, summary: AttemptSummary) -> bool:
-        """Learn the provider's real pool from a quota refusal (see :mod:`quota_fit`). True when
-        the refusal was absorbed; a refusal with nothing of ours running goes to the circuit."""
-        if summary.error is None or summary.error.type != QUOTA_ERROR:
-            if summary.sandbox_id:
-                self.quota_fit.on_created(row.backend)
-            return False
-        running = sum(1 for r, _, _ in self.inflight.values() if r.backend == row.backend)
-        limit = self.quota_fit.on_quota(row.backend, running)
-        ledger.append(ev.Quota(backend=row.backend, running=running, limit=limit,
-                               message=summary.error.message[:300]))
-        return running > 0
+    def _running_on(self, backend: str) -> int:
+        return sum(1 for r, _, _ in self.inflight.values() if r.backend == backend)
 
     def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
         """Record every node's check; stop when no node passed (no runner could take a cell)."""
