@@ -47,6 +47,7 @@ from ray_bench.sandboxes.supervisor import (
     require_no_halt,
     write_run_halt,
 )
+from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
 from ray_bench.scheduler.clock import Clock, SystemClock
@@ -56,7 +57,6 @@ from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, RunObserver, Tick
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
-from ray_bench.scheduler.signals import exit_code_of
 from ray_bench.scheduler.spend import SpendBook
 from ray_bench.status.liveness import HEARTBEAT_SEC
 
@@ -252,10 +252,7 @@ class Driver:
                                         f"run `ray-bench audit {self.run_root} --cleanup`")
             ledger.append(ev.Stop(reason=ev.StopReason.AUDIT, detail=detail))
         counts = state.counts()
-        # An operator's pause is what they asked for: exit 0 (the final line says "paused").
-        exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
-        if stopped == "signal":
-            exit_code = exit_code_of(self._signal_name or "SIGTERM")
+        exit_code = stops.exit_code(stopped, counts["valid"], len(state.cells), self._signal_name)
         if stopped is None and exit_code == 1:
             detail = state.failure_detail()
         outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
@@ -284,16 +281,10 @@ class Driver:
                 return stop
             state.extend(aside)
             gate = state.preflight(self.plan.preflight)
-        if gate.failed:
-            cell = state.cells[gate.failed[0]]
-            detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
-                      f"has no valid row (last failure: {cell.last_failure})")
-            if gate.spent:
-                detail += (f"; {len(gate.spent)} preflight cell{'s' if len(gate.spent) != 1 else ''} used "
-                           f"every attempt, so a resume cannot pass it: `ray-bench rerun {self.run_root} "
-                           "--failed --hypothesis TEXT` plans every cell without a valid row as a new run")
-            ledger.append(ev.Stop(reason=ev.StopReason.PREFLIGHT, detail=detail, cells=list(gate.failed)))
-            return "preflight", detail
+        halt = stops.preflight_halt(gate, state, self.run_root)
+        if halt is not None:
+            ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail, cells=list(gate.failed)))
+            return halt.reason, halt.detail
         ledger.append(ev.PreflightPassed(cells=sorted(self.plan.preflight)))
         return None
 
@@ -522,11 +513,10 @@ class Driver:
                 return stop
         # An account's budget is its own (lifetime, every run on the state root): the account
         # refuses admission and the run stops as `budget` when no account can take a cell.
-        total = self.spend.spent
-        if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
-            detail = f"run spend ${total:.2f} reached the run's limit ${self.plan.spend_limit_usd:.2f}"
-            ledger.append(ev.Stop(reason=ev.StopReason.SPEND, detail=detail))
-            return "spend", detail
+        halt = stops.spend_halt(self.spend)
+        if halt is not None:
+            ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail))
+            return halt.reason, halt.detail
         return None
 
     def _stop_on_full_ledger(self, ledger: Ledger, exc: BaseException) -> NoReturn:

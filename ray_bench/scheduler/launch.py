@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ray_bench.evidence.circuit import RecoveryCircuit, scope_account
+from ray_bench.ledger import events as ev
 from ray_bench.metrics.pace import human_span
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.scheduler.admission import AccountView, budget_only
@@ -55,7 +56,7 @@ class Halt:
     """Stop launching: the run stops with ``reason`` (a :class:`~ray_bench.ledger.events.StopReason`
     value); running cells may finish."""
 
-    reason: str
+    reason: ev.StopReason
     detail: str
 
 
@@ -156,7 +157,7 @@ class LaunchCore:
             scope = self.circuit.blocks(account="", backend=cell.backend)
             if scope is not None:
                 state.put_back([*(r.cell for r in requests), cell])
-                return Round((), tuple(checked), Halt("circuit", (
+                return Round((), tuple(checked), Halt(ev.StopReason.CIRCUIT, (
                     f"recovery circuit open for {scope} (signature {self.circuit.open_scopes[scope]}); "
                     "resume with --hypothesis TEXT")))
             probing = self.circuit.probing_for(account="", backend=cell.backend)
@@ -228,14 +229,14 @@ class LaunchCore:
         if not round_.requests:
             if round_.over is not None:
                 if not inflight:
-                    return Halt("spend", self.spend.refusal(round_.over))
+                    return Halt(ev.StopReason.SPEND, self.spend.refusal(round_.over))
                 return Wait("waiting: the run's spend limit holds the next cell until a running one finishes")
             return Wait(self._paced(round_.paced, now))
         if not waiting or inflight:
             return Wait(AT_LIMIT if waiting else self._paced(round_.paced, now))
         blocked = self.blocked_accounts()  # an account on probation may still take its probe
         if blocked and blocked >= self.accounts:
-            return Halt("accounts", "no account can be admitted: the recovery circuit is open for every "
+            return Halt(ev.StopReason.ACCOUNTS, "no account can be admitted: the recovery circuit is open for every "
                                     "account; resume with --hypothesis TEXT")
         return AskGate(min(r.horizon_sec for r in round_.requests), blocked)
 
@@ -246,11 +247,11 @@ class LaunchCore:
         if blocked is not None:
             return Wait(waiting_note(blocked[1], blocked[0] - now))
         if stalled is not None and budget_only(stalled):
-            return Halt("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
+            return Halt(ev.StopReason.BUDGET, f"every account's own budget is spent: {stalled} (limits.spend_usd "
                                   "counts every run on the state root): raise it in the accounts file "
                                   "or add an account, then plan again")
         if stalled is not None:
-            return Halt("accounts", f"no account can admit a cell without an operator: {stalled}; "
+            return Halt(ev.StopReason.ACCOUNTS, f"no account can admit a cell without an operator: {stalled}; "
                                     "fix the accounts (`ray-bench accounts status`), then resume")
         return Wait(AT_LIMIT)
 

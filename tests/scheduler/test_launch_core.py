@@ -4,32 +4,17 @@ and the views, these requests and this outcome. No driver, no gate, no clock."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
+from support.launch_world import a_plan
 
 from ray_bench.accounts import RefusalReason
 from ray_bench.evidence.circuit import Probe, RecoveryCircuit
-from ray_bench.models.plan import Plan
 from ray_bench.scheduler.launch import AT_LIMIT, AskGate, Halt, LaunchCore, Wait
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
-from ray_bench.sim.driven import HORIZON_SEC, plan_for
-from ray_bench.sim.workload import build_workload, parse_spec
-
-SPEC: dict[str, Any] = {
-    "seed": 1,
-    "suite": {"tasks": 3, "arms": ["baseline", "mcp"], "reps": 1},
-    "durations": {"lognormal": {"median_s": 600, "sigma": 0.3}},
-    "accounts": [{"name": "a", "max_concurrent": 2}, {"name": "b", "max_concurrent": 2}],
-    "policies": ["adaptive"],
-}
-
-
-def a_plan(**update: Any) -> Plan:
-    spec = parse_spec(SPEC)
-    return plan_for(spec, build_workload(spec)).model_copy(update=update)
+from ray_bench.sim.driven import HORIZON_SEC
 
 
 @dataclass
