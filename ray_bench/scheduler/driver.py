@@ -31,10 +31,7 @@ from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
-from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.plan.roles import executor_max_turns
-from ray_bench.plan.watchdog import effective as effective_watchdog
 from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
@@ -49,7 +46,8 @@ from ray_bench.sandboxes.supervisor import (
 )
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import Gate
-from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
+from ray_bench.scheduler.attempts import AttemptSpecs
+from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.finish import FinishCore
@@ -171,11 +169,9 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.catalog = self.options.catalog
         self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}
-        self.arms = {a.name: a for a in plan.arms}
         self.accounts = {a.name: a for a in plan.accounts}
         self.drift = DriftGuard(plan.inputs)
-        agent_inputs = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
-        self._agent_sums = {a.name: agent_inputs.get(a.name, "") for a in plan.arms}
+        self.specs = AttemptSpecs(plan, self.paths)
         self.circuit = RecoveryCircuit()
         #: Account -> when its probe_command last ran (the driver's clock).
         self._probed: dict[str, float] = {}
@@ -389,53 +385,15 @@ class Driver:
                now: float) -> None:
         cell, lease_id = request.cell, request.lease_id
         task = self.tasks[cell.task]
-        arm = self.arms[cell.arm]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
                                    preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
                                    taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
-        acc = self.accounts[account]
-        backend_cfg = self.plan.backends.get(cell.backend)
-        defaults = backend_cfg.resources if backend_cfg else None
-        box = cell_sandbox(task, arm, backend_cfg)
-        image, build_context = box.image, box.build_context
-        if (snapshot := self._snapshots.get(cell.id)) is not None:  # made by the build phase
-            image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
-        spec = AttemptSpec(
-            run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
-            arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
-            stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
-            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
-            backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
-            agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
-            route_env=dict(acc.route.env),
-            route_home=acc.route.home,
-            agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
-            verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
-            verifier_env=dict(task.verifier_env),
-            image=image, build_context=build_context,
-            workdir=task.workdir, network=task.network or agent_network(arm),
-            cpus=box.cpus, memory_mb=box.memory_mb,
-            pids=arm.resources.pids or (defaults.pids if defaults else None),
-            expose_solution=arm.expose_solution,
-            artifact_cap_bytes=self.plan.artifact_cap_mb << 20,
-            seed=f"{cell.id}:{row.seq}",
-            agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
-            mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
-            task_config=task.config, agent_network=agent_network(arm), watchdog=effective_watchdog(arm),
-            max_turns=executor_max_turns(arm),
-            harbor_agent=arm.harbor_agent, harbor_options=dict(arm.harbor_options),
-        )
+        spec = self.specs.of(row, cell, self._snapshots.get(cell.id))
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)
-        probe_scopes = self.core.started(round_, request, now)
-        if probe_scopes:
-            self.circuit.probe_started(probe_scopes, row.attempt_id)
-            for scope in probe_scopes:
-                probe = self.circuit.probing[scope]
-                ledger.append(ev.CircuitProbe(scope=scope, fingerprint=probe.fingerprint, hypothesis=probe.hypothesis,
-                                              attempt_id=row.attempt_id, cell_id=cell.id, account=account),
-                              cell_id=cell.id)
+        for event in self.core.started(round_, request, row, now):
+            ledger.append(event, cell_id=cell.id)
         state.started(cell.id, lease_id, self.clock.now())
         self.attempts_run += 1
         self.observer.on_event(AttemptStarted(row))

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ray_bench.evidence.circuit import RecoveryCircuit, scope_account
 from ray_bench.ledger import events as ev
+from ray_bench.ledger.store import AttemptRow
 from ray_bench.metrics.pace import human_span
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.scheduler.admission import AccountView, budget_only
@@ -212,12 +213,19 @@ class LaunchCore:
 
     # -- after the gate -------------------------------------------------------------------------
 
-    def started(self, round_: Round, request: LeaseRequest, now: float) -> list[str] | None:
-        """``request`` was granted and sent to a runner: reserve its cost and its create.
-        Returns the circuit scopes it is the probe of (None: it is no probe)."""
+    def started(self, round_: Round, request: LeaseRequest, row: AttemptRow, now: float) -> list[ev.CircuitProbe]:
+        """``request`` was granted and sent to a runner as attempt ``row``: reserve its cost and
+        its create; when it is a circuit probe, mark it in flight. Returns the probe events."""
         self.spend.reserve(request.lease_id, request.cell, round_.costed_sec.get(request.lease_id, 0.0))
         self.quota_fit.on_create_sent(request.cell.backend, now)
-        return self.probe_leases.pop(request.lease_id, None)
+        scopes = self.probe_leases.pop(request.lease_id, None)
+        if not scopes:
+            return []
+        self.circuit.probe_started(scopes, row.attempt_id)
+        probes = [(scope, self.circuit.probing[scope]) for scope in scopes]
+        return [ev.CircuitProbe(scope=scope, fingerprint=probe.fingerprint, hypothesis=probe.hypothesis,
+                                attempt_id=row.attempt_id, cell_id=row.cell_id, account=row.account)
+                for scope, probe in probes]
 
     def refused(self, request: LeaseRequest) -> None:
         """No account took ``request``: it is no one's probe any more."""

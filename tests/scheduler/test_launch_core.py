@@ -10,11 +10,20 @@ from support.launch_world import a_plan
 
 from ray_bench.accounts import RefusalReason
 from ray_bench.evidence.circuit import Probe, RecoveryCircuit
+from ray_bench.ledger.store import AttemptRow
+from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.launch import AT_LIMIT, AskGate, Halt, LaunchCore, Wait
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
 from ray_bench.sim.driven import HORIZON_SEC
+
+
+def row_of(request: LeaseRequest, account: str = "a") -> AttemptRow:
+    cell = request.cell
+    return AttemptRow(attempt_id="att-1", cell_id=cell.id, task=cell.task, task_checksum="x", arm=cell.arm,
+                      rep=cell.rep, seq=1, account=account, backend=cell.backend, epoch="e", preflight=False,
+                      started_at=0.0)
 
 
 @dataclass
@@ -77,15 +86,18 @@ def test_a_probation_probe_goes_alone_and_is_remembered_until_it_starts() -> Non
     round_ = core.plan_round(state, [], 0, 0.0)
     (probe,) = round_.requests
     assert core.probe_leases == {probe.lease_id: ["backend:local"]}
-    assert core.started(round_, probe, 0.0) == ["backend:local"]
+    (event,) = core.started(round_, probe, row_of(probe), 0.0)
+    assert (event.scope, event.attempt_id, event.hypothesis, event.account) == ("backend:local", "att-1", "h", "a")
     assert core.probe_leases == {}
+    assert core.circuit.probing["backend:local"].attempt_id == "att-1"  # in flight: the next round waits
+    assert core.plan_round(state, [], 1, 0.0).requests == ()
 
 
 def test_the_create_rate_paces_the_round_and_sets_the_wake_up() -> None:
     state, core = World(creates_per_minute={"local": 6.0}).build()  # a burst of one, then one per 10 s
     round_ = core.plan_round(state, [], 0, 0.0)
     assert round_.paced == "local"
-    core.started(round_, round_.requests[0], 0.0)
+    assert core.started(round_, round_.requests[0], row_of(round_.requests[0]), 0.0) == []
     assert core.conclude(round_, 0, 1, 0.0) == Wait("waiting: local creates per minute (next in 10 s)")
     assert core.wake_at == pytest.approx(10.0)
     assert core.plan_round(state, [], 1, 1.0).requests == ()  # the token is spent
