@@ -378,7 +378,7 @@ class Driver:
             got = self.gate.acquire_many([request], now, exclude=set(self.accounts) - {name})
             if got.get(request.lease_id) == name:
                 granted[request.lease_id] = name
-                self.core.probe_leases[request.lease_id] = [scope]
+                self.core.probe_granted(request, scope)
         return granted
 
     def _start(self, ledger: Ledger, state: RunState, round_: Round, request: LeaseRequest, account: str,

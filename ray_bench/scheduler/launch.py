@@ -211,6 +211,10 @@ class LaunchCore:
         return next((r for r in requests if r.lease_id not in granted and r.lease_id not in self.probe_leases),
                     None)
 
+    def probe_granted(self, request: LeaseRequest, scope: str) -> None:
+        """The account of ``scope`` took ``request`` as its probe."""
+        self.probe_leases[request.lease_id] = [scope]
+
     # -- after the gate -------------------------------------------------------------------------
 
     def started(self, round_: Round, request: LeaseRequest, row: AttemptRow, now: float) -> list[ev.CircuitProbe]:

@@ -153,3 +153,15 @@ def test_when_nothing_runs_and_nothing_started(case: str, blocked: tuple[float, 
     else:
         assert got == expected
     assert core.wake_at == (blocked[0] if blocked else None)
+
+
+def test_an_account_on_probation_is_offered_one_request_that_is_no_other_scopes_probe() -> None:
+    state, core = World(probing={"account:a": Probe("fp", "h"), "account:b": Probe("fp", "h")}).build()
+    round_ = core.plan_round(state, [], 0, 0.0)
+    first = core.probe_offer(round_.requests, {})
+    assert first is round_.requests[0]
+    core.probe_granted(first, "account:a")
+    second = core.probe_offer(round_.requests, {first.lease_id: "a"})
+    assert second is round_.requests[1]
+    (event,) = core.started(round_, first, row_of(first), 0.0)
+    assert event.scope == "account:a" and core.circuit.probing["account:b"].attempt_id is None
