@@ -51,8 +51,8 @@ def _live_snapshots(accounts: list[Account], address: str | None, state_root: Pa
         except ValueError:
             return found
         for account in accounts:
-            ref = actor.peek.remote("account", account.name, "snapshot")
-            snap = cast("AccountSnapshot | None", ray.get(ref, timeout=30))
+            snap = cast("AccountSnapshot | None",
+                        ray.get(actor.peek.remote("account", account.name, "snapshot"), timeout=30))
             if snap is not None:
                 found[account.name] = snap
     finally:

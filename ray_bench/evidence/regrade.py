@@ -211,12 +211,10 @@ async def _regrade_one(ledger: Ledger, plan: Plan, identity: str, paths: RunPath
                        backend: SandboxBackend, catalog: Catalog, source: AttemptSummary,
                        where: RegradeSource) -> AttemptRow:
     from ray_bench.cells.runner import run_attempt
-    from ray_bench.scheduler.driver import attempt_spec
+    from ray_bench.scheduler.attempts import AttemptSpecs
 
     assert choice.row is not None
     src, cell = choice.row, choice.cell
-    task = next(t for t in plan.tasks if t.id == cell.task)
-    arm = next(a for a in plan.arms if a.name == cell.arm)
     # The graded row's account, for the spec's shape only: a regrade resolves no credentials.
     account = next((a for a in plan.accounts if a.name == src.account), plan.accounts[0])
     row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=choice.task_sha256, arm=cell.arm,
@@ -224,9 +222,7 @@ async def _regrade_one(ledger: Ledger, plan: Plan, identity: str, paths: RunPath
                                preflight=False, kind=REGRADE, source_attempt=src.attempt_id,
                                taken=lambda attempt_id: paths.attempt(attempt_id).exists())
     attempt_dir = paths.attempt(row.attempt_id)
-    agent_sum = next((i.sha256 for i in plan.inputs if i.kind == "agent" and i.name == arm.name), "")
-    spec = attempt_spec(plan, cell, task, arm, account, row.attempt_id, row.seq, attempt_dir=str(attempt_dir),
-                        agent_sum=agent_sum)
+    spec = AttemptSpecs(plan, paths).of(row, cell)
     summary = await run_attempt(spec, backend, ArtifactPlace(via="run-root", uri=str(attempt_dir)), where)
     # Judged as the trial it stands for: the source's agent run, graded by the new verifier.
     judged = summary.model_copy(update={"agent": source.agent, "usage": source.usage,

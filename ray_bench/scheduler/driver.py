@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -27,19 +27,12 @@ from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from, scope_account
-from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
-from ray_bench.metrics.pace import human_span
-from ray_bench.models.accounts import Account
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
-from ray_bench.models.suite import Arm
-from ray_bench.plan.agents import agent_network
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.plan.roles import executor_max_turns
-from ray_bench.plan.watchdog import effective as effective_watchdog
-from ray_bench.runroot import DISK_FULL_ERROR, RunPaths, disk_full_detail, is_disk_full
+from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -51,16 +44,18 @@ from ray_bench.sandboxes.supervisor import (
     require_no_halt,
     write_run_halt,
 )
-from ray_bench.scheduler.admission import Gate, budget_only
-from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, SnapshotBuilder, build_phase, cell_sandbox
+from ray_bench.scheduler import stops
+from ray_bench.scheduler.admission import Gate
+from ray_bench.scheduler.attempts import AttemptSpecs
+from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
 from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
+from ray_bench.scheduler.finish import FinishCore
+from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, RunObserver, Tick
-from ray_bench.scheduler.quota_fit import QUOTA_ERROR, QuotaFit
-from ray_bench.scheduler.reserve import Reservation, reservation, window_rates
+from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
-from ray_bench.scheduler.signals import exit_code_of
-from ray_bench.scheduler.spend import Expected, SpendBook
+from ray_bench.scheduler.spend import SpendBook
 from ray_bench.status.liveness import HEARTBEAT_SEC
 
 #: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
@@ -124,12 +119,6 @@ class RunOutcome:
         return self.__dict__.copy()
 
 
-def waiting_note(what: str, seconds: float) -> str:
-    """``waiting: every account is cooling (next in 40 s)``; a moment already passed is 0 s
-    (the loop asks again at once), never "-0s"."""
-    return f"waiting: {what} (next in {human_span(max(0.0, seconds))})"
-
-
 def uses_docker(plan: Plan) -> bool:
     return any(c.backend == "docker" for c in plan.cells)
 
@@ -156,45 +145,6 @@ def create_rates(plan: Plan) -> dict[str, float]:
     return {"daytona": DaytonaPool.model_validate(config.options["pool"]).creates_per_minute}
 
 
-def attempt_spec(plan: Plan, cell: PlanCell, task: PlanTask, arm: Arm, acc: Account, attempt_id: str, seq: int, *,
-                 attempt_dir: str, agent_sum: str, snapshot: str | None = None) -> AttemptSpec:
-    """What a runner needs for one attempt of ``cell`` (its task and arm) on account ``acc``: the
-    one translation of a plan's cell into an :class:`AttemptSpec` (the driver's launches and
-    ``regrade`` both use it). ``snapshot``: the image the build phase made for the cell."""
-    account = acc.name
-    backend_cfg = plan.backends.get(cell.backend)
-    defaults = backend_cfg.resources if backend_cfg else None
-    box = cell_sandbox(task, arm, backend_cfg)
-    image, build_context = box.image, box.build_context
-    if snapshot is not None:  # made by the build phase
-        image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
-    return AttemptSpec(
-        run_id=plan.run_id, attempt_id=attempt_id, cell_id=cell.id, task_id=cell.task,
-        arm=cell.arm, rep=cell.rep, account=account, task_path=task.path,
-        stage_key=f"{task.checksum}:{agent_sum}", attempt_dir=attempt_dir,
-        backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
-        agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
-        route_env=dict(acc.route.env),
-        route_home=acc.route.home,
-        agent_timeout_sec=arm.agent_timeout_sec or task.agent_timeout_sec,
-        verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
-        verifier_env=dict(task.verifier_env),
-        image=image, build_context=build_context,
-        workdir=task.workdir, network=task.network or agent_network(arm),
-        cpus=box.cpus, memory_mb=box.memory_mb,
-        pids=arm.resources.pids or (defaults.pids if defaults else None),
-        expose_solution=arm.expose_solution,
-        artifact_cap_bytes=plan.artifact_cap_mb << 20,
-        seed=f"{cell.id}:{seq}",
-        agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
-        mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
-        task_config=task.config, agent_network=agent_network(arm), watchdog=effective_watchdog(arm),
-        max_turns=executor_max_turns(arm),
-        harbor_agent=arm.harbor_agent, harbor_options=dict(arm.harbor_options),
-        keep_workspace=arm.keep_workspace,
-    )
-
-
 class Driver:
     """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
     callables so that the Ray shell stays thin (see :class:`RayPool`)."""
@@ -219,15 +169,10 @@ class Driver:
         self.clock: Clock = clock or SystemClock()
         self.catalog = self.options.catalog
         self.tasks: dict[str, PlanTask] = {t.id: t for t in plan.tasks}
-        self.arms = {a.name: a for a in plan.arms}
         self.accounts = {a.name: a for a in plan.accounts}
-        self._window_rates = window_rates(plan.accounts)
         self.drift = DriftGuard(plan.inputs)
-        agent_inputs = {i.name: i.sha256 for i in plan.inputs if i.kind == "agent"}
-        self._agent_sums = {a.name: agent_inputs.get(a.name, "") for a in plan.arms}
+        self.specs = AttemptSpecs(plan, self.paths)
         self.circuit = RecoveryCircuit()
-        #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
-        self._probe_leases: dict[str, list[str]] = {}
         #: Account -> when its probe_command last ran (the driver's clock).
         self._probed: dict[str, float] = {}
         self._probes_checked = self.clock.now()
@@ -238,8 +183,11 @@ class Driver:
         self.quota_fit = QuotaFit(ceiling=self.capacity, creates_per_minute=create_rates(plan))
         self._backends = sorted({c.backend for c in plan.cells})
         self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
-        self._leases = 0
         self.spend = SpendBook.of(plan, ())
+        #: The launch policy (scheduler/launch.py): this loop executes what it decides.
+        self.core = LaunchCore(plan, self.capacity, self.circuit, self.quota_fit, self.spend)
+        #: What a finished attempt comes to (scheduler/finish.py), over the same books.
+        self.finishing = FinishCore(self.catalog, self.circuit, self.quota_fit, self.spend)
         self.attempts_run = 0
         self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
             reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
@@ -250,7 +198,6 @@ class Driver:
         #: first start (a clock near 0, as in the simulator, must not skip it).
         self._supervised: float | None = None
         self._beat = self.clock.now()  # run_started is the first beat
-        self._wake_at: float | None = None
         self._signal_name: str | None = None
         #: Cell id -> the snapshot the build phase made for it (scheduler/builds.py), and what
         #: makes them (None: the plan's Daytona backend; tests set a fake).
@@ -288,7 +235,7 @@ class Driver:
             ledger.append(ev.Hypothesis(text=self.options.hypothesis))
         stale = self._recover_stale(ledger)
         history = ledger.attempts()
-        self.spend = SpendBook.of(self.plan, history)
+        self.spend = self.core.spend = self.finishing.spend = SpendBook.of(self.plan, history)
         self._replay_circuit(ledger, history)
         state = RunState(self.plan, history)
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
@@ -301,10 +248,7 @@ class Driver:
                                         f"run `ray-bench audit {self.run_root} --cleanup`")
             ledger.append(ev.Stop(reason=ev.StopReason.AUDIT, detail=detail))
         counts = state.counts()
-        # An operator's pause is what they asked for: exit 0 (the final line says "paused").
-        exit_code = 0 if stopped == "paused" or (stopped is None and counts["valid"] == len(state.cells)) else 1
-        if stopped == "signal":
-            exit_code = exit_code_of(self._signal_name or "SIGTERM")
+        exit_code = stops.exit_code(stopped, counts["valid"], len(state.cells), self._signal_name)
         if stopped is None and exit_code == 1:
             detail = state.failure_detail()
         outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
@@ -333,16 +277,10 @@ class Driver:
                 return stop
             state.extend(aside)
             gate = state.preflight(self.plan.preflight)
-        if gate.failed:
-            cell = state.cells[gate.failed[0]]
-            detail = (f"preflight gate failed: cell {cell.cell.id} ({cell.cell.task}, arm {cell.cell.arm}) "
-                      f"has no valid row (last failure: {cell.last_failure})")
-            if gate.spent:
-                detail += (f"; {len(gate.spent)} preflight cell{'s' if len(gate.spent) != 1 else ''} used "
-                           f"every attempt, so a resume cannot pass it: `ray-bench rerun {self.run_root} "
-                           "--failed --hypothesis TEXT` plans every cell without a valid row as a new run")
-            ledger.append(ev.Stop(reason=ev.StopReason.PREFLIGHT, detail=detail, cells=list(gate.failed)))
-            return "preflight", detail
+        halt = stops.preflight_halt(gate, state, self.run_root)
+        if halt is not None:
+            ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail, cells=list(gate.failed)))
+            return halt.reason, halt.detail
         ledger.append(ev.PreflightPassed(cells=sorted(self.plan.preflight)))
         return None
 
@@ -381,263 +319,106 @@ class Driver:
                 # Nothing ran and nothing could start: wait before asking again. (When cells
                 # just finished, the note predates them and their slots are free now.)
                 idle = self.options.tick_sec * 4
-                if self._wake_at is not None:  # an account frees itself sooner: wake then
-                    idle = min(idle, max(0.0, self._wake_at - self.clock.now()))
+                if self.core.wake_at is not None:  # an account frees itself sooner: wake then
+                    idle = min(idle, max(0.0, self.core.wake_at - self.clock.now()))
                 self.clock.sleep(idle)
         return stop
 
     def _launch(self, ledger: Ledger, state: RunState) -> str | None:
-        """Start attempts while capacity, accounts and the circuit allow: the free slots' worth
-        of cells is admitted in one batch (one round trip per actor, not per cell). Returns a
-        note when work is waiting on something."""
+        """One launch round: the core picks the free slots' worth of cells, the inputs of each
+        are checked for drift, the gate admits the batch (one round trip per actor, not per
+        cell), the granted start, and the core says what the round comes to. Returns a note
+        when work is waiting on something."""
         now = self.clock.now()
-        requests: list[LeaseRequest] = []
-        typical = state.book.typical()
-        capacity = min(self.capacity, *(self.quota_fit.limit(b) for b in self._backends))
-        creates = {b: self.quota_fit.creates_available(b, now) for b in self._backends}
-        paced: str | None = None
-        over: Expected | None = None  # the run's spend limit held this cell's cost back
-        asked_usd = 0.0  # the requests' expected cost so far
-        self.spend.typical_sec = typical
-        room = self.spend.room() if len(self.inflight) < capacity else None
-        reserve = self._reservation(state, now, typical) if len(self.inflight) < capacity else Reservation()
-        shunning = 0  # requests that may wait for a busy account: they take no free slot's place
-        while len(self.inflight) + len(requests) - shunning < capacity and (cell := (
-                state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
-                else state.take(now, reserve.below))) is not None:
-            if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
-                state.put_back([cell])
-                paced = cell.backend
-                break
-            expected_sec = state.expected(cell, now)
-            # a duration the cost may scale with: known from history or this run, not the
-            # high quantile an unknown task is explored at (that held a 2-s quickstart cell at $27)
-            expected = self.spend.expected(cell, expected_sec if state.book.known(cell.task) else 0.0)
-            if room is not None and asked_usd + expected.usd > room:
-                state.put_back([cell])
-                over = expected
-                break
-            creates[cell.backend] -= 1
+        core = self.core
+        views = self.gate.views(now) if core.wants_views(state, len(self.inflight)) else []
+        round_ = core.plan_round(state, views, len(self.inflight), now)
+        for cell in round_.checked:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
-            scope = self.circuit.blocks(account="", backend=cell.backend)
-            if drift is not None or scope is not None:
-                state.put_back([*(r.cell for r in requests), cell])
-                cell_id = cell.id
-                if drift is not None:
-                    ledger.append(ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail),
-                                  cell_id=cell_id)
-                    raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
-                                              "running cells may finish, a new plan is required")
-                assert scope is not None
-                raise RunStopped("circuit", f"recovery circuit open for {scope} "
-                                            f"(signature {self.circuit.open_scopes[scope]}); "
-                                            "resume with --hypothesis TEXT")
-            # A scope on probation takes one cell at a time, alone in its batch: its probe.
-            probing = self.circuit.probing_for(account="", backend=cell.backend)
-            if probing and (requests or not self.circuit.probe_free(probing)):
-                state.put_back([cell])
-                break
-            cell_state = state.cells[cell.id]
-            requests.append(LeaseRequest(f"{self.plan.run_id}/{cell.id}#{self._leases}", cell,
-                                         self._horizon(cell), expected_sec, cell_state.last_account,
-                                         typical, expected.usd, cell_state.shuns))
-            asked_usd += expected.usd
-            shunning += cell_state.shuns
-            self._leases += 1
-            if probing:
-                self._probe_leases[requests[-1].lease_id] = probing
-                break
-        if not requests:
+            if drift is not None:
+                state.put_back([r.cell for r in round_.requests])
+                ledger.append(ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail),
+                              cell_id=cell.id)
+                raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
+                                          "running cells may finish, a new plan is required")
+        if round_.halt is not None:
+            raise RunStopped(round_.halt.reason, round_.halt.detail)
+        if not round_.requests:
             self.gate.flush()
-            if over is not None:
-                if not self.inflight:
-                    raise RunStopped("spend", self.spend.refusal(over))
-                return "waiting: the run's spend limit holds the next cell until a running one finishes"
-            return self._paced(paced, now)
-        blocked_accounts = {name for name in self.accounts
-                            if self.circuit.blocks(account=name, backend="") is not None}
-        granted = self._probe_accounts_circuit(requests, now, blocked_accounts)
-        # an account on probation takes only its probe (a run or backend probe goes to any account)
-        excluded = blocked_accounts | {n for n in self.accounts if f"account:{n}" in self.circuit.probing}
-        rest = [r for r in requests if r.lease_id not in granted]
-        granted.update(self.gate.acquire_many(rest, now, exclude=excluded) if rest else {})
+        granted = self._probe_accounts_circuit(round_.requests, now) if round_.requests else {}
+        rest = [r for r in round_.requests if r.lease_id not in granted]
+        granted.update(self.gate.acquire_many(rest, now, exclude=core.excluded()) if rest else {})
         waiting: list[PlanCell] = []
-        for request in requests:
+        for request in round_.requests:
             account = granted.get(request.lease_id)
             if account is None:
                 waiting.append(request.cell)
-                self._probe_leases.pop(request.lease_id, None)
+                core.refused(request)
             else:
-                self._start(ledger, state, request.cell, account, request.lease_id)
-                self.spend.reserve(request.lease_id, request.cell,
-                                   request.expected_sec if state.book.known(request.cell.task) else 0.0)
-                self.quota_fit.on_create_sent(request.cell.backend, now)
+                self._start(ledger, state, round_, request, account, now)
         state.put_back(waiting)
-        if not waiting or self.inflight:
-            return "waiting: every account is at its limit" if waiting else self._paced(paced, now)
-        excluded = blocked_accounts  # an account on probation may still take its probe
-        if excluded and excluded >= set(self.accounts):
-            raise RunStopped("accounts", "no account can be admitted: the recovery circuit is open for every "
-                                         "account; resume with --hypothesis TEXT")
-        blocked = self.gate.blocked_until(now)
-        self._wake_at = blocked[0] if blocked is not None else None
-        if blocked is not None:
-            return waiting_note(blocked[1], blocked[0] - now)
-        stalled = self.gate.stalled(now, min(r.horizon_sec for r in requests), excluded)
-        if stalled is not None and budget_only(stalled):
-            raise RunStopped("budget", f"every account's own budget is spent: {stalled} (limits.spend_usd "
-                                       "counts every run on the state root): raise it in the accounts file "
-                                       "or add an account, then plan again")
-        if stalled is not None:
-            raise RunStopped("accounts", f"no account can admit a cell without an operator: {stalled}; "
-                                         "fix the accounts (`ray-bench accounts status`), then resume")
-        return "waiting: every account is at its limit"
+        decision = core.conclude(round_, len(waiting), len(self.inflight), now)
+        if isinstance(decision, AskGate):
+            blocked = self.gate.blocked_until(now)
+            stalled = None if blocked is not None else self.gate.stalled(now, decision.horizon_sec,
+                                                                         decision.exclude)
+            decision = core.when_idle(blocked, stalled, now)
+        if isinstance(decision, Halt):
+            raise RunStopped(decision.reason, decision.detail)
+        return decision.note
 
-    def _probe_accounts_circuit(self, requests: list[LeaseRequest], now: float,
-                                blocked: set[str]) -> dict[str, str]:
+    def _probe_accounts_circuit(self, requests: Sequence[LeaseRequest], now: float) -> dict[str, str]:
         """An account scope on probation gets one request of the batch, offered to it alone:
         its probe. Returns what was granted (lease id -> account)."""
         granted: dict[str, str] = {}
-        for scope in sorted(self.circuit.probing):
-            name = scope_account(scope)
-            if name not in self.accounts or not self.circuit.probe_free([scope]):
-                continue
-            request = next((r for r in requests if r.lease_id not in granted
-                            and r.lease_id not in self._probe_leases), None)
+        for scope, name in self.core.account_probes():
+            request = self.core.probe_offer(requests, granted)
             if request is None:
                 break
             got = self.gate.acquire_many([request], now, exclude=set(self.accounts) - {name})
             if got.get(request.lease_id) == name:
                 granted[request.lease_id] = name
-                self._probe_leases[request.lease_id] = [scope]
+                self.core.probe_granted(request, scope)
         return granted
 
-    def _paced(self, backend: str | None, now: float) -> str | None:
-        """The note (and the wake-up) when ``backend``'s create rate held cells back."""
-        if backend is None:
-            return None
-        wait = self.quota_fit.create_wait(backend, now)
-        self._wake_at = now + wait
-        return waiting_note(f"{backend} creates per minute", wait)
-
-    def _reservation(self, state: RunState, now: float, typical: float) -> Reservation:
-        """Long cells kept for the window-bound accounts' slots (ray_bench/scheduler/reserve.py)."""
-        if not self._window_rates or not state.pending:
-            return Reservation()
-        excluded = {n for n in self._window_rates if self.circuit.blocks(account=n, backend="") is not None}
-        return reservation(self._window_rates, self.gate.views(now), typical_sec=typical,
-                           work_sec=state.pending.work() + state.book.residual(now),
-                           profile=state.pending.profile(), exclude=excluded)
-
-    def _horizon(self, cell: PlanCell) -> float:
-        """How long a cell may hold its account: its agent and verifier limits."""
-        task = self.tasks[cell.task]
-        arm = self.arms[cell.arm]
-        return (arm.agent_timeout_sec or task.agent_timeout_sec) + (arm.verifier_timeout_sec or
-                                                                      task.verifier_timeout_sec)
-
-    def _start(self, ledger: Ledger, state: RunState, cell: PlanCell, account: str, lease_id: str) -> None:
+    def _start(self, ledger: Ledger, state: RunState, round_: Round, request: LeaseRequest, account: str,
+               now: float) -> None:
+        cell, lease_id = request.cell, request.lease_id
         task = self.tasks[cell.task]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
                                    preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
                                    taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
-        spec = attempt_spec(self.plan, cell, task, self.arms[cell.arm], self.accounts[account], row.attempt_id, row.seq,
-                            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
-                            agent_sum=self._agent_sums.get(cell.arm, ""), snapshot=self._snapshots.get(cell.id))
+        spec = self.specs.of(row, cell, self._snapshots.get(cell.id))
         ref = self.pool.submit(spec)
         self.inflight[ref] = (row, cell, lease_id)
-        probe_scopes = self._probe_leases.pop(lease_id, None)
-        if probe_scopes:
-            self.circuit.probe_started(probe_scopes, row.attempt_id)
-            for scope in probe_scopes:
-                probe = self.circuit.probing[scope]
-                ledger.append(ev.CircuitProbe(scope=scope, fingerprint=probe.fingerprint, hypothesis=probe.hypothesis,
-                                              attempt_id=row.attempt_id, cell_id=cell.id, account=account),
-                              cell_id=cell.id)
+        for event in self.core.started(round_, request, row, now):
+            ledger.append(event, cell_id=cell.id)
         state.started(cell.id, lease_id, self.clock.now())
         self.attempts_run += 1
         self.observer.on_event(AttemptStarted(row))
 
     def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
+        """Record what the finish core decided for the attempt, in its order, then the cell's state."""
         row, cell, lease_id = self.inflight.pop(ref)
         now = self.clock.now()
-        if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
-            # The host's fault: not a failure of the cell (it runs again on resume), not evidence.
-            charged = self.spend.finish(lease_id, cell.task, cell.arm, summary.spent_usd)
-            ledger.finish_attempt(row.attempt_id, status="finished", valid=False, reward=None,
-                                  failure_class="stack", fingerprint="disk-full", counts=False,
-                                  cost_usd=summary.spent_usd, charged_usd=charged, summary=summary,
-                                  now=self.clock.wall())
-            self.gate.release(row.account, lease_id, None, charged, now)
-            self._disk_full = self._disk_full or disk_full_detail(self.run_root, summary.error.message)
-            self.observer.on_event(AttemptFinished(row, None, summary, state.finished(cell.id, None, lease_id, now)))
-            return
-        if summary.cancelled:
-            ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
-                                  failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
-                                  summary=summary, now=self.clock.wall())
-            self.gate.release(row.account, lease_id, None, 0.0, now)
-            self.spend.finish(lease_id, cell.task, cell.arm, 0.0)
-            self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)
-            cell_state = state.finished(cell.id, None, lease_id, now, row.account)
-            self.observer.on_event(AttemptFinished(row, None, summary, cell_state))
-            return
-        verdict = classify(summary, self.catalog)
-        summary = summary.model_copy(update={"verdict": verdict.record()})
-        # An unknown cost is charged at the cell's expected cost, to the run and to the account;
-        # the ledger keeps the cost unknown (NULL) and the charge beside it, which a resume
-        # charges again (SpendBook.of), so a resumed run's limit stops where an unbroken one would.
-        charged = self.spend.finish(lease_id, cell.task, cell.arm, summary.spent_usd,
-                                    summary.agent.duration_sec if summary.agent else 0.0)
-        ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
-                              failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
-                              counts=verdict.counts, cost_usd=summary.spent_usd, charged_usd=charged,
-                              summary=summary, now=self.clock.wall())
-        # A lost runner says nothing about the account: its lease is given back, not judged.
-        self.gate.release(row.account, lease_id, None if verdict.lost else verdict, charged, now)
-        # A quota refusal is the pool's edge, not a failure signature (unless nothing of ours runs).
-        absorbed = self._fit_quota(ledger, row, summary)
-        self._judge_probe(ledger, row, verdict, absorbed)
-        if verdict.valid:
-            self.circuit.record_success(account=row.account, backend=row.backend)
-        elif verdict.failure_class and verdict.fingerprint and not verdict.lost and not absorbed:
-            for scope in self.circuit.record_failure(verdict.failure_class, verdict.fingerprint,
-                                                     account=row.account, backend=row.backend):
-                ledger.append(ev.CircuitOpen(scope=scope, fingerprint=verdict.fingerprint,
-                                             failure_class=verdict.failure_class, message=verdict.message))
-        cell_state = state.finished(cell.id, verdict, lease_id, now, row.account)
-        self.observer.on_event(AttemptFinished(row, verdict, summary, cell_state))
+        done = self.finishing.finished(row, lease_id, summary, self._running_on)
+        record = done.record
+        ledger.finish_attempt(row.attempt_id, status=record.status, valid=record.valid, reward=record.reward,
+                              failure_class=record.failure_class, fingerprint=record.fingerprint,
+                              counts=record.counts, cost_usd=record.cost_usd, charged_usd=record.charged_usd,
+                              summary=record.summary, now=self.clock.wall())
+        release = done.release
+        self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now)
+        for append in done.events:
+            ledger.append(append.event, cell_id=append.cell_id)
+        if done.disk_full is not None:
+            self._disk_full = self._disk_full or disk_full_detail(self.run_root, done.disk_full)
+        cell_state = state.finished(cell.id, done.verdict, lease_id, now, row.account)
+        self.observer.on_event(AttemptFinished(row, done.verdict, record.summary, cell_state))
 
-    def _judge_probe(self, ledger: Ledger, row: AttemptRow, verdict: Verdict, absorbed: bool) -> None:
-        """A circuit probe's result: a valid row reopens its scope, the same signature closes it
-        again (recorded against the hypothesis), anything else frees it for the next probe."""
-        hypotheses = {s: p.hypothesis for s, p in self.circuit.probing.items() if p.attempt_id == row.attempt_id}
-        counted = not verdict.lost and not absorbed  # an auth probe counts too, not its attempts
-        results = self.circuit.probe_finished(row.attempt_id, valid=verdict.valid,
-                                              fingerprint=verdict.fingerprint, counted=counted)
-        for scope, result in results.items():
-            if result == "reopened":
-                ledger.append(ev.CircuitReopened(scope=scope, via="probe", attempt_id=row.attempt_id,
-                                                 hypothesis=hypotheses[scope]), cell_id=row.cell_id)
-            elif result == "closed":
-                ledger.append(ev.CircuitOpen(scope=scope, fingerprint=verdict.fingerprint or "",
-                                             failure_class=verdict.failure_class or "", message=verdict.message,
-                                             probe=row.attempt_id, hypothesis=hypotheses[scope]),
-                              cell_id=row.cell_id)
-
-    def _fit_quota(self, ledger: Ledger, row: AttemptRow, summary: AttemptSummary) -> bool:
-        """Learn the provider's real pool from a quota refusal (see :mod:`quota_fit`). True when
-        the refusal was absorbed; a refusal with nothing of ours running goes to the circuit."""
-        if summary.error is None or summary.error.type != QUOTA_ERROR:
-            if summary.sandbox_id:
-                self.quota_fit.on_created(row.backend)
-            return False
-        running = sum(1 for r, _, _ in self.inflight.values() if r.backend == row.backend)
-        limit = self.quota_fit.on_quota(row.backend, running)
-        ledger.append(ev.Quota(backend=row.backend, running=running, limit=limit,
-                               message=summary.error.message[:300]))
-        return running > 0
+    def _running_on(self, backend: str) -> int:
+        return sum(1 for r, _, _ in self.inflight.values() if r.backend == backend)
 
     def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
         """Record every node's check; stop when no node passed (no runner could take a cell)."""
@@ -690,11 +471,10 @@ class Driver:
                 return stop
         # An account's budget is its own (lifetime, every run on the state root): the account
         # refuses admission and the run stops as `budget` when no account can take a cell.
-        total = self.spend.spent
-        if self.plan.spend_limit_usd is not None and total >= self.plan.spend_limit_usd:
-            detail = f"run spend ${total:.2f} reached the run's limit ${self.plan.spend_limit_usd:.2f}"
-            ledger.append(ev.Stop(reason=ev.StopReason.SPEND, detail=detail))
-            return "spend", detail
+        halt = stops.spend_halt(self.spend)
+        if halt is not None:
+            ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail))
+            return halt.reason, halt.detail
         return None
 
     def _stop_on_full_ledger(self, ledger: Ledger, exc: BaseException) -> NoReturn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ray_bench.plan.drift import Drift
-from ray_bench.scheduler.driver import waiting_note
+from ray_bench.scheduler.launch import waiting_note
 from ray_bench.status.read import stop_words
 
 

@@ -1,0 +1,49 @@
+"""The stops a run's own books decide and a session's exit code (scheduler/stops.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.launch_world import a_plan
+
+from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.spend import SpendBook
+from ray_bench.scheduler.stops import exit_code, preflight_halt, spend_halt
+
+EXITS = [
+    ("every cell valid", None, 6, 6, None, 0),
+    ("cells failed", None, 5, 6, None, 1),
+    ("paused by the operator", "paused", 2, 6, None, 0),
+    ("drift", "drift", 6, 6, None, 1),
+    ("SIGINT", "signal", 2, 6, "SIGINT", 130),
+    ("a signal without a name", "signal", 2, 6, None, 143),
+]
+
+
+@pytest.mark.parametrize(("case", "stopped", "valid", "cells", "signal", "code"), EXITS, ids=[e[0] for e in EXITS])
+def test_a_session_exits_with(case: str, stopped: str | None, valid: int, cells: int, signal: str | None,
+                              code: int) -> None:
+    assert exit_code(stopped, valid, cells, signal) == code
+
+
+@pytest.mark.parametrize(("spent", "limit", "stops"), [(0.9, 1.0, False), (1.0, 1.0, True), (5.0, None, False)])
+def test_the_runs_spend_limit_stops_it_once_reached(spent: float, limit: float | None, stops: bool) -> None:
+    halt = spend_halt(SpendBook(limit, spent=spent))
+    assert (halt is not None) == stops
+    if halt is not None:
+        assert halt.reason == "spend" and halt.detail == f"run spend ${spent:.2f} reached the run's limit $1.00"
+
+
+def test_the_preflight_gate_fails_closed_and_says_when_a_resume_cannot_pass_it(tmp_path: Path) -> None:
+    plan = a_plan(max_attempts=1)
+    first = plan.cells[0].id
+    state = RunState(plan, [])
+    assert preflight_halt(state.preflight([first]), state, tmp_path) is not None  # no valid row yet
+    state.cells[first].failed, state.cells[first].last_failure = True, "task"
+    halt = preflight_halt(state.preflight([first]), state, tmp_path)
+    assert halt is not None and halt.reason == "preflight"
+    assert f"cell {first}" in halt.detail and "(last failure: task)" in halt.detail
+    assert f"`ray-bench rerun {tmp_path} --failed" in halt.detail  # spent: only a new plan passes it
+    state.cells[first].failed, state.cells[first].valid = False, True
+    assert preflight_halt(state.preflight([first]), state, tmp_path) is None
