@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
+    STOP_GRACE_SEC,
     ExecResult,
     ExecWatch,
     Sandbox,
@@ -107,11 +108,11 @@ class LocalSandbox(Sandbox):
         try:
             outcome = await until_done(waiter, timeout, watch)
             if outcome != "done":
-                _kill_group(proc)
+                await _stop_group(proc)
                 await waiter
         except BaseException:
             waiter.cancel()
-            _kill_group(proc)
+            await asyncio.shield(_stop_group(proc))
             raise
         finally:
             self._procs.discard(proc)
@@ -339,6 +340,24 @@ def _kill_recorded(root: Path) -> None:
     for pgid in pgids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+async def _stop_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the command's group, SIGKILL once it is gone or after
+    :data:`~ray_bench.sandboxes.base.STOP_GRACE_SEC` (what :func:`stop_group_sh` does in a
+    container): a CLI writes out what it buffered."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + STOP_GRACE_SEC
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        await asyncio.sleep(0.05)
+    _kill_group(proc)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

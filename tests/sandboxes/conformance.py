@@ -24,6 +24,7 @@ import pytest
 from ray_bench.errors import SandboxGoneError
 from ray_bench.sandboxes.base import (
     LABEL_RUN,
+    STOP_GRACE_SEC,
     ExecWatch,
     Sandbox,
     SandboxBackend,
@@ -186,6 +187,33 @@ class SandboxConformance:
                 await _child_dead(sbx, logs)
                 after = await sbx.exec("echo still-usable", timeout=30)
                 assert after.stdout == "still-usable\n"
+
+        run(body)
+
+    def test_a_timed_out_command_is_sent_sigterm_first_and_may_write_out_what_it_buffered(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        """A CLI flushes its session transcript on SIGTERM and loses it to a SIGKILL: a command
+        stopped by its timeout gets SIGTERM, and what its handler writes is there afterwards;
+        a child that ignores SIGTERM is killed once the grace is up."""
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                logs = sbx.path("/logs")
+                await sbx.put_file(b"", "/logs/.keep")
+                stubborn = "sh -c 'trap \"\" TERM; while :; do sleep 0.1; done' & echo $! > " + logs + "/child.pid; "
+                res = await sbx.exec(
+                    stubborn + f"trap 'echo flushed > {logs}/flushed; exit 143' TERM; echo started; "
+                    "while :; do sleep 0.1; done",
+                    timeout=1.5,
+                )
+                assert res.timed_out and "started" in res.stdout, res
+                assert res.duration_sec >= 1.5
+                flushed = await sbx.exec(f"cat {logs}/flushed", timeout=30)
+                assert flushed.stdout == "flushed\n", flushed
+                await _child_dead(sbx, logs)
+                # The child ignored SIGTERM: it died of the SIGKILL after the whole grace.
+                assert res.duration_sec >= 1.5 + STOP_GRACE_SEC, res
 
         run(body)
 

@@ -29,6 +29,7 @@ from ray_bench.sandboxes.base import (
     Sandbox,
     SandboxSpec,
     oom_kills,
+    stop_group_sh,
     until_done,
 )
 from ray_bench.sandboxes.daytona.translate import translate
@@ -44,17 +45,19 @@ _SCRATCH = "/tmp/.ray-bench"
 #: not create ``/app`` or ``/logs``. Commands find them through ``APP_DIR``, ``LOGS_DIR``, ...
 NONROOT_ROOT = "/tmp/ray-bench-root"
 # $1 scratch dir, $2 output cap, $3 timeout, $4 cwd, $5 command. The command is its own session
-# (setsid), so the watchdog's `kill -9 -PGID` reaches its children; the watchdog is one too, so
-# killing it also kills its `sleep`. Output comes back as one header line and two base64 blocks.
+# (setsid), so the watchdog's stop (SIGTERM, then SIGKILL: `stop_group_sh`) reaches its children;
+# the watchdog is one too, so killing it also kills its `sleep`; a timed-out command's wrapper
+# waits for the watchdog's stop to end. Output comes back as one header line and two base64 blocks.
 _EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
 mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
 $S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
 p=$!; echo "$p" >"$d/pid"
-$S sh -c 'sleep "$1"; echo 1 >"$3/to"
-  kill -9 -"$2" 2>/dev/null || kill -9 "$2" 2>/dev/null || rm -f "$3/to"' rb-watchdog \
+$S sh -c 'sleep "$1"; kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
+  """ + stop_group_sh('"$2"') + r"""' rb-watchdog \
   "$t" "$p" "$d" >/dev/null 2>&1 </dev/null &
 w=$!
 wait "$p" 2>/dev/null; rc=$?
+[ -f "$d/to" ] && wait "$w" 2>/dev/null
 kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null
 to=0; [ -f "$d/to" ] && to=1
 echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err")"
@@ -62,10 +65,10 @@ head -c "$cap" "$d/out" | base64; echo RB-SEP
 head -c "$cap" "$d/err" | base64
 rm -rf "$d"
 """
-_KILL = r"""p=$(cat "$1/pid" 2>/dev/null) && { kill -9 -"$p" 2>/dev/null || kill -9 "$p"; }
+_KILL = r"""p=$(cat "$1/pid" 2>/dev/null) && { """ + stop_group_sh('"$p"') + """; }
 rm -rf "$1" """
 # A watch's stop: the command's group dies, the wrapper still reports what it printed.
-_STOP = r"""p=$(cat "$1/pid" 2>/dev/null) && { kill -9 -"$p" 2>/dev/null || kill -9 "$p"; } 2>/dev/null; exit 0"""
+_STOP = r"""p=$(cat "$1/pid" 2>/dev/null) && { """ + stop_group_sh('"$p"') + """; }; exit 0"""
 # $1 scratch dir, $2 and $3 the 1-based offsets already read of out and err, $4 bytes at most.
 _TAIL = r"""tail -c +"$2" "$1/out" 2>/dev/null | head -c "$4" | base64; echo RB-SEP
 tail -c +"$3" "$1/err" 2>/dev/null | head -c "$4" | base64"""

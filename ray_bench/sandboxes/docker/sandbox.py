@@ -1,5 +1,5 @@
-"""One container: commands run as ``docker exec`` of ``sh -c`` (timeouts kill the exec's process
-group; exit 137 is told apart into OOM, an outside kill and a vanished container), and files
+"""One container: commands run as ``docker exec`` of ``sh -c`` (a timeout or a watch's stop ends
+the exec's process group, SIGTERM first: :func:`~ray_bench.sandboxes.base.stop_group_sh`; exit 137 is told apart into OOM, an outside kill and a vanished container), and files
 travel as tar archives (:mod:`ray_bench.sandboxes.archive`)."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ray_bench.sandboxes.base import (
     SandboxSpec,
     Stream,
     oom_kills,
+    stop_group_sh,
     until_done,
 )
 
@@ -42,7 +43,8 @@ _WRAPPER = (
     'mkdir -p "$2" 2>/dev/null; cd "$2" || exit 126; '
     'sh -c "$3"; rc=$?; rm -f "$1"; exit $rc'
 )
-_KILL = 'p=$(cat "$1" 2>/dev/null) && { kill -9 -"$p" || kill -9 "$p"; } 2>/dev/null; rm -f "$1"'
+# The pid file goes first: the wrapper, killed, cannot remove it; a second stop finds nothing.
+_KILL = 'p=$(cat "$1" 2>/dev/null) || exit 0; rm -f "$1"; ' + stop_group_sh('"$p"')
 # After a kill, a process that escaped its group (setsid) can keep the output pipes open.
 _DRAIN_GRACE_SEC = 5.0
 _GONE_SETTLE_SEC = 0.5
