@@ -144,9 +144,14 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     assert killed.agent is not None and killed.agent.timed_out
     usage = killed.to_json()["usage"]
     assert usage["source"] == "session", usage
+    # Stopped with SIGTERM first (SIGKILL after the grace), the CLI may still send its killed
+    # tool's result in the grace: one more call, the fake's default answer, served and so counted.
+    extra = len(fake.served.request_ids) - 2
+    assert extra in (0, 1), fake.served
     assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (
-        fake.served.input_tokens, fake.served.output_tokens, fake.served.cache_read_tokens) == (730, 40, 40)
-    assert usage["request_ids"] == fake.served.request_ids and len(usage["request_ids"]) == 2
+        fake.served.input_tokens, fake.served.output_tokens, fake.served.cache_read_tokens) == (
+        730 + 120 * extra, 40 + 7 * extra, 40)
+    assert usage["request_ids"] == fake.served.request_ids
     # The CLI printed no cost (no result line): its served tokens at Sonnet's list price.
     assert usage["cost_basis"] == "estimated", usage
     assert usage["cost_usd"] == pytest.approx(_sonnet_usd(fake.served)), usage

@@ -110,7 +110,7 @@ def test_retry_after_headers_per_throttler() -> None:
 
 
 def test_server_errors_on_creates_are_retried(server: DaytonaServer, base_image: str) -> None:
-    server.faults = Faults(create_5xx_fraction=0.3, error_status=503, seed=3)
+    server.faults = Faults(create_5xx_fraction=0.3, error_status=503, seed=1)
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
 
     async def main() -> None:

@@ -167,7 +167,7 @@ def test_creates_under_429s_and_5xx_make_one_sandbox_each(
     server: DaytonaServer, base_image: str
 ) -> None:
     server.faults = Faults(create_429_fraction=0.3, create_lost_fraction=0.3,
-                           retry_after_sec=0.2, seed=11)
+                           retry_after_sec=0.2, seed=19)
     run_id = _run_id()
 
     async def main() -> None:
@@ -354,7 +354,7 @@ def test_the_backends_own_401_is_not_a_model_accounts(
 def test_429s_on_every_route_class_and_a_paged_listing_are_absorbed(
     server: DaytonaServer, base_image: str
 ) -> None:
-    server.faults = Faults(throttled_429_fraction=0.3, create_429_fraction=0.3, retry_after_sec=0.1, seed=3)
+    server.faults = Faults(throttled_429_fraction=0.3, create_429_fraction=0.3, retry_after_sec=0.1, seed=22)
     server.list_page = 2
     run_id = _run_id()
 

@@ -78,8 +78,8 @@ def _run_sandboxes(server: DaytonaServer, run_id: str) -> list[str]:
 def test_run_with_a_third_of_creates_rate_limited(
     tmp_path: Path, server: DaytonaServer, base_image: str
 ) -> None:
-    # seed 1 answers 429 to creates 1, 4, 9, 10, 14, ... (4 of the first 10) and never more
-    # than twice in a row, well inside the backend's max_rate_limit_retries (5).
+    # seed 1 answers 429 to creates 1, 4, 7, 14, 16, ... (3 of the first 10) and never twice
+    # in a row, well inside the backend's max_rate_limit_retries (5).
     server.faults = Faults(create_429_fraction=1 / 3, retry_after_sec=0.5, seed=1)
     options = {"api_url": server.api_url, "api_key_env": KEY_ENV}
     suite, accounts = make_suite(

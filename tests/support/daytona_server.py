@@ -218,7 +218,10 @@ class DaytonaServer:
         self.executions: list[tuple[str, str]] = []
         self._boxes: dict[str, _Box] = {}
         self._lock = threading.Lock()
-        self._dice = random.Random(self.faults.seed)
+        #: One die per kind of fault (and one for placing builds on runners), each seeded from
+        #: the faults' seed: concurrent requests interleave their rolls in any order, so a shared
+        #: die would give each kind a different share of its draws from run to run.
+        self._dice: dict[str, random.Random] = {}
         self._dice_for = self.faults
         self._docker = docker_client
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -380,17 +383,20 @@ class DaytonaServer:
         # (start, stop, delete) and `authenticated` (every other authenticated call).
         throttler = "sandbox-lifecycle" if request.method == "DELETE" else "authenticated"
         creating = request.method == "POST" and request.path.endswith("/api/sandbox")
-        if not creating and self._roll(self.faults.throttled_429_fraction):
+        if not creating and self._roll(self.faults.throttled_429_fraction, "throttled_429"):
             self.counts["throttled_429"] += 1
             return self._rate_limited(throttler)
         if self.faults.forbidden_message is not None:
             return self._error(403, self.faults.forbidden_message)
         return None
 
-    def _roll(self, fraction: float) -> bool:
+    def _die(self, kind: str) -> random.Random:
         if self._dice_for is not self.faults:  # new faults, new dice: each plan replays alike
-            self._dice, self._dice_for = random.Random(self.faults.seed), self.faults
-        return fraction > 0 and self._dice.random() < fraction
+            self._dice, self._dice_for = {}, self.faults
+        return self._dice.setdefault(kind, random.Random(f"{self.faults.seed}:{kind}"))
+
+    def _roll(self, fraction: float, kind: str) -> bool:
+        return fraction > 0 and self._die(kind).random() < fraction
 
     def _rate_limited(self, throttler: str) -> web.Response:
         retry = self.faults.retry_after_sec
@@ -510,10 +516,10 @@ class DaytonaServer:
             return denied
         body = await request.json()
         self.create_requests.append(body)
-        if self.faults.create_429_always or self._roll(self.faults.create_429_fraction):
+        if self.faults.create_429_always or self._roll(self.faults.create_429_fraction, "create_429"):
             self.counts["create_429"] += 1
             return self._rate_limited("sandbox-create")
-        if self._roll(self.faults.create_5xx_fraction):
+        if self._roll(self.faults.create_5xx_fraction, "create_5xx"):
             self.counts["create_5xx"] += 1
             return self._error(self.faults.error_status, "injected server error")
         name = body.get("name")
@@ -552,7 +558,7 @@ class DaytonaServer:
         self.counts["created"] += 1
         answer = self._dto(box)
         self._spawn(self._bring_up(box, dockerfile))
-        if self._roll(self.faults.create_lost_fraction):
+        if self._roll(self.faults.create_lost_fraction, "create_lost"):
             self.counts["create_lost"] += 1
             return self._error(self.faults.error_status, "injected gateway error after the create")
         return web.json_response(answer)
@@ -598,8 +604,8 @@ class DaytonaServer:
         now = time.monotonic()
         warm = [r for r, cache in enumerate(self._runner_cache) if now - cache.get(key, -math.inf) < fresh]
         if warm:
-            return self._dice.choice(warm)
-        return self._dice.randrange(self.runners)
+            return self._die("runner").choice(warm)
+        return self._die("runner").randrange(self.runners)
 
     async def _build_on_runner(self, dockerfile: str, log: list[str], box: _Box | None) -> str:
         """The local image of ``dockerfile`` built on a runner: a cold build there costs
@@ -730,7 +736,7 @@ class DaytonaServer:
     async def _get(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
             return denied
-        if self._roll(self.faults.api_5xx_fraction):
+        if self._roll(self.faults.api_5xx_fraction, "api_5xx"):
             return self._error(self.faults.error_status, "injected server error")
         box = self._find(request)
         if box is None:
@@ -763,7 +769,7 @@ class DaytonaServer:
         ``active`` -- or ``build_failed`` / ``error`` with ``errorReason``. Names are unique."""
         if (denied := self._auth(request)) is not None:
             return denied
-        if self._roll(self.faults.throttled_429_fraction):
+        if self._roll(self.faults.throttled_429_fraction, "throttled_429"):
             self.counts["throttled_429"] += 1
             return self._rate_limited("authenticated")
         body = await request.json()
@@ -836,7 +842,7 @@ class DaytonaServer:
     async def _list(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
             return denied
-        if self._roll(self.faults.api_5xx_fraction):
+        if self._roll(self.faults.api_5xx_fraction, "api_5xx"):
             return self._error(self.faults.error_status, "injected server error")
         wanted = json.loads(request.query.get("labels") or "{}")
         lag = self.faults.list_lag_sec
@@ -865,7 +871,7 @@ class DaytonaServer:
     async def _delete(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:
             return denied
-        if self._roll(self.faults.api_5xx_fraction):
+        if self._roll(self.faults.api_5xx_fraction, "api_5xx"):
             return self._error(self.faults.error_status, "injected server error")
         box = self._find(request)
         if box is None:
@@ -996,7 +1002,7 @@ class DaytonaServer:
         finally:
             box.busy -= 1
             box.active_mono = time.monotonic()
-        if self._roll(self.faults.exec_lost_fraction):
+        if self._roll(self.faults.exec_lost_fraction, "exec_lost"):
             self.counts["exec_lost"] += 1
             return self._error(502, "injected gateway error after the command ran")
         return web.json_response({"exitCode": code, "result": out.decode("utf-8", "replace")})
