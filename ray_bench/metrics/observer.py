@@ -73,12 +73,9 @@ class MetricsObserver:
         row, verdict, summary, cell_state = event.row, event.verdict, event.summary, event.cell_state
         self._running[row.backend] -= 1
         phases: dict[str, float] = {k: v for k, v in summary.phases.items() if k in PHASES}
-        if verdict is None:
-            outcome, failure_class = "cancelled", None
-        else:
-            outcome, failure_class = ("valid" if verdict.valid else "failed"), verdict.failure_class
-            if verdict.effect == "rate_limited":
-                self.exporter.rate_limited(row.account, "provider")
+        outcome, failure_class = event.outcome  # a full disk: failed, stack
+        if verdict is not None and verdict.effect == "rate_limited":
+            self.exporter.rate_limited(row.account, "provider")
         valid = bool(verdict and verdict.valid and cell_state == "valid")
         # The cost the ledger keeps (ray_bench.ledger.cost): a cancelled attempt's too, $0 only
         # when its agent never started; None (unknown) is counted in
