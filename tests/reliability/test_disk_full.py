@@ -19,7 +19,6 @@ from rich.console import Console
 from support.virtual_run import CELLS, Run
 
 from ray_bench.cli.progress import ConsoleProgress
-
 from ray_bench.errors import RunStopped
 from ray_bench.ledger.rows import known_spend
 from ray_bench.ledger.store import AttemptRow
