@@ -13,6 +13,7 @@ The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -36,6 +37,10 @@ from ray_bench.agents.base import (
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504|529)\b")
+#: Codex tries the Responses API over a WebSocket first; when the server refuses it (a 404 on
+#: ``ws://.../v1/responses``) it retries, then says so and falls back to HTTPS.
+_FALLBACK = "Falling back from WebSockets to HTTPS transport"
+_WS_URL = re.compile(r"\burl: wss?://")
 
 
 class Codex(AgentAdapter):
@@ -73,14 +78,14 @@ class Codex(AgentAdapter):
             return AgentReport(usage=usage)
         # No turn finished: cut by its timeout or the watchdog, or crashed. What its responses
         # spent is in the session file; the trouble it was retrying, in its last error event.
-        errors = [str(e.get("message")) for e in events if e.get("type") == "error"]
+        errors = _errors(events)
         last = errors[-1] if errors else ""
         status = _STATUS.search(last)
         refused = status is not None or "high demand" in last
         report_usage = _session_usage(events, responses, refused=refused)
         if errors and not run.cut:
             return AgentReport(usage=report_usage, error=_error(last, run))
-        error = silent(run, self.name)
+        error = silent(_quiet(run), self.name)
         if refused and error.type != "cli_missing":
             error = _error(f"{self.name} was retrying when it ended: {last[:300]}", run)
         elif errors:
@@ -163,6 +168,30 @@ def _usage(events: list[dict[str, Any]]) -> Usage | None:
         return None
     thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
     return _contract(_sum([_counts(turn.get("usage")) for turn in turns]), session_id=thread, turns=len(turns))
+
+
+def _transport(event: dict[str, Any]) -> bool:
+    """A line of Codex's WebSocket attempt: a retry on a ``ws://`` URL, or its fallback notice."""
+    item = event.get("item")
+    text = item.get("message") if event.get("type") == "item.completed" and isinstance(item, dict) else (
+        event.get("message") if event.get("type") == "error" else None)
+    return isinstance(text, str) and (_FALLBACK in text or bool(_WS_URL.search(text)))
+
+
+def _errors(events: list[dict[str, Any]]) -> list[str]:
+    """The run's error messages, in order, without its WebSocket attempt once it fell back to
+    HTTPS: those retries are the transport's, not the attempt's, and never its ``last:`` error
+    when it later succeeded or failed for another reason (still trying the WebSocket when cut,
+    they are all it said, and kept)."""
+    fell_back = any(_FALLBACK in str((e.get("item") or {}).get("message") or "") for e in events
+                    if e.get("type") == "item.completed" and isinstance(e.get("item"), dict))
+    return [str(e.get("message")) for e in events if e.get("type") == "error" and not (fell_back and _transport(e))]
+
+
+def _quiet(run: CliRun) -> CliRun:
+    """``run`` without the lines of its WebSocket attempt (what a crash's output tail quotes)."""
+    kept = [ln for ln in run.stdout.splitlines() if (e := _json(ln)) is None or not _transport(e)]
+    return dataclasses.replace(run, stdout="\n".join(kept))
 
 
 def _error(message: str, run: CliRun) -> Any:

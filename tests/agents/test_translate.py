@@ -328,3 +328,29 @@ def test_codex_without_cache_writes_in_its_usage_counts_them_as_input_and_prices
     written = Usage(input_tokens=340, cache_read_tokens=100, cache_write_tokens=60, output_tokens=33)
     fresh = Usage(input_tokens=400, cache_read_tokens=100, cache_write_tokens=0, output_tokens=33)
     assert estimate_usd(written, "gpt-5") == pytest.approx(estimate_usd(fresh, "gpt-5"))  # no surcharge
+
+
+def test_codex_websocket_fallback_is_never_the_attempts_last_error() -> None:
+    """Codex 0.171.0 first tries a WebSocket (404 on ws://, five "Reconnecting..." lines), then
+    prints its fallback to HTTPS: a run cut or crashed after that says nothing of the WebSocket."""
+    lines = (CODEX / "ok.stream.jsonl").read_text().splitlines()
+    fallback = next(n for n, ln in enumerate(lines) if "Falling back from WebSockets" in ln)
+    assert any("url: ws://" in ln and '"type":"error"' in ln for ln in lines[:fallback])
+    after = "\n".join(lines[:fallback + 1])
+    for run in (CliRun(stdout=after, stderr="", exit_code=None, timed_out=True, duration_sec=40, now=NOW),
+                CliRun(stdout=after, stderr="", exit_code=1, timed_out=False, duration_sec=40, now=NOW)):
+        report = adapter("codex").translate(run)
+        assert report.error is not None
+        assert "ws://" not in report.error.message and "WebSocket" not in report.error.message, report.error
+        assert "last:" not in report.error.message, report.error
+    # Another reason that came later is the one said: the 429s on HTTPS, cut before the turn failed.
+    limited = [ln for ln in (CODEX / "429.stream.jsonl").read_text().splitlines()
+               if '"turn.failed"' not in ln]
+    cut = CliRun(stdout="\n".join(limited), stderr="", exit_code=None, timed_out=True, duration_sec=40, now=NOW)
+    report = adapter("codex").translate(cut)
+    assert report.error is not None and report.error.type == "rate_limit" and "ws://" not in report.error.message
+    # Still retrying the WebSocket when cut (no fallback yet): that is all it said, and it is kept.
+    early = "\n".join(lines[:fallback])
+    report = adapter("codex").translate(CliRun(stdout=early, stderr="", exit_code=None, timed_out=True,
+                                               duration_sec=40, now=NOW))
+    assert report.error is not None and "last: Reconnecting... 5/5" in report.error.message
