@@ -23,7 +23,7 @@ from ray.exceptions import RayActorError
 
 from ray_bench.accounts.actors import RENEW_SEC, account_member, admission_actor, capacity_member, health_member
 from ray_bench.accounts.core import AccountSnapshot, Admit, RefusalReason
-from ray_bench.accounts.outcome import Outcome
+from ray_bench.accounts.outcome import Outcome, unjudged_outcome
 from ray_bench.errors import AdmissionActorError, UserInputError
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
@@ -223,7 +223,7 @@ class ActorGate:
         return granted
 
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
-        outcome = None if verdict is None else outcome_of(verdict, usd)
+        outcome = unjudged_outcome(usd) if verdict is None else outcome_of(verdict, usd)
         self._finishes.setdefault(account, []).append((lease_id, outcome))
         self._freed[account] = self._freed.get(account, 0) + 1
         backend = self._pool_of.pop(lease_id, None)

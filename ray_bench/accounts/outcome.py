@@ -1,6 +1,6 @@
 """What a finished attempt means for the account that ran it.
 
-Four kinds, and the rule for each:
+Five kinds, and the rule for each:
 
 ============  ===================================  ===========  ===========
 kind          effect on the account                cell         task blamed
@@ -10,12 +10,15 @@ rate_limited  cool down (Retry-After), AIMD shrinks  requeued now no
 auth_failed   counts towards disabling; or expired requeued now no
 server_error  a streak of them cools (backoff)     per policy   no
 failure       none                                 per policy   yes
+unjudged      none (its spend only)                -            no
 ============  ===================================  ===========  ===========
 
 A *valid row* is a success for the account even when the agent failed the task
 (reward 0): the account did its job. A rate-limited or auth-failed attempt is consumed
 (attempts are never reused) but its cell goes straight back to the queue for another
-account. The one classifier of attempts is :func:`ray_bench.evidence.classify`; admission
+account. An *unjudged* attempt (cancelled, lost with its runner, stopped by the host's full
+disk) says nothing about the account, but what it spent is the account's spend all the same
+(:func:`unjudged_outcome`). The one classifier of attempts is :func:`ray_bench.evidence.classify`; admission
 restates its verdict as an outcome (:func:`ray_bench.scheduler.admission.outcome_of`).
 """
 
@@ -31,6 +34,7 @@ class OutcomeKind(StrEnum):
     AUTH_FAILED = "auth_failed"
     SERVER_ERROR = "server_error"
     FAILURE = "failure"
+    UNJUDGED = "unjudged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,11 @@ class Outcome:
     def failure(cls, detail: str = "", usd: float = 0.0) -> Outcome:
         return cls(OutcomeKind.FAILURE, detail=detail, usd=usd)
 
+    @classmethod
+    def unjudged(cls, usd: float) -> Outcome:
+        """Not judged (cancelled, lost, a full disk): only its spend is counted."""
+        return cls(OutcomeKind.UNJUDGED, usd=usd)
+
     @property
     def requeue(self) -> bool:
         """The cell goes back to the queue at once, for any account."""
@@ -80,3 +89,9 @@ class Outcome:
     def wasted(self) -> bool:
         """The attempt produced no row."""
         return self.kind is not OutcomeKind.SUCCESS
+
+
+def unjudged_outcome(usd: float) -> Outcome | None:
+    """What the account is told of an attempt no one judged that charged ``usd``: its spend,
+    or nothing at all (None: the lease is only abandoned) when it charged nothing."""
+    return Outcome.unjudged(usd) if usd > 0 else None

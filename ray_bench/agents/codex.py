@@ -3,8 +3,9 @@
 Its stdout is one JSON event per line (read from the real CLI against the fake provider):
 ``{"type": "thread.started", "thread_id": ...}``, ``{"type": "turn.started"}``,
 ``{"type": "item.completed", "item": {"type": "agent_message", "text": ...}}``,
-``{"type": "turn.completed", "usage": {"input_tokens", "cached_input_tokens", "output_tokens",
-"reasoning_output_tokens"}}``; trouble is ``{"type": "error", "message": ...}`` (also for
+``{"type": "turn.completed", "usage": {"input_tokens", "cached_input_tokens",
+"cache_write_input_tokens", "output_tokens", "reasoning_output_tokens"}}`` (the cache writes:
+0.171.0, not every version); trouble is ``{"type": "error", "message": ...}`` (also for
 retries: "Reconnecting... 2/5 (...)") and ``{"type": "turn.failed", "error": {"message": ...}}``.
 The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 ``openai_base_url`` setting (the CLI no longer reads the variable itself).
@@ -12,6 +13,7 @@ The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -35,6 +37,10 @@ from ray_bench.agents.base import (
 from ray_bench.models.agent import AgentReport, McpServer, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504|529)\b")
+#: Codex tries the Responses API over a WebSocket first; when the server refuses it (a 404 on
+#: ``ws://.../v1/responses``) it retries, then says so and falls back to HTTPS.
+_FALLBACK = "Falling back from WebSockets to HTTPS transport"
+_WS_URL = re.compile(r"\burl: wss?://")
 
 
 class Codex(AgentAdapter):
@@ -72,14 +78,14 @@ class Codex(AgentAdapter):
             return AgentReport(usage=usage)
         # No turn finished: cut by its timeout or the watchdog, or crashed. What its responses
         # spent is in the session file; the trouble it was retrying, in its last error event.
-        errors = [str(e.get("message")) for e in events if e.get("type") == "error"]
+        errors = _errors(events)
         last = errors[-1] if errors else ""
         status = _STATUS.search(last)
         refused = status is not None or "high demand" in last
         report_usage = _session_usage(events, responses, refused=refused)
         if errors and not run.cut:
             return AgentReport(usage=report_usage, error=_error(last, run))
-        error = silent(run, self.name)
+        error = silent(_quiet(run), self.name)
         if refused and error.type != "cli_missing":
             error = _error(f"{self.name} was retrying when it ended: {last[:300]}", run)
         elif errors:
@@ -108,7 +114,7 @@ class _Live(LiveReader):
 
     def __init__(self) -> None:
         self._tokens = 0
-        self._totals = dict.fromkeys(_USAGE, 0)
+        self._turns: list[dict[str, int]] = []
         self._refusals = 0
 
     def read(self, line: str) -> LiveEvent | None:
@@ -127,16 +133,11 @@ class _Live(LiveReader):
                 return LiveEvent(refused=f"HTTP {status.group(1)} on {self._refusals} retries in a row")
             return LiveEvent()
         if kind == "turn.completed":
-            usage = data.get("usage") or {}
-            if isinstance(usage, dict):
-                fresh = int(usage.get("input_tokens") or 0) - int(usage.get("cached_input_tokens") or 0)
-                self._tokens += max(0, fresh) + int(usage.get("output_tokens") or 0)
-                for key in _USAGE:
-                    self._totals[key] += int(usage.get(key) or 0)
-            t = self._totals
-            return LiveEvent(tokens=self._tokens, usage=Usage(
-                input_tokens=max(0, t["input_tokens"] - t["cached_input_tokens"]), output_tokens=t["output_tokens"],
-                cache_read_tokens=t["cached_input_tokens"], source="stream"))
+            counts = _counts(data.get("usage"))
+            turn = _contract(counts)  # fresh input and cache writes are billed as input
+            self._tokens += (turn.input_tokens or 0) + (turn.cache_write_tokens or 0) + (turn.output_tokens or 0)
+            self._turns.append(counts)
+            return LiveEvent(tokens=self._tokens, usage=_contract(_sum(self._turns), source="stream"))
         item = data.get("item")
         if kind != "item.completed" or not isinstance(item, dict):
             return LiveEvent()
@@ -166,14 +167,31 @@ def _usage(events: list[dict[str, Any]]) -> Usage | None:
     if not turns:
         return None
     thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
-    total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
-    for turn in turns:
-        for key in total:
-            total[key] += int((turn.get("usage") or {}).get(key) or 0)
-    # Codex counts cached tokens inside input_tokens; the contract's input is the uncached part.
-    return Usage(input_tokens=max(0, total["input_tokens"] - total["cached_input_tokens"]),
-                 output_tokens=total["output_tokens"], cache_read_tokens=total["cached_input_tokens"],
-                 session_id=thread, turns=len(turns))
+    return _contract(_sum([_counts(turn.get("usage")) for turn in turns]), session_id=thread, turns=len(turns))
+
+
+def _transport(event: dict[str, Any]) -> bool:
+    """A line of Codex's WebSocket attempt: a retry on a ``ws://`` URL, or its fallback notice."""
+    item = event.get("item")
+    text = item.get("message") if event.get("type") == "item.completed" and isinstance(item, dict) else (
+        event.get("message") if event.get("type") == "error" else None)
+    return isinstance(text, str) and (_FALLBACK in text or bool(_WS_URL.search(text)))
+
+
+def _errors(events: list[dict[str, Any]]) -> list[str]:
+    """The run's error messages, in order, without its WebSocket attempt once it fell back to
+    HTTPS: those retries are the transport's, not the attempt's, and never its ``last:`` error
+    when it later succeeded or failed for another reason (still trying the WebSocket when cut,
+    they are all it said, and kept)."""
+    fell_back = any(_FALLBACK in str((e.get("item") or {}).get("message") or "") for e in events
+                    if e.get("type") == "item.completed" and isinstance(e.get("item"), dict))
+    return [str(e.get("message")) for e in events if e.get("type") == "error" and not (fell_back and _transport(e))]
+
+
+def _quiet(run: CliRun) -> CliRun:
+    """``run`` without the lines of its WebSocket attempt (what a crash's output tail quotes)."""
+    kept = [ln for ln in run.stdout.splitlines() if (e := _json(ln)) is None or not _transport(e)]
+    return dataclasses.replace(run, stdout="\n".join(kept))
 
 
 def _error(message: str, run: CliRun) -> Any:
@@ -183,8 +201,35 @@ def _error(message: str, run: CliRun) -> Any:
     return error_from(int(m.group(1)) if m else None, message, run)
 
 
-#: A session file's ``token_usage_record`` usage keys, and the contract's.
-_USAGE = ("input_tokens", "cached_input_tokens", "output_tokens")
+#: The token counts Codex writes in a ``turn.completed``'s ``usage`` and a session file's
+#: ``token_usage_record`` (and ``token_count`` events): its ``TokenUsage``. ``input_tokens``
+#: includes the cached reads (``cached_input_tokens``) and, where the CLI writes it (0.171.0
+#: does, in all three places; the protocol's earlier ``TokenUsage`` has no such field), the cache
+#: writes (``cache_write_input_tokens``). ``reasoning_output_tokens`` is part of ``output_tokens``.
+#: (In the openai/codex sources indexed for this, ``TokenUsage`` and the exec ``Usage`` had no cache-write
+#: field yet; the real 0.171.0 output in tests/agents/fixtures/codex-0.171.0 carries it.)
+_USAGE = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
+_WRITES = "cache_write_input_tokens"
+
+
+def _counts(usage: Any) -> dict[str, int]:
+    """A usage object's counts (0 for one it does not carry: a CLI that writes no
+    ``cache_write_input_tokens`` counts any cache write as plain input, which is how OpenAI
+    bills it, so its cost is still known)."""
+    got = usage if isinstance(usage, dict) else {}
+    return {k: int(got.get(k) or 0) for k in _USAGE}
+
+
+def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
+    return {k: sum(c[k] for c in counts) for k in _USAGE}
+
+
+def _contract(total: dict[str, int], **fields: Any) -> Usage:
+    """Codex's counts as the contract's usage (with ``fields``): its input_tokens less the
+    cache reads and writes it includes is the contract's uncached input."""
+    read, writes = total["cached_input_tokens"], total[_WRITES]
+    return Usage(input_tokens=max(0, total["input_tokens"] - read - writes), output_tokens=total["output_tokens"],
+                 cache_read_tokens=read, cache_write_tokens=writes, **fields)
 
 
 def _responses(sessions: tuple[tuple[str, str], ...]) -> dict[str, dict[str, int]]:
@@ -198,19 +243,16 @@ def _responses(sessions: tuple[tuple[str, str], ...]) -> dict[str, dict[str, int
             payload = entry.get("payload") if entry is not None and entry.get("type") == "token_usage_record" else None
             if not isinstance(payload, dict) or not isinstance(payload.get("response_id"), str):
                 continue
-            usage = payload.get("usage")
-            counts = usage if isinstance(usage, dict) else {}
-            out[payload["response_id"]] = {k: int(counts.get(k) or 0) for k in _USAGE}
+            out[payload["response_id"]] = _counts(payload.get("usage"))
     return out
 
 
-def _session_usage(events: list[dict[str, Any]], responses: dict[str, dict[str, int]], *, refused: bool) -> Usage:
+def _session_usage(events: list[dict[str, Any]], responses: dict[str, dict[str, int]], *,
+                   refused: bool) -> Usage:
     """A run with no finished turn: the sum of its responses. None recorded: nothing was spent
     when every call was refused (``refused``), otherwise a call may have been under way."""
     thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
     if not responses:
         return Usage(session_id=thread, turns=0, source="stream") if refused else Usage.unknown(session_id=thread)
-    total = {k: sum(r[k] for r in responses.values()) for k in _USAGE}
-    return Usage(input_tokens=max(0, total["input_tokens"] - total["cached_input_tokens"]),
-                 output_tokens=total["output_tokens"], cache_read_tokens=total["cached_input_tokens"],
-                 session_id=thread, request_ids=list(responses), source="session")
+    return _contract(_sum(list(responses.values())), session_id=thread, request_ids=list(responses),
+                     source="session")

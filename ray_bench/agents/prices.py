@@ -37,14 +37,16 @@ PRICES: tuple[tuple[re.Pattern[str], Price], ...] = tuple((re.compile(p), price)
     (r"(claude-sonnet-4|claude-3-7-sonnet|claude-3-5-sonnet|sonnet).*", Price(3.0, 15.0, 0.30, 3.75)),
     (r"(claude-haiku-4-5|haiku).*", Price(1.0, 5.0, 0.10, 1.25)),
     (r"claude-3-5-haiku.*", Price(0.80, 4.0, 0.08, 1.0)),
-    # OpenAI bills no cache writes; cached input is the cache read.
-    (r"(gpt-5(\.1)?-codex-mini|gpt-5-mini).*", Price(0.25, 2.0, 0.025, 0.0)),
-    (r"gpt-5-nano.*", Price(0.05, 0.40, 0.005, 0.0)),
-    (r"gpt-5(\.1)?(-codex(-max)?)?(-\d{4}-\d{2}-\d{2})?", Price(1.25, 10.0, 0.125, 0.0)),
-    (r"gpt-4\.1-mini.*", Price(0.40, 1.60, 0.10, 0.0)),
-    (r"(gpt-4\.1|o3)(-\d{4}-\d{2}-\d{2})?", Price(2.0, 8.0, 0.50, 0.0)),
-    (r"o4-mini.*", Price(1.10, 4.40, 0.275, 0.0)),
-    (r"codex-mini-latest", Price(1.50, 6.0, 0.375, 0.0)),
+    # OpenAI bills a cache write as ordinary input (no surcharge: its cache_write is its input
+    # price; Codex counts the writes inside input_tokens, ray_bench.agents.codex); cached input
+    # is the cache read.
+    (r"(gpt-5(\.1)?-codex-mini|gpt-5-mini).*", Price(0.25, 2.0, 0.025, 0.25)),
+    (r"gpt-5-nano.*", Price(0.05, 0.40, 0.005, 0.05)),
+    (r"gpt-5(\.1)?(-codex(-max)?)?(-\d{4}-\d{2}-\d{2})?", Price(1.25, 10.0, 0.125, 1.25)),
+    (r"gpt-4\.1-mini.*", Price(0.40, 1.60, 0.10, 0.40)),
+    (r"(gpt-4\.1|o3)(-\d{4}-\d{2}-\d{2})?", Price(2.0, 8.0, 0.50, 2.0)),
+    (r"o4-mini.*", Price(1.10, 4.40, 0.275, 1.10)),
+    (r"codex-mini-latest", Price(1.50, 6.0, 0.375, 1.50)),
 ))
 
 

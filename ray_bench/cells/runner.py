@@ -28,7 +28,10 @@ from pydantic import BaseModel, ValidationError
 
 from ray_bench import runroot
 from ray_bench.accounts.logins import tokens_in
+from ray_bench.agents import adapter
+from ray_bench.agents.base import CliRun
 from ray_bench.agents.layer import prepare_layer
+from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.lifetime import lifetime_sec
@@ -104,6 +107,7 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
     attempt_dir = Path(spec.attempt_dir)
     task_dir = Path(spec.task_path)
     summary = new_summary(spec)
+    summary.agent_started = False  # this runner says when it launches the agent
     try:
         attempt_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -142,6 +146,8 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
             await _regrade_in(sandbox, spec, task_dir, task_env, redactor, summary, progress, regrade)
     except asyncio.CancelledError:
         summary.cancelled = True
+        if summary.usage is None and progress.agent is not None:
+            summary.usage = usage_of_finished(spec, progress.agent)
         raise
     except SandboxError as exc:
         summary.error = AttemptError(type=type(exc).__name__, message=redactor.text(str(exc)),
@@ -181,6 +187,28 @@ def _disk_full(exc: BaseException) -> AttemptError | None:
 @dataclass
 class _Progress:
     logs_redacted: bool = False
+    agent: ExecResult | None = None
+    """The agent's command's result, once it ended (a cancellation after it reads its usage)."""
+
+
+def usage_of_finished(spec: AttemptSpec, agent: ExecResult) -> Usage | None:
+    """The usage of an agent that ended by itself, read from its captured stdout alone (pure:
+    no sandbox call, so safe while the attempt is being cancelled), or None. An agent cut by its
+    timeout or stopped live printed no totals: its stream's per-message usage is only a lower
+    bound (issue 25), so its usage stays unknown rather than under-counted."""
+    if spec.agent in ("command", "harbor") or agent.timed_out or agent.stopped is not None \
+            or agent.exit_code is None or agent.exit_code < 0:
+        return None
+    try:
+        report = adapter(spec.agent).translate(CliRun(stdout=agent.stdout, stderr=agent.stderr,
+                                                      exit_code=agent.exit_code, timed_out=False,
+                                                      duration_sec=agent.duration_sec, now=time.time()))
+    except Exception:  # a reading that fails leaves the cost unknown, never $0
+        return None
+    usage = with_cost(report.usage, spec.model)
+    if usage is None or usage.source == "unknown":
+        return None
+    return _open_model(Usage, usage.model_dump(mode="json", exclude_none=True))
 
 
 #: Staged uploads, per runner process: (content key, agent dir, solution?, workdir) -> dir.
@@ -284,6 +312,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
 
     t = time.monotonic()
     await switch.enter("agent")
+    summary.agent_started = True  # from here a cancelled attempt may have spent (ray_bench.ledger.cost)
     if spec.agent == "harbor":
         agent, stopped = await _run_harbor(sandbox, spec, task_dir, base_env, creds, workdir, redactor), None
     else:
@@ -293,6 +322,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
                                          user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
                                          config=spec.watchdog, model=spec.model)
     phases["agent"] = time.monotonic() - t
+    progress.agent = agent
     took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
                                   user=user_of(cfg.agent.user))
     if took is not None:

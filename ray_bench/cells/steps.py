@@ -158,6 +158,7 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
     command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
                           spec.max_turns)
     agent_user = user_of(step.agent.user if step.agent.user is not None else cfg.agent.user)
+    summary.agent_started = True  # from here a cancelled attempt may have spent (ray_bench.ledger.cost)
     agent = await sandbox.exec(command, timeout=timeout, env=env, user=agent_user)
     facts.phases["agent"] = time.monotonic() - t
     took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=run.workdir, user=agent_user)

@@ -65,19 +65,22 @@ class ConsoleProgress:
 
     def _attempt_finished(self, event: AttemptFinished) -> None:
         row, verdict = event.row, event.verdict
-        if verdict is None:
+        outcome, failure_class = event.outcome
+        if outcome == "cancelled":
             self._print(f"  cancelled {row.task}/{row.arm} rep {row.rep} ({row.attempt_id})")
             return
-        if verdict.valid:
+        if verdict is not None and verdict.valid:
             # "valid" is about the evidence, "solved" about the reward: a valid row may score 0.
             flags = f" [{', '.join(verdict.flags)}]" if verdict.flags else ""
             reward = event.summary.reward
             solved = "solved" if (reward or 0.0) >= SOLVED_AT else "not solved"
             self._print(f"  valid row {row.task}/{row.arm} rep {row.rep}: reward {reward} ({solved}) "
                         f"on {row.account}{flags}")
-        else:
-            self._print(f"  FAIL {row.task}/{row.arm} rep {row.rep}: {verdict.failure_class} "
-                        f"({verdict.message[:100]}) on {row.account} -> cell {event.cell_state}")
+        else:  # verdict None: judged by no one, the host's full disk (the cell runs again on resume)
+            error = event.summary.error.message if event.summary.error is not None else ""
+            message = verdict.message if verdict is not None else error
+            self._print(f"  FAIL {row.task}/{row.arm} rep {row.rep}: {failure_class} "
+                        f"({message[:100]}) on {row.account} -> cell {event.cell_state}")
 
     def _tick(self, event: Tick) -> None:
         now, note = time.monotonic(), event.note

@@ -24,6 +24,7 @@ from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import Verdict, classify
+from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.events import LedgerRebuilt
 from ray_bench.ledger.store import REGRADE, RUN, AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
@@ -97,8 +98,8 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             finished = summary.finished_at or row.started_at
             if summary.cancelled:
                 ledger.finish_attempt(row.attempt_id, status="cancelled", valid=False, reward=None,
-                                      failure_class=None, fingerprint=None, counts=False, cost_usd=0.0,
-                                      summary=summary, now=finished)
+                                      failure_class=None, fingerprint=None, counts=False,
+                                      cost_usd=attempt_cost(summary), summary=summary, now=finished)
             else:
                 # A regrade's verdict was made with its source's agent facts (ray_bench.evidence.regrade)
                 # and written into its result.json; a regrade without one is not evidence.
@@ -106,7 +107,7 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
                 ledger.finish_attempt(
                     row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                     failure_class=verdict.failure_class, fingerprint=verdict.fingerprint,
-                    counts=verdict.counts and row.kind == RUN, cost_usd=summary.spent_usd,
+                    counts=verdict.counts and row.kind == RUN, cost_usd=attempt_cost(summary),
                     summary=summary.model_copy(update={"verdict": verdict.record()}), now=finished)
                 result.valid += verdict.valid
             result.finished += 1

@@ -20,6 +20,7 @@ from typing import Any
 
 from ray_bench import runroot
 from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
+from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.events import KINDS, EventPayload, RunEvent, UnknownEvent, event_of, parse_event
 from ray_bench.models.attempt import AttemptSummary
 
@@ -300,12 +301,12 @@ class Ledger:
             "SELECT a.attempt_id, a.cell_id, a.task, a.task_checksum, a.arm, a.rep, a.seq, a.account,"
             " a.backend, a.epoch, a.preflight, a.started_at, r.status, r.finished_at, r.valid, r.reward,"
             " r.failure_class, r.fingerprint, r.counts, r.cost_usd, "
-            + ("r.summary, NULL" if old else "NULL, r.charged_usd") + f", {kinds}"
+            + ("r.summary, NULL" if old else f"{_CANCELLED_AT_ZERO}, r.charged_usd") + f", {kinds}"
             + " FROM attempts a LEFT JOIN results r USING (attempt_id) ORDER BY a.started_at, a.attempt_id")
         return [AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
                            r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
                            bool(r[18]) if r[18] is not None else False,
-                           (_stored_cost(r[12], r[19], r[20]) if old else r[19]) if r[12] is not None else 0.0,
+                           _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0,
                            r[21], r[22], r[23])
                 for r in rows]
 
@@ -335,13 +336,19 @@ def _event(seq: int, ts: float, kind: str, attempt_id: str | None, cell_id: str 
     return Event(seq, ts, kind, attempt_id, cell_id, data, parse_event(kind, data))
 
 
+#: The summary of a row whose stored $0 may be wrong in a version-2+ ledger: a cancelled
+#: attempt, which drivers before issue 25 recorded at $0 whatever its agent had spent.
+_CANCELLED_AT_ZERO = "CASE WHEN r.status = 'cancelled' AND r.cost_usd = 0 THEN r.summary END"
+
+
 def _stored_cost(status: str, cost: float | None, summary: str | None) -> float | None:
-    """A version-1 row's cost: version 1 stored an unknown cost as 0, so a 0 is read again from
-    the attempt's summary (its usage says whether the cost is known). A cancelled attempt cost
-    nothing the run counts (the driver records 0)."""
-    if status == "cancelled" or (cost or 0.0) > 0 or summary is None:
-        return cost or 0.0
-    return AttemptSummary.loads(summary).spent_usd
+    """A row's cost. A stored $0 with its summary beside it (every version-1 row: version 1
+    stored an unknown cost as 0; a cancelled one of any version: recorded at $0 before issue 25)
+    is read again from the summary (:func:`ray_bench.ledger.cost.attempt_cost`): its usage, or
+    whether its agent started, says whether the cost is known. Never a $0 that was not spent."""
+    if summary is None or (cost or 0.0) > 0:
+        return cost
+    return attempt_cost(AttemptSummary.loads(summary))
 
 
 def _migrate(conn: sqlite3.Connection, schema: str) -> None:

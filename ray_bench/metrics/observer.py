@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ray_bench.evidence.catalog import FAILURE_CLASSES
 from ray_bench.ledger import events as ev
+from ray_bench.ledger.cost import attempt_cost
 from ray_bench.metrics.exporter import ACCOUNT_STATES, PHASES, AccountState, AccountView, MetricsExporter
 from ray_bench.metrics.lasting import ledger_totals
 from ray_bench.models.plan import Plan
@@ -72,17 +73,14 @@ class MetricsObserver:
         row, verdict, summary, cell_state = event.row, event.verdict, event.summary, event.cell_state
         self._running[row.backend] -= 1
         phases: dict[str, float] = {k: v for k, v in summary.phases.items() if k in PHASES}
-        if verdict is None:
-            outcome, failure_class = "cancelled", None
-        else:
-            outcome, failure_class = ("valid" if verdict.valid else "failed"), verdict.failure_class
-            if verdict.effect == "rate_limited":
-                self.exporter.rate_limited(row.account, "provider")
+        outcome, failure_class = event.outcome  # a full disk: failed, stack
+        if verdict is not None and verdict.effect == "rate_limited":
+            self.exporter.rate_limited(row.account, "provider")
         valid = bool(verdict and verdict.valid and cell_state == "valid")
-        # The cost the ledger keeps (Driver._finish): $0 only for a cancelled attempt; an attempt
-        # that met a full disk (verdict None too) ran its agent, so its cost is what its usage
-        # says, and None (unknown) is counted in raybench_run_unknown_cost_attempts, never as $0.
-        cost = 0.0 if summary.cancelled else summary.spent_usd
+        # The cost the ledger keeps (ray_bench.ledger.cost): a cancelled attempt's too, $0 only
+        # when its agent never started; None (unknown) is counted in
+        # raybench_run_unknown_cost_attempts, never as $0.
+        cost = attempt_cost(summary)
         self.exporter.attempt_finished(
             row.arm, row.account, row.backend, outcome=outcome, failure_class=failure_class,
             valid=valid, reward=summary.reward, phase_seconds=phases, cost_usd=cost,

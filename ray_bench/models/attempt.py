@@ -203,6 +203,10 @@ class AttemptSummary(_Record):
     agent_error: AgentError | None = None
     error: AttemptError | None = None
     cancelled: bool = False
+    agent_started: bool | None = Field(default=None, description=(
+        "The agent's command was launched (the runner sets False when it starts the attempt, True "
+        "at the launch). None: not known (a summary older than the field, or one the pool made "
+        "for a runner it lost or cancelled): a cancelled attempt is then of unknown cost, never $0."))
     lost: bool = False
     stale: bool = False
     sandbox_id: str | None = None

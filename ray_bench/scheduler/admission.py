@@ -27,6 +27,7 @@ from ray_bench.accounts import (
 )
 from ray_bench.accounts.credentials import login_expiry
 from ray_bench.accounts.limits import window_rate
+from ray_bench.accounts.outcome import unjudged_outcome
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
@@ -205,10 +206,11 @@ class CoreGate:
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
         self._held.pop(lease_id, None)
         core = self.cores[account]
-        if verdict is None:
+        outcome = unjudged_outcome(usd) if verdict is None else outcome_of(verdict, usd)
+        if outcome is None:
             core.abandon(lease_id)
         else:
-            core.on_finish(now, Lease(lease_id, "", account), outcome_of(verdict, usd))
+            core.on_finish(now, Lease(lease_id, "", account), outcome)
 
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)

@@ -415,7 +415,8 @@ class Driver:
         if done.disk_full is not None:
             self._disk_full = self._disk_full or disk_full_detail(self.run_root, done.disk_full)
         cell_state = state.finished(cell.id, done.verdict, lease_id, now, row.account)
-        self.observer.on_event(AttemptFinished(row, done.verdict, record.summary, cell_state))
+        self.observer.on_event(AttemptFinished(row, done.verdict, record.summary, cell_state, record.status,
+                                               record.failure_class))
 
     def _running_on(self, backend: str) -> int:
         return sum(1 for r, _, _ in self.inflight.values() if r.backend == backend)

@@ -4,7 +4,8 @@ and the recovery circuit. The driver executes the result in order (ledger record
 events) and then updates the run state; the simulator runs the same driver.
 
 A host's full disk is not the cell's failure (it runs again on resume) nor evidence; a
-cancelled attempt is judged by no one; a lost runner says nothing about its account; a
+cancelled attempt is judged by no one, but is charged what it spent (unknown: its expected
+cost; $0 only when its agent never started); a lost runner says nothing about its account; a
 quota refusal is the pool's edge, not a failure signature, unless nothing of ours runs.
 """
 
@@ -17,6 +18,7 @@ from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
+from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.runroot import DISK_FULL_ERROR
@@ -83,25 +85,28 @@ class FinishCore:
                  running_on: Callable[[str], int]) -> Finished:
         """``row`` ended with ``summary``; ``running_on(backend)``: how many attempts of ours
         run there now (read only for a quota refusal)."""
+        # What it cost (ray_bench.ledger.cost): a cancelled or lost attempt too, $0 only when its
+        # agent never started. An unknown cost is charged at the cell's expected cost, to the run
+        # and to the account; the ledger keeps the cost unknown (NULL) and the charge beside it,
+        # which a resume charges again (SpendBook.of), so a resumed run's limit stops where an
+        # unbroken one would. An attempt cut short teaches the cost history nothing (partial).
+        cost = attempt_cost(summary)
+        partial = summary.cancelled or summary.lost
         if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
-            charged = self.spend.finish(lease_id, row.task, row.arm, summary.spent_usd)
-            return Finished(Record("finished", False, None, "stack", "disk-full", False, summary.spent_usd,
-                                   charged, summary),
+            charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True)
+            return Finished(Record("finished", False, None, "stack", "disk-full", False, cost, charged, summary),
                             Release(row.account, lease_id, None, charged), disk_full=summary.error.message)
         if summary.cancelled:
-            self.spend.finish(lease_id, row.task, row.arm, 0.0)
+            charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True)
             self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)
-            return Finished(Record("cancelled", False, None, None, None, False, 0.0, None, summary),
-                            Release(row.account, lease_id, None, 0.0))
+            return Finished(Record("cancelled", False, None, None, None, False, cost, charged, summary),
+                            Release(row.account, lease_id, None, charged))
         verdict = classify(summary, self.catalog)
         summary = summary.model_copy(update={"verdict": verdict.record()})
-        # An unknown cost is charged at the cell's expected cost, to the run and to the account;
-        # the ledger keeps the cost unknown (NULL) and the charge beside it, which a resume
-        # charges again (SpendBook.of), so a resumed run's limit stops where an unbroken one would.
-        charged = self.spend.finish(lease_id, row.task, row.arm, summary.spent_usd,
-                                    summary.agent.duration_sec if summary.agent else 0.0)
+        charged = self.spend.finish(lease_id, row.task, row.arm, cost,
+                                    summary.agent.duration_sec if summary.agent else 0.0, partial=partial)
         record = Record("finished", verdict.valid, summary.reward, verdict.failure_class, verdict.fingerprint,
-                        verdict.counts, summary.spent_usd, charged, summary)
+                        verdict.counts, cost, charged, summary)
         release = Release(row.account, lease_id, None if verdict.lost else verdict, charged)
         events: list[Append] = []
         absorbed = self._fit_quota(row, summary, running_on, events)

@@ -22,12 +22,27 @@ class AttemptStarted:
 
 @dataclass(frozen=True)
 class AttemptFinished:
-    """``verdict`` None: cancelled (or the host's disk was full); ``cell_state`` after it."""
+    """``verdict`` None: cancelled, or the host's disk was full (judged by no one, the cell runs
+    again); ``cell_state`` after it; ``status`` and ``failure_class``: its terminal record's (a
+    full disk is ``finished``, ``stack``: ray_bench.scheduler.finish)."""
 
     row: AttemptRow
     verdict: Verdict | None
     summary: AttemptSummary
     cell_state: str
+    status: str = "finished"
+    failure_class: str | None = None
+
+    @property
+    def outcome(self) -> tuple[str, str | None]:
+        """``valid``, ``failed`` or ``cancelled``, and the failure class: what the progress line
+        and the metrics label the attempt (a full disk failed, ``stack``; never valid, never
+        cancelled)."""
+        if self.verdict is not None:
+            return ("valid", None) if self.verdict.valid else ("failed", self.verdict.failure_class)
+        if self.status == "cancelled":
+            return "cancelled", None
+        return "failed", self.failure_class
 
 
 class CellCounts(Protocol):

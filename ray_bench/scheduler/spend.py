@@ -97,14 +97,16 @@ class SpendBook:
                 book.unknown += 1
                 continue
             took = row.finished_at - row.started_at if row.finished_at is not None else 0.0
-            book.observe(row.task, row.arm, row.cost_usd, took)
+            book.observe(row.task, row.arm, row.cost_usd, took, partial=row.status == "cancelled")
         return book
 
-    def observe(self, task: str, arm: str, usd: float, seconds: float = 0.0) -> None:
+    def observe(self, task: str, arm: str, usd: float, seconds: float = 0.0, *, partial: bool = False) -> None:
         """A finished attempt's cost (and agent seconds, 0: unknown). Zero dollars is no
-        evidence of cost (a cancelled attempt, or one whose usage is unknown) and teaches nothing."""
+        evidence of cost (an agent that never started, or usage that is unknown) and teaches
+        nothing; nor does a ``partial`` cost (an attempt cut short: cancelled, lost, a full disk),
+        which counts in the spend but is no measure of what a whole cell costs."""
         self.spent += usd
-        if usd > 0:
+        if usd > 0 and not partial:
             self._task.setdefault(task, _Mean()).add(usd, seconds)
             self._arm.setdefault(arm, _Mean()).add(usd, seconds)
 
@@ -143,18 +145,21 @@ class SpendBook:
         """``cell`` started, expected to take ``seconds``."""
         self._running[lease_id] = (cell, seconds)
 
-    def finish(self, lease_id: str, task: str, arm: str, usd: float | None, seconds: float = 0.0) -> float:
-        """The attempt ended: its reservation becomes its cost (0 for a cancelled one). A cost
-        that is unknown (``None``: usage with no cost and no price for its model) is never
-        counted as $0: the run is charged what the cell was expected to cost, which teaches
-        the history nothing. Returns what was charged (the account's budget counts the same)."""
+    def finish(self, lease_id: str, task: str, arm: str, usd: float | None, seconds: float = 0.0, *,
+               partial: bool = False) -> float:
+        """The attempt ended: its reservation becomes its cost (:func:`ray_bench.ledger.cost.
+        attempt_cost`; ``partial``: cut short, see :meth:`observe`). A cost that is unknown
+        (``None``: usage with no cost and no price for its model, a cancelled agent whose usage
+        could not be read) is never counted as $0: the run is charged what the cell was expected
+        to cost, which teaches the history nothing. Returns what was charged (the account's
+        budget counts the same)."""
         running = self._running.pop(lease_id, None)
         if usd is None:
             charged = self.expected(running[0], running[1]).usd if running is not None else 0.0
             self.spent += charged
             self.unknown += 1
             return charged
-        self.observe(task, arm, usd, seconds)
+        self.observe(task, arm, usd, seconds, partial=partial)
         return usd
 
     def refusal(self, expected: Expected) -> str:

@@ -13,6 +13,8 @@ import pytest
 
 from ray_bench.agents import ADAPTERS, adapter
 from ray_bench.agents.base import SESSIONS_DIR, STARTED_MARK, CliRun, Invocation, reset_time
+from ray_bench.agents.prices import estimate_usd
+from ray_bench.models.agent import Usage
 
 NOW = dt.datetime(2026, 11, 30, 15, 0, tzinfo=dt.UTC).timestamp()
 
@@ -286,3 +288,69 @@ def test_codex_live_reader_ends_a_run_whose_key_is_refused_through_its_retries()
     other = adapter("codex").live_reader()
     assert not any((e := other.read(line)) is not None and e.refused
                    for line in (CODEX / "429.stream.jsonl").read_text().splitlines())
+
+
+def _with_writes(text: str, writes: int) -> str:
+    """A captured Codex 0.171.0 output whose usage says ``writes`` of its input went to the cache."""
+    return text.replace('"cache_write_input_tokens":0', f'"cache_write_input_tokens":{writes}')
+
+
+def test_codex_cache_writes_are_read_from_the_turn_and_the_session_file_finished_or_cut() -> None:
+    """Codex 0.171.0 writes ``cache_write_input_tokens`` beside ``cached_input_tokens`` (both
+    inside ``input_tokens``): 500 input = 100 cached + 60 written + 340 fresh."""
+    stream = _with_writes((CODEX / "ok.stream.jsonl").read_text(), 60)
+    rollout = _with_writes((CODEX / "ok.rollout.jsonl").read_text(), 60)
+    assert stream.count('"cache_write_input_tokens":60') == 1 and '"cache_write_input_tokens":60' in rollout
+    sessions = (("2026/12/01/rollout.jsonl", rollout),)
+    finished = CliRun(stdout=stream, stderr="", exit_code=0, timed_out=False, duration_sec=40, now=NOW,
+                      sessions=sessions)
+    cut_lines = [ln for ln in stream.splitlines() if '"turn.completed"' not in ln]
+    cut = CliRun(stdout="\n".join(cut_lines), stderr="", exit_code=None, timed_out=True, duration_sec=40, now=NOW,
+                 sessions=sessions)
+    for run in (finished, cut):
+        usage = adapter("codex").translate(run).usage
+        assert usage is not None
+        assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+            340, 100, 60, 33), run.cut
+    live = adapter("codex").live_reader()
+    events = [e for e in (live.read(ln) for ln in stream.splitlines()) if e is not None and e.usage is not None]
+    assert events[-1].usage is not None and events[-1].usage.cache_write_tokens == 60
+    assert events[-1].tokens == 340 + 60 + 33  # cache writes are billed as input
+
+
+def test_codex_without_cache_writes_in_its_usage_counts_them_as_input_and_prices_writes_as_input() -> None:
+    old = (CODEX / "ok.stream.jsonl").read_text().replace('"cache_write_input_tokens":0,', "")
+    assert "cache_write_input_tokens" not in old  # as Codex versions before the field print it
+    usage = adapter("codex").translate(CliRun(stdout=old, stderr="", exit_code=0, timed_out=False,
+                                              duration_sec=40, now=NOW)).usage
+    assert usage is not None and (usage.input_tokens, usage.cache_write_tokens) == (400, 0)
+    assert estimate_usd(usage, "gpt-5") is not None  # its cost stays known
+    written = Usage(input_tokens=340, cache_read_tokens=100, cache_write_tokens=60, output_tokens=33)
+    fresh = Usage(input_tokens=400, cache_read_tokens=100, cache_write_tokens=0, output_tokens=33)
+    assert estimate_usd(written, "gpt-5") == pytest.approx(estimate_usd(fresh, "gpt-5"))  # no surcharge
+
+
+def test_codex_websocket_fallback_is_never_the_attempts_last_error() -> None:
+    """Codex 0.171.0 first tries a WebSocket (404 on ws://, five "Reconnecting..." lines), then
+    prints its fallback to HTTPS: a run cut or crashed after that says nothing of the WebSocket."""
+    lines = (CODEX / "ok.stream.jsonl").read_text().splitlines()
+    fallback = next(n for n, ln in enumerate(lines) if "Falling back from WebSockets" in ln)
+    assert any("url: ws://" in ln and '"type":"error"' in ln for ln in lines[:fallback])
+    after = "\n".join(lines[:fallback + 1])
+    for run in (CliRun(stdout=after, stderr="", exit_code=None, timed_out=True, duration_sec=40, now=NOW),
+                CliRun(stdout=after, stderr="", exit_code=1, timed_out=False, duration_sec=40, now=NOW)):
+        report = adapter("codex").translate(run)
+        assert report.error is not None
+        assert "ws://" not in report.error.message and "WebSocket" not in report.error.message, report.error
+        assert "last:" not in report.error.message, report.error
+    # Another reason that came later is the one said: the 429s on HTTPS, cut before the turn failed.
+    limited = [ln for ln in (CODEX / "429.stream.jsonl").read_text().splitlines()
+               if '"turn.failed"' not in ln]
+    cut = CliRun(stdout="\n".join(limited), stderr="", exit_code=None, timed_out=True, duration_sec=40, now=NOW)
+    report = adapter("codex").translate(cut)
+    assert report.error is not None and report.error.type == "rate_limit" and "ws://" not in report.error.message
+    # Still retrying the WebSocket when cut (no fallback yet): that is all it said, and it is kept.
+    early = "\n".join(lines[:fallback])
+    report = adapter("codex").translate(CliRun(stdout=early, stderr="", exit_code=None, timed_out=True,
+                                               duration_sec=40, now=NOW))
+    assert report.error is not None and "last: Reconnecting... 5/5" in report.error.message

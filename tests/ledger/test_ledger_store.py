@@ -137,9 +137,10 @@ def _costs(ledger: Ledger) -> dict[str, float | None]:
     return {r.cell_id: r.cost_usd for r in ledger.attempts()}
 
 
-#: What a version-1 ledger's costs are: its 0 for tokens without a cost is unknown; a cancelled
-#: attempt and one with no usage record (a command agent's old contract) cost $0.
-_V1_COSTS = {"known": 0.25, "unknown": None, "cancelled": 0.0, "silent": 0.0}
+#: What a version-1 ledger's costs are: its 0 for tokens without a cost is unknown, a cancelled
+#: attempt's too (it spent what its usage says: issue 25); one with no usage record (a command
+#: agent's old contract) costs $0.
+_V1_COSTS = {"known": 0.25, "unknown": None, "cancelled": None, "silent": 0.0}
 
 
 def test_a_version_1_ledger_is_read_as_it_is_and_migrated_by_execute_keeping_its_rows(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ stops with `disk_full`, nothing finished is lost, `status` says so, and a resume
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import time
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
+from rich.console import Console
 from support.virtual_run import CELLS, Run
 
+from ray_bench.cli.progress import ConsoleProgress
 from ray_bench.errors import RunStopped
 from ray_bench.ledger.rows import known_spend
 from ray_bench.ledger.store import AttemptRow
@@ -28,6 +31,7 @@ from ray_bench.plan.identity import canonical_bytes
 from ray_bench.runroot import DISK_FULL_ERROR
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunnerPool
+from ray_bench.scheduler.observers import Observers
 from ray_bench.status.read import read_status
 
 
@@ -120,6 +124,38 @@ def test_an_attempt_that_met_a_full_disk_reaches_the_metrics_at_the_cost_the_led
         live_spend = samples.get(f'raybench_run_spend_usd{{account="{account}",run="{run_id}"}}', 0.0)
         assert live_spend == pytest.approx(known) and known == pytest.approx(totals.spend_usd[account])
     assert samples[f'raybench_run_unknown_cost_attempts{{account="{full.account}",run="{run_id}"}}'] == 1.0
+
+
+def test_a_full_disk_attempt_is_labelled_failed_stack_by_the_metrics_and_the_progress_line(
+        tmp_path: Path) -> None:
+    """Judged by no one (verdict None) yet never cancelled: its record is finished, stack,
+    disk-full, and that is what the attempts counter and the console say."""
+    run = Run(tmp_path)
+    run.pool = FullAfter(run.pool, nth=3)  # type: ignore[assignment]
+    exporter = MetricsExporter(run.plan.run_id, tmp_path / "state", arms=[a.name for a in run.plan.arms])
+    out = io.StringIO()
+    base = run.driver()
+    observers = Observers(MetricsObserver(exporter, run.plan, run.root),
+                          ConsoleProgress(Console(file=out, width=300), every_sec=3600.0))
+    driver = Driver(run.plan, base.identity, run.root, run.pool, observer=observers,
+                    gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores), options=base.options,
+                    clock=run.clock)
+    assert driver.run().stopped == "disk_full"
+    attempts = run.attempts()
+    (full,) = [a for a in attempts if a.fingerprint == "disk-full"]
+    cancelled = sum(1 for a in attempts if a.status == "cancelled")  # those running when it stopped
+    labels: dict[tuple[str, str], float] = {}
+    for line in generate_latest(exporter.registry).decode().splitlines():
+        if line.startswith("raybench_attempts_total{"):
+            got = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.rindex("}")].split(","))
+            key = (got["outcome"].strip('"'), got["failure_class"].strip('"'))
+            labels[key] = labels.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    assert labels.get(("failed", "stack")) == 1.0, labels
+    assert labels.get(("cancelled", "none"), 0.0) == cancelled, labels  # the full disk is not one of them
+    lines = [ln for ln in out.getvalue().splitlines() if full.task in ln and f"rep {full.rep}" in ln]
+    fail = [ln for ln in lines if ln.startswith("  FAIL ")]
+    assert fail and ": stack (" in fail[-1] and "No space left" in fail[-1], lines
+    assert not any(ln.startswith("  cancelled ") and full.attempt_id in ln for ln in out.getvalue().splitlines())
 
 
 def _resume_finishes(run: Run, kept: set[str]) -> list[AttemptRow]:

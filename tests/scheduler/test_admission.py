@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 from ray_bench.models.accounts import Account
+from ray_bench.models.plan import PlanCell
 from ray_bench.scheduler.admission import CoreGate, ExpiryWatch
+from ray_bench.scheduler.core import LeaseRequest
 
 NOW = 1_800_000_000.0
 
@@ -47,3 +49,15 @@ def test_a_run_whose_logins_expire_before_a_cell_could_finish_is_stalled(tmp_pat
 def test_one_usable_account_is_not_a_stall(tmp_path: Path) -> None:
     gate = CoreGate([_account("soon", _login(tmp_path, "soon", 600)), _account("key")], now=NOW)
     assert gate.stalled(NOW, horizon_sec=2 * 3600) is None
+
+
+def test_an_unjudged_attempt_charges_its_account_and_teaches_its_health_nothing() -> None:
+    gate = CoreGate([_account("key")], now=NOW)
+    cell = PlanCell(id="c", task="t", arm="a", rep=0, backend="local")
+    for lease in ("cancelled", "never-started"):
+        assert gate.acquire_many([LeaseRequest(lease, cell, horizon_sec=60)], NOW) == {lease: "key"}
+    core = gate.cores["key"]
+    before = core.health.state
+    gate.release("key", "cancelled", None, 0.3, NOW + 1)  # a cancelled attempt's spend (issue 25)
+    gate.release("key", "never-started", None, 0.0, NOW + 1)
+    assert core.spent_usd == 0.3 and core.leases() == [] and core.health.state is before

@@ -304,6 +304,8 @@ def test_pause_now_cancels_running_cells(tmp_path: Path) -> None:
     assert outcome.stopped == "paused"
     attempts, _ = ledger_rows(root)
     assert attempts and {a.status for a in attempts} == {"cancelled"}
+    # cancelled mid-agent: of unknown cost, charged at the cell's expected cost, never $0 (issue 25)
+    assert {a.cost_usd for a in attempts} == {None} and all((a.charged_usd or 0) > 0 for a in attempts)
     assert list((tmp_path / "sbx").iterdir()) == []
 
 

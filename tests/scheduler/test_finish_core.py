@@ -119,3 +119,28 @@ def test_a_failure_of_the_accounts_fault_is_judged_by_the_account() -> None:
     done = core().finished(ROW, "l1", server_error(), running(0))
     assert done.release.verdict is not None and done.release.verdict.effect == "server_error"
     assert not done.record.valid
+
+
+def _cancelled_core() -> FinishCore:
+    spend = SpendBook(None, {"baseline": 0.4})  # the arm's role bound: the expected cost
+    spend.reserve("l1", CELL)
+    return FinishCore(Catalog.default(), RecoveryCircuit(), QuotaFit(ceiling=8), spend)
+
+
+@pytest.mark.parametrize(("case", "got", "cost", "charged"), [
+    ("usage known", summary(cancelled=True, agent_started=True, usage=Usage(output_tokens=9, cost_usd=0.12)),
+     0.12, 0.12),
+    ("usage unknown", summary(cancelled=True, agent_started=True), None, 0.4),
+    ("the pool's summary (agent unknown)", summary(cancelled=True), None, 0.4),
+    ("agent never started", summary(cancelled=True, agent_started=False), 0.0, 0.0),
+])
+def test_a_cancelled_attempt_is_charged_what_it_spent_or_its_expected_cost(
+        case: str, got: AttemptSummary, cost: float | None, charged: float) -> None:
+    finish = _cancelled_core()
+    done = finish.finished(ROW, "l1", got, running(0))
+    assert (done.record.status, done.record.cost_usd, done.record.charged_usd) == ("cancelled", cost, charged)
+    assert (done.release.verdict, done.release.usd) == (None, charged)  # the account is charged the same
+    assert finish.spend.spent == pytest.approx(charged)
+    assert finish.spend.unknown == (1 if cost is None else 0)
+    # a cost cut short is no measure of a whole cell: the expected cost stays the role bound
+    assert finish.spend.expected(CELL).usd == 0.4
