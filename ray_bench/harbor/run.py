@@ -9,10 +9,12 @@ agent's host-side logs (Terminus 2's ATIF ``trajectory.json``) and ``agent-conte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import time
 import traceback
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from harbor.models.trial.paths import TrialPaths
 
 from ray_bench.harbor.environment import SandboxEnvironment
 from ray_bench.harbor.evidence import CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
-from ray_bench.harbor.llm import calls_of_this_attempt, error_of
+from ray_bench.harbor.llm import CallLog, calls_of_this_attempt, error_of
 from ray_bench.models.agent import AgentError
 from ray_bench.sandboxes.base import ExecResult, Sandbox
 
@@ -67,7 +69,7 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
     mapped: AgentError | None = None
     with calls_of_this_attempt() as calls:
         try:
-            timed_out = await _run(sandbox, call, trial_paths, context)
+            timed_out = await _run(sandbox, call, trial_paths, context, calls)
         except Exception as exc:  # the agent's failure is this attempt's result
             error = "".join(traceback.format_exception(exc))[-8000:]
             mapped = error_of(exc)
@@ -84,8 +86,10 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
                       timed_out=timed_out, duration_sec=time.monotonic() - started)
 
 
-async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, context: AgentContext) -> bool:
-    """Set up and run the agent under the arm's timeout; whether the timeout cut it."""
+async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, context: AgentContext,
+               calls: CallLog) -> bool:
+    """Set up and run the agent under the arm's timeout; whether the timeout cut it. A model
+    call's long retry-after (:attr:`CallLog.stop`) cancels the agent and is raised here."""
     agent = _build(call, trial_paths, on_host=sandbox.on_host)
     task = Task(call.task_dir)
     env_config = task.config.environment.model_copy(update={"env": {}})  # resolved by ray-bench
@@ -99,10 +103,8 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
     timed_out = False
     with environment.scoped_exec_env(agent.extra_env):
         try:
-            await asyncio.wait_for(_setup_and_run(agent, environment, call.instruction, context),
-                                   timeout=call.timeout_sec)
-        except TimeoutError:
-            timed_out = True
+            timed_out = await _until_stopped(_setup_and_run(agent, environment, call.instruction, context),
+                                             calls, call.timeout_sec)
         finally:
             if sandbox.on_host:
                 # A tmux server daemonises out of the sandbox's process group, so deleting the
@@ -111,6 +113,28 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
                 await environment.exec("tmux kill-server >/dev/null 2>&1; exit 0", timeout_sec=30)
         agent.populate_context_post_run(context)
     return timed_out
+
+
+async def _until_stopped(work: Coroutine[Any, Any, None], calls: CallLog, timeout_sec: float) -> bool:
+    """Run ``work`` until it ends, the timeout passes (True) or a model call asks for a long wait
+    (its exception raised, the agent's own retry loop cancelled mid-sleep)."""
+    agent = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(calls.stop.wait())
+    try:
+        await asyncio.wait({agent, stop}, timeout=timeout_sec, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not agent.done():
+            agent.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await agent
+    succeeded = not agent.cancelled() and agent.exception() is None
+    if calls.stopping is not None and not succeeded:
+        raise calls.stopping
+    if agent.cancelled():
+        return True  # cut by the timeout
+    agent.result()  # the agent's own exception, if it raised one
+    return False
 
 
 async def _setup_and_run(agent: Any, environment: SandboxEnvironment, instruction: str,
