@@ -106,6 +106,11 @@ class LedgerDamagedError(LedgerError, UserInputError):
     input, so one line and exit 2, and still a LedgerError to the callers that catch those."""
 
 
+class HostToolMissingError(RayBenchError):
+    """A host-side agent on a backend whose commands run on the host needs a program the host
+    lacks (Terminus 2's tmux on ``local``): the attempt's ``cli_missing`` failure."""
+
+
 class SandboxError(RayBenchError):
     """A sandbox operation failed. ``failure_class`` says how it is counted."""
 

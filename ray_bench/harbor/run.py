@@ -26,8 +26,10 @@ from harbor.models.task.task import Task
 from harbor.models.trial.config import AgentConfig
 from harbor.models.trial.paths import TrialPaths
 
+from ray_bench.errors import HostToolMissingError
 from ray_bench.harbor.environment import SandboxEnvironment
 from ray_bench.harbor.evidence import CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
+from ray_bench.harbor.host import host_options
 from ray_bench.harbor.llm import CallLog, calls_of_this_attempt, error_of
 from ray_bench.models.agent import AgentError
 from ray_bench.sandboxes.base import ExecResult, Sandbox
@@ -73,6 +75,8 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
         except Exception as exc:  # the agent's failure is this attempt's result
             error = "".join(traceback.format_exception(exc))[-8000:]
             mapped = error_of(exc)
+            if isinstance(exc, HostToolMissingError):
+                mapped = AgentError(type="cli_missing", message=str(exc))
         await calls.settled()
     (trial_paths.trial_dir / REQUEST_IDS_FILE).write_text("".join(f"{r}\n" for r in calls.request_ids))
     (trial_paths.trial_dir / CONTEXT_FILE).write_text(context.model_dump_json(exclude_none=True))
@@ -90,7 +94,10 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
                calls: CallLog) -> bool:
     """Set up and run the agent under the arm's timeout; whether the timeout cut it. A model
     call's long retry-after (:attr:`CallLog.stop`) cancels the agent and is raised here."""
-    agent = _build(call, trial_paths, on_host=sandbox.on_host)
+    options = dict(call.options)
+    if sandbox.on_host and call.agent == AgentName.TERMINUS_2.value:
+        options = await host_options(sandbox, call.sandbox_env, options)
+    agent = _build(call, options, trial_paths)
     task = Task(call.task_dir)
     env_config = task.config.environment.model_copy(update={"env": {}})  # resolved by ray-bench
     environment = SandboxEnvironment(sandbox, task_dir=call.task_dir, trial_paths=trial_paths,
@@ -143,15 +150,11 @@ async def _setup_and_run(agent: Any, environment: SandboxEnvironment, instructio
     await agent.run(instruction=instruction, environment=environment, context=context)
 
 
-def _build(call: HarborCall, trial_paths: TrialPaths, *, on_host: bool) -> Any:
+def _build(call: HarborCall, options: dict[str, Any], trial_paths: TrialPaths) -> Any:
     """The agent as Harbor's ``Trial._init_agent`` builds it: the oracle gets its task and
     paths, every agent its options as kwargs; a host-side agent its connection settings."""
     extra: dict[str, Any] = {}
-    options = dict(call.options)
-    if on_host and call.agent == AgentName.TERMINUS_2.value:
-        # Its asciinema recording is installed with the image's package manager when missing:
-        # on a backend whose commands run on the host (local) that is the host's apt-get.
-        options.setdefault("record_terminal_session", False)
+    options = dict(options)
     if call.agent == AgentName.ORACLE.value:
         extra = {"task_dir": call.task_dir, "trial_paths": trial_paths, "agent_timeout_sec": call.timeout_sec}
     if call.llm_settings.get("api_key"):
