@@ -107,8 +107,8 @@ class LedgerDamagedError(LedgerError, UserInputError):
 
 
 class HostToolMissingError(RayBenchError):
-    """A host-side agent on a backend whose commands run on the host needs a program the host
-    lacks (Terminus 2's tmux on ``local``): the attempt's ``cli_missing`` failure."""
+    """A Harbor agent needs a program its sandbox lacks and cannot be given there (Terminus 2's
+    tmux on ``local``'s host, or in an offline image): the attempt's ``cli_missing`` failure."""
 
 
 class SandboxError(RayBenchError):

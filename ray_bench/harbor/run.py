@@ -29,8 +29,8 @@ from harbor.models.trial.paths import TrialPaths
 from ray_bench.errors import HostToolMissingError
 from ray_bench.harbor.environment import SandboxEnvironment
 from ray_bench.harbor.evidence import CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
-from ray_bench.harbor.host import host_options
 from ray_bench.harbor.llm import CallLog, calls_of_this_attempt, error_of
+from ray_bench.harbor.tools import terminus_options
 from ray_bench.models.agent import AgentError
 from ray_bench.sandboxes.base import ExecResult, Sandbox
 
@@ -57,6 +57,8 @@ class HarborCall:
     llm_settings: dict[str, str]
     download_cap: int
     session_id: str
+    #: The sandbox is online in the agent phase (Harbor can install a tool the image lacks).
+    online: bool = False
 
 
 async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
@@ -95,8 +97,8 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
     """Set up and run the agent under the arm's timeout; whether the timeout cut it. A model
     call's long retry-after (:attr:`CallLog.stop`) cancels the agent and is raised here."""
     options = dict(call.options)
-    if sandbox.on_host and call.agent == AgentName.TERMINUS_2.value:
-        options = await host_options(sandbox, call.sandbox_env, options)
+    if call.agent == AgentName.TERMINUS_2.value:
+        options = await terminus_options(sandbox, call.sandbox_env, options, online=call.online)
     agent = _build(call, options, trial_paths)
     task = Task(call.task_dir)
     env_config = task.config.environment.model_copy(update={"env": {}})  # resolved by ray-bench

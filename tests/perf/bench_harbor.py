@@ -7,7 +7,9 @@ the tmux image (tests/support/images.py), the same sandbox limits for every mode
   runs solve.sh, downloads its log);
 - ``terminus-2``: Harbor's Terminus 2 against the fake provider on loopback (two model answers:
   one command typed into its tmux pane, then the confirmation), so its figure holds tmux setup,
-  two LiteLLM round trips and Terminus 2's own pauses, not a model's thinking.
+  two LiteLLM round trips and Terminus 2's own pauses, not a model's thinking; with Harbor's
+  default ``record_terminal_session: true`` (its search for a package manager to install the
+  asciinema the image lacks, a dozen execs) and, as ``terminus-2-norec``, without.
 
 Modes alternate in rounds (drift in the daemon hits them alike); the Harbor and LiteLLM import,
 once per runner process, is timed apart and not in any cell. Needs Python 3.12 with the extra:
@@ -46,7 +48,7 @@ from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.sandboxes.docker import DockerBackend
 
-MODES = ("command", "oracle", "terminus-2")
+MODES = ("command", "oracle", "terminus-2", "terminus-2-norec")
 KEY_ENV, BASE_ENV = "RB_BENCH_HARBOR_KEY", "RB_BENCH_HARBOR_BASE"
 _SOLVE = json.dumps({"analysis": "missing", "plan": "write it",
                      "commands": [{"keystrokes": "echo 'Hello, world!' > hello.txt\n", "duration": 0.1}],
@@ -56,9 +58,10 @@ _SOLVE = json.dumps({"analysis": "missing", "plan": "write it",
 def _spec(tmp: Path, image: str, mode: str, i: int) -> AttemptSpec:
     harbor: dict[str, Any] = {}
     if mode != "command":
-        harbor = {"agent": "harbor", "harbor_agent": mode}
-    if mode == "terminus-2":
-        harbor |= {"model": "anthropic/claude-sonnet-4-5", "harbor_options": {"max_turns": 3},
+        harbor = {"agent": "harbor", "harbor_agent": mode.removesuffix("-norec")}
+    if mode.startswith("terminus-2"):
+        options = {"max_turns": 3, **({"record_terminal_session": False} if mode.endswith("-norec") else {})}
+        harbor |= {"model": "anthropic/claude-sonnet-4-5", "harbor_options": options,
                    "route_env": {"ANTHROPIC_API_KEY": KEY_ENV, "ANTHROPIC_BASE_URL": BASE_ENV}}
     fields: dict[str, Any] = dict(
         run_id="bench-harbor", attempt_id=f"{mode}-{i}-a1", cell_id=f"{mode}-{i}", task_id="hello-world", arm=mode,
