@@ -16,6 +16,7 @@ import pytest
 from support.fake_provider import Answer, FakeProvider
 from support.runs import ledger_rows, plan_and_run
 from support.suites import make_suite
+from support.terminus import SOLVE
 
 from ray_bench.accounts.store import AccountStore
 from ray_bench.evidence.settle import settle_run
@@ -28,13 +29,10 @@ RETRY_AFTER = 90
 #: Anthropic's list prices of claude-sonnet-4-5 per token (LiteLLM's shipped price map), as the
 #: fake's answers are billed: fresh input, cache reads, output.
 PRICE_IN, PRICE_CACHE, PRICE_OUT = 3e-6, 3e-7, 1.5e-5
-_SOLVE = json.dumps({"analysis": "missing", "plan": "write it",
-                     "commands": [{"keystrokes": "echo 'Hello, world!' > hello.txt\n", "duration": 0.5}],
-                     "task_complete": True})
 
 
 def test_terminus_2_on_docker_moves_off_a_429_account_and_its_usage_settles(tmp_path: Path, tmux_image: str) -> None:
-    answer = Answer(text=_SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)
+    answer = Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)
     with FakeProvider(default=answer) as fake:
         fake.limited_keys[LIMITED] = RETRY_AFTER
         # "limited" has the more room, so the scheduler's first choice is it

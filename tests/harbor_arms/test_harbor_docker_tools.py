@@ -5,13 +5,12 @@ without tmux the attempt is ``cli_missing`` at once, not Harbor's 240 s of faili
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.fake_provider import Answer, FakeProvider
 from support.suites import make_suite
+from support.terminus import SOLVE, commands_seen, installs
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
@@ -19,24 +18,10 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker, pytest.mark.harbor]
-_SOLVE = json.dumps({"analysis": "missing", "plan": "write it",
-                     "commands": [{"keystrokes": "echo 'Hello, world!' > hello.txt\n", "duration": 0.1}],
-                     "task_complete": True})
-#: How Harbor's TmuxSession installs a missing tmux or asciinema (harbor/agents/terminus_2/tmux_session.py).
-_INSTALLERS = ("apt-get", "pip install", "pip3 install", "apk add", "yum install", "dnf install", "./configure")
 
 
 def _run(tmp: Path, image: str, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[AttemptSummary, list[str]]:
-    from ray_bench.harbor.environment import SandboxEnvironment
-
-    seen: list[str] = []
-    original = SandboxEnvironment.exec
-
-    async def spy(self: SandboxEnvironment, command: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append(command)
-        return await original(self, command, *args, **kwargs)
-
-    monkeypatch.setattr(SandboxEnvironment, "exec", spy)
+    seen = commands_seen(monkeypatch)
     monkeypatch.setenv("RB_HARBOR_TOOLS_KEY", "sk-ant-harbor-tools-0123456789")
     monkeypatch.setenv("RB_HARBOR_TOOLS_BASE", url)
     make_suite(tmp / "suite", tasks=["hello-world"])
@@ -62,17 +47,17 @@ def _run(tmp: Path, image: str, url: str, monkeypatch: pytest.MonkeyPatch) -> tu
 
 def test_offline_in_the_tmux_image_terminus_2_records_nothing_and_installs_nothing(
         tmp_path: Path, tmux_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with FakeProvider(default=Answer(text=_SOLVE)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE)) as fake:
         summary, seen = _run(tmp_path, tmux_image, fake.url, monkeypatch)
     assert summary.error is None and summary.reward == 1.0, summary.agent_error
-    assert [c for c in seen if any(w in c for w in _INSTALLERS)] == []
+    assert installs(seen) == []
     assert not any("asciinema" in c for c in seen)
     assert not (tmp_path / "attempt" / "harbor" / "agent" / "recording.cast").exists()
 
 
 def test_offline_in_an_image_without_tmux_terminus_2_is_cli_missing_at_once(
         tmp_path: Path, base_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with FakeProvider(default=Answer(text=_SOLVE)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE)) as fake:
         summary, seen = _run(tmp_path, base_image, fake.url, monkeypatch)
         asked = fake.served.answers + sum(fake.served.errors.values())
     assert summary.agent_error is not None and summary.agent_error.type == "cli_missing"

@@ -6,13 +6,13 @@ own retries, and the cell still solves its task."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.fake_provider import Answer, FakeProvider
 from support.suites import make_suite
+from support.terminus import SOLVE
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
@@ -21,9 +21,6 @@ from ray_bench.sandboxes.local import LocalBackend
 
 pytestmark = pytest.mark.harbor
 KEY = "sk-ant-harbor-limited-0123456789"
-_SOLVE = json.dumps({"analysis": "missing", "plan": "write it",
-                     "commands": [{"keystrokes": "echo 'Hello, world!' > hello.txt\n", "duration": 0.5}],
-                     "task_complete": True})
 
 
 def _run(tmp_path: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> AttemptSummary:
@@ -47,7 +44,7 @@ def test_a_long_retry_after_stops_terminus_2_at_the_first_refusal(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from ray_bench.harbor.llm import LONG_RETRY_AFTER_SEC
 
-    with FakeProvider(default=Answer(text=_SOLVE)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE)) as fake:
         fake.limited_keys[KEY] = 90
         summary = _run(tmp_path, fake, monkeypatch)
         served = fake.served
@@ -63,7 +60,7 @@ def test_a_long_retry_after_stops_terminus_2_at_the_first_refusal(tmp_path: Path
 
 
 def test_a_short_retry_after_is_left_to_harbors_own_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with FakeProvider(default=Answer(text=_SOLVE, input_tokens=200, output_tokens=30)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE, input_tokens=200, output_tokens=30)) as fake:
         fake.then(Answer(kind="rate_limit", retry_after=2))
         summary = _run(tmp_path, fake, monkeypatch)
         served = fake.served
