@@ -106,6 +106,11 @@ class LedgerDamagedError(LedgerError, UserInputError):
     input, so one line and exit 2, and still a LedgerError to the callers that catch those."""
 
 
+class HostToolMissingError(RayBenchError):
+    """A Harbor agent needs a program its sandbox lacks and cannot be given there (Terminus 2's
+    tmux on ``local``'s host, or in an offline image): the attempt's ``cli_missing`` failure."""
+
+
 class SandboxError(RayBenchError):
     """A sandbox operation failed. ``failure_class`` says how it is counted."""
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import docker
 import pytest
-from support.images import build_base_image
+from support.images import build_base_image, build_tmux_image
 
 
 def require_service(name: str, available: bool, reason: str) -> None:
@@ -39,6 +39,17 @@ def base_image(docker_client: Any) -> str:
         return build_base_image(docker_client)
     except RuntimeError as exc:
         require_service("busybox", False, str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
+def tmux_image(docker_client: Any, base_image: str) -> str:
+    """``ray-bench-tmux:<content hash>``: the base image with this host's tmux and bash (and
+    their libraries and terminfo) laid over it, for Harbor's Terminus 2; built once per hash."""
+    try:
+        return build_tmux_image(docker_client, base_image)
+    except RuntimeError as exc:
+        require_service("tmux", False, str(exc))
         raise
 
 

@@ -127,7 +127,7 @@ def prepare_layer(agent: str, cache: Path | None = None) -> Path | None:
                 wrapper.chmod(0o755)
             else:
                 _link_or_copy(cli.executable, tmp / "bin" / name)
-            libs = _shared_libraries(cli.executable)
+            libs = shared_libraries(cli.executable)
             if libs:
                 (tmp / "lib").mkdir()
                 for lib in libs:  # under the soname asked for, the file it names (libstdc++.so.6: a link)
@@ -151,7 +151,7 @@ def _is_node_script(path: Path) -> bool:
     return first.startswith(b"#!") and b"node" in first
 
 
-def _shared_libraries(binary: Path) -> list[Path]:
+def shared_libraries(binary: Path) -> list[Path]:
     """What ``ldd`` says a dynamic binary loads (none for a static one)."""
     try:
         out = subprocess.run(["ldd", str(binary)], check=False, capture_output=True, text=True, timeout=60).stdout

@@ -314,7 +314,8 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     await switch.enter("agent")
     summary.agent_started = True  # from here a cancelled attempt may have spent (ray_bench.ledger.cost)
     if spec.agent == "harbor":
-        agent, stopped = await _run_harbor(sandbox, spec, task_dir, base_env, creds, workdir, redactor), None
+        agent, stopped = await _run_harbor(sandbox, spec, task_dir, base_env, creds, workdir, redactor,
+                                           online=switch.online), None
     else:
         command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
                               spec.max_turns)
@@ -404,7 +405,7 @@ async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_
 
 
 async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_env: dict[str, str],
-                      creds: Credentials, workdir: str | None, redactor: Redactor) -> ExecResult:
+                      creds: Credentials, workdir: str | None, redactor: Redactor, *, online: bool) -> ExecResult:
     """A Harbor arm's agent phase (:mod:`ray_bench.harbor.run`, imported here only: Harbor needs
     Python 3.12). The sandbox sees the task's env and paths; the account's credentials go to
     the agent's own model client (:func:`ray_bench.harbor.credentials.llm_settings`)."""
@@ -417,7 +418,7 @@ async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_
                       workdir=workdir,
                       user=user_of(spec.task_config.agent.user), timeout_sec=spec.agent_timeout_sec,
                       llm_settings=llm_settings(creds.env, spec.agent_env), download_cap=spec.artifact_cap_bytes,
-                      session_id=f"{spec.cell_id}__{spec.attempt_id}")
+                      session_id=f"{spec.cell_id}__{spec.attempt_id}", online=online)
     result = await run_harbor_agent(sandbox, call)
     # Harbor writes the agent's kwargs into its trajectory (Terminus 2's llm_kwargs hold the
     # key): the host-side trial directory is redacted before anything reads it.

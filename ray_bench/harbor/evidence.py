@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ray_bench.models.agent import AgentError, AgentReport, Usage
+from ray_bench.models.agent import AgentError, AgentReport, CostBasis, Usage
 
 #: The attempt directory's Harbor trial directory (Harbor's ``TrialPaths`` layout below it).
 HARBOR_DIR = "harbor"
@@ -31,8 +31,11 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
         total_in, cached = context.get("n_input_tokens"), context.get("n_cache_tokens")
         fresh = total_in - (cached or 0) if isinstance(total_in, int) else None
         cost = context.get("cost_usd")
+        basis: CostBasis = "reported"
+        if cost is None and total_in == 0 and context.get("n_output_tokens") == 0:
+            cost, basis = 0.0, "estimated"  # every call refused (a 429, a 5xx): no token was billed
         usage = Usage(input_tokens=fresh, output_tokens=context.get("n_output_tokens"), cache_read_tokens=cached,
-                      cache_write_tokens=None, cost_usd=cost, cost_basis="reported" if cost is not None else None,
+                      cache_write_tokens=None, cost_usd=cost, cost_basis=basis if cost is not None else None,
                       model=model, request_ids=request_ids, source="result")
     failure = _read(trial_dir / ERROR_FILE)
     error = None

@@ -5,7 +5,13 @@ LiteLLM (the `harbor` extra).
 LiteLLM's callbacks are process-wide and a runner process runs several attempts at once, so the
 calls are attributed by a context variable set around one attempt's agent: LiteLLM runs its
 async logging "in the original task's context" (its logging worker copies the caller's context),
-and every task the agent starts inherits it."""
+and every task the agent starts inherits it.
+
+A failure whose ``retry-after`` is long (over :data:`LONG_RETRY_AFTER_SEC`, the longest wait of
+Harbor's own retries) stops the attempt's agent at once (:attr:`CallLog.stop`): Harbor's LiteLLM
+wrapper and Terminus 2 each retry three times 4-15 s apart, nine calls and ~45 s of a cell spent
+against an account the provider said to leave alone; the scheduler honours the retry-after by
+cooling the account, and the cell goes to another one."""
 
 from __future__ import annotations
 
@@ -26,6 +32,11 @@ from ray_bench.models.agent import AgentError
 
 #: Response headers a provider's request id comes back in, as LiteLLM keeps them.
 _ID_HEADERS = ("llm_provider-request-id", "request-id", "llm_provider-x-request-id", "x-request-id")
+#: A model call's failure with a longer retry-after (seconds) stops the agent instead of letting
+#: its own retries wait (Harbor's LiteLLM wrapper waits 4 s to 15 s between its three tries).
+LONG_RETRY_AFTER_SEC = 15.0
+#: The error types a provider's retry-after comes with.
+_WAITING = frozenset({"rate_limit", "usage_limit", "overloaded"})
 
 
 @dataclass
@@ -35,6 +46,9 @@ class CallLog:
     started: int = 0
     ended: int = 0
     request_ids: list[str] = field(default_factory=list)
+    #: The first failure with a long retry-after: the agent is stopped with it.
+    stopping: BaseException | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def settled(self, within_sec: float = 10.0) -> None:
         """Wait (bounded) for the logging of calls that already returned: LiteLLM logs a
@@ -58,6 +72,14 @@ class _Recorder(CustomLogger):  # type: ignore[misc,unused-ignore]  # Any where 
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._end(response_obj, kwargs)
+        log = _CURRENT.get()
+        exc = kwargs.get("exception") if isinstance(kwargs, dict) else None
+        if log is None or log.stopping is not None or not isinstance(exc, BaseException):
+            return
+        error = error_of(exc)
+        if error is not None and error.type in _WAITING and (error.retry_after or 0.0) > LONG_RETRY_AFTER_SEC:
+            log.stopping = exc
+            log.stop.set()
 
     @staticmethod
     def _end(response_obj: Any, kwargs: Any) -> None:
@@ -73,6 +95,15 @@ class _Recorder(CustomLogger):  # type: ignore[misc,unused-ignore]  # Any where 
 _RECORDER = _Recorder()
 
 
+def headers_of(exc: BaseException | None) -> list[Any]:
+    """A LiteLLM exception's provider response headers: ``litellm_response_headers`` (what the
+    provider sent; LiteLLM's own ``response`` on a mapped exception is a stand-in without
+    them), then the response's."""
+    response = getattr(exc, "response", None)
+    found = [getattr(exc, "litellm_response_headers", None), getattr(response, "headers", None)]
+    return [h for h in found if h]
+
+
 def request_id_of(response_obj: Any, kwargs: Any) -> str | None:
     """The provider's request id of one call (success: the response's headers; failure: the
     exception's response headers)."""
@@ -81,9 +112,7 @@ def request_id_of(response_obj: Any, kwargs: Any) -> str | None:
     if isinstance(hidden, dict):
         sources += [hidden.get("additional_headers"), hidden.get("headers")]
     exc = kwargs.get("exception") if isinstance(kwargs, dict) else None
-    response = getattr(exc, "response", None)
-    if response is not None:
-        sources.append(getattr(response, "headers", None))
+    sources += headers_of(exc)
     for headers in sources:
         if not headers:
             continue
@@ -118,11 +147,13 @@ def error_of(exc: BaseException) -> AgentError | None:
     if seen is None:
         return None
     status = getattr(seen, "status_code", None)
-    headers = getattr(getattr(seen, "response", None), "headers", None) or {}
     retry_after: float | None = None
-    with contextlib.suppress(TypeError, ValueError, AttributeError):
-        raw = headers.get("retry-after")
-        retry_after = float(raw) if raw is not None else None
+    for headers in headers_of(seen):
+        with contextlib.suppress(TypeError, ValueError, AttributeError):
+            raw = headers.get("retry-after")
+            retry_after = float(raw) if raw is not None else None
+        if retry_after is not None:
+            break
     message = str(getattr(seen, "message", None) or seen)
     run = CliRun("", "", None, False, now=time.time())
     return error_from(status if isinstance(status, int) else None, message, run, retry_after=retry_after)

@@ -9,10 +9,12 @@ agent's host-side logs (Terminus 2's ATIF ``trajectory.json``) and ``agent-conte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import time
 import traceback
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,11 @@ from harbor.models.task.task import Task
 from harbor.models.trial.config import AgentConfig
 from harbor.models.trial.paths import TrialPaths
 
+from ray_bench.errors import HostToolMissingError
 from ray_bench.harbor.environment import SandboxEnvironment
 from ray_bench.harbor.evidence import CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
-from ray_bench.harbor.llm import calls_of_this_attempt, error_of
+from ray_bench.harbor.llm import CallLog, calls_of_this_attempt, error_of
+from ray_bench.harbor.tools import terminus_options
 from ray_bench.models.agent import AgentError
 from ray_bench.sandboxes.base import ExecResult, Sandbox
 
@@ -53,6 +57,8 @@ class HarborCall:
     llm_settings: dict[str, str]
     download_cap: int
     session_id: str
+    #: The sandbox is online in the agent phase (Harbor can install a tool the image lacks).
+    online: bool = False
 
 
 async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
@@ -67,10 +73,12 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
     mapped: AgentError | None = None
     with calls_of_this_attempt() as calls:
         try:
-            timed_out = await _run(sandbox, call, trial_paths, context)
+            timed_out = await _run(sandbox, call, trial_paths, context, calls)
         except Exception as exc:  # the agent's failure is this attempt's result
             error = "".join(traceback.format_exception(exc))[-8000:]
             mapped = error_of(exc)
+            if isinstance(exc, HostToolMissingError):
+                mapped = AgentError(type="cli_missing", message=str(exc))
         await calls.settled()
     (trial_paths.trial_dir / REQUEST_IDS_FILE).write_text("".join(f"{r}\n" for r in calls.request_ids))
     (trial_paths.trial_dir / CONTEXT_FILE).write_text(context.model_dump_json(exclude_none=True))
@@ -84,9 +92,14 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
                       timed_out=timed_out, duration_sec=time.monotonic() - started)
 
 
-async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, context: AgentContext) -> bool:
-    """Set up and run the agent under the arm's timeout; whether the timeout cut it."""
-    agent = _build(call, trial_paths, on_host=sandbox.on_host)
+async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, context: AgentContext,
+               calls: CallLog) -> bool:
+    """Set up and run the agent under the arm's timeout; whether the timeout cut it. A model
+    call's long retry-after (:attr:`CallLog.stop`) cancels the agent and is raised here."""
+    options = dict(call.options)
+    if call.agent == AgentName.TERMINUS_2.value:
+        options = await terminus_options(sandbox, call.sandbox_env, options, online=call.online)
+    agent = _build(call, options, trial_paths)
     task = Task(call.task_dir)
     env_config = task.config.environment.model_copy(update={"env": {}})  # resolved by ray-bench
     environment = SandboxEnvironment(sandbox, task_dir=call.task_dir, trial_paths=trial_paths,
@@ -99,10 +112,8 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
     timed_out = False
     with environment.scoped_exec_env(agent.extra_env):
         try:
-            await asyncio.wait_for(_setup_and_run(agent, environment, call.instruction, context),
-                                   timeout=call.timeout_sec)
-        except TimeoutError:
-            timed_out = True
+            timed_out = await _until_stopped(_setup_and_run(agent, environment, call.instruction, context),
+                                             calls, call.timeout_sec)
         finally:
             if sandbox.on_host:
                 # A tmux server daemonises out of the sandbox's process group, so deleting the
@@ -113,21 +124,39 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
     return timed_out
 
 
+async def _until_stopped(work: Coroutine[Any, Any, None], calls: CallLog, timeout_sec: float) -> bool:
+    """Run ``work`` until it ends, the timeout passes (True) or a model call asks for a long wait
+    (its exception raised, the agent's own retry loop cancelled mid-sleep)."""
+    agent = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(calls.stop.wait())
+    try:
+        await asyncio.wait({agent, stop}, timeout=timeout_sec, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not agent.done():
+            agent.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await agent
+    succeeded = not agent.cancelled() and agent.exception() is None
+    if calls.stopping is not None and not succeeded:
+        raise calls.stopping
+    if agent.cancelled():
+        return True  # cut by the timeout
+    agent.result()  # the agent's own exception, if it raised one
+    return False
+
+
 async def _setup_and_run(agent: Any, environment: SandboxEnvironment, instruction: str,
                          context: AgentContext) -> None:
     await agent.setup(environment=environment)
     await agent.run(instruction=instruction, environment=environment, context=context)
 
 
-def _build(call: HarborCall, trial_paths: TrialPaths, *, on_host: bool) -> Any:
+def _build(call: HarborCall, options: dict[str, Any], trial_paths: TrialPaths) -> Any:
     """The agent as Harbor's ``Trial._init_agent`` builds it: the oracle gets its task and
     paths, every agent its options as kwargs; a host-side agent its connection settings."""
     extra: dict[str, Any] = {}
-    options = dict(call.options)
-    if on_host and call.agent == AgentName.TERMINUS_2.value:
-        # Its asciinema recording is installed with the image's package manager when missing:
-        # on a backend whose commands run on the host (local) that is the host's apt-get.
-        options.setdefault("record_terminal_session", False)
+    options = dict(options)
     if call.agent == AgentName.ORACLE.value:
         extra = {"task_dir": call.task_dir, "trial_paths": trial_paths, "agent_timeout_sec": call.timeout_sec}
     if call.llm_settings.get("api_key"):

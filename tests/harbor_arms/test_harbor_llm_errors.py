@@ -51,3 +51,17 @@ def test_a_request_id_is_read_from_the_success_headers_or_the_failures_response(
     failed = SimpleNamespace(response=_response(429, **{"request-id": "req_2"}))
     assert request_id_of(None, {"exception": failed}) == "req_2"
     assert request_id_of(SimpleNamespace(_hidden_params={}), {}) is None
+
+
+def test_a_mapped_exceptions_headers_are_the_providers_it_kept_not_its_stand_in_response() -> None:
+    import litellm
+
+    from ray_bench.harbor.llm import error_of, request_id_of
+
+    # LiteLLM's mapped exception carries a stand-in response without headers; the provider's
+    # are in litellm_response_headers (as the anthropic handler raises a 429)
+    limited = litellm.RateLimitError("rate limited", llm_provider="anthropic", model="m", response=_response(429))
+    limited.litellm_response_headers = httpx.Headers({"retry-after": "90", "request-id": "req_3"})
+    error = error_of(limited)
+    assert error is not None and error.type == "rate_limit" and error.retry_after == 90.0
+    assert request_id_of(None, {"exception": limited}) == "req_3"

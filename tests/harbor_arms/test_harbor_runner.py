@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.suites import make_suite
+from support.terminus import SOLVE, commands_seen, installs
 
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
@@ -61,18 +64,11 @@ def test_a_nop_agent_is_a_valid_zero_and_a_broken_solution_is_the_agents_exit(tm
     assert bad.reward == 0.0
 
 
-#: Terminus 2's JSON answer: one command typed into its tmux pane, then the task declared done
-#: (Terminus 2 asks once more before it believes it, so the same answer twice).
-_SOLVE = json.dumps({"analysis": "the file is missing", "plan": "write it",
-                     "commands": [{"keystrokes": "echo 'Hello, world!' > hello.txt\n", "duration": 0.5}],
-                     "task_complete": True})
-
-
 def test_terminus_2_solves_the_task_against_the_fake_provider_and_its_usage_is_what_was_served(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from support.fake_provider import Answer, FakeProvider
 
-    with FakeProvider(default=Answer(text=_SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)) as fake:
         monkeypatch.setenv("RB_HARBOR_KEY", "sk-ant-harbor-test-0123456789")
         monkeypatch.setenv("RB_HARBOR_BASE", fake.url)
         spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5",
@@ -111,3 +107,42 @@ def test_terminus_2_refused_by_the_provider_ends_with_the_auth_error_of_the_cli_
     assert summary.agent_error is not None and summary.agent_error.type == "auth"
     assert summary.agent_error.status == 401
     assert summary.reward == 0.0  # the verifier still ran: the task is not solved
+
+
+def _path_without(monkeypatch: pytest.MonkeyPatch, program: str) -> None:
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / program).exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(dirs))
+
+
+def test_terminus_2_records_on_local_only_where_its_pane_has_asciinema_and_installs_nothing_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.fake_provider import Answer, FakeProvider
+
+    # its pane is `bash --login`, whose profile sets the PATH asciinema is looked up in
+    login = subprocess.run(["bash", "--login", "-c", "command -v asciinema"], capture_output=True, check=False)
+    can_record = login.returncode == 0
+    seen = commands_seen(monkeypatch)
+    with FakeProvider(default=Answer(text=SOLVE)) as fake:
+        monkeypatch.setenv("RB_HARBOR_KEY", "sk-ant-harbor-test-0123456789")
+        monkeypatch.setenv("RB_HARBOR_BASE", fake.url)
+        spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5",
+                     route_env={"ANTHROPIC_API_KEY": "RB_HARBOR_KEY", "ANTHROPIC_BASE_URL": "RB_HARBOR_BASE"},
+                     harbor_options={"max_turns": 5, "record_terminal_session": True})
+        summary = _run_local(spec, tmp_path / "sbx")
+    assert summary.error is None and summary.reward == 1.0, summary.error
+    assert installs(seen) == []  # Harbor's tool installer never ran on the host
+    assert any("asciinema rec" in c for c in seen) == can_record
+    assert (tmp_path / "attempt" / "harbor" / "agent" / "recording.cast").is_file() == can_record
+    pane = (tmp_path / "attempt" / "logs" / "agent" / "terminus_2.pane").read_text(errors="replace")
+    assert "asciinema: command not found" not in pane and "Hello, world!" in pane
+
+
+def test_terminus_2_on_a_host_without_tmux_is_cli_missing_not_an_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _path_without(monkeypatch, "tmux")
+    seen = commands_seen(monkeypatch)
+    spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5", harbor_options={"max_turns": 1})
+    summary = _run_local(spec, tmp_path / "sbx")
+    assert summary.agent_error is not None and summary.agent_error.type == "cli_missing"
+    assert "apt-get install tmux" in summary.agent_error.message
+    assert seen == []  # refused before Harbor's agent ran a command

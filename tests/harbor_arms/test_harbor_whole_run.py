@@ -13,6 +13,7 @@ import pytest
 from support.fake_provider import Answer, FakeProvider
 from support.runs import ledger_rows, plan_and_run
 from support.suites import make_suite
+from support.terminus import SOLVE
 
 from ray_bench.evidence.settle import settle_run
 
@@ -20,13 +21,10 @@ pytestmark = [pytest.mark.harbor, pytest.mark.ray, pytest.mark.slow]
 GOOD, BAD = "sk-ant-harbor-good-0123456789", "sk-ant-harbor-refused-0123456789"
 # Set at import, before the session's Ray starts: its workers see the environment it started with.
 os.environ["RB_HARBOR_GOOD"], os.environ["RB_HARBOR_BAD"] = GOOD, BAD
-_SOLVE = json.dumps({"analysis": "missing", "plan": "write it",
-                     "commands": [{"keystrokes": "echo 'Hello, world!' > hello.txt\n", "duration": 0.5}],
-                     "task_complete": True})
 
 
 def test_oracle_and_terminus_2_arms_run_whole_and_their_usage_settles(tmp_path: Path) -> None:
-    with FakeProvider(default=Answer(text=_SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)) as fake:
         fake.refused_keys.add(BAD)
         accounts = [{"name": "refused", "route": {"env": {"ANTHROPIC_API_KEY": "RB_HARBOR_BAD"}},
                      "limits": {"max_concurrent": 1}},
@@ -51,11 +49,12 @@ def test_oracle_and_terminus_2_arms_run_whole_and_their_usage_settles(tmp_path: 
     assert all(a.failure_class == "auth" and not a.valid for a in attempts if a.arm == "t2" and a.account == "refused")
     usages = [json.loads(p.read_text()) for p in root.rglob("logs/agent/usage.json")]
     assert sum(u["output_tokens"] for u in usages) == served.output_tokens
+    # the refused calls' ids too: a provider's 401 carries its request id like an answer does
     ids = sorted(i for u in usages for i in u["request_ids"])
-    assert ids == sorted(served.request_ids)
+    assert ids == sorted(served.request_ids + served.failed_request_ids)
     charges = tmp_path / "charges.csv"
-    charges.write_text("request_id,cost_usd\n" + "".join(f"{i},0.001\n" for i in served.request_ids))
+    charges.write_text("request_id,cost_usd\n" + "".join(f"{i},0.001\n" for i in ids))
     settled = settle_run(root, charges, by="test")
-    assert settled.counts().get("settled", 0) == sum(1 for r in rows.values() if r.arm == "t2")
+    assert settled.counts().get("settled", 0) == sum(1 for a in attempts if a.arm == "t2")
     assert settled.counts().get("missing", 0) == 0 and settled.unmatched_charges == 0
     assert not [p for p in root.rglob("*") if p.is_file() and GOOD in p.read_text(errors="replace")]

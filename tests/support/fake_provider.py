@@ -66,6 +66,9 @@ class Served:
     cache_read_tokens: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     request_ids: list[str] = field(default_factory=list)
+    #: The request ids of the calls answered with an error (a provider's request id comes back
+    #: on its 429s and 5xx too).
+    failed_request_ids: list[str] = field(default_factory=list)
     #: OpenAI Responses API: the ``resp_...`` id of each response served (Codex records these).
     response_ids: list[str] = field(default_factory=list)
     tokens_issued: list[str] = field(default_factory=list)
@@ -93,6 +96,9 @@ class FakeProvider:
         #: API keys (``x-api-key`` or a bearer token) refused 401 on every call: a broken
         #: account beside a healthy one on the same fake.
         self.refused_keys: set[str] = set()
+        #: API keys answered 429 on every call, with this ``retry-after`` (seconds): a rate-limited
+        #: account beside a healthy one on the same fake.
+        self.limited_keys: dict[str, int] = {}
         self.usage_limit_answered_at: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -140,9 +146,11 @@ class FakeProvider:
             s.thoughts_tokens += answer.thoughts_tokens
             s.request_ids.append(request_id)
 
-    def error(self, kind: str) -> None:
+    def error(self, kind: str, request_id: str | None = None) -> None:
         with self._lock:
             self.served.errors[kind] = self.served.errors.get(kind, 0) + 1
+            if request_id is not None:
+                self.served.failed_request_ids.append(request_id)
 
     def issue_login(self, label: str = "") -> dict[str, Any]:
         """A fresh Claude login (as ``.credentials.json`` holds it) that this fake accepts."""
@@ -264,11 +272,13 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 answer = Answer(kind="usage_limit", reset_at=limit[1])
             if self._token_of() in fake.refused_keys:
                 answer = Answer(kind="unauthorized")
+            if self._token_of() in fake.limited_keys:
+                answer = Answer(kind="rate_limit", retry_after=fake.limited_keys[self._token_of()])
             if answer.kind == "ok" and not self._authorised(api):
                 answer = Answer(kind="expired" if self.headers.get("authorization") else "unauthorized")
             request_id = f"req_{uuid.uuid4().hex[:24]}"
             if answer.kind != "ok":
-                fake.error(answer.kind)
+                fake.error(answer.kind, request_id if answer.kind != "stall" else None)
                 self._fail(api, answer, request_id)
                 return
             fake.bill(answer, request_id)
