@@ -186,17 +186,16 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         ledger.close()
     started = _last(events, ev.RunStarted, after=-1)
     if started is None:
+        rebuilt = _last(events, ev.LedgerRebuilt, after=-1)
+        if rebuilt is not None and attempts and not holder.held:
+            return _rebuilt(plan, identity, run_root, attempts, rebuilt[1], pause_requested)
         return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
     start, session = started
     last_closed = _last(events, ev.RunFinished, after=session.seq)
     last_beat = max([session.ts, *(b.ts for b in beats if b.seq > session.seq)])
     driver = DriverView(holder.held, holder.pid, last_beat, round(now - last_beat, 1))
 
-    state = RunState(plan, [a for a in attempts if a.terminal])
-    open_cells = {a.cell_id for a in attempts if not a.terminal}
-    for cell_id in open_cells:
-        if cell_id in state.cells and state.cells[cell_id].state == "pending":
-            state.cells[cell_id].running = True
+    state, open_cells = _state_of(plan, attempts)
     counts = state.counts()
     rows = accepted_rows(attempts)
     solved = sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT)
@@ -301,6 +300,40 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         pace=pace, deadline=deadline, notes=notes, nodes=nodes,
         category="official" if promotion is not None else "staging", promotion=promotion,
         demotion=demotion_of(plan.run_id, events), excluded=len(exclusions_of(plan.run_id, events)))
+
+
+def _state_of(plan: Plan, attempts: list[AttemptRow]) -> tuple[RunState, set[str]]:
+    """The cells' states from the ledger's attempts, and the cells with an attempt still open."""
+    state = RunState(plan, [a for a in attempts if a.terminal])
+    open_cells = {a.cell_id for a in attempts if not a.terminal}
+    for cell_id in open_cells:
+        if cell_id in state.cells and state.cells[cell_id].state == "pending":
+            state.cells[cell_id].running = True
+    return state, open_cells
+
+
+def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRow], rebuilt: Event,
+             pause_requested: bool) -> RunStatus:
+    """A ledger made again by ``ledger rebuild``: its attempts are there, the driver's events
+    (its start, stops, pauses) are not. Stopped, with what a resume recovers and runs."""
+    state, open_cells = _state_of(plan, attempts)
+    counts = _counts_at_close(state.counts(), open_cells)
+    rows = accepted_rows(attempts)
+    spend_usd, unknown_cost = known_spend(attempts)
+    left = counts["pending"] + counts["running"]
+    return RunStatus(
+        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state="stopped",
+        counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
+        attempts=len(attempts), failures=_failure_counts(attempts), spend_usd=spend_usd,
+        unknown_cost=unknown_cost,
+        reason=(f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
+                "the driver's own record (its start, stops and pauses) did not survive"),
+        ended_at=rebuilt.ts,
+        next_action=f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}" if left else None,
+        next_action_why=(f"recovers {len(open_cells)} attempt{'s' if len(open_cells) != 1 else ''} left in "
+                         f"flight and runs the {left} cells left") if left else None,
+        pause_requested=pause_requested, driver=DriverView(False, None, None, None), pace=None,
+        notes=["rebuilt ledger: no events before the rebuild (pace, stops and pauses are unknown)"])
 
 
 def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,

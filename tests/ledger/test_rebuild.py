@@ -94,3 +94,22 @@ def test_a_new_attempt_never_takes_an_existing_directory(tmp_path: Path) -> None
     finally:
         ledger.close()
     assert row.attempt_id == f"{cells[0]}-a2"
+
+
+def test_status_of_a_rebuilt_ledger_is_stopped_with_its_rows_and_a_resume(tmp_path: Path) -> None:
+    """A rebuilt ledger has attempts but no run start: status reads it as stopped (never as
+    `planned` with 0 attempts), with its counts and the resume that recovers the open attempt."""
+    from ray_bench.status.read import read_status
+
+    root, cells = _planned(tmp_path)
+    attempts = root / "attempts"
+    _result(attempts / f"{cells[0]}-a1")
+    (attempts / f"{cells[1]}-a1").mkdir()
+    rebuild_ledger(root)
+    status = read_status(root)
+    assert status.state == "stopped" and status.attempts == 2, status
+    assert status.counts["valid"] == 1 and status.counts["running"] == 0
+    assert status.counts["pending"] == len(cells) - 1
+    assert status.reason is not None and "rebuilt from the attempt directories" in status.reason
+    assert status.next_action is not None and status.next_action.startswith("ray-bench execute --plan")
+    assert status.next_action_why is not None and "recovers 1 attempt left in flight" in status.next_action_why
