@@ -183,7 +183,7 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
                        backend="local", epoch="e", preflight=False, started_at=0.0, status="finished")
             for n in ("killed", "401", "429")]
     settled, unmatched, _ = reconcile(rows, {"killed": killed, "401": e401, "429": e429}, read_usage_export(export))
-    assert settled["killed"].status == "settled" and settled["killed"].settled_usd == pytest.approx(0.008)
+    assert settled["killed"].status == "settled" and settled["killed"].settled_usd == pytest.approx(0.004 * (2 + extra))
     assert settled["401"].status == settled["429"].status == "n/a" and unmatched == 0
 
 
