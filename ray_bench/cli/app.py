@@ -359,11 +359,13 @@ def quickstart(
     workdir: Annotated[Path, typer.Option("--workdir", help="Where to copy the example and write runs.")]
     = Path("ray-bench-quickstart"),
     backend: Annotated[str, typer.Option("--backend", help="local, docker or daytona.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Run it on this Ray cluster "
+                                                "(default: start a local Ray instance).")] = None,
 ) -> None:
     """The whole path on a bundled example: plan, confirm, execute, report."""
     from ray_bench.quickstart import run_quickstart
 
-    raise typer.Exit(run_quickstart(workdir, backend=backend, console=out))
+    raise typer.Exit(run_quickstart(workdir, backend=backend, console=out, address=address))
 
 
 def main() -> None:
