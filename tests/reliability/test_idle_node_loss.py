@@ -22,7 +22,13 @@ def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Pa
     # Attempts go to the least loaded runner, the first listed on ties: with two cells at a time
     # they all run on the first node listed, so a later worker holds none (checked below).
     victim = next(n for n in nodes[1:] if "docker" in str(n["Resources"]))
-    arm = {"command": 'sleep 20; sh "$SOLUTION_DIR/solve.sh"', "agent_dir": "agents", "expose_solution": True}
+    # The agents wait for ``release`` (touched once the victim's raylet is killed) where they
+    # slept 20 s: the kill still falls in the first attempt, and the run no longer sleeps 60 s
+    # (preflight, then two rounds of two) after it. Nothing needs the run to outlast Ray's
+    # declaring the node dead: the end-of-run audit waits for that (cells/pool.NODE_DEATH_SEC).
+    release = tmp_path / "release"
+    agent = f'until [ -e {release} ]; do sleep 0.05; done; sh "$SOLUTION_DIR/solve.sh"'
+    arm = {"command": agent, "agent_dir": "agents", "expose_solution": True}
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world"], reps=2, max_attempts=2, preflight_cells=1,
         backends={"local": {"max_sandboxes": 2, "options": {"root": str(tmp_path / "sbx")}}},
@@ -35,6 +41,7 @@ def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Pa
         driver.start()
         wait_for(lambda: bool(ledger_query(root, "SELECT 1 FROM attempts")), 240, "a first attempt", alive=driver)
         multinode.kill_raylet(victim)
+        release.touch()
         rc = driver.wait(timeout=400)
         assert rc == 0, driver.stderr[-3000:]
     finally:
