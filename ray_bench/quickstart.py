@@ -64,7 +64,8 @@ def state_root(workdir: Path, run_id: str) -> Path:
     return workdir / "state" / run_id
 
 
-def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | None = None) -> int:
+def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | None = None,
+                   address: str | None = None) -> int:
     console = console or Console()
     workdir.mkdir(parents=True, exist_ok=True)
     for name, value in DEMO_ROUTES.items():
@@ -79,9 +80,10 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
         console.print(f"   warning: {warning}", markup=False)
     console.print(f"   plan identity: [bold]{planned.identity}[/bold]")
     plan_path = planned.run_root / "launch-plan.json"
-    console.print(f"[bold]2. execute[/bold]  ray-bench execute --plan {plan_path} --confirm {planned.identity}")
+    joined = f" --address {address}" if address else ""
+    console.print(f"[bold]2. execute[/bold]  ray-bench execute --plan {plan_path} --confirm {planned.identity}{joined}")
     outcome = execute_run(plan_path=plan_path, confirm=planned.identity,
-                          options=RunOptions(state_root=state_root(workdir, run_id)),
+                          options=RunOptions(state_root=state_root(workdir, run_id), address=address),
                           observer=ConsoleProgress(console, every_sec=3.0))
     console.print(f"   {outcome.counts['valid']} valid rows, {outcome.counts['failed']} failed cells, "
                   f"{outcome.attempts_run} attempts, {outcome.wall_sec:.1f}s"

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancelledError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.artifacts.bundle import Returned
@@ -242,6 +242,11 @@ class RayPool:
                 refs = ray.get(runner.list_sandboxes.remote(backend, options, run_labels(run_id)), timeout=60)
                 # Deletions under way (Daytona's are asynchronous) are not residue.
                 seen.update(f"{r.kind}:{r.id}" for r in refs if not r.removing)
+            except RayTaskError:
+                # The runner answered, with its backend's error (a docker daemon that is down):
+                # its node is up, so there is no death to wait for. Waiting NODE_DEATH_SEC for
+                # one here held the audit of a run whose dockerd died 60 s per runner.
+                unknown += 1
             except RayError:
                 node = self._nodes[index]
                 if node not in self._lost_work and _declared_dead(node, NODE_DEATH_SEC):

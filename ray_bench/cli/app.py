@@ -165,6 +165,10 @@ def execute(
                                                 help="How long a finished run's target keeps serving its "
                                                 "final figures (0: withdraw at once).")]
     = "15m",
+    metrics_final_scrape: Annotated[str, typer.Option(
+        "--metrics-final-scrape", envvar="RAY_BENCH_METRICS_FINAL_SCRAPE",
+        help="With --metrics-linger 0: how long to wait at the end for a scrape of the final figures "
+        "(at least two scrape intervals; 0: do not wait).")] = "30s",
     artifacts: Annotated[str, typer.Option(
         "--artifacts", help="Where attempt directories go: auto (the run root; nodes that do not see it "
         "send them back through Ray), ray (always through Ray), or a store: an absolute path or "
@@ -180,12 +184,13 @@ def execute(
 
     deadline_ts = parse_deadline(deadline) if deadline else None
     linger = parse_duration(metrics_linger, "--metrics-linger")
+    final_scrape = parse_duration(metrics_final_scrape, "--metrics-final-scrape")
     options = RunOptions(address=address, parallel=parallel, hypothesis=hypothesis, deadline=deadline_ts,
                          runners_per_node=runners_per_node, state_root=state_root, artifacts=artifacts)
     metrics = None if no_metrics else MetricsSettings(
         host=metrics_host, port=metrics_port, state_root=state_root or default_state_root(),
-        # Without a linger, wait for two 15 s scrape intervals so the final state is scraped.
-        deadline=deadline_ts, linger_sec=linger, final_scrape_sec=0.0 if linger else 30.0)
+        # Without a linger, wait (by default two 15 s scrape intervals) so the final state is scraped.
+        deadline=deadline_ts, linger_sec=linger, final_scrape_sec=0.0 if linger else final_scrape)
     outcome = execute_run(plan_path=plan_path, confirm=confirm, options=options,
                           observer=ConsoleProgress(err, quiet=quiet), clear_halt=clear_halt,
                           clearance_reason=clearance_reason, metrics=metrics,
@@ -354,11 +359,13 @@ def quickstart(
     workdir: Annotated[Path, typer.Option("--workdir", help="Where to copy the example and write runs.")]
     = Path("ray-bench-quickstart"),
     backend: Annotated[str, typer.Option("--backend", help="local, docker or daytona.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Run it on this Ray cluster "
+                                                "(default: start a local Ray instance).")] = None,
 ) -> None:
     """The whole path on a bundled example: plan, confirm, execute, report."""
     from ray_bench.quickstart import run_quickstart
 
-    raise typer.Exit(run_quickstart(workdir, backend=backend, console=out))
+    raise typer.Exit(run_quickstart(workdir, backend=backend, console=out, address=address))
 
 
 def main() -> None:

@@ -17,12 +17,23 @@ from ray_bench.ledger import Ledger
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
+def _alive(multinode: MultiNode, node: dict[str, object]) -> bool:
+    return any(n["NodeID"] == node["NodeID"] and n["Alive"] for n in multinode.nodes())
+
+
 def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Path, multinode: MultiNode) -> None:
     nodes = [n for n in multinode.nodes() if n["Alive"]]
     # Attempts go to the least loaded runner, the first listed on ties: with two cells at a time
     # they all run on the first node listed, so a later worker holds none (checked below).
     victim = next(n for n in nodes[1:] if "docker" in str(n["Resources"]))
-    arm = {"command": 'sleep 20; sh "$SOLUTION_DIR/solve.sh"', "agent_dir": "agents", "expose_solution": True}
+    # The agents wait for ``release`` where they slept 20 s (preflight, then two rounds of two:
+    # 60 s of sleeping). It is touched once Ray lists the victim as dead: the kill falls in the
+    # first attempt, and the run outlasts the node's death as with the sleeps. (Released at the
+    # kill, the victim's runner still answered the end-of-run audit and no loss was recorded:
+    # a runner outlives its raylet for a while.)
+    release = tmp_path / "release"
+    agent = f'until [ -e {release} ]; do sleep 0.05; done; sh "$SOLUTION_DIR/solve.sh"'
+    arm = {"command": agent, "agent_dir": "agents", "expose_solution": True}
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world"], reps=2, max_attempts=2, preflight_cells=1,
         backends={"local": {"max_sandboxes": 2, "options": {"root": str(tmp_path / "sbx")}}},
@@ -35,6 +46,9 @@ def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Pa
         driver.start()
         wait_for(lambda: bool(ledger_query(root, "SELECT 1 FROM attempts")), 240, "a first attempt", alive=driver)
         multinode.kill_raylet(victim)
+        wait_for(lambda: not _alive(multinode, victim), 240, "Ray to list the victim as dead", interval=0.5,
+                 alive=driver)
+        release.touch()
         rc = driver.wait(timeout=400)
         assert rc == 0, driver.stderr[-3000:]
     finally:

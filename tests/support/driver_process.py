@@ -28,6 +28,9 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     # A finished run's metrics would linger 15 minutes in a process of its own; tests that
     # want the linger ask for it.
     env.setdefault("RAY_BENCH_METRICS_LINGER", "0")
+    # Without a linger a driver waits up to 30 s for a final scrape that no test's Prometheus
+    # makes: 30 s at the end of every subprocess driver (4 of them in the signals test).
+    env.setdefault("RAY_BENCH_METRICS_FINAL_SCRAPE", "0")
     env.update(extra or {})
     return env
 
