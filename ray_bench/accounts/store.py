@@ -128,7 +128,9 @@ class AccountStore:
             return
         root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        from ray_bench.ledger.store import use_wal
+
+        use_wal(self._db)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self.host = host_id()
