@@ -4,7 +4,6 @@ the same CLI against a model that calls one tool forever, stopped live by the wa
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import subprocess
@@ -15,11 +14,11 @@ import pytest
 from conftest import require_service
 from support.agent_clis import bin_dir, missing
 from support.fake_provider import Answer, FakeProvider
+from support.specs import run_on_docker
 from support.suites import make_suite
 from support.watchdog_probe import record_firing
 
 from ray_bench.agents.layer import prepare_layer
-from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
@@ -28,7 +27,6 @@ from ray_bench.evidence.usage_export import read_usage_export
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.suite import Watchdog
-from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 KEY = "sk-test-layer-key-0123456789"
@@ -53,14 +51,7 @@ def _spec(tmp: Path, image: str, agent: str, model: str, env: dict[str, str], ro
 
 
 def _run(spec: AttemptSpec) -> AttemptSummary:
-    async def go() -> AttemptSummary:
-        backend = DockerBackend()
-        try:
-            return await run_attempt(spec, backend)
-        finally:
-            await backend.close()
-
-    return asyncio.run(go())
+    return run_on_docker(spec)
 
 
 def _settles_and_keeps_no_key(tmp: Path, summaries: dict[str, AttemptSummary], charged: list[str],

@@ -3,19 +3,16 @@ through ``get_dir`` and goes into a fresh one through ``put_dir``, where only th
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.specs import run_on_docker
 from support.suites import make_suite
 
-from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.workspace import WORKSPACE_FILE, RegradeSource
-from ray_bench.models.attempt import AttemptSummary
-from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker]
 
@@ -32,22 +29,15 @@ def test_a_docker_workspace_is_kept_and_regraded_in_a_fresh_container(tmp_path: 
         build_context=None, workdir="/app", network=False, cpus=None, memory_mb=256, pids=None,
         expose_solution=False, artifact_cap_bytes=1 << 20, seed="s", keep_workspace=True)
 
-    async def go(spec: AttemptSpec, regrade: RegradeSource | None = None) -> AttemptSummary:
-        backend = DockerBackend()
-        try:
-            return await run_attempt(spec, backend, regrade=regrade)
-        finally:
-            await backend.close()
-
-    first = asyncio.run(go(spec))
+    first = run_on_docker(spec)
     assert first.error is None and first.reward == 0.0  # no comma: the task's verifier says unsolved
     assert first.workspace is not None and first.workspace.kept and first.workspace.workdir == "/app"
     tests = tmp_path / "suite" / "tasks" / "hello-world" / "tests" / "test.sh"
     tests.write_text('#!/bin/sh\nmkdir -p /logs/verifier\n'
                      'grep -q "^Hello" /app/hello.txt && echo 1 > /logs/verifier/reward.txt || '
                      'echo 0 > /logs/verifier/reward.txt\n')
-    again = asyncio.run(go(dataclasses.replace(spec, attempt_id="c-a2", attempt_dir=str(tmp_path / "a2"),
-                                               keep_workspace=False),
-                           RegradeSource("c-a1", tmp_path / "a1" / WORKSPACE_FILE, "/app")))
+    again = run_on_docker(dataclasses.replace(spec, attempt_id="c-a2", attempt_dir=str(tmp_path / "a2"),
+                                              keep_workspace=False),
+                          regrade=RegradeSource("c-a1", tmp_path / "a1" / WORKSPACE_FILE, "/app"))
     assert again.error is None and again.regrade_of == "c-a1" and again.agent is None
     assert again.reward == 1.0 and again.sandbox_id != first.sandbox_id

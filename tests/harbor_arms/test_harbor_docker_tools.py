@@ -4,18 +4,16 @@ without tmux the attempt is ``cli_missing`` at once, not Harbor's 240 s of faili
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from support.fake_provider import Answer, FakeProvider
+from support.specs import run_on_docker
 from support.suites import make_suite
 from support.terminus import SOLVE, commands_seen, installs
 
-from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import AttemptSummary
-from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker, pytest.mark.harbor]
 
@@ -35,14 +33,7 @@ def _run(tmp: Path, image: str, url: str, monkeypatch: pytest.MonkeyPatch) -> tu
         artifact_cap_bytes=8 << 20, seed="s", agent="harbor", harbor_agent="terminus-2",
         model="anthropic/claude-sonnet-4-5", harbor_options={"max_turns": 3})
 
-    async def go() -> AttemptSummary:
-        backend = DockerBackend()
-        try:
-            return await run_attempt(spec, backend)
-        finally:
-            await backend.close()
-
-    return asyncio.run(go()), seen
+    return run_on_docker(spec), seen
 
 
 def test_offline_in_the_tmux_image_terminus_2_records_nothing_and_installs_nothing(

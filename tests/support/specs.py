@@ -1,10 +1,14 @@
-"""An AttemptSpec of the quickstart's hello-world on the local backend, for runner-level tests."""
+"""An AttemptSpec of the quickstart's hello-world on the local backend, for runner-level tests,
+and one attempt run by the cell runner on a fresh docker backend."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.models.attempt import AttemptSummary
 from support.suites import make_suite
 
 
@@ -22,3 +26,19 @@ def local_spec(tmp_path: Path, command: str, **kw: object) -> AttemptSpec:
         expose_solution=True, artifact_cap_bytes=1 << 20, seed="s")
     fields.update(kw)
     return AttemptSpec(**fields)  # type: ignore[arg-type]
+
+
+def run_on_docker(spec: AttemptSpec, **kw: Any) -> AttemptSummary:
+    """``spec`` run by the cell runner on a docker backend of its own (closed after); ``kw`` go
+    to :func:`~ray_bench.cells.runner.run_attempt` (``regrade=...``)."""
+    from ray_bench.cells.runner import run_attempt
+    from ray_bench.sandboxes.docker import DockerBackend
+
+    async def go() -> AttemptSummary:
+        backend = DockerBackend()
+        try:
+            return await run_attempt(spec, backend, **kw)
+        finally:
+            await backend.close()
+
+    return asyncio.run(go())

@@ -3,9 +3,10 @@
 The container's main process is a long ``sleep`` under ``sh`` (which also reaps orphans); every
 command is a ``docker exec`` of ``sh -c``. Each exec'd process is a session and process-group
 leader (runc makes it one), so a timeout stops the whole group with one exec next to it
-(SIGTERM, then SIGKILL after the grace: :func:`~ray_bench.sandboxes.base.stop_group_sh`). The SDK is blocking: every call runs in this backend's own thread pool,
-because the default executor has ``min(32, cpus + 4)`` workers (6 on a 2-core runner) and an
-exec streams for as long as its agent runs; a shared pool would let long execs starve deletes.
+(SIGTERM, then SIGKILL after the grace: :func:`~ray_bench.sandboxes.base.stop_group_sh`).
+The SDK is blocking: every call runs in this backend's own thread pool, because the default
+executor has ``min(32, cpus + 4)`` workers (6 on a 2-core runner) and an exec streams for as
+long as its agent runs; a shared pool would let long execs starve deletes.
 
 Docker errors are translated here: daemon unreachable -> ``SandboxUnavailableError``, image or
 container creation -> ``SandboxCreateError``, container vanished -> ``SandboxGoneError``.

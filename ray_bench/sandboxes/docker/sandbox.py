@@ -1,6 +1,7 @@
 """One container: commands run as ``docker exec`` of ``sh -c`` (a timeout or a watch's stop ends
-the exec's process group, SIGTERM first: :func:`~ray_bench.sandboxes.base.stop_group_sh`; exit 137 is told apart into OOM, an outside kill and a vanished container), and files
-travel as tar archives (:mod:`ray_bench.sandboxes.archive`)."""
+the exec's process group, SIGTERM first: :func:`~ray_bench.sandboxes.base.stop_group_sh`; exit
+137 is told apart into OOM, an outside kill and a vanished container), and files travel as tar
+archives (:mod:`ray_bench.sandboxes.archive`)."""
 
 from __future__ import annotations
 
