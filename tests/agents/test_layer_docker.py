@@ -121,7 +121,10 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
     # Killed before its result line, in a container: the CLI's transcript came back with /logs,
     # and every answer it recorded is counted with its request id, in the order served.
     usage = looping.to_json()["usage"]
-    assert usage["source"] == "session", usage
+    # Stopped about a second in (SIGTERM, then SIGKILL), the CLI has usually written its
+    # transcript; under load it sometimes has not (measured: 1 run in 5 here, SIGTERM or not).
+    # Then the stream holds every call, each marked unfinished: its output a lower bound.
+    assert usage["source"] == "session" or usage["unfinished_messages"] == len(usage["request_ids"]), usage
     seen = usage["request_ids"]
     assert seen == served_ids[1:1 + len(seen)] and len(seen) >= fired[0], (usage, served_ids)
     assert usage["input_tokens"] == 120 * len(seen)
@@ -131,7 +134,8 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
     assert summary.agent_error is None, (summary.agent_error, summary.agent)
     assert summary.usage is not None and summary.usage.output_tokens == first_billed == 9
     assert classify(summary, Catalog.default()).valid
-    _settles_and_keeps_no_key(tmp_path, {"attempt": summary, "looping": looping}, served_ids)
+    _settles_and_keeps_no_key(tmp_path, {"attempt": summary, "looping": looping}, served_ids,
+                              cut="looping" if usage["source"] == "session" else None)
 
 
 def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps_its_session(
@@ -176,7 +180,10 @@ def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps
     # No turn completed (no turn.completed line): every response the rollout file recorded, with
     # its id, in the order served; a response served as the kill came may be in no record.
     usage = looping.to_json()["usage"]
-    assert usage["source"] == "session", usage
+    # Stopped about a second in (SIGTERM, then SIGKILL), the CLI has usually written its
+    # transcript; under load it sometimes has not (measured: 1 run in 5 here, SIGTERM or not).
+    # Then the stream holds every call, each marked unfinished: its output a lower bound.
+    assert usage["source"] == "session" or usage["unfinished_messages"] == len(usage["request_ids"]), usage
     seen = usage["request_ids"]
     assert seen == served_ids[1:1 + len(seen)] and fired[0] <= len(seen) and looped - 1 <= len(seen) <= looped, (
         usage, served_ids, fired)
