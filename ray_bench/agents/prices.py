@@ -72,8 +72,12 @@ def estimate_usd(usage: Usage, model: str | None = None) -> float | None:
 
 def with_cost(usage: Usage | None, model: str | None) -> Usage | None:
     """``usage`` with its cost said: the CLI's own (``reported``), else the estimate from its
-    tokens (``estimated``), else none (the cost stays unknown)."""
-    if usage is None or usage.cost_basis is not None:
+    tokens (``estimated``), else none (the cost stays unknown); and its :attr:`~Usage.bound` said
+    (exact, or a lower bound for a CLI cut mid-message)."""
+    if usage is None:
+        return usage
+    usage = usage.bounded()
+    if usage.cost_basis is not None:
         return usage
     if usage.cost_usd is not None:
         return usage.model_copy(update={"cost_basis": "reported"})

@@ -20,7 +20,7 @@ from typing import Any
 from ray_bench.artifacts.bundle import FIRST, Bundle, Returned, pack, unpack
 from ray_bench.artifacts.route import ArtifactRoute, TreeRef
 from ray_bench.artifacts.store import open_store
-from ray_bench.cells.runner import _new_stage_root, run_attempt
+from ray_bench.cells.runner import _new_stage_root, peek_cancelled, run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import ArtifactStoreError
 from ray_bench.models.attempt import ArtifactPlace, AttemptError, AttemptSummary
@@ -60,7 +60,14 @@ async def run_routed(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumma
     place = (ArtifactPlace(via="store", uri=open_store(route.store).uri_of(store_key(spec))) if route.store
              else ArtifactPlace(via="ray", uri=spec.attempt_dir))
     try:
-        summary = await run_attempt(local, backend, place)
+        try:
+            summary = await run_attempt(local, backend, place)
+        except asyncio.CancelledError:
+            kept = peek_cancelled(spec.attempt_id)
+            if kept is not None and kept.artifacts is not None:  # the driver gets the summary alone
+                kept.artifacts = kept.artifacts.model_copy(update={
+                    "error": "cancelled: the attempt's files on its node were not sent back"})
+            raise
         if route.store is not None:
             try:
                 await asyncio.to_thread(open_store(route.store).put_tree, scratch, store_key(spec))

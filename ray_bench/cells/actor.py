@@ -14,6 +14,7 @@ import ray
 
 from ray_bench.artifacts.bundle import Returned
 from ray_bench.artifacts.node import run_routed, sees
+from ray_bench.cells.runner import cancelled_summary
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
@@ -51,6 +52,14 @@ class CellRunner:
         summary = reply.summary if isinstance(reply, Returned) else reply
         summary.ray_node = ray.get_runtime_context().get_node_id()
         return reply
+
+    def cancelled(self, attempt_id: str) -> AttemptSummary | None:
+        """The summary an attempt cancelled here left (its usage so far, request ids,
+        ``agent_started``): a cancelled task returns no value, so the driver asks (once)."""
+        summary = cancelled_summary(attempt_id)
+        if summary is not None:
+            summary.ray_node = ray.get_runtime_context().get_node_id()
+        return summary
 
     def sees(self, probe: str, token: str) -> bool:
         """Whether this node sees the driver's run root (ray_bench.artifacts.ship)."""

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Collection
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +20,7 @@ from ray_bench.artifacts.bundle import Returned
 from ray_bench.artifacts.node import receive
 from ray_bench.cells.actor import CellRunner
 from ray_bench.cells.ray_start import init_ray
-from ray_bench.cells.runner import new_summary
+from ray_bench.cells.runner import RESULT_FILE, new_summary
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.models.suite import BackendConfig
@@ -156,7 +157,7 @@ class RayPool:
         try:
             return receive(ray.get(ref, timeout=30), spec)
         except TaskCancelledError:
-            return new_summary(spec).model_copy(update={"cancelled": True})
+            return cancelled_summary_of(runner, spec)
         except RayActorError as exc:
             # The runner (or its node) died with the attempt in it.
             self._lost_work.add(self._nodes[index])
@@ -289,6 +290,29 @@ def _declared_dead(node: str, timeout: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(1.0)
+
+
+#: How long the driver waits for a runner to hand over a cancelled attempt's summary.
+CANCELLED_ASK_SEC = 10.0
+
+
+def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
+    """What a cancelled attempt left (issue 25): a cancelled Ray task returns no value, but its
+    runner kept the summary it wrote when it was cancelled (its usage so far, request ids,
+    ``agent_started``), and Ray reports the cancellation only once the runner's cleanup ended.
+    Asked of the runner (any node); else read from the attempt's ``result.json`` where the
+    driver sees it (a runner on the run root); else nothing is known: ``agent_started`` None,
+    so its cost is unknown (ray_bench.ledger.cost), never $0."""
+    kept: AttemptSummary | None = None
+    with contextlib.suppress(RayError, GetTimeoutError):
+        kept = ray.get(runner.cancelled.remote(spec.attempt_id), timeout=CANCELLED_ASK_SEC)
+    if kept is None and (spec.artifacts is None or spec.artifacts.local_files):
+        with contextlib.suppress(OSError):
+            written = AttemptSummary.loads((Path(spec.attempt_dir) / RESULT_FILE).read_text())
+            kept = written if written.cancelled else None
+    if kept is None or kept.attempt_id != spec.attempt_id:
+        return new_summary(spec).model_copy(update={"cancelled": True})
+    return kept.model_copy(update={"cancelled": True})
 
 
 def lost_summary(spec: AttemptSpec, exc: BaseException) -> AttemptSummary:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ import socket
 import tempfile
 import time
 import traceback
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,7 +49,7 @@ from ray_bench.cells.phases import (
 )
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
-from ray_bench.cells.watchdog import run_agent
+from ray_bench.cells.watchdog import Seen, run_agent
 from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
@@ -148,6 +150,12 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
         summary.cancelled = True
         if summary.usage is None and progress.agent is not None:
             summary.usage = usage_of_finished(spec, progress.agent)
+        if summary.usage is None and summary.agent_started and sandbox is not None:
+            # Cut mid-agent (or after an agent cut by its timeout): what it had spent so far, from
+            # its stream and session files (a CLI) or its own usage.json (a command agent), before
+            # the sandbox goes; unknown if neither says (issue 25).
+            summary.usage = await _shielded(_usage_so_far(sandbox, spec, summary, progress), CANCEL_READ_SEC)
+        keep_cancelled(summary)  # the driver asks the runner for it (Ray returns no value)
         raise
     except SandboxError as exc:
         summary.error = AttemptError(type=type(exc).__name__, message=redactor.text(str(exc)),
@@ -189,6 +197,89 @@ class _Progress:
     logs_redacted: bool = False
     agent: ExecResult | None = None
     """The agent's command's result, once it ended (a cancellation after it reads its usage)."""
+    seen: Seen | None = None
+    """The agent's output so far, while it runs (a cancellation mid-agent reads its usage)."""
+    where: tuple[dict[str, str], str, str | None] | None = None
+    """The agent's env, workdir and user (a cancellation mid-agent collects its session files)."""
+
+
+#: How long a cancelled attempt may spend reading its usage so far (a command agent's
+#: usage.json out of its sandbox; a CLI's stream is already in memory).
+CANCEL_READ_SEC = 15.0
+#: Cancelled attempts' summaries this runner process keeps until the driver asks (at most).
+KEEP_CANCELLED = 1000
+_CANCELLED: dict[str, AttemptSummary] = {}
+
+
+def keep_cancelled(summary: AttemptSummary) -> None:
+    """Keep a cancelled attempt's summary for :func:`cancelled_summary`: a cancelled Ray task
+    returns no value, so the driver asks the runner for it (ray_bench.cells.pool). The same
+    object, finished by the runner's cleanup before Ray reports the cancellation."""
+    _CANCELLED[summary.attempt_id] = summary
+    while len(_CANCELLED) > KEEP_CANCELLED:
+        _CANCELLED.pop(next(iter(_CANCELLED)))
+
+
+def peek_cancelled(attempt_id: str) -> AttemptSummary | None:
+    """The kept summary of a cancelled attempt, left kept."""
+    return _CANCELLED.get(attempt_id)
+
+
+def cancelled_summary(attempt_id: str) -> AttemptSummary | None:
+    """The summary a cancelled attempt left in this process (once: it is forgotten), or None."""
+    return _CANCELLED.pop(attempt_id, None)
+
+
+async def _shielded(work: Coroutine[Any, Any, _T], timeout: float) -> _T | None:
+    """``work`` run to its end (at most ``timeout`` s) although the caller is being cancelled;
+    None when it fails or takes longer (what it would have said stays unknown)."""
+    task = asyncio.ensure_future(asyncio.wait_for(work, timeout))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            return await task
+        return None
+    except Exception:
+        return None
+
+
+async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSummary,
+                        progress: _Progress) -> Usage | None:
+    """The usage of an agent cancelled while it ran, or None (unknown). A CLI's: its stream so
+    far and the session files it left (collected as after a timeout), read as a cut run by its
+    adapter (``bound``: a lower bound when a message was unfinished or a call under way), written
+    as ``logs/agent/usage.json``. A ``command``
+    agent's: the ``usage.json`` it had written, taken out of the sandbox, a lower bound (it was
+    cut). A Harbor arm's agent runs in this process and leaves nothing to read here."""
+    agent_logs = Path(spec.attempt_dir) / "logs" / "agent"
+    if spec.agent == "command":
+        room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
+        summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room)
+        usage = _open_model(Usage, _read_json_obj(agent_logs / "usage.json"))
+        if usage is None or not usage.known:
+            return None
+        ended = progress.agent  # it wrote its record to the end only if it ended by itself
+        whole = ended is not None and not ended.timed_out and ended.stopped is None and (ended.exit_code or 0) >= 0
+        return usage.model_copy(update={"bound": usage.bound or ("exact" if whole else "lower_bound")})
+    if spec.agent == "harbor" or progress.seen is None:
+        return None
+    seen, ended = progress.seen, progress.agent
+    stdout = ended.stdout if ended is not None else seen.text("stdout")
+    if progress.where is not None:  # its session files (the CLI stopped with its SIGTERM grace)
+        env, workdir, user = progress.where
+        await collect_sessions(sandbox, spec.agent, stdout, env=env, cwd=workdir, user=user)
+        room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
+        summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room)
+    if ended is not None:  # ended (cut by its timeout or the watchdog), then cancelled
+        report = record(spec.agent, ended.stdout, ended.stderr, ended.exit_code, ended.timed_out,
+                        ended.duration_sec, agent_logs, ended.stopped, model=spec.model)
+    else:
+        report = record(spec.agent, stdout, seen.text("stderr"), None, False, time.monotonic() - seen.started,
+                        agent_logs, "cancelled", model=spec.model)
+    if report is None or report.usage is None or report.usage.source == "unknown":
+        return None
+    return _open_model(Usage, report.usage.model_dump(mode="json", exclude_none=True))
 
 
 def usage_of_finished(spec: AttemptSpec, agent: ExecResult) -> Usage | None:
@@ -319,9 +410,10 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     else:
         command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
                               spec.max_turns)
+        progress.seen, progress.where = Seen(), (env, workdir, user_of(cfg.agent.user))
         agent, stopped = await run_agent(sandbox, command, timeout=spec.agent_timeout_sec, env=env,
                                          user=user_of(cfg.agent.user), agent=spec.agent, workdir=workdir,
-                                         config=spec.watchdog, model=spec.model)
+                                         config=spec.watchdog, model=spec.model, seen=progress.seen)
     phases["agent"] = time.monotonic() - t
     progress.agent = agent
     took = await collect_sessions(sandbox, spec.agent, agent.stdout, env=env, cwd=workdir,
@@ -475,6 +567,7 @@ def _exec_facts(result: ExecResult, output_tail: str) -> ExecFacts:
 
 
 _M = TypeVar("_M", bound=BaseModel)
+_T = TypeVar("_T")
 
 
 def _open_model(model: type[_M], data: dict[str, Any] | None) -> _M | None:

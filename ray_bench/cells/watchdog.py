@@ -35,7 +35,7 @@ from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import WatchdogFacts
 from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes import ExecResult, ExecWatch, Sandbox
-from ray_bench.sandboxes.base import Stream
+from ray_bench.sandboxes.base import DEFAULT_OUTPUT_CAP, Stream
 
 #: Lines kept as evidence of what the agent did last.
 RECENT_LINES = 12
@@ -49,17 +49,39 @@ _LOOK = ('mkdir -p "$2" || exit 0; if [ ! -f "$2/t" ]; then touch "$2/t"; echo R
          'mv -f "$2/n" "$2/t"; if [ -n "$c" ]; then echo RB-CHANGED; else echo RB-SAME; fi')
 
 
+class Seen:
+    """The agent's output as it arrived, the first ``cap`` bytes of each stream (the backends'
+    own output cap): what a cancelled attempt's usage so far is read from, while the command's
+    own result never comes (ray_bench.cells.runner, issue 25)."""
+
+    def __init__(self, cap: int = DEFAULT_OUTPUT_CAP) -> None:
+        self.cap = cap
+        self.streams: dict[Stream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self.started = time.monotonic()
+
+    def add(self, stream: Stream, data: bytes) -> None:
+        kept = self.streams.get(stream)
+        if kept is not None and len(kept) < self.cap:
+            kept += data[:self.cap - len(kept)]
+
+    def text(self, stream: Stream) -> str:
+        return self.streams[stream].decode("utf-8", "replace")
+
+
 class LineWatch(ExecWatch):
     """Hands each line of the agent's stdout to :meth:`_line`, and each line of its stderr to
     the reader's :meth:`~ray_bench.agents.base.LiveReader.read_stderr` (a CLI that reports its
-    retries there: Gemini CLI), until stopped."""
+    retries there: Gemini CLI), until stopped; and keeps all of it in ``seen`` when given."""
 
-    def __init__(self, reader: LiveReader) -> None:
+    def __init__(self, reader: LiveReader, seen: Seen | None = None) -> None:
         super().__init__()
         self._reader = reader
+        self._seen = seen
         self._partial: dict[Stream, bytes] = {"stdout": b"", "stderr": b""}
 
     def feed(self, stream: Stream, data: bytes) -> None:
+        if self._seen is not None:
+            self._seen.add(stream, data)
         if stream not in self._partial or self.reason is not None:
             return
         *lines, self._partial[stream] = (self._partial[stream] + data).split(b"\n")
@@ -91,8 +113,8 @@ class DegenerationWatch(LineWatch):
     """The output rules and the idle clock of one agent run. ``clock`` is injected for tests."""
 
     def __init__(self, config: Watchdog, reader: LiveReader, clock: Callable[[], float] = time.monotonic,
-                 model: str | None = None) -> None:
-        super().__init__(reader)
+                 model: str | None = None, seen: Seen | None = None) -> None:
+        super().__init__(reader, seen)
         self.config = config
         #: The arm's model: what a live usage that names none is priced at.
         self._model = model
@@ -199,14 +221,14 @@ async def watch_workspace(sandbox: Sandbox, workdir: str, watch: DegenerationWat
 
 async def run_agent(sandbox: Sandbox, command: str, *, timeout: float, env: Mapping[str, str], user: str | None,
                     agent: str, workdir: str, config: Watchdog | None,
-                    model: str | None = None) -> tuple[ExecResult, WatchdogFacts | None]:
+                    model: str | None = None, seen: Seen | None = None) -> tuple[ExecResult, WatchdogFacts | None]:
     """The agent's command, watched when the arm has a watchdog (or role bounds): its result,
     and the watchdog's facts when it stopped the command. ``model``: the arm's, which a live
-    usage naming none is priced at."""
+    usage naming none is priced at; ``seen``: keeps the output as it arrives."""
     if config is None:  # no degeneration rules; a refusal seen live still ends the run
-        refusals = RefusalWatch(adapter(agent).live_reader())
+        refusals = RefusalWatch(adapter(agent).live_reader(), seen)
         return await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=refusals), None
-    watch = DegenerationWatch(config, adapter(agent).live_reader(), model=model)
+    watch = DegenerationWatch(config, adapter(agent).live_reader(), model=model, seen=seen)
     if not config.degeneration:  # the role's bounds alone: no workspace to look at
         result = await sandbox.exec(command, timeout=timeout, env=env, user=user, watch=watch)
         return result, (watch.facts if result.stopped is not None else None)

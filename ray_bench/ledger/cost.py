@@ -23,3 +23,10 @@ def attempt_cost(summary: AttemptSummary) -> float | None:
     if summary.agent_started is False:  # None: unknown (a summary older than the field, or the pool's)
         return 0.0
     return None
+
+
+def cost_is_lower_bound(summary: AttemptSummary) -> bool:
+    """The attempt's known cost (:func:`attempt_cost`) is only a lower bound: its usage is (its
+    CLI cut with a message unfinished or a call under way, :attr:`AttemptSummary.usage_lower_bound`).
+    It still counts in full, against the limits too, and is shown as at least that much."""
+    return attempt_cost(summary) is not None and summary.usage_lower_bound

@@ -53,9 +53,19 @@ def known_spend(attempts: Iterable[AttemptRow]) -> tuple[float, int]:
     return known, unknown
 
 
-def unknown_cost_note(unknown: int) -> str:
-    """The words beside a lower-bound spend: ``""`` when every cost is known."""
-    return f" ({unknown} attempt{'s' if unknown != 1 else ''} of unknown cost)" if unknown else ""
+def lower_bound_count(attempts: Iterable[AttemptRow]) -> int:
+    """Attempts whose known cost is only a lower bound (:attr:`AttemptRow.lower_bound`): their
+    cost counts in :func:`known_spend` in full, and the sum is then at least that."""
+    return sum(1 for row in attempts if row.lower_bound and row.cost_usd is not None)
+
+
+def unknown_cost_note(unknown: int, lower_bound: int = 0) -> str:
+    """The words beside a lower-bound spend: ``""`` when every cost is known and exact."""
+    parts = [f"{unknown} attempt{'s' if unknown != 1 else ''} of unknown cost"] if unknown else []
+    if lower_bound:
+        parts.append(f"{lower_bound} attempt{'s' if lower_bound != 1 else ''} cut mid-message, "
+                     "whose usage is a lower bound")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def start_order(row: AttemptRow) -> tuple[float, str, str]:

@@ -114,6 +114,9 @@ class AttemptRow:
     regraded_by: str | None = None
     """An accepted row whose reward (and task checksum) came from this regrade attempt
     (:func:`ray_bench.ledger.rows.accepted_rows`); never stored."""
+    lower_bound: bool = False
+    """Its known cost (and tokens) are a lower bound: read from its summary's usage
+    (:func:`ray_bench.ledger.cost.cost_is_lower_bound`), so a ledger older than the field reads too."""
 
     @property
     def terminal(self) -> bool:
@@ -318,14 +321,16 @@ class Ledger:
             "SELECT a.attempt_id, a.cell_id, a.task, a.task_checksum, a.arm, a.rep, a.seq, a.account,"
             " a.backend, a.epoch, a.preflight, a.started_at, r.status, r.finished_at, r.valid, r.reward,"
             " r.failure_class, r.fingerprint, r.counts, r.cost_usd, "
-            + ("r.summary, NULL" if old else f"{_CANCELLED_AT_ZERO}, r.charged_usd") + f", {kinds}"
+            + ("r.summary, NULL" if old else f"{_CANCELLED_AT_ZERO}, r.charged_usd") + f", {kinds}, {_USAGE}"
             + " FROM attempts a LEFT JOIN results r USING (attempt_id) ORDER BY a.started_at, a.attempt_id")
-        return [AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
-                           r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
-                           bool(r[18]) if r[18] is not None else False,
-                           _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0,
-                           r[21], r[22], r[23])
-                for r in rows]
+        out = []
+        for r in rows:
+            cost = _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0
+            out.append(AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
+                                  r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
+                                  bool(r[18]) if r[18] is not None else False, cost, r[21], r[22], r[23],
+                                  lower_bound=cost is not None and r[12] is not None and _usage_lower_bound(r[24])))
+        return out
 
     def summary(self, attempt_id: str) -> AttemptSummary | None:
         row = self._conn.execute("SELECT summary FROM results WHERE attempt_id = ?", (attempt_id,)).fetchone()
@@ -356,6 +361,18 @@ def _event(seq: int, ts: float, kind: str, attempt_id: str | None, cell_id: str 
 #: The summary of a row whose stored $0 may be wrong in a version-2+ ledger: a cancelled
 #: attempt, which drivers before issue 25 recorded at $0 whatever its agent had spent.
 _CANCELLED_AT_ZERO = "CASE WHEN r.status = 'cancelled' AND r.cost_usd = 0 THEN r.summary END"
+
+
+#: A result's usage record (its JSON text), which says whether its figures are a lower bound.
+_USAGE = "CASE WHEN json_valid(r.summary) THEN json_extract(r.summary, '$.usage') END"
+
+
+def _usage_lower_bound(usage: str | None) -> bool:
+    """The stored usage record (JSON text, or None) is a lower bound (:attr:`Usage.lower_bound`)."""
+    if not usage:
+        return False
+    summary = AttemptSummary.parse({"usage": json.loads(usage)}) if usage.startswith("{") else None
+    return summary is not None and summary.usage_lower_bound
 
 
 def _stored_cost(status: str, cost: float | None, summary: str | None) -> float | None:

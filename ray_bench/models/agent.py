@@ -38,6 +38,11 @@ class McpServer(ConfigModel):
 UsageSource = Literal["result", "session", "stream", "unknown"]
 #: Where ``cost_usd`` came from: the CLI's own figure, or its tokens at list price.
 CostBasis = Literal["reported", "estimated"]
+#: What a known usage's figures are: ``exact`` what was spent, or ``lower_bound``: at least this
+#: much (the CLI was cut while a message streamed, whose output counts only what had arrived, or
+#: with a call under way that no record holds). A lower bound is counted (in the report, the
+#: spend limits), never dropped, and shown as one (``>=``).
+UsageBound = Literal["exact", "lower_bound"]
 
 
 class Usage(BaseModel):
@@ -67,6 +72,18 @@ class Usage(BaseModel):
         default=None, ge=0, description="Answered calls whose provider request id no record holds (Gemini "
         "CLI's telemetry writes its ids every 5 s and a kill loses the last batch): the ids are partial, so "
         "settle never calls the attempt settled on them.")
+    bound: UsageBound | None = Field(
+        default=None, description="exact, or lower_bound: the tokens and cost are at least these (a message "
+        "unfinished or a call under way when the CLI was cut); set by :meth:`bounded` (None: unknown usage, "
+        "or an agent's own record, read as exact).")
+
+    def bounded(self) -> Usage:
+        """This usage with :attr:`bound` said: ``lower_bound`` when a message was unfinished or a
+        call under way when the CLI stopped, else ``exact``; unknown usage has no bound."""
+        if self.bound is not None or self.source == "unknown":
+            return self
+        cut = (self.unfinished_messages or 0) > 0 or bool(self.call_under_way)
+        return self.model_copy(update={"bound": "lower_bound" if cut else "exact"})
 
     @classmethod
     def unknown(cls, *, session_id: str | None = None, request_ids: list[str] | None = None) -> Usage:

@@ -69,10 +69,35 @@ class Usage(_Open):
     source: str | None = None
     #: Answered calls whose request id no record holds: the ids are partial (ray_bench.models.agent).
     request_ids_missing: int | None = None
+    #: ``exact`` or ``lower_bound`` (ray_bench.models.agent.UsageBound); None in records older than
+    #: the field (read by :attr:`lower_bound`) and in an agent's own. A str: a foreign value drops
+    #: no usage, and reads as exact.
+    bound: str | None = None
 
     @property
     def known(self) -> bool:
         return self.source != "unknown"
+
+    @property
+    def lower_bound(self) -> bool:
+        """The figures are at least what was spent, not exactly it: the adapter said so, or (a
+        record older than :attr:`bound`) its CLI was cut with a message unfinished or a call under
+        way. Unknown usage is no bound at all (False: it is counted apart)."""
+        if not self.known:
+            return False
+        if self.bound is not None:
+            return self.bound == "lower_bound"
+        extra = self.model_extra or {}
+        unfinished = extra.get("unfinished_messages")
+        return (isinstance(unfinished, int) and unfinished > 0) or extra.get("call_under_way") is True
+
+    @model_serializer(mode="wrap")
+    def _same_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A record without a bound keeps the shape it was read with (old ledgers, agents' own).
+        data: dict[str, Any] = handler(self)
+        if data.get("bound") is None:
+            data.pop("bound", None)
+        return data
 
 
 class AgentError(_Open):
@@ -235,6 +260,11 @@ class AttemptSummary(_Record):
         "A regrade: the task's checksum (its changed tests/ included) it was graded by."))
 
     @property
+    def usage_lower_bound(self) -> bool:
+        """Its usage (tokens, and the cost from them) is a lower bound (:attr:`Usage.lower_bound`)."""
+        return self.usage is not None and self.usage.lower_bound
+
+    @property
     def cost_usd(self) -> float:
         return float(self.usage.cost_usd or 0.0) if self.usage is not None else 0.0
 
@@ -247,7 +277,8 @@ class AttemptSummary(_Record):
             return 0.0
         if self.usage.cost_usd is not None:
             return float(self.usage.cost_usd)
-        return None if (not self.usage.known or self.usage.output_tokens) else 0.0
+        # tokens without a cost (a model with no price) are unknown, never $0
+        return None if (not self.usage.known or self.usage.output_tokens or self.usage.input_tokens) else 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (``result.json``, the ledger's ``summary`` column)."""

@@ -253,6 +253,7 @@ def _arms(evidence: Evidence, att: pd.DataFrame, settled: dict[str, float]) -> p
                 "attempts": len(mine),
                 "cost_usd": float(mine.cost_usd.sum()) if len(mine) else 0.0,
                 "unknown_cost_attempts": int((mine.cost_status == "unknown").sum()) if len(mine) else 0,
+                "lower_bound_attempts": int((mine.usage_bound == "lower_bound").sum()) if len(mine) else 0,
                 # settled USD of the arm's settled attempts; NaN when nothing was settled
                 "settled_usd": (sum(settled.get(a, 0.0) for a in mine.attempt_id)
                                 if settled and len(mine) else float("nan")),
@@ -274,6 +275,7 @@ def _arms(evidence: Evidence, att: pd.DataFrame, settled: dict[str, float]) -> p
             "cost_usd",
             "settled_usd",
             "unknown_cost_attempts",
+            "lower_bound_attempts",
         ],
     )
 
@@ -413,17 +415,20 @@ def _num(value: float, spec: str = ".3f") -> str:
     return "-" if pd.isna(value) else format(value, spec)
 
 
-def _lower_bound(usd: float, unknown: int, spec: str) -> str:
-    """A cost sum that leaves out attempts of unknown cost is a lower bound, and looks like one."""
-    return f"{'>= ' if unknown else ''}{format(usd, spec)}"
+def _lower_bound(usd: float, unknown: int, spec: str, least: int = 0) -> str:
+    """A cost sum that leaves out attempts of unknown cost, or holds one cut mid-message (``least``),
+    is a lower bound, and looks like one."""
+    return cost.at_least(format(usd, spec), bool(unknown or least))
 
 
-def _count(value: Any) -> str:
-    """A token count, ``-`` when no attempt of the group recorded it."""
-    return "-" if value is None or pd.isna(value) else str(int(value))
+def _count(value: Any, least: int = 0) -> str:
+    """A token count, ``-`` when no attempt of the group recorded it; ``>= n`` when ``least``
+    of its attempts were cut mid-message (their usage a lower bound)."""
+    return "-" if value is None or pd.isna(value) else cost.at_least(str(int(value)), bool(least))
 
 
 def render_markdown(report: Report) -> str:
+    least = int(report.usage.lower_bound_attempts.sum()) if len(report.usage) else 0
     out = [
         f"# {report.title}",
         "",
@@ -460,7 +465,8 @@ def render_markdown(report: Report) -> str:
         out.append(
             f"| {r.arm} | {r.cells} | {r.valid_rows} | {r.missing} | {r.solved} | "
             f"{_num(r.mean_reward)} | {_num(r.strict_rate)} | {_num(r.headline_rate)} | "
-            f"{r.invalid_attempts} | {_lower_bound(r.cost_usd, r.unknown_cost_attempts, '.3f')} | "
+            f"{r.invalid_attempts} | "
+            f"{_lower_bound(r.cost_usd, r.unknown_cost_attempts, '.3f', r.lower_bound_attempts)} | "
             f"{_num(r.settled_usd)} | "
             f"{r.unknown_cost_attempts} |"
         )
@@ -502,10 +508,11 @@ def render_markdown(report: Report) -> str:
         "Input tokens are fresh input; cache reads and writes are counted apart. Cost: settled "
         "where the latest settlement matched the provider's charge, else the agent's estimate (the "
         "CLI's own figure, or its tokens at list price when it printed none); unknown where an attempt "
-        "left no usage or no cost (never counted as 0). "
+        "left no usage or no cost (never counted as 0). An attempt whose CLI was cut mid-message "
+        "counts what had arrived: its usage is a lower bound, and a sum it is in reads >=. "
         + (f"Attempts by cost: {cost.split_line(report.usage)}. Estimated in all: "
-           f"{_lower_bound(float(report.usage.cost_usd.sum()), int(report.usage.unknown_attempts.sum()), '.4f')}"
-           f"{unknown_cost_note(int(report.usage.unknown_attempts.sum()))}." if len(report.usage) else ""),
+           f"{_lower_bound(float(report.usage.cost_usd.sum()), int(report.usage.unknown_attempts.sum()), '.4f', least)}"
+           f"{unknown_cost_note(int(report.usage.unknown_attempts.sum()), least)}." if len(report.usage) else ""),
         "",
         "| account | arm | attempts | input tokens | output tokens | cache read tokens | "
         "cache write tokens | cost estimated (USD) | cost settled (USD) | settled | estimated | "
@@ -514,10 +521,12 @@ def render_markdown(report: Report) -> str:
     ]
     for u in report.usage.itertuples():
         # Attempts whose usage is unknown add nothing to the sums: the last column says how many.
+        # One cut mid-message adds a lower bound: the sums read >=.
+        n = u.lower_bound_attempts
         out.append(
-            f"| {u.account} | {u.arm} | {u.attempts} | {_count(u.input_tokens)} | "
-            f"{_count(u.output_tokens)} | {_count(u.cache_read_tokens)} | "
-            f"{_count(u.cache_write_tokens)} | {_lower_bound(u.cost_usd, u.unknown_attempts, '.4f')} | "
+            f"| {u.account} | {u.arm} | {u.attempts} | {_count(u.input_tokens, n)} | "
+            f"{_count(u.output_tokens, n)} | {_count(u.cache_read_tokens, n)} | "
+            f"{_count(u.cache_write_tokens, n)} | {_lower_bound(u.cost_usd, u.unknown_attempts, '.4f', n)} | "
             f"{_num(u.settled_usd, '.4f')} | "
             f"{u.settled_attempts} | {u.estimated_attempts} | {u.unknown_attempts} |"
         )

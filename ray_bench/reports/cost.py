@@ -6,7 +6,9 @@ CLI printed none, ``cost_basis: estimated``, :mod:`ray_bench.agents.prices`) or 
 usage record, or one without a cost: a stale runner, an agent that wrote nothing, a model with no
 price). Unknown is never shown as $0
 or 0 tokens: the attempt's cost and tokens are missing values, the sums cover what is known,
-and every table says how many attempts each sum leaves out.
+and every table says how many attempts each sum leaves out. An attempt whose CLI was cut
+mid-message has usage that is a lower bound (``usage_bound``): it is in the sums, and every sum it
+is in reads ``>=``.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ COST_STATUSES = ("settled", "estimated", "unknown")
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 #: Per attempt: the agent's estimate (NaN when unknown), the settled charge (NaN unless settled).
 #: ``cost_basis``: ``reported`` (the CLI's figure), ``estimated`` (tokens at list price), None.
-COST_COLUMNS = ("cost_usd", "settled_usd", "cost_status", "cost_basis")
+#: ``usage_bound``: ``exact``, ``lower_bound`` (the CLI was cut mid-message: its tokens and the
+#: estimate from them are at least these; a settled charge is still exact), None when unknown.
+COST_COLUMNS = ("cost_usd", "settled_usd", "cost_status", "cost_basis", "usage_bound")
 USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "settled_usd",
-                 *(f"{s}_attempts" for s in COST_STATUSES), "priced_attempts"]
+                 *(f"{s}_attempts" for s in COST_STATUSES), "priced_attempts", "lower_bound_attempts"]
 
 
 def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> dict[str, Any]:
@@ -43,6 +47,8 @@ def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> 
                           "estimated" if not pd.isna(out["cost_usd"]) else "unknown")
     basis = usage.get("cost_basis")
     out["cost_basis"] = basis if isinstance(basis, str) and not pd.isna(out["cost_usd"]) else None
+    out["usage_bound"] = (None if record is None or not record.known else
+                          "lower_bound" if record.lower_bound else "exact")
     return out
 
 
@@ -72,13 +78,23 @@ def sums(group: pd.DataFrame) -> dict[str, Any]:
     out.update({f"{s}_attempts": int((group.cost_status == s).sum()) for s in COST_STATUSES})
     # Estimated attempts whose figure is their tokens at list price, not the CLI's own.
     out["priced_attempts"] = int(((group.cost_status == "estimated") & (group.cost_basis == "estimated")).sum())
+    # Attempts cut mid-message: their tokens and estimates are in the sums as lower bounds.
+    out["lower_bound_attempts"] = int((group.usage_bound == "lower_bound").sum()) if "usage_bound" in group else 0
     return out
+
+
+def at_least(value: str, lower_bound: bool) -> str:
+    """A figure a lower bound is in (an attempt cut mid-message, or one of unknown cost left
+    out), shown as one: ``>= 0.0400``."""
+    return f">= {value}" if lower_bound and value != "-" else value
 
 
 def split_line(frame: pd.DataFrame) -> str:
     """``3 settled, 12 estimated (4 from tokens at list price), 1 unknown``: the cost status
     counts of a usage table."""
     priced = int(frame["priced_attempts"].sum()) if "priced_attempts" in frame else 0
+    least = int(frame["lower_bound_attempts"].sum()) if "lower_bound_attempts" in frame else 0
     return ", ".join(f"{int(frame[f'{s}_attempts'].sum())} {s}"
                      + (f" ({priced} from tokens at list price)" if s == "estimated" and priced else "")
-                     for s in COST_STATUSES)
+                     for s in COST_STATUSES) + (
+        f"; {least} cut mid-message, whose usage is a lower bound" if least else "")

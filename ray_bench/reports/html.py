@@ -10,6 +10,7 @@ dependency, and the page must render offline). The charts live in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from html import escape
 from typing import Any
@@ -43,8 +44,9 @@ code{font-size:12px}"""
 
 
 def _cell(value: Any, fmt: Callable[[Any], str] | None) -> tuple[str, bool]:
-    if fmt is not None:
-        return fmt(value), isinstance(value, int | float)
+    if fmt is not None:  # a figure already shown (``≥ $0.0030``, :func:`_bounded`) is still a number
+        shown = isinstance(value, str) and _SHOWN.fullmatch(value) is not None
+        return fmt(value), isinstance(value, int | float) or shown
     if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
         return "-", True
     if isinstance(value, bool):
@@ -52,6 +54,9 @@ def _cell(value: Any, fmt: Callable[[Any], str] | None) -> tuple[str, bool]:
     if isinstance(value, float):
         return f"{value:.3f}", True
     return str(value), isinstance(value, int)
+
+
+_SHOWN = re.compile(r"(≥ )?\$?[\d.]+|-")
 
 
 def table(frame: pd.DataFrame, table_id: str, headers: dict[str, str],
@@ -79,7 +84,31 @@ def _pct(v: Any) -> str:
 
 
 def _usd(v: Any) -> str:
+    if isinstance(v, str):  # already shown (:func:`_bounded`)
+        return v
     return "-" if v is None or pd.isna(v) else f"${float(v):.4f}"
+
+
+def _bounded(frame: pd.DataFrame, unknown: str, money: tuple[str, ...], counts: tuple[str, ...]) -> pd.DataFrame:
+    """``frame`` with its sums as text, ``≥`` before each that holds a lower bound: an attempt cut
+    mid-message (``lower_bound_attempts``) in any sum, one of unknown cost (``unknown``) left out
+    of the estimate."""
+    out = frame.copy()
+    if not len(out):
+        return out
+    least = [bool(n) for n in out.get("lower_bound_attempts", pd.Series(0, index=out.index))]
+    left_out = [bool(n) for n in out[unknown]]
+    for column in counts:
+        out[column] = [cost.at_least(_count(v), lb).replace(">= ", "≥ ") for v, lb in zip(out[column], least,
+                                                                                            strict=True)]
+    for column in money:
+        out[column] = [cost.at_least(_usd(v), lb or u).replace(">= ", "≥ ")
+                       for v, lb, u in zip(out[column], least, left_out, strict=True)]
+    return out
+
+
+def _count(v: Any) -> str:
+    return "-" if v is None or v is pd.NA or pd.isna(v) else str(int(v))
 
 
 def _headline(report: Report) -> str:
@@ -107,7 +136,8 @@ ARM_HEADERS = {"arm": "Arm", "cells": "Planned cells (strict)", "valid_rows": "V
                "strict_rate": "Strict solve rate", "headline_rate": "Headline solve rate",
                "invalid_attempts": "Invalid attempts", "attempts": "Attempts",
                "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled",
-               "unknown_cost_attempts": "Attempts of unknown cost"}
+               "unknown_cost_attempts": "Attempts of unknown cost",
+               "lower_bound_attempts": "Usage a lower bound (cut mid-message)"}
 PAIRED_HEADERS = {"task": "Task", "variant": "Variant", "baseline_rows": "Baseline rows",
                   "variant_rows": "Variant rows", "baseline_reward": "Baseline reward",
                   "variant_reward": "Variant reward", "delta": "Delta", "ci_low": "Interval low",
@@ -121,7 +151,7 @@ USAGE_HEADERS = {"account": "Account", "arm": "Arm", "attempts": "Attempts",
                  "cache_read_tokens": "Cache read tokens", "cache_write_tokens": "Cache write tokens",
                  "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled",
                  "settled_attempts": "Settled", "estimated_attempts": "Estimated only",
-                 "unknown_attempts": "Cost unknown"}
+                 "unknown_attempts": "Cost unknown", "lower_bound_attempts": "Usage a lower bound"}
 FAILURE_HEADERS = {"failure_class": "Class", "attempts": "Attempts", "cells": "Cells",
                    "top_fingerprints": "Top fingerprints"}
 FINGERPRINT_HEADERS = {"failure_class": "Class", "fingerprint": "Fingerprint", "attempts": "Attempts",
@@ -202,7 +232,7 @@ def render_html(report: Report) -> str:
         "resamples, fixed seed); a dot without whiskers had one repetition per arm.</p>",
         *_paired_stats(report),
         "<h2>Arms</h2>",
-        table(report.arms, "arms", ARM_HEADERS, money),
+        table(_bounded(report.arms, "unknown_cost_attempts", ("cost_usd",), ()), "arms", ARM_HEADERS, money),
         reward_plot(report),
         "<h2>Per task</h2>",
         table(report.paired, "paired", PAIRED_HEADERS,
@@ -224,9 +254,12 @@ def render_html(report: Report) -> str:
         "<h2>Usage and cost</h2>",
         '<p class="note">Input tokens are fresh input; cache reads and writes are counted apart. '
         "Cost: settled where the latest settlement matched the provider's charge, else the agent's "
-        "estimate; unknown where an attempt left no usage or no cost (never counted as $0)"
+        "estimate; unknown where an attempt left no usage or no cost (never counted as $0). An attempt "
+        "whose CLI was cut mid-message counts what had arrived: its usage is a lower bound, and a sum it "
+        "is in reads ≥"
         + (f". Attempts by cost: {escape(cost.split_line(report.usage))}.</p>" if len(report.usage) else ".</p>"),
-        table(report.usage, "usage", USAGE_HEADERS, money),
+        table(_bounded(report.usage, "unknown_attempts", ("cost_usd",), cost.TOKEN_COLUMNS), "usage",
+              USAGE_HEADERS, {**money, **dict.fromkeys(cost.TOKEN_COLUMNS, str)}),
         "<h2>Failures</h2>",
         failure_plot(report),
         _or_none(report.failures, table(report.failures, "failures", FAILURE_HEADERS), "No failed attempt."),

@@ -18,7 +18,7 @@ from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger import events as ev
-from ray_bench.ledger.cost import attempt_cost
+from ray_bench.ledger.cost import attempt_cost, cost_is_lower_bound
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.runroot import DISK_FULL_ERROR
@@ -92,19 +92,22 @@ class FinishCore:
         # unbroken one would. An attempt cut short teaches the cost history nothing (partial).
         cost = attempt_cost(summary)
         partial = summary.cancelled or summary.lost
+        # A CLI cut mid-message: its cost is a lower bound, charged in full, teaching nothing.
+        least = cost_is_lower_bound(summary)
         if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
-            charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True)
+            charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)
             return Finished(Record("finished", False, None, "stack", "disk-full", False, cost, charged, summary),
                             Release(row.account, lease_id, None, charged), disk_full=summary.error.message)
         if summary.cancelled:
-            charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True)
+            charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)
             self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)
             return Finished(Record("cancelled", False, None, None, None, False, cost, charged, summary),
                             Release(row.account, lease_id, None, charged))
         verdict = classify(summary, self.catalog)
         summary = summary.model_copy(update={"verdict": verdict.record()})
         charged = self.spend.finish(lease_id, row.task, row.arm, cost,
-                                    summary.agent.duration_sec if summary.agent else 0.0, partial=partial)
+                                    summary.agent.duration_sec if summary.agent else 0.0, partial=partial,
+                                    lower_bound=least)
         record = Record("finished", verdict.valid, summary.reward, verdict.failure_class, verdict.fingerprint,
                         verdict.counts, cost, charged, summary)
         release = Release(row.account, lease_id, None if verdict.lost else verdict, charged)

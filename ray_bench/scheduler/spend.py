@@ -76,6 +76,9 @@ class SpendBook:
     spent: float = 0.0
     unknown: int = 0
     """Attempts of unknown cost, counted at their expected cost in ``spent``."""
+    lower_bound: int = 0
+    """Attempts whose cost is a lower bound (cut mid-message): counted in ``spent`` in full, which
+    is then at least that."""
     _running: dict[str, tuple[PlanCell, float]] = field(default_factory=dict)
     _task: dict[str, _Mean] = field(default_factory=dict)
     _arm: dict[str, _Mean] = field(default_factory=dict)
@@ -97,16 +100,21 @@ class SpendBook:
                 book.unknown += 1
                 continue
             took = row.finished_at - row.started_at if row.finished_at is not None else 0.0
-            book.observe(row.task, row.arm, row.cost_usd, took, partial=row.status == "cancelled")
+            book.observe(row.task, row.arm, row.cost_usd, took, partial=row.status == "cancelled",
+                         lower_bound=row.lower_bound)
         return book
 
-    def observe(self, task: str, arm: str, usd: float, seconds: float = 0.0, *, partial: bool = False) -> None:
+    def observe(self, task: str, arm: str, usd: float, seconds: float = 0.0, *, partial: bool = False,
+                lower_bound: bool = False) -> None:
         """A finished attempt's cost (and agent seconds, 0: unknown). Zero dollars is no
         evidence of cost (an agent that never started, or usage that is unknown) and teaches
         nothing; nor does a ``partial`` cost (an attempt cut short: cancelled, lost, a full disk),
-        which counts in the spend but is no measure of what a whole cell costs."""
+        which counts in the spend but is no measure of what a whole cell costs; nor a
+        ``lower_bound`` one (its CLI cut mid-message: at least ``usd`` was spent), which counts in
+        full."""
         self.spent += usd
-        if usd > 0 and not partial:
+        self.lower_bound += int(lower_bound)
+        if usd > 0 and not partial and not lower_bound:
             self._task.setdefault(task, _Mean()).add(usd, seconds)
             self._arm.setdefault(arm, _Mean()).add(usd, seconds)
 
@@ -146,12 +154,13 @@ class SpendBook:
         self._running[lease_id] = (cell, seconds)
 
     def finish(self, lease_id: str, task: str, arm: str, usd: float | None, seconds: float = 0.0, *,
-               partial: bool = False) -> float:
+               partial: bool = False, lower_bound: bool = False) -> float:
         """The attempt ended: its reservation becomes its cost (:func:`ray_bench.ledger.cost.
         attempt_cost`; ``partial``: cut short, see :meth:`observe`). A cost that is unknown
         (``None``: usage with no cost and no price for its model, a cancelled agent whose usage
         could not be read) is never counted as $0: the run is charged what the cell was expected
-        to cost, which teaches the history nothing. Returns what was charged (the account's
+        to cost, which teaches the history nothing. A ``lower_bound`` cost counts as it is (at
+        least that was spent) and teaches nothing either. Returns what was charged (the account's
         budget counts the same)."""
         running = self._running.pop(lease_id, None)
         if usd is None:
@@ -159,12 +168,13 @@ class SpendBook:
             self.spent += charged
             self.unknown += 1
             return charged
-        self.observe(task, arm, usd, seconds, partial=partial)
+        self.observe(task, arm, usd, seconds, partial=partial, lower_bound=lower_bound)
         return usd
 
     def refusal(self, expected: Expected) -> str:
         """The stop's detail when nothing runs and the next cell does not fit."""
         assert self.limit_usd is not None
-        return (f"run spend ${self.spent:.2f} plus the next cell's expected ${expected.usd:.2f} "
+        least = "at least " if self.lower_bound else ""
+        return (f"run spend {least}${self.spent:.2f} plus the next cell's expected ${expected.usd:.2f} "
                 f"({expected.basis}) would pass the run's limit ${self.limit_usd:.2f} "
                 "(spend_limit_usd, this run only)")

@@ -29,7 +29,7 @@ from ray_bench.evidence.circuit import circuit_from, next_probe
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger import events as ev
-from ray_bench.ledger.rows import accepted_rows, known_spend
+from ray_bench.ledger.rows import accepted_rows, known_spend, lower_bound_count
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
 from ray_bench.metrics.pace import PaceSnapshot, human_span, pace_snapshot
 from ray_bench.models.plan import Plan
@@ -109,6 +109,8 @@ class RunStatus:
     accounts: list[AccountStatus] | None = None
     #: Attempts whose cost is unknown (never counted as $0 in ``spend_usd``).
     unknown_cost: int = 0
+    #: Attempts whose known cost is a lower bound (counted in ``spend_usd``, which is then at least that).
+    lower_bound_cost: int = 0
 
     @property
     def remaining(self) -> int:
@@ -120,7 +122,8 @@ class RunStatus:
             "run_id": self.run_id, "identity": self.identity, "cells": self.cells, "state": self.state,
             "counts": self.counts, "solved": self.solved, "attempts": self.attempts,
             "failures": self.failures, "spend_usd": round(self.spend_usd, 4),
-            "unknown_cost_attempts": self.unknown_cost, "reason": self.reason,
+            "unknown_cost_attempts": self.unknown_cost, "lower_bound_cost_attempts": self.lower_bound_cost,
+            "reason": self.reason,
             "ended_at": self.ended_at, "next_action": self.next_action,
             "next_action_why": self.next_action_why,
             # the resume command, where a resume would do something (kept for scripts)
@@ -295,7 +298,8 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
         counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),
-        spend_usd=spend_usd, unknown_cost=unknown_cost, reason=reason, ended_at=ended_at,
+        spend_usd=spend_usd, unknown_cost=unknown_cost, lower_bound_cost=lower_bound_count(attempts),
+        reason=reason, ended_at=ended_at,
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
         pace=pace, deadline=deadline, notes=notes, nodes=nodes,
         category="official" if promotion is not None else "staging", promotion=promotion,
@@ -325,7 +329,7 @@ def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRo
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state="stopped",
         counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
         attempts=len(attempts), failures=_failure_counts(attempts), spend_usd=spend_usd,
-        unknown_cost=unknown_cost,
+        unknown_cost=unknown_cost, lower_bound_cost=lower_bound_count(attempts),
         reason=(f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
                 "the driver's own record (its start, stops and pauses) did not survive"),
         ended_at=rebuilt.ts,

@@ -46,9 +46,9 @@ def status_lines(s: RunStatus) -> list[str]:
         lines.append(f"staging again: demoted by {s.demotion.by} at {when} UTC: {s.demotion.reason}")
     if s.failures:
         lines.append("failed attempts by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s.failures.items())))
-    if s.spend_usd or s.unknown_cost:  # a lower bound beside the attempts it leaves out
-        lines.append(f"spend: {'at least ' if s.unknown_cost else ''}${s.spend_usd:.2f}"
-                     f"{unknown_cost_note(s.unknown_cost)}")
+    if s.spend_usd or s.unknown_cost:  # a lower bound beside the attempts it leaves out or under-counts
+        lines.append(f"spend: {'at least ' if s.unknown_cost or s.lower_bound_cost else ''}${s.spend_usd:.2f}"
+                     f"{unknown_cost_note(s.unknown_cost, s.lower_bound_cost)}")
     if s.reason:
         when = f" (ended {_clock(s.ended_at)})" if s.ended_at and s.state != "stopped" else ""
         lines.append(f"{'last stop' if s.state in ('paused', 'stopped') else 'outcome'}: {s.reason}{when}")

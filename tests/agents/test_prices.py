@@ -40,10 +40,12 @@ def test_models_without_a_price_stay_unknown_never_zero() -> None:
     for model in ("opus", "some-local-model", None, ""):
         assert price_of(model) is None, model
     usage = Usage(input_tokens=100, output_tokens=10, model="some-local-model")
-    assert with_cost(usage, "some-local-model") == usage and usage.cost_usd is None
+    # its cost stays unknown; what it says is only its bound (issue 25: exact, not cut mid-message)
+    assert with_cost(usage, "some-local-model") == usage.model_copy(update={"bound": "exact"})
+    assert usage.cost_usd is None
     assert estimate_usd(Usage.unknown(), "gpt-5") is None  # no tokens: nothing to price
     # The CLI's own figure is kept and said to be its own, even $0 (every call refused).
-    assert with_cost(Usage(cost_usd=0.0), "gpt-5") == Usage(cost_usd=0.0, cost_basis="reported")
+    assert with_cost(Usage(cost_usd=0.0), "gpt-5") == Usage(cost_usd=0.0, cost_basis="reported", bound="exact")
 
 
 def _logs(tmp: Path, fixtures: Path, name: str, session_path: str, lines: list[str]) -> Path:

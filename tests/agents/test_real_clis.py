@@ -5,6 +5,7 @@ each provider failure lands in the error contract with the class the scheduler a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -309,3 +310,64 @@ def test_a_cli_missing_from_the_sandbox_is_a_tool_failure(tmp_path: Path) -> Non
     verdict = classify(summary, Catalog.default())
     assert not verdict.valid and verdict.failure_class == "tool"
     assert "not installed" in verdict.message
+
+
+def test_claude_code_cancelled_mid_run_records_what_was_served(tmp_path: Path) -> None:
+    """An attempt cancelled while the real CLI ran its tool (``pause --now``, a signal stop, a
+    run stop: the runner's task cancelled, as Ray cancels it): its usage so far, from the stream
+    and the session transcript collected before the sandbox went, equals what the fake served,
+    with every request id; a lower bound, said so, when the transcript was not written (issue 25)."""
+    _needs("claude")
+    from ray_bench.cells.runner import cancelled_summary
+    from ray_bench.ledger.cost import attempt_cost
+
+    work = [Answer(tool="Bash", tool_input={"command": "echo start", "description": "Start"}, input_tokens=310,
+                   output_tokens=23, cache_read_tokens=40),
+            Answer(tool="Bash", tool_input={"command": "sleep 300", "description": "Wait"}, input_tokens=420,
+                   output_tokens=17)]
+    with FakeProvider() as fake:
+        fake.then(*work)
+
+        async def go() -> None:
+            make_suite(tmp_path / "suite", tasks=["hello-world"])
+            os.environ["RB_AGENT_TEST_KEY"] = KEY
+            spec = AttemptSpec(
+                run_id="run", attempt_id="cancel-a1", cell_id="c", task_id="hello-world", arm="a", rep=1,
+                account="acct", task_path=str(tmp_path / "suite" / "tasks" / "hello-world"), stage_key=str(tmp_path),
+                attempt_dir=str(tmp_path / "attempt"), backend="local", backend_options={}, agent_command="",
+                agent_env={"PATH": f"{bin_dir()}:{os.environ['PATH']}", "ANTHROPIC_BASE_URL": fake.url,
+                           "CLAUDE_CODE_MAX_RETRIES": "1"}, agent_dir=None,
+                route_env={"ANTHROPIC_API_KEY": "RB_AGENT_TEST_KEY"}, route_home=None, agent_timeout_sec=300.0,
+                verifier_timeout_sec=30.0, verifier_env={}, image=None, build_context=None, workdir="/app",
+                network=True, cpus=None, memory_mb=None, pids=None, expose_solution=False,
+                artifact_cap_bytes=8 << 20, seed="s", agent="claude-code", model="claude-sonnet-4-5")
+            task = asyncio.ensure_future(run_attempt(spec, LocalBackend(tmp_path / "sbx")))
+            deadline = time.monotonic() + 120
+            while len(fake.served.request_ids) < 2 and not task.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # the second answer streams in; the CLI starts its `sleep 300`
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        started = time.monotonic()
+        asyncio.run(go())
+        took = time.monotonic() - started
+    kept = cancelled_summary("cancel-a1")
+    assert kept is not None and kept.cancelled and kept.agent_started is True, kept
+    usage = kept.to_json()["usage"]
+    assert usage is not None, kept
+    # In its SIGTERM grace the CLI may send its killed tool's result: one more call, served, counted.
+    extra = len(fake.served.request_ids) - 2
+    assert extra in (0, 1), fake.served
+    assert usage["request_ids"] == fake.served.request_ids, usage
+    assert (usage["input_tokens"], usage["cache_read_tokens"]) == (
+        fake.served.input_tokens, fake.served.cache_read_tokens), usage
+    if usage["source"] == "session" and not usage.get("unfinished_messages"):
+        assert usage["bound"] == "exact" and usage["output_tokens"] == fake.served.output_tokens, usage
+        assert attempt_cost(kept) == pytest.approx(_sonnet_usd(fake.served))
+    else:  # no transcript: the stream's output counts only what had arrived, and says so
+        assert usage["bound"] == "lower_bound" and usage["output_tokens"] <= fake.served.output_tokens, usage
+        assert 0 < (attempt_cost(kept) or 0) <= _sonnet_usd(fake.served)
+    print(f"cancelled claude: source {usage['source']}, bound {usage['bound']}, "
+          f"{len(fake.served.request_ids)} calls served, {took:.1f} s")
