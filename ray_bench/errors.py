@@ -144,6 +144,13 @@ class SandboxGoneError(SandboxError):
     failure_class = "executor"
 
 
+class SandboxOutOfMemoryError(SandboxGoneError):
+    """The sandbox's memory limit killed the sandbox itself (its main process), not only a
+    command in it: a verdict on the limit, counted as capacity like an OOM-killed command."""
+
+    failure_class = "capacity"
+
+
 class SandboxRateLimitedError(SandboxError):
     """The sandbox provider rate-limited us; ``retry_after`` is in seconds."""
 

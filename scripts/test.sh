@@ -38,13 +38,27 @@ if [ "${1:-}" = "--fast" ]; then
     fast=(-m "not docker and not ray and not prometheus and not daytona and not slow")
 fi
 
+# A private temporary root: pytest's default one (/tmp/pytest-of-$USER) keeps only the last three
+# sessions' directories, so another pytest started on this machine meanwhile (a second checkout, a
+# helper) would delete this run's live ones. Removed when the run passes; kept to read if not.
+own_base=()
+case " $* " in *" --basetemp"*) ;; *)
+    tmp_root=$(mktemp -d "${TMPDIR:-/tmp}/ray-bench-tests.XXXXXX")
+    own_base=(--basetemp "$tmp_root/main")
+    ;;
+esac
+
 status=0
-.venv/bin/pytest -q "${fast[@]}" "$@" || status=$?
+.venv/bin/pytest -q "${own_base[@]}" "${fast[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
     exit 1
 fi
-[ "${#fast[@]}" -eq 0 ] || exit "$status"
+done_with_tmp() {
+    if [ "${#own_base[@]}" -gt 0 ] && [ "$1" -eq 0 ]; then rm -rf "$tmp_root"; fi
+    exit "$1"
+}
+[ "${#fast[@]}" -eq 0 ] || done_with_tmp "$status"
 
 # The harbor pass. Arguments naming test files outside it simply collect nothing there (exit 5,
 # not a failure of this pass); "-m harbor" is combined with any -m the caller gave by pytest's
@@ -53,7 +67,7 @@ harbor_status=0
 bash scripts/harbor-env.sh || harbor_status=$?
 if [ "$harbor_status" -eq 3 ] && [ "${CI:-}" != true ]; then
     echo "scripts/test.sh: no Python 3.12 here; the tests marked harbor were not run" >&2
-    exit "$status"
+    done_with_tmp "$status"
 fi
 [ "$harbor_status" -eq 0 ] || exit 1
 args=()
@@ -63,7 +77,9 @@ for arg in "$@"; do
     case "$arg" in -m) skip_next=1; continue ;; -m*) continue ;; esac
     args+=("$arg")
 done
-.venv-harbor/bin/python -m pytest -q -m harbor "${args[@]}" || harbor_status=$?
+harbor_base=()
+[ "${#own_base[@]}" -eq 0 ] || harbor_base=(--basetemp "$tmp_root/harbor")
+.venv-harbor/bin/python -m pytest -q "${harbor_base[@]}" -m harbor "${args[@]}" || harbor_status=$?
 [ "$harbor_status" -eq 5 ] && harbor_status=0
 [ "$status" -ne 0 ] || status=$harbor_status
-exit "$status"
+done_with_tmp "$status"

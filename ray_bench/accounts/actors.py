@@ -33,6 +33,7 @@ through a :class:`Member` as it would call an actor.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ class AccountGrants:
         self.store = AccountStore(state_root) if state_root else None
         self._events_seen = 0
         self._events_checked = 0.0
+        #: This keeper, as the health rows it writes name it: another run's are taken up.
+        self._writer = uuid.uuid4().hex
         self.core = self._new_core(limits)
 
     def _new_core(self, limits: AccountLimits) -> AccountCore:
@@ -94,13 +97,26 @@ class AccountGrants:
         """Take up what every run on the state root holds of the account now (a read)."""
         if self.store is not None:
             self.core.share(self.store.shared(self.name, now, since=self._since(now), ttl=LEASE_TTL_SEC))
+            self._take_up_health(now)
+
+    def _take_up_health(self, now: float) -> None:
+        """Health is shared through the state root as limits are: a cooldown or a disabled login
+        another run's keeper of this account saved (another Ray on the same state root) holds
+        here too, where it is stricter (:meth:`~ray_bench.accounts.health.AccountHealth.adopt`)."""
+        row = self.store.stored_health(self.name) if self.store is not None else None
+        if row is None or row.writer in ("", self._writer):
+            return
+        self.core.health.tick(now)
+        self.core.health.adopt(row.state, row.cooling_until, row.last_error, now,
+                               inert_too=row.events_seen >= self._events_seen)
 
     def _save_health(self) -> None:
         if self.store is not None:
+            self._take_up_health(time.time())  # never overwrite a stricter word with a laxer one
             h = self.core.health
             self.store.save_health(self.name, state=str(h.state), cooling_until=h.cooling_until,
                                    episodes=h.episodes, auth_failures=h.auth_failures, last_error=h.last_error,
-                                   events_seen=self._events_seen)
+                                   events_seen=self._events_seen, writer=self._writer)
 
     def _apply_operator_events(self, now: float) -> None:
         """``accounts enable`` writes an event; the actor, the one writer, applies it."""
@@ -149,6 +165,7 @@ class AccountGrants:
         # decision on it, and the starts written down, before any other grantor may look.
         with store.granting(self.name, now, since=self._since(now), ttl=LEASE_TTL_SEC) as shared:
             self.core.share(shared)
+            self._take_up_health(now)
             store.renew(self.name, run_id, now)
             started = self._start(now, leases)
             if self.core.window is not None:

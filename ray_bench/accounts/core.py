@@ -267,8 +267,9 @@ class AccountCore:
     def share(self, shared: Shared) -> None:
         """Take up what every run on the state root holds of this account (:class:`Shared`):
         its slots, window, spend and bucket become theirs together, so the next
-        :meth:`can_admit` / :meth:`on_start` weighs the other runs' cells too. Health and the
-        adaptive limit stay this core's own (they are learnt from finishes, not counted)."""
+        :meth:`can_admit` / :meth:`on_start` weighs the other runs' cells too. The adaptive limit
+        stays this core's own (learnt from finishes, not counted); health is taken up by the
+        keeper where another's is stricter (``AccountGrants._take_up_health``)."""
         self._running = dict(shared.leases)
         self._reserved_usd = sum(run.reserved_usd for run in self._running.values())
         self.spent_usd = shared.spent_usd

@@ -276,6 +276,26 @@ class AccountHealth:
         # Who set a saved cooldown is not saved: it counts as the provider's (never cut short).
         self._provider_until = cooling_until
 
+    def adopt(self, state: str, cooling_until: float, last_error: str, now: float, *,
+              inert_too: bool = True) -> bool:
+        """Take up what another keeper of this account learned (another run's actor on the same
+        state root: the same credential, the same provider limits), where it is stricter than
+        this one's: a cooldown that ends later, or a disabled or expired login (only when
+        ``inert_too``: its writer had applied every operator event this one has). Never
+        loosens; a held account is the admission actor's business. True if the state changed."""
+        if self.state in _INERT:
+            return False
+        theirs = HealthState(state)
+        if theirs in (HealthState.DISABLED, HealthState.EXPIRED) and inert_too:
+            self.state, self.last_error = theirs, last_error
+            return True
+        if theirs is HealthState.COOLING and cooling_until > max(now, self.cooling_until):
+            self.state, self.cooling_until, self.last_error = HealthState.COOLING, cooling_until, last_error
+            self._provider_until = max(self._provider_until, cooling_until)  # theirs may be the provider's
+            self._probe_at = None
+            return True
+        return False
+
     def on_probe(self, now: float, effect: ProbeEffect, retry_after: float | None = None,
                  detail: str = "") -> bool:
         """Apply an account probe's result (:func:`probe_effect`); True if the state changed."""

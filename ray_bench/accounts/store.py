@@ -41,7 +41,7 @@ CREATE INDEX IF NOT EXISTS spend_at ON spend (account, at);
 CREATE TABLE IF NOT EXISTS health (
     account TEXT PRIMARY KEY, state TEXT NOT NULL, cooling_until REAL NOT NULL, episodes INTEGER NOT NULL,
     auth_failures INTEGER NOT NULL, last_error TEXT NOT NULL, updated_at REAL NOT NULL,
-    events_seen INTEGER NOT NULL DEFAULT 0);
+    events_seen INTEGER NOT NULL DEFAULT 0, writer TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS leases (
     account TEXT NOT NULL, lease_id TEXT NOT NULL, run_id TEXT NOT NULL, started_at REAL NOT NULL,
     inflight_at_start INTEGER NOT NULL, probe INTEGER NOT NULL, reserved_usd REAL NOT NULL DEFAULT 0,
@@ -74,6 +74,18 @@ class Saved:
 
 
 @dataclass(frozen=True)
+class StoredHealth:
+    """An account's health row: its state, cooldown end, last error, the operator events its
+    writer had applied, and which keeper wrote it (``writer``, '' in files from before)."""
+
+    state: str
+    cooling_until: float
+    last_error: str
+    events_seen: int
+    writer: str
+
+
+@dataclass(frozen=True)
 class HeldLease:
     """A slot held when the account's actor last wrote (see ``AccountCore.adopt``)."""
 
@@ -95,7 +107,8 @@ class OperatorEvent:
 #: Columns ``leases`` gained when grants went through the state root (an older file gets them).
 _LEASE_COLUMNS = {"reserved_usd": "REAL NOT NULL DEFAULT 0", "renewed_at": "REAL NOT NULL DEFAULT 0",
                   "host": "TEXT NOT NULL DEFAULT ''"}
-_NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT NULL DEFAULT 0"}}
+_NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT NULL DEFAULT 0"},
+                "health": {"writer": "TEXT NOT NULL DEFAULT ''"}}
 
 
 def host_id() -> str:
@@ -155,7 +168,8 @@ class AccountStore:
             for table, columns in missing().items():  # again: another opener may have added them
                 for column, decl in columns.items():
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-                self._db.execute(f"UPDATE {table} SET renewed_at = ? WHERE renewed_at = 0", (time.time(),))
+                if "renewed_at" in columns:
+                    self._db.execute(f"UPDATE {table} SET renewed_at = ? WHERE renewed_at = 0", (time.time(),))
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -280,10 +294,21 @@ class AccountStore:
             (pool, max(live_after, -1e18)))}
 
     def save_health(self, account: str, *, state: str, cooling_until: float, episodes: int, auth_failures: int,
-                    last_error: str, events_seen: int) -> None:
-        self._db.execute("INSERT OR REPLACE INTO health VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    last_error: str, events_seen: int, writer: str = "") -> None:
+        """Overwrite the account's health row; ``writer`` names the keeper that wrote it (see
+        :meth:`stored_health`)."""
+        self._db.execute("INSERT OR REPLACE INTO health (account, state, cooling_until, episodes, auth_failures, "
+                         "last_error, updated_at, events_seen, writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (account, state, max(cooling_until, -1e18), episodes, auth_failures, last_error,
-                          time.time(), events_seen))
+                          time.time(), events_seen, writer))
+
+    def stored_health(self, account: str) -> StoredHealth | None:
+        """The account's health row as its last writer left it: what another run's keeper of the
+        account (another Ray on this state root) learned, for this one to take up."""
+        row = self._db.execute("SELECT state, cooling_until, last_error, events_seen, writer FROM health "
+                               "WHERE account = ?", (account,)).fetchone()
+        return None if row is None else StoredHealth(str(row[0]), float(row[1]), str(row[2]), int(row[3]),
+                                                     str(row[4]))
 
     # -- reads ------------------------------------------------------------------------------
     def load(self, account: str, since: float, *, live_after: float = float("-inf")) -> Saved:

@@ -41,6 +41,7 @@ from ray_bench.sandboxes.supervisor import (
     ResourceSupervisor,
     Supervision,
     docker_container_lister,
+    halt_path,
     require_no_halt,
     write_run_halt,
 )
@@ -439,37 +440,20 @@ class Driver:
     # -- stops -------------------------------------------------------------------------------
 
     def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
-        if self._disk_full is not None:
-            ledger.append(ev.Stop(reason=ev.StopReason.DISK_FULL, detail=self._disk_full))
-            self.pool.cancel(list(self.inflight))  # they could not write their files either
-            return "disk_full", self._disk_full
-        name = self.options.stop_signal() if self.options.stop_signal is not None else None
-        if name is not None:
-            # As `pause --now`: the running cells are cancelled and their sandboxes deleted.
-            self._signal_name = name
-            detail = f"{name} received; running cells cancelled; resume: {self._resume_command()}"
-            ledger.append(ev.Stop(reason=ev.StopReason.SIGNAL, signal=name, detail=detail))
-            self.pool.cancel(list(self.inflight))
-            return "signal", detail
-        pause = self.run_root / PAUSE_FILE
-        if pause.exists():
-            try:
-                request = load_state_json(pause)
-            except (OSError, ValueError):
-                request = {}
-            if not isinstance(request, dict):
-                request = {}
-            detail = f"paused by operator; first safe resume action: {request.get('resume_action', 'execute again')}"
-            ledger.append(ev.Paused.read(request))
-            if request.get("now"):
+        """Read the world into :class:`~ray_bench.scheduler.stops.Seen`, let
+        :func:`~ray_bench.scheduler.stops.world_stop` decide, and carry its decision out."""
+        decision = stops.world_stop(self._seen(ledger), self._resume_command())
+        if decision is not None:
+            event = decision.event
+            if decision.reason is ev.StopReason.HALT:
+                record = write_run_halt(self.run_root, list(self._halted.values()))
+                event = event.model_copy(update={"halt": record.to_json()})
+            if decision.reason is ev.StopReason.SIGNAL:
+                self._signal_name = event.signal if isinstance(event, ev.Stop) else None
+            ledger.append(event)
+            if decision.cancel_running:
                 self.pool.cancel(list(self.inflight))
-            return "paused", detail
-        now = self.clock.now()
-        if self._supervised is None or now - self._supervised >= self.options.supervisor_every_sec:
-            self._supervised = now
-            stop = self._supervise(ledger)
-            if stop is not None:
-                return stop
+            return decision.reason, decision.detail
         # An account's budget is its own (lifetime, every run on the state root): the account
         # refuses admission and the run stops as `budget` when no account can take a cell.
         halt = stops.spend_halt(self.spend)
@@ -477,6 +461,31 @@ class Driver:
             ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail))
             return halt.reason, halt.detail
         return None
+
+    def _seen(self, ledger: Ledger) -> stops.Seen:
+        """This round's world: the disk, a signal, the pause file; the nodes' supervisors only
+        when none of those stops the run, and every ``supervisor_every_sec``."""
+        signal = self.options.stop_signal() if self.options.stop_signal is not None else None
+        pause = self._pause_request()
+        if self._disk_full is not None or signal is not None or pause is not None:
+            return stops.Seen(disk_full=self._disk_full, signal=signal, pause=pause)
+        now = self.clock.now()
+        if self._supervised is None or now - self._supervised >= self.options.supervisor_every_sec:
+            self._supervised = now
+            self._supervise(ledger)
+        return stops.Seen(halted=[h.reason for h in self._halted.values()], node_count=self.supervision.node_count,
+                          halt_file=halt_path(self.run_root))
+
+    def _pause_request(self) -> dict[str, Any] | None:
+        """The pause file's request ({} when unreadable), None without a pause file."""
+        pause = self.run_root / PAUSE_FILE
+        if not pause.exists():
+            return None
+        try:
+            request = load_state_json(pause)
+        except (OSError, ValueError):
+            return {}
+        return request if isinstance(request, dict) else {}
 
     def _stop_on_full_ledger(self, ledger: Ledger, exc: BaseException) -> NoReturn:
         """The ledger itself (or another file of the driver) met a full disk: nothing more can
@@ -493,22 +502,16 @@ class Driver:
             ledger.append(ev.Stop(reason=ev.StopReason.DISK_FULL, detail=detail))
         raise RunStopped("disk_full", detail) from None
 
-    def _supervise(self, ledger: Ledger) -> tuple[str, str] | None:
+    def _supervise(self, ledger: Ledger) -> None:
         """A node under its reserve takes no more cells (``node_halt``); once no node may, the
-        run stops with ``resource-halt.json``. Running cells finish either way."""
+        run stops with ``resource-halt.json`` (:func:`~ray_bench.scheduler.stops.world_stop`).
+        Running cells finish either way."""
         for halt in self.supervision.check():
             if halt.node in self._halted:
                 continue
             self._halted[halt.node] = halt
             ledger.append(ev.NodeHalt.read(halt.to_json()))  # the halt file's own `kind` tag dropped
             self.pool.retire(halt.node)
-        if not self._halted or len(self._halted) < self.supervision.node_count:
-            return None
-        halt = write_run_halt(self.run_root, list(self._halted.values()))
-        detail = (f"resource halt: {'; '.join(h.reason for h in self._halted.values())}; running cells finish. "
-                  f"Resume needs --clear-halt {self.run_root / 'resource-halt.json'} --clearance-reason TEXT")
-        ledger.append(ev.Stop(reason=ev.StopReason.HALT, detail=detail, halt=halt.to_json()))
-        return "halt", detail
 
     def _resume_command(self) -> str:
         return f"ray-bench execute --plan {RunPaths(self.run_root).plan} --confirm {self.identity}"

@@ -19,11 +19,13 @@ from ray_bench.errors import (
     ArchiveEscapeError,
     SandboxCreateError,
     SandboxGoneError,
+    SandboxOutOfMemoryError,
     SandboxUnavailableError,
 )
 from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.base import LABEL_MANAGED, LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.docker import DockerBackend, task_image_tag
+from ray_bench.sandboxes.docker.sandbox import DockerSandbox
 
 from .conformance import BackendFactory, SandboxConformance, SpecFactory, live_sandbox
 
@@ -209,6 +211,31 @@ def test_memory_limit_reports_oom(base_image: str, run_id: str) -> None:
             assert (killed.exit_code, killed.oom_killed) == (137, False)
 
     asyncio.run(_with_backend(body))
+
+
+def test_a_container_whose_own_process_the_memory_limit_kills_is_out_of_memory_not_gone(
+    docker_client: Any, base_image: str, run_id: str
+) -> None:
+    """Under load the kernel's memcg killer can take the container's own process, not only the
+    command that grew (seen once in CI: a 64 MB task's attempt came back `executor`): that is the
+    memory limit's verdict (capacity), told apart from a container removed from outside."""
+    hog = 'sleep 2; x=0123456789abcdef; while :; do x="$x$x"; done'  # PID 1 grows past the limit
+    created = docker_client.api.create_container(
+        base_image, ["sh", "-c", hog], labels=run_labels(run_id, "cell", "attempt"),
+        host_config=docker_client.api.create_host_config(mem_limit="32m", memswap_limit="32m"))
+    docker_client.api.start(created["Id"])
+
+    async def body(backend: DockerBackend) -> None:
+        sbx = DockerSandbox(backend, created["Id"], spec(base_image, run_id))
+        with pytest.raises(SandboxOutOfMemoryError, match="memory limit") as caught:
+            await sbx.exec("sleep 60", timeout=120)
+        assert caught.value.failure_class == "capacity"
+        assert docker_client.api.inspect_container(created["Id"])["State"]["OOMKilled"] is True
+
+    try:
+        asyncio.run(_with_backend(body))
+    finally:
+        docker_client.api.remove_container(created["Id"], force=True)
 
 
 @pytest.mark.slow

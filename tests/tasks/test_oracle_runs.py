@@ -73,7 +73,8 @@ def _check(root: Path, tasks: list[str]) -> dict[str, dict[str, Any]]:
     assert (steps["_dir"] / "steps" / "second" / "verifier" / "reward.txt").is_file()
 
     oom = by_task["e2e-memory-limit"]
-    assert not oom.valid and oom.failure_class == "capacity", runs["e2e-memory-limit"]
+    said = {k: runs["e2e-memory-limit"].get(k) for k in ("error", "agent", "verifier")}
+    assert not oom.valid and oom.failure_class == "capacity", said
     assert all(r.task != "e2e-memory-limit" for r in rows.values())  # not a row
 
     art = runs["e2e-healthcheck-artifacts"]

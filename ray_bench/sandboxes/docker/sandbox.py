@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker.errors
 
-from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
+from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError, SandboxOutOfMemoryError
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
@@ -49,6 +49,8 @@ _KILL = 'p=$(cat "$1" 2>/dev/null) || exit 0; rm -f "$1"; ' + stop_group_sh('"$p
 # After a kill, a process that escaped its group (setsid) can keep the output pipes open.
 _DRAIN_GRACE_SEC = 5.0
 _GONE_SETTLE_SEC = 0.5
+#: How long an exit 137's OOM-kill count is tried for while the cgroup is still at its limit.
+_OOM_READ_SEC = 5.0
 
 
 def _gone_message(exc: docker.errors.APIError) -> bool:
@@ -197,21 +199,39 @@ class DockerSandbox(Sandbox):
 
     def _check_alive_and_oom(self, killed: bool) -> bool:
         """Raise SandboxGoneError unless the container still runs; then say whether the
-        memory limit's OOM killer ended the exec (only asked for exit 137)."""
+        memory limit's OOM killer ended the exec (only asked for exit 137).
+
+        dockerd marks ``OOMKilled`` when the kernel's event reaches it, which under load can come
+        after the exec's exit; the cgroup's own counter is read then, by an exec into a cgroup
+        that may still be at its limit (runc's exec fails there until the victim's memory is
+        uncharged), so that read is retried for up to :data:`_OOM_READ_SEC`."""
         state = self._state()
-        if killed and state.get("OOMKilled"):
-            return True
-        count = self._oom_count() if killed else 0
-        if count > self._oom_seen:
-            self._oom_seen = count
-            return True
-        if killed:
-            # A SIGKILL from `docker kill` / `docker rm -f` reaches the exec before dockerd
-            # marks the container stopped (measured: up to ~100 ms here); look again.
-            deadline = time.monotonic() + _GONE_SETTLE_SEC
-            while time.monotonic() < deadline:
-                time.sleep(0.1)
-                self._state()
+        if not killed:
+            return False
+        deadline = time.monotonic() + _OOM_READ_SEC
+        while True:
+            if state.get("OOMKilled"):
+                return True
+            try:
+                count = self._oom_count()
+            except docker.errors.APIError as exc:
+                if time.monotonic() >= deadline:
+                    raise SandboxError(f"exit 137 in container {self.id[:12]}, and its OOM-kill count "
+                                       f"could not be read for {_OOM_READ_SEC:.0f} s: {exc}") from exc
+                time.sleep(0.2)
+                state = self._state()
+                continue
+            if count > self._oom_seen:
+                self._oom_seen = count
+                return True
+            break
+        # A SIGKILL from `docker kill` / `docker rm -f` reaches the exec before dockerd
+        # marks the container stopped (measured: up to ~100 ms here); look again.
+        settle = time.monotonic() + _GONE_SETTLE_SEC
+        while time.monotonic() < settle:
+            time.sleep(0.1)
+            if self._state().get("OOMKilled"):
+                return True
         return False
 
     def _state(self) -> dict[str, Any]:
@@ -220,6 +240,10 @@ class DockerSandbox(Sandbox):
         except docker.errors.NotFound as exc:
             raise SandboxGoneError(f"container {self.id[:12]} was removed mid-cell") from exc
         if state.get("Status") != "running" or not state.get("Running"):
+            if state.get("OOMKilled"):  # the memory limit's killer took the container's own process
+                raise SandboxOutOfMemoryError(
+                    f"container {self.id[:12]} was killed by its memory limit (out of memory) "
+                    f"mid-cell (exit {state.get('ExitCode')})")
             raise SandboxGoneError(
                 f"container {self.id[:12]} stopped mid-cell ({state.get('Status')}, "
                 f"exit {state.get('ExitCode')}, oom {state.get('OOMKilled')})"
