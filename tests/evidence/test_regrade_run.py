@@ -1,8 +1,8 @@
 """`ray-bench regrade` on a real run (plan, the driver, the real runner on the local backend, no
 Ray): the arms keep their workspaces; one task's test.sh changes so the reward flips, another's
 instruction changes; regrade writes new attempt rows of kind `regrade` (the original rows as they
-were), the report shows the new reward, the changed instruction is a rerun, and status still
-folds the ledger's events."""
+were), the report shows the new reward, the changed instruction is a rerun (asked to regrade it,
+regrade refuses, exit 2), and status still folds the ledger's events."""
 
 from __future__ import annotations
 
@@ -109,6 +109,12 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
     assert "instruction changed" in out and "2 reuse" not in err and "2 regrade, 2 rerun" in err
     assert _attempts(root) == before  # a dry run writes nothing
 
+    # count-words' instruction changed: a rerun's case. Asked for, it is refused whole.
+    code, out, err = _invoke("regrade", str(root))
+    assert code == 2 and err.count("\n") == 1 and out == ""
+    assert "2 cells of count-words changed beyond tests/ (instruction)" in err and "--tasks hello-world" in err
+    assert _attempts(root) == before
+
     code, out, err = _invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0, err
     after = _attempts(root)
@@ -140,7 +146,7 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
     assert hello == [1.0, 1.0]  # the baseline's 0.0 was regraded to 1.0
 
     code, _, err = _invoke("regrade", str(root), "--tasks", "count-words")
-    assert code == 0 and "instruction changed" in err and "nothing to regrade" in err
+    assert code == 2 and err.count("\n") == 1 and "need a rerun, not a regrade" in err and "--tasks" not in err
     code, _, err = _invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0 and "nothing to regrade" in err  # graded by these tests already: reuse
     assert len(_attempts(root)) == len(after)

@@ -1,6 +1,7 @@
-"""A runner pool that runs each attempt to its end in this process on the local backend, when
-it is submitted: the real runner and sandbox without Ray, for tests whose subject is what an
-attempt leaves in the run root (kept workspaces, regrades), not scheduling."""
+"""A runner pool that runs each attempt to its end in this process when it is submitted: the
+real runner and sandbox backend without Ray, for tests whose subject is what an attempt leaves in
+the run root (kept workspaces, regrades), not scheduling. :class:`LocalRunPool` on the local
+backend; :class:`InProcessPool` on any (docker, daytona)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,22 @@ from typing import Any
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import ArtifactPlace, AttemptSummary
+from ray_bench.sandboxes import SandboxBackend
 from ray_bench.sandboxes.local import LocalBackend
 
 
-class LocalRunPool:
-    def __init__(self, sandboxes: Path) -> None:
-        self.backend = LocalBackend(sandboxes)
+class InProcessPool:
+    """Attempts one at a time on ``backend`` (closed by :meth:`close`, which the caller owns)."""
+
+    def __init__(self, backend: SandboxBackend) -> None:
+        self.backend = backend
+        self.submitted = 0
         self._done: dict[int, AttemptSummary] = {}
         self._seq = 0
 
     def submit(self, spec: AttemptSpec) -> int:
         self._seq += 1
+        self.submitted += 1
         place = ArtifactPlace(via="run-root", uri=spec.attempt_dir)
         self._done[self._seq] = asyncio.run(run_attempt(spec, self.backend, place))
         return self._seq
@@ -44,3 +50,11 @@ class LocalRunPool:
 
     def lost_nodes(self) -> list[str]:
         return []
+
+    def close(self) -> None:
+        asyncio.run(self.backend.close())
+
+
+class LocalRunPool(InProcessPool):
+    def __init__(self, sandboxes: Path) -> None:
+        super().__init__(LocalBackend(sandboxes))
