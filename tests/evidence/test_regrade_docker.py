@@ -1,0 +1,220 @@
+"""`ray-bench regrade` end to end on docker (busybox, real dockerd): `ray-bench plan` of two tasks x
+two arms keeping their workspaces (the receipt says so, with the artifact cap), the driver running
+every cell through the real runner on a docker backend (no Ray), then only hello-world's
+`tests/` edited so the unsolved baseline's reward flips. Regrade writes one new attempt of kind
+`regrade` per regraded cell in a fresh container, the source rows as they were, the report uses
+the new reward, and the agent never ran again: each agent run calls a counter on the host (the
+docker bridge's gateway), and the count stays at the cells'. Bad input is one line, exit 2,
+nothing written: a run that is not finished, and a task whose instruction or environment changed
+too (a rerun's case)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.local_pool import InProcessPool
+from support.suites import make_suite
+from typer.testing import CliRunner
+
+from ray_bench.cli import app
+from ray_bench.ledger import Ledger
+from ray_bench.ledger.store import AttemptRow
+from ray_bench.models.attempt import AttemptSummary
+from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.sandboxes import SandboxBackend
+from ray_bench.sandboxes.base import LABEL_RUN
+from ray_bench.scheduler.admission import CoreGate
+from ray_bench.scheduler.driver import Driver, RunOptions
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+FAST = {"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"}
+#: hello-world's new verifier also accepts no greeting at all: the unsolved baseline flips to 1.
+LENIENT = """#!/bin/sh
+out="${LOGS_DIR:-/logs}/verifier"
+mkdir -p "$out"
+greeting=$(cat "${APP_DIR:-/app}/hello.txt" 2>/dev/null)
+case "$greeting" in "Hello, world!"|"") echo 1 ;; *) echo 0 ;; esac > "$out/reward.txt"
+"""
+
+
+class Counter:
+    """Counts the agent's runs: an HTTP server on every interface, which an agent in a container
+    reaches through the docker bridge's gateway (busybox's wget)."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+        counter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                counter.hits.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Counter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _gateway() -> str:
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], check=False, capture_output=True,
+                         text=True).stdout.split()
+    return out[3].split("/")[0] if len(out) > 3 else "172.17.0.1"
+
+
+def _arms(url: str) -> list[dict[str, Any]]:
+    # The scripted agent solves every task (skill 100) or none (skill 0), after one call home.
+    command = f'wget -q -O /dev/null "{url}/$SCRIPTED_SKILL" || exit 9; sh "$AGENT_DIR/scripted-agent.sh"'
+    return [{"name": name, "role": role, "command": command, "agent_dir": "agents", "network": "public",
+             "env": {**FAST, "SCRIPTED_SKILL": skill}, "expose_solution": True, "keep_workspace": True}
+            for name, role, skill in (("baseline", "baseline", "0"), ("mcp", "variant", "100"))]
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _attempts(root: Path) -> list[AttemptRow]:
+    ledger = Ledger.open_readonly(root)
+    try:
+        return ledger.attempts()
+    finally:
+        ledger.close()
+
+
+def _summary(root: Path, attempt_id: str) -> AttemptSummary:
+    ledger = Ledger.open_readonly(root)
+    try:
+        summary = ledger.summary(attempt_id)
+    finally:
+        ledger.close()
+    assert summary is not None
+    return summary
+
+
+def _plan(suite: Path, accounts: Path, runs: Path, run_id: str) -> Path:
+    code, identity, err = _invoke("plan", "--suite", str(suite), "--accounts", str(accounts), "--runs-dir",
+                                  str(runs), "--run-id", run_id)
+    assert code == 0, err
+    assert identity.strip().startswith("sha256:")
+    return runs / run_id
+
+
+def _execute(root: Path, backend: SandboxBackend, tmp_path: Path, stop: str | None = None) -> int:
+    plan, identity = load_plan_file(root / PLAN_FILE)
+    pool = InProcessPool(backend)
+    options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state", read_available_mb=lambda: 1 << 20,
+                         stop_signal=(lambda: stop) if stop else None)
+    outcome = Driver(plan, identity, root, pool, gate=CoreGate(plan.accounts), options=options).run()
+    return outcome.exit_code
+
+
+@pytest.fixture
+def counter() -> Iterator[Counter]:
+    with Counter() as c:
+        yield c
+
+
+def test_a_docker_run_is_regraded_through_the_cli_without_running_its_agents(
+        tmp_path: Path, docker_client: Any, base_image: str, counter: Counter) -> None:
+    from ray_bench.sandboxes.docker import DockerBackend
+
+    url = f"http://{_gateway()}:{counter.port}/agent"
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "count-words"], arms=_arms(url),
+                                 preflight_cells=0, backend="docker", artifact_cap_mb=8,
+                                 backends={"docker": {"image": base_image, "max_sandboxes": 2}})
+    tasks = tmp_path / "s" / "tasks"
+    root = _plan(suite, accounts, tmp_path / "runs", "rgd")
+    receipt = (root / "receipt.md").read_text()
+    assert "## Kept workspaces (for `ray-bench regrade`)" in receipt
+    assert "| baseline | yes | 2 | the workdir's tarball shares the 8 MiB with the attempt's logs; at most 16 MiB " \
+           "over 2 cells;" in receipt
+
+    backend = DockerBackend()
+    try:
+        assert _execute(root, backend, tmp_path) == 0
+        # A second plan of the suite, stopped before its first cell: not finished.
+        stopped = _plan(suite, accounts, tmp_path / "runs", "rgd-stopped")
+        _execute(stopped, backend, tmp_path, stop="SIGTERM")
+    finally:
+        asyncio.run(backend.close())
+    before = _attempts(root)
+    assert len(before) == 4 and all(a.valid and a.kind == "run" and a.backend == "docker" for a in before)
+    assert sorted(counter.hits) == ["/agent/0", "/agent/0", "/agent/100", "/agent/100"]
+    baseline = next(a for a in before if a.task == "hello-world" and a.arm == "baseline")
+    assert baseline.reward == 0.0
+
+    # Not finished: one line, exit 2, nothing written.
+    left = _attempts(stopped)
+    code, out, err = _invoke("regrade", str(stopped))
+    assert code == 2 and err.count("\n") == 1 and out == "" and "not finished" in err, err
+    assert _attempts(stopped) == left
+
+    (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
+    instruction = tasks / "count-words" / "instruction.md"
+    as_planned = instruction.read_text()
+    instruction.write_text(as_planned + "\nCount hyphenated words once.\n")
+    environment = tasks / "count-words" / "environment"
+    environment.mkdir()
+    (environment / "Dockerfile").write_text("FROM busybox\n")
+    # count-words changed beyond its tests: a rerun, refused whole (hello-world not graded either).
+    for args in ([], ["--tasks", "count-words"]):
+        code, out, err = _invoke("regrade", str(root), *args)
+        assert code == 2 and err.count("\n") == 1 and out == "", err
+        assert "2 cells of count-words changed beyond tests/ (environment, instruction): they need a rerun" in err
+        assert ("--tasks hello-world" in err) == (not args)
+    assert _attempts(root) == before
+    assert len(counter.hits) == 4
+
+    code, out, err = _invoke("regrade", str(root), "--tasks", "hello-world")
+    assert code == 0, err
+    after = _attempts(root)
+    assert after[:len(before)] == before  # the source attempts untouched
+    regrades = {a.source_attempt: a for a in after if a.kind == "regrade"}
+    assert len(after) == len(before) + 2 and len(regrades) == 2
+    for row in before:
+        if row.task == "hello-world":
+            new = regrades[row.attempt_id]
+            assert (new.cell_id, new.valid, new.reward, new.cost_usd, new.counts, new.backend) == (
+                row.cell_id, True, 1.0, 0.0, False, "docker")
+            graded, source = _summary(root, new.attempt_id), _summary(root, row.attempt_id)
+            assert graded.regrade_of == row.attempt_id and graded.agent is None  # only the verifier ran
+            assert graded.sandbox_id and graded.sandbox_id != source.sandbox_id  # in a fresh container
+    assert f"{baseline.attempt_id} -> {regrades[baseline.attempt_id].attempt_id}, reward 0.0 -> 1.0" in out
+    assert len(counter.hits) == 4  # no agent ran: the counter is where the run left it
+
+    code, report, err = _invoke("report", str(root))
+    assert code == 0, err
+    assert (f"| hello-world | baseline | 1 | {baseline.attempt_id} | {regrades[baseline.attempt_id].attempt_id} "
+            "| 0.00 | 1.00 |") in report
+    assert "| baseline | 2 | 2 | 0 | 1 | 0.500 |" in report  # hello-world's regraded 1, count-words' 0
+
+    instruction.write_text(as_planned)  # count-words as graded again: nothing left to do
+    (environment / "Dockerfile").unlink()
+    environment.rmdir()
+    code, _, err = _invoke("regrade", str(root))
+    assert code == 0 and "nothing to regrade" in err, err
+    assert len(_attempts(root)) == len(after) and len(counter.hits) == 4
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}=rgd"}) == []
