@@ -10,10 +10,10 @@ too (a rerun's case)."""
 
 from __future__ import annotations
 
-import asyncio
+import os
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,10 @@ from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+#: The daytona test's credential route. Not a secret: the fixture accepts only this value.
+DAYTONA_KEY_ENV = "RAY_BENCH_TEST_REGRADE_DAYTONA_KEY"
+os.environ.setdefault(DAYTONA_KEY_ENV, "fake-daytona-regrade-key")
 
 FAST = {"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"}
 #: hello-world's new verifier also accepts no greeting at all: the unsolved baseline flips to 1.
@@ -122,9 +126,8 @@ def _plan(suite: Path, accounts: Path, runs: Path, run_id: str) -> Path:
     return runs / run_id
 
 
-def _execute(root: Path, backend: SandboxBackend, tmp_path: Path, stop: str | None = None) -> int:
+def _execute(root: Path, pool: InProcessPool, tmp_path: Path, stop: str | None = None) -> int:
     plan, identity = load_plan_file(root / PLAN_FILE)
-    pool = InProcessPool(backend)
     options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state", read_available_mb=lambda: 1 << 20,
                          stop_signal=(lambda: stop) if stop else None)
     outcome = Driver(plan, identity, root, pool, gate=CoreGate(plan.accounts), options=options).run()
@@ -141,10 +144,39 @@ def test_a_docker_run_is_regraded_through_the_cli_without_running_its_agents(
         tmp_path: Path, docker_client: Any, base_image: str, counter: Counter) -> None:
     from ray_bench.sandboxes.docker import DockerBackend
 
+    _regrade_end_to_end(tmp_path, counter, "docker", {"image": base_image, "max_sandboxes": 2}, DockerBackend)
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}=rgd"}) == []
+
+
+@pytest.mark.daytona
+def test_a_daytona_run_is_regraded_through_the_cli_without_running_its_agents(
+        tmp_path: Path, docker_client: Any, base_image: str, counter: Counter) -> None:
+    """The same on the daytona backend, against the local Daytona-compatible fixture: the
+    workspace leaves one fixture sandbox through the toolbox's file API and enters a fresh one."""
+    pytest.importorskip("daytona", reason="the daytona extra is not installed")
+    from support.daytona_server import DaytonaServer
+
+    from ray_bench.sandboxes import make_backend
+
+    server = DaytonaServer(docker_client=docker_client, default_image=base_image,
+                           api_key=os.environ[DAYTONA_KEY_ENV]).start()
+    try:
+        options = {"api_url": server.api_url, "api_key_env": DAYTONA_KEY_ENV}
+        _regrade_end_to_end(tmp_path, counter, "daytona",
+                            {"image": base_image, "max_sandboxes": 2, "options": options},
+                            lambda: make_backend("daytona", **options))
+        assert server.sandbox_ids() == [] and server.containers() == []
+        assert server.counts["created"] == 6  # 4 cells and 2 regrades, each in a sandbox of its own
+    finally:
+        server.stop()
+
+
+def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, backend_cfg: dict[str, Any],
+                        make: Callable[[], SandboxBackend]) -> None:
     url = f"http://{_gateway()}:{counter.port}/agent"
     suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "count-words"], arms=_arms(url),
-                                 preflight_cells=0, backend="docker", artifact_cap_mb=8,
-                                 backends={"docker": {"image": base_image, "max_sandboxes": 2}})
+                                 preflight_cells=0, backend=backend_name, artifact_cap_mb=8,
+                                 backends={backend_name: backend_cfg})
     tasks = tmp_path / "s" / "tasks"
     root = _plan(suite, accounts, tmp_path / "runs", "rgd")
     receipt = (root / "receipt.md").read_text()
@@ -152,16 +184,16 @@ def test_a_docker_run_is_regraded_through_the_cli_without_running_its_agents(
     assert "| baseline | yes | 2 | the workdir's tarball shares the 8 MiB with the attempt's logs; at most 16 MiB " \
            "over 2 cells;" in receipt
 
-    backend = DockerBackend()
+    pool = InProcessPool(make())
     try:
-        assert _execute(root, backend, tmp_path) == 0
+        assert _execute(root, pool, tmp_path) == 0
         # A second plan of the suite, stopped before its first cell: not finished.
         stopped = _plan(suite, accounts, tmp_path / "runs", "rgd-stopped")
-        _execute(stopped, backend, tmp_path, stop="SIGTERM")
+        _execute(stopped, pool, tmp_path, stop="SIGTERM")
     finally:
-        asyncio.run(backend.close())
+        pool.close()
     before = _attempts(root)
-    assert len(before) == 4 and all(a.valid and a.kind == "run" and a.backend == "docker" for a in before)
+    assert len(before) == 4 and all(a.valid and a.kind == "run" and a.backend == backend_name for a in before)
     assert sorted(counter.hits) == ["/agent/0", "/agent/0", "/agent/100", "/agent/100"]
     baseline = next(a for a in before if a.task == "hello-world" and a.arm == "baseline")
     assert baseline.reward == 0.0
@@ -198,7 +230,7 @@ def test_a_docker_run_is_regraded_through_the_cli_without_running_its_agents(
         if row.task == "hello-world":
             new = regrades[row.attempt_id]
             assert (new.cell_id, new.valid, new.reward, new.cost_usd, new.counts, new.backend) == (
-                row.cell_id, True, 1.0, 0.0, False, "docker")
+                row.cell_id, True, 1.0, 0.0, False, backend_name)
             graded, source = _summary(root, new.attempt_id), _summary(root, row.attempt_id)
             assert graded.regrade_of == row.attempt_id and graded.agent is None  # only the verifier ran
             assert graded.sandbox_id and graded.sandbox_id != source.sandbox_id  # in a fresh container
@@ -217,4 +249,3 @@ def test_a_docker_run_is_regraded_through_the_cli_without_running_its_agents(
     code, _, err = _invoke("regrade", str(root))
     assert code == 0 and "nothing to regrade" in err, err
     assert len(_attempts(root)) == len(after) and len(counter.hits) == 4
-    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}=rgd"}) == []

@@ -18,19 +18,19 @@ from ray_bench.sandboxes.local import LocalBackend
 
 
 class InProcessPool:
-    """Attempts one at a time on ``backend`` (closed by :meth:`close`, which the caller owns)."""
+    """Attempts one at a time on ``backend``, all on one event loop of the pool's (a backend's
+    HTTP sessions belong to the loop that opened them); :meth:`close` closes the backend on it."""
 
     def __init__(self, backend: SandboxBackend) -> None:
         self.backend = backend
-        self.submitted = 0
+        self._loop = asyncio.new_event_loop()
         self._done: dict[int, AttemptSummary] = {}
         self._seq = 0
 
     def submit(self, spec: AttemptSpec) -> int:
         self._seq += 1
-        self.submitted += 1
         place = ArtifactPlace(via="run-root", uri=spec.attempt_dir)
-        self._done[self._seq] = asyncio.run(run_attempt(spec, self.backend, place))
+        self._done[self._seq] = self._loop.run_until_complete(run_attempt(spec, self.backend, place))
         return self._seq
 
     def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
@@ -52,7 +52,10 @@ class InProcessPool:
         return []
 
     def close(self) -> None:
-        asyncio.run(self.backend.close())
+        try:
+            self._loop.run_until_complete(self.backend.close())
+        finally:
+            self._loop.close()
 
 
 class LocalRunPool(InProcessPool):
