@@ -1,12 +1,12 @@
-"""`ray-bench regrade` end to end on docker (busybox, real dockerd): `ray-bench plan` of two tasks x
-two arms keeping their workspaces (the receipt says so, with the artifact cap), the driver running
-every cell through the real runner on a docker backend (no Ray), then only hello-world's
-`tests/` edited so the unsolved baseline's reward flips. Regrade writes one new attempt of kind
-`regrade` per regraded cell in a fresh container, the source rows as they were, the report uses
-the new reward, and the agent never ran again: each agent run calls a counter on the host (the
-docker bridge's gateway), and the count stays at the cells'. Bad input is one line, exit 2,
-nothing written: a run that is not finished, and a task whose instruction or environment changed
-too (a rerun's case)."""
+"""`ray-bench regrade` end to end on docker (busybox, real dockerd) and on daytona (the local fixture
+server, tests/support/daytona_server.py): `ray-bench plan` of two tasks x two arms keeping their
+workspaces (the receipt says so, with the artifact cap), the driver running every cell through the
+real runner on the backend (no Ray), then only hello-world's `tests/` edited so the unsolved
+baseline's reward flips. Regrade writes one new attempt of kind `regrade` per regraded cell in a
+fresh sandbox, the source rows as they were, the report uses the new reward, and the agent never
+ran again: each agent run calls a counter on the host (through the docker bridge's gateway), and
+the count stays at the cells'. Bad input is one line, exit 2, nothing written: a run that is not
+finished, and a task whose instruction or environment changed too (a rerun's case)."""
 
 from __future__ import annotations
 
