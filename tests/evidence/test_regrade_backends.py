@@ -20,12 +20,10 @@ from typing import Any
 
 import pytest
 from support.local_pool import InProcessPool
+from support.regrades import FAST, LENIENT, attempt_rows, invoke
 from support.suites import make_suite
-from typer.testing import CliRunner
 
-from ray_bench.cli import app
 from ray_bench.ledger import Ledger
-from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.sandboxes import SandboxBackend
@@ -38,15 +36,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 #: The daytona test's credential route. Not a secret: the fixture accepts only this value.
 DAYTONA_KEY_ENV = "RAY_BENCH_TEST_REGRADE_DAYTONA_KEY"
 os.environ.setdefault(DAYTONA_KEY_ENV, "fake-daytona-regrade-key")
-
-FAST = {"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"}
-#: hello-world's new verifier also accepts no greeting at all: the unsolved baseline flips to 1.
-LENIENT = """#!/bin/sh
-out="${LOGS_DIR:-/logs}/verifier"
-mkdir -p "$out"
-greeting=$(cat "${APP_DIR:-/app}/hello.txt" 2>/dev/null)
-case "$greeting" in "Hello, world!"|"") echo 1 ;; *) echo 0 ;; esac > "$out/reward.txt"
-"""
 
 
 class Counter:
@@ -95,19 +84,6 @@ def _arms(url: str) -> list[dict[str, Any]]:
             for name, role, skill in (("baseline", "baseline", "0"), ("mcp", "variant", "100"))]
 
 
-def _invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _attempts(root: Path) -> list[AttemptRow]:
-    ledger = Ledger.open_readonly(root)
-    try:
-        return ledger.attempts()
-    finally:
-        ledger.close()
-
-
 def _summary(root: Path, attempt_id: str) -> AttemptSummary:
     ledger = Ledger.open_readonly(root)
     try:
@@ -119,7 +95,7 @@ def _summary(root: Path, attempt_id: str) -> AttemptSummary:
 
 
 def _plan(suite: Path, accounts: Path, runs: Path, run_id: str) -> Path:
-    code, identity, err = _invoke("plan", "--suite", str(suite), "--accounts", str(accounts), "--runs-dir",
+    code, identity, err = invoke("plan", "--suite", str(suite), "--accounts", str(accounts), "--runs-dir",
                                   str(runs), "--run-id", run_id)
     assert code == 0, err
     assert identity.strip().startswith("sha256:")
@@ -192,17 +168,17 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
         _execute(stopped, pool, tmp_path, stop="SIGTERM")
     finally:
         pool.close()
-    before = _attempts(root)
+    before = attempt_rows(root)
     assert len(before) == 4 and all(a.valid and a.kind == "run" and a.backend == backend_name for a in before)
     assert sorted(counter.hits) == ["/agent/0", "/agent/0", "/agent/100", "/agent/100"]
     baseline = next(a for a in before if a.task == "hello-world" and a.arm == "baseline")
     assert baseline.reward == 0.0
 
     # Not finished: one line, exit 2, nothing written.
-    left = _attempts(stopped)
-    code, out, err = _invoke("regrade", str(stopped))
+    left = attempt_rows(stopped)
+    code, out, err = invoke("regrade", str(stopped))
     assert code == 2 and err.count("\n") == 1 and out == "" and "not finished" in err, err
-    assert _attempts(stopped) == left
+    assert attempt_rows(stopped) == left
 
     (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
     instruction = tasks / "count-words" / "instruction.md"
@@ -213,16 +189,16 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
     (environment / "Dockerfile").write_text("FROM busybox\n")
     # count-words changed beyond its tests: a rerun, refused whole (hello-world not graded either).
     for args in ([], ["--tasks", "count-words"]):
-        code, out, err = _invoke("regrade", str(root), *args)
+        code, out, err = invoke("regrade", str(root), *args)
         assert code == 2 and err.count("\n") == 1 and out == "", err
         assert "2 cells of count-words changed beyond tests/ (environment, instruction): they need a rerun" in err
         assert ("--tasks hello-world" in err) == (not args)
-    assert _attempts(root) == before
+    assert attempt_rows(root) == before
     assert len(counter.hits) == 4
 
-    code, out, err = _invoke("regrade", str(root), "--tasks", "hello-world")
+    code, out, err = invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0, err
-    after = _attempts(root)
+    after = attempt_rows(root)
     assert after[:len(before)] == before  # the source attempts untouched
     regrades = {a.source_attempt: a for a in after if a.kind == "regrade"}
     assert len(after) == len(before) + 2 and len(regrades) == 2
@@ -237,7 +213,7 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
     assert f"{baseline.attempt_id} -> {regrades[baseline.attempt_id].attempt_id}, reward 0.0 -> 1.0" in out
     assert len(counter.hits) == 4  # no agent ran: the counter is where the run left it
 
-    code, report, err = _invoke("report", str(root))
+    code, report, err = invoke("report", str(root))
     assert code == 0, err
     assert (f"| hello-world | baseline | 1 | {baseline.attempt_id} | {regrades[baseline.attempt_id].attempt_id} "
             "| 0.00 | 1.00 |") in report
@@ -246,6 +222,6 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
     instruction.write_text(as_planned)  # count-words as graded again: nothing left to do
     (environment / "Dockerfile").unlink()
     environment.rmdir()
-    code, _, err = _invoke("regrade", str(root))
+    code, _, err = invoke("regrade", str(root))
     assert code == 0 and "nothing to regrade" in err, err
-    assert len(_attempts(root)) == len(after) and len(counter.hits) == 4
+    assert len(attempt_rows(root)) == len(after) and len(counter.hits) == 4
