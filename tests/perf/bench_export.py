@@ -10,7 +10,8 @@ ConcurrentPool``, as many side by side as admission allows). Then ``ray-bench ex
   ``result.json`` through its models (``JobConfig``, ``JobResult``, ``TrialConfig``,
   ``TrialResult``), then a running ``harbor view`` on loopback asked for ``/api/jobs`` and every
   page of ``/api/jobs/{job}/trials``;
-- inspect_ai's ``read_eval_log`` on each ``.eval``.
+- inspect_ai's ``read_eval_log`` on each ``.eval``, and a running ``inspect view`` asked for its
+  listing and each log.
 
 Each must give ray-bench's report: one job (log) per arm, one trial (sample) per cell, and the
 mean reward per arm (Harbor's ``reward_valid`` trials, its job ``stats`` metric and its viewer's
@@ -52,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +167,23 @@ def _size(path: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
+def _inspect_view(logs: Path, work: Path) -> tuple[dict[str, tuple[int, float]], float]:
+    """A running ``inspect view`` asked for its log listing and each log: arm -> (samples, mean)."""
+    from support.servers import free_port, get_json, viewer
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/api"
+    started = time.perf_counter()
+    found: dict[str, tuple[int, float]] = {}
+    with viewer([str(Path(sys.executable).parent / "inspect"), "view", "--log-dir", str(logs), "--host",
+                 "127.0.0.1", "--port", str(port)], f"{base}/log-files", work / "inspect-view.log"):
+        for f in get_json(f"{base}/log-files")["files"]:
+            log = get_json(f"{base}/logs/{urllib.parse.quote(f['name'], safe='')}")
+            found[f["task"].split("/")[1]] = (len(log["samples"]),
+                                              log["results"]["scores"][0]["metrics"]["mean"]["value"])
+    return found, time.perf_counter() - started
+
+
 def _free_port() -> int:
     import socket
 
@@ -233,6 +252,7 @@ def main() -> int:
                       if s.scores and s.invalidation is None]
             got_inspect[arm] = (len(log.samples), len(scored), log.results.scores[0].metrics["mean"].value,
                                 sum(scored) / len(scored))
+        viewed, view_s = _inspect_view(inspect_out, work)
 
         reader = subprocess.run([str(HARBOR_PYTHON), "-c", HARBOR_READER, str(harbor_out), str(_free_port())],
                                 check=False, capture_output=True, text=True, timeout=900)
@@ -247,20 +267,24 @@ def main() -> int:
             i = got_inspect[arm]
             checks = {"harbor trials": (m["trials"], cells), "harbor n_total_trials": (m["n_total_trials"], cells),
                       "harbor valid": (m["valid"], valid), "harbor view trials": (v["trials"], cells),
-                      "inspect samples": (i[0], cells), "inspect scored": (i[1], valid)}
+                      "inspect samples": (i[0], cells), "inspect scored": (i[1], valid),
+                      "inspect view samples": (viewed[arm][0], cells)}
             bad += [f"{arm}: {k} {a} != {b}" for k, (a, b) in checks.items() if a != b]
             means = {"harbor models": m["mean"], "harbor stats": m["stats_mean"], "harbor view": v["mean"],
-                     "harbor view trials": v["trials_mean"], "inspect results": i[2], "inspect samples": i[3]}
+                     "harbor view trials": v["trials_mean"], "inspect results": i[2], "inspect samples": i[3],
+                     "inspect view": viewed[arm][1]}
             bad += [f"{arm}: {k} mean {a} != {mean}" for k, a in means.items() if not math.isclose(a, mean)]
             print(f"{arm}: report {cells} cells, {valid} valid, mean {mean:.4f} | Harbor models {m['trials']} trials "
                   f"mean {m['mean']:.4f} (stats {m['stats_mean']:.4f}), harbor view {v['trials']} trials mean "
-                  f"{v['mean']:.4f} | Inspect {i[0]} samples mean {i[2]:.4f}")
+                  f"{v['mean']:.4f} | Inspect {i[0]} samples mean {i[2]:.4f}, inspect view {viewed[arm][0]} samples "
+                  f"mean {viewed[arm][1]:.4f}")
         print(f"run: {done['cells']} cells in {done['run_s']:.0f} s; run root {run_files} files, "
               f"{run_bytes / 1e6:.2f} MB")
         print(f"export harbor: {harbor_s:.1f} s, {len(harbor['models'])} jobs, {h_files} files, {h_bytes / 1e6:.2f} MB")
         print(f"export inspect: {inspect_s:.1f} s, {len(logs)} logs, {i_files} files, {i_bytes / 1e6:.2f} MB")
         print(f"read back: Harbor models {harbor['load_s']:.1f} s, harbor view ready {harbor['view_ready_s']:.1f} s "
-              f"and its API {harbor['api_s']:.1f} s; read_eval_log {read_s:.1f} s")
+              f"and its API {harbor['api_s']:.1f} s; read_eval_log {read_s:.1f} s; inspect view ready and its "
+              f"API {view_s:.1f} s")
         for line in bad:
             print(f"MISMATCH {line}")
         return 1 if bad else 0
