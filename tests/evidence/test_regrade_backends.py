@@ -84,6 +84,12 @@ def _arms(url: str) -> list[dict[str, Any]]:
             for name, role, skill in (("baseline", "baseline", "0"), ("mcp", "variant", "100"))]
 
 
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under the run's attempts, by path (relative to attempts/), with its bytes."""
+    attempts = root / "attempts"
+    return {str(p.relative_to(attempts)): p.read_bytes() for p in sorted(attempts.rglob("*")) if p.is_file()}
+
+
 def _summary(root: Path, attempt_id: str) -> AttemptSummary:
     ledger = Ledger.open_readonly(root)
     try:
@@ -174,11 +180,13 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
     baseline = next(a for a in before if a.task == "hello-world" and a.arm == "baseline")
     assert baseline.reward == 0.0
 
+    as_run = _files(root)
+
     # Not finished: one line, exit 2, nothing written.
-    left = attempt_rows(stopped)
+    left, stopped_files = attempt_rows(stopped), _files(stopped)
     code, out, err = invoke("regrade", str(stopped))
     assert code == 2 and err.count("\n") == 1 and out == "" and "not finished" in err, err
-    assert attempt_rows(stopped) == left
+    assert attempt_rows(stopped) == left and _files(stopped) == stopped_files
 
     (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
     instruction = tasks / "count-words" / "instruction.md"
@@ -193,13 +201,15 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
         assert code == 2 and err.count("\n") == 1 and out == "", err
         assert "2 cells of count-words changed beyond tests/ (environment, instruction): they need a rerun" in err
         assert ("--tasks hello-world" in err) == (not args)
-    assert attempt_rows(root) == before
+    assert attempt_rows(root) == before and _files(root) == as_run
     assert len(counter.hits) == 4
 
     code, out, err = invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0, err
     after = attempt_rows(root)
-    assert after[:len(before)] == before  # the source attempts untouched
+    assert after[:len(before)] == before  # the source attempts untouched: their rows and their files
+    assert {k: v for k, v in _files(root).items() if k.split("/")[0] in {a.attempt_id for a in before}} == {
+        k: v for k, v in as_run.items() if k.split("/")[0] in {a.attempt_id for a in before}}
     regrades = {a.source_attempt: a for a in after if a.kind == "regrade"}
     assert len(after) == len(before) + 2 and len(regrades) == 2
     for row in before:

@@ -19,27 +19,35 @@ mean reward per arm (Harbor's ``reward_valid`` trials, its job ``stats`` metric 
 
     .venv/bin/python tests/perf/bench_export.py [--reps 25] [--keep DIR]
 
-Measured 2026-12-02 16:32-16:37 UTC, ``PYTHONPATH=$PWD .venv/bin/python tests/perf/bench_export.py
---keep /tmp/rb-export-200`` (Python 3.11 for the run and the exports, 3.12 for Harbor 0.26; 2 vCPU
-shared with four other sessions' tests, load 5-16; exit 0, 5 min of wall time in all):
+Measured 2026-12-02, ``PYTHONPATH=$PWD .venv/bin/python tests/perf/bench_export.py --keep DIR``
+(Python 3.11 for the run and the exports, 3.12 for Harbor 0.26; 2 vCPU shared with four other
+sessions' tests; exit 0 both times). Run A, 16:32 UTC at load 5-16, before the ``inspect view``
+check was added; run B, 16:45 UTC at load 11-14, the script as it is:
 
 | | baseline | mcp |
 |---|---|---|
 | report: cells / valid / mean reward | 100 / 100 / 0.4300 | 100 / 100 / 0.9400 |
 | Harbor models: trials, mean of `reward_valid` trials, job `stats` mean | 100, 0.4300, 0.4300 | 100, 0.9400, 0.9400 |
-| `harbor view`: `/api/jobs` mean, trials listed (1 page of 100) | 0.4300, 100 | 0.9400, 100 |
+| `harbor view`: `/api/jobs` mean, trials listed (1 page), their mean | 0.4300, 100, 0.4300 | 0.9400, 100, 0.9400 |
 | inspect `read_eval_log`: samples, `results` mean | 100, 0.4300 | 100, 0.9400 |
+| `inspect view` (run B): samples, `results` mean | 100, 0.4300 | 100, 0.9400 |
 
-- the run: 200 cells in 197 s (4 side by side); its run root 803 files, 1.01 MB;
-- `ray-bench export harbor`: 12.9 s (a CLI subprocess, start-up included), 2 jobs, 1,202 files,
-  0.39 MB;
-- `ray-bench export inspect`: 30.3 s (start-up and inspect_ai's import included), 2 `.eval` files,
-  0.19 MB;
-- read back: Harbor's models over every file 0.3 s; `harbor view` ready in 13.1 s, its API
-  (jobs and every trial page) 0.3 s; `read_eval_log` of both logs 0.5 s.
+| | run A | run B |
+|---|---|---|
+| the run (200 cells, 4 side by side) | 197 s | 145 s |
+| its run root | 803 files, 1.01 MB | 804 files, 1.01 MB |
+| `ray-bench export harbor` (a CLI subprocess, start-up included) | 12.9 s | 3.3 s |
+| its output: 2 jobs | 1,202 files, 0.39 MB | 1,204 files, 0.39 MB |
+| `ray-bench export inspect` (start-up and inspect_ai's import included) | 30.3 s | 9.2 s |
+| its output: 2 `.eval` files | 0.19 MB | 0.19 MB |
+| Harbor's models over every file | 0.3 s | 0.0 s |
+| `harbor view` ready / its API (jobs and every trial page) | 13.1 s / 0.3 s | 5.2 s / 0.2 s |
+| `read_eval_log` of both logs | 0.5 s | 0.2 s |
+| `inspect view` ready and its API | - | 7.8 s |
 
-The same script at ``--reps 2`` (16 cells) exported in 4.1 s (Harbor) and 14.8 s (Inspect): most
-of an export's time at this size is the CLI's start-up, not the cells.
+The same script at ``--reps 2`` (16 cells, load ~13) exported in 4.1 s (Harbor) and 14.8 s
+(Inspect): at this size an export's time is mostly the CLI's start-up and the machine's load, not
+the cells. The means are the same in both runs because the scripted agent's rolls are seeded.
 """
 
 from __future__ import annotations
