@@ -18,7 +18,8 @@ agent facts with the new verifier's; the source row is never touched. The accept
 (:func:`ray_bench.ledger.rows.accepted_rows`) gives the row its latest valid regrade's reward.
 
 Refused (bad input, nothing written): a run that is not finished, one a live driver holds, an
-official run, an unknown task name.
+official run, an unknown task name, a selected task that changed beyond its ``tests/`` (its
+instruction, environment, solution or config: a rerun's case, not a regrade's).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class CellChoice:
     row: AttemptRow | None = None
     tests_sha256: str = ""
     task_sha256: str = ""
+    #: The task's parts other than tests/ that changed since the row was graded (a rerun's cause).
+    beyond_tests: tuple[str, ...] = ()
 
 
 @dataclass
@@ -132,7 +135,7 @@ def _choice(cell: PlanCell, task: PlanTask, row: AttemptRow | None, summaries: d
     others = [p for p in changed if p != "tests"]
     if others:
         return CellChoice(cell, "rerun", f"the task's {', '.join(others)} changed, not only its tests: the agent "
-                          "must run again (`ray-bench gaps` or `plan` a new run)", row)
+                          "must run again (`ray-bench gaps` or `plan` a new run)", row, beyond_tests=tuple(others))
     if not workspace.kept or not workspace.file:
         return CellChoice(cell, "rerun", f"its tests changed but its workspace was not kept ({workspace.reason}, "
                           f"{workspace.workspace_bytes or 0:,} bytes): plan it again", row)
@@ -162,6 +165,7 @@ def regrade_run(run_root: Path, tasks: list[str] | None = None, *, catalog: Cata
                 backend_of: Callable[[str, dict[str, object]], SandboxBackend] | None = None) -> RegradeResult:
     """Regrade every cell :func:`choose` says to, each as a new attempt; return what was done."""
     plan, identity, choices = choose(run_root, tasks)
+    _refuse_beyond_tests(run_root, choices)
     result = RegradeResult(run_root, choices)
     todo = [c for c in choices if c.action == "regrade"]
     if not todo:
@@ -174,6 +178,23 @@ def regrade_run(run_root: Path, tasks: list[str] | None = None, *, catalog: Cata
         finally:
             ledger.close()
     return result
+
+
+def _refuse_beyond_tests(run_root: Path, choices: list[CellChoice]) -> None:
+    """A task whose instruction, environment, solution or config changed needs its agent run
+    again: asking to regrade it is bad input, refused before anything is graded (so a run is never
+    left half regraded by a command that could not do what it was asked)."""
+    beyond = [c for c in choices if c.beyond_tests]
+    if not beyond:
+        return
+    tasks = sorted({c.cell.task for c in beyond})
+    parts = sorted({p for c in beyond for p in c.beyond_tests})
+    others = sorted({c.cell.task for c in choices if c.action == "regrade"})
+    raise UserInputError(
+        f"{len(beyond)} cell{'s' if len(beyond) != 1 else ''} of {', '.join(tasks)} changed beyond tests/ "
+        f"({', '.join(parts)}): they need a rerun, not a regrade", where=str(run_root),
+        fix=(f"regrade the rest with --tasks {','.join(others)}; " if others else "")
+        + "plan the changed tasks again (`ray-bench gaps` or `plan`); `--dry-run` lists every cell")
 
 
 def _make(name: str, options: dict[str, object]) -> SandboxBackend:

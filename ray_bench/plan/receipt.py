@@ -7,7 +7,14 @@ from collections import Counter
 
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
-from ray_bench.plan.receipt_terms import cells_line, estimate_lines, glossary_lines, power_lines, task_lines
+from ray_bench.plan.receipt_terms import (
+    cells_line,
+    estimate_lines,
+    glossary_lines,
+    power_lines,
+    task_lines,
+    workspace_lines,
+)
 from ray_bench.plan.roles import render_roles
 from ray_bench.plan.watchdog import watchdog_lines
 from ray_bench.textsafe import code_span, escape_controls, table_cell
@@ -37,6 +44,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
         out.append(f"| {table_cell(arm.name)} | {arm.role} | {code_span(shown)} | {timeout} | "
                    f"{table_cell(', '.join(sorted(arm.env))) or '-'} |")
     out += agents_section(plan)
+    out += ["", *workspace_lines(plan)]
     out += ["", *render_roles(plan.arms)]
     out += ["", *watchdog_lines(plan.arms)]
     out += ["", "## Accounts", "",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ray_bench.models.plan import Plan
+from ray_bench.textsafe import table_cell
 
 #: Past this many tasks the receipt lists the first and last few and says how many it left out.
 TASK_LIST_MAX = 20
@@ -83,6 +84,25 @@ def estimate_lines(plan: Plan) -> list[str]:
             lines.append(f"- the estimate leaves out {', '.join(dollars)}: no cost history to say when "
                          "they bind (`ray-bench simulate --plan ... --usd-per-hour X` models them)")
     lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
+    return lines
+
+
+def workspace_lines(plan: Plan) -> list[str]:
+    """Which arms keep the agent's final workspace for ``ray-bench regrade``, and what that costs:
+    the tarball shares each attempt's artifact cap with its logs (never cut short: a workspace
+    over what the logs leave is not kept, and its cell can only be rerun), so the most a run keeps
+    is its cells times the cap."""
+    per_arm = Counter(c.arm for c in plan.cells)
+    cap = plan.artifact_cap_mb
+    lines = ["## Kept workspaces (for `ray-bench regrade`)", "",
+             f"| arm | keep_workspace | cells | what it costs against the artifact cap ({cap} MiB per attempt) |",
+             "|---|---|---|---|"]
+    for arm in plan.arms:
+        cells = per_arm.get(arm.name, 0)
+        cost = (f"the workdir's tarball shares the {cap} MiB with the attempt's logs; at most "
+                f"{cells * cap:,} MiB over {cells} cells; one over what its logs leave is not kept (rerun)"
+                if arm.keep_workspace else "none: a changed tests/ needs the agent run again")
+        lines.append(f"| {table_cell(arm.name)} | {'yes' if arm.keep_workspace else 'no'} | {cells} | {cost} |")
     return lines
 
 

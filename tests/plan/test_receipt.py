@@ -147,3 +147,19 @@ def test_the_receipt_is_terminal_safe_and_names_the_real_plan_path(tmp_path: Pat
     assert len(re.split(r"(?<!\\)\|", rows[0])) == 7
     confirm = f"ray-bench execute --plan {runs.resolve()}/r1/launch-plan.json --confirm {planned.identity}"
     assert confirm in receipt and "runs/r1/launch-plan.json" not in receipt.split("## Confirm")[1]
+
+
+def test_the_receipt_shows_keep_workspace_per_arm_and_its_share_of_the_artifact_cap(tmp_path: Path) -> None:
+    fast = {"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"}
+    arms = [{"name": "baseline", "role": "baseline", "command": "true", "env": fast},
+            {"name": "mcp", "role": "variant", "command": "true", "env": fast, "keep_workspace": True}]
+    suite, accounts = make_suite(tmp_path / "s", reps=3, arms=arms, artifact_cap_mb=16)
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1")
+    receipt = (planned.run_root / "receipt.md").read_text()
+    section = receipt.split("## Kept workspaces (for `ray-bench regrade`)\n\n", 1)[1].split("\n\n", 1)[0]
+    rows = section.splitlines()
+    assert rows[0] == "| arm | keep_workspace | cells | what it costs against the artifact cap (16 MiB per attempt) |"
+    assert rows[2] == "| baseline | no | 24 | none: a changed tests/ needs the agent run again |"
+    assert rows[3].startswith("| mcp | yes | 24 | the workdir's tarball shares the 16 MiB with the attempt's logs; "
+                              "at most 384 MiB over 24 cells; one over what its logs leave is not kept (rerun) |")
+    assert len(rows) == 4
