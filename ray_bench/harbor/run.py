@@ -200,7 +200,10 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
     with environment.scoped_exec_env(agent.extra_env):
         try:
             timed_out = await _until_stopped(_setup_and_run(agent, environment, call.instruction, context, watch),
-                                             calls, call.timeout_sec, watch)
+                                             calls, call.timeout_sec,
+                                             # an installed agent's watched command ends itself, and
+                                             # Harbor's clean-up (Codex's session copy) runs after it
+                                             watch if call.cli is None else None)
         finally:
             if monitor is not None:
                 monitor.cancel()

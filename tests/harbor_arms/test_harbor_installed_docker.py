@@ -176,3 +176,31 @@ def test_a_harbor_claude_code_refused_429_is_the_cli_adapters_rate_limit_with_it
     verdict = classify(summary, Catalog.default())
     assert verdict.effect == "rate_limited" and verdict.retry_after == 7.0 and not verdict.valid, verdict
     _no_key(tmp_path / "limited")
+
+
+def test_a_harbor_codex_looping_is_stopped_by_the_watchdog_and_harbors_clean_up_keeps_its_session(
+        tmp_path: Path, base_image: str, clis: None) -> None:
+    """The same through Harbor's codex: the watched ``codex exec`` is ended, Harbor's own clean-up
+    then copies the CLI's rollout session into ``/logs/agent`` (it runs unwatched), and the usage
+    so far comes from that session with every response id, in the order served."""
+    make_suite(tmp_path / "suite", tasks=["hello-world"])
+    loop = Answer(tool="exec_command", tool_input={"cmd": "ls"}, input_tokens=640, output_tokens=21,
+                  cache_read_tokens=128)
+    with FakeProvider(host="0.0.0.0", default=loop) as fake:
+        spec = _spec(tmp_path, base_image, "codex", "openai/gpt-5",
+                     {"OPENAI_BASE_URL": f"http://{_gateway()}:{fake.port}/v1"}, {"OPENAI_API_KEY": "RB_HINST_KEY"},
+                     name="looping", watchdog=Watchdog(repeats=4))
+        summary = run_on_docker(spec)
+        served_ids = list(fake.served.response_ids)
+    assert summary.error is None, summary.error
+    assert summary.watchdog is not None and summary.watchdog.rule == "repeated_tool_call", (summary.agent, summary)
+    assert summary.verifier is None and summary.agent is not None and not summary.agent.timed_out
+    assert classify(summary, Catalog.default()).failure_class == "behaviour"
+    usage = summary.to_json()["usage"]
+    seen = usage["request_ids"]
+    assert len(seen) >= 4 and seen == served_ids[:len(seen)], (usage, served_ids)
+    assert usage["source"] == "session", usage
+    assert (usage["input_tokens"], usage["cache_read_tokens"], usage["output_tokens"]) == (
+        512 * len(seen), 128 * len(seen), 21 * len(seen)), usage
+    assert list((tmp_path / "looping" / "logs" / "agent" / "sessions").rglob("rollout-*.jsonl"))
+    _no_key(tmp_path / "looping")
