@@ -63,6 +63,7 @@ from ray_bench.models.attempt import (
     ExecFacts,
     HealthcheckFacts,
     Usage,
+    WatchdogFacts,
 )
 from ray_bench.models.task import artifact_entries
 from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
@@ -406,7 +407,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
     summary.agent_started = True  # from here a cancelled attempt may have spent (ray_bench.ledger.cost)
     if spec.agent == "harbor":
         agent, stopped = await _run_harbor(sandbox, spec, task_dir, base_env, creds, workdir, redactor,
-                                           online=switch.online), None
+                                           online=switch.online)
     else:
         command = command_for(spec.agent, spec.model, spec.agent_command, spec.agent_args, spec.mcp_servers,
                               spec.max_turns)
@@ -497,25 +498,34 @@ async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_
 
 
 async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_env: dict[str, str],
-                      creds: Credentials, workdir: str | None, redactor: Redactor, *, online: bool) -> ExecResult:
+                      creds: Credentials, workdir: str | None, redactor: Redactor, *,
+                      online: bool) -> tuple[ExecResult, WatchdogFacts | None]:
     """A Harbor arm's agent phase (:mod:`ray_bench.harbor.run`, imported here only: Harbor needs
-    Python 3.12). The sandbox sees the task's env and paths; the account's credentials go to
-    the agent's own model client (:func:`ray_bench.harbor.credentials.llm_settings`)."""
+    Python 3.12), and the watchdog's facts when it stopped the agent. The sandbox sees the
+    task's env and paths; the account's credentials go to a host-side agent's own model client
+    (:func:`ray_bench.harbor.credentials.llm_settings`), and to an installed agent's commands as
+    Harbor's ``extra_env`` (its CLI calls the model from the sandbox, as a CLI arm's does)."""
+    from ray_bench.harbor.arms import HOST_SIDE, laid_cli
     from ray_bench.harbor.credentials import llm_settings
     from ray_bench.harbor.run import HarborCall, run_harbor_agent
 
-    call = HarborCall(agent=spec.harbor_agent or "", options=dict(spec.harbor_options), model=spec.model,
+    name = spec.harbor_agent or ""
+    installed = name not in HOST_SIDE
+    call = HarborCall(agent=name, options=dict(spec.harbor_options), model=spec.model,
                       instruction=(task_dir / "instruction.md").read_text(), task_dir=task_dir,
                       attempt_dir=Path(spec.attempt_dir), sandbox_env=base_env, agent_env=dict(spec.agent_env),
                       workdir=workdir,
                       user=user_of(spec.task_config.agent.user), timeout_sec=spec.agent_timeout_sec,
-                      llm_settings=llm_settings(creds.env, spec.agent_env), download_cap=spec.artifact_cap_bytes,
-                      session_id=f"{spec.cell_id}__{spec.attempt_id}", online=online)
-    result = await run_harbor_agent(sandbox, call)
+                      llm_settings={} if installed else llm_settings(creds.env, spec.agent_env),
+                      download_cap=spec.artifact_cap_bytes,
+                      session_id=f"{spec.cell_id}__{spec.attempt_id}", online=online,
+                      route_env=dict(creds.env) if installed else {}, cli=laid_cli(name) if installed else None,
+                      watchdog=spec.watchdog)
+    result, stopped = await run_harbor_agent(sandbox, call)
     # Harbor writes the agent's kwargs into its trajectory (Terminus 2's llm_kwargs hold the
     # key): the host-side trial directory is redacted before anything reads it.
     redactor.tree(Path(spec.attempt_dir) / HARBOR_DIR)
-    return result
+    return result, stopped
 
 
 async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor, summary: AttemptSummary,
@@ -545,8 +555,18 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         network=spec.network,
         workdir=spec.workdir,
         lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec),
-        agent_layer=prepare_layer(spec.agent) if spec.backend == "docker" else None,
+        agent_layer=prepare_layer(layer_agent(spec)) if spec.backend == "docker" else None,
     )
+
+
+def layer_agent(spec: AttemptSpec) -> str:
+    """Whose CLI is laid over the image: the arm's agent, or for a Harbor installed agent the
+    ray-bench agent of the same CLI (Harbor's setup then finds it; ray_bench.harbor.arms)."""
+    if spec.agent == "harbor":
+        from ray_bench.harbor.arms import laid_cli
+
+        return laid_cli(spec.harbor_agent) or "harbor"
+    return spec.agent
 
 
 async def _delete_shielded(sandbox: Sandbox, summary: AttemptSummary) -> None:

@@ -16,6 +16,21 @@ MODEL_FREE = frozenset({"oracle", "nop"})
 #: Harbor agents whose code runs on the host and drives the sandbox from outside (LiteLLM calls
 #: leave the driver's node, never the sandbox); every other one installs itself in the sandbox.
 HOST_SIDE = frozenset({"terminus-2", "oracle", "nop"})
+#: Harbor's installed agents whose CLI ray-bench lays over the task image on docker (the
+#: ray-bench adapter of the same CLI, :mod:`ray_bench.agents.layer`). Harbor's ``install()``
+#: first runs the agent's version command (``is_requested_version_installed``): with the CLI on
+#: the image's PATH it finds it and installs nothing, so the setup succeeds offline. The adapter
+#: also reads the CLI's own output live (the watchdog) and after the run (request ids).
+LAID_CLI = {"claude-code": "claude-code", "codex": "codex", "gemini-cli": "gemini-cli"}
+#: What each laid CLI's Harbor agent leaves in the sandbox's ``/logs/agent``: its stdout (as
+#: the adapter reads a CLI's stdout); the sessions go to ``sessions/`` there, as the adapters
+#: collect them.
+CLI_OUTPUT = {"claude-code": "claude-code.txt", "codex": "codex.txt", "gemini-cli": "gemini-cli.txt"}
+
+
+def laid_cli(harbor_agent: str | None) -> str | None:
+    """The ray-bench agent whose CLI layer serves Harbor's ``harbor_agent``, or None."""
+    return LAID_CLI.get(harbor_agent or "")
 #: Where a Python 3.12 environment with the extra comes from (one line of every refusal).
 HOW_TO_GET = ("run scripts/harbor-env.sh and plan with .venv-harbor/bin/ray-bench, or "
               "`pip install 'ray-bench[harbor]'` under Python 3.12")
@@ -77,7 +92,10 @@ def harbor_arm(arm: Arm) -> HarborArm | str:
     if name not in MODEL_FREE and not arm.model:
         return f"Harbor agent {name} calls a model: give the arm a `model:` (a LiteLLM name, e.g. anthropic/...)"
     shown = options.model_dump(mode="json") if options is not None else dict(arm.harbor_options)
-    return HarborArm(agent=name, version=_agent_version(cls), harbor_version=_harbor_version(),
+    pinned = shown.get("version") if isinstance(shown, dict) else None
+    version = (f"{pinned} (pinned: Harbor's setup installs it where the image lacks it)" if pinned
+               else _agent_version(cls))
+    return HarborArm(agent=name, version=version, harbor_version=_harbor_version(),
                      options=shown, roles=_roles(name, arm.model, shown), host_side=name in HOST_SIDE)
 
 
@@ -99,7 +117,38 @@ def _agent_version(cls: type[Any]) -> str:
         version = cls.version(object.__new__(cls))
     except (AttributeError, TypeError, ValueError):
         version = None
-    return str(version) if version else "the installed CLI's (known at setup)"
+    if version:
+        return str(version)
+    laid = laid_cli(getattr(cls, "name", lambda: "")())
+    host = _host_cli_version(laid) if laid else None
+    if host:
+        return f"{host} (this node's CLI, laid on docker; Harbor's setup confirms it)"
+    return "the installed CLI's (known at setup)"
+
+
+def _host_cli_version(agent: str) -> str | None:
+    """The version in the package.json of the CLI this node would lay, or None."""
+    import json
+
+    from ray_bench.agents import adapter
+    from ray_bench.agents.layer import host_cli
+
+    try:
+        cli = host_cli(agent)
+    except OSError:
+        return None
+    if cli is None:
+        return None
+    package = adapter(agent).npm_package
+    modules = next((p for p in (cli.entry or cli.executable).parents if p.name == "node_modules"), None)
+    if modules is None:
+        return None
+    try:
+        data = json.loads((modules / package / "package.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return str(data["version"]) if isinstance(data, dict) and data.get("version") else None
+    return None
 
 
 def _harbor_version() -> str:

@@ -21,7 +21,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import EnvironmentConfig
 from harbor.models.trial.paths import TrialPaths
 
-from ray_bench.sandboxes.base import Sandbox
+from ray_bench.sandboxes.base import ExecWatch, Sandbox
 
 #: Harbor's own sandbox roots (``EnvironmentPaths``) and ray-bench's workdir: on a backend whose
 #: commands run on the host (``local``) they live below the scratch root, and a command naming
@@ -49,6 +49,10 @@ class SandboxEnvironment(BaseEnvironment):  # type: ignore[misc,unused-ignore]  
             self._base_env["TMUX_TMPDIR"] = sandbox.path("/tmp")
         self._workdir = workdir
         self._download_cap = download_cap
+        #: The watch every command of the agent's run is streamed through (the degeneration
+        #: watchdog, a live refusal), set by the caller once the setup is done; after it stopped
+        #: a command, the agent's own clean-up commands run unwatched.
+        self.watch: ExecWatch | None = None
         super().__init__(environment_dir=task_dir / "environment", environment_name=task_dir.name,
                          session_id=session_id, trial_paths=trial_paths, task_env_config=task_env_config,
                          enable_environment_dir_upload=False, **kwargs)
@@ -86,8 +90,9 @@ class SandboxEnvironment(BaseEnvironment):  # type: ignore[misc,unused-ignore]  
         # A host process runs as the host's user: Harbor's user switch has nothing to switch to.
         as_user = None if self._sandbox.on_host or who is None else str(who)
         timeout = float(timeout_sec or DEFAULT_EXEC_TIMEOUT_SEC)
+        watch = self.watch if self.watch is not None and self.watch.reason is None else None
         result = await self._sandbox.exec(self._localise(command), timeout=timeout, env=merged,
-                                          cwd=cwd or self._workdir, user=as_user)
+                                          cwd=cwd or self._workdir, user=as_user, watch=watch)
         if result.timed_out:
             # Harbor's environments raise on a timed-out exec; its agents catch TimeoutError.
             raise TimeoutError(f"command timed out after {timeout_sec} s: {command[:200]}")

@@ -18,6 +18,9 @@ CONTEXT_FILE = "agent-context.json"
 ERROR_FILE = "agent-error.json"
 #: Every provider request id the agent's model calls returned, one a line.
 REQUEST_IDS_FILE = "request-ids.txt"
+#: An installed agent's CLI as ray-bench's own adapter of it reads its output and sessions (the
+#: usage contract): the usage of a run Harbor's context could not total (the watchdog cut it).
+CLI_USAGE_FILE = "cli-usage.json"
 
 
 def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
@@ -27,11 +30,19 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
     context = _read(trial_dir / CONTEXT_FILE)
     request_ids = _lines(trial_dir / REQUEST_IDS_FILE)
     usage: Usage | None = None
-    if context.get("n_input_tokens") is not None or context.get("n_output_tokens") is not None or request_ids:
+    cli = _read(trial_dir / CLI_USAGE_FILE)
+    if cli and (context.get("n_output_tokens") is None or cli.get("source") != "result"):
+        # Harbor totals an installed agent's usage from its session, as if it had finished; a
+        # run cut short (the watchdog, the timeout) printed no result, and the CLI's adapter
+        # reads what it left: from the session or the stream, unfinished messages marked.
+        usage = Usage.model_validate({**cli, "request_ids": request_ids, "model": cli.get("model") or model})
+    elif context.get("n_input_tokens") is not None or context.get("n_output_tokens") is not None or request_ids:
         total_in, cached = context.get("n_input_tokens"), context.get("n_cache_tokens")
         fresh = total_in - (cached or 0) if isinstance(total_in, int) else None
         cost = context.get("cost_usd")
-        basis: CostBasis = "reported"
+        # An installed CLI's own cost (Claude Code's) is reported; where the CLI printed none
+        # (Codex), Harbor priced its tokens from LiteLLM's price map: an estimate.
+        basis: CostBasis = "estimated" if cli and cli.get("cost_usd") is None else "reported"
         if cost is None and total_in == 0 and context.get("n_output_tokens") == 0:
             cost, basis = 0.0, "estimated"  # every call refused (a 429, a 5xx): no token was billed
         usage = Usage(input_tokens=fresh, output_tokens=context.get("n_output_tokens"), cache_read_tokens=cached,

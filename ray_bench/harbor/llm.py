@@ -49,6 +49,9 @@ class CallLog:
     #: The first failure with a long retry-after: the agent is stopped with it.
     stopping: BaseException | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The attempt's watch (an ``ExecWatch``): each answer is fed to it as one line
+    #: (:mod:`ray_bench.harbor.live`), so the watchdog sees a host-side agent's commands live.
+    watch: Any = None
 
     async def settled(self, within_sec: float = 10.0) -> None:
         """Wait (bounded) for the logging of calls that already returned: LiteLLM logs a
@@ -69,6 +72,10 @@ class _Recorder(CustomLogger):  # type: ignore[misc,unused-ignore]  # Any where 
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._end(response_obj, kwargs)
+        log = _CURRENT.get()
+        if log is not None and log.watch is not None:
+            with contextlib.suppress(Exception):  # an answer the watch cannot read is not the agent's failure
+                log.watch.feed("stdout", _answer_of(response_obj))
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._end(response_obj, kwargs)
@@ -93,6 +100,19 @@ class _Recorder(CustomLogger):  # type: ignore[misc,unused-ignore]  # Any where 
 
 
 _RECORDER = _Recorder()
+
+
+def _answer_of(response_obj: Any) -> bytes:
+    """One LiteLLM ``ModelResponse`` as the line the watch reads."""
+    from ray_bench.harbor.live import answer_line
+
+    choices = getattr(response_obj, "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
+    text = str(getattr(message, "content", None) or "")
+    usage = getattr(response_obj, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    return answer_line(text, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None),
+                       getattr(details, "cached_tokens", None), getattr(response_obj, "model", None))
 
 
 def headers_of(exc: BaseException | None) -> list[Any]:

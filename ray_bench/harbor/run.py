@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import shlex
 import time
@@ -26,13 +27,27 @@ from harbor.models.task.task import Task
 from harbor.models.trial.config import AgentConfig
 from harbor.models.trial.paths import TrialPaths
 
+from ray_bench.agents import adapter
+from ray_bench.agents.base import CliRun
+from ray_bench.agents.runtime import read_sessions
+from ray_bench.cells.watchdog import DegenerationWatch, RefusalWatch, watch_workspace
 from ray_bench.errors import HostToolMissingError
+from ray_bench.harbor.arms import CLI_OUTPUT
 from ray_bench.harbor.environment import SandboxEnvironment
-from ray_bench.harbor.evidence import CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
+from ray_bench.harbor.evidence import CLI_USAGE_FILE, CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
+from ray_bench.harbor.live import TerminusReader
 from ray_bench.harbor.llm import CallLog, calls_of_this_attempt, error_of
 from ray_bench.harbor.tools import terminus_options
-from ray_bench.models.agent import AgentError
-from ray_bench.sandboxes.base import ExecResult, Sandbox
+from ray_bench.models.agent import AgentError, AgentReport
+from ray_bench.models.attempt import WatchdogFacts
+from ray_bench.models.suite import Watchdog
+from ray_bench.sandboxes.base import ExecResult, ExecWatch, Sandbox
+
+#: Where Harbor's installed agents leave their logs in the sandbox (``EnvironmentPaths.agent_dir``,
+#: ray-bench's ``$LOGS_DIR/agent`` too).
+SANDBOX_AGENT_LOGS = "/logs/agent"
+#: The agent's name and the version its setup found (an installed agent's: its CLI's).
+AGENT_FILE = "agent.json"
 
 
 @dataclass(frozen=True)
@@ -59,11 +74,25 @@ class HarborCall:
     session_id: str
     #: The sandbox is online in the agent phase (Harbor can install a tool the image lacks).
     online: bool = False
+    #: An installed agent's credential route (its CLI calls the model from inside the sandbox,
+    #: as a CLI arm's does): Harbor's ``extra_env``, laid over the agent's commands only.
+    route_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The ray-bench adapter of an installed agent's CLI (:data:`ray_bench.harbor.arms.LAID_CLI`):
+    #: its live reader watches the agent's commands, its reading gives the request ids.
+    cli: str | None = None
+    #: The arm's degeneration watchdog (None: only a live refusal ends a run early).
+    watchdog: Watchdog | None = None
 
 
-async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
+class SetupFailed(RuntimeError):
+    """Harbor's ``setup()`` of the agent failed (its install, its configure): a ``tool`` failure,
+    which the preflight meets first (it stops the run there, before every other cell)."""
+
+
+async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> tuple[ExecResult, WatchdogFacts | None]:
     """Build, set up and run the agent; its failures are a result (exit 1 and the traceback
-    in stderr), as a CLI's non-zero exit is, never an exception of the runner."""
+    in stderr), as a CLI's non-zero exit is, never an exception of the runner. The second
+    value: the watchdog's facts when it stopped one of the agent's commands."""
     trial_paths = TrialPaths(trial_dir=call.attempt_dir / HARBOR_DIR)
     trial_paths.mkdir()
     context = AgentContext()
@@ -71,29 +100,84 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> ExecResult:
     timed_out = False
     error = ""
     mapped: AgentError | None = None
+    watch = _watch_for(call)
     with calls_of_this_attempt() as calls:
+        calls.watch = watch if call.cli is None else None  # a CLI's own output feeds an installed agent's
         try:
-            timed_out = await _run(sandbox, call, trial_paths, context, calls)
+            timed_out = await _run(sandbox, call, trial_paths, context, calls, watch)
         except Exception as exc:  # the agent's failure is this attempt's result
             error = "".join(traceback.format_exception(exc))[-8000:]
             mapped = error_of(exc)
             if isinstance(exc, HostToolMissingError):
                 mapped = AgentError(type="cli_missing", message=str(exc))
+            elif isinstance(exc, SetupFailed):
+                mapped = AgentError(type="setup", message=str(exc)[-1000:])
         await calls.settled()
-    (trial_paths.trial_dir / REQUEST_IDS_FILE).write_text("".join(f"{r}\n" for r in calls.request_ids))
+    request_ids = list(calls.request_ids)
+    setup_failed = mapped is not None and mapped.type == "setup"
+    if setup_failed and not request_ids:
+        # The agent never ran, so no model call was made: known to cost nothing.
+        context.n_input_tokens = context.n_output_tokens = 0
+    facts = watch.facts if isinstance(watch, DegenerationWatch) else None
+    stopped = watch.reason if watch is not None else None
+    cli_report = None
+    if call.cli is not None and not setup_failed:
+        cli_report = _cli_evidence(call.cli, trial_paths, stopped)
+        request_ids += list(cli_report.usage.request_ids or []) if cli_report and cli_report.usage else []
+    (trial_paths.trial_dir / REQUEST_IDS_FILE).write_text("".join(f"{r}\n" for r in request_ids))
     (trial_paths.trial_dir / CONTEXT_FILE).write_text(context.model_dump_json(exclude_none=True))
+    if error and facts is not None:
+        error = ""  # the stopped command's exit, as Harbor raises it: the watchdog's doing, not the agent's
+    if cli_report is not None and cli_report.error is not None and facts is None:
+        # What the CLI said went wrong (a 429 and its retry-after, a refused login, a refusal the
+        # live reader ended), as its adapter reads it for a CLI arm: Harbor's own exception
+        # classes these by its output's wording only.
+        mapped = cli_report.error
+        error = error or f"{call.cli}: {cli_report.error.type}: {cli_report.error.message or ''}"
     if error:
         failure: dict[str, Any] = {"traceback": error}
         if mapped is not None:
             failure["error"] = mapped.model_dump(mode="json", exclude_none=True)
         (trial_paths.trial_dir / ERROR_FILE).write_text(json.dumps(failure))
-    exit_code = _exit_code(trial_paths, error, timed_out)
+    exit_code = _exit_code(trial_paths, error, timed_out) if stopped is None else 143
     return ExecResult(exit_code=exit_code, stdout=_oracle_output(trial_paths), stderr=error,
-                      timed_out=timed_out, duration_sec=time.monotonic() - started)
+                      timed_out=timed_out, duration_sec=time.monotonic() - started, stopped=stopped), facts
+
+
+def _watch_for(call: HarborCall) -> ExecWatch | None:
+    """An installed agent's commands stream through its CLI adapter's live reader: the arm's
+    watchdog rules, or only a live refusal (as a CLI arm's command). Terminus 2's come from its
+    model's answers (:mod:`ray_bench.harbor.live`), watched where the arm has a watchdog."""
+    if call.agent == AgentName.TERMINUS_2.value and call.watchdog is not None:
+        return DegenerationWatch(call.watchdog, TerminusReader(), model=call.model)
+    if call.cli is None:
+        return None
+    reader = adapter(call.cli).live_reader()
+    if call.watchdog is None:
+        return RefusalWatch(reader)
+    return DegenerationWatch(call.watchdog, reader, model=call.model)
+
+
+def _cli_evidence(cli: str, trial_paths: TrialPaths, stopped: str | None) -> AgentReport | None:
+    """What the CLI's own adapter reads from the output and sessions Harbor's agent left in
+    ``/logs/agent`` (downloaded to the trial's ``agent/``): its usage kept as ``cli-usage.json``
+    (the usage of a run Harbor could not total, one the watchdog cut), its request ids, its error."""
+    logs = trial_paths.agent_dir
+    output = logs / CLI_OUTPUT.get(cli, "")
+    stdout = output.read_text(errors="replace") if output.is_file() else ""
+    try:
+        report = adapter(cli).translate(CliRun(stdout=stdout, stderr="", exit_code=0 if stopped is None else 143,
+                                               timed_out=False, duration_sec=0.0, now=time.time(),
+                                               sessions=read_sessions(logs), stopped=stopped))
+    except Exception:  # a reading that fails leaves the ids to what Harbor's context has
+        return None
+    if report.usage is not None:
+        (trial_paths.trial_dir / CLI_USAGE_FILE).write_text(report.usage.model_dump_json(exclude_none=True))
+    return report
 
 
 async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, context: AgentContext,
-               calls: CallLog) -> bool:
+               calls: CallLog, watch: ExecWatch | None) -> bool:
     """Set up and run the agent under the arm's timeout; whether the timeout cut it. A model
     call's long retry-after (:attr:`CallLog.stop`) cancels the agent and is raised here."""
     options = dict(call.options)
@@ -110,29 +194,54 @@ async def _run(sandbox: Sandbox, call: HarborCall, trial_paths: TrialPaths, cont
     if sandbox.on_host:
         await sandbox.exec(f"mkdir -p {shlex.quote(sandbox.path('/tmp'))}", timeout=30)
     timed_out = False
+    monitor: asyncio.Future[None] | None = None
+    if isinstance(watch, DegenerationWatch) and watch.config.degeneration and call.workdir:
+        monitor = asyncio.ensure_future(watch_workspace(sandbox, call.workdir, watch))
     with environment.scoped_exec_env(agent.extra_env):
         try:
-            timed_out = await _until_stopped(_setup_and_run(agent, environment, call.instruction, context),
-                                             calls, call.timeout_sec)
+            timed_out = await _until_stopped(_setup_and_run(agent, environment, call.instruction, context, watch),
+                                             calls, call.timeout_sec,
+                                             # an installed agent's watched command ends itself, and
+                                             # Harbor's clean-up (Codex's session copy) runs after it
+                                             watch if call.cli is None else None)
         finally:
+            if monitor is not None:
+                monitor.cancel()
+                await asyncio.wait({monitor}, timeout=10)
             if sandbox.on_host:
                 # A tmux server daemonises out of the sandbox's process group, so deleting the
                 # sandbox would not end it: its own socket (TMUX_TMPDIR below the scratch root)
                 # names it, and only it.
                 await environment.exec("tmux kill-server >/dev/null 2>&1; exit 0", timeout_sec=30)
-        agent.populate_context_post_run(context)
+            if call.cli is not None:
+                # As Harbor's Trial syncs an unmounted environment's agent logs before it reads
+                # them: what the CLI wrote (its output, its sessions) comes to the trial's agent/.
+                with contextlib.suppress(Exception):
+                    await environment.download_dir(SANDBOX_AGENT_LOGS, trial_paths.agent_dir)
+                with contextlib.suppress(Exception):
+                    agent.populate_context_post_run(context)
+        if call.cli is None:
+            agent.populate_context_post_run(context)
     return timed_out
 
 
-async def _until_stopped(work: Coroutine[Any, Any, None], calls: CallLog, timeout_sec: float) -> bool:
-    """Run ``work`` until it ends, the timeout passes (True) or a model call asks for a long wait
-    (its exception raised, the agent's own retry loop cancelled mid-sleep)."""
+async def _until_stopped(work: Coroutine[Any, Any, None], calls: CallLog, timeout_sec: float,
+                         watch: ExecWatch | None = None) -> bool:
+    """Run ``work`` until it ends, the timeout passes (True), the watch stops it (a host-side
+    agent's: its commands run in no one exec the watch could end) or a model call asks for a
+    long wait (its exception raised, the agent's own retry loop cancelled mid-sleep)."""
     agent = asyncio.ensure_future(work)
     stop = asyncio.ensure_future(calls.stop.wait())
+    waiters: set[asyncio.Future[Any]] = {agent, stop}
+    watched = asyncio.ensure_future(watch.stopped()) if watch is not None else None
+    if watched is not None:
+        waiters.add(watched)
     try:
-        await asyncio.wait({agent, stop}, timeout=timeout_sec, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=timeout_sec, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stop.cancel()
+        if watched is not None:
+            watched.cancel()
         if not agent.done():
             agent.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -140,6 +249,8 @@ async def _until_stopped(work: Coroutine[Any, Any, None], calls: CallLog, timeou
     succeeded = not agent.cancelled() and agent.exception() is None
     if calls.stopping is not None and not succeeded:
         raise calls.stopping
+    if watch is not None and watch.reason is not None and not succeeded:
+        return False  # stopped by the watch: the caller reads its reason
     if agent.cancelled():
         return True  # cut by the timeout
     agent.result()  # the agent's own exception, if it raised one
@@ -147,8 +258,15 @@ async def _until_stopped(work: Coroutine[Any, Any, None], calls: CallLog, timeou
 
 
 async def _setup_and_run(agent: Any, environment: SandboxEnvironment, instruction: str,
-                         context: AgentContext) -> None:
-    await agent.setup(environment=environment)
+                         context: AgentContext, watch: ExecWatch | None) -> None:
+    try:
+        await agent.setup(environment=environment)
+    except Exception as exc:
+        raise SetupFailed(f"Harbor's setup of {agent.name()} failed: {exc}") from exc
+    with contextlib.suppress(Exception):  # the version Harbor's setup found (an installed CLI's), kept
+        (environment.trial_paths.trial_dir / AGENT_FILE).write_text(
+            json.dumps({"agent": agent.name(), "version": agent.version()}))
+    environment.watch = watch  # the run's commands, not the setup's, are the agent's behaviour
     await agent.run(instruction=instruction, environment=environment, context=context)
 
 
@@ -163,7 +281,8 @@ def _build(call: HarborCall, options: dict[str, Any], trial_paths: TrialPaths) -
         extra["llm_kwargs"] = {"api_key": call.llm_settings["api_key"]}
     if call.llm_settings.get("api_base") and "api_base" not in options:
         options["api_base"] = call.llm_settings["api_base"]
-    config = AgentConfig(name=call.agent, model_name=call.model, kwargs=options, env=call.agent_env)
+    config = AgentConfig(name=call.agent, model_name=call.model, kwargs=options,
+                         env={**call.agent_env, **call.route_env})
     return AgentFactory.create_agent_from_config(config, logs_dir=trial_paths.agent_dir, **extra)
 
 

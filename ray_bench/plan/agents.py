@@ -28,7 +28,7 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
                                       fix=f"use one of {', '.join(sorted(ADAPTERS))}"))
             continue
         if arm.agent == "harbor":
-            _check_harbor(arm, where, errors)
+            _check_harbor(arm, backends, where, errors)
             continue
         refusal = adapter.refuse_model(arm.model)
         if refusal is not None:
@@ -42,9 +42,18 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
                 fix="add `network: public` to the arm (the receipt shows it)"))
 
 
-def _check_harbor(arm: Arm, where: Path, errors: list[UserInputError]) -> None:
-    """Harbor's own registry and option models decide; refused where Harbor cannot run."""
-    from ray_bench.harbor.arms import HOW_TO_GET, harbor_arm, interpreter_refusal
+def _check_harbor(arm: Arm, backends: set[str], where: Path, errors: list[UserInputError]) -> None:
+    """Harbor's own registry and option models decide; refused where Harbor cannot run. An
+    installed agent calls its model from the sandbox, so it needs the network a CLI arm does."""
+    from ray_bench.harbor.arms import HOST_SIDE, HOW_TO_GET, harbor_arm, interpreter_refusal
+
+    closed = sorted(backends & CLOSED_BACKENDS)
+    if (arm.harbor_agent or "") not in HOST_SIDE and closed and arm.network != "public":
+        errors.append(ConfigError(
+            f"arms.{arm.name}: Harbor agent {arm.harbor_agent} runs in the sandbox and calls its model from there, "
+            f"but backend {closed[0]} cannot enforce a host allowlist", where=str(where),
+            fix="add `network: public` to the arm (the receipt shows it)"))
+        return
 
     refusal = interpreter_refusal()
     if refusal is not None:
@@ -120,6 +129,17 @@ def image_of(plan: Plan, arm: Arm, backend: str) -> str:
     else:
         base = f"`{config.image}` (the backend's)" if config is not None and config.image else "none named"
     adapter = ADAPTERS.get(arm.agent)
+    if arm.agent == "harbor":
+        from ray_bench.harbor.arms import HOST_SIDE, laid_cli
+
+        laid = laid_cli(arm.harbor_agent)
+        if laid is not None and backend == "docker":
+            cli = ADAPTERS[laid]
+            base += (f" + agent layer: `{cli.binary}` of the node's `{cli.npm_package}` install (Harbor's setup "
+                     "finds it by its version command and installs nothing)")
+        elif (arm.harbor_agent or "") not in HOST_SIDE and backend != "local":
+            base += " (no agent layer: Harbor's setup installs the agent, which needs the image's network)"
+        return base
     if adapter is not None and adapter.binary and backend == "docker":
         if arm.agent in LAID_AGENTS:
             base += f" + agent layer: `{adapter.binary}` of the node's `{adapter.npm_package}` install"

@@ -94,3 +94,38 @@ def test_an_oracle_arm_calls_no_model_and_its_options_enter_the_cell_ids(tmp_pat
     ids = [{line for line in (tmp_path / d / "runs" / "r" / "launch-plan.json").read_text().splitlines()
             if '"id"' in line} for d in ("a", "b")]
     assert ids[0] != ids[1]
+
+
+@pytest.mark.harbor
+def test_the_receipt_shows_an_installed_harbor_agent_its_laid_cli_version_options_and_roles(
+        tmp_path: Path) -> None:
+    """Harbor's claude-code on docker: the version is the CLI this node lays (Harbor reports an
+    installed agent's version only after its setup), the options with Harbor's defaults, the
+    model it calls in the sandbox, and the image with the agent layer Harbor's setup finds."""
+    from ray_bench.harbor.arms import _host_cli_version
+
+    laid = _host_cli_version("claude-code")
+    if laid is None:
+        pytest.skip("no claude-code CLI on this node to lay")
+    result = _plan(tmp_path, backend="docker", harbor_agent="claude-code", model="anthropic/claude-sonnet-4-5",
+                   harbor_options={"max_turns": 9}, image="busybox:latest", network="public")
+    assert result.exit_code == 0, result.output
+    receipt = (tmp_path / "runs" / "r" / "receipt.md").read_text()
+    row = next(line for line in receipt.splitlines() if line.startswith("| hb | claude-code |"))
+    assert f"| {laid} (this node's CLI, laid on docker" in row and "(Harbor 0.26.0)" in row, row
+    assert '"max_turns":9' in row, row
+    assert "executor: anthropic/claude-sonnet-4-5 (claude-code in the sandbox)" in row, row
+    assert "sandbox (installed by its setup)" in row, row
+    assert "busybox:latest" in row and "agent layer: `claude`" in row and "installs nothing" in row, row
+    pinned = _plan(tmp_path / "p", backend="docker", harbor_agent="codex", model="openai/gpt-5",
+                   harbor_options={"version": "0.1.0"}, image="busybox:latest", network="public")
+    assert pinned.exit_code == 0, pinned.output
+    row = next(line for line in (tmp_path / "p" / "runs" / "r" / "receipt.md").read_text().splitlines()
+               if line.startswith("| hb | codex |"))
+    assert "| 0.1.0 (pinned" in row and "agent layer: `codex`" in row, row
+
+
+@pytest.mark.harbor
+def test_an_installed_harbor_agent_on_a_closed_backend_needs_network_public(tmp_path: Path) -> None:
+    _refused(_plan(tmp_path, backend="docker", harbor_agent="codex", model="openai/gpt-5", image="busybox:latest"),
+             tmp_path, "arms.hb: Harbor agent codex runs in the sandbox", "network: public")

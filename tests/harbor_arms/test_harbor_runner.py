@@ -146,3 +146,41 @@ def test_terminus_2_on_a_host_without_tmux_is_cli_missing_not_an_install(
     assert summary.agent_error is not None and summary.agent_error.type == "cli_missing"
     assert "apt-get install tmux" in summary.agent_error.message
     assert seen == []  # refused before Harbor's agent ran a command
+
+
+def test_terminus_2_looping_on_one_command_is_stopped_by_the_watchdog_with_its_usage_so_far(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Terminus 2 types its commands into tmux from the host: the watchdog reads them in each
+    model answer as LiteLLM returns it (ray_bench.harbor.live). The model answers the same
+    ``ls`` forever: stopped at the 4th repeat, the verifier skipped, a ``behaviour`` failure,
+    and the usage of every call served so far recorded with its request id."""
+    import json
+
+    from support.fake_provider import Answer, FakeProvider
+
+    from ray_bench.evidence.catalog import Catalog
+    from ray_bench.evidence.classify import classify
+    from ray_bench.models.suite import Watchdog
+
+    loop = json.dumps({"analysis": "look again", "plan": "list", "commands": [{"keystrokes": "ls\n", "duration": 0.1}],
+                       "task_complete": False})
+    with FakeProvider(default=Answer(text=loop, input_tokens=200, output_tokens=20)) as fake:
+        monkeypatch.setenv("RB_HARBOR_KEY", "sk-ant-harbor-test-0123456789")
+        monkeypatch.setenv("RB_HARBOR_BASE", fake.url)
+        spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5",
+                     route_env={"ANTHROPIC_API_KEY": "RB_HARBOR_KEY", "ANTHROPIC_BASE_URL": "RB_HARBOR_BASE"},
+                     harbor_options={"max_turns": 40}, watchdog=Watchdog(repeats=4), agent_timeout_sec=120.0)
+        summary = _run_local(spec, tmp_path / "sbx")
+        served = fake.served
+    assert summary.error is None, summary.error
+    assert summary.watchdog is not None and summary.watchdog.rule == "repeated_tool_call", (summary.agent, summary)
+    assert summary.verifier is None and summary.agent is not None and not summary.agent.timed_out
+    assert (summary.agent.stopped or "").startswith("repeated_tool_call"), summary.agent
+    assert 4 <= served.answers <= 6, served.answers
+    verdict = classify(summary, Catalog.default())
+    assert verdict.failure_class == "behaviour" and not verdict.valid, verdict
+    usage = summary.usage
+    assert usage is not None
+    assert usage.output_tokens == served.output_tokens and usage.input_tokens == served.input_tokens, usage
+    assert sorted(usage.request_ids) == sorted(served.request_ids)
+    assert summary.watchdog.tokens == 4 * 220, summary.watchdog

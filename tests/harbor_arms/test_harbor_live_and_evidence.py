@@ -1,0 +1,61 @@
+"""Harbor-free pieces of a Harbor arm's evidence (they run on 3.11 too): the commands the
+watchdog reads in Terminus 2's answers, and which usage an installed agent's attempt keeps
+(Harbor's total of a finished run, or the CLI adapter's reading of one cut short)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ray_bench.harbor.evidence import CLI_USAGE_FILE, CONTEXT_FILE, REQUEST_IDS_FILE, harbor_report
+from ray_bench.harbor.live import TerminusReader, answer_line, commands_of
+
+
+def test_terminus_answers_name_their_keystrokes_in_either_parser() -> None:
+    as_json = json.dumps({"analysis": "a", "commands": [{"keystrokes": "ls\n"}, {"keystrokes": "pwd\n"}]})
+    assert commands_of("Here it is:\n" + as_json) == ["ls\n", "pwd\n"]
+    as_xml = "<response><commands><keystrokes duration=\"1\">cat x\n</keystrokes></commands></response>"
+    assert commands_of(as_xml) == ["cat x"]
+    assert commands_of("no commands at all") == [] and commands_of("{not json") == []
+
+
+def test_the_reader_makes_one_call_of_each_answer_and_counts_its_tokens() -> None:
+    reader = TerminusReader()
+    text = json.dumps({"commands": [{"keystrokes": "ls\n"}]})
+    first = reader.read(answer_line(text, 300, 40, 100, "claude-sonnet-4-5").decode())
+    second = reader.read(answer_line(text, 300, 40, 100, None).decode())
+    assert first is not None and second is not None
+    assert first.tool_calls == second.tool_calls and len(first.tool_calls) == 1
+    assert (first.tokens, second.tokens) == (240, 480)  # fresh input + output, cache reads apart
+    assert second.usage is not None and second.usage.cache_read_tokens == 200
+    assert second.usage.model == "claude-sonnet-4-5"
+    assert reader.read("plain output") is None and reader.read('{"kind": "other"}') is None
+    done = reader.read(answer_line(json.dumps({"commands": [], "task_complete": True}), 10, 1, 0, None).decode())
+    assert done is not None and done.tool_calls == ()
+
+
+def _trial(tmp_path: Path, context: dict[str, object], cli: dict[str, object] | None, ids: list[str]) -> Path:
+    (tmp_path / CONTEXT_FILE).write_text(json.dumps(context))
+    (tmp_path / REQUEST_IDS_FILE).write_text("".join(f"{i}\n" for i in ids))
+    if cli is not None:
+        (tmp_path / CLI_USAGE_FILE).write_text(json.dumps(cli))
+    return tmp_path
+
+
+def test_a_finished_installed_agent_keeps_harbors_totals_and_the_clis_request_ids(tmp_path: Path) -> None:
+    trial = _trial(tmp_path, {"n_input_tokens": 500, "n_cache_tokens": 100, "n_output_tokens": 33, "cost_usd": 0.0008},
+                   {"input_tokens": 400, "output_tokens": 33, "cache_read_tokens": 100, "source": "result",
+                    "request_ids": ["resp_1"]}, ["resp_1"])
+    usage = harbor_report(trial, "openai/gpt-5").usage
+    assert usage is not None and (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (400, 100, 33)
+    # the CLI printed no cost of its own (Codex): Harbor's figure is its price-map estimate
+    assert usage.cost_usd == 0.0008 and usage.cost_basis == "estimated" and usage.request_ids == ["resp_1"]
+
+
+def test_a_cut_installed_agent_keeps_the_clis_reading_not_harbors_total(tmp_path: Path) -> None:
+    trial = _trial(tmp_path, {"n_input_tokens": 720, "n_cache_tokens": 0, "n_output_tokens": 42},
+                   {"input_tokens": 840, "output_tokens": 49, "cache_read_tokens": 0, "source": "session",
+                    "unfinished_messages": 1, "request_ids": ["r1", "r2"]}, ["r1", "r2"])
+    usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None and usage.source == "session" and usage.input_tokens == 840
+    assert usage.unfinished_messages == 1 and usage.request_ids == ["r1", "r2"]
