@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.suites import make_suite
 from typer.testing import CliRunner
 
 from ray_bench.cli import app
@@ -108,3 +109,14 @@ def test_run_paths_and_instance_ids_in_a_csb_entry_are_not_secrets(tmp_path: Pat
     leaked = {**entry, "notes": "token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"}
     with pytest.raises(SelectionError, match="entry 1 holds what looks like a credential"):
         load_selection(_write(tmp_path, {"tasks": [leaked]}, "leaked.json"))
+
+
+def test_plan_with_a_report_for_its_selection_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s")
+    report = _write(tmp_path, [{"suite": "sdlc_fix", "task": "x-fix-001", "configs": ["baseline"]}], "keys.json")
+    result = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts),
+                                      "--selection-file", str(report), "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith(f"error: {report}: not a selection: a JSON list of 1 items"), lines
+    assert not (tmp_path / "runs").exists()
