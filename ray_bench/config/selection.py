@@ -22,7 +22,8 @@ class SelectionEntry(FrozenModel):
     task_id: str
     task_dir: str | None = Field(default=None, description="CodeScaleBench: the task's directory under "
                                  "a task root, e.g. benchmarks/csb_org_onboarding/<task>.")
-    benchmark: str | None = Field(default=None, description="CodeScaleBench: the benchmark directory.")
+    benchmark: str | None = Field(default=None, description="CodeScaleBench: the benchmark directory "
+                                  "(`benchmark`, or `mcp_suite` in its MCP-unique selections).")
     reps: tuple[int, ...] | None = Field(default=None, description="Only these repetitions.")
     arms: tuple[str, ...] | None = Field(default=None, description="Only these arms.")
 
@@ -46,8 +47,9 @@ def load_selection(path: Path) -> Selection:
     if path.suffix == ".json" or stripped.startswith("{"):
         data: Any = parse_json(text, path, SelectionError)
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
-            raise SelectionError('expected {"tasks": [...]}', where=str(path),
-                                 fix="use the CodeScaleBench selection format")
+            raise SelectionError(_not_a_selection(data), where=str(path),
+                                 fix='a selection is {"tasks": [{"task_id": ..., "task_dir": ...}]}: '
+                                     "name the selection file, not a report or manifest made from one")
         items = data["tasks"]
     elif path.suffix in {".yaml", ".yml"} or stripped.startswith("-"):
         _refuse_too_many(sum(1 for line in text.splitlines() if line.lstrip().startswith("- ")), path)
@@ -81,6 +83,26 @@ def load_selection(path: Path) -> Selection:
                                  fix="list each task once")
         seen.add(entry.task_id)
     return Selection(path=str(path), entries=tuple(entries))
+
+
+def _keys(item: dict[Any, Any]) -> str:
+    names = sorted(str(k) for k in item)
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _not_a_selection(data: Any) -> str:
+    """What a JSON file that is not a selection holds, in a few words: CodeScaleBench's
+    ``configs/`` keeps reports, plan summaries, run receipts and mirror manifests beside its
+    selections."""
+    if isinstance(data, dict):
+        if "tasks" in data:
+            return f'not a selection: its "tasks" is {type(data["tasks"]).__name__}, not a list of entries'
+        return f'not a selection: a JSON object with keys {_keys(data)} and no "tasks" list (a report or manifest?)'
+    if isinstance(data, list):
+        objects = [item for item in data if isinstance(item, dict)]
+        shape = f" of objects with keys {_keys(objects[0])}" if objects and len(objects) == len(data) else ""
+        return f'not a selection: a JSON list of {len(data)} items{shape}, not {{"tasks": [...]}}'
+    return f'not a selection: a JSON {type(data).__name__}, not {{"tasks": [...]}}'
 
 
 #: Entries one selection may list: more tasks than any benchmark has (SWE-bench: 2,294).
@@ -122,8 +144,11 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
                 twice = next(v for v in values if values.count(v) > 1)
                 raise SelectionError(f"{key} names {str(twice)[:40]!r} twice", where=where,
                                      fix=f"list each of the {key} once")
-        task_dir, benchmark = item.get("task_dir"), item.get("benchmark")
-        for key, value in (("task_dir", task_dir), ("benchmark", benchmark)):
+        # CSB's MCP-unique selections name the benchmark directory `mcp_suite` (its runner
+        # takes `benchmark or mcp_suite`)
+        bench_key = "benchmark" if item.get("benchmark") is not None or "mcp_suite" not in item else "mcp_suite"
+        task_dir, benchmark = item.get("task_dir"), item.get(bench_key)
+        for key, value in (("task_dir", task_dir), (bench_key, benchmark)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise SelectionError(f"{key} must be a non-empty path", where=where,
                                      fix=f'e.g. "{key}": "csb_org_onboarding/{task_id.lower()}"')

@@ -95,7 +95,7 @@ def test_a_selection_entrys_reps_may_be_a_count(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "text", "needle"), [
     ("s.json", '{"tasks": [', "invalid JSON"),
-    ("s.json", '{"items": []}', 'expected {"tasks": [...]}'),
+    ("s.json", '{"items": []}', 'no "tasks" list'),
     ("s.txt", "a\nb c\n", ":2"),
     ("s.txt", "a\na\n", "listed twice"),
     ("s.txt", "\n\n", "empty"),
