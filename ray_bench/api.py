@@ -235,27 +235,28 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
                 from ray_bench.accounts.actors import admission_actor
+                from ray_bench.artifacts.ship import Shipper
                 from ray_bench.cells.nodes import CheckInputs, check_nodes
 
                 # Every actor the start waits for is asked for at once, before anything is awaited:
                 # each is a worker process that takes seconds to start on a loaded host
                 # (tests/perf/bench_actor_start.py). The admission actor (the gate gets it by name),
-                # and each node's resource supervisor, which runs the node check too.
+                # each node's resource supervisor, which runs the node check too, and the runners;
+                # those on nodes that fail the check are let go.
                 admission_actor(options.state_root)
                 alive = [n for n in ray_nodes() if n.get("Alive")]
                 supervision = node_supervision(plan, [(str(n["NodeID"]), str(n.get("NodeManagerAddress", "")))
                                                       for n in alive], options)
+                pool = RayPool(options.runners_per_node, nodes={str(n["NodeID"]) for n in alive},
+                               artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
                 options.node_checks = check_nodes(CheckInputs.of(plan), alive, on=supervision.checkers())
-                from ray_bench.artifacts.ship import Shipper
-
                 passed = [c for c in options.node_checks if c.ok]
                 supervision.keep({c.node_id for c in passed})
+                pool.keep({c.node_id for c in passed})
                 if store is not None:  # every node writes a marker, the driver reads it back
                     from ray_bench.artifacts.probe import refuse_unshared_store
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
-                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in passed},
-                               artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
                 options.supervision = supervision
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()

@@ -36,7 +36,8 @@ ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_worker_niceness": "0", "P
 
 def driver(address: str, state_root: Path, order: str) -> dict[str, float]:
     """One driver's start: the product's pieces, made in execute's order (``after``: now, in
-    ray_bench/api.py; ``before``: at 34fe36a, the node check a task of its own and nothing else
+    ray_bench/api.py, every actor asked for before anything is awaited and the node check run by
+    the supervisors; ``before``: at 34fe36a, the node check a task of its own and nothing else
     asked for until it answered), timed."""
     import ray
 
@@ -57,14 +58,16 @@ def driver(address: str, state_root: Path, order: str) -> dict[str, float]:
     if order == "after":
         admission_actor(state_root)
         supervision = RaySupervision([(n["NodeID"], n["NodeManagerAddress"]) for n in alive], Reserve(0), "bench")
+        pool = RayPool(2, nodes={n["NodeID"] for n in alive})
         checks = check_nodes(inputs, alive, on=supervision.checkers())
         supervision.keep({c.node_id for c in checks if c.ok})
+        pool.keep({c.node_id for c in checks if c.ok})
     else:
         checks = check_nodes(inputs, alive)
     assert all(c.ok for c in checks), checks
     out["node check"] = time.monotonic() - t
-    pool = RayPool(2, nodes={c.node_id for c in checks})
     if order == "before":
+        pool = RayPool(2, nodes={c.node_id for c in checks})
         supervision = RaySupervision([(c.node_id, c.address) for c in checks], Reserve(0), "bench")
     account = Account.model_validate({"name": "a", "route": {"env": {"K": "K"}}, "limits": {"max_concurrent": 2}})
     ActorGate("bench", [account], {"local": 2}, state_root=state_root)
