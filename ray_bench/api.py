@@ -37,9 +37,8 @@ from ray_bench.scheduler.observers import RunObserver
 from ray_bench.state import default_state_root
 
 if TYPE_CHECKING:
-    from ray_bench.cells.nodes import NodeCheck
+    from ray_bench.cells.supervisors import RaySupervision
     from ray_bench.models.plan import Plan
-    from ray_bench.sandboxes.supervisor import Supervision
     from ray_bench.scheduler.signals import SignalStop
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -235,20 +234,30 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                     signals.install()  # again: Ray's init replaces the SIGTERM handler with its own
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
+                from ray_bench.accounts.actors import admission_actor
+                from ray_bench.artifacts.ship import Shipper
                 from ray_bench.cells.nodes import CheckInputs, check_nodes
 
+                # Every actor the start waits for is asked for at once, before anything is awaited:
+                # each is a worker process that takes seconds to start on a loaded host
+                # (tests/perf/bench_actor_start.py). The admission actor (the gate gets it by name),
+                # each node's resource supervisor, which runs the node check too, and the runners;
+                # those on nodes that fail the check are let go.
+                admission_actor(options.state_root)
                 alive = [n for n in ray_nodes() if n.get("Alive")]
-                options.node_checks = check_nodes(CheckInputs.of(plan), alive)
-                from ray_bench.artifacts.ship import Shipper
-
+                supervision = node_supervision(plan, [(str(n["NodeID"]), str(n.get("NodeManagerAddress", "")))
+                                                      for n in alive], options)
+                pool = RayPool(options.runners_per_node, nodes={str(n["NodeID"]) for n in alive},
+                               artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
+                options.node_checks = check_nodes(CheckInputs.of(plan), alive, on=supervision.checkers())
                 passed = [c for c in options.node_checks if c.ok]
+                supervision.keep({c.node_id for c in passed})
+                pool.keep({c.node_id for c in passed})
                 if store is not None:  # every node writes a marker, the driver reads it back
                     from ray_bench.artifacts.probe import refuse_unshared_store
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
-                pool = RayPool(options.runners_per_node, nodes={c.node_id for c in passed},
-                               artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
-                options.supervision = node_supervision(plan, passed, options)
+                options.supervision = supervision
                 driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
                 return driver.run()
         finally:
@@ -273,14 +282,15 @@ def _handling(signals: SignalStop | None, options: RunOptions) -> Iterator[None]
         signals.restore()
 
 
-def node_supervision(plan: Plan, nodes: list[NodeCheck], options: RunOptions) -> Supervision:
-    """A resource supervisor on each node that hosts runners (ray_bench.cells.supervisors)."""
+def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptions) -> RaySupervision:
+    """A resource supervisor on each of ``nodes`` ((node id, address) pairs), which checks its
+    node first and then, on those that host runners, reads it (ray_bench.cells.supervisors)."""
     from ray_bench.cells.supervisors import RaySupervision
     from ray_bench.sandboxes.host import read_available_mb
     from ray_bench.scheduler.driver import docker_url_of, reserve_of, uses_docker
 
     injected = None if options.read_available_mb is read_available_mb else options.read_available_mb
-    return RaySupervision([(c.node_id, c.address) for c in nodes], reserve_of(plan), plan.run_id,
+    return RaySupervision(nodes, reserve_of(plan), plan.run_id,
                           docker_url=docker_url_of(plan), uses_docker=uses_docker(plan), read_available=injected)
 
 

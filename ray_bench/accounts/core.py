@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from ray_bench.accounts.concurrency import AimdLimit
 from ray_bench.accounts.health import AccountHealth, HealthState
-from ray_bench.accounts.limits import Tuning, window_seconds
+from ray_bench.accounts.limits import Tuning, health_policy, window_seconds
 from ray_bench.accounts.outcome import Outcome, OutcomeKind
 from ray_bench.accounts.quota import RollingWindowQuota
 from ray_bench.accounts.ratelimit import TokenBucket
@@ -150,7 +150,7 @@ class AccountCore:
         self.name = name
         self.limits = limits
         self.tuning = tuning = tuning or Tuning()
-        self.health = AccountHealth(tuning.health)
+        self.health = AccountHealth(health_policy(limits, tuning))
         self.concurrency = AimdLimit(floor=limits.min_concurrent, ceiling=limits.max_concurrent,
                                      decrease=tuning.aimd_decrease, increase=tuning.aimd_increase,
                                      recovery_s=tuning.health.probe_window_s)

@@ -62,8 +62,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from ray_bench.models.accounts import BASE_COOLDOWN_S, MAX_COOLDOWN_S
+
 #: How often a held or cooling account's probe runs while its run waits on it: a probe costs a
-#: request, and cooldowns start at 60 s (``HealthPolicy.base_cooldown_s``).
+#: request, and cooldowns start at 60 s (``HealthPolicy.base_cooldown_s``, an account's
+#: ``cooldown_s``).
 PROBE_EVERY_SEC = 120.0
 
 ProbeEffect = Literal["clear", "cool", "disable", "expire", "none"]
@@ -107,11 +110,12 @@ class HealthState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class HealthPolicy:
-    """Tunables of the health machine (all seconds)."""
+    """Tunables of the health machine (all seconds). ``base_cooldown_s`` is an account's
+    ``cooldown_s`` from accounts.yaml when it sets one (:func:`~ray_bench.accounts.limits.health_policy`)."""
 
     max_auth_failures: int = 1
-    base_cooldown_s: float = 60.0
-    max_cooldown_s: float = 900.0
+    base_cooldown_s: float = BASE_COOLDOWN_S
+    max_cooldown_s: float = MAX_COOLDOWN_S
     default_retry_after_s: float = 60.0
     probe_window_s: float = 60.0
     max_server_errors: int = 3

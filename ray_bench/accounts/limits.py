@@ -4,13 +4,14 @@ disagree on what "window-bound" means.
 
 The limits themselves are :class:`~ray_bench.models.accounts.AccountLimits`, the one type read
 from accounts.yaml; :class:`Tuning` holds what the admission core adds to them (not configured
-per account: the health policy, the token bucket's burst, the AIMD steps).
+per account: the health policy, but for an account's ``cooldown_s``, the token bucket's burst,
+the AIMD steps).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ray_bench.accounts.health import HealthPolicy
 from ray_bench.accounts.ratelimit import TokenBucket
@@ -28,6 +29,14 @@ class Tuning:
     burst: float | None = None
     aimd_decrease: float = 0.5
     aimd_increase: float = 1.0
+
+
+def health_policy(limits: AccountLimits, tuning: Tuning) -> HealthPolicy:
+    """The account's health policy: the tuning's, with the account's ``cooldown_s`` as its
+    first cooldown when accounts.yaml sets one."""
+    if limits.cooldown_s is None:
+        return tuning.health
+    return replace(tuning.health, base_cooldown_s=limits.cooldown_s)
 
 
 def window_seconds(limits: AccountLimits) -> float:

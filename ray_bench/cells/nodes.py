@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -100,10 +101,13 @@ def _check(inputs: CheckInputs) -> list[str]:
 
 
 def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
-                timeout: float = CHECK_TIMEOUT_SEC) -> list[NodeCheck]:
-    """Run :func:`problems_here` on each of ``nodes`` (entries of ``ray.nodes()``), in parallel."""
+                timeout: float = CHECK_TIMEOUT_SEC, on: Mapping[str, Any] | None = None) -> list[NodeCheck]:
+    """Run :func:`problems_here` on each of ``nodes`` (entries of ``ray.nodes()``), in parallel:
+    in the actor ``on`` names for the node (one with a ``problems`` method: the node's resource
+    supervisor, which the run needs anyway), else in a task of its own (a worker process more)."""
+    actors = on or {}
     refs = [
-        _check.options(
+        actors[n["NodeID"]].problems.remote(inputs) if n["NodeID"] in actors else _check.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
         ).remote(inputs)
         for n in nodes
@@ -115,7 +119,8 @@ def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
         try:
             problems = ray.get(ref, timeout=0)
         except GetTimeoutError:
-            ray.cancel(ref, force=True)
+            if node["NodeID"] not in actors:  # an actor's call cannot be forced; its owner lets it go
+                ray.cancel(ref, force=True)
             problems = [f"the node did not answer its check within {timeout:g}s"]
         except RayError as exc:
             problems = [f"the check failed on the node: {type(exc).__name__}"]

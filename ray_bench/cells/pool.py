@@ -108,6 +108,23 @@ class RayPool:
         self._sees.append(self._ship.ask(runner) if self._ship else None)
         return len(self._runners) - 1
 
+    def keep(self, nodes: set[str]) -> None:
+        """Before the first attempt: runners only on ``nodes`` (those that passed their check),
+        the others let go. ``execute`` makes the pool on every alive node before the node check
+        answers, so that the runners' worker processes start beside the check's
+        (tests/perf/bench_actor_start.py)."""
+        self._allowed = nodes if self._allowed is None else self._allowed & nodes
+        keep = [i for i, n in enumerate(self._nodes) if n in self._allowed]
+        for i in sorted(set(range(len(self._runners))) - set(keep)):
+            with contextlib.suppress(RayError):
+                ray.kill(self._runners[i])
+        self._runners = [self._runners[i] for i in keep]
+        self._load = [self._load[i] for i in keep]
+        self._nodes = [self._nodes[i] for i in keep]
+        self._pending = [self._pending[i] for i in keep]
+        self._sees = [self._sees[i] for i in keep]
+        self._docker_nodes &= self._allowed
+
     def retire(self, node: str) -> None:
         """``node`` is under its resource reserve: its attempts finish, it gets no new ones."""
         self._retired.add(node)

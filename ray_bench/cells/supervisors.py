@@ -6,7 +6,14 @@ environment its raylet was started with). :class:`RaySupervision` is what the dr
 first round waits (up to ``first_reading_sec``) for every node's first reading, so that no cell
 starts before one: without it a pair started ~30 ms into ``execute``, before any node had been
 read (issue 29 item 10). After that it never waits on a slow node: each round collects the answers
-that came and asks again."""
+that came and asks again.
+
+The same actor checks its node before the fan-out (:meth:`NodeSupervisor.problems`, the node
+check of :mod:`ray_bench.cells.nodes`): supervisors are made on every alive node first, and those
+on nodes that fail are let go (:meth:`RaySupervision.keep`). Every actor is a Ray worker process
+of the driver's job (Ray lends no worker to another job, nor a task's worker to an actor), and
+on a loaded 2-core host each took 2-4 s to start; the check's own task was one more process per
+node, started before any actor (tests/perf/bench_actor_start.py, tests/perf/README.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ray_bench.cells.nodes import CheckInputs, problems_here
 from ray_bench.errors import UserInputError
 from ray_bench.sandboxes.supervisor import Reserve, ResourceHalt, ResourceSupervisor, docker_container_lister
 
@@ -42,6 +50,10 @@ class NodeSupervisor:
 
     def check(self) -> ResourceHalt | None:
         return self.core.check()
+
+    def problems(self, inputs: CheckInputs) -> list[str]:
+        """This node's check (:func:`~ray_bench.cells.nodes.problems_here`)."""
+        return problems_here(inputs)
 
 
 #: How long the first round waits for every node's first reading. A supervisor actor starts in
@@ -67,6 +79,16 @@ class RaySupervision:
         self._halts: dict[str, ResourceHalt] = {}
         #: Nodes whose supervisor is gone (the node died: the pool deals with that).
         self._lost: set[str] = set()
+
+    def checkers(self) -> dict[str, Any]:
+        """Each node's supervisor, to run its node check (``check_nodes(..., on=...)``)."""
+        return dict(self._actors)
+
+    def keep(self, nodes: set[str]) -> None:
+        """Supervise only ``nodes`` (those that passed their check); the others' actors go."""
+        for node in [n for n in self._actors if n not in nodes]:
+            with contextlib.suppress(RayError):
+                ray.kill(self._actors.pop(node))
 
     @property
     def node_count(self) -> int:

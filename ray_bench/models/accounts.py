@@ -11,6 +11,12 @@ from ray_bench.models._base import ConfigModel, FrozenModel
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: A cooldown's first length (an account's ``cooldown_s`` unless it sets one) and its cap: the
+#: health policy's defaults (:class:`~ray_bench.accounts.health.HealthPolicy`), here so that
+#: accounts.yaml is validated against the same numbers.
+BASE_COOLDOWN_S = 60.0
+MAX_COOLDOWN_S = 900.0
+
 
 class CredentialRoute(ConfigModel):
     """Where an account's credentials come from on the node that runs the cell."""
@@ -66,6 +72,12 @@ class AccountLimits(FrozenModel):
     window: WindowQuota | None = Field(default=None, description="Rolling-window quota.")
     spend_usd: float | None = Field(
         default=None, gt=0, description="Spend budget in USD; crossing it is a hard stop."
+    )
+    cooldown_s: float | None = Field(
+        default=None, gt=0, le=MAX_COOLDOWN_S,
+        description=f"Seconds the account rests after a rate limit or a run of 5xx answers, at "
+        f"least (a longer Retry-After is honoured; it doubles while the account's probes fail, up "
+        f"to {MAX_COOLDOWN_S:g} s). Default {BASE_COOLDOWN_S:g}.",
     )
 
     @model_validator(mode="after")

@@ -233,3 +233,32 @@ def test_an_abandoned_lease_gives_its_reservation_back() -> None:
     core.on_start(0.0, Lease("l1", "c1", "a", usd=0.9))
     assert core.abandon("l1")
     assert core.reserved_usd == 0.0 and isinstance(core.can_admit(1.0, usd=0.9), Admit)
+
+
+def test_account_cooldown_s_sets_the_first_cooldown_and_backs_off_from_it() -> None:
+    """accounts.yaml's ``cooldown_s`` is the health policy's ``base_cooldown_s`` for that account:
+    a short Retry-After cools it ``cooldown_s``, a longer one is honoured, and it doubles while the
+    episode continues; an account without it keeps the policy's 60 s."""
+    core = AccountCore("a", AccountLimits(max_concurrent=4, cooldown_s=5.0), tuning=Tuning())
+    assert core.health.policy.base_cooldown_s == 5.0
+    core.on_start(0.0, lease(0))
+    core.on_finish(10.0, lease(0), Outcome.rate_limited(2.0))
+    assert core.health.cooling_until == 15.0
+    assert not isinstance(core.can_admit(14.9), Admit)
+    assert core.can_admit(15.0) == Admit(headroom=1, probe=True)
+    core.on_start(15.0, lease(1))
+    core.on_finish(16.0, lease(1), Outcome.rate_limited(2.0))
+    assert core.health.cooling_until == 26.0  # episode 2: 5 * 2
+    core.on_start(27.0, lease(2))
+    core.on_finish(28.0, lease(2), Outcome.rate_limited(30.0))
+    assert core.health.cooling_until == 58.0  # Retry-After 30 s beats 5 * 4
+    default = AccountCore("b", AccountLimits(max_concurrent=4))
+    default.on_start(0.0, lease(3, "b"))
+    default.on_finish(10.0, lease(3, "b"), Outcome.rate_limited(2.0))
+    assert default.health.cooling_until == 70.0
+
+
+@pytest.mark.parametrize("value", [0, -1, 901, float("nan")])
+def test_account_cooldown_s_out_of_range_refused(value: float) -> None:
+    with pytest.raises(ValidationError, match="cooldown_s"):
+        AccountLimits(max_concurrent=1, cooldown_s=value)

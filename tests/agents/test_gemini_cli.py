@@ -109,9 +109,12 @@ def test_gemini_cli_cut_attempts_record_what_was_served_and_why(tmp_path: Path) 
                    cache_read_tokens=40, thoughts_tokens=6),
             Answer(tool=SHELL, tool_input={"command": "sleep 150"}, input_tokens=420, output_tokens=17)]
     # (The shell tool runs its command in a process group of its own: on the local backend the
-    # `sleep` outlives the CLI's kill, so it is kept short.)
+    # `sleep` outlives the CLI's kill, so it is kept short.) The cut needs the CLI started, both
+    # answers served and its telemetry batch written (every 5 s) before the kill: 12.5 s + 5 s
+    # from the agent's start at load 10 here, so it is cut at 45 s like the other three (it was
+    # 90 s, and the test took 92 s).
     (killed, fake), (e500, _), (e429, _), (stall, _) = _parallel(
-        lambda: _gemini(tmp_path / "killed", work, timeout=90.0),
+        lambda: _gemini(tmp_path / "killed", work, timeout=45.0),
         lambda: _gemini(tmp_path / "500", [Answer(kind="server_error")] * 30, timeout=45.0),
         lambda: _gemini(tmp_path / "429", [Answer(kind="rate_limit", retry_after=20)] * 30, timeout=45.0),
         lambda: _gemini(tmp_path / "stall", [Answer(kind="stall")] * 3, timeout=45.0))

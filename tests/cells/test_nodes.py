@@ -54,3 +54,39 @@ def test_a_run_with_no_node_holding_a_route_stops_before_any_cell(tmp_path: Path
     status = run_status(planned.run_root)
     assert status["nodes"][0]["ok"] is False
     assert status["nodes"][0]["problems"] == ["account acct-x: env var RB_NODE_CHECK_ABSENT is not set on this node"]
+
+
+@pytest.mark.ray
+def test_the_check_run_by_each_nodes_supervisor_is_the_tasks_and_a_failed_node_is_let_go(tmp_path: Path) -> None:
+    """``execute`` runs the node check in each node's resource supervisor (one worker process
+    fewer per node than a task of its own), with the runners already made on every alive node:
+    same verdicts; the supervisor and the runners of a node that failed are let go, so that node
+    gets neither cells nor readings."""
+    import ray
+    from support.ray_local import ensure_ray
+
+    from ray_bench.cells.pool import RayPool
+    from ray_bench.cells.supervisors import RaySupervision
+    from ray_bench.sandboxes.supervisor import Reserve
+
+    ensure_ray()
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    pool = RayPool(2, nodes={n["NodeID"] for n in alive})
+    inputs = CheckInputs(routes=(("acct-x", {"K": "RB_NODE_CHECK_ABSENT"}, None),
+                                 ("acct-a", {"K": "RB_TEST_KEY_A"}, None)), backends=(("local", {}),))
+    supervision = RaySupervision([(n["NodeID"], str(n["NodeManagerAddress"])) for n in alive], Reserve(0), "nc")
+    try:
+        checks = check_nodes(inputs, alive, on=supervision.checkers())
+        assert checks == check_nodes(inputs, alive)
+        assert [c.problems for c in checks] == [
+            ("account acct-x: env var RB_NODE_CHECK_ABSENT is not set on this node",)] * len(alive)
+        assert supervision.node_count == len(alive)
+        supervision.keep({c.node_id for c in checks if c.ok})
+        assert supervision.node_count == 0 and supervision.check() == []
+        assert len(pool._runners) == 2 * len(alive)
+        pool.keep({checks[0].node_id})  # as if the first node had passed
+        assert len(pool._runners) == 2 and pool._nodes == [checks[0].node_id] * 2
+        pool.keep(set())
+        assert pool._runners == []
+    finally:
+        supervision.close()

@@ -66,3 +66,16 @@ def test_docker_backend_run_leaves_no_container(tmp_path: Path, docker_client: o
     assert "host admission fits" in receipt
     left = docker_client.containers.list(all=True, filters={"label": "ray-bench.run=docker-run"})  # type: ignore[attr-defined]
     assert left == []
+
+
+def test_bad_account_cooldown_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    suite, accounts = make_suite(tmp_path / "s", accounts=[
+        {"name": "acct-a", "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}},
+         "limits": {"max_concurrent": 3, "cooldown_s": 0}}])
+    result = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts),
+                                      "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith(f"error: {accounts}:") and "cooldown_s" in lines[0], lines
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "runs").exists()

@@ -146,3 +146,17 @@ def test_checksum_ignores_location_but_not_content(tmp_path: Path) -> None:
     assert task_checksum(a) == task_checksum(b)
     (b / "tests" / "test.sh").write_text((b / "tests" / "test.sh").read_text() + "\n# edit\n")
     assert task_checksum(a) != task_checksum(b)
+
+
+def test_accounts_cooldown_s_read_and_checked(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.yaml"
+    path.write_text("accounts:\n  - name: a\n    route: {env: {K: V}}\n"
+                    "    limits: {max_concurrent: 2, cooldown_s: 2.5}\n")
+    assert load_accounts(path).accounts[0].limits.cooldown_s == 2.5
+    for bad in ("0", "1000", "soon"):
+        path.write_text("accounts:\n  - name: a\n    route: {env: {K: V}}\n"
+                        f"    limits: {{max_concurrent: 2, cooldown_s: {bad}}}\n")
+        with pytest.raises(ConfigError) as info:
+            load_accounts(path)
+        line = info.value.line()
+        assert f"{path}:4" in line and "cooldown_s" in line, line

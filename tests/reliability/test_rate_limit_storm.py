@@ -1,9 +1,11 @@
 """Every account rate-limited at once: the run waits out the Retry-After, then completes.
 Rate-limited attempts are not the cells' fault: none is marked failed, none counts.
 
-The account health policy cools an account for at least ``base_cooldown_s`` (60 s) even when
-the provider's Retry-After is shorter (``ray_bench.accounts.health``), so this test waits
-about a minute: the wait is the behaviour under test."""
+The account health policy cools an account for at least its ``cooldown_s`` (60 s unless
+accounts.yaml says otherwise) even when the provider's Retry-After is shorter
+(``ray_bench.accounts.health``). The accounts here set ``cooldown_s: COOLDOWN`` (it was the 60 s
+default, and the test waited a minute for it): the run still waits out every cooldown, which
+the test checks against the longer of Retry-After and the cooldown."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 RETRY_AFTER = 3.0
 STORM_SEC = 2.0
+#: The accounts' ``cooldown_s``: above Retry-After, so the wait checked below is the cooldown's.
+COOLDOWN = 5.0
 
 
 def test_all_accounts_rate_limited_the_run_waits_and_completes(tmp_path: Path) -> None:
@@ -33,6 +37,9 @@ def test_all_accounts_rate_limited_the_run_waits_and_completes(tmp_path: Path) -
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], reps=2, max_attempts=2,
         preflight_cells=1,
+        accounts=[{"name": name, "route": {"env": {"DEMO_API_KEY": key}},
+                   "limits": {"max_concurrent": 3, "cooldown_s": COOLDOWN}}
+                  for name, key in (("acct-a", "RB_TEST_KEY_A"), ("acct-b", "RB_TEST_KEY_B"))],
         backends={"local": {"max_sandboxes": 4, "options": {"root": str(tmp_path / "sbx")}}},
         arms=[{"name": "baseline", "role": "baseline", **arm},
               {"name": "mcp", "role": "variant", **arm}])
@@ -64,14 +71,16 @@ def test_all_accounts_rate_limited_the_run_waits_and_completes(tmp_path: Path) -
     assert {a.account for a in limited} == {"acct-a", "acct-b"}
     assert {a.failure_class for a in limited} == {"provider"}
     assert not any(a.counts for a in limited)
-    # the run waited: after an account's rate limit it started nothing on it for Retry-After
+    # the run waited: after an account's rate limit it started nothing on it for its cooldown
+    # (the longer of Retry-After and cooldown_s)
+    wait = max(RETRY_AFTER, COOLDOWN)
     for a in limited:
         assert a.finished_at is not None
         too_soon = [b for b in attempts if b.account == a.account
-                    and a.finished_at < b.started_at < a.finished_at + RETRY_AFTER - 0.5]
+                    and a.finished_at < b.started_at < a.finished_at + wait - 0.5]
         assert not too_soon, (a, too_soon)
     # and cells were not thrown at the storm: limited attempts stay within a few per account
-    # per Retry-After window (its concurrency limit, 3, each time it reopened)
-    windows = STORM_SEC / RETRY_AFTER + 1
+    # per cooldown (its concurrency limit, 3, each time it reopened)
+    windows = STORM_SEC / wait + 1
     assert len(limited) <= 2 * 3 * windows
     assert all(r.started_at >= storm_end[0] - 0.5 for r in rows.values())

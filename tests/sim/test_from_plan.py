@@ -56,7 +56,8 @@ def simulated_s(p: Plan, usd_per_hour: float = 0.0) -> float:
 
 def test_the_spec_keeps_every_limit_of_the_plan_as_is() -> None:
     limits = {"max_concurrent": 6, "min_concurrent": 2, "starts_per_minute": 3.0,
-              "window": {"hours": 5, "max_cells": 40, "max_usd": 20.0}, "spend_usd": 100.0}
+              "window": {"hours": 5, "max_cells": 40, "max_usd": 20.0}, "spend_usd": 100.0,
+              "cooldown_s": 30.0}
     p = limited(limits)
     spec = parse_spec(spec_from_plan(p, durations={"lognormal": {"median_s": 60, "sigma": 0}}))
     assert spec.accounts[0].limits == p.accounts[0].limits
