@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.exports.source import CellExport, SuiteExport, export_roots, load_suites, mean_reward, refuse_out, staged
-from ray_bench.exports.transcripts import TRANSCRIPT_ADAPTERS, atif_trajectory, claude_turns
+from ray_bench.exports.transcripts import atif_trajectory, turns_of
 
 #: ray-bench failure class -> Harbor exception type. Names Harbor knows where one fits; the
 #: override on every invalid row keeps Harbor from counting any of them.
@@ -253,12 +253,12 @@ def _write_trial(cell: CellExport, trial_dir: Path, result: dict[str, Any], agen
         shutil.copytree(src / "logs" / "agent", agent, dirs_exist_ok=True, symlinks=True)
     if (src / "agent" / "stdout.txt").is_file():
         shutil.copyfile(src / "agent" / "stdout.txt", trial_dir / "trial.log")
-        if agent_config["name"] in TRANSCRIPT_ADAPTERS:  # the adapter's transcript as Harbor's steps
-            turns = claude_turns((src / "agent" / "stdout.txt").read_text(errors="replace"))
-            if turns:
-                _dump(agent / "trajectory.json", atif_trajectory(
-                    turns, agent=agent_config["name"], model=agent_config.get("model_name"),
-                    session=result["trial_name"]))
+        # the adapter's transcript as Harbor's steps
+        turns = turns_of(agent_config["name"], (src / "agent" / "stdout.txt").read_text(errors="replace"))
+        if turns:
+            _dump(agent / "trajectory.json", atif_trajectory(
+                turns, agent=agent_config["name"], model=agent_config.get("model_name"),
+                session=result["trial_name"]))
 
 
 def _when(ts: float) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ray_bench.errors import UserInputError
 from ray_bench.exports.source import CellExport, SuiteExport, export_roots, load_suites, mean_reward, refuse_out, staged
-from ray_bench.exports.transcripts import TRANSCRIPT_ADAPTERS, claude_messages
+from ray_bench.exports.transcripts import inspect_messages, turns_of
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
@@ -133,8 +133,8 @@ def _sample(cell: CellExport, model: str, instruction: str, adapter: str) -> Eva
                                   total_tokens=s.usage.input_tokens + s.usage.output_tokens,
                                   total_cost=s.usage.cost_usd)
     transcript: list[ChatMessage] = []
-    if adapter in TRANSCRIPT_ADAPTERS and log:
-        transcript = claude_messages(log, model)
+    if log:
+        transcript = inspect_messages(turns_of(adapter, log), model)
     if not transcript and log:  # no transcript: the agent's log is what it said
         transcript = [ChatMessageAssistant(content=log, model=model)]
     verdict = s.verdict.message if s.verdict else ""

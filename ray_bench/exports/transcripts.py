@@ -1,8 +1,17 @@
 """An adapter's own transcript, read once, as Inspect chat messages or a Harbor ATIF trajectory.
 
-Claude Code's ``--output-format stream-json`` (the agent's stdout, ``ray_bench/agents/claude.py``)
-is a transcript: assistant messages with text and ``tool_use`` blocks, user messages with the
-``tool_result`` blocks. The other adapters' logs are kept as the agent's log, unconverted.
+Each CLI adapter's stdout is a transcript (recorded from the real CLIs: tests/agents/fixtures):
+
+- Claude Code's ``--output-format stream-json`` (``ray_bench/agents/claude.py``): assistant messages
+  with text and ``tool_use`` blocks, user messages with the ``tool_result`` blocks;
+- Codex's ``exec --json`` (``ray_bench/agents/codex.py``): each ``item.completed``, an
+  ``agent_message`` the agent's text, a ``command_execution`` (an MCP call, a file change, a web
+  search) a call whose result is its output;
+- Gemini CLI's ``--output-format stream-json`` (``ray_bench/agents/gemini``): the assistant's
+  ``message`` deltas, ``tool_use`` and ``tool_result`` by ``tool_id`` (its ``user`` message is the
+  prompt, which the exports write as the sample's input).
+
+The ``command`` agent's log is kept as the agent's log, unconverted.
 """
 
 from __future__ import annotations
@@ -14,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from ray_bench.agents.base import json_line
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from inspect_ai.model import ChatMessage
 
-#: Adapters whose stdout is a transcript this module reads.
-TRANSCRIPT_ADAPTERS = frozenset({"claude-code"})
 #: Harbor's trajectory format (harbor/models/trajectories/trajectory.py) this writes.
 ATIF_VERSION = "ATIF-v1.2"
 
@@ -67,6 +76,94 @@ def claude_turns(stdout: str) -> list[Turn]:
     return turns
 
 
+def codex_turns(stdout: str) -> list[Turn]:
+    """``exec --json``'s finished items in order: a message is an agent turn; a call joins the
+    agent turn before it (a turn of its own when the call comes first), with its output."""
+    turns: list[Turn] = []
+    for event in (json_line(line) for line in stdout.splitlines()):
+        item = event.get("item") if event is not None and event.get("type") == "item.completed" else None
+        if not isinstance(item, dict):
+            continue
+        kind = str(item.get("type") or "")
+        if kind == "agent_message":
+            turns.append(Turn("agent", str(item.get("text") or "")))
+            continue
+        call = _codex_call(kind, item)
+        if call is None:
+            continue  # reasoning, errors, todo lists: not the conversation
+        if not turns or turns[-1].source != "agent":
+            turns.append(Turn("agent", ""))
+        turns[-1].calls.append(call)
+        turns[-1].results.append((call.id, _codex_output(kind, item)))
+    return turns
+
+
+def _codex_call(kind: str, item: dict[str, Any]) -> Call | None:
+    ident = str(item.get("id") or "")
+    if kind == "command_execution":
+        return Call(ident, "shell", {"command": item.get("command")})
+    if kind == "mcp_tool_call":
+        args = item.get("arguments")
+        name = f"{item.get('server')}.{item.get('tool')}"
+        return Call(ident, name, args if isinstance(args, dict) else {"input": args})
+    if kind == "file_change":
+        return Call(ident, "apply_patch", {"changes": item.get("changes")})
+    if kind == "web_search":
+        return Call(ident, "web_search", {"query": item.get("query")})
+    return None
+
+
+def _codex_output(kind: str, item: dict[str, Any]) -> str:
+    if kind == "command_execution":
+        code = item.get("exit_code")
+        return str(item.get("aggregated_output") or "") + (f"\n[exit {code}]" if code not in (0, None) else "")
+    if kind == "mcp_tool_call":
+        return _text(item.get("result") if item.get("result") is not None else item.get("error"))
+    return str(item.get("status") or "")
+
+
+def gemini_turns(stdout: str) -> list[Turn]:
+    """The stream's assistant text (its deltas joined), each ``tool_use`` on the turn it ends and
+    its ``tool_result`` (by ``tool_id``; an error's message when it failed); the user's message is
+    the prompt, left to the exports' input."""
+    turns: list[Turn] = []
+    for event in (json_line(line) for line in stdout.splitlines()):
+        kind = event.get("type") if event is not None else None
+        if event is None or kind not in ("message", "tool_use", "tool_result"):
+            continue
+        if kind == "message":
+            if event.get("role") == "assistant":
+                if not turns or turns[-1].calls:
+                    turns.append(Turn("agent", ""))
+                turns[-1].text += str(event.get("content") or "")
+        elif kind == "tool_use":
+            if not turns:
+                turns.append(Turn("agent", ""))
+            args = event.get("parameters")
+            turns[-1].calls.append(Call(str(event.get("tool_id")), str(event.get("tool_name")),
+                                        args if isinstance(args, dict) else {"input": args}))
+        else:
+            call = str(event.get("tool_id"))
+            owner = next((t for t in reversed(turns) if any(c.id == call for c in t.calls)), None)
+            error = event.get("error")
+            output = event.get("output") if event.get("status") != "error" or not isinstance(error, dict) \
+                else error.get("message")
+            if owner is not None:
+                owner.results.append((call, _text(output)))
+    return turns
+
+
+#: Adapters whose stdout is a transcript this module reads, and how.
+TRANSCRIPT_ADAPTERS: dict[str, Callable[[str], list[Turn]]] = {
+    "claude-code": claude_turns, "codex": codex_turns, "gemini-cli": gemini_turns}
+
+
+def turns_of(adapter: str | None, stdout: str) -> list[Turn]:
+    """The adapter's transcript in ``stdout``; none for an adapter without one."""
+    read = TRANSCRIPT_ADAPTERS.get(adapter or "")
+    return read(stdout) if read is not None else []
+
+
 def inspect_messages(turns: list[Turn], model: str) -> list[ChatMessage]:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
     from inspect_ai.tool import ToolCall
@@ -83,10 +180,6 @@ def inspect_messages(turns: list[Turn], model: str) -> list[ChatMessage]:
         messages += [ChatMessageTool(content=out, tool_call_id=call, function=names.get(call))
                      for call, out in turn.results]
     return messages
-
-
-def claude_messages(stdout: str, model: str) -> list[ChatMessage]:
-    return inspect_messages(claude_turns(stdout), model)
 
 
 def atif_trajectory(turns: list[Turn], *, agent: str, model: str | None, session: str) -> dict[str, Any]:
@@ -108,6 +201,8 @@ def atif_trajectory(turns: list[Turn], *, agent: str, model: str | None, session
 
 
 def _text(content: object) -> str:
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):

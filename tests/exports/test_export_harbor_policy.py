@@ -48,17 +48,23 @@ def test_harbors_policy_counts_exactly_the_accepted_rows(tmp_path: Path) -> None
     assert not harbor(cancelled).reward_valid
 
 
-def test_a_claude_stream_is_a_trajectory_harbors_model_reads() -> None:
+@pytest.mark.parametrize(("adapter", "folder", "function", "printed"), [
+    ("claude-code", "claude-code-2.1.197", "Bash", "hi"),
+    ("codex", "codex-0.171.0", "shell", "hi\n"),
+    ("gemini-cli", "gemini-cli-0.61.0", "run_shell_command", "hi"),
+])
+def test_each_cli_stream_is_a_trajectory_harbors_model_reads(adapter: str, folder: str, function: str,
+                                                              printed: str) -> None:
     from harbor.models.trajectories import Trajectory
 
-    from ray_bench.exports.transcripts import atif_trajectory, claude_turns
+    from ray_bench.exports.transcripts import atif_trajectory, turns_of
 
-    stream = Path(__file__).parents[1] / "agents" / "fixtures" / "claude-code-2.1.197" / "tool-call.stream.jsonl"
-    data = atif_trajectory(claude_turns(stream.read_text()), agent="claude-code", model="sonnet", session="s1")
+    stream = Path(__file__).parents[1] / "agents" / "fixtures" / folder / "tool-call.stream.jsonl"
+    data = atif_trajectory(turns_of(adapter, stream.read_text()), agent=adapter, model="m", session="s1")
     trajectory = Trajectory.model_validate(data)
     assert [s.source for s in trajectory.steps] == ["agent", "agent"]
     first = trajectory.steps[0]
-    assert first.tool_calls is not None and first.tool_calls[0].function_name == "Bash"
-    assert first.observation is not None and first.observation.results[0].content == "hi"
+    assert first.tool_calls is not None and first.tool_calls[0].function_name == function
+    assert first.observation is not None and first.observation.results[0].content == printed
     assert first.observation.results[0].source_call_id == first.tool_calls[0].tool_call_id
     assert trajectory.steps[1].message == "Done."
