@@ -1,0 +1,82 @@
+"""The same tasks run by Harbor's own ``harbor run`` (its Trial, oracle agent and verifier) and
+by ray-bench (plan, the driver on Ray, an ``agent: harbor`` oracle arm) on docker give the same
+reward per task, a broken solution's 0 included (issue 32's measurement).
+
+Harbor's own docker environment needs ``docker compose``, which Debian's docker.io here lacks, so
+``harbor run`` gets the one hook Harbor documents for other sandboxes, ``--env MODULE:CLASS``:
+:class:`support.harbor_docker_env.RayBenchDockerEnvironment`, a ray-bench docker container."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from support.ray_local import set_test_routes
+from support.runs import ledger_rows, plan_and_run
+
+from ray_bench.sandboxes.base import LABEL_RUN
+
+pytestmark = [pytest.mark.harbor, pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
+QUICKSTART = Path(__file__).parents[2] / "ray_bench" / "examples" / "quickstart" / "tasks"
+TASKS = ["hello-world", "count-words", "reverse-text"]
+set_test_routes()  # before Ray starts, so its workers inherit the routes
+
+
+def _tasks(root: Path, image: str) -> dict[str, float]:
+    """The quickstart tasks on ``image``, and one whose solution is wrong: their expected rewards."""
+    for name in TASKS:
+        shutil.copytree(QUICKSTART / name, root / name)
+    shutil.copytree(QUICKSTART / "count-words", root / "count-words-broken")
+    (root / "count-words-broken" / "solution" / "solve.sh").write_text("#!/bin/sh\necho 8 > count.txt\n")
+    for task in root.iterdir():
+        toml = task / "task.toml"
+        toml.write_text(toml.read_text().replace('workdir = "/app"', f'workdir = "/app"\ndocker_image = "{image}"'))
+    return {**dict.fromkeys(TASKS, 1.0), "count-words-broken": 0.0}
+
+
+def _harbor_run(tasks: Path, jobs: Path) -> dict[str, float | None]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]),
+                                                        str(Path(__file__).parents[2])])}
+    harbor = Path(sys.executable).parent / "harbor"
+    done = subprocess.run([str(harbor), "run", "-p", str(tasks), "-a", "oracle", "-n", "2", "-o", str(jobs),
+                           "--env", "support.harbor_docker_env:RayBenchDockerEnvironment"],
+                          check=False, env=env, cwd=jobs.parent, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rewards: dict[str, float | None] = {}
+    for result in jobs.glob("*/*/result.json"):
+        trial = json.loads(result.read_text())
+        assert trial.get("exception_info") is None, trial["exception_info"]
+        rewards[trial["task_name"]] = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+    return rewards
+
+
+def test_harbor_run_and_ray_bench_give_each_task_the_same_reward(tmp_path: Path, base_image: str,
+                                                                  docker_client: object) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    expected = _tasks(tasks, base_image)
+    jobs = tmp_path / "jobs"
+    harbor = _harbor_run(tasks, jobs)
+    assert harbor == expected
+
+    suite = {"name": "agree", "task_roots": [str(tasks)], "backend": "docker", "preflight_cells": 0,
+             "max_attempts": 1, "backends": {"docker": {"max_sandboxes": 2}},
+             "arms": [{"name": "oracle", "role": "baseline", "agent": "harbor", "harbor_agent": "oracle"}]}
+    route = {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}}
+    accounts = {"accounts": [{"name": "a", "route": route, "limits": {"max_concurrent": 2}}]}
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    (tmp_path / "accounts.yaml").write_text(yaml.safe_dump(accounts))
+    outcome, root = plan_and_run(tmp_path / "suite.yaml", tmp_path / "accounts.yaml", tmp_path / "runs")
+    attempts, rows = ledger_rows(root)
+    ours = {r.task: r.reward for r in rows.values() if r.valid}
+    assert ours == harbor, (outcome.detail, [(a.task, a.failure_class) for a in attempts])
+    from support.harbor_docker_env import RUN_LABEL  # imports Harbor: the 3.11 pass only collects this file
+
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={RUN_LABEL}"})  # type: ignore[attr-defined]
+    assert left == []
