@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -25,6 +26,9 @@ from ray_bench.sandboxes.base import LABEL_RUN
 pytestmark = [pytest.mark.harbor, pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
 QUICKSTART = Path(__file__).parents[2] / "ray_bench" / "examples" / "quickstart" / "tasks"
 TASKS = ["hello-world", "count-words", "reverse-text"]
+#: A Daytona credential route for the in-process run (the fixture accepts only this value).
+KEY_ENV = "RAY_BENCH_TEST_AGREE_DAYTONA_KEY"
+os.environ.setdefault(KEY_ENV, "fake-daytona-agree-key")
 set_test_routes()  # before Ray starts, so its workers inherit the routes
 
 
@@ -56,17 +60,21 @@ def _harbor_run(tasks: Path, jobs: Path) -> dict[str, float | None]:
     return rewards
 
 
-def test_harbor_run_and_ray_bench_give_each_task_the_same_reward(tmp_path: Path, base_image: str,
-                                                                  docker_client: object) -> None:
-    tasks = tmp_path / "tasks"
+@pytest.fixture(scope="module")
+def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[Path, dict[str, float | None]]:
+    """The tasks, and what Harbor's own ``harbor run`` gave each (checked against the expected)."""
+    root = tmp_path_factory.mktemp("agree")
+    tasks = root / "tasks"
     tasks.mkdir()
     expected = _tasks(tasks, base_image)
-    jobs = tmp_path / "jobs"
-    harbor = _harbor_run(tasks, jobs)
+    harbor = _harbor_run(tasks, root / "jobs")
     assert harbor == expected
+    return tasks, harbor
 
-    suite = {"name": "agree", "task_roots": [str(tasks)], "backend": "docker", "preflight_cells": 0,
-             "max_attempts": 1, "backends": {"docker": {"max_sandboxes": 2}},
+
+def _ray_bench(tmp_path: Path, tasks: Path, backend: str, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    suite = {"name": "agree", "task_roots": [str(tasks)], "backend": backend, "preflight_cells": 0,
+             "max_attempts": 1, "backends": {backend: {"max_sandboxes": 2, "options": options}},
              "arms": [{"name": "oracle", "role": "baseline", "agent": "harbor", "harbor_agent": "oracle"}]}
     route = {"env": {"DEMO_API_KEY": "RB_TEST_KEY_A"}}
     accounts = {"accounts": [{"name": "a", "route": route, "limits": {"max_concurrent": 2}}]}
@@ -74,9 +82,32 @@ def test_harbor_run_and_ray_bench_give_each_task_the_same_reward(tmp_path: Path,
     (tmp_path / "accounts.yaml").write_text(yaml.safe_dump(accounts))
     outcome, root = plan_and_run(tmp_path / "suite.yaml", tmp_path / "accounts.yaml", tmp_path / "runs")
     attempts, rows = ledger_rows(root)
-    ours = {r.task: r.reward for r in rows.values() if r.valid}
-    assert ours == harbor, (outcome.detail, [(a.task, a.failure_class) for a in attempts])
+    return (outcome.detail, [(a.task, a.failure_class) for a in attempts]), {
+        r.task: r.reward for r in rows.values() if r.valid}
+
+
+def test_harbor_run_and_ray_bench_on_docker_give_each_task_the_same_reward(
+        tmp_path: Path, agreed: tuple[Path, dict[str, float | None]], docker_client: Any) -> None:
+    tasks, harbor = agreed
+    said, ours = _ray_bench(tmp_path, tasks, "docker", {})
+    assert ours == harbor, said
     from support.harbor_docker_env import RUN_LABEL  # imports Harbor: the 3.11 pass only collects this file
 
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={RUN_LABEL}"})  # type: ignore[attr-defined]
-    assert left == []
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={RUN_LABEL}"}) == []
+
+
+def test_ray_bench_on_daytona_gives_each_task_harbors_reward(
+        tmp_path: Path, agreed: tuple[Path, dict[str, float | None]], docker_client: Any, base_image: str) -> None:
+    """Harbor's oracle unchanged on daytona (the real SDK against the local fixture server)."""
+    pytest.importorskip("daytona", reason="the daytona extra is not installed")
+    from support.daytona_server import DaytonaServer
+
+    tasks, harbor = agreed
+    server = DaytonaServer(docker_client=docker_client, default_image=base_image,
+                           api_key=os.environ[KEY_ENV]).start()
+    try:
+        said, ours = _ray_bench(tmp_path, tasks, "daytona", {"api_url": server.api_url, "api_key_env": KEY_ENV})
+        assert ours == harbor, said
+        assert server.containers() == []
+    finally:
+        server.stop()

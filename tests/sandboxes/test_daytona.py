@@ -18,6 +18,7 @@ from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Fa
 
 from ray_bench.errors import (
     SandboxCreateError,
+    SandboxError,
     SandboxGoneError,
     SandboxRateLimitedError,
     SandboxUnavailableError,
@@ -96,6 +97,30 @@ def test_a_create_that_stays_limited_raises_with_retry_after(
             assert info.value.retry_after == pytest.approx(0.3)
             assert info.value.failure_class == "capacity"
             assert len(server.create_requests) == 3
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_exec_runs_as_the_sandboxs_own_user_only(server: DaytonaServer, base_image: str) -> None:
+    """Daytona's exec has no user switch: a command may name the user the sandbox runs as (as
+    Harbor's agents name ``root``, by name or uid), and any other is refused in one line."""
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            sbx = await backend.create(spec_for(base_image, run_id))
+            try:
+                for user in ("root", "0", None):
+                    done = await sbx.exec("id -u", timeout=30, user=user)
+                    assert (done.exit_code, done.stdout.strip()) == (0, "0")
+                with pytest.raises(SandboxError, match="cannot run a command as user 'nobody' "
+                                                       r"\(its commands run as root\)"):
+                    await sbx.exec("id -u", timeout=30, user="nobody")
+            finally:
+                await sbx.delete()
         finally:
             await backend.close()
 

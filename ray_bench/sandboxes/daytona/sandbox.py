@@ -94,6 +94,7 @@ class DaytonaSandbox(Sandbox):
         #: Who commands run as, from ``id`` inside the sandbox (:meth:`probe_user`); never the
         #: API's ``user`` field, which says ``daytona`` whatever the image's USER is.
         self.user = "unknown"
+        self._uid = ""
         self._root = NONROOT_ROOT
         self._workdir = spec.workdir
         self._deleted = False
@@ -109,7 +110,13 @@ class DaytonaSandbox(Sandbox):
             raise SandboxError(f"cannot tell which user Daytona sandbox {self.id} runs as: "
                                f"{(response.result or '')[-300:]!r}")
         self.user = name or uid
+        self._uid = uid
         self._root = "" if uid == "0" else NONROOT_ROOT
+
+    def _runs_as(self, user: str) -> bool:
+        """Whether the sandbox's own user is ``user`` (by name or uid; ``root`` is uid 0), the
+        one user Daytona's exec can run a command as (Harbor's agents name it: ``root``)."""
+        return user in (self.user, self._uid) or (self._uid == "0" and user == "root")
 
     def path(self, sandbox_path: str) -> str:
         if not self._root:
@@ -127,8 +134,9 @@ class DaytonaSandbox(Sandbox):
         user: str | None = None,
         watch: ExecWatch | None = None,
     ) -> ExecResult:
-        if user is not None:
-            raise SandboxError(f"Daytona's exec cannot run a command as user {user!r}")
+        if user is not None and not self._runs_as(user):
+            raise SandboxError(f"Daytona's exec cannot run a command as user {user!r} "
+                               f"(its commands run as {self.user})")
         if self._deleted:
             raise SandboxGoneError(f"Daytona sandbox {self.id} was deleted")
         scratch = f"{_SCRATCH}/{uuid.uuid4().hex}"
