@@ -227,10 +227,14 @@ def test_a_container_whose_own_process_the_memory_limit_kills_is_out_of_memory_n
 
     async def body(backend: DockerBackend) -> None:
         sbx = DockerSandbox(backend, created["Id"], spec(base_image, run_id))
+        # a command under way when it died (or started just after: a loaded host is slow to exec)
         with pytest.raises(SandboxOutOfMemoryError, match="memory limit") as caught:
             await sbx.exec("sleep 60", timeout=120)
         assert caught.value.failure_class == "capacity"
         assert docker_client.api.inspect_container(created["Id"])["State"]["OOMKilled"] is True
+        # and one asked of the stopped container: dockerd's "is not running" is read the same way
+        with pytest.raises(SandboxOutOfMemoryError, match="memory limit"):
+            await sbx.exec("true", timeout=30)
 
     try:
         asyncio.run(_with_backend(body))

@@ -142,9 +142,18 @@ class DockerSandbox(Sandbox):
             )
         except docker.errors.APIError as exc:
             if _gone_message(exc):
-                raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
+                raise self._gone(exc) from exc
             raise
         return str(created["Id"])
+
+    def _gone(self, exc: docker.errors.APIError) -> SandboxGoneError:
+        """Why the container is not there to run in: its memory limit killed it
+        (:class:`SandboxOutOfMemoryError`, from its state), or it went otherwise."""
+        try:
+            self._state()
+        except SandboxGoneError as gone:
+            return gone
+        return SandboxGoneError(f"container {self.id[:12]} is gone: {exc}")
 
     async def set_network(self, online: bool) -> None:
         await self._b.call(self._set_network, online)
@@ -167,7 +176,7 @@ class DockerSandbox(Sandbox):
             stream = self._b.client().api.exec_start(exec_id, stream=True, demux=True)
         except docker.errors.APIError as exc:
             if _gone_message(exc):
-                raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
+                raise self._gone(exc) from exc
             raise
         streams.append(stream)
         kept = [bytearray(), bytearray()]
@@ -256,7 +265,7 @@ class DockerSandbox(Sandbox):
             raw = self._b.client().api.exec_start(exec_id)
         except docker.errors.APIError as exc:
             if _gone_message(exc):
-                raise SandboxGoneError(f"container {self.id[:12]} is gone: {exc}") from exc
+                raise self._gone(exc) from exc
             raise
         return oom_kills(raw)
 
