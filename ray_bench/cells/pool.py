@@ -32,6 +32,14 @@ if TYPE_CHECKING:
 
 NAMESPACE = "ray-bench"
 BATCH_LINGER_SEC = 0.02
+#: How often a cancel is sent again to an attempt that has not ended since: a ``ray.cancel`` that
+#: reaches the runner before the task does is dropped (seen in CI: a ``pause --now`` 0.1 s after
+#: the first starts cancelled none of the four, which ran to their 60 s timeout; the race of
+#: ray-project/ray#52628, a cancel before the actor queued the task's future).
+CANCEL_RESEND_SEC = 1.0
+#: How many times it is sent again at most (the race is at the task's start; the runner's
+#: clean-up of a cancelled attempt is shielded from every one of them).
+CANCEL_RESENDS = 5
 #: The custom resource that nodes able to run Docker sandboxes advertise (cluster/README.md).
 DOCKER_RESOURCE = "docker"
 #: How long an audit waits for a replacement runner; Ray declares a lost node dead in ~10-30 s.
@@ -76,6 +84,8 @@ class RayPool:
         self._load: list[int] = []
         self._nodes: list[str] = []
         self._owner: dict[Any, tuple[int, Any, AttemptSpec]] = {}
+        #: Attempts asked to stop: when the cancel was last sent and how often it was sent again.
+        self._cancelling: dict[Any, tuple[float, int]] = {}
         #: A replacement runner's first ping until it answers (None: the runner is ready).
         self._pending: list[Any] = []
         #: Nodes runners may be placed on (None: every alive node).
@@ -149,6 +159,9 @@ class RayPool:
     def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
         if not refs:
             return []
+        if self._cancelling:
+            self._cancel_again()
+            timeout = min(timeout, CANCEL_RESEND_SEC)
         ready, rest = ray.wait(list(refs), num_returns=1, timeout=timeout)
         if ready and rest:
             # Linger a moment for the attempts finishing right behind the first: the driver then
@@ -241,9 +254,24 @@ class RayPool:
         return True
 
     def cancel(self, refs: list[Any]) -> None:
+        now = time.monotonic()
         for ref in refs:
+            self._cancelling[ref] = (now, 0)
             with contextlib.suppress(RayError):
                 ray.cancel(ref)
+
+    def _cancel_again(self) -> None:
+        """Send the cancel again to the attempts asked to stop that still run (see
+        :data:`CANCEL_RESEND_SEC`); those that ended, or were sent it :data:`CANCEL_RESENDS`
+        times more, are forgotten."""
+        now = time.monotonic()
+        for ref, (sent, times) in list(self._cancelling.items()):
+            if ref not in self._owner or times >= CANCEL_RESENDS:
+                del self._cancelling[ref]
+            elif now - sent >= CANCEL_RESEND_SEC:
+                self._cancelling[ref] = (now, times + 1)
+                with contextlib.suppress(RayError):
+                    ray.cancel(ref)
 
     def count(self, backends: dict[str, BackendConfig], backend: str, run_id: str) -> int:
         """Resources of the run that the backends report through the runners (+1 per runner

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import hashlib
 import json
 import os
@@ -235,14 +234,14 @@ async def _shielded(work: Coroutine[Any, Any, _T], timeout: float) -> _T | None:
     """``work`` run to its end (at most ``timeout`` s) although the caller is being cancelled;
     None when it fails or takes longer (what it would have said stays unknown)."""
     task = asyncio.ensure_future(asyncio.wait_for(work, timeout))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            return await task
-        return None
-    except Exception:
-        return None
+    while True:  # a cancel sent again (ray_bench.cells.pool.CANCEL_RESEND_SEC) waits on too
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                return None
+        except Exception:
+            return None
 
 
 async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSummary,
@@ -571,13 +570,18 @@ def layer_agent(spec: AttemptSpec) -> str:
 
 async def _delete_shielded(sandbox: Sandbox, summary: AttemptSummary) -> None:
     deletion = asyncio.ensure_future(sandbox.delete())
-    try:
-        await asyncio.shield(deletion)
-    except asyncio.CancelledError:
-        await deletion  # finish removing it even while being cancelled
-        raise
-    except Exception as exc:
-        summary.cleanup_error = f"{type(exc).__name__}: {exc}"
+    cancelled = False
+    while True:  # the sandbox is removed however often the attempt is cancelled meanwhile
+        try:
+            await asyncio.shield(deletion)
+        except asyncio.CancelledError:
+            cancelled = True
+            continue
+        except Exception as exc:
+            summary.cleanup_error = f"{type(exc).__name__}: {exc}"
+        break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _exec_facts(result: ExecResult, output_tail: str) -> ExecFacts:
