@@ -6,9 +6,9 @@
 # skipped with a note.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 957 tests, 257 s here).
+#            core, config, plan, evidence, reports, the simulator; 1,020 tests, 134 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
-# Without --fast: the full suite (1,360 tests + 33 harbor), what .ci/run runs: 2,519 s + 116 s in a fresh clone here,
+# Without --fast: the full suite (1,420 tests + 44 harbor), what .ci/run runs: 2,160 s + 216 s in a fresh clone here,
 # quiet; budget 20 min (see README "Set up" for where the time goes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
