@@ -149,13 +149,19 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
     # tool's result in the grace: one more call, the fake's default answer, served and so counted.
     extra = len(fake.served.request_ids) - 2
     assert extra in (0, 1), fake.served
+    assert (fake.served.input_tokens, fake.served.output_tokens) == (730 + 120 * extra, 40 + 7 * extra)
+    # The grace's call is recorded when the CLI printed it before its SIGKILL; under load it
+    # may not be (seen in CI 1 run in 3): then the stream and the session hold the first two
+    # calls exactly, and settlement shows the third as an unmatched charge (below), not hidden.
+    recorded = len(usage["request_ids"])
+    assert recorded in (2, 2 + extra) and usage["request_ids"] == fake.served.request_ids[:recorded]
+    unrecorded = 2 + extra - recorded
     assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (
-        fake.served.input_tokens, fake.served.output_tokens, fake.served.cache_read_tokens) == (
-        730 + 120 * extra, 40 + 7 * extra, 40)
-    assert usage["request_ids"] == fake.served.request_ids
+        730 + 120 * (extra - unrecorded), 40 + 7 * (extra - unrecorded), 40)
     # The CLI printed no cost (no result line): its served tokens at Sonnet's list price.
     assert usage["cost_basis"] == "estimated", usage
-    assert usage["cost_usd"] == pytest.approx(_sonnet_usd(fake.served)), usage
+    assert usage["cost_usd"] == pytest.approx(usage["input_tokens"] * 3e-6 + usage["output_tokens"] * 15e-6
+                                              + usage["cache_read_tokens"] * 0.3e-6), usage
     assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("*.jsonl"))
     # Its timeout came while its own tool ran: the agent's outcome, scored and flagged, not a
     # silent provider.
@@ -184,8 +190,8 @@ def test_claude_code_cut_attempts_record_what_was_served_and_why_they_were_cut(t
                        backend="local", epoch="e", preflight=False, started_at=0.0, status="finished")
             for n in ("killed", "401", "429")]
     settled, unmatched, _ = reconcile(rows, {"killed": killed, "401": e401, "429": e429}, read_usage_export(export))
-    assert settled["killed"].status == "settled" and settled["killed"].settled_usd == pytest.approx(0.004 * (2 + extra))
-    assert settled["401"].status == settled["429"].status == "n/a" and unmatched == 0
+    assert settled["killed"].status == "settled" and settled["killed"].settled_usd == pytest.approx(0.004 * recorded)
+    assert settled["401"].status == settled["429"].status == "n/a" and unmatched == unrecorded
 
 
 def _sonnet_usd(served: Any) -> float:
