@@ -61,16 +61,26 @@ def clis(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RB_HINST_KEY", KEY)
 
 
-def test_harbors_claude_code_runs_laid_offline_and_its_usage_settles(tmp_path: Path, base_image: str,
-                                                                     clis: None) -> None:
+def _served_run(tmp_path: Path, base_image: str, agent: str, model: str, answer: Answer, url_env: str,
+                url_path: str, route: dict[str, str]) -> tuple[Any, Any]:
+    """One attempt of Harbor's ``agent`` on docker against a fake provider that serves ``answer``
+    (reached at the bridge gateway as ``url_env``): its summary, which must carry no error, and
+    what the fake served."""
     make_suite(tmp_path / "suite", tasks=["hello-world"])
     with FakeProvider(host="0.0.0.0") as fake:
-        fake.then(Answer(input_tokens=77, output_tokens=9, cache_read_tokens=30))
-        spec = _spec(tmp_path, base_image, "claude-code", "anthropic/claude-sonnet-4-5",
-                     {"ANTHROPIC_BASE_URL": f"http://{_gateway()}:{fake.port}"}, {"ANTHROPIC_API_KEY": "RB_HINST_KEY"})
+        fake.then(answer)
+        spec = _spec(tmp_path, base_image, agent, model, {url_env: f"http://{_gateway()}:{fake.port}{url_path}"}, route)
         summary = run_on_docker(spec)
         served = fake.served
     assert summary.error is None and summary.agent_error is None, (summary.error, summary.agent_error, summary.agent)
+    return summary, served
+
+
+def test_harbors_claude_code_runs_laid_offline_and_its_usage_settles(tmp_path: Path, base_image: str,
+                                                                     clis: None) -> None:
+    summary, served = _served_run(tmp_path, base_image, "claude-code", "anthropic/claude-sonnet-4-5",
+                                  Answer(input_tokens=77, output_tokens=9, cache_read_tokens=30),
+                                  "ANTHROPIC_BASE_URL", "", {"ANTHROPIC_API_KEY": "RB_HINST_KEY"})
     usage = summary.to_json()["usage"]
     assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (
         served.input_tokens, served.output_tokens, served.cache_read_tokens), usage
@@ -85,14 +95,9 @@ def test_harbors_claude_code_runs_laid_offline_and_its_usage_settles(tmp_path: P
 
 
 def test_harbors_codex_runs_laid_offline_and_its_usage_settles(tmp_path: Path, base_image: str, clis: None) -> None:
-    make_suite(tmp_path / "suite", tasks=["hello-world"])
-    with FakeProvider(host="0.0.0.0") as fake:
-        fake.then(Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100))
-        spec = _spec(tmp_path, base_image, "codex", "openai/gpt-5",
-                     {"OPENAI_BASE_URL": f"http://{_gateway()}:{fake.port}/v1"}, {"OPENAI_API_KEY": "RB_HINST_KEY"})
-        summary = run_on_docker(spec)
-        served = fake.served
-    assert summary.error is None and summary.agent_error is None, (summary.error, summary.agent_error, summary.agent)
+    summary, served = _served_run(tmp_path, base_image, "codex", "openai/gpt-5",
+                                  Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100),
+                                  "OPENAI_BASE_URL", "/v1", {"OPENAI_API_KEY": "RB_HINST_KEY"})
     usage = summary.to_json()["usage"]
     assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (400, 33, 100), usage
     assert usage["request_ids"] == served.response_ids, (usage, served.response_ids)
