@@ -261,8 +261,9 @@ class AccountCore:
             h.on_auth_failed(now, expired=outcome.expired, detail=outcome.detail)
         elif outcome.kind is OutcomeKind.SERVER_ERROR:
             h.on_server_error(now, started_at, outcome.detail)
-        elif outcome.detail:
-            h.last_error = outcome.detail
+        # A failure blames the task (its tests, a missing file), an unjudged attempt blames no
+        # one: neither is the account's error, so neither becomes its ``last_error``, which
+        # `accounts status` shows beside its state ("healthy (: not found)" before).
 
     def share(self, shared: Shared) -> None:
         """Take up what every run on the state root holds of this account (:class:`Shared`):

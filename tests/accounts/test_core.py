@@ -127,6 +127,18 @@ def test_auth_failure_disables_account() -> None:
     assert core.snapshot(4.0).last_error == "401"
 
 
+def test_a_task_failure_is_not_the_accounts_last_error() -> None:
+    """A failure blames the task: "healthy (: not found)" in `accounts status` misled."""
+    core = AccountCore("a", AccountLimits(max_concurrent=4))
+    core.on_start(0.0, lease(1))
+    core.on_finish(1.0, lease(1), Outcome.server_error("502 bad gateway"))
+    core.on_start(2.0, lease(2))
+    core.on_finish(3.0, lease(2), Outcome.failure(": not found"))
+    core.on_start(4.0, lease(3))
+    core.on_finish(5.0, lease(3), Outcome.unjudged(0.01))
+    assert core.snapshot(6.0).last_error == "server_error (502 bad gateway)"
+
+
 def test_held_and_expired_refuse() -> None:
     core = AccountCore("a", AccountLimits(max_concurrent=4))
     core.health.hold()
