@@ -10,14 +10,7 @@ from typing import Any
 import docker
 import pytest
 from support.images import build_base_image, build_tmux_image
-
-
-def require_service(name: str, available: bool, reason: str) -> None:
-    if available:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{name} is required under CI=true but unavailable: {reason}", pytrace=False)
-    pytest.skip(f"{name} unavailable: {reason}")
+from support.services import require_service
 
 
 @pytest.fixture(scope="session")

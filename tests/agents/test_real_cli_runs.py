@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_service
+from support.services import require_service
 from support.agent_clis import bin_dir, missing
 from support.fake_provider import Answer, FakeProvider
 from support.runs import ledger_rows, plan_and_run
