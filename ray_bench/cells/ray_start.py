@@ -127,9 +127,30 @@ def _session_messages_file() -> Path | None:
         return None
 
 
+def use_token_if_there() -> None:
+    """Join with the machine's Ray token (``~/.ray/auth_token``) when ``RAY_AUTH_MODE`` is unset.
+
+    Ray 2.60 protects a cluster that ``ray start --head`` or a local ``ray.init`` starts with
+    that token, but a process joining with the mode unset sends none: ``ray-bench execute
+    --address`` failed with ``InvalidAuthToken`` unless the operator exported
+    ``RAY_AUTH_MODE=token`` (measured here: mode unset, a fresh ``ray start --head`` refuses the
+    join; with ``token`` it is accepted, and a cluster started with ``disabled`` accepts both).
+    Ray's own rule for a local start, reused: token mode only if a token exists."""
+    if os.environ.get("RAY_AUTH_MODE") is not None:
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
 def init_ray(address: str | None, **kwargs: Any) -> None:
     quiet_ray()
     if address and address != "local":
+        use_token_if_there()
         ray.init(address=address, **kwargs)
         return
     os.environ.setdefault(WORKER_NICENESS, "0")  # read by the raylet this start launches

@@ -153,3 +153,24 @@ def test_a_local_execute_prints_no_ray_warning(tmp_path: Path) -> None:
         assert "Token authentication" not in terminal, terminal
         assert "WARNING" not in terminal and "(raylet)" not in terminal, terminal
     assert "starting Ray" in done.stderr and "Ray ready" in done.stderr, done.stderr
+
+
+JOIN = """
+import sys
+import ray
+from ray_bench.cells.ray_start import init_ray
+init_ray(sys.argv[1], namespace="ray-bench", log_to_driver=False)
+print("joined", int(ray.cluster_resources().get("CPU", 0)) > 0)
+"""
+
+
+def test_a_join_with_the_auth_mode_unset_uses_the_machines_token() -> None:
+    """`execute --address` from a shell without RAY_AUTH_MODE (the operator's, after `ray start
+    --head`): Ray sent no token and the token-protected cluster refused it (InvalidAuthToken)."""
+    ensure_ray()
+    address = str(ray.get_runtime_context().gcs_address)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    done = subprocess.run([sys.executable, "-c", JOIN, address], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0 and "joined True" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "Token authentication" not in done.stdout + done.stderr
