@@ -62,6 +62,8 @@ def _classes(token: str) -> int:
 AGENT_FIELDS = frozenset({"env", "command", "probe_command", "agent_args", "args", "headers", "url",
                           "verifier_env", "healthcheck"})
 _ID_PART = re.compile(r"[A-Za-z]+|[A-Za-z]?[0-9A-Fa-f]+")
+#: A word that is a filesystem path, bare, quoted or an option's value (``--out=/tmp/x``).
+_PATH_WORD = re.compile(r"""^(?:[\w.-]*=)?["']?(?:/|\./|\.\./|~/)""")
 
 
 def identifier_shaped(token: str) -> bool:
@@ -86,17 +88,20 @@ def looks_like_secret(value: str, route_values: Iterable[str] = (), *,
         return None
     # A filesystem path is judged segment by segment: a checkout under a random temporary
     # directory (``/tmp/tmp.Uerm9gL0TZ/p/tests/...``) measured as one 100-character token
-    # above the threshold, while a key kept as one long segment is still found.
-    path_like = value.startswith(("/", "./", "../", "~/")) and not any(c.isspace() for c in value)
-    for match in _TOKEN.finditer(value):
-        token = match.group(0)
-        if not path_like and (token.startswith("/") or "//" in token):
-            continue  # a path or URL
-        parts = token.split("/") if path_like else [token]
-        for part in parts:
-            if len(part) >= 32 and _classes(part) == 3 and not identifier_shaped(part) \
-                    and _entropy(part) >= _ENTROPY_BITS:
-                return "a high-entropy token", fingerprint(part)
+    # above the threshold, while a key kept as one long segment is still found. Judged word by
+    # word, so a path inside a command (``test -f /tmp/ray-bench-tests.8qBdVB/...``: its
+    # ``8qBdVB/main/test_...`` measured 4.3 bits as one token) is a path too.
+    for word in value.split():
+        path_like = _PATH_WORD.match(word) is not None
+        for match in _TOKEN.finditer(word):
+            token = match.group(0)
+            if not path_like and (token.startswith("/") or "//" in token):
+                continue  # a path or URL
+            parts = token.split("/") if path_like else [token]
+            for part in parts:
+                if len(part) >= 32 and _classes(part) == 3 and not identifier_shaped(part) \
+                        and _entropy(part) >= _ENTROPY_BITS:
+                    return "a high-entropy token", fingerprint(part)
     return None
 
 

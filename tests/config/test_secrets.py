@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
     "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
     "Zx8Qp2Lm9Rt4Vb7Nc3Kd6Wf1Gh5Js0TyUe",  # 34 random base62 characters
     "/etc/keys/Zx8Qp2Lm9Rt4Vb7Nc3Kd6Wf1Gh5Js0TyUe",  # a key kept as a path segment
+    "run --out=/tmp/x/Zx8Qp2Lm9Rt4Vb7Nc3Kd6Wf1Gh5Js0TyUe",  # and inside a command's path
+    "curl -H 'x-api-key: Zx8Qp2Lm9Rt4Vb7Nc3Kd6Wf1Gh5Js0TyUe' http://127.0.0.1/",
 ])
 def test_credentials_are_caught(value: str) -> None:
     assert looks_like_secret(value) is not None
@@ -36,6 +38,9 @@ def test_credentials_are_caught(value: str) -> None:
     # a clone under mktemp's random directory (CI clones into one): found by CI itself
     "/tmp/tmp.Uerm9gL0TZ/p/tests/tasks/corpus/codescalebench/benchmarks/csb_sdlc_fix/teleport-users-can-delete-fix-001",
     "/tmp/pytest-of-root/pytest-195/tmp.Uerm9gL0TZ/suite/tasks",
+    # a path inside a command, under scripts/test.sh's mktemp root: failed two CI tests
+    "test -f /tmp/ray-bench-tests.8qBdVB/main/test_a_valid_probe_reopens_the0/fixed || no-such-agent --run",
+    "until [ -e '/tmp/ray-bench-tests.8qBdVB/main/test_an_idle_worker_lost_mid_r0/release' ]; do sleep 1; done",
     "https://example.com/a/very/long/path/with/segments/AbCdEfGh/index.html",
     "task-with-a-long-name-like-disk-usage-monitoring-2024",
     "550e8400-e29b-41d4-a716-446655440000",

@@ -34,6 +34,10 @@ def _free_port() -> int:
         return port
 
 
+#: Marks the line of ``ray.nodes()`` in the client's output.
+NODES_MARK = "ray-bench-nodes: "
+
+
 @dataclass
 class MultiNode:
     state: Path
@@ -50,10 +54,12 @@ class MultiNode:
         """``ray.nodes()`` as seen by a fresh client process (this one may hold another Ray)."""
         keys = ("NodeID", "Alive", "Resources", "RayletSocketName")
         code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False); "
-                f"print(json.dumps([{{k: n[k] for k in {keys!r}}} for n in ray.nodes()]))")
+                f"print({NODES_MARK!r} + json.dumps([{{k: n[k] for k in {keys!r}}} for n in ray.nodes()]))")
         out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **self.env},
                              capture_output=True, text=True, timeout=120, check=True)
-        nodes: list[dict[str, object]] = json.loads(out.stdout.strip().splitlines()[-1])
+        # Ray may print after it (a raylet's "lagging heartbeats" notice under load, seen in CI).
+        line = next(x for x in reversed(out.stdout.splitlines()) if x.startswith(NODES_MARK))
+        nodes: list[dict[str, object]] = json.loads(line[len(NODES_MARK):])
         return nodes
 
     def raylet_pid(self, node: dict[str, object]) -> int:
