@@ -35,7 +35,7 @@ from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
-from ray_bench.cells.lifetime import lifetime_sec
+from ray_bench.cells.lifetime import lifetime_sec, step_setups
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
     NetworkSwitch,
@@ -553,7 +553,8 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
                             disk_mb=spec.task_config.environment.storage_mb),
         network=spec.network,
         workdir=spec.workdir,
-        lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec),
+        lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec,
+                                  step_setups(spec.task_config, Path(spec.task_path))),
         agent_layer=prepare_layer(layer_agent(spec)) if spec.backend == "docker" else None,
     )
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from ray_bench.agents.runtime import command_for, record
 from ray_bench.cells.credentials import Redactor
+from ray_bench.cells.lifetime import STEP_SETUP_TIMEOUT_SEC
 from ray_bench.cells.phases import (
     ARTIFACTS_DIR,
     NetworkSwitch,
@@ -139,7 +140,7 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
     if (step_dir / "workdir").is_dir():
         await sandbox.put_dir(step_dir / "workdir", run.workdir)
         if (step_dir / "workdir" / "setup.sh").is_file():
-            setup = await sandbox.exec(_SETUP, timeout=600, env=run.base_env, cwd=run.workdir)
+            setup = await sandbox.exec(_SETUP, timeout=STEP_SETUP_TIMEOUT_SEC, env=run.base_env, cwd=run.workdir)
             facts.setup_exit = setup.exit_code
             if setup.exit_code != 0:
                 raise TaskEnvironmentError(f"step {step.name}: setup.sh exited {setup.exit_code}: "

@@ -1,10 +1,10 @@
-"""A sandbox's lifetime covers every phase of the attempt at its limit."""
+"""A sandbox's lifetime covers every phase of the attempt at its limit, each step's setup.sh included."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ray_bench.cells.lifetime import TRANSFER_MARGIN_SEC, lifetime_sec
+from ray_bench.cells.lifetime import STEP_SETUP_TIMEOUT_SEC, TRANSFER_MARGIN_SEC, lifetime_sec
 from ray_bench.models.task.harbor import TaskConfig
 
 
@@ -36,3 +36,18 @@ def test_the_sandbox_spec_carries_the_tasks_disk_and_lifetime(tmp_path: Path) ->
     sandbox = _sandbox_spec(_spec(tmp_path, "true", task_config=config))
     assert sandbox.resources.disk_mb == 20480  # sent to Daytona as 20 GiB
     assert sandbox.lifetime_sec == 10 + 10 + 40 + TRANSFER_MARGIN_SEC
+
+
+def test_each_steps_setup_script_is_in_the_lifetime(tmp_path: Path) -> None:
+    from test_runner_local import _spec
+
+    from ray_bench.cells.runner import _sandbox_spec
+
+    config = TaskConfig.model_validate({"steps": [{"name": "one"}, {"name": "two"}, {"name": "three"}]})
+    spec = _spec(tmp_path, "true", task_config=config)
+    for name in ("one", "three"):  # two of the three steps bring a setup.sh, run at its limit each
+        workdir = Path(spec.task_path) / "steps" / name / "workdir"
+        workdir.mkdir(parents=True)
+        (workdir / "setup.sh").write_text("true\n")
+    (Path(spec.task_path) / "steps" / "two" / "workdir").mkdir(parents=True)  # files, no setup.sh
+    assert _sandbox_spec(spec).lifetime_sec == 10 + 10 + 2 * STEP_SETUP_TIMEOUT_SEC + TRANSFER_MARGIN_SEC

@@ -249,10 +249,10 @@ def test_a_failed_build_raises_with_its_log_and_leaves_nothing(
     asyncio.run(main())
 
 
-def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing(
+def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing_and_a_deleted_sandbox_holds_quota(
     server: DaytonaServer, base_image: str
 ) -> None:
-    server.faults = Faults(quota_vcpu=1)
+    server.faults = Faults(quota_vcpu=1, delete_delay_sec=2.0)
     run_id = _run_id()
 
     async def main() -> None:
@@ -263,7 +263,17 @@ def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing(
             with pytest.raises(SandboxQuotaError) as info:
                 await backend.create(spec)
             assert info.value.resource == "cpu" and info.value.failure_class == "capacity"
-            await first.delete()
+            # Daytona counts a sandbox against the organisation until its state changes, not
+            # from the DELETE: a create while the deleted one is still going is refused too.
+            deleting = asyncio.ensure_future(first.delete())
+            while not any(b["desired"] == "destroyed" for b in _mine(server, run_id)):
+                await asyncio.sleep(0.05)  # the DELETE was accepted
+            with pytest.raises(SandboxQuotaError):
+                await backend.create(spec)
+            assert [b["state"] for b in _mine(server, run_id)] != ["destroyed"]
+            await deleting
+            second = await backend.create(spec)  # destroyed: its vCPU is free again
+            await second.delete()
             summary = AttemptSummary(error=AttemptError(type=type(info.value).__name__, message=str(info.value),
                                                         failure_class=info.value.failure_class))
             verdict = classify(summary, Catalog.default())
@@ -272,8 +282,8 @@ def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing(
             await backend.close()
 
     asyncio.run(main())
-    assert server.counts["quota_400"] == 1
-    assert len(_mine(server, run_id)) == 1
+    assert server.counts["quota_400"] == 2
+    assert len(_mine(server, run_id)) == 2  # the two that were made; the refusals made none
 
 
 def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns(

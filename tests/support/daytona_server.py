@@ -358,10 +358,10 @@ class DaytonaServer:
             return [b.id for b in self._boxes.values() if b.state != "destroyed"]
 
     def boxes(self) -> list[dict[str, Any]]:
-        """Every sandbox ever made (destroyed ones too): id, name, labels, state."""
+        """Every sandbox ever made (destroyed ones too): id, name, labels, state, desired state."""
         with self._lock:
             return [{"id": b.id, "name": b.body.get("name"), "labels": dict(b.body.get("labels") or {}),
-                     "state": b.state} for b in self._boxes.values()]
+                     "state": b.state, "desired": b.desired} for b in self._boxes.values()]
 
     # ---------------------------------------------------------------- helpers
 
