@@ -63,12 +63,15 @@ def env_for(agent: str, model: str | None) -> dict[str, str]:
 
 
 def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_out: bool, duration_sec: float,
-           agent_logs: Path, stopped: str | None = None, *, model: str | None = None) -> AgentReport | None:
+           agent_logs: Path, stopped: str | None = None, *, model: str | None = None,
+           killed: bool = False) -> AgentReport | None:
     """Translate a CLI adapter's output into ``usage.json`` / ``error.json`` in the collected
     ``logs/agent`` (the files the runner reads, as a ``command`` agent writes them itself).
     The full output file wins over the runner's captured stdout, which may be truncated. A
     usage without the CLI's own cost gets the estimate from its tokens at ``model``'s price
-    (:mod:`ray_bench.agents.prices`; the arm's model when the usage names none)."""
+    (:mod:`ray_bench.agents.prices`; the arm's model when the usage names none). ``killed``: the
+    CLI's stop needed the SIGKILL (:attr:`~ray_bench.sandboxes.base.ExecResult.killed`), so usage
+    read from its messages is a lower bound (the CLI's own totals, printed at its end, are not)."""
     if agent == "command":
         return None
     if agent == "harbor":  # Harbor's AgentContext and the request ids, kept beside logs/ by its run
@@ -83,7 +86,10 @@ def record(agent: str, stdout: str, stderr: str, exit_code: int | None, timed_ou
     report = adapter(agent).translate(CliRun(stdout=stdout, stderr=stderr, exit_code=exit_code,
                                              timed_out=timed_out, duration_sec=duration_sec, now=time.time(),
                                              sessions=read_sessions(agent_logs), stopped=stopped))
-    return _write_contracts(agent_logs, report.model_copy(update={"usage": with_cost(report.usage, model)}))
+    usage = report.usage
+    if killed and usage is not None and usage.source in ("session", "stream"):
+        usage = usage.model_copy(update={"killed_in_grace": True})
+    return _write_contracts(agent_logs, report.model_copy(update={"usage": with_cost(usage, model)}))
 
 
 def _write_contracts(agent_logs: Path, report: AgentReport) -> AgentReport:

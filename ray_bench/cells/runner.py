@@ -68,7 +68,7 @@ from ray_bench.models.task import artifact_entries
 from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
-from ray_bench.sandboxes.base import ExecResult
+from ray_bench.sandboxes.base import STOP_GRACE_SEC, ExecResult
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
 from ray_bench.tasks.support import abilities
@@ -206,6 +206,9 @@ class _Progress:
 #: How long a cancelled attempt may spend reading its usage so far (a command agent's
 #: usage.json out of its sandbox; a CLI's stream is already in memory).
 CANCEL_READ_SEC = 15.0
+#: Beyond the stop's grace, how long a cancelled attempt waits to learn whether its agent's stop
+#: needed the SIGKILL (a container's stop is one more exec).
+_HALT_SLACK_SEC = 5.0
 #: Cancelled attempts' summaries this runner process keeps until the driver asks (at most).
 KEEP_CANCELLED = 1000
 _CANCELLED: dict[str, AttemptSummary] = {}
@@ -266,6 +269,10 @@ async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSum
         return None
     seen, ended = progress.seen, progress.agent
     stdout = ended.stdout if ended is not None else seen.text("stdout")
+    # Whether its stop needed the SIGKILL: the cancelled exec's stop says so when it ends (its
+    # grace, or the SIGKILL just after); not known by then, it may have been (a lower bound).
+    killed = ended.killed if ended is not None else \
+        (seen.watch is None or await seen.watch.halted(STOP_GRACE_SEC + _HALT_SLACK_SEC) is not False)
     if progress.where is not None:  # its session files (the CLI stopped with its SIGTERM grace)
         env, workdir, user = progress.where
         await collect_sessions(sandbox, spec.agent, stdout, env=env, cwd=workdir, user=user)
@@ -273,10 +280,10 @@ async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSum
         summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room)
     if ended is not None:  # ended (cut by its timeout or the watchdog), then cancelled
         report = record(spec.agent, ended.stdout, ended.stderr, ended.exit_code, ended.timed_out,
-                        ended.duration_sec, agent_logs, ended.stopped, model=spec.model)
+                        ended.duration_sec, agent_logs, ended.stopped, model=spec.model, killed=killed)
     else:
         report = record(spec.agent, stdout, seen.text("stderr"), None, False, time.monotonic() - seen.started,
-                        agent_logs, "cancelled", model=spec.model)
+                        agent_logs, "cancelled", model=spec.model, killed=killed)
     if report is None or report.usage is None or report.usage.source == "unknown":
         return None
     return _open_model(Usage, report.usage.model_dump(mode="json", exclude_none=True))
@@ -538,7 +545,7 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
         record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-               attempt_dir / "logs" / "agent", agent.stopped, model=spec.model)
+               attempt_dir / "logs" / "agent", agent.stopped, model=spec.model, killed=agent.killed)
     redactor.tree(attempt_dir / "logs")
     progress.logs_redacted = True
 

@@ -197,7 +197,7 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
         taken += await sandbox.get_dir(f"/logs/{name}", out / name, max_bytes=max(0, room - taken))
     summary.artifact_bytes += taken
     record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
-           out / "agent", agent.stopped, model=spec.model)
+           out / "agent", agent.stopped, model=spec.model, killed=agent.killed)
     run.redactor.tree(out)
     agent_logs = sandbox.path("/logs/agent")
     await sandbox.exec(f'rm -rf "{agent_logs}"; mkdir -p "{agent_logs}"; chmod 777 "{agent_logs}"', timeout=60)

@@ -58,6 +58,9 @@ class Seen:
         self.cap = cap
         self.streams: dict[Stream, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self.started = time.monotonic()
+        #: The watch of the exec it is fed by: a cancelled one says there whether its stop needed
+        #: the SIGKILL (:meth:`~ray_bench.sandboxes.base.ExecWatch.halted`).
+        self.watch: ExecWatch | None = None
 
     def add(self, stream: Stream, data: bytes) -> None:
         kept = self.streams.get(stream)
@@ -77,6 +80,8 @@ class LineWatch(ExecWatch):
         super().__init__()
         self._reader = reader
         self._seen = seen
+        if seen is not None:
+            seen.watch = self
         self._partial: dict[Stream, bytes] = {"stdout": b"", "stderr": b""}
 
     def feed(self, stream: Stream, data: bytes) -> None:

@@ -73,6 +73,10 @@ class Usage(BaseModel):
         default=None, ge=0, description="Answered calls whose provider request id no record holds (Gemini "
         "CLI's telemetry writes its ids every 5 s and a kill loses the last batch): the ids are partial, so "
         "settle never calls the attempt settled on them.")
+    killed_in_grace: bool | None = Field(
+        default=None, description="session/stream: the CLI was stopped and outlived its SIGTERM grace, so it "
+        "was SIGKILLed: a call it served in the grace may be in neither its stream nor its session files, yet "
+        "billed (a lower bound).")
     bound: UsageBound | None = Field(
         default=None, description="exact, or lower_bound: the tokens and cost are at least these (a message "
         "unfinished or a call under way when the CLI was cut); set by :meth:`bounded` (None: unknown usage, "
@@ -80,10 +84,11 @@ class Usage(BaseModel):
 
     def bounded(self) -> Usage:
         """This usage with :attr:`bound` said: ``lower_bound`` when a message was unfinished or a
-        call under way when the CLI stopped, else ``exact``; unknown usage has no bound."""
+        call under way when the CLI stopped, or it was SIGKILLed after its grace, else ``exact``;
+        unknown usage has no bound."""
         if self.bound is not None or self.source == "unknown":
             return self
-        cut = (self.unfinished_messages or 0) > 0 or bool(self.call_under_way)
+        cut = (self.unfinished_messages or 0) > 0 or bool(self.call_under_way) or bool(self.killed_in_grace)
         return self.model_copy(update={"bound": "lower_bound" if cut else "exact"})
 
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,16 +43,22 @@ OOM_EVENTS_COMMAND = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgrou
 STOP_GRACE_SEC = 3
 
 
-def stop_group_sh(pid: str) -> str:
+#: What :func:`stop_group_sh` prints when the group outlived its grace and was SIGKILLed.
+KILLED_MARKER = "RB-SIGKILLED"
+
+
+def stop_group_sh(pid: str, on_kill: str = f"echo {KILLED_MARKER}") -> str:
     """A ``sh`` fragment that stops process group ``pid`` (a shell word, e.g. ``"$p"``; the
-    single process of that pid when it leads no group): SIGTERM, then SIGKILL once the group
-    is gone or after :data:`STOP_GRACE_SEC`. For busybox too (``sleep`` with a fraction where
-    it has one). Never fails."""
+    single process of that pid when it leads no group): SIGTERM, then SIGKILL if the group is
+    still there after :data:`STOP_GRACE_SEC`, and then ``on_kill`` (by default it prints
+    :data:`KILLED_MARKER`: what the group did in its grace may be in no record). For busybox too
+    (``sleep`` with a fraction where it has one). Never fails."""
     tenths = STOP_GRACE_SEC * 10
+    alive = f"{{ kill -0 -{pid} 2>/dev/null || kill -0 {pid} 2>/dev/null; }}"
     return (f'kill -TERM -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; i=0; '
-            f'while [ $i -lt {tenths} ] && {{ kill -0 -{pid} 2>/dev/null || kill -0 {pid} 2>/dev/null; }}; do '
+            f'while [ $i -lt {tenths} ] && {alive}; do '
             'sleep 0.1 2>/dev/null || { sleep 1; i=$((i+9)); }; i=$((i+1)); done; '
-            f'kill -9 -{pid} 2>/dev/null || kill -9 {pid} 2>/dev/null; true')
+            f'if {alive}; then kill -9 -{pid} 2>/dev/null || kill -9 {pid} 2>/dev/null; {on_kill}; fi; true')
 
 
 def oom_kills(raw: bytes | str) -> int:
@@ -113,6 +120,9 @@ class ExecResult:
     oom_killed: bool = False
     #: Stopped early through its :class:`ExecWatch`: the reason given to :meth:`ExecWatch.stop`.
     stopped: str | None = None
+    #: Stopped (a timeout, a watch's stop), its process group outlived the SIGTERM grace and was
+    #: SIGKILLed: what it did in the grace (a model call it was serving) may be in no record.
+    killed: bool = False
 
 
 Stream = Literal["stdout", "stderr"]
@@ -129,6 +139,10 @@ class ExecWatch:
         self._on_output = on_output
         self.reason: str | None = None
         self._stop = asyncio.Event()
+        #: Whether the backend's stop of the command (a timeout, :meth:`stop`, or the caller's
+        #: cancellation) needed the SIGKILL; None until a stop has ended (:meth:`halted`).
+        self.killed: bool | None = None
+        self._halted = asyncio.Event()
 
     def feed(self, stream: Stream, data: bytes) -> None:
         if self._on_output is not None:
@@ -143,6 +157,31 @@ class ExecWatch:
     async def stopped(self) -> str:
         await self._stop.wait()
         return self.reason or "stopped"
+
+    def note_halt(self, killed: bool) -> None:
+        """Called by the backend once its stop of the command has ended, ``killed`` when the
+        SIGKILL was needed (a cancelled exec reports here only: it returns no result)."""
+        self.killed = bool(self.killed) or killed
+        self._halted.set()
+
+    async def halted(self, timeout: float) -> bool | None:
+        """Whether the stop needed the SIGKILL, once it has ended (at most ``timeout`` s; None:
+        no stop ended in that time)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._halted.wait(), timeout)
+        return self.killed
+
+
+def halt_when_done(stop: asyncio.Future[bool], watch: ExecWatch | None) -> None:
+    """Tell ``watch`` whether ``stop`` (a cancelled exec's stop of its command, which yields
+    whether it needed the SIGKILL) did, once it ends: the exec has returned no result by then.
+    A stop that failed says nothing of a kill."""
+    if watch is None:
+        return
+
+    def done(task: asyncio.Future[bool]) -> None:
+        watch.note_halt(not task.cancelled() and task.exception() is None and task.result())
+    stop.add_done_callback(done)
 
 
 async def until_done(fut: asyncio.Future[T], timeout: float,

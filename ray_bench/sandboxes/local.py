@@ -31,6 +31,7 @@ from ray_bench.sandboxes.base import (
     SandboxRef,
     SandboxSpec,
     Stream,
+    halt_when_done,
     until_done,
 )
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
@@ -105,14 +106,19 @@ class LocalSandbox(Sandbox):
         out_task = asyncio.ensure_future(_read_capped(proc.stdout, output_cap, dropped, "stdout", watch))
         err_task = asyncio.ensure_future(_read_capped(proc.stderr, output_cap, dropped, "stderr", watch))
         waiter = asyncio.ensure_future(proc.wait())
+        killed = False
         try:
             outcome = await until_done(waiter, timeout, watch)
             if outcome != "done":
-                await _stop_group(proc)
+                killed = await _stop_group(proc)
+                if watch is not None:
+                    watch.note_halt(killed)
                 await waiter
         except BaseException:
             waiter.cancel()
-            await asyncio.shield(_stop_group(proc))
+            stop = asyncio.ensure_future(_stop_group(proc))
+            halt_when_done(stop, watch)  # told when the stop ends, though this call is gone by then
+            await asyncio.shield(stop)
             raise
         finally:
             self._procs.discard(proc)
@@ -131,6 +137,7 @@ class LocalSandbox(Sandbox):
             duration_sec=time.monotonic() - started,
             truncated_bytes=dropped[0],
             stopped=watch.reason if outcome == "stopped" and watch is not None else None,
+            killed=killed,
         )
 
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
@@ -342,22 +349,23 @@ def _kill_recorded(root: Path) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
-async def _stop_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM to the command's group, SIGKILL once it is gone or after
+async def _stop_group(proc: asyncio.subprocess.Process) -> bool:
+    """SIGTERM to the command's group, SIGKILL if it is still there after
     :data:`~ray_bench.sandboxes.base.STOP_GRACE_SEC` (what :func:`stop_group_sh` does in a
-    container): a CLI writes out what it buffered."""
+    container): a CLI writes out what it buffered. True when the SIGKILL was needed."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
-        return
+        return False
     deadline = time.monotonic() + STOP_GRACE_SEC
     while time.monotonic() < deadline:
         try:
             os.killpg(proc.pid, 0)
         except (ProcessLookupError, PermissionError):
-            return
+            return False
         await asyncio.sleep(0.05)
     _kill_group(proc)
+    return True
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -21,9 +21,9 @@ from ray_bench.sandboxes.local import LocalBackend
 CODEX = Path(__file__).parent.parent / "agents" / "fixtures" / "codex-0.171.0"
 
 
-def _cancel_when(path: Path, spec_dir: Path, command: str) -> AttemptSummary:
-    """Run ``command`` as the agent and cancel the attempt once ``path`` exists."""
-    spec = local_spec(spec_dir, command)
+def _cancel_when(path: Path, spec_dir: Path, command: str, **kw: object) -> AttemptSummary:
+    """Run ``command`` as the agent and cancel the attempt once ``path`` exists (``kw``: spec fields)."""
+    spec = local_spec(spec_dir, command, **kw)
 
     async def go() -> None:
         task = asyncio.ensure_future(run_attempt(spec, LocalBackend(spec_dir / "sbx")))

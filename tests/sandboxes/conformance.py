@@ -182,6 +182,7 @@ class SandboxConformance:
                 )
                 assert res.timed_out
                 assert res.exit_code != 0
+                assert not res.killed  # sh and its sleeps die of the SIGTERM: no SIGKILL needed
                 assert res.duration_sec < 60  # far below the 300 s it would run; generous under load
                 assert "never" not in res.stdout
                 await _child_dead(sbx, logs)
@@ -214,6 +215,55 @@ class SandboxConformance:
                 await _child_dead(sbx, logs)
                 # The child ignored SIGTERM: it died of the SIGKILL after the whole grace.
                 assert res.duration_sec >= 1.5 + STOP_GRACE_SEC, res
+                assert res.killed, res  # and the result says the SIGKILL was needed
+
+        run(body)
+
+    @pytest.mark.parametrize("stubborn", [True, False], ids=["ignores SIGTERM", "exits on SIGTERM"])
+    def test_a_cancelled_exec_tells_its_watch_whether_its_stop_needed_the_sigkill(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str, stubborn: bool
+    ) -> None:
+        """A cancelled exec returns no result: its watch learns, once the stop has ended, whether
+        the group outlived its SIGTERM grace (what a CLI did in it may be in no record)."""
+
+        class Started(ExecWatch):
+            def __init__(self) -> None:
+                super().__init__()
+                self.running = asyncio.Event()
+
+            def feed(self, stream: str, data: bytes) -> None:  # type: ignore[override]
+                if b"started" in data:
+                    self.running.set()
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                watch = Started()
+                trap = "trap '' TERM; " if stubborn else ""
+                task = asyncio.ensure_future(sbx.exec(f"{trap}echo started; while :; do sleep 0.1; done",
+                                                      timeout=300, watch=watch))
+                await asyncio.wait_for(watch.running.wait(), 120)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                assert await watch.halted(STOP_GRACE_SEC + 60) is stubborn
+
+        run(body)
+
+    def test_a_stop_on_request_that_needs_the_sigkill_says_so(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        class StopWhenStarted(ExecWatch):
+            def feed(self, stream: str, data: bytes) -> None:  # type: ignore[override]
+                if b"started" in data:
+                    self.stop("seen")
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                watch = StopWhenStarted()
+                res = await sbx.exec("trap '' TERM; echo started; while :; do sleep 0.1; done",
+                                     timeout=300, watch=watch)
+                assert res.stopped == "seen" and res.killed, res
+                assert watch.killed is True
 
         run(body)
 
@@ -248,6 +298,7 @@ class SandboxConformance:
                 assert res.duration_sec < 120
                 assert "tick 3\n" in res.stdout and "tick 2999" not in res.stdout
                 assert "err 1" in res.stderr
+                assert not res.killed and watch.killed is False  # it died of the SIGTERM
                 await _child_dead(sbx, logs)
                 plain = await sbx.exec("echo no-watch", timeout=30)
                 assert plain.stopped is None and plain.stdout == "no-watch\n"

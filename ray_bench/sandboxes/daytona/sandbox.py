@@ -23,11 +23,13 @@ from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedE
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
+    KILLED_MARKER,
     OOM_EVENTS_COMMAND,
     ExecResult,
     ExecWatch,
     Sandbox,
     SandboxSpec,
+    halt_when_done,
     oom_kills,
     stop_group_sh,
     until_done,
@@ -53,14 +55,14 @@ mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
 $S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
 p=$!; echo "$p" >"$d/pid"
 $S sh -c 'sleep "$1"; kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
-  """ + stop_group_sh('"$2"') + r"""' rb-watchdog \
+  """ + stop_group_sh('"$2"', on_kill='echo 1 >"$3/killed"') + r"""' rb-watchdog \
   "$t" "$p" "$d" >/dev/null 2>&1 </dev/null &
 w=$!
 wait "$p" 2>/dev/null; rc=$?
 [ -f "$d/to" ] && wait "$w" 2>/dev/null
 kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null
-to=0; [ -f "$d/to" ] && to=1
-echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err")"
+to=0; [ -f "$d/to" ] && to=1; k=0; [ -f "$d/killed" ] && k=1
+echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err") $k"
 head -c "$cap" "$d/out" | base64; echo RB-SEP
 head -c "$cap" "$d/err" | base64
 rm -rf "$d"
@@ -158,16 +160,20 @@ class DaytonaSandbox(Sandbox):
         tail = _Tail(scratch)
         poller = asyncio.ensure_future(self._follow(tail, watch)) if watch is not None else None
         stopped: str | None = None
+        killed = False
         try:
             if watch is not None and await until_done(request, limit + 2 * _EXEC_SLACK_SEC, watch) == "stopped":
                 stopped = watch.reason
-                await asyncio.wait_for(self._sandbox.process.exec(_sh(_STOP, scratch), timeout=30), 40)
+                said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_STOP, scratch), timeout=30), 40)
+                killed = KILLED_MARKER in (said.result or "")
             response = await request
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
             request.cancel()
+            stop = asyncio.ensure_future(self._kill(scratch))
+            halt_when_done(stop, watch)  # told when the stop ends, though this call is gone by then
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._kill(scratch))
+                await asyncio.shield(stop)
             raise
         finally:
             if poller is not None:
@@ -182,9 +188,12 @@ class DaytonaSandbox(Sandbox):
                 await self._backend.raise_if_gone(self.id, exc)
                 await asyncio.sleep(0.5)
             raise
+        result = dataclasses.replace(result, killed=result.killed or killed)
         if watch is not None:
             tail.feed_rest(result, watch)
             result = dataclasses.replace(result, stopped=stopped)
+            if stopped is not None or result.timed_out:
+                watch.note_halt(result.killed)
         if result.exit_code == 137 and not result.timed_out and stopped is None:
             # Daytona's API does not say why a process died; the sandbox's cgroup does.
             kills = oom_kills((await self.exec(OOM_EVENTS_COMMAND, timeout=30)).stdout)
@@ -210,8 +219,10 @@ class DaytonaSandbox(Sandbox):
                 continue
             tail.feed(response.result or "", watch)
 
-    async def _kill(self, scratch: str) -> None:
-        await asyncio.wait_for(self._sandbox.process.exec(_sh(_KILL, scratch), timeout=30), 40)
+    async def _kill(self, scratch: str) -> bool:
+        """Stop the command's group; True when it needed the SIGKILL (its stop printed so)."""
+        said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_KILL, scratch), timeout=30), 40)
+        return KILLED_MARKER in (said.result or "")
 
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         data = await asyncio.to_thread(_tar_dir, local_dir)
@@ -338,10 +349,12 @@ def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> 
     at = text.find("RB ") if text.startswith("RB ") else text.find("\nRB ") + 1
     head, _, rest = text[at:].partition("\n") if at >= 0 else ("", "", "")
     fields = head.split()
-    if len(fields) != 5 or fields[0] != "RB":
+    if len(fields) == 5:  # a wrapper that says nothing of a kill (a cd that failed)
+        fields.append("0")
+    if len(fields) != 6 or fields[0] != "RB":
         # The wrapper itself failed (no `sh`, `base64` or `head` in the image): say so.
         raise SandboxError(f"exec wrapper failed (exit {exit_code}): {text[-500:]!r}")
-    rc, timed_out, out_len, err_len = (int(f) for f in fields[1:])
+    rc, timed_out, out_len, err_len, killed = (int(f) for f in fields[1:])
     out_b64, _, err_b64 = rest.partition("RB-SEP\n")
     stdout = base64.b64decode("".join(out_b64.split()))
     stderr = base64.b64decode("".join(err_b64.split()))
@@ -352,6 +365,7 @@ def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> 
         timed_out=bool(timed_out),
         duration_sec=duration,
         truncated_bytes=max(0, out_len - cap) + max(0, err_len - cap),
+        killed=bool(killed),
     )
 
 

@@ -21,12 +21,14 @@ from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError,
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
+    KILLED_MARKER,
     OOM_EVENTS_COMMAND,
     ExecResult,
     ExecWatch,
     Sandbox,
     SandboxSpec,
     Stream,
+    halt_when_done,
     oom_kills,
     stop_group_sh,
     until_done,
@@ -93,17 +95,22 @@ class DockerSandbox(Sandbox):
                 loop.call_soon_threadsafe(live.feed, name, chunk)
             feed = to_loop
         reader = asyncio.ensure_future(self._b.call(self._exec_drain, exec_id, output_cap, streams, feed))
+        killed = False
         try:
             outcome = await until_done(reader, timeout, watch)
             if outcome == "done":
                 out, err, dropped = reader.result()
             else:
-                await self._b.call(self._kill, pidfile)
+                killed = await self._b.call(self._kill, pidfile)
+                if watch is not None:
+                    watch.note_halt(killed)
                 out, err, dropped = await self._finish_drain(reader, streams)
         except BaseException:
             # Cancelled (or failed): the process must not outlive the caller's interest in it.
+            stop = asyncio.ensure_future(self._b.call(self._kill, pidfile))
+            halt_when_done(stop, watch)  # told when the stop ends, though this call is gone by then
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._b.call(self._kill, pidfile))
+                await asyncio.shield(stop)
             for stream in streams:
                 stream.close()
             raise
@@ -122,6 +129,7 @@ class DockerSandbox(Sandbox):
             truncated_bytes=dropped,
             oom_killed=oom,
             stopped=watch.reason if outcome == "stopped" and watch is not None else None,
+            killed=killed,
         )
 
     async def _finish_drain(
@@ -201,10 +209,13 @@ class DockerSandbox(Sandbox):
         code = info.get("ExitCode")
         return None if code is None else int(code)
 
-    def _kill(self, pidfile: str) -> None:
+    def _kill(self, pidfile: str) -> bool:
+        """Stop the exec's group; True when it needed the SIGKILL (its stop printed so)."""
         with contextlib.suppress(SandboxGoneError, docker.errors.APIError):
             exec_id = self._exec_create(["sh", "-c", _KILL, "ray-bench", pidfile], {})
-            self._b.client().api.exec_start(exec_id)
+            said = self._b.client().api.exec_start(exec_id)
+            return isinstance(said, bytes) and KILLED_MARKER.encode() in said
+        return False
 
     def _check_alive_and_oom(self, killed: bool) -> bool:
         """Raise SandboxGoneError unless the container still runs; then say whether the
