@@ -48,11 +48,12 @@ def test_bad_suite_is_one_line_per_problem_and_writes_nothing(tmp_path: Path) ->
 # 32-cell run fewer than a quickstart of its own.
 
 
-@pytest.mark.ray
 @pytest.mark.docker
 @pytest.mark.slow
 def test_docker_backend_run_leaves_no_container(tmp_path: Path, docker_client: object, base_image: str) -> None:
-    from support.runs import ledger_rows, plan_and_run
+    # the driver and runner in this process (no Ray): the subject is the docker backend's run
+    from support.runs import ledger_rows
+    from support.runs import plan_and_run_here as plan_and_run
 
     suite, accounts = make_suite(
         tmp_path / "s", tasks=["hello-world", "fizzbuzz"], backend="docker",

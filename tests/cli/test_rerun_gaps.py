@@ -1,5 +1,6 @@
 """`ray-bench rerun` and `ray-bench gaps` through the CLI, on ledgers made by real runs (local
-backend, Ray) with an agent that fails on purpose until its missing dependency appears."""
+backend, the driver and runner in this process) with an agent that fails on purpose until its
+missing dependency appears."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from support.runs import execute, plan_and_run
+from support.runs import execute_here as execute
+from support.runs import plan_and_run_here as plan_and_run
 from support.suites import make_suite
 from typer.testing import CliRunner
 
 from ray_bench.cli import app
 from ray_bench.ledger import Ledger
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:

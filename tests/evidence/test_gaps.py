@@ -1,5 +1,6 @@
 """gaps -> selection files -> one-arm plans through the pairing guard, on a ledger made by a
-real run (local backend, Ray) in which one arm fails on purpose."""
+real run (the driver and runner in this process, the local backend, no Ray) in which one arm
+fails on purpose."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.runs import plan_and_run
+from support.runs import plan_and_run_here as plan_and_run
 from support.suites import make_suite
 from typer.testing import CliRunner
 
@@ -20,7 +21,7 @@ from ray_bench.evidence.gaps import find_gaps, write_selections
 from ray_bench.plan.compile import UNPAIRED_ENV
 from ray_bench.plan.store import load_plan_file
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 SOLVE = 'sh "$SOLUTION_DIR/solve.sh"'
 

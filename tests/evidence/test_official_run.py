@@ -1,7 +1,7 @@
-"""The evidence contract on a real run (Ray, the local backend, the scripted agent): execute
-options recorded per epoch, settlement by the request ids the agent reported, promotion with a
-live cleanup audit, `status` saying staging then official, and an official run refused by
-execute."""
+"""The evidence contract on a real run (the driver and runner in this process, the local backend,
+the scripted agent): execute options recorded per epoch, settlement by the request ids the agent
+reported, promotion with a live cleanup audit, `status` saying staging then official, and an
+official run refused by execute."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.runs import ledger_rows, plan_and_run
+from support.runs import ledger_rows
+from support.runs import plan_and_run_here as plan_and_run
 from support.suites import make_suite
 from typer.testing import CliRunner
 
@@ -27,7 +28,6 @@ ROLES = [{"role": "executor", "model": "scripted-demo", "billing": "local", "max
           "max_spend_usd": 0.5}]
 
 
-@pytest.mark.ray
 @pytest.mark.slow
 def test_real_run_settles_promotes_and_becomes_official(tmp_path: Path) -> None:
     fast = {"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"}

@@ -1,14 +1,15 @@
-"""The degeneration watchdog on a real run (plan, Ray, the local backend): the receipt shows
-each arm's thresholds; a looping arm's attempts are stopped live, classed ``behaviour`` with
-their evidence in the ledger's summaries, use up the cell's attempts (``max_attempts``) and
-leave no row; the arm beside it, watched too, is scored as usual."""
+"""The degeneration watchdog on a real run (plan, the driver and runner in this process, the local
+backend): the receipt shows each arm's thresholds; a looping arm's attempts are stopped live,
+classed ``behaviour`` with their evidence in the ledger's summaries, use up the cell's attempts
+(``max_attempts``) and leave no row; the arm beside it, watched too, is scored as usual."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from support.runs import ledger_rows, plan_and_run
+from support.runs import ledger_rows
+from support.runs import plan_and_run_here as plan_and_run
 from support.suites import make_suite
 
 from ray_bench.ledger import Ledger
@@ -17,7 +18,6 @@ from ray_bench.scheduler.driver import RunOptions
 WATCH = {"output_repeats": 25, "idle_minutes": 1, "poll_sec": 1}
 
 
-@pytest.mark.ray
 @pytest.mark.slow
 def test_a_looping_arm_fails_its_cells_as_behaviour_after_max_attempts(tmp_path: Path) -> None:
     arms = [

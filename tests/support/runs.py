@@ -1,4 +1,5 @@
-"""Plan and execute suites in-process on the shared test Ray instance."""
+"""Plan and execute suites in-process: on the shared test Ray instance (:func:`plan_and_run`),
+or with no Ray at all (:func:`plan_and_run_here`) for driver-logic tests."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from ray_bench.api import plan_run
 from ray_bench.cells.pool import RayPool
 from ray_bench.ledger import Ledger, accepted_rows
 from ray_bench.plan.store import confirm_plan
+from ray_bench.sandboxes import make_backend
+from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
-from support.ray_local import ensure_ray, reset_shared_actors
+from support.local_pool import ConcurrentPool
+from support.ray_local import ensure_ray, reset_shared_actors, set_test_routes
 
 
 def plan_and_run(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
@@ -31,6 +35,31 @@ def execute(run_root: Path, identity: str, options: RunOptions | None = None, *,
     opts = options or RunOptions()
     opts.tick_sec = min(opts.tick_sec, 0.1)
     return Driver(plan, identity, run_root, RayPool(opts.runners_per_node), options=opts).run()
+
+
+def plan_and_run_here(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
+                      options: RunOptions | None = None, **plan_kw: Any) -> tuple[RunOutcome, Path]:
+    """:func:`plan_and_run` with the real driver, runner and sandbox backend in this process and
+    account admission in an in-process gate: no Ray, so no Ray worker process per run (an
+    in-process run on the shared Ray starts its runner and admission actors, ~6.5 s each at load
+    5, ~20-40 s a run here). For tests whose subject is the driver's decisions, not Ray's."""
+    result = plan_run(suite=suite, accounts=accounts, runs_dir=runs, run_id=run_id, **plan_kw)
+    return execute_here(result.run_root, result.identity, options), result.run_root
+
+
+def execute_here(run_root: Path, identity: str, options: RunOptions | None = None) -> RunOutcome:
+    """Run (or resume) a plan as :func:`plan_and_run_here` does: the plan's one backend, its
+    attempts side by side in this process as the driver's admission allows, fresh accounts."""
+    set_test_routes()
+    plan, identity = confirm_plan(run_root / "launch-plan.json", identity)
+    (name, config), = plan.backends.items()
+    opts = options or RunOptions()
+    opts.tick_sec = min(opts.tick_sec, 0.1)
+    pool = ConcurrentPool(make_backend(name, **config.options))
+    try:
+        return Driver(plan, identity, run_root, pool, gate=CoreGate(plan.accounts), options=opts).run()
+    finally:
+        pool.close()
 
 
 def ledger_rows(run_root: Path) -> tuple[list[Any], dict[str, Any]]:

@@ -1,8 +1,9 @@
-"""Harbor tasks end to end with the oracle agent (``solution/solve.sh``), through the driver on
-Ray, on the docker backend (real dockerd) and on daytona (the local fixture): a CodeScaleBench
-selection spanning two benchmark directories, holding a multi-step task, a task whose memory
-limit is exceeded, a healthcheck with artifacts and a collect hook, verifier.env with a host
-template, and (docker only: daytona refuses it at plan time) users and per-phase networks."""
+"""Harbor tasks end to end with the oracle agent (``solution/solve.sh``), through the driver and
+runner in this process (no Ray: the subject is the tasks' features), on the docker backend (real
+dockerd) and on daytona (the local fixture): a CodeScaleBench selection spanning two benchmark
+directories, holding a multi-step task, a task whose memory limit is exceeded, a healthcheck with
+artifacts and a collect hook, verifier.env with a host template, and (docker only: daytona refuses
+it at plan time) users and per-phase networks."""
 
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ from typing import Any
 import pytest
 import yaml
 from support.ray_local import set_test_routes
-from support.runs import ledger_rows, plan_and_run
+from support.runs import ledger_rows
+from support.runs import plan_and_run_here as plan_and_run
 
 from ray_bench.errors import MultipleInputErrors
 
-pytestmark = [pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).parent / "e2e" / "benchmarks"
 #: A Daytona credential route for the in-process run (the fixture accepts only this value).
 KEY_ENV = "RAY_BENCH_TEST_TASKS_DAYTONA_KEY"
 os.environ.setdefault(KEY_ENV, "fake-daytona-tasks-key")
-set_test_routes()  # before Ray starts, so its workers inherit the routes
+set_test_routes()  # the routes the accounts name
 ALL = {
     "e2e-multi-step": "csb_e2e_alpha", "e2e-memory-limit": "csb_e2e_alpha",
     "e2e-healthcheck-artifacts": "csb_e2e_beta", "e2e-verifier-env": "csb_e2e_beta",
