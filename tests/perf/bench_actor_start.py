@@ -42,7 +42,7 @@ def driver(address: str, state_root: Path, order: str) -> dict[str, float]:
     import ray
 
     from ray_bench.accounts.actors import admission_actor
-    from ray_bench.accounts.gate import ActorGate
+    from ray_bench.scheduler.gate import ActorGate
     from ray_bench.cells.nodes import CheckInputs, check_nodes
     from ray_bench.cells.pool import NAMESPACE, RayPool
     from ray_bench.cells.supervisors import RaySupervision
