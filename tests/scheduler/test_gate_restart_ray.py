@@ -19,13 +19,13 @@ from ray.exceptions import RayActorError
 from support.ray_local import ensure_ray
 
 from ray_bench.accounts.actors import AdmissionActor, Member
-from ray_bench.scheduler.gate import ActorGate, ask
 from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
 from ray_bench.scheduler.core import LeaseRequest
+from ray_bench.scheduler.gate import ActorGate, ask
 
 pytestmark = pytest.mark.ray
 NAME = "acct-restart"
