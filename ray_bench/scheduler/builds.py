@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
+from ray_bench.models.build import BuildTarget
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.plan.agents import sandbox_image
@@ -42,25 +41,6 @@ BUILD_FINISHED = "snapshot_build_finished"
 #: Defaults when the plan's Daytona pool names none (``DaytonaPool.build_*``).
 DEFAULT_BUILD_CONCURRENCY = 4
 DEFAULT_BUILD_TIMEOUT_MIN = 30.0
-
-
-class BuildTarget(BaseModel):
-    """One snapshot to make: from an image (``FROM image``) or a task's Dockerfile directory,
-    at one size (a snapshot's sandboxes take its size), for the cells listed."""
-
-    model_config = ConfigDict(frozen=True)
-    snapshot: str
-    image: str | None = None
-    dockerfile_dir: str | None = None
-    cpu: int
-    memory_gib: int
-    disk_gib: int
-    tasks: tuple[str, ...]
-    cells: tuple[str, ...]
-
-    @property
-    def source(self) -> str:
-        return self.image or f"{self.dockerfile_dir}/Dockerfile"
 
 
 class SnapshotBuilder(Protocol):
