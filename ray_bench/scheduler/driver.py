@@ -32,6 +32,7 @@ from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.runroot import HEARTBEAT_SEC, RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
@@ -48,7 +49,6 @@ from ray_bench.sandboxes.supervisor import (
 )
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import Gate
-from ray_bench.scheduler.attempts import AttemptSpecs
 from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.finish import FinishCore
