@@ -235,7 +235,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
                 from ray_bench.accounts.actors import admission_actor
-                from ray_bench.artifacts.ship import Shipper
+                from ray_bench.cells.artifact_ship import Shipper
                 from ray_bench.cells.nodes import CheckInputs, check_nodes
 
                 # Every actor the start waits for is asked for at once, before anything is awaited:

@@ -28,7 +28,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ray_bench import runroot
-from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents import adapter
 from ray_bench.agents.base import CliRun
 from ray_bench.agents.harbor_evidence import HARBOR_DIR
@@ -37,6 +36,7 @@ from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.agents.watchdog import Seen, run_agent
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
+from ray_bench.cells.home_logins import tokens_in
 from ray_bench.cells.lifetime import lifetime_sec
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
