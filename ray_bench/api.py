@@ -235,7 +235,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
                 from ray_bench.accounts.actors import admission_actor
-                from ray_bench.artifacts.ship import Shipper
+                from ray_bench.cells.artifact_ship import Shipper
                 from ray_bench.cells.nodes import CheckInputs, check_nodes
 
                 # Every actor the start waits for is asked for at once, before anything is awaited:
@@ -324,24 +324,10 @@ def ray_nodes() -> list[dict[str, Any]]:
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:
     """Every sandbox, volume and network labelled with the run, on each backend it used."""
-    import asyncio
-
-    from ray_bench.sandboxes import make_backend
-    from ray_bench.sandboxes.audit import audit
+    from ray_bench.sandboxes.audit import audit_plan
 
     plan, _ = load_plan_file(run_root / PLAN_FILE)
-    names = sorted({c.backend for c in plan.cells})
-
-    async def go() -> Any:
-        backends = [make_backend(n, **(dict(plan.backends[n].options) if n in plan.backends else {}))
-                    for n in names]
-        try:
-            return await audit(backends, plan.run_id, cleanup)
-        finally:
-            for backend in backends:
-                await backend.close()
-
-    return asyncio.run(go())
+    return audit_plan(plan, cleanup=cleanup)
 
 
 def run_status(run_root: Path) -> dict[str, Any]:

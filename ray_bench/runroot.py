@@ -117,6 +117,14 @@ def refuse_existing(path: Path, where: str, fix: str) -> None:
         raise UserInputError(f"{path} exists and is never written over", where=where, fix=fix)
 
 
+#: The ledger event the driver appends while it runs.
+HEARTBEAT_EVENT = "heartbeat"
+#: How often the driver appends it (seconds).
+HEARTBEAT_SEC = 30.0
+#: A heartbeat older than this says the driver stopped making progress: three missed beats.
+HEARTBEAT_STALE_SEC = 3 * HEARTBEAT_SEC
+
+
 @dataclass(frozen=True)
 class LockHolder:
     """What the run's lock says: ``held`` by a live process (probed), and the pid it wrote."""

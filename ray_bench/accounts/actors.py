@@ -26,7 +26,7 @@ loses nothing by serving them all, and its calls, each a short SQLite transactio
 in the order each driver sent them.
 
 The keepers use wall-clock time: they outlive any driver and are shared by several. The
-driver's side of them is :class:`~ray_bench.accounts.gate.ActorGate`, which calls a keeper
+driver's side of them is :class:`~ray_bench.scheduler.gate.ActorGate`, which calls a keeper
 through a :class:`Member` as it would call an actor.
 """
 

@@ -14,8 +14,8 @@ def login_expiry(home: str | Path) -> float | None:
     """The epoch second at which the HOME login expires, or None if it carries no expiry.
     Only the ``expiresAt`` field is read (milliseconds, as Claude Code writes it). A login with a
     refresh token does not end at ``expiresAt`` (the access token's expiry: the CLI refreshes
-    it); it ends when a refresh fails with an auth error (:mod:`ray_bench.accounts.logins`)."""
-    from ray_bench.accounts.logins import has_refresh_token
+    it); it ends when a refresh fails with an auth error (:mod:`ray_bench.cells.home_logins`)."""
+    from ray_bench.cells.home_logins import has_refresh_token
 
     if has_refresh_token(home):
         return None

@@ -11,9 +11,9 @@ from typing import Any
 
 from ray_bench.agents import adapter
 from ray_bench.agents.base import SESSIONS_DIR, CliRun, Invocation
+from ray_bench.agents.harbor_evidence import HARBOR_DIR, harbor_report
 from ray_bench.agents.prices import with_cost
 from ray_bench.config.bounded import read_capped
-from ray_bench.harbor.evidence import HARBOR_DIR, harbor_report
 from ray_bench.models.agent import AgentReport, McpServer
 
 USAGE_FILE = "usage.json"

@@ -13,7 +13,7 @@ from typing import Any
 import ray
 
 from ray_bench.artifacts.bundle import Returned
-from ray_bench.artifacts.node import run_routed, sees
+from ray_bench.cells.artifact_node import run_routed, sees
 from ray_bench.cells.runner import cancelled_summary
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import AttemptSummary
@@ -62,7 +62,7 @@ class CellRunner:
         return summary
 
     def sees(self, probe: str, token: str) -> bool:
-        """Whether this node sees the driver's run root (ray_bench.artifacts.ship)."""
+        """Whether this node sees the driver's run root (ray_bench.cells.artifact_ship)."""
         return sees(probe, token)
 
     async def list_sandboxes(self, backend: str, options: dict[str, Any],

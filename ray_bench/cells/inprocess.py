@@ -1,5 +1,5 @@
 """The runner pool's in-process fake (:class:`InProcessPool`): runners and nodes in this
-process, on a :class:`~ray_bench.scheduler.clock.FakeClock`, for tests and the simulator
+process, on a :class:`~ray_bench.clock.FakeClock`, for tests and the simulator
 (the fake that ships with the interface, as httpx ships MockTransport).
 
 Its cost per call does not grow with the attempts in flight: finishes and sandbox creations
@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from ray_bench.cells.pool import lost_summary
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.clock import FakeClock
 from ray_bench.models.attempt import AttemptSummary
-from ray_bench.scheduler.clock import FakeClock
 
 
 class World(Protocol):
@@ -43,7 +43,7 @@ class _Flight:
 
 
 class InProcessPool:
-    """Runners and nodes in this process, on a :class:`~ray_bench.scheduler.clock.FakeClock`:
+    """Runners and nodes in this process, on a :class:`~ray_bench.clock.FakeClock`:
     ``wait`` moves the clock to the next finish (or by its timeout), so the driver's loop runs
     on virtual time. Sandboxes are labelled records that ``cleanup`` and ``count`` see as the
     real backends' ``list`` would. Faults: :meth:`kill_runner`, :meth:`kill_node` (the

@@ -1,5 +1,5 @@
 """After the agent ran in a container with a copy of a HOME login: the credential files it may
-have refreshed come back to the host HOME (:func:`ray_bench.accounts.logins.write_back`), and
+have refreshed come back to the host HOME (:func:`ray_bench.cells.home_logins.write_back`), and
 their new tokens join the attempt's redactor. The files travel through the exec output, in
 memory: nothing with a token is written under the run root."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ray_bench.accounts.logins import CREDENTIAL_FILES, tokens_in, tokens_of, write_back
 from ray_bench.cells.credentials import Redactor
+from ray_bench.cells.home_logins import CREDENTIAL_FILES, tokens_in, tokens_of, write_back
 from ray_bench.sandboxes import Sandbox
 
 

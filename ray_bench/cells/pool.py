@@ -17,8 +17,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.artifacts.bundle import Returned
-from ray_bench.artifacts.node import receive
 from ray_bench.cells.actor import CellRunner
+from ray_bench.cells.artifact_node import receive
 from ray_bench.cells.ray_start import init_ray
 from ray_bench.cells.runner import RESULT_FILE, new_summary
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
@@ -28,7 +28,7 @@ from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
 
 if TYPE_CHECKING:
-    from ray_bench.artifacts.ship import Shipper
+    from ray_bench.cells.artifact_ship import Shipper
 
 NAMESPACE = "ray-bench"
 BATCH_LINGER_SEC = 0.02

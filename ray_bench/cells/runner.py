@@ -28,13 +28,15 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ray_bench import runroot
-from ray_bench.accounts.logins import tokens_in
 from ray_bench.agents import adapter
 from ray_bench.agents.base import CliRun
+from ray_bench.agents.harbor_evidence import HARBOR_DIR
 from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
+from ray_bench.agents.watchdog import Seen, run_agent
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
+from ray_bench.cells.home_logins import tokens_in
 from ray_bench.cells.lifetime import lifetime_sec, step_setups
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
@@ -48,11 +50,9 @@ from ray_bench.cells.phases import (
 )
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
-from ray_bench.cells.watchdog import Seen, run_agent
 from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
-from ray_bench.harbor.evidence import HARBOR_DIR
 from ray_bench.models.agent import McpServer
 from ray_bench.models.attempt import (
     AgentError,

@@ -64,7 +64,7 @@ class AttemptSpec:
     #: agent: harbor: the Harbor agent and its own kwargs (validated by Harbor at plan time).
     harbor_agent: str | None = None
     harbor_options: dict[str, Any] = field(default_factory=dict)
-    #: The arm's degeneration watchdog, token bound resolved (ray_bench.cells.watchdog); None: off.
+    #: The arm's degeneration watchdog, token bound resolved (ray_bench.agents.watchdog); None: off.
     watchdog: Watchdog | None = None
     #: Where the runner finds the task and writes the attempt (ray_bench.artifacts); None: the
     #: paths above are this node's (one machine, or a shared filesystem), as before.

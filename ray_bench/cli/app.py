@@ -363,7 +363,7 @@ def quickstart(
                                                 "(default: start a local Ray instance).")] = None,
 ) -> None:
     """The whole path on a bundled example: plan, confirm, execute, report."""
-    from ray_bench.quickstart import run_quickstart
+    from ray_bench.cli.quickstart import run_quickstart
 
     raise typer.Exit(run_quickstart(workdir, backend=backend, console=out, address=address))
 

@@ -176,7 +176,7 @@ app.add_typer(ledger_app, name="ledger")
 @guarded
 def ledger_rebuild(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
     """Recreate a lost ledger from the attempt directories' result.json (never over one that exists)."""
-    from ray_bench.ledger.rebuild import rebuild_ledger
+    from ray_bench.evidence.rebuild import rebuild_ledger
 
     result = rebuild_ledger(run_root)
     for skipped in result.skipped:

@@ -37,7 +37,9 @@ from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of, usage_unknown
 from ray_bench.ledger.events import Audit, DemotionData, PromotionData
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
+from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.runroot import lock_holder
+from ray_bench.sandboxes.audit import audit_plan
 
 #: Invalid attempts over terminal attempts a run may have and still be promoted. A quarter:
 #: above it, the valid rows are a filtered sample of what the agents did, and a reader should
@@ -68,9 +70,8 @@ def _driver_running(run_root: Path) -> bool:
 
 def live_audit(run_root: Path) -> int:
     """Resources still labelled with the run, on every backend it used (nothing is removed)."""
-    from ray_bench.api import audit_run
-
-    report = audit_run(run_root, cleanup=False)
+    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    report = audit_plan(plan, cleanup=False)
     return len(report.residue) + len(report.errors)  # a backend that did not answer is not clean
 
 

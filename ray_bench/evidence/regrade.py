@@ -232,7 +232,7 @@ async def _regrade_one(ledger: Ledger, plan: Plan, identity: str, paths: RunPath
                        backend: SandboxBackend, catalog: Catalog, source: AttemptSummary,
                        where: RegradeSource) -> AttemptRow:
     from ray_bench.cells.runner import run_attempt
-    from ray_bench.scheduler.attempts import AttemptSpecs
+    from ray_bench.plan.attempts import AttemptSpecs
 
     assert choice.row is not None
     src, cell = choice.row, choice.cell

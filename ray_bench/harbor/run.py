@@ -29,12 +29,12 @@ from harbor.models.trial.paths import TrialPaths
 
 from ray_bench.agents import adapter
 from ray_bench.agents.base import CliRun
+from ray_bench.agents.harbor_evidence import CLI_USAGE_FILE, CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
 from ray_bench.agents.runtime import read_sessions
-from ray_bench.cells.watchdog import DegenerationWatch, RefusalWatch, watch_workspace
+from ray_bench.agents.watchdog import DegenerationWatch, RefusalWatch, watch_workspace
 from ray_bench.errors import HostToolMissingError
 from ray_bench.harbor.arms import CLI_OUTPUT
 from ray_bench.harbor.environment import SandboxEnvironment
-from ray_bench.harbor.evidence import CLI_USAGE_FILE, CONTEXT_FILE, ERROR_FILE, HARBOR_DIR, REQUEST_IDS_FILE
 from ray_bench.harbor.live import TerminusReader
 from ray_bench.harbor.llm import CallLog, calls_of_this_attempt, error_of
 from ray_bench.harbor.tools import terminus_options

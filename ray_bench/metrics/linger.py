@@ -39,7 +39,7 @@ from ray_bench.metrics.targets import (
     write_atomic,
     write_target,
 )
-from ray_bench.status.liveness import pid_alive
+from ray_bench.runroot import pid_alive
 
 #: Default linger of a finished run's target (seconds): long enough for the dashboard and
 #: alerts to show how it ended, short enough that finished runs do not pile up.

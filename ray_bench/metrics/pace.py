@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ray_bench.clock import human_span
+
 #: The pace windows exported as ``raybench_pace_rows_per_minute{window=...}``, in seconds.
 WINDOWS: Mapping[str, float] = {"5m": 300.0, "15m": 900.0, "60m": 3600.0}
 
@@ -203,14 +205,3 @@ def deadline_gap(
     # A tolerance keeps a float product like 9.999999 from counting as one row short.
     short = remaining_cells - rows_per_minute * minutes_left
     return max(0, math.ceil(short - 1e-9))
-
-
-def human_span(seconds: float) -> str:
-    """``40 s``, ``3 min``, ``2.5 h``: spans as an operator reads them."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 120:
-        return "1 min" if round(seconds) == 60 else f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -22,7 +22,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from ray_bench.status.liveness import pid_alive
+from ray_bench.runroot import pid_alive
 
 
 def targets_dir(state_root: str | os.PathLike[str]) -> Path:

@@ -119,7 +119,7 @@ class VerdictRecord(_Record):
 
 
 class WatchdogFacts(_Record):
-    """The degeneration watchdog stopped the agent (:mod:`ray_bench.cells.watchdog`): which
+    """The degeneration watchdog stopped the agent (:mod:`ray_bench.agents.watchdog`): which
     rule fired, what it saw, and that the verifier was skipped. Also ``watchdog.json`` in the
     attempt directory."""
 

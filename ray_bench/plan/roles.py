@@ -15,7 +15,7 @@ from ray_bench.models.suite import Arm
 #: The route of a role that uses the credentials of the account its cell runs on.
 CELL_ACCOUNT = "accounts"
 #: The executor role's ``max_spend_usd`` (and ``max_tokens``) stop an attempt live: the
-#: watchdog's bound rules (ray_bench/cells/watchdog.py) price the CLI's live usage at its model's
+#: watchdog's bound rules (ray_bench/agents/watchdog.py) price the CLI's live usage at its model's
 #: list price (ray_bench/agents/prices.py). A model with no price cannot be held to a spend bound,
 #: and the receipt says so.
 SPEND_BOUND_ENFORCED = True

@@ -1,5 +1,5 @@
 """The degeneration watchdog as a plan states it: each arm's thresholds, token bound resolved,
-shown in the receipt before confirmation (:mod:`ray_bench.cells.watchdog` applies them)."""
+shown in the receipt before confirmation (:mod:`ray_bench.agents.watchdog` applies them)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_bench.errors import SandboxError
+from ray_bench.models.plan import Plan
+from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.base import LABEL_RUN, SandboxBackend, SandboxRef
 
 #: How long the audit waits for resources whose deletion is under way (Daytona deletes
@@ -129,3 +131,19 @@ async def audit(
         if after is not None:
             report.residue += after
     return report
+
+
+def audit_plan(plan: Plan, *, cleanup: bool) -> AuditReport:
+    """Every sandbox, volume and network labelled with the plan's run, on each backend it used."""
+    names = sorted({c.backend for c in plan.cells})
+
+    async def go() -> AuditReport:
+        backends = [make_backend(n, **(dict(plan.backends[n].options) if n in plan.backends else {}))
+                    for n in names]
+        try:
+            return await audit(backends, plan.run_id, cleanup)
+        finally:
+            for backend in backends:
+                await backend.close()
+
+    return asyncio.run(go())

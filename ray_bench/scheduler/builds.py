@@ -23,11 +23,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
-from ray_bench.models.plan import Plan, PlanCell, PlanTask
-from ray_bench.models.suite import Arm, BackendConfig
-from ray_bench.plan.agents import sandbox_image
+from ray_bench.models.build import BuildTarget
+from ray_bench.models.plan import Plan, PlanCell
+from ray_bench.plan.attempts import SNAPSHOT_PREFIX, CellSandbox, cell_sandbox
 
 if TYPE_CHECKING:
     from ray_bench.ledger.store import Ledger
@@ -36,31 +34,11 @@ if TYPE_CHECKING:
 
 #: The backend whose cells get a build phase.
 BUILD_BACKEND = "daytona"
-SNAPSHOT_PREFIX = "snapshot:"
 BUILD_STARTED = "snapshot_build_started"
 BUILD_FINISHED = "snapshot_build_finished"
 #: Defaults when the plan's Daytona pool names none (``DaytonaPool.build_*``).
 DEFAULT_BUILD_CONCURRENCY = 4
 DEFAULT_BUILD_TIMEOUT_MIN = 30.0
-
-
-class BuildTarget(BaseModel):
-    """One snapshot to make: from an image (``FROM image``) or a task's Dockerfile directory,
-    at one size (a snapshot's sandboxes take its size), for the cells listed."""
-
-    model_config = ConfigDict(frozen=True)
-    snapshot: str
-    image: str | None = None
-    dockerfile_dir: str | None = None
-    cpu: int
-    memory_gib: int
-    disk_gib: int
-    tasks: tuple[str, ...]
-    cells: tuple[str, ...]
-
-    @property
-    def source(self) -> str:
-        return self.image or f"{self.dockerfile_dir}/Dockerfile"
 
 
 class SnapshotBuilder(Protocol):
@@ -90,32 +68,6 @@ class InstantBuilder:
 
     async def close(self) -> None:
         return None
-
-
-@dataclass(frozen=True)
-class CellSandbox:
-    """What a cell's sandbox is made from, as the driver sends it to the runner."""
-
-    image: str | None
-    build_context: str | None
-    cpus: float | None
-    memory_mb: int | None
-    disk_mb: int | None
-
-
-def cell_sandbox(task: PlanTask, arm: Arm, backend: BackendConfig | None) -> CellSandbox:
-    """The image (an arm's, else the task's, else the backend's), the Dockerfile directory and
-    the size of a cell's sandbox: the one place the driver and the build phase read them."""
-    res = arm.resources
-    defaults = backend.resources if backend else None
-    image, build_context = sandbox_image(task, arm, backend)  # Harbor's choice of image or build
-    return CellSandbox(
-        image=image,
-        build_context=build_context,
-        cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
-        memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
-        disk_mb=task.config.environment.storage_mb,
-    )
 
 
 def _size(box: CellSandbox, default: tuple[int, int, int]) -> tuple[int, int, int]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from ray_bench import runroot
 from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
+from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
@@ -31,8 +32,9 @@ from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
+from ray_bench.runroot import HEARTBEAT_SEC, RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -47,9 +49,7 @@ from ray_bench.sandboxes.supervisor import (
 )
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import Gate
-from ray_bench.scheduler.attempts import AttemptSpecs
 from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
-from ray_bench.scheduler.clock import Clock, SystemClock
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.finish import FinishCore
 from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round
@@ -57,7 +57,6 @@ from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullO
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
-from ray_bench.status.liveness import HEARTBEAT_SEC
 
 #: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
 PROBE_CHECK_SEC = 10.0
@@ -160,7 +159,8 @@ class Driver:
         self.pool = pool
         self.options = options or RunOptions()
         if gate is None:
-            from ray_bench.accounts.gate import ActorGate
+            # Ray costs 1.3 s of import (python -X importtime: 2.7 s cumulative); the simulator injects its gate.
+            from ray_bench.scheduler.gate import ActorGate
 
             gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools),
                              state_root=self.options.state_root)

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ray_bench.clock import human_span
 from ray_bench.evidence.circuit import RecoveryCircuit, scope_account
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow
-from ray_bench.metrics.pace import human_span
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.scheduler.admission import AccountView, budget_only
 from ray_bench.scheduler.core import LeaseRequest

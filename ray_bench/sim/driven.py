@@ -4,7 +4,7 @@ The driver runs in this process exactly as ``execute`` runs it — the same loop
 (SQLite), run state, classifier, recovery circuit and account choice — against an
 :class:`~ray_bench.cells.inprocess.InProcessPool` whose attempts a :class:`SimWorld` answers, an
 in-process :class:`~ray_bench.scheduler.admission.CoreGate`, and a
-:class:`~ray_bench.scheduler.clock.FakeClock`. So ``simulate``'s makespan is the driver's.
+:class:`~ray_bench.clock.FakeClock`. So ``simulate``'s makespan is the driver's.
 
 Faults (:class:`Faults`, drawn from a seed by :func:`draw_faults`) are applied as the clock
 passes their time: runner deaths, node loss (and the node's return), an actor restart (an
@@ -29,6 +29,7 @@ from ray_bench.accounts.core import AccountCore
 from ray_bench.accounts.health import HealthPolicy
 from ray_bench.accounts.limits import Tuning
 from ray_bench.cells.inprocess import InProcessPool
+from ray_bench.clock import FakeClock
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.accounts import Account
@@ -37,7 +38,6 @@ from ray_bench.models.plan import Capacity, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.builds import InstantBuilder
-from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.scheduler.observers import RunObserver
 from ray_bench.sim.engine import pair_gaps

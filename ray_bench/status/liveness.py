@@ -11,15 +11,16 @@ filesystem.
 
 from __future__ import annotations
 
-# The lock and its probe have one definition, in the run-root module (re-exported here).
-from ray_bench.runroot import LOCK_FILE, LockHolder, lock_holder, pid_alive
+# The lock, its probe and the heartbeat have one definition, in the run-root module (re-exported here).
+from ray_bench.runroot import (
+    HEARTBEAT_EVENT,
+    HEARTBEAT_SEC,
+    HEARTBEAT_STALE_SEC,
+    LOCK_FILE,
+    LockHolder,
+    lock_holder,
+    pid_alive,
+)
 
 __all__ = ["HEARTBEAT_EVENT", "HEARTBEAT_SEC", "HEARTBEAT_STALE_SEC", "LOCK_FILE", "LockHolder", "lock_holder",
            "pid_alive"]
-
-#: The ledger event the driver appends while it runs.
-HEARTBEAT_EVENT = "heartbeat"
-#: How often the driver appends it (seconds).
-HEARTBEAT_SEC = 30.0
-#: A heartbeat older than this says the driver stopped making progress: three missed beats.
-HEARTBEAT_STALE_SEC = 3 * HEARTBEAT_SEC

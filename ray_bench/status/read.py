@@ -25,16 +25,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ray_bench.clock import human_span
 from ray_bench.evidence.circuit import circuit_from, next_probe
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.rows import accepted_rows, known_spend, lower_bound_count
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
-from ray_bench.metrics.pace import PaceSnapshot, human_span, pace_snapshot
+from ray_bench.metrics.pace import PaceSnapshot, pace_snapshot
 from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
-from ray_bench.scheduler.driver import PAUSE_FILE
+from ray_bench.runroot import PAUSE_FILE
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive
 

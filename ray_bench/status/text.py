@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
+from ray_bench.clock import human_span
 from ray_bench.ledger.rows import unknown_cost_note
-from ray_bench.metrics.pace import PaceSnapshot, human_span
+from ray_bench.metrics.pace import PaceSnapshot
 from ray_bench.status.read import RunStatus
 
 

@@ -16,11 +16,11 @@ import pytest
 from ray_bench.accounts import store as store_module
 from ray_bench.accounts.actors import LEASE_TTL_SEC, AccountGrants, PoolSlots
 from ray_bench.accounts.core import Running
-from ray_bench.accounts.gate import refuse_other_hosts
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore, HeldLease
 from ray_bench.errors import UserInputError
 from ray_bench.models.accounts import AccountLimits
+from ray_bench.scheduler.gate import refuse_other_hosts
 
 NAME = "acct-shared"
 

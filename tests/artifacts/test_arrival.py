@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ray_bench.artifacts.node import receive, store_key
 from ray_bench.artifacts.route import ArtifactRoute
+from ray_bench.cells.artifact_node import receive, store_key
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify

@@ -12,8 +12,8 @@ from support.ray_local import ensure_ray, reset_shared_actors
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
-from ray_bench.artifacts.ship import PROBE_FILE, Shipper
 from ray_bench.artifacts.store import open_store
+from ray_bench.cells.artifact_ship import PROBE_FILE, Shipper
 from ray_bench.cells.pool import RayPool
 from ray_bench.ledger import Ledger
 from ray_bench.models.attempt import AttemptSummary

@@ -1,5 +1,5 @@
 """`ray-bench quickstart` runs any number of times on one machine: its demo accounts' spend,
-windows and health stay with each quickstart's own state root (ray_bench/quickstart.py), not in
+windows and health stay with each quickstart's own state root (ray_bench/cli/quickstart.py), not in
 the machine's (~/.ray-bench), where their lifetime budgets (spend_usd: 2.5) ran out after about
 five quickstarts and every later one stopped at once."""
 
@@ -18,8 +18,8 @@ from support.ray_local import TEST_ROUTES, set_test_routes, shared_address
 
 from ray_bench.accounts.core import AccountCore, Admit, Refusal, RefusalReason
 from ray_bench.accounts.store import FILE, AccountStore
+from ray_bench.cli.quickstart import _run_id, example_dir, state_root
 from ray_bench.config.loader import load_accounts
-from ray_bench.quickstart import _run_id, example_dir, state_root
 from ray_bench.scheduler.spend import DEFAULT_CELL_USD
 
 #: The most one quickstart can charge an account: 16 of its 32 cells (2 accounts, 2 slots each

@@ -152,7 +152,7 @@ def test_suite_names_exactly_one_of_tasks_dir_and_task_roots(tmp_path: Path) -> 
 
 
 def test_the_shipped_quickstart_selection_plans_on_the_shipped_quickstart(tmp_path: Path) -> None:
-    from ray_bench.quickstart import prepare
+    from ray_bench.cli.quickstart import prepare
 
     suite, accounts = prepare(tmp_path)
     shipped = Path(__file__).parents[2] / "selections" / "quickstart-subset.json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ray_bench.harbor.evidence import CLI_USAGE_FILE, CONTEXT_FILE, REQUEST_IDS_FILE, harbor_report
+from ray_bench.agents.harbor_evidence import CLI_USAGE_FILE, CONTEXT_FILE, REQUEST_IDS_FILE, harbor_report
 from ray_bench.harbor.live import TerminusReader, answer_line, commands_of
 
 

@@ -42,12 +42,12 @@ def driver(address: str, state_root: Path, order: str) -> dict[str, float]:
     import ray
 
     from ray_bench.accounts.actors import admission_actor
-    from ray_bench.accounts.gate import ActorGate
     from ray_bench.cells.nodes import CheckInputs, check_nodes
     from ray_bench.cells.pool import NAMESPACE, RayPool
     from ray_bench.cells.supervisors import RaySupervision
     from ray_bench.models.accounts import Account
     from ray_bench.sandboxes.supervisor import Reserve
+    from ray_bench.scheduler.gate import ActorGate
 
     t0 = time.monotonic()
     ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)

@@ -124,7 +124,7 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     from scale_support import peak_rss_mb, write_suite
 
     from ray_bench.api import plan_run
-    from ray_bench.artifacts.ship import Shipper
+    from ray_bench.cells.artifact_ship import Shipper
     from ray_bench.cells.pool import NAMESPACE, RayPool
     from ray_bench.ledger import Ledger
     from ray_bench.plan.store import confirm_plan

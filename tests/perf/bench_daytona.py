@@ -46,11 +46,12 @@ from support.daytona_server import DaytonaServer, Faults
 from support.images import build_base_image
 
 from ray_bench.errors import SandboxQuotaError, SandboxRateLimitedError
+from ray_bench.models.build import BuildTarget
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_ATTEMPT, LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.daytona import DaytonaBackend
 from ray_bench.sandboxes.daytona.snapshots import DaytonaSnapshotBuilder
-from ray_bench.scheduler.builds import BuildTarget, run_build_phase, snapshot_name
+from ray_bench.scheduler.builds import run_build_phase, snapshot_name
 
 KEY_ENV = "RB_BENCH_DAYTONA_KEY"
 

@@ -69,8 +69,8 @@ def main() -> int:
     os.environ["RAY_BENCH_STATE_ROOT"] = str(state)
 
     from ray_bench.api import pause_run, plan_run
+    from ray_bench.cli.quickstart import example_dir
     from ray_bench.ledger.store import Ledger
-    from ray_bench.quickstart import example_dir
     from ray_bench.reports.build import build_report
 
     with FakeProvider(token_ttl_sec=args.ttl) as fake:

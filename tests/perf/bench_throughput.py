@@ -41,7 +41,7 @@ import ray
 from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
 
 from ray_bench.api import plan_run
-from ray_bench.artifacts.ship import Shipper
+from ray_bench.cells.artifact_ship import Shipper
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.cells.ray_start import init_ray
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE

@@ -18,8 +18,9 @@ from support.daytona_fixtures import backend_for, spec_for
 from support.daytona_server import DaytonaServer, Faults
 
 from ray_bench.errors import SandboxCreateError
+from ray_bench.models.build import BuildTarget
 from ray_bench.sandboxes.daytona.snapshots import DaytonaSnapshotBuilder
-from ray_bench.scheduler.builds import BuildTarget, snapshot_name
+from ray_bench.scheduler.builds import snapshot_name
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 

@@ -13,10 +13,10 @@ from ray_bench.accounts.core import AccountCore
 from ray_bench.accounts.probe import ProbeResult
 from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.inprocess import InProcessPool
+from ray_bench.clock import FakeClock
 from ray_bench.ledger import Ledger
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.admission import CoreGate
-from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.sim.driven import plan_for
 from ray_bench.sim.workload import build_workload, parse_spec

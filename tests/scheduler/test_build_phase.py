@@ -15,6 +15,7 @@ from support.suites import make_suite
 from ray_bench.api import plan_run
 from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.clock import FakeClock
 from ray_bench.errors import SandboxCreateError
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary, ExecFacts
@@ -31,7 +32,6 @@ from ray_bench.scheduler.builds import (
     run_build_phase,
     snapshot_name,
 )
-from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 
 

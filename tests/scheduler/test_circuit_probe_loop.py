@@ -12,10 +12,10 @@ import numpy as np
 from ray_bench.accounts.core import AccountCore
 from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.clock import FakeClock
 from ray_bench.ledger import Ledger
 from ray_bench.models.attempt import AgentError, AttemptSummary, ExecFacts
 from ray_bench.scheduler.admission import CoreGate
-from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.sim.driven import plan_for
 from ray_bench.sim.workload import build_workload, parse_spec

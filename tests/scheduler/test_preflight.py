@@ -11,12 +11,12 @@ from support.suites import make_suite
 from ray_bench.api import plan_run
 from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.clock import FakeClock
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary, ExecFacts
 from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.admission import CoreGate
-from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from ray_bench.quickstart import example_dir
+from ray_bench.cli.quickstart import example_dir
 from support.ray_local import set_test_routes
 
 # Suites made here name the test routes; every test process that builds one has them set.

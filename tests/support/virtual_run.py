@@ -12,9 +12,9 @@ from ray_bench.accounts.core import AccountCore
 from ray_bench.accounts.health import HealthPolicy
 from ray_bench.accounts.limits import Tuning
 from ray_bench.cells.inprocess import InProcessPool
+from ray_bench.clock import FakeClock
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.scheduler.admission import CoreGate
-from ray_bench.scheduler.clock import FakeClock
 from ray_bench.scheduler.driver import Driver, RunnerPool, RunOptions, RunOutcome
 from ray_bench.sim.driven import plan_for
 from ray_bench.sim.workload import build_workload, parse_spec

@@ -1,5 +1,5 @@
 """When did the watchdog fire? The number of model answers the fake provider had served at the
-instant a :class:`~ray_bench.cells.watchdog.DegenerationWatch` in this process fired.
+instant a :class:`~ray_bench.agents.watchdog.DegenerationWatch` in this process fired.
 
 A test that counts the answers served by the end measures the rule *and* how long the sandbox
 took to kill the CLI; on a loaded host the second grows (the CLI keeps asking while the kill is
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ray_bench.cells.watchdog import DegenerationWatch
+from ray_bench.agents.watchdog import DegenerationWatch
 
 
 def record_firing(monkeypatch: pytest.MonkeyPatch, served: Callable[[], int]) -> list[int]:

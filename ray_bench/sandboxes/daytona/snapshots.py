@@ -17,9 +17,9 @@ from daytona import CreateSnapshotParams, DaytonaError, DaytonaNotFoundError, Im
 from daytona import Resources as DaytonaResources
 
 from ray_bench.errors import SandboxCreateError
+from ray_bench.models.build import BuildTarget
 from ray_bench.sandboxes.daytona.backend import DaytonaBackend
 from ray_bench.sandboxes.daytona.translate import state_name, translate
-from ray_bench.scheduler.builds import BuildTarget
 
 #: States a snapshot reaches by itself; ``active`` is the one a sandbox can be made from.
 _FAILED = frozenset({"error", "build_failed"})

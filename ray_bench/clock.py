@@ -3,7 +3,8 @@
 The functional core takes ``now`` (seconds) as an argument; the driver reads it, and waits,
 only through a :class:`Clock`. ``execute`` uses :class:`SystemClock` (wall time: admission
 actors outlive any driver and compare against login expiries, both in unix seconds); tests
-and the simulator use :class:`FakeClock`, where waiting moves time forward at once.
+and the simulator use :class:`FakeClock`, where waiting moves time forward at once. Spans of
+time are shown to operators by :func:`human_span`.
 """
 
 from __future__ import annotations
@@ -66,3 +67,14 @@ class FakeClock:
         if t < self._now:
             raise ValueError("a clock does not go backwards")
         self._now = t
+
+
+def human_span(seconds: float) -> str:
+    """``40 s``, ``3 min``, ``2.5 h``: spans as an operator reads them."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 120:
+        return "1 min" if round(seconds) == 60 else f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -5,14 +5,45 @@ snapshot)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.ledger.store import AttemptRow
-from ray_bench.models.plan import Plan, PlanCell
-from ray_bench.plan.agents import agent_network
+from ray_bench.models.plan import Plan, PlanCell, PlanTask
+from ray_bench.models.suite import Arm, BackendConfig
+from ray_bench.plan.agents import agent_network, sandbox_image
 from ray_bench.plan.roles import executor_max_turns
 from ray_bench.plan.watchdog import effective as effective_watchdog
 from ray_bench.runroot import RunPaths
-from ray_bench.scheduler.builds import SNAPSHOT_PREFIX, cell_sandbox
+
+#: A cell's image naming a snapshot the build phase made (:mod:`ray_bench.scheduler.builds`).
+SNAPSHOT_PREFIX = "snapshot:"
+
+
+@dataclass(frozen=True)
+class CellSandbox:
+    """What a cell's sandbox is made from, as the driver sends it to the runner."""
+
+    image: str | None
+    build_context: str | None
+    cpus: float | None
+    memory_mb: int | None
+    disk_mb: int | None
+
+
+def cell_sandbox(task: PlanTask, arm: Arm, backend: BackendConfig | None) -> CellSandbox:
+    """The image (an arm's, else the task's, else the backend's), the Dockerfile directory and
+    the size of a cell's sandbox: the one place the driver and the build phase read them."""
+    res = arm.resources
+    defaults = backend.resources if backend else None
+    image, build_context = sandbox_image(task, arm, backend)  # Harbor's choice of image or build
+    return CellSandbox(
+        image=image,
+        build_context=build_context,
+        cpus=res.cpus or task.resources.cpus or (defaults.cpus if defaults else None),
+        memory_mb=res.memory_mb or task.resources.memory_mb or (defaults.memory_mb if defaults else None),
+        disk_mb=task.config.environment.storage_mb,
+    )
 
 
 class AttemptSpecs:

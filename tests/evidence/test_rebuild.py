@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ray_bench.api import plan_run
 from ray_bench.cli import app
 from ray_bench.errors import UserInputError
-from ray_bench.ledger.rebuild import rebuild_ledger
+from ray_bench.evidence.rebuild import rebuild_ledger
 from ray_bench.ledger.store import Ledger
 from ray_bench.plan.store import load_plan_file
 from ray_bench.scheduler.runstate import RunState

@@ -1,4 +1,4 @@
-"""The runner's side: run an attempt where its node stands (see the package docstring).
+"""The runner's side: run an attempt where its node stands (see :mod:`ray_bench.artifacts`).
 
 A node that sees the driver's files runs the attempt as on one machine. Any other node gets
 the task's and the agent's trees through Ray (fetched once per runner process and content

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ray_bench.accounts.credentials import login_expiry
-from ray_bench.accounts.logins import tokens_in, write_back
+from ray_bench.cells.home_logins import tokens_in, write_back
 
 REL = ".claude/.credentials.json"
 

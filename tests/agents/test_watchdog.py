@@ -15,9 +15,9 @@ from pydantic import ValidationError
 from support.suites import make_suite
 
 from ray_bench.agents import adapter
+from ray_bench.agents.watchdog import DegenerationWatch, RefusalWatch
 from ray_bench.cells.runner import run_attempt
 from ray_bench.cells.spec import AttemptSpec
-from ray_bench.cells.watchdog import DegenerationWatch, RefusalWatch
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
 from ray_bench.models.attempt import AttemptSummary

@@ -1,0 +1,25 @@
+"""A snapshot the build phase makes (:mod:`ray_bench.scheduler.builds`) and a cloud backend
+builds (:mod:`ray_bench.sandboxes.daytona.snapshots`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class BuildTarget(BaseModel):
+    """One snapshot to make: from an image (``FROM image``) or a task's Dockerfile directory,
+    at one size (a snapshot's sandboxes take its size), for the cells listed."""
+
+    model_config = ConfigDict(frozen=True)
+    snapshot: str
+    image: str | None = None
+    dockerfile_dir: str | None = None
+    cpu: int
+    memory_gib: int
+    disk_gib: int
+    tasks: tuple[str, ...]
+    cells: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        return self.image or f"{self.dockerfile_dir}/Dockerfile"

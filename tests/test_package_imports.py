@@ -1,0 +1,198 @@
+"""The import graph between ray_bench's packages has no cycle (issue #30, step 4).
+
+Every module is parsed with `ast`, not imported: the test needs no tool and no service. A node is a
+subpackage (`ray_bench.accounts`, `ray_bench.scheduler`, ...) or a top-level module
+(`ray_bench.errors`); an edge is any import from one node's module of another node's module, at the
+top or indented inside a function, except those under `if TYPE_CHECKING:` (never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ray_bench
+
+PACKAGE_ROOT = Path(ray_bench.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE_ROOT.rglob("*.py"))}
+
+
+def node_of(module: str) -> str:
+    """`ray_bench.accounts.gate` -> `ray_bench.accounts`; `ray_bench.errors` stays itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Each import that can run, with whether it is indented (inside a function, class or block)."""
+
+    def walk(node: ast.AST, depth: int) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and is_type_checking(child.test):
+                for sub in child.orelse:
+                    yield from walk_stmt(sub, depth + 1)
+                continue
+            yield from walk_stmt(child, depth)
+
+    def walk_stmt(child: ast.AST, depth: int) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child, depth > 0
+            return
+        yield from walk(child, depth + (1 if isinstance(child, ast.stmt) else 0))
+
+    yield from walk(tree, 0)
+
+
+def imported_modules(importer: str, is_package: bool, stmt: ast.Import | ast.ImportFrom) -> list[str]:
+    """The ray_bench modules one import statement loads (a `from pkg import mod` names the module)."""
+    if isinstance(stmt, ast.Import):
+        return [alias.name for alias in stmt.names if alias.name.startswith("ray_bench")]
+    base = stmt.module or ""
+    if stmt.level:
+        anchor = importer.split(".")
+        if not is_package:
+            anchor.pop()
+        anchor = anchor[: len(anchor) - (stmt.level - 1)]
+        base = ".".join([*anchor, *([base] if base else [])])
+    if not base.startswith("ray_bench"):
+        return []
+    return [base, *(f"{base}.{alias.name}" for alias in stmt.names)]
+
+
+def package_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]], int]:
+    """Edges between nodes, the `module:line` of the imports behind each, and how many ray_bench
+    imports are indented."""
+    known = modules()
+    graph: dict[str, set[str]] = {node_of(name): set() for name in known}
+    where: dict[tuple[str, str], list[str]] = {}
+    indented = 0
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for stmt, is_indented in runtime_imports(tree):
+            targets = [target for target in imported_modules(name, path.name == "__init__.py", stmt) if target in known]
+            indented += is_indented and bool(targets)
+            for target in targets:
+                if node_of(target) not in (node_of(name), "ray_bench"):
+                    graph[node_of(name)].add(node_of(target))
+                    where.setdefault((node_of(name), node_of(target)), []).append(f"{name}:{stmt.lineno}")
+    return graph, where, indented
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components with more than one node (a node importing itself is no cycle here)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def a_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One cycle through the component's first node, by breadth-first search back to it."""
+    start = component[0]
+    inside = set(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for succ in sorted(graph[node] & inside):
+                if succ == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if node != start else [start, start]
+                if succ not in came_from:
+                    came_from[succ] = node
+                    nxt.append(succ)
+        frontier = nxt
+    raise AssertionError(f"no cycle in component {component}")
+
+
+def cycle_edges(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    edges = []
+    for component in strongly_connected(graph):
+        inside = set(component)
+        edges += [(a, b) for a in component for b in sorted(graph[a] & inside)]
+    return edges
+
+
+def test_the_checker_finds_a_cycle_and_its_path() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert strongly_connected(graph) == [["a", "b", "c"]]
+    assert a_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+    assert len(cycle_edges(graph)) == 3
+    assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_checker_reads_relative_indented_and_type_checking_imports() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "from ..errors import X\n"
+        "if TYPE_CHECKING:\n    from ray_bench.cells import pool\n"
+        "def f():\n    import ray_bench.sim.fuzz\n"
+    )
+    found = [(imported_modules("ray_bench.scheduler.driver", False, s), i) for s, i in runtime_imports(tree)]
+    assert found == [
+        ([], False),
+        (["ray_bench.errors", "ray_bench.errors.X"], False),
+        (["ray_bench.sim.fuzz"], True),
+    ]
+
+
+@pytest.mark.xfail(strict=True, reason="#30 step 4: cycles are being broken")
+def test_no_import_cycle_between_packages() -> None:
+    graph, where, indented = package_graph()
+    assert len(graph) > 10, sorted(graph)
+    cycles = [" -> ".join(a_cycle(graph, component)) for component in strongly_connected(graph)]
+    print(f"{len(cycle_edges(graph))} cycle edges, {indented} indented ray_bench imports")
+    assert not cycles, (
+        "import cycles between packages:\n"
+        + "\n".join(cycles)
+        + "\nedges inside them:\n"
+        + "\n".join(f"{a} -> {b} ({', '.join(sorted(set(where[a, b])))})" for a, b in cycle_edges(graph))
+    )
