@@ -59,10 +59,11 @@ def settle(run_root: RunRoot,
     result = settle_run(run_root, usage, by=by)
     counts = result.counts()
     estimated, unknown = result.estimated()
+    lower = result.lower_bounds()
     settled = sum(a.settled_usd or 0.0 for a in result.attempts.values())
     out.print(f"run {result.run_id}: {counts['settled']} settled, {counts['missing']} missing, "
               f"{counts['disputed']} disputed, {counts['n/a']} without cost; estimated "
-              f"{'at least ' if unknown else ''}${estimated:.4f}{unknown_cost_note(unknown)}, "
+              f"{'at least ' if unknown or lower else ''}${estimated:.4f}{unknown_cost_note(unknown, lower)}, "
               f"settled ${settled:.4f} ({result.format} export {result.source}, "
               f"{result.unmatched_charges} charges matched no attempt)", markup=False)
     for attempt_id, a in sorted(result.attempts.items()):

@@ -50,6 +50,9 @@ class SettledAttempt:
     """None: the attempt's cost is unknown (never $0)."""
     settled_usd: float | None
     detail: str
+    lower_bound: bool = False
+    """The estimate is at least what was spent (its CLI was cut mid-message or SIGKILLed in its
+    grace): a charge the estimate misses is no dispute of the estimate."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ class Settlement:
         """(USD of the attempts whose cost is known, attempts of unknown cost)."""
         known = [a.estimated_usd for a in self.attempts.values() if a.estimated_usd is not None]
         return sum(known), len(self.attempts) - len(known)
+
+    def lower_bounds(self) -> int:
+        """Attempts of known cost whose estimate is only a lower bound."""
+        return sum(1 for a in self.attempts.values() if a.lower_bound and a.estimated_usd is not None)
 
     @property
     def complete(self) -> bool:
@@ -167,7 +174,9 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
             status, detail = "missing", f"{lost} call(s) answered with no request id recorded (partial ids)"
         else:
             status, detail = "settled", f"{len(charges)} charge(s)"
-        out[a.attempt_id] = SettledAttempt(status, estimated, settled, detail)
+        summary = summaries.get(a.attempt_id)
+        lower = summary is not None and summary.usage is not None and summary.usage.lower_bound
+        out[a.attempt_id] = SettledAttempt(status, estimated, settled, detail, lower)
     unclaimed = [n for n in range(len(export.charges)) if n not in claims]
     return out, len(unclaimed), round(sum(export.charges[n].cost_usd for n in unclaimed), 6)
 
@@ -220,7 +229,7 @@ def settlement_of(run_id: str, events: Iterable[Event]) -> Settlement | None:
     attempts = {k: SettledAttempt(str(v["status"]),
                                   None if v.get("estimated_usd") is None else float(v["estimated_usd"]),
                                   None if v.get("settled_usd") is None else float(v["settled_usd"]),
-                                  str(v.get("detail", "")))
+                                  str(v.get("detail", "")), v.get("lower_bound") is True)
                 for k, v in d.attempts.items()}
     return Settlement(run_id, d.by, ts, d.source, d.sha256, d.format, attempts, d.unmatched_charges,
                       d.unmatched_usd)

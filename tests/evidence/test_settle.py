@@ -299,3 +299,27 @@ def test_partial_request_ids_never_settle_an_attempt_and_an_unknown_cost_has_no_
     assert out["partial"].status == "missing" and "no request id recorded" in out["partial"].detail
     assert out["priceless"].estimated_usd is None and out["priceless"].settled_usd == 0.03  # unknown, not $0
     assert unclaimed == 0
+
+
+def test_a_lower_bound_estimate_is_said_so_in_settle_and_kept_in_the_ledger(tmp_path: Path) -> None:
+    """An attempt whose CLI was SIGKILLed in its grace (usage ``bound: lower_bound``): settle's
+    estimated line says "at least" and how many, and the recorded settlement keeps the flag."""
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=1)
+    root = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="lb").run_root
+    w = Writer(root)
+    w.attempt("hello-world", "baseline", 1, 100, reward=1.0,
+              usage={"input_tokens": 730, "output_tokens": 40, "cost_usd": 0.002, "request_ids": ["req_a"],
+                     "bound": "lower_bound"})
+    w.attempt("hello-world", "mcp", 1, 100, reward=1.0,
+              usage={"input_tokens": 700, "output_tokens": 40, "cost_usd": 0.002, "request_ids": ["req_b"],
+                     "bound": "exact"})
+    w.ledger.close()
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\nreq_a,0.002\nreq_b,0.002\nreq_grace,0.0012\n")
+    done = CliRunner().invoke(app, ["settle", str(root), "--usage", str(export), "--by", "fin"])
+    assert done.exit_code == 0, done.output
+    assert "estimated at least $0.0040 (1 attempt cut" in done.output and "lower bound" in done.output
+    assert "1 charges matched no attempt" in done.output
+    saved = read_settlement(root)
+    assert saved is not None and saved.lower_bounds() == 1
+    assert sorted(a.lower_bound for a in saved.attempts.values()) == [False, True]
