@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: create .venv if missing, install the package with its dev, daytona and inspect
-# extras (with uv, pip as the fallback), run pytest; without --fast, beside it, the tests marked
-# `harbor` in .venv-harbor (Python 3.12 with Harbor 0.26, made by scripts/harbor-env.sh), because
-# Harbor needs Python >= 3.12; their output is printed after the main pass's. Under CI=true a
-# missing Python 3.12 fails the run; elsewhere that pass is skipped with a note.
+# extras (with uv, pip as the fallback), run pytest; then, without --fast, the tests marked `harbor`
+# in .venv-harbor (Python 3.12 with Harbor 0.26, made by scripts/harbor-env.sh), because Harbor
+# needs Python >= 3.12. Under CI=true a missing Python 3.12 fails the run; elsewhere that pass is
+# skipped with a note.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
 #            core, config, plan, evidence, reports, the simulator; 1,020 tests, 134 s here).
@@ -49,55 +49,38 @@ case " $* " in *" --basetemp"*) ;; *)
     ;;
 esac
 
-# The harbor pass (not with --fast) runs beside the main pass, in its own process: its ~4 min are
-# mostly Docker and the fake provider's waits, which 2 cores overlap with the main pass's. Its
-# output goes to a file, printed after the main pass's. Arguments naming test files outside it
-# simply collect nothing there (exit 5, not a failure of this pass); "-m harbor" is combined with
-# any -m the caller gave by pytest's last-one-wins rule, so a caller's -m is not passed on.
-harbor_pid=""
-if [ "${#fast[@]}" -eq 0 ]; then
-    harbor_log=$(mktemp "${TMPDIR:-/tmp}/ray-bench-harbor.XXXXXX")
-    args=()
-    skip_next=0
-    for arg in "$@"; do
-        if [ "$skip_next" -eq 1 ]; then skip_next=0; continue; fi
-        case "$arg" in -m) skip_next=1; continue ;; -m*) continue ;; esac
-        args+=("$arg")
-    done
-    harbor_base=()
-    [ "${#own_base[@]}" -eq 0 ] || harbor_base=(--basetemp "$tmp_root/harbor")
-    harbor_pass() {
-        local rc=0
-        bash scripts/harbor-env.sh || rc=$?
-        if [ "$rc" -eq 3 ] && [ "${CI:-}" != true ]; then
-            echo "scripts/test.sh: no Python 3.12 here; the tests marked harbor were not run" >&2
-            return 0
-        fi
-        [ "$rc" -eq 0 ] || return 1
-        .venv-harbor/bin/python -m pytest -q "${harbor_base[@]}" -m harbor "${args[@]}" || rc=$?
-        [ "$rc" -eq 5 ] && rc=0
-        return "$rc"
-    }
-    harbor_pass >"$harbor_log" 2>&1 &
-    harbor_pid=$!
-fi
-
 status=0
 .venv/bin/pytest -q "${own_base[@]}" "${fast[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
-    status=1
+    exit 1
 fi
 done_with_tmp() {
     if [ "${#own_base[@]}" -gt 0 ] && [ "$1" -eq 0 ]; then rm -rf "$tmp_root"; fi
     exit "$1"
 }
-[ -n "$harbor_pid" ] || done_with_tmp "$status"
+[ "${#fast[@]}" -eq 0 ] || done_with_tmp "$status"
 
+# The harbor pass. Arguments naming test files outside it simply collect nothing there (exit 5,
+# not a failure of this pass); "-m harbor" is combined with any -m the caller gave by pytest's
+# last-one-wins rule, so a caller's -m is not passed on.
 harbor_status=0
-wait "$harbor_pid" || harbor_status=$?
-echo "scripts/test.sh: the harbor pass (.venv-harbor), run beside the main pass:"
-cat "$harbor_log"
-rm -f "$harbor_log"
+bash scripts/harbor-env.sh || harbor_status=$?
+if [ "$harbor_status" -eq 3 ] && [ "${CI:-}" != true ]; then
+    echo "scripts/test.sh: no Python 3.12 here; the tests marked harbor were not run" >&2
+    done_with_tmp "$status"
+fi
+[ "$harbor_status" -eq 0 ] || exit 1
+args=()
+skip_next=0
+for arg in "$@"; do
+    if [ "$skip_next" -eq 1 ]; then skip_next=0; continue; fi
+    case "$arg" in -m) skip_next=1; continue ;; -m*) continue ;; esac
+    args+=("$arg")
+done
+harbor_base=()
+[ "${#own_base[@]}" -eq 0 ] || harbor_base=(--basetemp "$tmp_root/harbor")
+.venv-harbor/bin/python -m pytest -q "${harbor_base[@]}" -m harbor "${args[@]}" || harbor_status=$?
+[ "$harbor_status" -eq 5 ] && harbor_status=0
 [ "$status" -ne 0 ] || status=$harbor_status
 done_with_tmp "$status"
