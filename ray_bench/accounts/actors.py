@@ -202,7 +202,7 @@ class AccountGrants:
         else:
             self.core.on_finish(now, Lease(lease_id, "", self.name), outcome)
             if self.store is not None:
-                self.store.record_spend(self.name, now, outcome.usd)
+                self.store.record_spend(self.name, now, outcome.usd, outcome.usd_bound)
                 self._save_health()
 
     def renew(self, run_id: str) -> None:

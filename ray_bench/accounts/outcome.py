@@ -48,6 +48,10 @@ class Outcome:
     """auth_failed only: the credential expired (needs a refresh), rather than being refused."""
     usd: float = 0.0
     detail: str = ""
+    usd_bound: str = "exact"
+    """What ``usd`` is: ``exact``, ``lower_bound`` (at least that: a CLI cut before it recorded
+    every call) or ``unknown`` (no cost known: the cell's expected cost, charged so that limits
+    hold). ``accounts status`` says when a lifetime spend holds either."""
 
     @classmethod
     def success(cls, usd: float = 0.0) -> Outcome:
@@ -91,7 +95,7 @@ class Outcome:
         return self.kind is not OutcomeKind.SUCCESS
 
 
-def unjudged_outcome(usd: float) -> Outcome | None:
+def unjudged_outcome(usd: float, usd_bound: str = "exact") -> Outcome | None:
     """What the account is told of an attempt no one judged that charged ``usd``: its spend,
     or nothing at all (None: the lease is only abandoned) when it charged nothing."""
-    return Outcome.unjudged(usd) if usd > 0 else None
+    return Outcome(OutcomeKind.UNJUDGED, usd=usd, usd_bound=usd_bound) if usd > 0 else None

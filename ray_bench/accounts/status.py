@@ -90,6 +90,10 @@ class AccountStatus:
     held_slots: int = 0
     #: An ``accounts enable`` the account's actor has not applied yet.
     enable_pending: bool = False
+    #: Charges in ``spent_usd`` that are only a lower bound (a CLI cut before it recorded every call).
+    spent_lower_bound: int = 0
+    #: Charges in ``spent_usd`` of unknown cost (counted at the cell's expected cost).
+    spent_unknown: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__}
@@ -104,12 +108,21 @@ class AccountStatus:
             what += " (enable pending)"
         parts = [f"{self.name}: {what}" + (f" ({self.last_error[:120]})" if self.last_error else "")]
         budget = f" of ${self.budget_usd:.2f}" if self.budget_usd is not None else ""
-        parts.append(f"spent ${self.spent_usd:.2f}{budget}")
+        parts.append(f"spent {'at least ' if self.spent_lower_bound else ''}${self.spent_usd:.2f}{budget}"
+                     + _not_exact(self.spent_lower_bound, self.spent_unknown))
         if self.window_used or self.window_usd:
             parts.append(f"window {self.window_used} cells, ${self.window_usd:.2f}")
         if self.held_slots:
             parts.append(f"{self.held_slots} slots held")
         return "; ".join(parts) + f" [{self.source}]"
+
+
+def _not_exact(lower_bound: int, unknown: int) -> str:
+    """The words beside a lifetime spend that is not exact."""
+    parts = [f"{lower_bound} charge{'s' if lower_bound != 1 else ''} a lower bound"] if lower_bound else []
+    if unknown:
+        parts.append(f"{unknown} of unknown cost, counted at the expected cost")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def account_status(path: Path, *, address: str | None = None,
@@ -125,7 +138,7 @@ def accounts_state(accounts: list[Account], *, address: str | None = None, state
     live_snaps = _live_snapshots(accounts, address, root) if live else {}
     holds = read_holds(root)
     now = time.time() if now is None else now
-    store = AccountStore.open_readonly(root) if len(live_snaps) < len(accounts) else None
+    store = AccountStore.open_readonly(root)  # the lifetime spend's bounds are only there
     rows = []
     try:
         for account in accounts:
@@ -154,7 +167,8 @@ def accounts_state(accounts: list[Account], *, address: str | None = None, state
                 login_expires=time.strftime("%Y-%m-%d %H:%M", time.localtime(expires)) if expires else None,
                 login_expiring_within_h=round((expires - now) / 3600, 1) if expires else None,
                 held_slots=snap.inflight if account.name in live_snaps else len(saved.leases),
-                enable_pending=pending))
+                enable_pending=pending, spent_lower_bound=saved.spent_not_exact.get("lower_bound", 0),
+                spent_unknown=saved.spent_not_exact.get("unknown", 0)))
     finally:
         if store is not None:
             store.close()

@@ -36,7 +36,8 @@ FILE = "accounts.sqlite"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS window_starts (account TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS window_starts_at ON window_starts (account, at);
-CREATE TABLE IF NOT EXISTS spend (account TEXT NOT NULL, at REAL NOT NULL, usd REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS spend (account TEXT NOT NULL, at REAL NOT NULL, usd REAL NOT NULL,
+    bound TEXT NOT NULL DEFAULT 'exact');
 CREATE INDEX IF NOT EXISTS spend_at ON spend (account, at);
 CREATE TABLE IF NOT EXISTS health (
     account TEXT PRIMARY KEY, state TEXT NOT NULL, cooling_until REAL NOT NULL, episodes INTEGER NOT NULL,
@@ -63,6 +64,9 @@ class Saved:
     starts: list[float] = field(default_factory=list)
     spend: list[tuple[float, float]] = field(default_factory=list)
     spent_usd: float = 0.0
+    #: Of the lifetime spend, how many charges were not exact: ``lower_bound`` (a CLI cut before
+    #: it recorded every call) and ``unknown`` (no cost known: charged at the cell's expected cost).
+    spent_not_exact: dict[str, int] = field(default_factory=dict)
     state: str | None = None
     cooling_until: float = float("-inf")
     episodes: int = 0
@@ -108,7 +112,8 @@ class OperatorEvent:
 _LEASE_COLUMNS = {"reserved_usd": "REAL NOT NULL DEFAULT 0", "renewed_at": "REAL NOT NULL DEFAULT 0",
                   "host": "TEXT NOT NULL DEFAULT ''"}
 _NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT NULL DEFAULT 0"},
-                "health": {"writer": "TEXT NOT NULL DEFAULT ''"}}
+                "health": {"writer": "TEXT NOT NULL DEFAULT ''"},
+                "spend": {"bound": "TEXT NOT NULL DEFAULT 'exact'"}}
 
 
 def host_id() -> str:
@@ -138,6 +143,7 @@ class AccountStore:
             self.host = host_id()
             # a file no shared grant wrote yet has no reservations nor renewals to read
             self._leases_shared = {r[1] for r in self._db.execute("PRAGMA table_info(leases)")} >= _LEASE_COLUMNS.keys()
+            self._spend_bounds = "bound" in {r[1] for r in self._db.execute("PRAGMA table_info(spend)")}
             return
         root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -149,6 +155,7 @@ class AccountStore:
         self.host = host_id()
         self._migrate()
         self._leases_shared = True
+        self._spend_bounds = True
 
     def _migrate(self) -> None:
         """Give an older file's ``leases`` and ``pool_slots`` the columns of shared grants; what
@@ -189,9 +196,12 @@ class AccountStore:
     def record_start(self, account: str, at: float) -> None:
         self._db.execute("INSERT INTO window_starts VALUES (?, ?)", (account, at))
 
-    def record_spend(self, account: str, at: float, usd: float) -> None:
+    def record_spend(self, account: str, at: float, usd: float, bound: str = "exact") -> None:
+        """A charge to the account; ``bound``: ``exact``, ``lower_bound`` or ``unknown``
+        (:attr:`ray_bench.accounts.outcome.Outcome.usd_bound`)."""
         if usd > 0:
-            self._db.execute("INSERT INTO spend VALUES (?, ?, ?)", (account, at, usd))
+            self._db.execute("INSERT INTO spend (account, at, usd, bound) VALUES (?, ?, ?, ?)",
+                             (account, at, usd, bound))
 
     # -- shared grants --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -321,6 +331,10 @@ class AccountStore:
             "SELECT at, usd FROM spend WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
         saved.spent_usd = float(self._db.execute(
             "SELECT COALESCE(SUM(usd), 0) FROM spend WHERE account = ?", (account,)).fetchone()[0])
+        if self._spend_bounds:  # a file from before the column holds exact charges only
+            saved.spent_not_exact = {str(r[0]): int(r[1]) for r in self._db.execute(
+                "SELECT bound, COUNT(*) FROM spend WHERE account = ? AND bound != 'exact' GROUP BY bound",
+                (account,))}
         row = self._db.execute("SELECT state, cooling_until, episodes, auth_failures, last_error, events_seen "
                                "FROM health WHERE account = ?", (account,)).fetchone()
         if row is not None:

@@ -11,6 +11,8 @@ the cell could finish.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -55,7 +57,8 @@ class Gate(Protocol):
         not to use (their recovery circuit is open)."""
         ...
 
-    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float,
+                usd_bound: str = "exact") -> None:
         """Buffer a finished lease; the next ``acquire_many`` or ``flush`` delivers it."""
         ...
 
@@ -84,8 +87,13 @@ def live_accounts(states: Mapping[str, str], usable: Callable[[str], bool]) -> l
     return [name for name, state in states.items() if state in LIVE_STATES and usable(name)]
 
 
-def outcome_of(verdict: Verdict, usd: float) -> Outcome:
-    """The catalog decided what a failure means for the account; this only restates it."""
+def outcome_of(verdict: Verdict, usd: float, usd_bound: str = "exact") -> Outcome:
+    """The catalog decided what a failure means for the account; this only restates it
+    (``usd_bound``: what the charge is, :attr:`Outcome.usd_bound`)."""
+    return dataclasses.replace(_outcome_of(verdict, usd), usd_bound=usd_bound)
+
+
+def _outcome_of(verdict: Verdict, usd: float) -> Outcome:
     if verdict.effect == "success":
         return Outcome.success(usd=usd)
     if verdict.effect == "rate_limited":
@@ -203,10 +211,12 @@ class CoreGate:
     def flush(self) -> None:
         return None
 
-    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float,
+                usd_bound: str = "exact") -> None:
         self._held.pop(lease_id, None)
         core = self.cores[account]
-        outcome = unjudged_outcome(usd) if verdict is None else outcome_of(verdict, usd)
+        outcome = (unjudged_outcome(usd, usd_bound) if verdict is None
+                   else outcome_of(verdict, usd, usd_bound))
         if outcome is None:
             core.abandon(lease_id)
         else:

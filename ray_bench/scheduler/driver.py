@@ -410,7 +410,8 @@ class Driver:
                               counts=record.counts, cost_usd=record.cost_usd, charged_usd=record.charged_usd,
                               summary=record.summary, now=self.clock.wall())
         release = done.release
-        self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now)
+        self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now,
+                          usd_bound=release.usd_bound)
         for append in done.events:
             ledger.append(append.event, cell_id=append.cell_id)
         if done.disk_full is not None:

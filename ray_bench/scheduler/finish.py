@@ -49,6 +49,14 @@ class Release:
     lease_id: str
     verdict: Verdict | None
     usd: float
+    #: What ``usd`` is (:attr:`ray_bench.accounts.outcome.Outcome.usd_bound`).
+    usd_bound: str = "exact"
+
+
+def _bound(cost: float | None, lower_bound: bool) -> str:
+    """What a charge is: the cell's expected cost for an unknown one, at least the cost for a CLI
+    cut before it recorded every call, else exact."""
+    return "unknown" if cost is None else "lower_bound" if lower_bound else "exact"
 
 
 @dataclass(frozen=True)
@@ -97,12 +105,12 @@ class FinishCore:
         if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
             charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)
             return Finished(Record("finished", False, None, "stack", "disk-full", False, cost, charged, summary),
-                            Release(row.account, lease_id, None, charged), disk_full=summary.error.message)
+                            Release(row.account, lease_id, None, charged, _bound(cost, least)), disk_full=summary.error.message)
         if summary.cancelled:
             charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)
             self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)
             return Finished(Record("cancelled", False, None, None, None, False, cost, charged, summary),
-                            Release(row.account, lease_id, None, charged))
+                            Release(row.account, lease_id, None, charged, _bound(cost, least)))
         verdict = classify(summary, self.catalog)
         summary = summary.model_copy(update={"verdict": verdict.record()})
         charged = self.spend.finish(lease_id, row.task, row.arm, cost,
@@ -110,7 +118,7 @@ class FinishCore:
                                     lower_bound=least)
         record = Record("finished", verdict.valid, summary.reward, verdict.failure_class, verdict.fingerprint,
                         verdict.counts, cost, charged, summary)
-        release = Release(row.account, lease_id, None if verdict.lost else verdict, charged)
+        release = Release(row.account, lease_id, None if verdict.lost else verdict, charged, _bound(cost, least))
         events: list[Append] = []
         absorbed = self._fit_quota(row, summary, running_on, events)
         self._judge_probe(row, verdict, absorbed, events)

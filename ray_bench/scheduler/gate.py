@@ -222,8 +222,10 @@ class ActorGate:
             self._pool_of[lease] = by_lease[lease].cell.backend
         return granted
 
-    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float) -> None:
-        outcome = unjudged_outcome(usd) if verdict is None else outcome_of(verdict, usd)
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float,
+                usd_bound: str = "exact") -> None:
+        outcome = (unjudged_outcome(usd, usd_bound) if verdict is None
+                   else outcome_of(verdict, usd, usd_bound))
         self._finishes.setdefault(account, []).append((lease_id, outcome))
         self._freed[account] = self._freed.get(account, 0) + 1
         backend = self._pool_of.pop(lease_id, None)

@@ -162,3 +162,44 @@ def test_a_state_root_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> 
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot read the accounts' state" in lines[0], result.stderr
+
+
+def test_a_lifetime_spend_that_is_not_exact_says_so(tmp_path: Path) -> None:
+    """Charges of a CLI cut before it recorded every call are a lower bound, and those of
+    unknown cost were counted at the cell's expected cost: `accounts status` says both, and a
+    state root written before the bound was recorded reads as exact."""
+    import sqlite3
+
+    from ray_bench.accounts.store import FILE, AccountStore
+
+    now = time.time()
+    root = tmp_path / "state"
+    store = AccountStore(root)
+    try:
+        store.record_spend("a", now - 30, 0.5)
+        store.record_spend("a", now - 20, 0.25, "lower_bound")
+        store.record_spend("a", now - 10, 0.1, "unknown")
+        store.record_spend("b", now - 10, 0.2)
+    finally:
+        store.close()
+    accounts = str(_accounts(tmp_path))
+    rows = {r["name"]: r for r in json.loads(CliRunner().invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json"]).stdout)}
+    assert (rows["a"]["spent_usd"], rows["a"]["spent_lower_bound"], rows["a"]["spent_unknown"]) == (0.85, 1, 1)
+    assert (rows["b"]["spent_lower_bound"], rows["b"]["spent_unknown"]) == (0, 0)
+    text = CliRunner().invoke(app, ["accounts", "status", "--accounts", accounts]).stdout
+    assert ("a: healthy; spent at least $0.85 (1 charge a lower bound; 1 of unknown cost, counted at "
+            "the expected cost)") in text, text
+    assert ">=$0.85" in text and "b: healthy; spent $0.20 [state root]" in text
+
+    old = tmp_path / "old"  # a file from before the column: its charges read as exact
+    store = AccountStore(old)
+    store.record_spend("a", now - 5, 0.4, "lower_bound")
+    store.close()
+    db = sqlite3.connect(old / FILE)
+    db.execute("ALTER TABLE spend DROP COLUMN bound")
+    db.commit()
+    db.close()
+    rows = {r["name"]: r for r in json.loads(CliRunner().invoke(
+        app, ["accounts", "status", "--accounts", accounts, "--json", "--state-root", str(old)]).stdout)}
+    assert (rows["a"]["spent_usd"], rows["a"]["spent_lower_bound"]) == (0.4, 0)

@@ -281,3 +281,21 @@ def test_two_driver_processes_share_one_window(tmp_path: Path) -> None:
     rows = _two_processes(tmp_path, 8, {"max_concurrent": 4, "window": {"hours": 5, "max_cells": 6}})
     assert len(rows) == 6  # 16 wanted between them, the window's 6 started
     assert len(AccountStore(tmp_path).load(NAME, since=0.0).starts) == 6
+
+
+def test_a_charge_keeps_its_bound_in_the_lifetime_spend(tmp_path: Path) -> None:
+    """What the driver's release says a charge is (the gates pass ``usd_bound`` on) reaches
+    accounts.sqlite through the account's actor, for any later run's `accounts status`."""
+    from dataclasses import replace
+
+    actor = _actor(tmp_path)
+    leases = _take(actor, "run-a", 2, usd=0.1)
+    actor.finish_many("run-a", [(leases[0], replace(Outcome.success(usd=0.3), usd_bound="lower_bound")),
+                                (leases[1], Outcome.success(usd=0.2))])
+    store = AccountStore.open_readonly(tmp_path)
+    assert store is not None
+    try:
+        saved = store.load(NAME, 0.0)
+    finally:
+        store.close()
+    assert saved.spent_usd == pytest.approx(0.5) and saved.spent_not_exact == {"lower_bound": 1}

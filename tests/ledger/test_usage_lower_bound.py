@@ -158,6 +158,7 @@ def test_a_lower_bound_counts_against_the_limit_in_full_and_teaches_no_history()
                                                                          duration_sec=30).model_dump()})
     done = core.finished(ROW, "l1", cut, lambda _: 0)
     assert done.record.cost_usd == pytest.approx(0.0009) and done.release.usd == pytest.approx(0.0009)
+    assert done.release.usd_bound == "lower_bound"  # what the account's lifetime spend keeps
     assert spend.spent == pytest.approx(0.0009) and spend.lower_bound == 1 and spend.unknown == 0
     assert spend.expected(CELL).basis == "default"  # a lower bound is no measure of what a cell costs
     assert spend.refusal(spend.expected(CELL)).startswith("run spend at least $0.00 ")

@@ -140,6 +140,8 @@ def test_a_cancelled_attempt_is_charged_what_it_spent_or_its_expected_cost(
     done = finish.finished(ROW, "l1", got, running(0))
     assert (done.record.status, done.record.cost_usd, done.record.charged_usd) == ("cancelled", cost, charged)
     assert (done.release.verdict, done.release.usd) == (None, charged)  # the account is charged the same
+    # and told what the charge is, which its lifetime spend in accounts.sqlite keeps
+    assert done.release.usd_bound == ("unknown" if cost is None else "exact")
     assert finish.spend.spent == pytest.approx(charged)
     assert finish.spend.unknown == (1 if cost is None else 0)
     # a cost cut short is no measure of a whole cell: the expected cost stays the role bound
