@@ -174,7 +174,10 @@ def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps
 
     assert looping.error is None, looping.error
     assert looping.watchdog is not None and looping.watchdog.rule == "repeated_tool_call", looping.agent
-    assert looping.verifier is None and len(fired) == 1 and 4 <= fired[0] <= 5, fired
+    # The rule fired at the fourth call; the static codex runs its `ls` calls faster than the
+    # watchdog reads its output under load (a CI run: six calls done when the stop landed), so
+    # the answers served by then are bounded by what was recorded (below), not by 5.
+    assert looping.verifier is None and len(fired) == 1 and 4 <= fired[0], fired
     assert looping.agent is not None and not looping.agent.timed_out
     assert classify(looping, Catalog.default()).failure_class == "behaviour"
     # No turn completed (no turn.completed line): every response the rollout file recorded, with
