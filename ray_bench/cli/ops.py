@@ -38,8 +38,9 @@ def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
     out.print(f"{'account':<16} {'state':<9} {'inflight':>8} {'tokens':>7} {'cooldown':>9} {'window':>7} "
               f"{'spent':>9} {'parallel':>8}  route / last error", markup=False)
     for r in rows:
+        spent = ('>=' if r.spent_lower_bound else '') + f"${r.spent_usd:.2f}"
         out.print(f"{r.name:<16} {r.state:<9} {r.inflight:>3}/{r.limit:<4} {r.tokens:>7} "
-                  f"{r.cooldown_left_sec:>8}s {r.window_used:>7} {('>=' if r.spent_lower_bound else '') + f'${r.spent_usd:.2f}':>9} "
+                  f"{r.cooldown_left_sec:>8}s {r.window_used:>7} {spent:>9} "
                   f"{r.recommended_parallelism:>8}  {r.route}{'  ' + r.last_error if r.last_error else ''}"
                   f"{'  expires ' + r.login_expires if r.login_expires else ''}", markup=False)
     for r in rows:

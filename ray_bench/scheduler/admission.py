@@ -12,7 +12,6 @@ the cell could finish.
 from __future__ import annotations
 
 import dataclasses
-
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass

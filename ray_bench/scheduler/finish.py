@@ -105,7 +105,8 @@ class FinishCore:
         if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
             charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)
             return Finished(Record("finished", False, None, "stack", "disk-full", False, cost, charged, summary),
-                            Release(row.account, lease_id, None, charged, _bound(cost, least)), disk_full=summary.error.message)
+                            Release(row.account, lease_id, None, charged, _bound(cost, least)),
+                            disk_full=summary.error.message)
         if summary.cancelled:
             charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)
             self.circuit.probe_finished(row.attempt_id, valid=False, fingerprint=None, counted=False)

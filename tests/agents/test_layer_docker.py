@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.services import require_service
 from support.agent_clis import bin_dir, missing
 from support.fake_provider import Answer, FakeProvider
+from support.services import require_service
 from support.specs import run_on_docker
 from support.suites import make_suite
 from support.watchdog_probe import record_firing
@@ -177,7 +177,7 @@ def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps
     # The rule fired at the fourth call; the static codex runs its `ls` calls faster than the
     # watchdog reads its output under load (a CI run: six calls done when the stop landed), so
     # the answers served by then are bounded by what was recorded (below), not by 5.
-    assert looping.verifier is None and len(fired) == 1 and 4 <= fired[0], fired
+    assert looping.verifier is None and len(fired) == 1 and fired[0] >= 4, fired
     assert looping.agent is not None and not looping.agent.timed_out
     assert classify(looping, Catalog.default()).failure_class == "behaviour"
     # No turn completed (no turn.completed line): every response the rollout file recorded, with

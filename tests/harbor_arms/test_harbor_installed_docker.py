@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.services import require_service
 from support.agent_clis import bin_dir, missing
 from support.fake_provider import Answer, FakeProvider
+from support.services import require_service
 from support.specs import run_on_docker
 from support.suites import make_suite
 

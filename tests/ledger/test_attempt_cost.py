@@ -12,8 +12,8 @@ import pytest
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
-from ray_bench.ledger.cost import attempt_cost
 from ray_bench.evidence.rebuild import rebuild_ledger
+from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.rows import known_spend
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary, Usage
