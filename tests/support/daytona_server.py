@@ -217,7 +217,7 @@ class DaytonaServer:
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
         self._boxes: dict[str, _Box] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the quota check runs under it too (_create)
         #: One die per kind of fault (and one for placing builds on runners), each seeded from
         #: the faults' seed: concurrent requests interleave their rolls in any order, so a shared
         #: die would give each kind a different share of its draws from run to run.
@@ -529,9 +529,6 @@ class DaytonaServer:
         if taken:
             self.counts["create_409"] += 1
             return self._error(409, f"Sandbox with name {name} already exists")
-        if (refusal := self._quota_refusal(body)) is not None:
-            self.counts["quota_400"] += 1
-            return self._error(400, refusal)
         build = body.get("buildInfo") or {}
         dockerfile = build.get("dockerfileContent")
         if build.get("contextHashes"):
@@ -553,7 +550,12 @@ class DaytonaServer:
         box = _Box(id=str(uuid.uuid4()), body=body, image=image, user=user)
         if dockerfile:
             box.state, box.building = "pending_build", True
+        # The quota check and the new sandbox's row in one step, as the API's transaction: checked
+        # before the image lookup's await, three creates at once all passed a quota of two (CI).
         with self._lock:
+            if (refusal := self._quota_refusal(body)) is not None:
+                self.counts["quota_400"] += 1
+                return self._error(400, refusal)
             self._boxes[box.id] = box
         self.counts["created"] += 1
         answer = self._dto(box)
