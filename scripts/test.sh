@@ -9,8 +9,8 @@
 #            core, config, plan, evidence, reports, the simulator; 1,020 tests, 134 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
 # Without --fast: the full suite (1,430 tests + 48 harbor), what .ci/run runs: 2,020-2,160 s, then
-# 216-225 s for harbor, in a fresh clone here at the last landing; 22 tests no longer use Ray (an
-# estimated 4-6 min less, README "Set up"); budget 20 min.
+# 216-225 s for harbor, in a fresh clone here at the last landing; with 22 tests off Ray, 1,924 s
+# then 276 s (README "Set up"); budget 20 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
