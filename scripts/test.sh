@@ -6,7 +6,7 @@
 # skipped with a note.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 1,020 tests, 134 s here).
+#            core, config, plan, evidence, reports, the simulator; 1,036 tests, 140-178 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
 # Without --fast: the full suite (1,430 tests + 48 harbor), what .ci/run runs: 2,020-2,160 s, then
 # 216-225 s for harbor, in a fresh clone here at the last landing; with 22 tests off Ray, 1,924 s
