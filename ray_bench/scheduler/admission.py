@@ -92,6 +92,12 @@ def outcome_of(verdict: Verdict, usd: float, usd_bound: str = "exact") -> Outcom
     return dataclasses.replace(_outcome_of(verdict, usd), usd_bound=usd_bound)
 
 
+def released_outcome(verdict: Verdict | None, usd: float, usd_bound: str) -> Outcome | None:
+    """What a gate tells the account of a released lease: its verdict restated, or for one no
+    one judged its spend alone (None: nothing charged, the lease is only abandoned)."""
+    return unjudged_outcome(usd, usd_bound) if verdict is None else outcome_of(verdict, usd, usd_bound)
+
+
 def _outcome_of(verdict: Verdict, usd: float) -> Outcome:
     if verdict.effect == "success":
         return Outcome.success(usd=usd)
@@ -214,8 +220,7 @@ class CoreGate:
                 usd_bound: str = "exact") -> None:
         self._held.pop(lease_id, None)
         core = self.cores[account]
-        outcome = (unjudged_outcome(usd, usd_bound) if verdict is None
-                   else outcome_of(verdict, usd, usd_bound))
+        outcome = released_outcome(verdict, usd, usd_bound)
         if outcome is None:
             core.abandon(lease_id)
         else:

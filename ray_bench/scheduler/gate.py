@@ -23,7 +23,7 @@ from ray.exceptions import RayActorError
 
 from ray_bench.accounts.actors import RENEW_SEC, account_member, admission_actor, capacity_member, health_member
 from ray_bench.accounts.core import AccountSnapshot, Admit, RefusalReason
-from ray_bench.accounts.outcome import Outcome, unjudged_outcome
+from ray_bench.accounts.outcome import Outcome
 from ray_bench.errors import AdmissionActorError, UserInputError
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
@@ -33,7 +33,7 @@ from ray_bench.scheduler.admission import (
     blocked_until,
     candidate_of,
     live_accounts,
-    outcome_of,
+    released_outcome,
     stalled,
     typical_sec,
     view_of,
@@ -224,8 +224,7 @@ class ActorGate:
 
     def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float,
                 usd_bound: str = "exact") -> None:
-        outcome = (unjudged_outcome(usd, usd_bound) if verdict is None
-                   else outcome_of(verdict, usd, usd_bound))
+        outcome = released_outcome(verdict, usd, usd_bound)
         self._finishes.setdefault(account, []).append((lease_id, outcome))
         self._freed[account] = self._freed.get(account, 0) + 1
         backend = self._pool_of.pop(lease_id, None)
