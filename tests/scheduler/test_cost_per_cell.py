@@ -1,0 +1,124 @@
+"""What one no-op cell costs the driver and the runner, counted, not timed (issue #30, step 7).
+
+A timer flakes on a shared machine; a count does not. 40 no-op cells run through the real driver,
+runner and local backend in this process (``support.runs.execute_here``), and every operation
+whose number per cell decides the cost of a large run is counted: the ledger's SQL statements and
+transactions, the admission gate's calls, the sandbox operations and processes, the files each
+attempt leaves. The bounds are today's counts (measured 2026-12-03 on 40 cells: 7.5 statements per cell in 2.1
+transactions, one lease asked and one released, 25 acquire calls in all as launches batch, per
+cell one create, two uploads, two execs, one download and one delete, and two files: the reward
+and ``result.json``), so a change that adds per-cell work
+fails here and has to say why in this file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.local_pool import ConcurrentPool
+from support.ray_local import set_test_routes
+from support.runs import ledger_rows
+from support.suites import make_suite
+
+from ray_bench.api import plan_run
+from ray_bench.ledger import store
+from ray_bench.plan.store import confirm_plan
+from ray_bench.runroot import RunPaths
+from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.local import LocalBackend, LocalSandbox
+from ray_bench.scheduler.admission import CoreGate
+from ray_bench.scheduler.driver import Driver, RunOptions
+
+CELLS = 40
+NOOP_ARMS = [
+    {"name": "baseline", "role": "baseline", "command": "true"},
+    {"name": "mcp", "role": "variant", "command": "true"},
+]
+
+
+class CountingGate(CoreGate):
+    """The in-process gate, counting the calls whose number grows with the cells."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: Counter[str] = Counter()
+
+    def acquire_many(self, requests: Any, now: float, *args: Any, **kwargs: Any) -> Any:
+        self.calls["acquire_many"] += 1
+        self.calls["lease requests"] += len(requests)
+        return super().acquire_many(requests, now, *args, **kwargs)
+
+    def release(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["release"] += 1
+        return super().release(*args, **kwargs)
+
+
+def _count_sql(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    statements: Counter[str] = Counter()
+    opened = store._connect
+
+    def traced(path: Path) -> sqlite3.Connection:
+        conn = opened(path)
+        conn.set_trace_callback(lambda sql: statements.update([sql.split(None, 1)[0].upper()]))
+        return conn
+
+    monkeypatch.setattr(store, "_connect", traced)
+    return statements
+
+
+def _count_sandbox_ops(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    ops: Counter[str] = Counter()
+    for cls, name in ((LocalBackend, "create"), (LocalSandbox, "exec"), (LocalSandbox, "delete"),
+                      (LocalSandbox, "put_dir"), (LocalSandbox, "put_file"), (LocalSandbox, "take_dir"),
+                      (LocalSandbox, "get_dir")):
+        method = getattr(cls, name)
+
+        async def counted(self: Any, *args: Any, _method: Any = method, _name: str = name, **kwargs: Any) -> Any:
+            ops[_name] += 1
+            return await _method(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+    return ops
+
+
+def test_a_no_op_cell_costs_what_it_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=CELLS // 2, arms=NOOP_ARMS,
+                                 preflight_cells=0)
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="cost")
+    set_test_routes()
+    plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+    (name, config), = plan.backends.items()
+    statements = _count_sql(monkeypatch)  # the driver's own ledger connection, from its open on
+    ops = _count_sandbox_ops(monkeypatch)
+    gate = CountingGate(plan.accounts)
+    pool = ConcurrentPool(make_backend(name, **config.options))
+    try:
+        outcome = Driver(plan, identity, planned.run_root, pool, gate=gate,
+                         options=RunOptions(tick_sec=0.1)).run()
+    finally:
+        pool.close()
+
+    attempts, rows = ledger_rows(planned.run_root)
+    assert outcome.exit_code == 0 and len(rows) == CELLS and len(attempts) == CELLS
+    per_cell = {k: v / CELLS for k, v in statements.items()}
+    # Per attempt: BEGIN, the next attempt number, INSERT, COMMIT; BEGIN, the result, COMMIT.
+    # What is left over is the run's own (schema, meta, the run events): a few per run.
+    assert statements["BEGIN"] <= 2 * CELLS + 10, per_cell
+    assert statements["INSERT"] <= 2 * CELLS + 10, per_cell
+    assert statements["SELECT"] <= CELLS + 10, per_cell
+    assert sum(statements.values()) <= 7 * CELLS + 40, per_cell
+    # one lease asked and one released per cell; acquires batch the launches of one tick
+    assert gate.calls["lease requests"] == CELLS and gate.calls["release"] == CELLS, gate.calls
+    assert gate.calls["acquire_many"] <= CELLS, gate.calls
+    # one sandbox, the agent's and the verifier's exec, one delete; uploads are the task's own
+    assert ops["create"] == CELLS and ops["delete"] == CELLS, ops
+    assert ops["exec"] <= 2 * CELLS, ops
+    assert ops["put_dir"] + ops["put_file"] <= 2 * CELLS and ops["take_dir"] + ops["get_dir"] <= CELLS, ops
+    # every attempt leaves the same few files: a growth here is a growth of the run root
+    dirs = RunPaths(planned.run_root).attempt_dirs()
+    files = Counter(len([p for p in d.rglob("*") if p.is_file()]) for d in dirs)
+    assert len(dirs) == CELLS and max(files) <= 2, files  # the reward and result.json
