@@ -9,7 +9,7 @@ in-process :class:`~ray_bench.scheduler.admission.CoreGate`, and a
 Faults (:class:`Faults`, drawn from a seed by :func:`draw_faults`) are applied as the clock
 passes their time: runner deaths, node loss (and the node's return), an actor restart (an
 account forgets its state), a driver kill and resume on the same ledger, clock jumps, slow
-sandbox creation; rate-limit storms and lost logins come from the spec's events.
+sandbox creation; rate-limit storms, lost logins and operator holds come from the spec's events.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ray_bench.scheduler.builds import InstantBuilder
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.scheduler.observers import RunObserver
 from ray_bench.sim.engine import pair_gaps
-from ray_bench.sim.workload import AuthLossEvent, SimSpec, Workload
+from ray_bench.sim.workload import AuthLossEvent, HoldEvent, SimSpec, Workload
 from ray_bench.sim.world import SimWorld
 
 #: A cell may hold its account this long (the plan's agent + verifier limits).
@@ -88,7 +88,7 @@ class _FaultyPool(InProcessPool):
     """The in-process pool with the seed's faults applied as the clock passes them."""
 
     def __init__(self, clock: FakeClock, world: SimWorld, faults: Faults, gate_cores: dict[str, AccountCore],
-                 accounts: list[Account], auth: list[AuthLossEvent]) -> None:
+                 accounts: list[Account], auth: list[AuthLossEvent], holds: list[HoldEvent]) -> None:
         super().__init__(clock, world, nodes=2, runners_per_node=2)
         self.sim = world
         self.cores = gate_cores
@@ -101,6 +101,10 @@ class _FaultyPool(InProcessPool):
         events += [(t, "actor", i) for i, t in enumerate(faults.actor_restarts)]
         events += [(t, "kill", None) for t in faults.driver_kills]
         events += [(e.at_h * 3600, "auth", e.account) for e in auth]
+        for hold in holds:
+            events += [(hold.start_h * 3600, "hold", hold.account),
+                       (hold.start_h * 3600 + hold.length_min * 60, "unhold", hold.account)]
+        self.held: set[str] = set()  # durable as the state root's holds file: a new core keeps them
         self.events = sorted(events, key=lambda e: (e[0], e[1]))
         self.jumps = sorted(faults.clock_jumps)
         self.kills = 0
@@ -140,7 +144,15 @@ class _FaultyPool(InProcessPool):
                 held = old.running(lease_id)
                 if held is not None:
                     new.adopt(lease_id, held)
+            if name in self.held:
+                new.health.hold()
             self.cores[name] = new
+        elif kind == "hold":
+            self.held.add(str(arg))
+            self.cores[str(arg)].health.hold()
+        elif kind == "unhold":
+            self.held.discard(str(arg))
+            self.cores[str(arg)].health.release(now)
         elif kind == "auth":
             self.sim.lose_login(str(arg), now, [f.summary for f in self.flights.values()])
             for ref, flight in self.flights.items():
@@ -195,7 +207,8 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
     tuning = Tuning(health=HealthPolicy(**spec.health))  # type: ignore[arg-type]
     cores = {a.name: AccountCore(a.name, a.limits, tuning=tuning, now=0.0) for a in spec.accounts}
     auth = [e for e in spec.events if isinstance(e, AuthLossEvent)]
-    pool = _FaultyPool(clock, world, faults, cores, plan.accounts, auth)
+    holds = [e for e in spec.events if isinstance(e, HoldEvent)]
+    pool = _FaultyPool(clock, world, faults, cores, plan.accounts, auth, holds)
     tmp = Path(tempfile.mkdtemp(prefix="rb-sim-", dir=root or _fast_tmp()))
     options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, read_available_mb=lambda: 1 << 20,
                          state_root=tmp / "state", catalog=_catalog())

@@ -9,7 +9,8 @@ with divisible work:
 * storms block *starts*, not running cells (see :mod:`ray_bench.sim.engine`), so a
   clairvoyant policy fills an account just before its storm and loses no slot-time: storms
   take nothing away from the bound. Counting a storm's slots as lost would make the bound
-  larger than what is achievable, i.e. not a bound;
+  larger than what is achievable, i.e. not a bound; an operator's hold blocks starts too, and is
+  relaxed the same way;
 * an account with a cell quota (``max_cells`` per ``H`` hours) can start at most
   ``max_cells * ceil(T / H)`` cells in ``[0, T]``, and one with ``starts_per_minute`` at most
   its bucket's burst plus ``T`` minutes' refill (:func:`~ray_bench.accounts.limits.starts_allowed`);

@@ -16,6 +16,7 @@ A spec is YAML or JSON (see ``configs/sim/reference.yaml``)::
       - {kind: storm, account: a1, start_h: 2, length_min: 10, retry_after_s: 60}
       - {kind: storm, account: a2, start_h: 0, length_min: 600, answer: server_error}
       - {kind: auth_loss, account: a2, at_h: 5}
+      - {kind: hold, account: a3, start_h: 1, length_min: 45}   # the operator's
     backend_slots: null                 # the sandbox pools, if they are smaller
     deadline_h: 24                      # optional: does each policy finish in time?
 
@@ -117,7 +118,18 @@ class AuthLossEvent(_Model):
     signal_delay_s: tuple[float, float] = (5.0, 30.0)
 
 
-Event = Annotated[StormEvent | AuthLossEvent, Field(discriminator="kind")]
+class HoldEvent(_Model):
+    """An operator holds an account (``ray-bench accounts hold``) and releases it ``length_min``
+    later: no new start on it meanwhile, its running cells go on. Only the driven (adaptive)
+    policy honours holds; the reference policies know no operator."""
+
+    kind: Literal["hold"]
+    account: str
+    start_h: float = Field(ge=0)
+    length_min: float = Field(gt=0)
+
+
+Event = Annotated[StormEvent | AuthLossEvent | HoldEvent, Field(discriminator="kind")]
 
 
 class SimSpec(_Model):

@@ -54,3 +54,16 @@ def test_storm_auth_loss_slow_sandboxes_and_clock_jumps() -> None:
     r = drive(Faults(clock_jumps=((500.0, 900.0),), slow_create=(0.0, 2000.0, 120.0)), events=events)
     assert (r.valid_cells, r.duplicate_rows, r.violations) == (24, 0, [])
     assert r.wasted_attempts >= 1
+
+
+def test_an_operator_hold_stops_starts_on_its_account_until_released() -> None:
+    # b is held from 30 to 45 min of a ~1 h run (24 cells of 10-45 min on 5 slots): nothing
+    # starts on it then, its cells go to a meanwhile, and it takes cells again once released
+    events = [{"kind": "hold", "account": "b", "start_h": 0.5, "length_min": 15}]
+    r = drive(Faults(), events=events)
+    assert (r.valid_cells, r.duplicate_rows, r.violations, r.stopped) == (24, 0, [], None)
+    epoch = min(row.started_at for row in r.rows)  # the first starts are at the clock's 0
+    on_b = sorted(row.started_at - epoch for row in r.rows if row.account == "b")
+    assert not [t for t in on_b if 30 * 60 <= t < 45 * 60], on_b
+    assert any(t < 30 * 60 for t in on_b) and any(t >= 45 * 60 for t in on_b), on_b
+    assert r.wasted_attempts == 0  # a hold is the operator's, not a failure: nothing is spent on it
