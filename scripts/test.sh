@@ -14,6 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A .venv that is a link to another checkout's would reinstall that checkout's editable package
+# from this one (the stamp below is per venv, not per checkout): refused, not followed.
+if [ -L .venv ]; then
+    echo "scripts/test.sh: .venv is a symbolic link ($(readlink .venv)); remove it (rm .venv) and run again to make this checkout's own" >&2
+    exit 2
+fi
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 if [ ! -x .venv/bin/python ]; then
