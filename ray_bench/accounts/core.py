@@ -249,7 +249,7 @@ class AccountCore:
             if run is not None and h.state is HealthState.HEALTHY:
                 self.concurrency.on_success(run.inflight_at_start)
         elif outcome.kind is OutcomeKind.RATE_LIMITED:
-            h.on_rate_limited(now, started_at, outcome.retry_after)
+            h.on_rate_limited(now, started_at, outcome.retry_after, outcome.detail)
             # A probe hit by the same storm says the storm goes on, not that we ran too
             # many: shrinking again on every probe would leave the limit at its floor.
             if run is not None and not run.probe:

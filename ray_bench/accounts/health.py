@@ -201,7 +201,10 @@ class AccountHealth:
               and started_at >= self._probe_at):
             self._to_healthy()
 
-    def on_rate_limited(self, now: float, started_at: float, retry_after: float | None) -> None:
+    def on_rate_limited(self, now: float, started_at: float, retry_after: float | None, detail: str = "") -> None:
+        """A 429 (or a subscription's usage limit): cool by ``retry_after`` (the provider's wait;
+        a usage limit's, to its reset), doubling per episode; ``detail``, what the attempt said
+        (its limit and reset as the CLI printed them), is kept in :attr:`last_error`."""
         state = self.tick(now)
         if state in _INERT:
             return
@@ -220,7 +223,7 @@ class AccountHealth:
         if retry_after is not None:
             self._provider_until = max(self._provider_until, now + retry_after)
         self._cool(now, k, ra)
-        self.last_error = f"rate_limited (retry_after={ra:g}s)"
+        self.last_error = f"rate_limited (retry_after={ra:g}s)" + (f": {detail[:200]}" if detail else "")
 
     def on_server_error(self, now: float, started_at: float, detail: str = "") -> None:
         """A 5xx answer. ``max_server_errors`` in a row cool the account with the rate-limit
@@ -310,7 +313,7 @@ class AccountHealth:
                 self._to_healthy()
                 self.last_error = "cooldown ended early: the probe passed"
         elif effect == "cool":
-            self.on_rate_limited(now, now, retry_after)
+            self.on_rate_limited(now, now, retry_after, detail)
         elif effect == "disable" and self.state not in _INERT:
             self.auth_failures = max(self.auth_failures, self.policy.max_auth_failures - 1)
             self.on_auth_failed(now, detail=detail or "the account probe failed with an auth error")

@@ -61,6 +61,24 @@ class CliRun:
         """Ended without finishing: its timeout, stopped live, or killed by a signal."""
         return self.timed_out or self.stopped is not None or self.exit_code is None or self.exit_code < 0
 
+    @property
+    def harness_stopped(self) -> bool:
+        """The harness ended it (its timeout, the watchdog, a refusal seen live, a cancel), not
+        the CLI itself: it got SIGTERM while it was still at work."""
+        return self.timed_out or self.stopped is not None
+
+
+def stopped_in_turn(usage: Usage | None, run: CliRun, *, turn_ended: bool = False) -> Usage | None:
+    """``usage`` with :attr:`~ray_bench.models.agent.Usage.stopped_in_turn` said when it was read
+    from the CLI's messages (``session`` or ``stream``) of a run the harness stopped, unless its
+    records show its turn had ended (``turn_ended``: the last answer final, with no tool asked
+    for). A CLI stopped mid-turn can make one more call on the SIGTERM (it ends its tool and sends
+    the tool's result, or its retry goes out) and die before any record holds it, SIGKILL or not:
+    its usage is then only a lower bound. The CLI's own final totals (``result``) are not touched."""
+    if usage is None or usage.source not in ("session", "stream") or not run.harness_stopped or turn_ended:
+        return usage
+    return usage.model_copy(update={"stopped_in_turn": True})
+
 
 @dataclass(frozen=True)
 class LiveEvent:

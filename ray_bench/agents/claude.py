@@ -33,6 +33,7 @@ from ray_bench.agents.base import (
     quote,
     signature,
     silent,
+    stopped_in_turn,
     wrap,
 )
 from ray_bench.models.agent import AgentReport, McpServer, Usage
@@ -91,19 +92,21 @@ class ClaudeCode(AgentAdapter):
 
     def _cut(self, run: CliRun, record: _Record) -> AgentReport:
         """No result line (cut by its timeout or the watchdog, or crashed): what its messages
-        spent, from the stream and the session files; the error its retries were in, if it
-        was retrying when it was cut."""
+        spent, from the stream and the session files (a lower bound when the harness stopped it
+        before its turn ended, :func:`stopped_in_turn`); the error its retries were in, if it was
+        retrying when it was cut."""
         retry = record.retry
+        usage = stopped_in_turn(record.usage(), run, turn_ended=record.turn_ended)
         if run.timed_out and record.messages and retry is None and not record.call_under_way:
             # Its timeout came while its own tool ran (or the model was still answering): not a
             # provider that went silent but the agent's outcome, which the verifier scores.
-            return AgentReport(usage=record.usage())
+            return AgentReport(usage=usage)
         error = silent(run, self.name)
         if retry is not None and retry.after_last_answer and error.type != "cli_missing":
             message = (f"{self.name} was retrying when it ended: HTTP {retry.status} {retry.error} "
                        f"(retry {retry.attempt} of {retry.max_retries})")
             error = error_from(retry.status, message, run, reset_at=record.reset_at, retry_after=retry.delay_sec)
-        return AgentReport(usage=record.usage(), error=error)
+        return AgentReport(usage=usage, error=error)
 
     session_root = '"${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects"'
 
@@ -206,11 +209,17 @@ class _Record:
     #: The stream's last word was a tool's result: the CLI had sent (or was about to send)
     #: the next call, whose answer no record holds.
     call_under_way: bool = False
+    #: The records show the CLI's turn over: each transcript's last word is a final answer (its
+    #: ``stop_reason`` ``end_turn`` or ``stop_sequence``, no tool asked for) and the stream's is the
+    #: same answer, so no call could follow. The stream alone never shows it (it prints
+    #: ``stop_reason`` null).
+    turn_ended: bool = False
 
     @classmethod
     def of(cls, events: list[dict[str, Any]], sessions: tuple[tuple[str, str], ...]) -> _Record:
         rec = cls()
         retry: dict[str, Any] | None = None
+        last: str | None = None  # the stream's last word: an assistant message's id, or "" (a tool's result)
         for event in events:
             kind = event.get("type")
             if rec.session_id is None and isinstance(event.get("session_id"), str):
@@ -226,17 +235,34 @@ class _Record:
                 retry = None  # the CLI got past it
             if kind in ("assistant", "user", "result"):
                 rec.call_under_way = kind == "user"
+                message = event.get("message")
+                last = str(message.get("id") or "") if kind == "assistant" and isinstance(message, dict) else ""
         if retry is not None:
             status = retry.get("error_status")
             delay = retry.get("retry_delay_ms")
             rec.retry = _Retry(status if isinstance(status, int) else None, str(retry.get("error") or ""),
                                round(delay / 1000, 3) if isinstance(delay, int | float) and delay >= 0 else None,
                                retry.get("attempt"), retry.get("max_retries"), True)
+        finals: set[str] = set()
         for _, text in sorted(sessions):
+            final = ""  # this transcript's last word, if it is a final answer: its id
             for entry in (json_line(line) for line in text.splitlines()):
-                if entry is not None and entry.get("type") == "assistant":
-                    rec.from_sessions |= rec._message(entry.get("message"), entry.get("requestId"))
+                if entry is None or entry.get("type") not in ("assistant", "user"):
+                    continue
+                if entry.get("type") == "assistant" and rec._message(entry.get("message"), entry.get("requestId")):
+                    rec.from_sessions = True
+                    final = rec._final(entry["message"])
+                elif entry.get("type") == "user":
+                    final = ""
+            finals.add(final)
+        rec.turn_ended = len(finals) == 1 and "" not in finals and last in (None, *finals)
         return rec
+
+    def _final(self, message: dict[str, Any]) -> str:
+        """The id of ``message`` when it ended the turn (a final stop, no tool asked for in it), else ""."""
+        seen = self.messages[str(message["id"])]
+        ended = message.get("stop_reason") in ("end_turn", "stop_sequence") and not seen.get("tool_use")
+        return str(message["id"]) if ended else ""
 
     def _message(self, message: object, request_id: object) -> bool:
         """Take in one assistant message; False for the CLI's own (``<synthetic>``) ones."""
@@ -249,6 +275,9 @@ class _Record:
             seen["request_id"] = request_id
         if isinstance(message.get("model"), str):
             seen["model"] = message["model"]
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "tool_use" for c in content):
+            seen["tool_use"] = True
         usage = message.get("usage")
         for key in _USAGE_KEYS if isinstance(usage, dict) else ():
             value = usage.get(key)  # type: ignore[union-attr]

@@ -32,6 +32,7 @@ from ray_bench.agents.base import (
     quote,
     signature,
     silent,
+    stopped_in_turn,
     wrap,
 )
 from ray_bench.models.agent import AgentReport, McpServer, Usage
@@ -82,7 +83,9 @@ class Codex(AgentAdapter):
         last = errors[-1] if errors else ""
         status = _STATUS.search(last)
         refused = status is not None or "high demand" in last
-        report_usage = _session_usage(events, responses, refused=refused)
+        # Stopped by the harness with its turn unfinished: a call may follow the SIGTERM (no
+        # record here shows a turn over before its turn.completed, which the CLI prints at once).
+        report_usage = stopped_in_turn(_session_usage(events, responses, refused=refused), run)
         if errors and not run.cut:
             return AgentReport(usage=report_usage, error=_error(last, run))
         error = silent(_quiet(run), self.name)

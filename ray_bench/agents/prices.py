@@ -73,7 +73,7 @@ def estimate_usd(usage: Usage, model: str | None = None) -> float | None:
 def with_cost(usage: Usage | None, model: str | None) -> Usage | None:
     """``usage`` with its cost said: the CLI's own (``reported``), else the estimate from its
     tokens (``estimated``), else none (the cost stays unknown); and its :attr:`~Usage.bound` said
-    (exact, or a lower bound for a CLI cut mid-message)."""
+    (exact, or a lower bound for a CLI cut mid-turn)."""
     if usage is None:
         return usage
     usage = usage.bounded()

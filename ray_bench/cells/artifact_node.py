@@ -20,7 +20,7 @@ from typing import Any
 from ray_bench.artifacts.bundle import FIRST, Bundle, Returned, pack, unpack
 from ray_bench.artifacts.route import ArtifactRoute, TreeRef
 from ray_bench.artifacts.store import open_store
-from ray_bench.cells.runner import _new_stage_root, peek_cancelled, run_attempt
+from ray_bench.cells.runner import _new_stage_root, _shielded, peek_cancelled, run_attempt
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import ArtifactStoreError
 from ray_bench.models.attempt import ArtifactPlace, AttemptError, AttemptSummary
@@ -64,9 +64,8 @@ async def run_routed(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumma
             summary = await run_attempt(local, backend, place)
         except asyncio.CancelledError:
             kept = peek_cancelled(spec.attempt_id)
-            if kept is not None and kept.artifacts is not None:  # the driver gets the summary alone
-                kept.artifacts = kept.artifacts.model_copy(update={
-                    "error": "cancelled: the attempt's files on its node were not sent back"})
+            if kept is not None:
+                await _ship_cancelled(kept, scratch, spec, route)
             raise
         if route.store is not None:
             try:
@@ -81,6 +80,27 @@ async def run_routed(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumma
         return Returned(summary, bundle)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+#: How long a cancelled attempt's directory may take to reach the store (its files are a few
+#: MB at most, under the artifact cap): the cancellation waits that long at most.
+CANCEL_SHIP_SEC = 60.0
+
+
+async def _ship_cancelled(kept: AttemptSummary, scratch: Path, spec: AttemptSpec, route: ArtifactRoute) -> None:
+    """A cancelled attempt's directory (its agent's logs, ``usage.json``, ``result.json``: what
+    its cost is read from) still goes to the store, so the summary the driver asks for points at
+    files that exist; through Ray the driver gets the summary alone, and it says so."""
+    place = kept.artifacts
+    if place is None:
+        return
+    error = "cancelled: the attempt's files on its node were not sent back"
+    if route.store is not None and place.via == "store":
+        put = asyncio.to_thread(open_store(route.store).put_tree, scratch, store_key(spec))
+        if await _shielded(put, CANCEL_SHIP_SEC) is not None:  # None: it failed or took longer
+            return
+        error = f"cancelled: the attempt's files did not reach the store (failed, or past {CANCEL_SHIP_SEC:.0f} s)"
+    kept.artifacts = place.model_copy(update={"error": error})
 
 
 def receive(reply: AttemptSummary | Returned, spec: AttemptSpec) -> AttemptSummary:

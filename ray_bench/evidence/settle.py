@@ -51,7 +51,7 @@ class SettledAttempt:
     settled_usd: float | None
     detail: str
     lower_bound: bool = False
-    """The estimate is at least what was spent (its CLI was cut mid-message or SIGKILLed in its
+    """The estimate is at least what was spent (its CLI was cut mid-turn or SIGKILLed in its
     grace): a charge the estimate misses is no dispute of the estimate."""
 
 

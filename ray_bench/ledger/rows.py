@@ -63,7 +63,7 @@ def unknown_cost_note(unknown: int, lower_bound: int = 0) -> str:
     """The words beside a lower-bound spend: ``""`` when every cost is known and exact."""
     parts = [f"{unknown} attempt{'s' if unknown != 1 else ''} of unknown cost"] if unknown else []
     if lower_bound:
-        parts.append(f"{lower_bound} attempt{'s' if lower_bound != 1 else ''} cut mid-message, "
+        parts.append(f"{lower_bound} attempt{'s' if lower_bound != 1 else ''} cut mid-turn, "
                      "whose usage is a lower bound")
     return f" ({'; '.join(parts)})" if parts else ""
 

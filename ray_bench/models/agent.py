@@ -77,18 +77,24 @@ class Usage(BaseModel):
         default=None, description="session/stream: the CLI was stopped and outlived its SIGTERM grace, so it "
         "was SIGKILLed: a call it served in the grace may be in neither its stream nor its session files, yet "
         "billed (a lower bound).")
+    stopped_in_turn: bool | None = Field(
+        default=None, description="session/stream: the harness stopped the CLI (its timeout, the watchdog, a "
+        "refusal seen live, a cancel) before its records show its turn ended (a tool of its own running, a "
+        "retry or its next call to come): on the SIGTERM a CLI can end its tool and send the tool's result, a "
+        "billed call it dies before recording, with no SIGKILL needed (a lower bound).")
     bound: UsageBound | None = Field(
         default=None, description="exact, or lower_bound: the tokens and cost are at least these (a message "
-        "unfinished or a call under way when the CLI was cut); set by :meth:`bounded` (None: unknown usage, "
-        "or an agent's own record, read as exact).")
+        "unfinished, a call under way, or the CLI stopped mid-turn or SIGKILLed); set by :meth:`bounded` "
+        "(None: unknown usage, or an agent's own record, read as exact).")
 
     def bounded(self) -> Usage:
         """This usage with :attr:`bound` said: ``lower_bound`` when a message was unfinished or a
-        call under way when the CLI stopped, or it was SIGKILLed after its grace, else ``exact``;
-        unknown usage has no bound."""
+        call under way when the CLI stopped, the harness stopped it mid-turn, or it was SIGKILLed
+        after its grace, else ``exact``; unknown usage has no bound."""
         if self.bound is not None or self.source == "unknown":
             return self
-        cut = (self.unfinished_messages or 0) > 0 or bool(self.call_under_way) or bool(self.killed_in_grace)
+        cut = (self.unfinished_messages or 0) > 0 or any(
+            (self.call_under_way, self.stopped_in_turn, self.killed_in_grace))
         return self.model_copy(update={"bound": "lower_bound" if cut else "exact"})
 
     @classmethod

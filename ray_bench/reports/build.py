@@ -416,14 +416,14 @@ def _num(value: float, spec: str = ".3f") -> str:
 
 
 def _lower_bound(usd: float, unknown: int, spec: str, least: int = 0) -> str:
-    """A cost sum that leaves out attempts of unknown cost, or holds one cut mid-message (``least``),
+    """A cost sum that leaves out attempts of unknown cost, or holds one cut mid-turn (``least``),
     is a lower bound, and looks like one."""
     return cost.at_least(format(usd, spec), bool(unknown or least))
 
 
 def _count(value: Any, least: int = 0) -> str:
     """A token count, ``-`` when no attempt of the group recorded it; ``>= n`` when ``least``
-    of its attempts were cut mid-message (their usage a lower bound)."""
+    of its attempts were cut mid-turn (their usage a lower bound)."""
     return "-" if value is None or pd.isna(value) else cost.at_least(str(int(value)), bool(least))
 
 
@@ -508,7 +508,7 @@ def render_markdown(report: Report) -> str:
         "Input tokens are fresh input; cache reads and writes are counted apart. Cost: settled "
         "where the latest settlement matched the provider's charge, else the agent's estimate (the "
         "CLI's own figure, or its tokens at list price when it printed none); unknown where an attempt "
-        "left no usage or no cost (never counted as 0). An attempt whose CLI was cut mid-message "
+        "left no usage or no cost (never counted as 0). An attempt whose CLI was cut mid-turn "
         "counts what had arrived: its usage is a lower bound, and a sum it is in reads >=. "
         + (f"Attempts by cost: {cost.split_line(report.usage)}. Estimated in all: "
            f"{_lower_bound(float(report.usage.cost_usd.sum()), int(report.usage.unknown_attempts.sum()), '.4f', least)}"
@@ -521,7 +521,7 @@ def render_markdown(report: Report) -> str:
     ]
     for u in report.usage.itertuples():
         # Attempts whose usage is unknown add nothing to the sums: the last column says how many.
-        # One cut mid-message adds a lower bound: the sums read >=.
+        # One cut mid-turn adds a lower bound: the sums read >=.
         n = u.lower_bound_attempts
         out.append(
             f"| {u.account} | {u.arm} | {u.attempts} | {_count(u.input_tokens, n)} | "

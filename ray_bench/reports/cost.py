@@ -7,8 +7,8 @@ usage record, or one without a cost: a stale runner, an agent that wrote nothing
 price). Unknown is never shown as $0
 or 0 tokens: the attempt's cost and tokens are missing values, the sums cover what is known,
 and every table says how many attempts each sum leaves out. An attempt whose CLI was cut
-mid-message has usage that is a lower bound (``usage_bound``): it is in the sums, and every sum it
-is in reads ``>=``.
+mid-turn (a message unfinished, a tool of its own running, a call to come) has usage that is a
+lower bound (``usage_bound``): it is in the sums, and every sum it is in reads ``>=``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ COST_STATUSES = ("settled", "estimated", "unknown")
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 #: Per attempt: the agent's estimate (NaN when unknown), the settled charge (NaN unless settled).
 #: ``cost_basis``: ``reported`` (the CLI's figure), ``estimated`` (tokens at list price), None.
-#: ``usage_bound``: ``exact``, ``lower_bound`` (the CLI was cut mid-message: its tokens and the
+#: ``usage_bound``: ``exact``, ``lower_bound`` (the CLI was cut mid-turn: its tokens and the
 #: estimate from them are at least these; a settled charge is still exact), None when unknown.
 COST_COLUMNS = ("cost_usd", "settled_usd", "cost_status", "cost_basis", "usage_bound")
 USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "settled_usd",
@@ -78,13 +78,13 @@ def sums(group: pd.DataFrame) -> dict[str, Any]:
     out.update({f"{s}_attempts": int((group.cost_status == s).sum()) for s in COST_STATUSES})
     # Estimated attempts whose figure is their tokens at list price, not the CLI's own.
     out["priced_attempts"] = int(((group.cost_status == "estimated") & (group.cost_basis == "estimated")).sum())
-    # Attempts cut mid-message: their tokens and estimates are in the sums as lower bounds.
+    # Attempts cut mid-turn: their tokens and estimates are in the sums as lower bounds.
     out["lower_bound_attempts"] = int((group.usage_bound == "lower_bound").sum()) if "usage_bound" in group else 0
     return out
 
 
 def at_least(value: str, lower_bound: bool) -> str:
-    """A figure a lower bound is in (an attempt cut mid-message, or one of unknown cost left
+    """A figure a lower bound is in (an attempt cut mid-turn, or one of unknown cost left
     out), shown as one: ``>= 0.0400``."""
     return f">= {value}" if lower_bound and value != "-" else value
 
@@ -97,4 +97,4 @@ def split_line(frame: pd.DataFrame) -> str:
     return ", ".join(f"{int(frame[f'{s}_attempts'].sum())} {s}"
                      + (f" ({priced} from tokens at list price)" if s == "estimated" and priced else "")
                      for s in COST_STATUSES) + (
-        f"; {least} cut mid-message, whose usage is a lower bound" if least else "")
+        f"; {least} cut mid-turn, whose usage is a lower bound" if least else "")

@@ -91,7 +91,7 @@ def _usd(v: Any) -> str:
 
 def _bounded(frame: pd.DataFrame, unknown: str, money: tuple[str, ...], counts: tuple[str, ...]) -> pd.DataFrame:
     """``frame`` with its sums as text, ``≥`` before each that holds a lower bound: an attempt cut
-    mid-message (``lower_bound_attempts``) in any sum, one of unknown cost (``unknown``) left out
+    mid-turn (``lower_bound_attempts``) in any sum, one of unknown cost (``unknown``) left out
     of the estimate."""
     out = frame.copy()
     if not len(out):
@@ -137,7 +137,7 @@ ARM_HEADERS = {"arm": "Arm", "cells": "Planned cells (strict)", "valid_rows": "V
                "invalid_attempts": "Invalid attempts", "attempts": "Attempts",
                "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled",
                "unknown_cost_attempts": "Attempts of unknown cost",
-               "lower_bound_attempts": "Usage a lower bound (cut mid-message)"}
+               "lower_bound_attempts": "Usage a lower bound (cut mid-turn)"}
 PAIRED_HEADERS = {"task": "Task", "variant": "Variant", "baseline_rows": "Baseline rows",
                   "variant_rows": "Variant rows", "baseline_reward": "Baseline reward",
                   "variant_reward": "Variant reward", "delta": "Delta", "ci_low": "Interval low",
@@ -255,7 +255,7 @@ def render_html(report: Report) -> str:
         '<p class="note">Input tokens are fresh input; cache reads and writes are counted apart. '
         "Cost: settled where the latest settlement matched the provider's charge, else the agent's "
         "estimate; unknown where an attempt left no usage or no cost (never counted as $0). An attempt "
-        "whose CLI was cut mid-message counts what had arrived: its usage is a lower bound, and a sum it "
+        "whose CLI was cut mid-turn counts what had arrived: its usage is a lower bound, and a sum it "
         "is in reads ≥"
         + (f". Attempts by cost: {escape(cost.split_line(report.usage))}.</p>" if len(report.usage) else ".</p>"),
         table(_bounded(report.usage, "unknown_attempts", ("cost_usd",), cost.TOKEN_COLUMNS), "usage",

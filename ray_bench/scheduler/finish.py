@@ -100,7 +100,7 @@ class FinishCore:
         # unbroken one would. An attempt cut short teaches the cost history nothing (partial).
         cost = attempt_cost(summary)
         partial = summary.cancelled or summary.lost
-        # A CLI cut mid-message: its cost is a lower bound, charged in full, teaching nothing.
+        # A CLI cut mid-turn: its cost is a lower bound, charged in full, teaching nothing.
         least = cost_is_lower_bound(summary)
         if summary.error is not None and summary.error.type == DISK_FULL_ERROR:
             charged = self.spend.finish(lease_id, row.task, row.arm, cost, partial=True, lower_bound=least)

@@ -77,7 +77,7 @@ class SpendBook:
     unknown: int = 0
     """Attempts of unknown cost, counted at their expected cost in ``spent``."""
     lower_bound: int = 0
-    """Attempts whose cost is a lower bound (cut mid-message): counted in ``spent`` in full, which
+    """Attempts whose cost is a lower bound (cut mid-turn): counted in ``spent`` in full, which
     is then at least that."""
     _running: dict[str, tuple[PlanCell, float]] = field(default_factory=dict)
     _task: dict[str, _Mean] = field(default_factory=dict)
@@ -110,7 +110,7 @@ class SpendBook:
         evidence of cost (an agent that never started, or usage that is unknown) and teaches
         nothing; nor does a ``partial`` cost (an attempt cut short: cancelled, lost, a full disk),
         which counts in the spend but is no measure of what a whole cell costs; nor a
-        ``lower_bound`` one (its CLI cut mid-message: at least ``usd`` was spent), which counts in
+        ``lower_bound`` one (its CLI cut mid-turn: at least ``usd`` was spent), which counts in
         full."""
         self.spent += usd
         self.lower_bound += int(lower_bound)

@@ -39,6 +39,14 @@ def test_healthy_rate_limited_cools_for_retry_after_or_base() -> None:
     assert not h.admits(200.0)
     assert h.blocked_until(200.0) == 5100.0
     assert h.cooldown_left(200.0) == 4900.0
+    assert h.last_error == "rate_limited (retry_after=5000s)"
+    # What the attempt said (a usage limit and its reset, as the CLI printed it) is kept with it.
+    h = AccountHealth(P)
+    h.on_rate_limited(100.0, started_at=90.0, retry_after=284300.0,
+                      detail="You've hit your weekly limit · resets Dec 6, 10:05pm (UTC)")
+    assert h.cooling_until == 284400.0
+    assert h.last_error == ("rate_limited (retry_after=284300s): You've hit your weekly limit · resets Dec 6, "
+                            "10:05pm (UTC)")
 
 
 def test_healthy_auth_failures_degrade_then_disable() -> None:

@@ -124,6 +124,8 @@ def test_gemini_cli_cut_attempts_record_what_was_served_and_why(tmp_path: Path) 
     assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == _served(fake) == (
         730, 46, 40)
     assert usage["request_ids"] == fake.served.request_ids and len(usage["request_ids"]) == 2, usage
+    # Cut by its timeout in its own tool: a lower bound, and why (a call may follow the SIGTERM, #25).
+    assert usage["stopped_in_turn"] is True and usage["bound"] == "lower_bound", usage
     assert list((tmp_path / "killed" / "attempt" / "logs" / "agent" / "sessions").rglob("session-*.jsonl"))
     verdict = classify(killed, catalog)
     assert killed.agent_error is None and verdict.valid and "agent_timeout" in verdict.flags, verdict
@@ -169,6 +171,7 @@ def test_gemini_cli_calling_one_tool_forever_is_stopped_live_and_max_turns_reach
     assert isinstance(turns, int) and 1 <= turns <= fake.served.answers, usage
     assert usage["input_tokens"] == 120 * turns and usage["output_tokens"] == 7 * turns, usage
     assert turns == fake.served.answers or usage["call_under_way"], usage
+    assert usage["stopped_in_turn"] is True and usage["bound"] == "lower_bound", usage
     # The role's max_turns reached the CLI (model.maxSessionTurns): it stopped itself after 3
     # answers, the agent's outcome, with the CLI's own totals.
     assert bounded.agent_error is None and bounded.watchdog is None, bounded.to_json()

@@ -40,7 +40,7 @@ def test_models_without_a_price_stay_unknown_never_zero() -> None:
     for model in ("opus", "some-local-model", None, ""):
         assert price_of(model) is None, model
     usage = Usage(input_tokens=100, output_tokens=10, model="some-local-model")
-    # its cost stays unknown; what it says is only its bound (issue 25: exact, not cut mid-message)
+    # its cost stays unknown; what it says is only its bound (issue 25: exact, not cut mid-turn)
     assert with_cost(usage, "some-local-model") == usage.model_copy(update={"bound": "exact"})
     assert usage.cost_usd is None
     assert estimate_usd(Usage.unknown(), "gpt-5") is None  # no tokens: nothing to price

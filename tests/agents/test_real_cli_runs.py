@@ -3,7 +3,9 @@ provider on loopback: what the accounts learn during a run, not only what one at
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from support.services import require_service
 from support.suites import make_suite
 
 from ray_bench.accounts.store import AccountStore
+from ray_bench.ledger.store import Ledger
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 GOOD, BAD = "sk-test-good-key-0123456789", "sk-test-refused-key-0123456789"
@@ -92,3 +95,71 @@ def test_the_spend_limit_overshoot_with_claude_code_is_under_one_cells_cost(tmp_
     assert outcome.stopped == "spend", (outcome.stopped, outcome.detail)
     assert spent == pytest.approx(served_usd, rel=1e-6)  # what the report counts is what was served
     assert overshoot < per_cell
+
+
+def test_a_weekly_limit_cools_its_login_until_the_reset_without_burning_the_cell(tmp_path: Path) -> None:
+    """The real Claude Code on a subscription login answered its WEEKLY limit (the seven-day
+    window's 429, reset three days on; the CLI prints "You've hit your weekly limit · resets Dec 6,
+    3:05pm (UTC)"): the account cools until that reset, not the 60 s default, durably (``accounts
+    status`` without the run shows it), no second cell starts on it, and its cell is not burned
+    (it is run again on the other login and scored)."""
+    reason = missing("claude")
+    require_service("agent CLI claude", reason is None, reason or "")
+    from typer.testing import CliRunner
+
+    from ray_bench.cli.app import app
+
+    reset_at = float(int(time.time()) + 3 * 86400 + 7 * 3600)  # a date and time, days on
+    with FakeProvider(default=Answer(input_tokens=200, output_tokens=9)) as fake:
+        logins = {}
+        for name in ("weekly", "good"):
+            home = tmp_path / "logins" / name
+            (home / ".claude").mkdir(parents=True)
+            (home / ".claude" / ".credentials.json").write_text(json.dumps(fake.issue_login(name)))
+            logins[name] = home
+        fake.usage_limit_for, fake.usage_limit_window = ("weekly", reset_at), "seven_day"
+        env = {"ANTHROPIC_BASE_URL": fake.url, "CLAUDE_CODE_MAX_RETRIES": "1"}
+        accounts = [{"name": name, "route": {"home": str(home)}, "limits": {"max_concurrent": 1}}
+                    for name, home in logins.items()]
+        suite, accounts_file = make_suite(
+            tmp_path / "s", tasks=["hello-world", "sum-list"], accounts=accounts, preflight_cells=0,
+            backends={"local": {"max_sandboxes": 2, "options": {"root": str(tmp_path / "sbx")}}},
+            arms=[_arm("baseline", "baseline", "claude-code", "claude-sonnet-4-5", env),
+                  _arm("mcp", "variant", "claude-code", "claude-sonnet-4-5", env)])
+        started = time.time()
+        outcome, root = plan_and_run(suite, accounts_file, tmp_path / "runs")
+        attempts, rows = ledger_rows(root)
+        answered_at = fake.usage_limit_answered_at
+    assert answered_at is not None, "no cell ran on the weekly login"
+    limited = [a for a in attempts if a.account == "weekly"]
+    # The one cell on the limited login: classed as the provider's window, not counted against
+    # the cell's attempts; no cell started on that login after it.
+    assert len(limited) == 1, [(a.account, a.failure_class, a.started_at) for a in attempts]
+    assert limited[0].failure_class == "provider" and not limited[0].counts and not limited[0].valid, limited[0]
+    ledger = Ledger.open_readonly(root)
+    try:
+        summary = ledger.summary(limited[0].attempt_id)
+    finally:
+        ledger.close()
+    assert summary is not None and summary.agent_error is not None, summary
+    error = summary.to_json()["agent_error"]
+    assert error["type"] == "usage_limit" and "weekly limit" in error["message"], error
+    assert error["reset_at"] == pytest.approx(reset_at, abs=60), error  # the date, not today's clock
+    # Not burned: every cell scored on the good login.
+    assert len(rows) == 4 and all(r.account == "good" and r.valid for r in rows.values()), outcome.detail
+    # The login cools until its reset, kept in the state root: accounts status reads it back.
+    state = os.environ["RAY_BENCH_STATE_ROOT"]
+    shown = CliRunner().invoke(app, ["accounts", "status", "--accounts", str(accounts_file), "--json",
+                                     "--state-root", state])
+    assert shown.exit_code == 0, shown.output
+    status = {r["name"]: r for r in json.loads(shown.stdout)}
+    weekly = status["weekly"]
+    assert weekly["state"] == "cooling", weekly
+    assert reset_at - 60 <= weekly["cooling_until"] <= reset_at + 120, (weekly, reset_at)
+    assert weekly["cooldown_left_sec"] > 3 * 86400 - (time.time() - started), weekly
+    assert "weekly limit" in (weekly["last_error"] or "") and "resets" in weekly["last_error"], weekly
+    assert status["good"]["state"] == "healthy", status["good"]
+    text = CliRunner().invoke(app, ["accounts", "status", "--accounts", str(accounts_file), "--state-root", state])
+    assert text.exit_code == 0 and "weekly" in text.stdout and "cooling" in text.stdout, text.output
+    print(f"weekly limit: reset in {(reset_at - answered_at) / 86400:.2f} d, account cooling "
+          f"{weekly['cooldown_left_sec'] / 86400:.2f} d; {len(attempts)} attempts, {len(rows)} rows")

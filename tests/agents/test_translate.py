@@ -13,7 +13,7 @@ import pytest
 
 from ray_bench.agents import ADAPTERS, adapter
 from ray_bench.agents.base import SESSIONS_DIR, STARTED_MARK, CliRun, Invocation, reset_time
-from ray_bench.agents.prices import estimate_usd
+from ray_bench.agents.prices import estimate_usd, with_cost
 from ray_bench.models.agent import Usage
 
 NOW = dt.datetime(2026, 11, 30, 15, 0, tzinfo=dt.UTC).timestamp()
@@ -115,11 +115,46 @@ def test_claude_killed_run_takes_its_usage_from_the_session_transcript() -> None
     assert usage.request_ids == served["request_ids"] and usage.session_id
     assert usage.cost_usd is None  # the CLI prints cost only with its result: unknown, not $0
     timed_out = adapter("claude-code").translate(dataclasses.replace(_fixture("killed"), timed_out=True))
-    assert timed_out.error is None and timed_out.usage == report.usage  # the agent's timeout: scored
+    assert timed_out.error is None  # the agent's timeout: scored
+    # ... and its usage, stopped in its own tool, a lower bound (a call may follow the SIGTERM).
+    assert timed_out.usage == usage.model_copy(update={"stopped_in_turn": True})
     # Without the transcript the stream's per-message usage still says output 1 (not yet final).
     stream_only = adapter("claude-code").translate(_fixture("killed", sessions=False)).usage
     assert stream_only is not None and stream_only.source == "stream" and stream_only.output_tokens == 1
     assert stream_only.request_ids == served["request_ids"]
+
+
+@pytest.mark.parametrize("how", ["timeout", "watchdog", "cancel"])
+def test_claude_stopped_in_its_own_tool_is_a_lower_bound_sigkill_or_not(how: str) -> None:
+    """Issue 25: a real Claude Code stopped while its tool ran can die of the SIGTERM itself (exit
+    -15) after it sent the killed tool's result, a billed call no record holds. Its usage read
+    from the stream and the transcript is then a lower bound, whatever the exit; stopped after its
+    final answer (the transcript's last word ``end_turn``), no call could follow: exact."""
+    claude = adapter("claude-code")
+    stop = {"timeout": {"timed_out": True}, "watchdog": {"stopped": "repeated_tool_call"},
+            "cancel": {"stopped": "cancelled"}}[how]
+    in_tool = dataclasses.replace(_fixture("killed"), exit_code=-15, **stop)  # type: ignore[arg-type]
+    usage = with_cost(claude.translate(in_tool).usage, "claude-sonnet-4-5")
+    assert usage is not None and usage.source == "session" and not usage.killed_in_grace
+    assert usage.stopped_in_turn is True and usage.bound == "lower_bound", usage
+    # The tool-call run cut after its last answer (before its result line): its turn was over.
+    answered = dataclasses.replace(_fixture("tool-call", cut=True), **{"timed_out": False, **stop})  # type: ignore[arg-type]
+    usage = with_cost(claude.translate(answered).usage, "claude-sonnet-4-5")
+    assert usage is not None and usage.source == "session" and usage.turns == 2
+    assert usage.stopped_in_turn is None and usage.bound == "exact", usage
+    # The same run read from its stream alone: no stop_reason there, so the turn's end is unproven.
+    unproven = dataclasses.replace(answered, sessions=())
+    usage = claude.translate(unproven).usage
+    assert usage is not None and usage.stopped_in_turn is True, usage
+    # A transcript whose last word is the tool's result: the next call was to come.
+    session = (FIXTURES / "tool-call.session.jsonl").read_text().splitlines()
+    cut_at = next(i for i, ln in enumerate(session) if '"tool_result"' in ln)
+    mid = dataclasses.replace(answered, sessions=(("p/s.jsonl", "\n".join(session[:cut_at + 1])),))
+    usage = claude.translate(mid).usage
+    assert usage is not None and usage.source == "session" and usage.stopped_in_turn is True, usage
+    # Not stopped by the harness (a crash, the OOM killer): no call follows a SIGKILL it did not send.
+    crashed = claude.translate(_fixture("killed")).usage
+    assert crashed is not None and crashed.stopped_in_turn is None
 
 
 def test_claude_run_cut_before_any_answer_has_unknown_usage() -> None:

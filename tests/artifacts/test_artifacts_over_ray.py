@@ -85,3 +85,57 @@ def test_a_node_that_sees_the_run_root_writes_there(tmp_path: Path) -> None:
     assert len(vias) == 4 and vias.count("run-root") >= 1 and set(vias) <= {"run-root", "ray"}
     for attempt_id in summaries:
         assert (root / "attempts" / attempt_id / "result.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_paused_attempts_files_go_to_the_store_and_its_row_points_at_them(tmp_path: Path) -> None:
+    """``execute --artifacts DIR`` and ``pause --now`` while the agent runs (issue 25): the
+    cancelled attempt's directory (its agent's ``usage.json``, ``result.json``) is in the store,
+    and the ledger's summary points at it with no error, as the driver sees the store."""
+    import threading
+    import time
+
+    from ray_bench.api import pause_run
+    from ray_bench.ledger.cost import attempt_cost
+
+    ensure_ray()
+    reset_shared_actors()
+    marker, store_root = tmp_path / "agent-running", tmp_path / "store"
+    usage = '{"input_tokens": 1000, "output_tokens": 40, "cost_usd": 0.07, "request_ids": ["req_cmd"]}'
+    arms = [{"name": "baseline", "role": "baseline", "agent_dir": "agents", "agent_timeout_sec": 900,
+             "command": f"echo '{usage}' > \"$LOGS_DIR/agent/usage.json\"; touch {marker}; sleep 600"}]
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], arms=arms, preflight_cells=0,
+                                 backends={"local": {"max_sandboxes": 2,
+                                                     "options": {"root": str(tmp_path / "sbx")}}})
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="art")
+    plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+
+    def pause_once_the_agent_runs() -> None:
+        deadline = time.monotonic() + 600  # bounded; a daemon thread: a failed run fails the test
+        while time.monotonic() < deadline and not marker.exists():
+            time.sleep(0.1)
+        pause_run(planned.run_root, now=True)
+
+    thread = threading.Thread(target=pause_once_the_agent_runs, daemon=True)
+    thread.start()
+    pool = RayPool(1, artifacts=Shipper(planned.run_root, str(store_root), str(store_root)))
+    outcome = Driver(plan, identity, planned.run_root, pool,
+                     options=RunOptions(tick_sec=0.1, artifacts=str(store_root))).run()
+    thread.join()
+    assert marker.exists() and outcome.stopped == "paused", outcome
+    ledger = Ledger.open_readonly(planned.run_root)
+    try:
+        attempts = list(ledger.attempts())
+        summaries = dict(ledger.summaries())
+    finally:
+        ledger.close()
+    assert [a.status for a in attempts] == ["cancelled"], attempts
+    (attempt_id, summary), = summaries.items()
+    place = summary.artifacts
+    key = f"art/attempts/{attempt_id}"
+    assert place is not None and place.via == "store" and place.error is None, place
+    assert place.uri == open_store(str(store_root)).uri_of(key)
+    assert (store_root / key / "result.json").is_file()
+    assert json.loads((store_root / key / "logs" / "agent" / "usage.json").read_text())["cost_usd"] == 0.07
+    assert attempt_cost(summary) == pytest.approx(0.07) and summary.cancelled
+    assert not (planned.run_root / "attempts").exists()  # nothing in the run root: all in the store

@@ -84,7 +84,7 @@ def test_a_ray_cancelled_attempt_records_the_usage_its_agent_produced(tmp_path: 
     assert all(a.charged_usd is None for a in attempts)  # known costs: nothing charged at a guess
     status = read_status(root)
     assert status.spend_usd == pytest.approx(0.07 + FAKE_CLAUDE_USD) and status.unknown_cost == 0
-    assert any(line.startswith("spend: at least $0.07 (2 attempts cut mid-message") for line in status_lines(status))
+    assert any(line.startswith("spend: at least $0.07 (2 attempts cut mid-turn") for line in status_lines(status))
     assert list((tmp_path / "sbx").iterdir()) == []  # every sandbox still removed
 
 

@@ -114,7 +114,7 @@ def test_status_shows_the_spend_as_at_least(run: Path) -> None:
     status = read_status(run)
     assert status.lower_bound_cost == 2 and status.unknown_cost == 0
     assert status.to_json()["lower_bound_cost_attempts"] == 2
-    assert ("spend: at least $0.00 (2 attempts cut mid-message, whose usage is a lower bound)"
+    assert ("spend: at least $0.00 (2 attempts cut mid-turn, whose usage is a lower bound)"
             in status_lines(status))
 
 
@@ -128,13 +128,13 @@ def test_every_report_format_shows_the_lower_bound(run: Path) -> None:
     arms = report.arms.set_index("arm")
     assert arms.loc["baseline", "lower_bound_attempts"] == 2 and arms.loc["mcp", "lower_bound_attempts"] == 0
     md = (run / "report.md").read_text()
-    # the arm's totals and the account's usage row: every sum an attempt cut mid-message is in
+    # the arm's totals and the account's usage row: every sum an attempt cut mid-turn is in
     baseline_arm = next(line for line in md.splitlines() if line.startswith("| baseline | "))
     assert "| >= 0.003 |" in baseline_arm
     assert "| acct-a | baseline | 3 | >= 900 | >= 24 | - | - | >= 0.0030 | - | 0 | 3 | 0 |" in md
     assert "| acct-b | mcp | 1 | 300 | 20 | - | - | 0.0012 | - | 0 | 1 | 0 |" in md  # exact: as it was
-    assert "2 cut mid-message, whose usage is a lower bound" in md
-    assert "Estimated in all: >= 0.0042 (2 attempts cut mid-message, whose usage is a lower bound)." in md
+    assert "2 cut mid-turn, whose usage is a lower bound" in md
+    assert "Estimated in all: >= 0.0042 (2 attempts cut mid-turn, whose usage is a lower bound)." in md
     html = (run / "report.html").read_text()
     assert "≥ $0.0030" in html and "≥ 900" in html and "Usage a lower bound" in html
     assert "$0.0012</td>" in html  # the exact arm has no mark

@@ -91,8 +91,10 @@ class FakeProvider:
         #: Which login (label) each issued token belongs to, and what each label was served.
         self.label_of: dict[str, str] = {}
         self.served_by_label: dict[str, int] = {}
-        #: A subscription window: the first request of this label is answered usage_limit.
+        #: A subscription window: the first request of this label is answered usage_limit, with
+        #: this reset (epoch seconds) for this window (``seven_day``: the weekly limit).
         self.usage_limit_for: tuple[str, float] | None = None
+        self.usage_limit_window: Literal["five_hour", "seven_day"] = "five_hour"
         #: API keys (``x-api-key`` or a bearer token) refused 401 on every call: a broken
         #: account beside a healthy one on the same fake.
         self.refused_keys: set[str] = set()
@@ -269,7 +271,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             limit = fake.usage_limit_for
             if limit is not None and label == limit[0] and fake.usage_limit_answered_at is None:
                 fake.usage_limit_answered_at = time.time()
-                answer = Answer(kind="usage_limit", reset_at=limit[1])
+                answer = Answer(kind="usage_limit", reset_at=limit[1], window=fake.usage_limit_window)
             if self._token_of() in fake.refused_keys:
                 answer = Answer(kind="unauthorized")
             if self._token_of() in fake.limited_keys:

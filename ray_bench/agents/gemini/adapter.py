@@ -19,6 +19,7 @@ from ray_bench.agents.base import (
     json_line,
     quote,
     silent,
+    stopped_in_turn,
     wrap,
 )
 from ray_bench.agents.gemini.errors import error_of
@@ -113,16 +114,18 @@ class GeminiCli(AgentAdapter):
     def _cut(self, run: CliRun, record: Record) -> AgentReport:
         """No result line (cut by its timeout or the watchdog, or crashed): what its calls spent,
         from the session file and the telemetry; the error its retries were in, if it was
-        retrying when it was cut."""
+        retrying when it was cut. Stopped by the harness, its usage is a lower bound
+        (:func:`stopped_in_turn`): no record of Gemini CLI shows its turn over before its result."""
         retry = record.retry
+        usage = stopped_in_turn(record.usage(), run)
         if run.timed_out and (record.answers or record.responses) and retry is None and not record.call_under_way:
             # Its timeout came while its own tool ran: the agent's outcome, which the verifier scores.
-            return AgentReport(usage=record.usage())
+            return AgentReport(usage=usage)
         error = silent(run, self.name)
         if retry is not None and error.type != "cli_missing":
             message = f"{self.name} was retrying when it ended: HTTP {retry.status} {retry.message[:300]}"
             error = error_from(retry.status, message, run, retry_after=retry.delay_sec)
-        return AgentReport(usage=record.usage(), error=error)
+        return AgentReport(usage=usage, error=error)
 
     session_root = '"$HOME/.gemini/tmp"'
 
