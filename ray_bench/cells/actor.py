@@ -13,8 +13,7 @@ from typing import Any
 import ray
 
 from ray_bench.artifacts.bundle import Returned
-from ray_bench.cells.artifact_node import run_routed, sees
-from ray_bench.cells.runner import cancelled_summary
+from ray_bench.cells.artifact_node import cancelled_reply, run_routed, sees
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
@@ -53,13 +52,15 @@ class CellRunner:
         summary.ray_node = ray.get_runtime_context().get_node_id()
         return reply
 
-    def cancelled(self, attempt_id: str) -> AttemptSummary | None:
+    def cancelled(self, attempt_id: str) -> AttemptSummary | Returned | None:
         """The summary an attempt cancelled here left (its usage so far, request ids,
-        ``agent_started``): a cancelled task returns no value, so the driver asks (once)."""
-        summary = cancelled_summary(attempt_id)
-        if summary is not None:
+        ``agent_started``), with its directory when it ran through Ray: a cancelled task returns
+        no value, so the driver asks (once)."""
+        reply = cancelled_reply(attempt_id)
+        if reply is not None:
+            summary = reply.summary if isinstance(reply, Returned) else reply
             summary.ray_node = ray.get_runtime_context().get_node_id()
-        return summary
+        return reply
 
     def sees(self, probe: str, token: str) -> bool:
         """Whether this node sees the driver's run root (ray_bench.cells.artifact_ship)."""

@@ -20,7 +20,14 @@ from typing import Any
 from ray_bench.artifacts.bundle import FIRST, Bundle, Returned, pack, unpack
 from ray_bench.artifacts.route import ArtifactRoute, TreeRef
 from ray_bench.artifacts.store import open_store
-from ray_bench.cells.runner import _new_stage_root, _shielded, peek_cancelled, run_attempt
+from ray_bench.cells.runner import (
+    KEEP_CANCELLED,
+    _new_stage_root,
+    _shielded,
+    cancelled_summary,
+    peek_cancelled,
+    run_attempt,
+)
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import ArtifactStoreError
 from ray_bench.models.attempt import ArtifactPlace, AttemptError, AttemptSummary
@@ -87,20 +94,47 @@ async def run_routed(spec: AttemptSpec, backend: SandboxBackend) -> AttemptSumma
 CANCEL_SHIP_SEC = 60.0
 
 
+#: Cancelled attempts' directories packed for the driver, by attempt id, until it asks
+#: (:func:`cancelled_reply`); as many as the runner keeps cancelled summaries.
+_CANCELLED_BUNDLES: dict[str, Bundle] = {}
+
+
 async def _ship_cancelled(kept: AttemptSummary, scratch: Path, spec: AttemptSpec, route: ArtifactRoute) -> None:
     """A cancelled attempt's directory (its agent's logs, ``usage.json``, ``result.json``: what
-    its cost is read from) still goes to the store, so the summary the driver asks for points at
-    files that exist; through Ray the driver gets the summary alone, and it says so."""
+    its cost is read from) still reaches the driver's view: the store, or, through Ray, packed
+    here for the driver's question (a cancelled Ray task returns no value), so the summary the
+    driver asks for points at files that exist."""
     place = kept.artifacts
     if place is None:
         return
-    error = "cancelled: the attempt's files on its node were not sent back"
     if route.store is not None and place.via == "store":
         put = asyncio.to_thread(open_store(route.store).put_tree, scratch, store_key(spec))
         if await _shielded(put, CANCEL_SHIP_SEC) is not None:  # None: it failed or took longer
             return
         error = f"cancelled: the attempt's files did not reach the store (failed, or past {CANCEL_SHIP_SEC:.0f} s)"
-    kept.artifacts = place.model_copy(update={"error": error})
+        kept.artifacts = place.model_copy(update={"error": error})
+        return
+    bundle = await _shielded(asyncio.to_thread(pack, scratch, spec.artifact_cap_bytes + BUNDLE_SLACK_BYTES),
+                             CANCEL_SHIP_SEC)
+    if bundle is None:
+        kept.artifacts = place.model_copy(update={"error": "cancelled: the attempt's files on its node "
+                                                           f"could not be packed in {CANCEL_SHIP_SEC:.0f} s"})
+        return
+    if bundle.omitted:
+        kept.artifacts = place.model_copy(update={"omitted_files": bundle.omitted})
+    _CANCELLED_BUNDLES[spec.attempt_id] = bundle
+    while len(_CANCELLED_BUNDLES) > KEEP_CANCELLED:
+        _CANCELLED_BUNDLES.pop(next(iter(_CANCELLED_BUNDLES)))
+
+
+def cancelled_reply(attempt_id: str) -> AttemptSummary | Returned | None:
+    """What a cancelled attempt left here, once: its summary, with its packed directory when it
+    ran through Ray (:func:`receive` writes it into the run root), or None."""
+    summary = cancelled_summary(attempt_id)
+    bundle = _CANCELLED_BUNDLES.pop(attempt_id, None)
+    if summary is None:
+        return None
+    return summary if bundle is None else Returned(summary, bundle)
 
 
 def receive(reply: AttemptSummary | Returned, spec: AttemptSpec) -> AttemptSummary:

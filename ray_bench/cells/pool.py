@@ -345,12 +345,14 @@ def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
     """What a cancelled attempt left (issue 25): a cancelled Ray task returns no value, but its
     runner kept the summary it wrote when it was cancelled (its usage so far, request ids,
     ``agent_started``), and Ray reports the cancellation only once the runner's cleanup ended.
-    Asked of the runner (any node); else read from the attempt's ``result.json`` where the
+    Asked of the runner (any node; through Ray its directory comes with it); else read from the attempt's ``result.json`` where the
     driver sees it (a runner on the run root); else nothing is known: ``agent_started`` None,
     so its cost is unknown (ray_bench.ledger.cost), never $0."""
     kept: AttemptSummary | None = None
     with contextlib.suppress(RayError, GetTimeoutError):
-        kept = ray.get(runner.cancelled.remote(spec.attempt_id), timeout=CANCELLED_ASK_SEC)
+        reply = ray.get(runner.cancelled.remote(spec.attempt_id), timeout=CANCELLED_ASK_SEC)
+        # through Ray its directory comes with it, written into the run root here
+        kept = receive(reply, spec) if isinstance(reply, Returned) else reply
     if kept is None and (spec.artifacts is None or spec.artifacts.local_files):
         with contextlib.suppress(OSError):
             written = AttemptSummary.loads((Path(spec.attempt_dir) / RESULT_FILE).read_text())

@@ -87,20 +87,17 @@ def test_a_node_that_sees_the_run_root_writes_there(tmp_path: Path) -> None:
         assert (root / "attempts" / attempt_id / "result.json").is_file()
 
 
-@pytest.mark.slow
-def test_a_paused_attempts_files_go_to_the_store_and_its_row_points_at_them(tmp_path: Path) -> None:
-    """``execute --artifacts DIR`` and ``pause --now`` while the agent runs (issue 25): the
-    cancelled attempt's directory (its agent's ``usage.json``, ``result.json``) is in the store,
-    and the ledger's summary points at it with no error, as the driver sees the store."""
+def _paused_mid_agent(tmp_path: Path, setting: str, store: str | None) -> tuple[Path, str, AttemptSummary]:
+    """``execute --artifacts SETTING`` and ``pause --now`` while the agent runs (issue 25): the
+    run root, and the one cancelled attempt's id and summary as the ledger keeps them."""
     import threading
     import time
 
     from ray_bench.api import pause_run
-    from ray_bench.ledger.cost import attempt_cost
 
     ensure_ray()
     reset_shared_actors()
-    marker, store_root = tmp_path / "agent-running", tmp_path / "store"
+    marker = tmp_path / "agent-running"
     usage = '{"input_tokens": 1000, "output_tokens": 40, "cost_usd": 0.07, "request_ids": ["req_cmd"]}'
     arms = [{"name": "baseline", "role": "baseline", "agent_dir": "agents", "agent_timeout_sec": 900,
              "command": f"echo '{usage}' > \"$LOGS_DIR/agent/usage.json\"; touch {marker}; sleep 600"}]
@@ -118,9 +115,9 @@ def test_a_paused_attempts_files_go_to_the_store_and_its_row_points_at_them(tmp_
 
     thread = threading.Thread(target=pause_once_the_agent_runs, daemon=True)
     thread.start()
-    pool = RayPool(1, artifacts=Shipper(planned.run_root, str(store_root), str(store_root)))
+    pool = RayPool(1, artifacts=Shipper(planned.run_root, setting, store))
     outcome = Driver(plan, identity, planned.run_root, pool,
-                     options=RunOptions(tick_sec=0.1, artifacts=str(store_root))).run()
+                     options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     thread.join()
     assert marker.exists() and outcome.stopped == "paused", outcome
     ledger = Ledger.open_readonly(planned.run_root)
@@ -131,11 +128,41 @@ def test_a_paused_attempts_files_go_to_the_store_and_its_row_points_at_them(tmp_
         ledger.close()
     assert [a.status for a in attempts] == ["cancelled"], attempts
     (attempt_id, summary), = summaries.items()
+    assert summary.cancelled
+    return planned.run_root, attempt_id, summary
+
+
+@pytest.mark.slow
+def test_a_paused_attempts_files_go_to_the_store_and_its_row_points_at_them(tmp_path: Path) -> None:
+    """The store route: the cancelled attempt's directory (its agent's ``usage.json``,
+    ``result.json``) is in the store, and the ledger's summary points at it with no error."""
+    from ray_bench.ledger.cost import attempt_cost
+
+    store_root = tmp_path / "store"
+    run_root, attempt_id, summary = _paused_mid_agent(tmp_path, str(store_root), str(store_root))
     place = summary.artifacts
     key = f"art/attempts/{attempt_id}"
     assert place is not None and place.via == "store" and place.error is None, place
     assert place.uri == open_store(str(store_root)).uri_of(key)
     assert (store_root / key / "result.json").is_file()
     assert json.loads((store_root / key / "logs" / "agent" / "usage.json").read_text())["cost_usd"] == 0.07
-    assert attempt_cost(summary) == pytest.approx(0.07) and summary.cancelled
-    assert not (planned.run_root / "attempts").exists()  # nothing in the run root: all in the store
+    assert attempt_cost(summary) == pytest.approx(0.07)
+    assert not (run_root / "attempts").exists()  # nothing in the run root: all in the store
+
+
+@pytest.mark.slow
+def test_a_paused_attempts_files_come_back_through_ray(tmp_path: Path) -> None:
+    """The Ray route (a node without the run root, no store): the cancelled task returns no
+    value, so its directory comes back with the summary the driver asks the runner for; it had
+    stayed on the node, the row saying "files on its node were not sent back"."""
+    from ray_bench.ledger.cost import attempt_cost
+
+    run_root, attempt_id, summary = _paused_mid_agent(tmp_path, "ray", None)
+    place = summary.artifacts
+    adir = run_root / "attempts" / attempt_id
+    assert place is not None and place.via == "ray" and place.error is None, place
+    assert place.uri == str(adir)
+    assert json.loads((adir / "logs" / "agent" / "usage.json").read_text())["cost_usd"] == 0.07
+    assert json.loads((adir / "result.json").read_text())["attempt_id"] == attempt_id
+    assert attempt_cost(summary) == pytest.approx(0.07)
+    assert not list(Path("/tmp/ray-bench-remote").glob(f"*/{attempt_id}-*"))  # the scratch is gone
