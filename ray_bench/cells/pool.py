@@ -345,9 +345,10 @@ def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
     """What a cancelled attempt left (issue 25): a cancelled Ray task returns no value, but its
     runner kept the summary it wrote when it was cancelled (its usage so far, request ids,
     ``agent_started``), and Ray reports the cancellation only once the runner's cleanup ended.
-    Asked of the runner (any node; through Ray its directory comes with it); else read from the attempt's ``result.json`` where the
-    driver sees it (a runner on the run root); else nothing is known: ``agent_started`` None,
-    so its cost is unknown (ray_bench.ledger.cost), never $0."""
+    Asked of the runner (any node; through Ray its directory comes with it); else read from
+    the attempt's ``result.json`` where the driver sees it (a runner on the run root); else
+    nothing is known: ``agent_started`` None, so its cost is unknown (ray_bench.ledger.cost),
+    never $0."""
     kept: AttemptSummary | None = None
     with contextlib.suppress(RayError, GetTimeoutError):
         reply = ray.get(runner.cancelled.remote(spec.attempt_id), timeout=CANCELLED_ASK_SEC)
