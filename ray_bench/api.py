@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ray_bench.commands.receipt import render_receipt
+from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
@@ -21,7 +23,6 @@ from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
-from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import (
     PLAN_FILE,
     check_confirmation,
@@ -30,7 +31,6 @@ from ray_bench.plan.store import (
     plan_bytes,
     write_plan,
 )
-from ray_bench.plan.verify import verify_plan
 from ray_bench.runroot import RunPaths, hold_lock
 from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import RunObserver

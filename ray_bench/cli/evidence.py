@@ -29,7 +29,7 @@ def rerun(
     ] = None,
 ) -> None:
     """Plan runs/ID-rerun-N for failed cells; print its plan identity."""
-    from ray_bench.evidence.rerun import rerun_failed
+    from ray_bench.commands.rerun import rerun_failed
 
     if not failed:
         raise UserInputError(
@@ -124,7 +124,7 @@ def regrade(
     ] = False,
 ) -> None:
     """Run a task's changed tests/ on the workspaces its rows kept, as new attempts (no agent runs)."""
-    from ray_bench.evidence.regrade import choose, regrade_run
+    from ray_bench.commands.regrade import choose, regrade_run
 
     names = [n.strip() for t in tasks or [] for n in t.split(",") if n.strip()] or None
     if dry_run:

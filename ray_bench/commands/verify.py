@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ray_bench.commands.receipt import render_receipt
 from ray_bench.config.bounded import load_state_json
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.selection import SelectionEntry, load_selection, resolve_selection
@@ -42,7 +43,6 @@ from ray_bench.plan.compile import (
     suite_roots,
 )
 from ray_bench.plan.identity import canonical_bytes, cell_id
-from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import RECEIPT_FILE
 
 
