@@ -27,6 +27,7 @@ from ray_bench.errors import (
     UserInputError,
 )
 from ray_bench.models.accounts import Account
+from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask, RewardSpread, SkippedTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
@@ -334,8 +335,8 @@ def refuse_missing_snapshots(suite: Suite, arms: list[Arm], tasks: list[PlanTask
     for task in tasks:
         for arm in arms:
             image = arm.image or task.image or config.image or config.options.get("image")
-            if isinstance(image, str) and image.startswith("snapshot:"):
-                named.setdefault(image[len("snapshot:"):], f"task {task.id} (arm {arm.name})")
+            if isinstance(image, str) and image.startswith(SNAPSHOT_PREFIX):
+                named.setdefault(image[len(SNAPSHOT_PREFIX):], f"task {task.id} (arm {arm.name})")
             elif image is None and not task.builds() and config.options.get("snapshot"):
                 named.setdefault(str(config.options["snapshot"]), "backends.daytona.options.snapshot")
     if not named:

@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ray_bench.models.build import BuildTarget
+from ray_bench.models.build import SNAPSHOT_PREFIX, BuildTarget
 from ray_bench.models.plan import Plan, PlanCell
-from ray_bench.plan.attempts import SNAPSHOT_PREFIX, CellSandbox, cell_sandbox
+from ray_bench.plan.attempts import CellSandbox, cell_sandbox
 
 if TYPE_CHECKING:
     from ray_bench.ledger.store import Ledger
