@@ -69,9 +69,9 @@ from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import STOP_GRACE_SEC, ExecResult
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
-from ray_bench.tasks.support import abilities
 
 RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
@@ -395,7 +395,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
             env["HOME"] = sandbox.path(_SANDBOX_HOME)
 
     switch = NetworkSwitch(sandbox, cfg, online=spec.network, agent_online=spec.agent_network,
-                           can_switch=abilities(spec.backend).network_per_phase)
+                           can_switch=capabilities(spec.backend).network_per_phase)
     await switch.enter("setup")
     if cfg.environment.healthcheck is not None:
         t = time.monotonic()
@@ -497,7 +497,7 @@ async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_
         paths["AGENT_DIR"] = sandbox.path("/agent")
     base_env = {**task_env.environment, **paths}
     switch = NetworkSwitch(sandbox, spec.task_config, online=spec.network, agent_online=spec.agent_network,
-                           can_switch=abilities(spec.backend).network_per_phase)
+                           can_switch=capabilities(spec.backend).network_per_phase)
     await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
     await _collect_logs(sandbox, spec, redactor, summary, progress)
     summary.reward, summary.reward_source = read_reward(Path(spec.attempt_dir) / "logs" / "verifier")
@@ -562,7 +562,7 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         workdir=spec.workdir,
         lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec,
                                   step_setups(spec.task_config, Path(spec.task_path))),
-        agent_layer=prepare_layer(layer_agent(spec)) if spec.backend == "docker" else None,
+        agent_layer=prepare_layer(layer_agent(spec)) if capabilities(spec.backend).agent_layer else None,
     )
 
 

@@ -38,6 +38,7 @@ from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import spread_of
 from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
@@ -361,7 +362,7 @@ def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tu
     with what it asks for against what the host (docker) or the pool (daytona) has."""
     config = suite.backends.get(suite.backend, BackendConfig())
     found: list[tuple[PlanTask, str]] = []
-    if suite.backend == "docker" and config.max_sandboxes is None:
+    if capabilities(suite.backend).host_admission and config.max_sandboxes is None:
         host = HostResources.read()
         reserve = suite.host_reserve_mb
         def fits(res: Resources) -> bool:
@@ -740,6 +741,7 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
              f" = {accounts_total} concurrent sessions"]
     for name in {suite.backend}:
         config = suite.backends.get(name, BackendConfig())
+        can = capabilities(name)
         if name == "daytona" and config.options.get("pool"):
             # The organisation's pool binds even under a max_sandboxes (the smaller wins), and is
             # checked here whole: a field missing is bad input now, not an error in execute.
@@ -750,20 +752,20 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
         elif config.max_sandboxes is not None:
             pools[name] = config.max_sandboxes
             lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
-        elif name == "local":
+        elif not can.image:  # host processes: one per core
             pools[name] = os.cpu_count() or 1
-            lines.append(f"backend local: host cores = {pools[name]} (set backends.local.max_sandboxes to change)")
-        elif name != "docker":
+            lines.append(f"backend {name}: host cores = {pools[name]} (set backends.{name}.max_sandboxes to change)")
+        elif not can.host_admission:
             pools[name] = accounts_total
             lines.append(f"backend {name}: no pool set; bounded by accounts")
-        if name == "docker":
+        if can.host_admission:
             # Host admission: the limits of every running container plus the next stay under
             # the host's totals minus the reserve. CPU is not overcommitted either.
             host = HostResources.read()
             each = _largest_sandbox(suite, arms, tasks)
             fits = max_concurrent(each, host, suite.host_reserve_mb, 0.0)
             decision = admit([each] * max(0, fits - 1), each, host, suite.host_reserve_mb, 0.0)
-            lines.append(f"backend docker: host admission fits {fits} sandboxes of "
+            lines.append(f"backend {name}: host admission fits {fits} sandboxes of "
                          f"{each.cpus or 'unlimited (counted as 1)'} CPUs / "
                          f"{each.memory_mb or 'unlimited (counted as 2048)'} MiB each")
             lines.extend(line.removeprefix("- ") for line in render_admission(decision))
