@@ -9,6 +9,7 @@ import typer
 
 from ray_bench.cli.app import app, err, guarded, out
 from ray_bench.errors import UserInputError
+from ray_bench.runroot import refuse_output_in_run_root
 
 
 @app.command()
@@ -75,7 +76,6 @@ def gaps(
 ) -> None:
     """Selection files for the repetitions missing to reach --target valid rows (or --target-mde)."""
     from ray_bench.evidence.gaps import find_gaps, target_for_mde, write_selections
-    from ray_bench.runroot import refuse_output_in_run_root
 
     if (target is None) == (target_mde is None):
         raise UserInputError("give exactly one of --target and --target-mde", where="gaps",
