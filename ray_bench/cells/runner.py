@@ -53,6 +53,8 @@ from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, sta
 from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
+from ray_bench.harbor.arms import HOST_SIDE, laid_cli
+from ray_bench.harbor.credentials import llm_settings
 from ray_bench.models.agent import McpServer
 from ray_bench.models.attempt import (
     AgentError,
@@ -511,8 +513,6 @@ async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_
     task's env and paths; the account's credentials go to a host-side agent's own model client
     (:func:`ray_bench.harbor.credentials.llm_settings`), and to an installed agent's commands as
     Harbor's ``extra_env`` (its CLI calls the model from the sandbox, as a CLI arm's does)."""
-    from ray_bench.harbor.arms import HOST_SIDE, laid_cli
-    from ray_bench.harbor.credentials import llm_settings
     from ray_bench.harbor.run import HarborCall, run_harbor_agent
 
     name = spec.harbor_agent or ""
@@ -570,8 +570,6 @@ def layer_agent(spec: AttemptSpec) -> str:
     """Whose CLI is laid over the image: the arm's agent, or for a Harbor installed agent the
     ray-bench agent of the same CLI (Harbor's setup then finds it; ray_bench.harbor.arms)."""
     if spec.agent == "harbor":
-        from ray_bench.harbor.arms import laid_cli
-
         return laid_cli(spec.harbor_agent) or "harbor"
     return spec.agent
 

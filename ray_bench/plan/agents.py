@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ray_bench.agents import ADAPTERS
 from ray_bench.errors import ConfigError, MultipleInputErrors, TaskDirError, UserInputError
+from ray_bench.harbor.arms import HOST_SIDE, HOW_TO_GET, harbor_arm, interpreter_refusal, laid_cli
 from ray_bench.models.plan import Plan, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.models.task import TaskRef
@@ -49,8 +50,6 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
 def _check_harbor(arm: Arm, backends: set[str], where: Path, errors: list[UserInputError]) -> None:
     """Harbor's own registry and option models decide; refused where Harbor cannot run. An
     installed agent calls its model from the sandbox, so it needs the network a CLI arm does."""
-    from ray_bench.harbor.arms import HOST_SIDE, HOW_TO_GET, harbor_arm, interpreter_refusal
-
     closed = closed_backends(backends)
     if (arm.harbor_agent or "") not in HOST_SIDE and closed and arm.network != "public":
         errors.append(ConfigError(
@@ -135,8 +134,6 @@ def image_of(plan: Plan, arm: Arm, backend: str) -> str:
         base = f"`{config.image}` (the backend's)" if config is not None and config.image else "none named"
     adapter = ADAPTERS.get(arm.agent)
     if arm.agent == "harbor":
-        from ray_bench.harbor.arms import HOST_SIDE, laid_cli
-
         laid = laid_cli(arm.harbor_agent)
         if laid is not None and can.agent_layer:
             cli = ADAPTERS[laid]
@@ -179,8 +176,6 @@ def harbor_lines(plan: Plan, backends: list[str]) -> list[str]:
     arms = [arm for arm in plan.arms if arm.agent == "harbor"]
     if not arms:
         return []
-    from ray_bench.harbor.arms import harbor_arm, interpreter_refusal
-
     out = ["", "### Harbor agents", "",
            "| arm | Harbor agent | version | options | model roles | runs | image |", "|---|---|---|---|---|---|---|"]
     refusal = interpreter_refusal()

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import ValidationError
+
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
@@ -26,6 +28,7 @@ from ray_bench.errors import (
     TaskDirError,
     UserInputError,
 )
+from ray_bench.ledger.rows import valid_rows_by_task_arm
 from ray_bench.models.accounts import Account
 from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask, RewardSpread, SkippedTask
@@ -39,6 +42,7 @@ from ray_bench.plan.power import spread_of
 from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.capabilities import capabilities
+from ray_bench.sandboxes.daytona_lookup import check_snapshots
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
@@ -342,8 +346,6 @@ def refuse_missing_snapshots(suite: Suite, arms: list[Arm], tasks: list[PlanTask
                 named.setdefault(str(config.options["snapshot"]), "backends.daytona.options.snapshot")
     if not named:
         return []
-    from ray_bench.sandboxes.daytona_lookup import check_snapshots
-
     found = check_snapshots(named, config.options, environ)
     if found.missing:
         name = found.missing[0]
@@ -369,9 +371,7 @@ def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tu
             return max_concurrent(res, host, reserve, 0.0) >= 1
         has = f"the host has {host.cpus:g} CPUs / {host.memory_mb} MiB, {reserve} MiB kept in reserve"
     elif suite.backend == "daytona" and config.options.get("pool"):
-        from pydantic import ValidationError
-
-        from ray_bench.sandboxes.daytona.pool import DaytonaPool
+        from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
 
         try:
             pool = DaytonaPool.model_validate(config.options["pool"])
@@ -520,8 +520,6 @@ def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: Pla
     if req.environ.get(UNPAIRED_ENV, "").lower() == "true":
         return [f"UNPAIRED: {UNPAIRED_ENV}=true bypassed the pairing guard; this plan runs "
                 f"only {', '.join(a.name for a in arms)}"]
-    from ray_bench.ledger.rows import valid_rows_by_task_arm  # the ledger is only read here
-
     chosen = {a.name for a in arms}
     errors: list[UserInputError] = []
     others, agent_sums = resolve_agent_dirs([a for a in suite.arms if a.name not in chosen], req.suite, errors)
@@ -693,9 +691,7 @@ def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Re
 
 
 def _daytona_pool(config: BackendConfig) -> DaytonaPool:
-    from pydantic import ValidationError
-
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
 
     try:
         return DaytonaPool.model_validate(config.options["pool"])
