@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -12,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ray_bench.artifacts.store import checked_store
+from ray_bench.commands.receipt import render_receipt
+from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
@@ -21,7 +25,6 @@ from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
-from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import (
     PLAN_FILE,
     check_confirmation,
@@ -30,10 +33,20 @@ from ray_bench.plan.store import (
     plan_bytes,
     write_plan,
 )
-from ray_bench.plan.verify import verify_plan
 from ray_bench.runroot import RunPaths, hold_lock
-from ray_bench.scheduler.driver import PAUSE_FILE, RunOptions, RunOutcome
-from ray_bench.scheduler.observers import RunObserver
+from ray_bench.sandboxes.audit import audit_plan
+from ray_bench.sandboxes.host import read_available_mb
+from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
+from ray_bench.scheduler.driver import (
+    PAUSE_FILE,
+    Driver,
+    RunOptions,
+    RunOutcome,
+    docker_url_of,
+    reserve_of,
+    uses_docker,
+)
+from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root
 
 if TYPE_CHECKING:
@@ -63,8 +76,6 @@ class MetricsSettings:
 
 def parse_deadline(text: str, now: float | None = None) -> float:
     """``2026-12-04T18:00`` (local time, or with an offset) or a duration from now: ``36h``."""
-    import datetime as dt
-
     base = time.time() if now is None else now
     found = _RELATIVE.match(text.strip())
     if found:
@@ -179,30 +190,25 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     if options.state_root is not None:
         check_state_root(Path(options.state_root))
     check_ray_address(options.address)
-    from ray_bench.artifacts.store import checked_store
-
     store = checked_store(options.artifacts)
     run_root = plan_path.resolve().parent
     refuse_official(run_root, "executed again")
     RunPaths(run_root).refuse_orphaned_attempts()
     with hold_lock(run_root), _handling(signals, options):
         if clear_halt is not None or clearance_reason is not None:
-            from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
-
             if clear_halt is None or not clearance_reason:
                 raise UserInputError("--clear-halt and --clearance-reason go together", where="execute",
                                      fix="name the halt file and say why it is safe to go on")
             archived = archive_halt(run_root, clear_halt, clearance_reason)
             Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity).event(
                 "halt_cleared", {"archived": str(archived), "reason": clearance_reason})
-        from ray_bench.cells.pool import RayPool
-        from ray_bench.scheduler.driver import Driver
+        from ray_bench.cells.pool import RayPool  # Ray: ~640 ms of CPU, only `execute` pays it
 
         exporter = None
         if metrics is not None:
+            # prometheus_client: ~45 ms of CPU on top of this module; only a run with metrics pays it
             from ray_bench.metrics.exporter import MetricsExporter
             from ray_bench.metrics.observer import MetricsObserver
-            from ray_bench.scheduler.observers import NullObserver, Observers
 
             exporter = MetricsExporter(plan.run_id, metrics.state_root, metrics.host, metrics.port,
                                        arms=[a.name for a in plan.arms])
@@ -224,7 +230,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             if say is not None:
                 say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
             ray_started = time.monotonic()
-            from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, send_ray_messages_to
+            from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, send_ray_messages_to  # Ray (above)
 
             # a dead node's raylet report, not stdout; the accounts' credential values scrubbed
             send_ray_messages_to(run_root / RAY_MESSAGES_FILE,
@@ -234,7 +240,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                     signals.install()  # again: Ray's init replaces the SIGTERM handler with its own
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
-                from ray_bench.accounts.actors import admission_actor
+                from ray_bench.accounts.actors import admission_actor  # these three import Ray (above)
                 from ray_bench.cells.artifact_ship import Shipper
                 from ray_bench.cells.nodes import CheckInputs, check_nodes
 
@@ -254,7 +260,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 supervision.keep({c.node_id for c in passed})
                 pool.keep({c.node_id for c in passed})
                 if store is not None:  # every node writes a marker, the driver reads it back
-                    from ray_bench.artifacts.probe import refuse_unshared_store
+                    from ray_bench.artifacts.probe import refuse_unshared_store  # Ray (above)
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
                 options.supervision = supervision
@@ -285,9 +291,7 @@ def _handling(signals: SignalStop | None, options: RunOptions) -> Iterator[None]
 def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptions) -> RaySupervision:
     """A resource supervisor on each of ``nodes`` ((node id, address) pairs), which checks its
     node first and then, on those that host runners, reads it (ray_bench.cells.supervisors)."""
-    from ray_bench.cells.supervisors import RaySupervision
-    from ray_bench.sandboxes.host import read_available_mb
-    from ray_bench.scheduler.driver import docker_url_of, reserve_of, uses_docker
+    from ray_bench.cells.supervisors import RaySupervision  # Ray: ~640 ms of CPU, only `execute` pays it
 
     injected = None if options.read_available_mb is read_available_mb else options.read_available_mb
     return RaySupervision(nodes, reserve_of(plan), plan.run_id,
@@ -298,7 +302,7 @@ def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptio
 def join_ray(address: str | None) -> Iterator[None]:
     """Ray for the run; failing to join or start it is one line, not a traceback (exit 2 for an
     --address that does not work, 1 when a local Ray cannot start)."""
-    from ray_bench.cells.pool import RayContext
+    from ray_bench.cells.pool import RayContext  # Ray: ~640 ms of CPU, only `execute` pays it
 
     context = RayContext(address)
     try:
@@ -316,7 +320,7 @@ def join_ray(address: str | None) -> Iterator[None]:
 
 
 def ray_nodes() -> list[dict[str, Any]]:
-    import ray
+    import ray  # ~640 ms of CPU, only `execute` pays it
 
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
     return nodes
@@ -324,15 +328,13 @@ def ray_nodes() -> list[dict[str, Any]]:
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:
     """Every sandbox, volume and network labelled with the run, on each backend it used."""
-    from ray_bench.sandboxes.audit import audit_plan
-
     plan, _ = load_plan_file(run_root / PLAN_FILE)
     return audit_plan(plan, cleanup=cleanup)
 
 
 def run_status(run_root: Path) -> dict[str, Any]:
     """The run's status as JSON (``status --json``); see :mod:`ray_bench.status`."""
-    from ray_bench.status.read import read_status
+    from ray_bench.status.read import read_status  # ~65 ms of CPU on top of this module (metrics)
 
     return read_status(run_root).to_json()
 

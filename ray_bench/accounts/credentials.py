@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ray_bench.cells.home_logins import has_refresh_token
 from ray_bench.config.bounded import load_state_json
 
 #: Logins that carry an expiry, relative to the route's HOME.
@@ -15,8 +16,6 @@ def login_expiry(home: str | Path) -> float | None:
     Only the ``expiresAt`` field is read (milliseconds, as Claude Code writes it). A login with a
     refresh token does not end at ``expiresAt`` (the access token's expiry: the CLI refreshes
     it); it ends when a refresh fails with an auth error (:mod:`ray_bench.cells.home_logins`)."""
-    from ray_bench.cells.home_logins import has_refresh_token
-
     if has_refresh_token(home):
         return None
     for rel in _EXPIRING_LOGINS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import time
 from dataclasses import dataclass
@@ -203,8 +204,6 @@ def enable_account(path: Path, name: str, *, reason: str, who: str | None = None
     account store; the account's actor, its one writer, applies it on its next call (or when
     it is next created). Returns the state the account was last saved in."""
     refuse_secret_text(reason, "--reason")
-    import getpass
-
     known = {a.name for a in load_accounts(path).accounts}
     if name not in known:
         raise UserInputError(f"unknown account {name}", where=str(path), fix=f"choose from {', '.join(sorted(known))}")

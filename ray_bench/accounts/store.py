@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ray_bench.accounts.core import AccountCore, Running, Shared
 from ray_bench.accounts.limits import window_seconds
+from ray_bench.errors import UserInputError
 from ray_bench.models.accounts import AccountLimits
 
 FILE = "accounts.sqlite"
@@ -132,7 +133,6 @@ class AccountStore:
         root = Path(state_root)
         self.path = root / FILE
         if readonly:  # a reader beside the actors: never creates, migrates or writes (no -wal/-shm)
-            from ray_bench.errors import UserInputError
             from ray_bench.ledger.store import connect_readonly
 
             try:

@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,6 @@ def freshness(data: Any) -> float:
             return float(node) / 1000.0 if node > 1e11 else float(node)
     refreshed = data.get("last_refresh")
     if isinstance(refreshed, str):
-        from datetime import datetime
-
         with contextlib.suppress(ValueError):
             return datetime.fromisoformat(refreshed.replace("Z", "+00:00")).timestamp()
     return 0.0

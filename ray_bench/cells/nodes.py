@@ -21,6 +21,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ray_bench.cells.credentials import CredentialMissing, resolve
 from ray_bench.errors import UserInputError
 from ray_bench.models.plan import Plan
+from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.base import LABEL_RUN
 from ray_bench.sandboxes.supervisor import Reserve
 
@@ -86,8 +87,6 @@ def problems_here(inputs: CheckInputs, environ: dict[str, str] | None = None) ->
 
 
 async def _touch(name: str, options: dict[str, Any]) -> None:
-    from ray_bench.sandboxes import make_backend
-
     backend = make_backend(name, **options)
     try:
         await backend.list({LABEL_RUN: _PROBE_RUN})

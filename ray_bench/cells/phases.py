@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shlex
 import time
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ray_bench.agents.runtime import collect_sessions_for
+from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError, TaskEnvironmentError
 from ray_bench.models.attempt import CollectFacts, HealthcheckFacts
 from ray_bench.models.task import ArtifactConfig, HealthcheckConfig, StepConfig, TaskConfig, VerifierCollectConfig
@@ -140,8 +142,6 @@ async def copy_artifacts(sandbox: Sandbox, entries: list[ArtifactConfig], *, env
 def read_rewards(verifier_dir: Path) -> tuple[dict[str, float] | None, str | None]:
     """Harbor's verifier result: ``reward.txt`` (one float, key ``reward``) or ``reward.json``
     (a map of numbers)."""
-    import json
-
     text = verifier_dir / "reward.txt"
     if text.is_file():
         try:
@@ -179,8 +179,6 @@ _MAX_REWARD_BYTES = 64 * 1024
 
 
 def _small_text(path: Path) -> str:
-    from ray_bench.config.bounded import read_capped
-
     data = read_capped(path, _MAX_REWARD_BYTES)
     if data is None:
         raise ValueError(f"{path.name} is larger than {_MAX_REWARD_BYTES} bytes")

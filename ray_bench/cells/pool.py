@@ -26,6 +26,7 @@ from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.models.suite import BackendConfig
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
+from ray_bench.sandboxes.capabilities import DOCKER_RESOURCE, capabilities
 
 if TYPE_CHECKING:
     from ray_bench.cells.artifact_ship import Shipper
@@ -40,8 +41,6 @@ CANCEL_RESEND_SEC = 1.0
 #: How many times it is sent again at most (the race is at the task's start; the runner's
 #: clean-up of a cancelled attempt is shielded from every one of them).
 CANCEL_RESENDS = 5
-#: The custom resource that nodes able to run Docker sandboxes advertise (cluster/README.md).
-DOCKER_RESOURCE = "docker"
 #: How long an audit waits for a replacement runner; Ray declares a lost node dead in ~10-30 s.
 SETTLE_SEC = 60.0
 #: How long an audit waits for Ray to declare dead a node whose runner no longer answers.
@@ -141,7 +140,7 @@ class RayPool:
 
     def submit(self, spec: AttemptSpec) -> Any:
         eligible = [i for i, n in enumerate(self._nodes) if n not in self._retired] or list(range(len(self._runners)))
-        if spec.backend == "docker" and self._docker_nodes:
+        if capabilities(spec.backend).node_resource == DOCKER_RESOURCE and self._docker_nodes:
             eligible = [i for i in eligible if self._nodes[i] in self._docker_nodes] or eligible
         ready = [i for i in eligible if self._ready(i)]
         if not ready:  # every runner is suspect or new: wait (bounded) until one answers

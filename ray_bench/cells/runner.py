@@ -53,6 +53,8 @@ from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, sta
 from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
+from ray_bench.harbor.arms import HOST_SIDE, laid_cli
+from ray_bench.harbor.credentials import llm_settings
 from ray_bench.models.agent import McpServer
 from ray_bench.models.attempt import (
     AgentError,
@@ -69,9 +71,9 @@ from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import STOP_GRACE_SEC, ExecResult
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
-from ray_bench.tasks.support import abilities
 
 RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
@@ -395,7 +397,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
             env["HOME"] = sandbox.path(_SANDBOX_HOME)
 
     switch = NetworkSwitch(sandbox, cfg, online=spec.network, agent_online=spec.agent_network,
-                           can_switch=abilities(spec.backend).network_per_phase)
+                           can_switch=capabilities(spec.backend).network_per_phase)
     await switch.enter("setup")
     if cfg.environment.healthcheck is not None:
         t = time.monotonic()
@@ -497,7 +499,7 @@ async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_
         paths["AGENT_DIR"] = sandbox.path("/agent")
     base_env = {**task_env.environment, **paths}
     switch = NetworkSwitch(sandbox, spec.task_config, online=spec.network, agent_online=spec.agent_network,
-                           can_switch=abilities(spec.backend).network_per_phase)
+                           can_switch=capabilities(spec.backend).network_per_phase)
     await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
     await _collect_logs(sandbox, spec, redactor, summary, progress)
     summary.reward, summary.reward_source = read_reward(Path(spec.attempt_dir) / "logs" / "verifier")
@@ -511,8 +513,6 @@ async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_
     task's env and paths; the account's credentials go to a host-side agent's own model client
     (:func:`ray_bench.harbor.credentials.llm_settings`), and to an installed agent's commands as
     Harbor's ``extra_env`` (its CLI calls the model from the sandbox, as a CLI arm's does)."""
-    from ray_bench.harbor.arms import HOST_SIDE, laid_cli
-    from ray_bench.harbor.credentials import llm_settings
     from ray_bench.harbor.run import HarborCall, run_harbor_agent
 
     name = spec.harbor_agent or ""
@@ -562,7 +562,7 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         workdir=spec.workdir,
         lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec,
                                   step_setups(spec.task_config, Path(spec.task_path))),
-        agent_layer=prepare_layer(layer_agent(spec)) if spec.backend == "docker" else None,
+        agent_layer=prepare_layer(layer_agent(spec)) if capabilities(spec.backend).agent_layer else None,
     )
 
 
@@ -570,8 +570,6 @@ def layer_agent(spec: AttemptSpec) -> str:
     """Whose CLI is laid over the image: the arm's agent, or for a Harbor installed agent the
     ray-bench agent of the same CLI (Harbor's setup then finds it; ray_bench.harbor.arms)."""
     if spec.agent == "harbor":
-        from ray_bench.harbor.arms import laid_cli
-
         return laid_cli(spec.harbor_agent) or "harbor"
     return spec.agent
 

@@ -9,6 +9,7 @@ import typer
 
 from ray_bench.cli.app import app, err, guarded, out
 from ray_bench.errors import UserInputError
+from ray_bench.runroot import refuse_output_in_run_root
 
 
 @app.command()
@@ -29,7 +30,7 @@ def rerun(
     ] = None,
 ) -> None:
     """Plan runs/ID-rerun-N for failed cells; print its plan identity."""
-    from ray_bench.evidence.rerun import rerun_failed
+    from ray_bench.commands.rerun import rerun_failed
 
     if not failed:
         raise UserInputError(
@@ -75,7 +76,6 @@ def gaps(
 ) -> None:
     """Selection files for the repetitions missing to reach --target valid rows (or --target-mde)."""
     from ray_bench.evidence.gaps import find_gaps, target_for_mde, write_selections
-    from ray_bench.runroot import refuse_output_in_run_root
 
     if (target is None) == (target_mde is None):
         raise UserInputError("give exactly one of --target and --target-mde", where="gaps",
@@ -124,7 +124,7 @@ def regrade(
     ] = False,
 ) -> None:
     """Run a task's changed tests/ on the workspaces its rows kept, as new attempts (no agent runs)."""
-    from ray_bench.evidence.regrade import choose, regrade_run
+    from ray_bench.commands.regrade import choose, regrade_run
 
     names = [n.strip() for t in tasks or [] for n in t.split(",") if n.strip()] or None
     if dry_run:

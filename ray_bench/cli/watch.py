@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.console import Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.status.read import RunStatus, read_status
@@ -59,11 +65,6 @@ def plain_line(view: WatchView) -> str:
 
 
 def render(view: WatchView) -> Any:
-    from rich.console import Group
-    from rich.progress_bar import ProgressBar
-    from rich.table import Table
-    from rich.text import Text
-
     s = view.status
     done = s.counts["valid"] + s.counts["failed"]
     lines = status_lines(s)
@@ -91,8 +92,6 @@ def watch_run(run_root: Path, *, every: float = 2.0, iterations: int | None = No
     if not stream.isatty():
         _watch_plain(run_root, every, iterations, stream, sleep)
         return
-    from rich.live import Live
-
     count = 0
     with Live(render(snapshot(run_root)), refresh_per_second=4) as live:
         while iterations is None or count < iterations:

@@ -32,7 +32,7 @@ from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.circuit import open_scopes_from
 from ray_bench.evidence.decisions import operator, refuse_official
-from ray_bench.evidence.rerun import run_family
+from ray_bench.evidence.family import run_family
 from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of, usage_unknown
 from ray_bench.ledger.events import Audit, DemotionData, PromotionData

@@ -101,7 +101,7 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
                                       failure_class=None, fingerprint=None, counts=False,
                                       cost_usd=attempt_cost(summary), summary=summary, now=finished)
             else:
-                # A regrade's verdict was made with its source's agent facts (ray_bench.evidence.regrade)
+                # A regrade's verdict was made with its source's agent facts (ray_bench.commands.regrade)
                 # and written into its result.json; a regrade without one is not evidence.
                 verdict = (_regrade_verdict(summary) if row.kind == REGRADE else classify(summary, catalog))
                 ledger.finish_attempt(

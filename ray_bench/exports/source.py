@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import Exclusion
-from ray_bench.evidence.rerun import run_family
+from ray_bench.evidence.family import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, default_cohort, load_epoch
 from ray_bench.ledger.store import READ_SCHEMAS, SCHEMA_VERSION, AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary

@@ -3,6 +3,7 @@ receipt shows (agent, version, options, model roles) or why the arm cannot run h
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -128,8 +129,6 @@ def _agent_version(cls: type[Any]) -> str:
 
 def _host_cli_version(agent: str) -> str | None:
     """The version in the package.json of the CLI this node would lay, or None."""
-    import json
-
     from ray_bench.agents import adapter
     from ray_bench.agents.layer import host_cli
 

@@ -321,7 +321,7 @@ class LedgerRebuilt(EventPayload):
 
 class Regraded(EventPayload):
     """``regraded``: ``ray-bench regrade`` ran a task's changed verifier on an attempt's kept
-    workspace (``source``), as the new attempt ``attempt`` (ray_bench.evidence.regrade)."""
+    workspace (``source``), as the new attempt ``attempt`` (ray_bench.commands.regrade)."""
 
     kind: Literal["regraded"] = "regraded"
     source: str = ""

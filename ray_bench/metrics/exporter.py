@@ -320,6 +320,7 @@ class MetricsExporter:
         if thread is not None:
             thread.join(timeout=5)
         if final is not None:
+            # not at the top: `python -m ray_bench.metrics.linger` imports this package first
             from ray_bench.metrics.linger import spawn
 
             spawn(exposition=final, host=self.host, port=port, target=self.target_file, linger_sec=linger_sec,

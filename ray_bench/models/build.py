@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+#: An image naming a snapshot (``snapshot:NAME``): what the build phase made, or what a task, an
+#: arm or the backend names; written by the plan (:mod:`ray_bench.plan.attempts`), read by the
+#: Daytona backend when it creates from a snapshot.
+SNAPSHOT_PREFIX = "snapshot:"
+
 
 class BuildTarget(BaseModel):
     """One snapshot to make: from an image (``FROM image``) or a task's Dockerfile directory,

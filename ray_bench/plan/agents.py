@@ -8,16 +8,21 @@ from pathlib import Path
 
 from ray_bench.agents import ADAPTERS
 from ray_bench.errors import ConfigError, MultipleInputErrors, TaskDirError, UserInputError
+from ray_bench.harbor.arms import HOST_SIDE, HOW_TO_GET, harbor_arm, interpreter_refusal, laid_cli
 from ray_bench.models.plan import Plan, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.models.task import TaskRef
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.textsafe import code_span, table_cell
 
-#: Backends whose sandboxes are isolated from the network unless opened; none of them can
-#: enforce a per-host allowlist today, so a CLI agent there needs `network: public`.
-CLOSED_BACKENDS = frozenset({"docker", "daytona"})
-#: Agents whose CLI the docker backend lays over the task image (ray_bench.agents.layer).
+#: Agents whose CLI a backend with an agent layer lays over the task image (ray_bench.agents.layer).
 LAID_AGENTS = frozenset({"claude-code", "codex"})
+
+
+def closed_backends(backends: set[str]) -> list[str]:
+    """The backends whose sandboxes are isolated from the network unless opened and that cannot
+    enforce a per-host allowlist: an agent calling its provider from there needs `network: public`."""
+    return sorted(b for b in backends if capabilities(b).isolated_network and not capabilities(b).allowlist)
 
 
 def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[UserInputError]) -> None:
@@ -34,7 +39,7 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
         if refusal is not None:
             errors.append(ConfigError(f"arms.{arm.name}.model: {refusal}", where=str(where),
                                       fix="name a model this agent runs"))
-        closed = sorted(backends & CLOSED_BACKENDS)
+        closed = closed_backends(backends)
         if adapter.binary and closed and arm.network != "public":
             errors.append(ConfigError(
                 f"arms.{arm.name}: agent {arm.agent} must reach {', '.join(adapter.provider_hosts[:1])} but "
@@ -45,9 +50,7 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
 def _check_harbor(arm: Arm, backends: set[str], where: Path, errors: list[UserInputError]) -> None:
     """Harbor's own registry and option models decide; refused where Harbor cannot run. An
     installed agent calls its model from the sandbox, so it needs the network a CLI arm does."""
-    from ray_bench.harbor.arms import HOST_SIDE, HOW_TO_GET, harbor_arm, interpreter_refusal
-
-    closed = sorted(backends & CLOSED_BACKENDS)
+    closed = closed_backends(backends)
     if (arm.harbor_agent or "") not in HOST_SIDE and closed and arm.network != "public":
         errors.append(ConfigError(
             f"arms.{arm.name}: Harbor agent {arm.harbor_agent} runs in the sandbox and calls its model from there, "
@@ -115,7 +118,8 @@ def sandbox_image(task: PlanTask, arm: Arm, backend: BackendConfig | None) -> tu
 
 def image_of(plan: Plan, arm: Arm, backend: str) -> str:
     """Which image the arm's cells run on ``backend``, in words (the receipt's column)."""
-    if backend == "local":
+    can = capabilities(backend)
+    if not can.image:
         return "none (host process)"
     config = plan.backends.get(backend)
     built = any(t.builds() for t in plan.tasks)
@@ -130,17 +134,15 @@ def image_of(plan: Plan, arm: Arm, backend: str) -> str:
         base = f"`{config.image}` (the backend's)" if config is not None and config.image else "none named"
     adapter = ADAPTERS.get(arm.agent)
     if arm.agent == "harbor":
-        from ray_bench.harbor.arms import HOST_SIDE, laid_cli
-
         laid = laid_cli(arm.harbor_agent)
-        if laid is not None and backend == "docker":
+        if laid is not None and can.agent_layer:
             cli = ADAPTERS[laid]
             base += (f" + agent layer: `{cli.binary}` of the node's `{cli.npm_package}` install (Harbor's setup "
                      "finds it by its version command and installs nothing)")
-        elif (arm.harbor_agent or "") not in HOST_SIDE and backend != "local":
+        elif (arm.harbor_agent or "") not in HOST_SIDE and can.image:
             base += " (no agent layer: Harbor's setup installs the agent, which needs the image's network)"
         return base
-    if adapter is not None and adapter.binary and backend == "docker":
+    if adapter is not None and adapter.binary and can.agent_layer:
         if arm.agent in LAID_AGENTS:
             base += f" + agent layer: `{adapter.binary}` of the node's `{adapter.npm_package}` install"
         else:
@@ -174,8 +176,6 @@ def harbor_lines(plan: Plan, backends: list[str]) -> list[str]:
     arms = [arm for arm in plan.arms if arm.agent == "harbor"]
     if not arms:
         return []
-    from ray_bench.harbor.arms import harbor_arm, interpreter_refusal
-
     out = ["", "### Harbor agents", "",
            "| arm | Harbor agent | version | options | model roles | runs | image |", "|---|---|---|---|---|---|---|"]
     refusal = interpreter_refusal()
@@ -189,7 +189,7 @@ def harbor_lines(plan: Plan, backends: list[str]) -> list[str]:
         where = "host (drives the sandbox from outside)" if facts.host_side else "sandbox (installed by its setup)"
         for backend in backends:
             image = image_of(plan, arm, backend)
-            if facts.agent == "terminus-2" and backend != "local":
+            if facts.agent == "terminus-2" and capabilities(backend).image:
                 image += "; needs tmux (Terminus 2's setup installs it with the image's package manager if missing)"
             out.append(f"| {arm.name} | {facts.agent} | {facts.version} (Harbor {facts.harbor_version}) | "
                        f"{code_span(options)} | {table_cell(roles)} | {where} | {table_cell(image)} |")

@@ -9,15 +9,13 @@ from dataclasses import dataclass
 
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.ledger.store import AttemptRow
+from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.plan.agents import agent_network, sandbox_image
 from ray_bench.plan.roles import executor_max_turns
 from ray_bench.plan.watchdog import effective as effective_watchdog
 from ray_bench.runroot import RunPaths
-
-#: A cell's image naming a snapshot the build phase made (:mod:`ray_bench.scheduler.builds`).
-SNAPSHOT_PREFIX = "snapshot:"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import ValidationError
+
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
@@ -26,7 +28,9 @@ from ray_bench.errors import (
     TaskDirError,
     UserInputError,
 )
+from ray_bench.ledger.rows import valid_rows_by_task_arm
 from ray_bench.models.accounts import Account
+from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask, RewardSpread, SkippedTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
@@ -37,6 +41,8 @@ from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import spread_of
 from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
+from ray_bench.sandboxes.capabilities import capabilities
+from ray_bench.sandboxes.daytona_lookup import check_snapshots
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
@@ -334,14 +340,12 @@ def refuse_missing_snapshots(suite: Suite, arms: list[Arm], tasks: list[PlanTask
     for task in tasks:
         for arm in arms:
             image = arm.image or task.image or config.image or config.options.get("image")
-            if isinstance(image, str) and image.startswith("snapshot:"):
-                named.setdefault(image[len("snapshot:"):], f"task {task.id} (arm {arm.name})")
+            if isinstance(image, str) and image.startswith(SNAPSHOT_PREFIX):
+                named.setdefault(image[len(SNAPSHOT_PREFIX):], f"task {task.id} (arm {arm.name})")
             elif image is None and not task.builds() and config.options.get("snapshot"):
                 named.setdefault(str(config.options["snapshot"]), "backends.daytona.options.snapshot")
     if not named:
         return []
-    from ray_bench.sandboxes.daytona_lookup import check_snapshots
-
     found = check_snapshots(named, config.options, environ)
     if found.missing:
         name = found.missing[0]
@@ -360,16 +364,14 @@ def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tu
     with what it asks for against what the host (docker) or the pool (daytona) has."""
     config = suite.backends.get(suite.backend, BackendConfig())
     found: list[tuple[PlanTask, str]] = []
-    if suite.backend == "docker" and config.max_sandboxes is None:
+    if capabilities(suite.backend).host_admission and config.max_sandboxes is None:
         host = HostResources.read()
         reserve = suite.host_reserve_mb
         def fits(res: Resources) -> bool:
             return max_concurrent(res, host, reserve, 0.0) >= 1
         has = f"the host has {host.cpus:g} CPUs / {host.memory_mb} MiB, {reserve} MiB kept in reserve"
     elif suite.backend == "daytona" and config.options.get("pool"):
-        from pydantic import ValidationError
-
-        from ray_bench.sandboxes.daytona.pool import DaytonaPool
+        from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
 
         try:
             pool = DaytonaPool.model_validate(config.options["pool"])
@@ -518,8 +520,6 @@ def _pairing_guard(suite: Suite, arms: list[Arm], tasks: list[TaskRef], req: Pla
     if req.environ.get(UNPAIRED_ENV, "").lower() == "true":
         return [f"UNPAIRED: {UNPAIRED_ENV}=true bypassed the pairing guard; this plan runs "
                 f"only {', '.join(a.name for a in arms)}"]
-    from ray_bench.ledger.rows import valid_rows_by_task_arm  # the ledger is only read here
-
     chosen = {a.name for a in arms}
     errors: list[UserInputError] = []
     others, agent_sums = resolve_agent_dirs([a for a in suite.arms if a.name not in chosen], req.suite, errors)
@@ -691,9 +691,7 @@ def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Re
 
 
 def _daytona_pool(config: BackendConfig) -> DaytonaPool:
-    from pydantic import ValidationError
-
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
 
     try:
         return DaytonaPool.model_validate(config.options["pool"])
@@ -739,6 +737,7 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
              f" = {accounts_total} concurrent sessions"]
     for name in {suite.backend}:
         config = suite.backends.get(name, BackendConfig())
+        can = capabilities(name)
         if name == "daytona" and config.options.get("pool"):
             # The organisation's pool binds even under a max_sandboxes (the smaller wins), and is
             # checked here whole: a field missing is bad input now, not an error in execute.
@@ -749,20 +748,20 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
         elif config.max_sandboxes is not None:
             pools[name] = config.max_sandboxes
             lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
-        elif name == "local":
+        elif not can.image:  # host processes: one per core
             pools[name] = os.cpu_count() or 1
-            lines.append(f"backend local: host cores = {pools[name]} (set backends.local.max_sandboxes to change)")
-        elif name != "docker":
+            lines.append(f"backend {name}: host cores = {pools[name]} (set backends.{name}.max_sandboxes to change)")
+        elif not can.host_admission:
             pools[name] = accounts_total
             lines.append(f"backend {name}: no pool set; bounded by accounts")
-        if name == "docker":
+        if can.host_admission:
             # Host admission: the limits of every running container plus the next stay under
             # the host's totals minus the reserve. CPU is not overcommitted either.
             host = HostResources.read()
             each = _largest_sandbox(suite, arms, tasks)
             fits = max_concurrent(each, host, suite.host_reserve_mb, 0.0)
             decision = admit([each] * max(0, fits - 1), each, host, suite.host_reserve_mb, 0.0)
-            lines.append(f"backend docker: host admission fits {fits} sandboxes of "
+            lines.append(f"backend {name}: host admission fits {fits} sandboxes of "
                          f"{each.cpus or 'unlimited (counted as 1)'} CPUs / "
                          f"{each.memory_mb or 'unlimited (counted as 2048)'} MiB each")
             lines.extend(line.removeprefix("- ") for line in render_admission(decision))

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ray_bench.errors import UserInputError
-from ray_bench.evidence.rerun import run_family
+from ray_bench.evidence.family import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.ledger.rows import unknown_cost_note
 from ray_bench.models.attempt import AttemptSummary
@@ -91,7 +91,7 @@ class Report:
     roles: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: paired tests, Holm, pass@k and the claim (:mod:`ray_bench.reports.paired_section`)
     paired_stats: PairedStats | None = None
-    #: accepted rows whose reward is their latest valid regrade's (ray_bench.evidence.regrade)
+    #: accepted rows whose reward is their latest valid regrade's (ray_bench.commands.regrade)
     regraded: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property

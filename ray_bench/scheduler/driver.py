@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ray_bench import runroot
 from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
+from ray_bench.accounts.probe import run_probe
+from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
+from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
@@ -57,6 +60,7 @@ from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullO
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
+from ray_bench.state import default_state_root
 
 #: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
 PROBE_CHECK_SEC = 10.0
@@ -140,7 +144,7 @@ def create_rates(plan: Plan) -> dict[str, float]:
     config = plan.backends.get("daytona")
     if config is None or not config.options.get("pool"):
         return {}
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool
+    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
 
     return {"daytona": DaytonaPool.model_validate(config.options["pool"]).creates_per_minute}
 
@@ -587,10 +591,6 @@ class Driver:
         names = [n for n in names if n in self.accounts and self.accounts[n].probe_command]
         if not names:
             return
-        from ray_bench.accounts.probe import run_probe
-        from ray_bench.accounts.store import AccountStore
-        from ray_bench.state import default_state_root
-
         runner = self.options.account_probe or run_probe
         store = AccountStore(self.options.state_root or default_state_root())
         try:
@@ -613,11 +613,8 @@ class Driver:
         scopes = [s for s in [*self.circuit.open_scopes, *self.circuit.probing] if scope_account(s)]
         if not scopes:
             return
-        from ray_bench.accounts.store import FILE, AccountStore
-        from ray_bench.state import default_state_root
-
         root = self.options.state_root or default_state_root()
-        if not (root / FILE).exists():
+        if not (root / ACCOUNTS_FILE).exists():
             return
         opened_at = {e.event.scope: e.ts for e in ledger.events(ev.CircuitOpen.model_fields["kind"].default)
                      if isinstance(e.event, ev.CircuitOpen)}

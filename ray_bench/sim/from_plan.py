@@ -7,6 +7,8 @@ from typing import Any
 
 from ray_bench.models.plan import Plan
 from ray_bench.scheduler.order import CellRef
+from ray_bench.sim.driven import run_driven
+from ray_bench.sim.workload import Workload, parse_spec
 
 
 def spec_from_plan(plan: Plan, *, durations: dict[str, Any], events: list[dict[str, Any]] | None = None,
@@ -42,9 +44,6 @@ def estimate_makespan_h(plan: Plan, *, usd_per_hour: float = 0.0) -> float | Non
     history given to the driver, under every limit of the plan's accounts. A cell costs
     ``usd_per_hour`` while it runs (0: dollar limits never bind; :func:`dollar_limits` says
     whether the plan has any). None when no task has an expected duration."""
-    from ray_bench.sim.driven import run_driven
-    from ray_bench.sim.workload import Workload, parse_spec
-
     known = sorted(t.expected_sec for t in plan.tasks if t.expected_sec)
     if not known:
         return None

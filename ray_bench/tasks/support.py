@@ -1,4 +1,5 @@
-"""What each sandbox backend can honour of a task, decided at plan time.
+"""What each sandbox backend can honour of a task, decided at plan time from its capabilities
+(:mod:`ray_bench.sandboxes.capabilities`).
 
 A task that asks for what its backend cannot give (GPUs, a TPU, Windows, a multi-container
 compose file, a separate verifier container, continuous verification, an allowlist network,
@@ -9,40 +10,18 @@ on docker, isolation on ``local``) is a receipt warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.network import all_policies, varies
-
-
-@dataclass(frozen=True)
-class Abilities:
-    users: bool = False  # exec as another user or UID
-    network_per_phase: bool = False  # connect / disconnect the network between phases
-    isolated_network: bool = True  # no-network is enforced
-    memory: bool = True
-    storage: bool = False
-
-
-ABILITIES: dict[str, Abilities] = {
-    "docker": Abilities(users=True, network_per_phase=True),
-    # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
-    "daytona": Abilities(storage=True),
-    "local": Abilities(isolated_network=False, memory=False),
-}
-
-
-def abilities(backend: str) -> Abilities:
-    return ABILITIES.get(backend, Abilities())
 
 
 def refusals(task: TaskRef, backend: str) -> list[str]:
     """Why ``backend`` cannot run ``task`` as it is written; empty when it can."""
-    can = ABILITIES.get(backend, Abilities())
+    can = capabilities(backend)
     cfg = task.config
     env = cfg.environment
     out: list[str] = []
-    if env.gpus:
+    if env.gpus and not can.gpus:
         out.append(f"asks for {env.gpus} GPU(s){' of ' + '/'.join(env.gpu_types) if env.gpu_types else ''}; "
                    f"backend {backend} has none")
     if env.tpu is not None:
@@ -64,7 +43,7 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
     if any(a.service not in (None, MAIN_SERVICE) for a in artifacts):
         out.append(f"an artifact names a compose service; only '{MAIN_SERVICE}' exists here")
     for phase, policy in all_policies(cfg):
-        if policy.mode == NetworkMode.ALLOWLIST:
+        if policy.mode == NetworkMode.ALLOWLIST and not can.allowlist:
             out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); no backend "
                        "here enforces one (use public or no-network)")
             break
@@ -82,12 +61,12 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
 
 def notices(task: TaskRef, backend: str) -> list[str]:
     """What the backend runs but does not enforce (receipt warnings)."""
-    can = ABILITIES.get(backend, Abilities())
+    can = capabilities(backend)
     env = task.config.environment
     out: list[str] = []
-    if env.storage_mb is not None and not can.storage:
+    if env.storage_mb is not None and not can.disk_limit:
         out.append(f"storage_mb = {env.storage_mb} is not enforced on {backend} (no per-sandbox disk quota)")
-    if env.memory_mb is not None and not can.memory:
+    if env.memory_mb is not None and not can.memory_limit:
         out.append(f"memory_mb = {env.memory_mb} is not enforced on {backend} (host processes)")
     if not can.isolated_network and any(not p.online for _, p in all_policies(task.config)):
         out.append(f"no-network is not enforced on {backend} (no isolation)")

@@ -108,7 +108,7 @@ def test_promotion_gates_then_official_is_immutable(tmp_path: Path) -> None:
         promote_run(root, reason="again", audit=_no_residue)
     with pytest.raises(UserInputError, match="is official"):
         record_exclusion(root, "hello-world/mcp/1", "late change", by="ana")
-    from ray_bench.evidence.rerun import rerun_failed
+    from ray_bench.commands.rerun import rerun_failed
 
     with pytest.raises(UserInputError, match="is official"):
         rerun_failed(root, hypothesis="x")

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_support import peak_rss_mb, write_suite
 
 from ray_bench.api import plan_run
+from ray_bench.commands.receipt import render_receipt
 from ray_bench.plan.compile import PlanRequest, compile_plan
 from ray_bench.plan.identity import identity_of
-from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import load_plan_file, plan_bytes
 
 GOAL_SEC = 10.0

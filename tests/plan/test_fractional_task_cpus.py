@@ -8,8 +8,8 @@ from pathlib import Path
 from support.ray_local import TEST_ROUTES
 from support.suites import make_suite
 
+from ray_bench.commands.receipt import render_receipt
 from ray_bench.plan.compile import PlanRequest, compile_plan
-from ray_bench.plan.receipt import render_receipt
 
 
 def test_a_half_cpu_task_plans_with_its_fraction(tmp_path: Path) -> None:

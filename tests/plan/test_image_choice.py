@@ -10,12 +10,12 @@ from pathlib import Path
 from support.ray_local import TEST_ROUTES
 from support.suites import make_suite
 
+from ray_bench.commands.verify import _rederive
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.models.plan import PlanTask
 from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.plan.agents import image_of, sandbox_image
 from ray_bench.plan.compile import PlanRequest, compile_plan
-from ray_bench.plan.verify import _rederive
 
 PREBUILT = "ghcr.io/example/swe-task:1.0"
 

@@ -11,8 +11,8 @@ from support.suites import make_suite
 from typer.testing import CliRunner
 
 from ray_bench.cli.app import app
+from ray_bench.commands.receipt import render_receipt
 from ray_bench.plan.compile import PlanRequest, compile_plan
-from ray_bench.plan.receipt import render_receipt
 
 
 def _suite(tmp: Path) -> tuple[Path, Path]:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ray_bench.api import plan_run
 from ray_bench.cli import app
-from ray_bench.evidence.rerun import rerun_failed
+from ray_bench.commands.rerun import rerun_failed
 from ray_bench.reports.build import build_lineage_report, build_report
 
 

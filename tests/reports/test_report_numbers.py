@@ -10,7 +10,7 @@ from report_ledgers import Writer
 from report_ledgers import first_run as make_first_run
 from support.ray_local import TEST_ROUTES
 
-from ray_bench.evidence.rerun import RepeatedSignatureError, rerun_failed
+from ray_bench.commands.rerun import RepeatedSignatureError, rerun_failed
 from ray_bench.plan.store import load_plan_file
 from ray_bench.reports.build import build_report, render_markdown, write_report
 from ray_bench.reports.stats import bootstrap_ci, paired_summary

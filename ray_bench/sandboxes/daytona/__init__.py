@@ -40,10 +40,10 @@ a failed create -> :class:`SandboxCreateError`, a sandbox that is gone or no lon
 from __future__ import annotations
 
 from ray_bench import sandboxes
+from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.sandboxes.archive import extract_capped
 from ray_bench.sandboxes.daytona.backend import (
     LABEL_CREATE,
-    SNAPSHOT_PREFIX,
     DaytonaBackend,
     lifetime_minutes,
 )

@@ -41,6 +41,7 @@ from ray_bench.errors import (
     SandboxRateLimitedError,
     SandboxUnavailableError,
 )
+from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
 from ray_bench.sandboxes.daytona.clients import ClientPool
 from ray_bench.sandboxes.daytona.create import create_once
@@ -56,7 +57,6 @@ log = logging.getLogger(__name__)
 #: A one-off label per create call, so that a create that failed or was cancelled after the
 #: server made the sandbox can still find and delete it.
 LABEL_CREATE = "ray-bench.create"
-SNAPSHOT_PREFIX = "snapshot:"
 #: A reaper's longest wait between two DELETEs.
 REAP_MAX_DELAY_SEC = 30.0
 #: How long a reaper keeps trying a sandbox that reports no TTL (a build may take an hour).

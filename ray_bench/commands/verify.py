@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ray_bench.commands.receipt import render_receipt
 from ray_bench.config.bounded import load_state_json
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.selection import SelectionEntry, load_selection, resolve_selection
 from ray_bench.config.tasks import index_tasks, load_task
 from ray_bench.errors import PlanError, UserInputError
+from ray_bench.harbor.arms import HOW_TO_GET, interpreter_refusal
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.plan import InputFile, Plan
 from ray_bench.models.suite import BackendConfig, Suite
@@ -42,7 +44,6 @@ from ray_bench.plan.compile import (
     suite_roots,
 )
 from ray_bench.plan.identity import canonical_bytes, cell_id
-from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import RECEIPT_FILE
 
 
@@ -94,8 +95,6 @@ def _refuse_harbor_here(plan: Plan, plan_path: Path) -> None:
     harbor = [a.name for a in plan.arms if a.agent == "harbor"]
     if not harbor:
         return
-    from ray_bench.harbor.arms import HOW_TO_GET, interpreter_refusal
-
     why = interpreter_refusal()
     if why is not None:
         raise PlanError(f"arms.{harbor[0]}: agent harbor {why}", where=str(plan_path),

@@ -1,7 +1,7 @@
 """Parts of the receipt that say what the operator confirms: the cells as tasks x arms x reps,
 the task list, the estimated makespan and cost, and what each term means.
 
-Kept apart from :mod:`ray_bench.plan.receipt` (which lays out the page) so that each part can
+Kept apart from :mod:`ray_bench.commands.receipt` (which lays out the page) so that each part can
 change without touching the others.
 """
 

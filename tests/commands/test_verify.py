@@ -12,15 +12,15 @@ import pytest
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
+from ray_bench.commands.receipt import render_receipt
+from ray_bench.commands.rerun import rerun_failed
+from ray_bench.commands.verify import verify_plan
 from ray_bench.errors import PlanError
-from ray_bench.evidence.rerun import rerun_failed
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.plan.identity import identity_of
-from ray_bench.plan.receipt import render_receipt
 from ray_bench.plan.store import PLAN_FILE, atomic_write, load_plan_file, plan_bytes
-from ray_bench.plan.verify import verify_plan
 
 
 @pytest.fixture

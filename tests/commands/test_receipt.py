@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ray_bench.api import plan_run
 from ray_bench.cli.app import app
-from ray_bench.plan.receipt_terms import GLOSSARY
+from ray_bench.commands.receipt_terms import GLOSSARY
 
 
 def test_the_receipt_counts_reps_lists_tasks_and_explains_its_terms(tmp_path: Path) -> None:
@@ -32,8 +32,8 @@ def test_the_receipt_counts_reps_lists_tasks_and_explains_its_terms(tmp_path: Pa
 
 
 def test_a_long_task_list_is_collapsed(tmp_path: Path) -> None:
+    from ray_bench.commands.receipt_terms import task_lines
     from ray_bench.models.plan import Plan
-    from ray_bench.plan.receipt_terms import task_lines
 
     suite, accounts = make_suite(tmp_path / "s")
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1")
@@ -81,7 +81,7 @@ def test_with_history_the_receipt_estimates_the_makespan_from_the_simulator(tmp_
 
 
 def test_the_estimate_names_the_dollar_limits_it_cannot_model(tmp_path: Path) -> None:
-    from ray_bench.plan.receipt_terms import estimate_lines
+    from ray_bench.commands.receipt_terms import estimate_lines
     from ray_bench.scheduler.order import CellRef
     from ray_bench.sim.driven import plan_for
     from ray_bench.sim.workload import Workload, parse_spec

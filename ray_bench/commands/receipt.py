@@ -5,9 +5,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
-from ray_bench.models.plan import Plan
-from ray_bench.plan.agents import agents_section
-from ray_bench.plan.receipt_terms import (
+from ray_bench.commands.receipt_terms import (
     cells_line,
     estimate_lines,
     glossary_lines,
@@ -15,6 +13,8 @@ from ray_bench.plan.receipt_terms import (
     task_lines,
     workspace_lines,
 )
+from ray_bench.models.plan import Plan
+from ray_bench.plan.agents import agents_section
 from ray_bench.plan.roles import render_roles
 from ray_bench.plan.watchdog import watchdog_lines
 from ray_bench.textsafe import code_span, escape_controls, table_cell

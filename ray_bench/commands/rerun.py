@@ -1,7 +1,8 @@
 """``ray-bench rerun runs/ID --failed``: a new plan for the cells of a run without a valid row.
 
-A run's *family* is its run root and the reruns planned from it (``ID-rerun-1``, ...): their
-epochs form one cohort, so a rerun never repeats a cell that a previous rerun recovered.
+A run's *family* (:mod:`ray_bench.evidence.family`) is its run root and the reruns planned from
+it (``ID-rerun-1``, ...): their epochs form one cohort, so a rerun never repeats a cell that a
+previous rerun recovered.
 A rerun is a plan like any other (new run root, new identity, its own receipt and
 confirmation); its cells are selected by (task, arm, repetition) through a selection file
 written into the new run root, which also records the failure signatures and the hypothesis,
@@ -17,28 +18,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray_bench.commands.receipt import render_receipt
 from ray_bench.config.secrets import refuse_secret_text
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.evidence.catalog import FAILURE_CLASSES
 from ray_bench.evidence.decisions import refuse_official
+from ray_bench.evidence.family import RERUN_NAME, run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.ledger.rows import start_order
 from ray_bench.ledger.store import LEDGER_FILE, AttemptRow
 from ray_bench.models.plan import Plan
 from ray_bench.plan.compile import PlanRequest, compile_plan
 from ray_bench.plan.identity import identity_of
-from ray_bench.plan.receipt import render_receipt
-from ray_bench.plan.store import PLAN_FILE, plan_bytes, write_plan
+from ray_bench.plan.store import plan_bytes, write_plan
 
 RERUN_SELECTION = "rerun-selection.json"
-_RERUN_NAME = re.compile(r"^(?P<base>.+)-rerun-(?P<n>\d+)$")
 
 Key = tuple[str, str, int]  # (task, arm, rep)
 
@@ -66,23 +66,6 @@ class RerunResult:
     signatures: list[Signature]
     hypothesis: str | None
     warnings: list[str] = field(default_factory=list)
-
-
-def run_family(run_root: Path) -> list[Path]:
-    """The base run root and its reruns, oldest first."""
-    root = run_root.resolve()
-    if not (root / PLAN_FILE).is_file():
-        raise PlanError("no plan in this run root", where=str(run_root), fix="pass runs/ID")
-    base = root
-    match = _RERUN_NAME.match(root.name)
-    if match and (root.parent / match["base"] / PLAN_FILE).is_file():
-        base = root.parent / match["base"]
-    reruns: list[tuple[int, Path]] = []
-    for path in base.parent.glob(f"{base.name}-rerun-*"):
-        found = _RERUN_NAME.match(path.name)
-        if found and found["base"] == base.name and (path / PLAN_FILE).is_file():
-            reruns.append((int(found["n"]), path))
-    return [base, *(p for _, p in sorted(reruns))]
 
 
 @dataclass
@@ -191,7 +174,7 @@ def rerun_failed(
         )
 
     base = family[0]
-    n = 1 + max((int(m["n"]) for p in family[1:] if (m := _RERUN_NAME.match(p.name))), default=0)
+    n = 1 + max((int(m["n"]) for p in family[1:] if (m := RERUN_NAME.match(p.name))), default=0)
     new_id = f"{base.name}-rerun-{n}"
     new_root = base.parent / new_id
     if new_root.exists():
@@ -202,15 +185,8 @@ def rerun_failed(
     messages = _messages(evidence)
     signatures = _signatures(failed, messages)
     inputs = {i.kind: Path(i.path) for i in named.plan.inputs if i.kind in ("suite", "accounts")}
-    context: dict[str, Any] = {
-        "base": base.name,
-        "family": family,
-        "failed": failed,
-        "signatures": signatures,
-        "failure_class": failure_class,
-        "hypothesis": hypothesis,
-    }
-    selection_doc = _selection_doc(named.plan, **context)
+    context = _Rerun(base.name, family, failed, signatures, failure_class, hypothesis)
+    selection_doc = _selection_doc(named.plan, context)
     new_root.mkdir(parents=True)
     try:
         selection = new_root / RERUN_SELECTION
@@ -229,7 +205,7 @@ def rerun_failed(
         warnings = _check_repeats(plan, failed, signatures, evidence, hypothesis)
         plan = plan.model_copy(update={"warnings": [*plan.warnings, *warnings]})
         identity = identity_of(json.loads(plan_bytes(plan)))
-        receipt = _with_rerun_section(render_receipt(plan, identity), **context)
+        receipt = _with_rerun_section(render_receipt(plan, identity), context)
         write_plan(plan, new_root, receipt)
     except BaseException:
         shutil.rmtree(new_root, ignore_errors=True)  # refused or failed: nothing written
@@ -288,16 +264,21 @@ def _check_repeats(
     ]
 
 
-def _selection_doc(
-    plan: Plan,
-    *,
-    base: str,
-    family: list[Path],
-    failed: list[_Failed],
-    signatures: list[Signature],
-    failure_class: str | None,
-    hypothesis: str | None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Rerun:
+    """What the selection file and the receipt's rerun section both record."""
+
+    base: str
+    family: list[Path]
+    failed: list[_Failed]
+    signatures: list[Signature]
+    failure_class: str | None
+    hypothesis: str | None
+
+
+def _selection_doc(plan: Plan, rerun: _Rerun) -> dict[str, Any]:
+    base, family, failed, signatures = rerun.base, rerun.family, rerun.failed, rerun.signatures
+    failure_class, hypothesis = rerun.failure_class, rerun.hypothesis
     per_task: dict[str, dict[str, set[Any]]] = {}
     for task, arm, rep in (f.key for f in failed):
         entry = per_task.setdefault(task, {"reps": set(), "arms": set()})
@@ -323,16 +304,9 @@ def _selection_doc(
     }
 
 
-def _with_rerun_section(
-    receipt: str,
-    *,
-    base: str,
-    family: list[Path],
-    failed: list[_Failed],
-    signatures: list[Signature],
-    failure_class: str | None,
-    hypothesis: str | None,
-) -> str:
+def _with_rerun_section(receipt: str, rerun: _Rerun) -> str:
+    base, family, failed, signatures = rerun.base, rerun.family, rerun.failed, rerun.signatures
+    failure_class, hypothesis = rerun.failure_class, rerun.hypothesis
     lines = [
         "## Rerun",
         "",
