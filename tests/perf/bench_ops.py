@@ -161,6 +161,7 @@ def circuit(base: Path) -> Failures:
     from support.runs import execute_here, ledger_rows, plan_and_run_here
 
     from ray_bench.scheduler.driver import RunOptions
+    from ray_bench.status.read import read_status
 
     failures: Failures = []
     for case in ("failing", "valid"):
@@ -172,6 +173,9 @@ def circuit(base: Path) -> Failures:
                                            {"name": "mcp", "role": "variant", "command": command}])
         first, root = plan_and_run_here(suite, accounts, base / case / "runs")
         opened = len(ledger_rows(root)[0])
+        said = read_status(root)
+        print(f"circuit, {case} probe: status once open: {said.state}, next: {said.next_action or '-'}"
+              f"{' (' + said.next_action_why + ')' if said.next_action_why else ''}")
         if case == "valid":
             fixed.write_text("")
         identity = Ledger.open_readonly(root).meta()["plan_identity"]
@@ -303,7 +307,9 @@ def timeline(base: Path, sleep: float) -> Failures:
                                      backends=_local(base, 2), arms=_solve_arms(command))
         planned = plan_run(suite=suite, accounts=accounts, runs_dir=base / "runs", run_id="timeline")
         root = planned.run_root
-        env = cli_env({"RAY_BENCH_STATE_ROOT": str(prom.state_root)})
+        # no linger (the bench would wait 15 min), but the operator's final scrape: Prometheus
+        # reads the finished gauge before the target goes
+        env = cli_env({"RAY_BENCH_STATE_ROOT": str(prom.state_root), "RAY_BENCH_METRICS_FINAL_SCRAPE": "30s"})
         t0 = time.monotonic()
         last: list[str] = [""]
         seen: list[tuple[float, str, dict[str, Any], dict[str, str]]] = []
