@@ -324,7 +324,7 @@ def timeline(base: Path, sleep: float) -> Failures:
                 alerts = {"<prometheus error>": "?"}
             view = {"state": status.get("state"), "estimate": pace.get("finish_estimate_sec"),
                     "next": status.get("next_action"), "rows": (status.get("counts") or {}).get("valid")}
-            line = f"{view['state']} est={view['estimate']} next={view['next']!r} alerts={alerts}"
+            line = f"{view['state']} rows={view['rows']} est={view['estimate']} next={view['next']!r} alerts={alerts}"
             if line != last[0]:
                 at = time.monotonic() - t0
                 print(f"  {at:6.0f} s [{phase}] status {view['state']}, valid {view['rows']}, estimate "
@@ -393,6 +393,15 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("RAY_BENCH_METRICS_LINGER", "0")
     base = Path(tempfile.mkdtemp(prefix="rb-bench-ops-"))
+    # `ray-bench` as this interpreter runs it (PYTHONPATH: the tree under test), not whichever
+    # environment last rewrote the installed script's shebang (seen during a run: another
+    # session's reinstall pointed it at a venv it then deleted, and the resume failed to start Ray)
+    import support.driver_process
+
+    support.driver_process.BIN = base / "ray-bench"
+    support.driver_process.BIN.write_text(f"#!{sys.executable}\nimport sys\nfrom ray_bench.cli import main\n"
+                                          "sys.exit(main())\n")
+    support.driver_process.BIN.chmod(0o755)
     print(f"load {os.getloadavg()[0]:.1f}; work in {base}", flush=True)
     failures: Failures = []
     try:
