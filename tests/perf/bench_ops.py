@@ -303,7 +303,8 @@ def timeline(base: Path, sleep: float) -> Failures:
     failures: Failures = []
     command = f'sleep {sleep:g}; sh "$SOLUTION_DIR/solve.sh"'
     with running_prometheus(base / "prom") as prom:
-        suite, accounts = make_suite(base / "s", tasks=["hello-world", "sum-list"], reps=2, preflight_cells=0,
+        # 16 cells: the driver is killed after 6 valid rows, past the 5 a pace estimate needs
+        suite, accounts = make_suite(base / "s", tasks=["hello-world", "sum-list"], reps=4, preflight_cells=0,
                                      backends=_local(base, 2), arms=_solve_arms(command))
         planned = plan_run(suite=suite, accounts=accounts, runs_dir=base / "runs", run_id="timeline")
         root = planned.run_root
@@ -342,13 +343,13 @@ def timeline(base: Path, sleep: float) -> Failures:
                 time.sleep(2)
             return False
 
-        print(f"timeline: 8 cells (agents sleep {sleep:g} s, 2 at a time), Prometheus at {prom.url}, "
+        print(f"timeline: 16 cells (agents sleep {sleep:g} s, 2 at a time), Prometheus at {prom.url}, "
               "1 s scrapes and rule evaluation")
         first = DriverProcess(root / "launch-plan.json", planned.identity, base / "logs", name="first", env=env)
         second = DriverProcess(root / "launch-plan.json", planned.identity, base / "logs", name="resume", env=env)
         try:
             first.start()
-            watch("running", lambda v, a: (v["rows"] or 0) >= 2, 900)
+            watch("running", lambda v, a: (v["rows"] or 0) >= 6, 900)
             first.kill()
             print(f"  {time.monotonic() - t0:6.0f} s driver SIGKILLed", flush=True)
             t_kill = time.monotonic()
@@ -371,7 +372,7 @@ def timeline(base: Path, sleep: float) -> Failures:
             first.reap()
             second.reap()
         final_view, final_alerts = look("finished")
-        if rc != 0 or final_view["state"] != "finished" or final_view["rows"] != 8:
+        if rc != 0 or final_view["state"] != "finished" or final_view["rows"] != 16:
             failures.append(f"resume: exit {rc}, state {final_view['state']}, valid {final_view['rows']}")
         if final_view["estimate"] is not None or final_view["next"]:
             failures.append(f"a finished run reads estimate {final_view['estimate']}, next {final_view['next']!r}")
@@ -412,7 +413,7 @@ def main() -> int:
             where = base / name
             where.mkdir()
             failures += shared(where, args.sleep) if name == "shared" else (
-                circuit(where) if name == "circuit" else timeline(where, max(args.sleep, 20)))
+                circuit(where) if name == "circuit" else timeline(where, max(args.sleep, 10)))
             print(f"  ({name}: {time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
         on_cluster = [n for n in args.scenarios if n in ("artifacts", "idle-node")]
         if on_cluster:
