@@ -313,13 +313,18 @@ class RayPool:
             labels[LABEL_ATTEMPT] = attempt_id
         options = dict(backends[backend].options) if backend in backends else {}
         removed = 0
-        for runner in self._runners:
+        for index, runner in enumerate(self._runners):
             try:
                 refs = ray.get(runner.list_sandboxes.remote(backend, options, labels), timeout=60)
                 if refs:
                     removed += ray.get(runner.remove_sandboxes.remote(backend, options, refs), timeout=300)
             except RayError as exc:
-                log.warning("cleanup through a runner failed: %s", exc)
+                node = self._nodes[index]
+                # A runner on a node that died holding none of the run's attempts has nothing
+                # to remove; the audit reports the node ("node lost while idle"). Its Ray
+                # error (7 lines per runner) used to precede that line (issue 29 item 9).
+                if node in self._lost_work or not _declared_dead(node, 0):
+                    log.warning("cleanup through the runner on node %s failed: %s", node[:12], one_line(exc))
         return removed
 
 
@@ -362,10 +367,15 @@ def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
     return kept.model_copy(update={"cancelled": True})
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's first line: Ray's errors run to several lines of actor ids and causes."""
+    return str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+
+
 def lost_summary(spec: AttemptSpec, exc: BaseException) -> AttemptSummary:
     """The summary of an attempt lost with its runner or node: infrastructure, not evidence
     about the cell (it neither uses up the cell's attempts nor opens a circuit by itself)."""
-    text = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+    text = one_line(exc)
     summary = new_summary(spec)
     summary.lost = True
     summary.error = AttemptError(type=type(exc).__name__, message=text, failure_class="executor")

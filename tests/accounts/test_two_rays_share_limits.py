@@ -10,13 +10,13 @@ The figures are printed (``pytest -s``) for the record."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from support.driver_process import DriverProcess, cli_env, ledger_query, wait_for
+from support.shared_limits import idle_gaps, intervals, peak, sample_leases
 from support.suites import make_suite
 
 from ray_bench.accounts.actors import LEASE_TTL_SEC
@@ -31,57 +31,6 @@ LIMIT = {SLOTS: 2, WINDOW: 3}
 WINDOW_CELLS = 6
 TASKS = ["hello-world", "sum-list", "fizzbuzz"]
 CELLS = len(TASKS) * 2 * 2  # per run: tasks x arms x reps
-
-
-def _sample_leases(state: Path, stop: threading.Event, out: list[dict[str, int]]) -> None:
-    path = state / "accounts.sqlite"
-    while not stop.is_set():
-        if path.exists():
-            try:
-                db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-                try:
-                    rows = db.execute("SELECT account, COUNT(*) FROM leases WHERE renewed_at >= ? GROUP BY account",
-                                      (time.time() - LEASE_TTL_SEC,)).fetchall()
-                finally:
-                    db.close()
-                out.append({str(a): int(n) for a, n in rows})
-            except sqlite3.OperationalError:
-                pass  # created, no schema yet
-        time.sleep(0.05)
-
-
-def _intervals(root: Path) -> list[tuple[str, float, float]]:
-    return [(str(a), float(s), float(f)) for a, s, f in ledger_query(
-        root, "SELECT a.account, a.started_at, r.finished_at FROM attempts a JOIN results r USING (attempt_id)")]
-
-
-def _peak(intervals: list[tuple[float, float]]) -> int:
-    edges = sorted([(s, 1) for s, _ in intervals] + [(f, -1) for _, f in intervals])  # a finish before a start
-    peak = now = 0
-    for _, step in edges:
-        now += step
-        peak = max(peak, now)
-    return peak
-
-
-def _gaps(runs: dict[str, list[tuple[str, float, float]]], account: str) -> tuple[list[float], list[float]]:
-    """For each finish on ``account`` that left it below its limit while cells were still to
-    start on it, the time to its next start: (any run's, the other run's start)."""
-    cells = [(run, s, f) for run, rows in runs.items() for a, s, f in rows if a == account]
-    starts = sorted((s, run) for run, s, _ in cells)
-    gaps, crossed = [], []
-    for run, _, finished in cells:
-        later = [(s, r) for s, r in starts if s >= finished]
-        if not later:
-            continue
-        busy = sum(1 for _, s, f in cells if s <= finished < f)
-        if busy >= LIMIT[account]:
-            continue  # another finish freed the slot that the next start took
-        at, who = later[0]
-        gaps.append(at - finished)
-        if who != run:
-            crossed.append(at - finished)
-    return gaps, crossed
 
 
 @pytest.mark.timeout(1800)  # two local Ray starts: minutes each on a loaded 2-core host
@@ -112,7 +61,7 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
                                       extra_args=("--no-metrics",))
     samples: list[dict[str, int]] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample_leases, args=(state, stop, samples))
+    sampler = threading.Thread(target=sample_leases, args=(state, stop, samples))
     sampler.start()
     try:
         for name, driver in drivers.items():  # one after the other: two local starts at once hung here
@@ -129,12 +78,12 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
             driver.reap()
     assert codes == {"one": 0, "two": 0}, {n: d.stderr[-2000:] for n, d in drivers.items()}
 
-    runs = {name: _intervals(root) for name, root in roots.items()}
+    runs = {name: intervals(root) for name, root in roots.items()}
     assert sum(len(rows) for rows in runs.values()) == 2 * CELLS
     lease_peak = {a: max((s.get(a, 0) for s in samples), default=0) for a in LIMIT}
-    ledger_peak = {a: _peak([(s, f) for rows in runs.values() for acct, s, f in rows if acct == a]) for a in LIMIT}
+    ledger_peak = {a: peak([(s, f) for rows in runs.values() for acct, s, f in rows if acct == a]) for a in LIMIT}
     window_starts = sum(1 for rows in runs.values() for a, _, _ in rows if a == WINDOW)
-    gaps, crossed = _gaps(runs, SLOTS)
+    gaps, crossed = idle_gaps(runs, SLOTS, LIMIT[SLOTS])
     both = {a: {n for n, rows in runs.items() if any(acct == a for acct, _, _ in rows)} for a in LIMIT}
     print(f"\nlease peak {lease_peak}, ledger peak {ledger_peak} (limits {LIMIT}); window starts "
           f"{window_starts}/{WINDOW_CELLS}; release->next start on {SLOTS}: {len(gaps)} gaps, max "

@@ -68,4 +68,8 @@ def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Pa
     assert audits == [{"removed": 0, "residue": 0}]
     assert lost == [{"node": victim["NodeID"], "while": "idle"}]
     assert stops == []
+    # What the operator reads: the node event in one line, not Ray's error for each runner the
+    # node took with it (7 lines each, "cleanup through a runner failed: The actor died ...").
+    assert "node lost while idle" in driver.stderr
+    assert "cleanup through" not in driver.stderr and "actor died" not in driver.stderr.lower(), driver.stderr
     assert [n for n in multinode.nodes() if n["NodeID"] == victim["NodeID"] and not n["Alive"]]
