@@ -221,7 +221,9 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                                      fix="pick a free port, 0 for any, or --no-metrics") from None
             if on_metrics is not None:
                 on_metrics(exporter)
-            observer = Observers(observer or NullObserver(), MetricsObserver(exporter, plan, run_root))
+            metrics_observer = MetricsObserver(exporter, plan, run_root)
+            metrics_observer.prime()  # the run as its ledger has it, while Ray starts
+            observer = Observers(observer or NullObserver(), metrics_observer)
         if options.state_root is None and metrics is not None:
             options.state_root = metrics.state_root
         if options.deadline is None and metrics is not None:

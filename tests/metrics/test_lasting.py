@@ -92,3 +92,39 @@ def test_every_stop_reason_the_driver_records_is_a_stopped_label(tmp_path: Path)
         assert _value(exporter, f'raybench_run_stopped{{reason="{reason.value}",run="r"}}') == 1.0, reason
     exporter.lasting.stop(None)  # a clean finish: every label 0
     assert _value(exporter, 'raybench_run_stopped{reason="signal",run="r"}') == 0.0
+
+
+def test_a_resumed_exporter_serves_the_ledgers_run_before_the_drivers_loop(tmp_path: Path) -> None:
+    """Between the exporter's start and the driver's ``run_started`` (a resume's Ray start, 48 s
+    at load) a scrape read 0 cells remaining and the last session's heartbeat: primed, it reads
+    the cells by state from the ledger and a beat of this driver."""
+    import time
+
+    from support.suites import make_suite
+
+    from ray_bench.api import plan_run
+    from ray_bench.metrics.observer import MetricsObserver
+    from ray_bench.plan.store import confirm_plan
+
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=3, preflight_cells=0)
+    planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r")
+    plan, _ = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
+    assert len(plan.cells) == 6
+    ledger = Ledger.create(planned.run_root, run_id="r", plan_identity=planned.identity)
+    for cell in plan.cells[:2]:
+        row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum="c", arm=cell.arm,
+                                   rep=cell.rep, account="acct-a", backend="local", epoch="sha256:e",
+                                   preflight=False, now=1.0)
+        ledger.finish_attempt(row.attempt_id, status="finished", valid=True, reward=1.0, failure_class=None,
+                              fingerprint=None, counts=True, cost_usd=0.0,
+                              summary=AttemptSummary(reward=1.0), now=2.0)
+    ledger.close()
+
+    exporter = MetricsExporter("r", tmp_path / "state", arms=[a.name for a in plan.arms])
+    before = time.time()
+    MetricsObserver(exporter, plan, planned.run_root).prime()
+    assert _value(exporter, 'raybench_cells{run="r",state="valid"}') == 2.0
+    assert _value(exporter, 'raybench_cells{run="r",state="pending"}') == 4.0
+    assert exporter.refresh().remaining_cells == 4
+    assert _value(exporter, 'raybench_driver_heartbeat_timestamp_seconds{run="r"}') >= before
+    assert _value(exporter, 'raybench_run_valid_rows{arm="baseline",run="r"}') == 1.0
