@@ -204,7 +204,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 "halt_cleared", {"archived": str(archived), "reason": clearance_reason})
         from ray_bench.cells.pool import RayPool  # Ray: ~640 ms of CPU, only `execute` pays it
 
-        exporter = None
+        exporter = metrics_observer = None
         if metrics is not None:
             # prometheus_client: ~45 ms of CPU on top of this module; only a run with metrics pays it
             from ray_bench.metrics.exporter import MetricsExporter
@@ -271,6 +271,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
         finally:
             if signals is not None:
                 signals.restore()  # the run is over: a signal during the metrics linger ends it
+            if metrics_observer is not None:
+                metrics_observer.start_ended()
             if exporter is not None:
                 exporter.stop(final_scrape_timeout=metrics.final_scrape_sec if metrics else 0.0,
                               linger_sec=metrics.linger_sec if metrics else 0.0)

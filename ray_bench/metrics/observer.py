@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,9 @@ from ray_bench.scheduler.runstate import RunState
 #: unknown) count as unusable, for capacity and for the "no usable account" alert.
 USABLE_STATES = ("healthy", "degraded")
 
+#: How often a starting driver beats before its loop's ticks do (DriverDown waits 2 minutes).
+START_BEAT_SEC = 10.0
+
 
 class MetricsObserver:
     def __init__(self, exporter: MetricsExporter, plan: Plan, run_root: Path | None = None) -> None:
@@ -32,6 +36,8 @@ class MetricsObserver:
         self._running: Counter[str] = Counter()
         self._backends: set[str] = set()
         self._expiry: ExpiryWatch | None = None
+        self._loop_started = threading.Event()
+        self._beater: threading.Thread | None = None
 
     def on_event(self, event: Observed) -> None:
         match event:
@@ -62,8 +68,25 @@ class MetricsObserver:
         self._declare_and_load()
         if self.run_root is not None:
             self.exporter.set_cells(RunState(self.plan, _terminal_attempts(self.run_root)).counts())
+        self._beater = threading.Thread(target=self._beat_until_started, name="rb-metrics-start-beat",
+                                        daemon=True)
+        self._beater.start()
+
+    def start_ended(self) -> None:
+        """The start is over (the driver's loop began, or the run ended before it did): no beat
+        of the start's lands after this returns."""
+        self._loop_started.set()
+        if self._beater is not None:
+            self._beater.join(timeout=5.0)
+
+    def _beat_until_started(self) -> None:
+        """A Ray start can outlast DriverDown's 2 minutes on a loaded host: this driver beats
+        while it starts, and its loop's ticks take over from ``run_started`` on."""
+        while not self._loop_started.wait(START_BEAT_SEC):
+            self.exporter.lasting.beat(time.time())
 
     def _run_started(self, event: ev.RunStarted) -> None:
+        self._loop_started.set()
         self.exporter.session_started(time.time())
         self._declare_and_load()
         self._expiry = ExpiryWatch(self.plan.accounts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 
 from ray_bench.ledger import Ledger
@@ -94,15 +95,17 @@ def test_every_stop_reason_the_driver_records_is_a_stopped_label(tmp_path: Path)
     assert _value(exporter, 'raybench_run_stopped{reason="signal",run="r"}') == 0.0
 
 
-def test_a_resumed_exporter_serves_the_ledgers_run_before_the_drivers_loop(tmp_path: Path) -> None:
+def test_a_resumed_exporter_serves_the_ledgers_run_before_the_drivers_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the exporter's start and the driver's ``run_started`` (a resume's Ray start, 48 s
     at load) a scrape read 0 cells remaining and the last session's heartbeat: primed, it reads
-    the cells by state from the ledger and a beat of this driver."""
+    the cells by state from the ledger, and this driver beats while it starts."""
     import time
 
     from support.suites import make_suite
 
     from ray_bench.api import plan_run
+    from ray_bench.metrics import observer as observer_module
     from ray_bench.metrics.observer import MetricsObserver
     from ray_bench.plan.store import confirm_plan
 
@@ -121,10 +124,24 @@ def test_a_resumed_exporter_serves_the_ledgers_run_before_the_drivers_loop(tmp_p
     ledger.close()
 
     exporter = MetricsExporter("r", tmp_path / "state", arms=[a.name for a in plan.arms])
+    monkeypatch.setattr(observer_module, "START_BEAT_SEC", 0.05)
+    beat = 'raybench_driver_heartbeat_timestamp_seconds{run="r"}'
     before = time.time()
-    MetricsObserver(exporter, plan, planned.run_root).prime()
-    assert _value(exporter, 'raybench_cells{run="r",state="valid"}') == 2.0
-    assert _value(exporter, 'raybench_cells{run="r",state="pending"}') == 4.0
-    assert exporter.refresh().remaining_cells == 4
-    assert _value(exporter, 'raybench_driver_heartbeat_timestamp_seconds{run="r"}') >= before
-    assert _value(exporter, 'raybench_run_valid_rows{arm="baseline",run="r"}') == 1.0
+    primed = MetricsObserver(exporter, plan, planned.run_root)
+    primed.prime()
+    try:
+        assert _value(exporter, 'raybench_cells{run="r",state="valid"}') == 2.0
+        assert _value(exporter, 'raybench_cells{run="r",state="pending"}') == 4.0
+        assert exporter.refresh().remaining_cells == 4
+        assert _value(exporter, 'raybench_run_valid_rows{arm="baseline",run="r"}') == 1.0
+        first = _value(exporter, beat)
+        assert first >= before
+        deadline = time.monotonic() + 60  # bounded: the beat thread must move the heartbeat on
+        while _value(exporter, beat) == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _value(exporter, beat) > first
+    finally:
+        primed.start_ended()
+    stopped = _value(exporter, beat)  # none after start_ended
+    time.sleep(0.3)
+    assert _value(exporter, beat) == stopped
