@@ -456,6 +456,35 @@ def test_every_call_has_a_timeout() -> None:
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+def test_a_429_on_a_file_transfer_is_waited_out() -> None:
+    """The SDK's file transfers raise aiohttp's own 429 wrapped in a bare DaytonaError (no
+    status): at 100 sandboxes a cell's /logs download failed on one instead of waiting."""
+    import aiohttp
+    from daytona._utils.errors import intercept_errors
+    from multidict import CIMultiDict, CIMultiDictProxy
+    from yarl import URL
+
+    tries = []
+
+    @intercept_errors(message_prefix="Failed to download files: ")
+    async def download() -> bytes:
+        tries.append(1)
+        if len(tries) == 1:
+            url = URL("http://daytona/toolbox/x/files/bulk-download")
+            raise aiohttp.ClientResponseError(
+                aiohttp.RequestInfo(url, "POST", CIMultiDictProxy(CIMultiDict()), url), (), status=429,
+                message="Too Many Requests",
+                headers=CIMultiDictProxy(CIMultiDict({"Retry-After-authenticated": "0.1"})))
+        return b"logs"
+
+    async def main() -> bytes:
+        return await call_with_retries("download", download, max_rate_limit_retries=3, max_retry_after=1,
+                                       max_server_retries=0, timeout=30)
+
+    assert asyncio.run(main()) == b"logs"
+    assert len(tries) == 2
+
+
 def test_the_organisation_pool_sizes_admission() -> None:
     from ray_bench.sandboxes.daytona import DaytonaPool
 
