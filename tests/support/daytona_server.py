@@ -34,8 +34,8 @@ Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
 every other route class (``sandbox-lifecycle`` for deletes, ``authenticated``), 403s, 5xx
 answers, creates whose answer is lost after the sandbox was made, toolbox executes answered 502
-after the command ran, slow creates and builds, slow deletes, and :meth:`DaytonaServer.vanish`,
-which removes a sandbox's container behind the API's back.
+after the command ran, toolbox executes timed out (408), slow creates and builds, slow deletes,
+and :meth:`DaytonaServer.vanish`, which removes a sandbox's container behind the API's back.
 
 Every container carries the sandbox's labels (under :data:`LABEL_PREFIX`) plus
 :data:`MARKER_LABEL` (the server's id), so a test can verify zero residue with the Docker SDK
@@ -123,6 +123,11 @@ class Faults:
     create_lost_fraction: float = 0.0
     #: Fraction of toolbox executes that run the command and then answer 502.
     exec_lost_fraction: float = 0.0
+    #: The first this many toolbox executes whose command contains :attr:`exec_timeout_match`
+    #: are answered 408 "command execution timeout", as the daemon answers a command that
+    #: outran its ``timeout`` (a loaded runner), without running them.
+    exec_timeout_count: int = 0
+    exec_timeout_match: str = ""
     #: Seconds a deleted sandbox keeps its state (desired ``destroyed``), then ``destroying``.
     delete_delay_sec: float = 0.2
     #: Seconds the label listing lags behind the truth.
@@ -218,7 +223,8 @@ class DaytonaServer:
         self.create_requests: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
-            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "built": 0, "list_pages": 0, "throttled_429": 0,
+            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "built": 0, "list_pages": 0,
+            "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
             "snapshot_missing_400": 0,
         }
@@ -236,12 +242,14 @@ class DaytonaServer:
         #: die would give each kind a different share of its draws from run to run.
         self._dice: dict[str, random.Random] = {}
         self._dice_for = self.faults
+        self._timeouts_for, self._timeouts_left = self.faults, self.faults.exec_timeout_count
         self._docker = docker_client
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        #: Threads for toolbox commands, one per running command (threads start only as needed).
+        #: Threads for toolbox commands, one per running command, and for the state check before
+        #: every toolbox call (threads start only as needed).
         self._commands = ThreadPoolExecutor(max_workers=COMMAND_THREADS, thread_name_prefix="fake-daytona-cmd")
         #: The organisation's object storage (Daytona's S3 bucket for build contexts): object
         #: key ("<org>/<context hash>/context.tar") -> bytes, and multipart uploads under way.
@@ -1089,7 +1097,9 @@ class DaytonaServer:
         box.active_mono = arrived = time.monotonic()
         if box.first_call_mono is None:
             box.first_call_mono = arrived
-        await asyncio.to_thread(self._refresh, box)
+        # On the commands' own threads, not the 64 shared ones: the real proxy does not queue a
+        # toolbox call behind other sandboxes' Docker calls (at 500 sandboxes this wait reached 87 s).
+        await asyncio.get_running_loop().run_in_executor(self._commands, self._refresh, box)
         if box.state != "started":
             return None, self._error(400, f"sandbox is not running (state {box.state})")
         box.active_mono = served = time.monotonic()  # a toolbox call is activity (auto-stop counts idle time)
@@ -1106,6 +1116,13 @@ class DaytonaServer:
         req = await request.json()
         command = req["command"]
         timeout = req.get("timeout") or 10 * 60
+        f = self.faults
+        if self._timeouts_for is not f:  # new faults, a new count
+            self._timeouts_for, self._timeouts_left = f, f.exec_timeout_count
+        if self._timeouts_left > 0 and f.exec_timeout_match in command:
+            self._timeouts_left -= 1
+            self.counts["exec_timeout"] += 1
+            return self._error(408, "command execution timeout")
 
         queued = time.monotonic()
         loop = asyncio.get_running_loop()
