@@ -36,6 +36,7 @@ from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.agents import check_agents, refuse_long_instructions
 from ray_bench.plan.arm_identity import arm_config, arm_digest, run_arm_digests
+from ray_bench.plan.egress import refuse_unreachable_providers
 from ray_bench.plan.history import expected_seconds, paired_deltas
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import spread_of
@@ -206,6 +207,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     refuse_route_templates(tasks, accounts_file.accounts)
     refuse_long_instructions(tasks, arms, {e.task_id: e.arms for e in selection.entries} if selection else None)
     warnings.extend(refuse_missing_snapshots(suite, arms, plan_tasks, req.environ, req.suite))
+    refuse_unreachable_providers(suite, arms, accounts_file.accounts, req.environ, str(req.suite))
     cells = _cells(tasks, arms, agent_sums, reps, suite.backend, selection)
     if req.only_cells is not None:
         cells = [c for c in cells if (c.task, c.arm, c.rep) in req.only_cells]

@@ -13,7 +13,13 @@ Each cell does what the runner does with a sandbox: create, put a file, exec the
 appends its attempt id to a file, then holds the sandbox), exec the verifier, get /logs, delete.
 
     .venv/bin/python tests/perf/bench_daytona.py [--sandboxes 500] [--processes 2] [--hold 240]
-        [--cold-build 120] [--quota 520] [--private-dockerd /tmp/rbdt] [--json out.json]
+        [--cold-build 120] [--quota 520] [--private-dockerd /tmp/rbdt] [--json out.json] [--keep DIR]
+
+``--keep DIR`` keeps every process's log (``driver.log``: the driver's and the fixture's, with
+aiohttp's tracebacks; ``runner-N.err``: each runner's stderr, one line per failed cell with its
+stage) and each cell's timings (``results-N.jsonl``); the figures' ``timings`` tell a client
+queue (create answered -> first call arrived at the fixture) from a starved fixture (arrived ->
+served, and a command's wait for a thread).
 
 Goals (exit 1 when missed): 0 duplicate sandboxes (two for one attempt), 0 agent commands run
 twice (per attempt), 0 sandboxes left after the run and after the audit, 0 good cells failed.
@@ -26,6 +32,7 @@ import argparse
 import asyncio
 import collections
 import json
+import logging
 import os
 import re
 import signal
@@ -67,30 +74,48 @@ async def cell(backend: DaytonaBackend, job: dict[str, Any], hold: float, out: A
     spec = SandboxSpec(labels=run_labels(job["run_id"], job["cell"], job["attempt"]),
                        image=f"snapshot:{job['snapshot']}", resources=Resources(cpus=1), lifetime_sec=hold + 600)
     started = time.monotonic()
+    at: dict[str, float] = {"start": started}  # monotonic times (one clock for every process on the host)
     refusals = 0
-    while True:
-        try:
-            sandbox = await backend.create(spec)
-            break
-        except (SandboxQuotaError, SandboxRateLimitedError):
-            refusals += 1  # as admission does: back to the queue, tried again shortly
-            await asyncio.sleep(1.0)
-    ok = False
+    ok, stage, error = False, "create", ""
     try:
-        await sandbox.put_file(b"do the task\n", "/task/instruction.md")
-        agent = await sandbox.exec(f"echo {job['attempt']} >> /tmp/agent-runs; sleep {hold}", timeout=hold + 300)
-        verifier = await sandbox.exec(
-            'mkdir -p "$LOGS_DIR/verifier" && wc -l < /tmp/agent-runs > "$LOGS_DIR/verifier/reward.txt"',
-            timeout=120, env={"LOGS_DIR": sandbox.path("/logs")})
-        with tempfile.TemporaryDirectory() as got:
-            await sandbox.get_dir("/logs", Path(got), max_bytes=1 << 20)
-            runs = (Path(got) / "verifier" / "reward.txt").read_text().strip()
-        ok = agent.exit_code == 0 and verifier.exit_code == 0 and runs == "1"
-    finally:
-        refs = await backend.list({LABEL_ATTEMPT: job["attempt"]})
-        await asyncio.gather(sandbox.delete(), *(backend.remove(r) for r in refs))
+        while True:
+            try:
+                sandbox = await backend.create(spec)
+                break
+            except (SandboxQuotaError, SandboxRateLimitedError):
+                refusals += 1  # as admission does: back to the queue, tried again shortly
+                await asyncio.sleep(1.0)
+        at["created"] = time.monotonic()
+        try:
+            stage = "put_file"
+            await sandbox.put_file(b"do the task\n", "/task/instruction.md")
+            at["first_call"] = time.monotonic()
+            stage = "agent"
+            agent = await sandbox.exec(f"echo {job['attempt']} >> /tmp/agent-runs; sleep {hold}", timeout=hold + 300)
+            at["agent"] = time.monotonic()
+            stage = "verifier"
+            verifier = await sandbox.exec(
+                'mkdir -p "$LOGS_DIR/verifier" && wc -l < /tmp/agent-runs > "$LOGS_DIR/verifier/reward.txt"',
+                timeout=120, env={"LOGS_DIR": sandbox.path("/logs")})
+            at["verifier"] = time.monotonic()
+            stage = "get_dir"
+            with tempfile.TemporaryDirectory() as got:
+                await sandbox.get_dir("/logs", Path(got), max_bytes=1 << 20)
+                runs = (Path(got) / "verifier" / "reward.txt").read_text().strip()
+            at["logs"] = time.monotonic()
+            ok = agent.exit_code == 0 and verifier.exit_code == 0 and runs == "1"
+            stage = "done" if ok else f"wrong answer (agent {agent.exit_code}, verifier {verifier.exit_code}, {runs})"
+        finally:
+            refs = await backend.list({LABEL_ATTEMPT: job["attempt"]})
+            await asyncio.gather(sandbox.delete(), *(backend.remove(r) for r in refs))
+            at["deleted"] = time.monotonic()
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        print(f"{job['attempt']} failed at {stage} after {time.monotonic() - started:.1f} s: {error}",
+              file=sys.stderr, flush=True)
     out.write(json.dumps({"cell": job["cell"], "attempt": job["attempt"], "ok": ok, "quota_refusals": refusals,
-                          "seconds": round(time.monotonic() - started, 1)}) + "\n")
+                          "seconds": round(time.monotonic() - started, 1), "stage": stage, "error": error,
+                          "at": {k: round(v, 3) for k, v in at.items()}}) + "\n")
     out.flush()
 
 
@@ -119,6 +144,43 @@ def start_worker(tmp: Path, name: str, spec: dict[str, Any]) -> subprocess.Popen
                             stderr=open(tmp / f"{name}.err", "wb"))
 
 
+def spread(values: list[float]) -> dict[str, float | int]:
+    """n, median, 90th percentile and max of ``values`` (seconds)."""
+    v = sorted(values)
+    if not v:
+        return {"n": 0}
+    return {"n": len(v), "p50": round(v[len(v) // 2], 1), "p90": round(v[int(len(v) * 0.9)], 1),
+            "max": round(v[-1], 1)}
+
+
+def timings(rows: list[dict[str, Any]], server: DaytonaServer, run_id: str) -> dict[str, Any]:
+    """Where each cell's time went: the client's gaps, and the fixture's own view of the first
+    toolbox call (when it arrived, when the fixture served it), joined on the attempt label."""
+    boxes = {b["labels"].get(LABEL_ATTEMPT): b for b in server.boxes() if b["labels"].get(LABEL_RUN) == run_id}
+
+    def gap(a: str, b: str) -> list[float]:
+        return [r["at"][b] - r["at"][a] for r in rows if a in r["at"] and b in r["at"]]
+
+    sent, waited = [], []
+    for r in rows:
+        box = boxes.get(r["attempt"])
+        if box and "created" in r["at"] and box["first_call_mono"] is not None:
+            sent.append(box["first_call_mono"] - r["at"]["created"])
+            waited.append((box["first_served_mono"] or box["first_call_mono"]) - box["first_call_mono"])
+    return {
+        "create_sec": spread(gap("start", "created")),
+        "created_to_first_call_answered_sec": spread(gap("created", "first_call")),
+        "created_to_first_call_arrived_at_fixture_sec": spread(sent),
+        "first_call_waited_in_fixture_sec": spread(waited),
+        "agent_exec_sec": spread(gap("first_call", "agent")),
+        "verifier_sec": spread(gap("agent", "verifier")),
+        "delete_sec": spread(gap("logs", "deleted")),
+        "fixture_toolbox_wait_sec": spread(server.toolbox_waits),
+        "fixture_command_thread_wait_sec": spread(server.command_waits),
+        "failed_at": dict(collections.Counter(r["stage"] for r in rows if not r["ok"])),
+    }
+
+
 def results_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
@@ -129,7 +191,7 @@ def results_of(path: Path) -> list[dict[str, Any]]:
 def bench(server: DaytonaServer, image: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     run_id = f"bench-dt-{uuid.uuid4().hex[:8]}"
     build = tmp / "environment"
-    build.mkdir()
+    build.mkdir(exist_ok=True)
     (build / "Dockerfile").write_text(f"FROM {image}\nRUN echo built > /built\n")
     targets = [BuildTarget(snapshot=snapshot_name(f"{run_id}:{src}", (1, 1, 3)), cpu=1, memory_gib=1, disk_gib=3,
                            tasks=(src,), cells=(), **kw)
@@ -207,6 +269,7 @@ def bench(server: DaytonaServer, image: str, args: argparse.Namespace, tmp: Path
         "quota_refusals_absorbed": sum(r["quota_refusals"] for r in rows),
         "server": dict(server.counts),
         "cold_builds": len(server.cold_builds),
+        "timings": timings(rows, server, run_id),
     }
 
 
@@ -220,10 +283,19 @@ def main() -> int:
     parser.add_argument("--quota", type=int, default=520, help="the organisation's vCPU quota")
     parser.add_argument("--private-dockerd", type=Path, help="run the fixture on a dockerd of its own under DIR")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", type=Path, help="keep every process's log, the cells' results and timings in DIR")
     args = parser.parse_args()
     if args.worker:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         asyncio.run(worker(json.loads(args.worker.read_text())))
         return 0
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        # The driver's and the fixture's own log (aiohttp's tracebacks included); each runner's
+        # stderr is DIR/runner-N.err, its cells' rows and timings DIR/results-N.jsonl.
+        logging.basicConfig(filename=args.keep / "driver.log", level=logging.INFO,
+                            format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
+        print(f"keeping logs and results in {args.keep}", flush=True)
     daemon = None
     if args.private_dockerd:
         from reliability.test_dockerd_restart import PrivateDockerd
@@ -242,8 +314,11 @@ def main() -> int:
         server = DaytonaServer(docker_client=client, default_image=image, faults=faults, runners=4).start()
         os.environ[KEY_ENV] = server.api_key
         try:
-            with tempfile.TemporaryDirectory() as tmp:
-                figures = bench(server, image, args, Path(tmp))
+            if args.keep:
+                figures = bench(server, image, args, args.keep)
+            else:
+                with tempfile.TemporaryDirectory() as tmp:
+                    figures = bench(server, image, args, Path(tmp))
         finally:
             server.stop()
     finally:

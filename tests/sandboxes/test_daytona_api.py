@@ -30,7 +30,7 @@ from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
-from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT
+from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT, PROBE_TRIES
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
@@ -456,6 +456,35 @@ def test_every_call_has_a_timeout() -> None:
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+def test_a_429_on_a_file_transfer_is_waited_out() -> None:
+    """The SDK's file transfers raise aiohttp's own 429 wrapped in a bare DaytonaError (no
+    status): at 100 sandboxes a cell's /logs download failed on one instead of waiting."""
+    import aiohttp
+    from daytona._utils.errors import intercept_errors
+    from multidict import CIMultiDict, CIMultiDictProxy
+    from yarl import URL
+
+    tries = []
+
+    @intercept_errors(message_prefix="Failed to download files: ")
+    async def download() -> bytes:
+        tries.append(1)
+        if len(tries) == 1:
+            url = URL("http://daytona/toolbox/x/files/bulk-download")
+            raise aiohttp.ClientResponseError(
+                aiohttp.RequestInfo(url, "POST", CIMultiDictProxy(CIMultiDict()), url), (), status=429,
+                message="Too Many Requests",
+                headers=CIMultiDictProxy(CIMultiDict({"Retry-After-authenticated": "0.1"})))
+        return b"logs"
+
+    async def main() -> bytes:
+        return await call_with_retries("download", download, max_rate_limit_retries=3, max_retry_after=1,
+                                       max_server_retries=0, timeout=30)
+
+    assert asyncio.run(main()) == b"logs"
+    assert len(tries) == 2
+
+
 def test_the_organisation_pool_sizes_admission() -> None:
     from ray_bench.sandboxes.daytona import DaytonaPool
 
@@ -489,3 +518,50 @@ def test_a_plan_on_daytona_takes_its_pool_from_the_organisation(tmp_path: Path,
                                                        "resources": {"cpus": 2}}})
     with pytest.raises(ConfigError, match="not one sandbox"):
         plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="p2")
+
+
+def test_a_user_probe_timed_out_is_asked_again_of_the_same_sandbox(
+    server: DaytonaServer, base_image: str
+) -> None:
+    # A loaded runner times the create's `id` out (408): the provider's trouble, not the cell's.
+    server.faults = Faults(exec_timeout_count=PROBE_TRIES - 1, exec_timeout_match="id -u")
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            sbx = await backend.create(spec_for(base_image, run_id))
+            assert sbx.user == "root"
+            await sbx.delete()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["exec_timeout"] == PROBE_TRIES - 1
+    assert len(_mine(server, run_id)) == 1  # no create spent on it
+
+
+def test_a_user_probe_that_keeps_timing_out_gives_the_sandbox_up_as_infrastructure(
+    server: DaytonaServer, base_image: str
+) -> None:
+    server.faults = Faults(exec_timeout_count=PROBE_TRIES, exec_timeout_match="id -u")
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            with pytest.raises(SandboxUnavailableError) as caught:
+                await backend.create(spec_for(base_image, run_id))
+            summary = AttemptSummary(error=AttemptError(type=type(caught.value).__name__, message=str(caught.value),
+                                                        failure_class=caught.value.failure_class))
+            verdict = classify(summary, Catalog.default())
+            # Stack: the cell's attempts are not used up; the scheduler runs it again.
+            assert (verdict.failure_class, verdict.counts) == ("stack", False)
+            report = await audit([backend], run_id, cleanup=True, settle_sec=30)
+            assert (report.residue, report.errors) == ([], [])
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    assert server.counts["exec_timeout"] == PROBE_TRIES
+    assert [b["state"] for b in _mine(server, run_id)] == ["destroyed"]  # one sandbox, swept

@@ -41,6 +41,17 @@ class DaytonaPool(BaseModel):
         default=None, gt=0, description="The most disk in GiB Daytona lets one sandbox have."
     )
 
+    tier: int | None = Field(
+        default=None, ge=1, le=4,
+        description="The organisation's Daytona tier. Tiers 1 and 2 reach only Daytona's essential "
+        "services and the hosts in `allowed_hosts`: a provider base URL elsewhere refuses the plan.",
+    )
+    allowed_hosts: tuple[str, ...] | None = Field(
+        default=None,
+        description="Hosts the organisation's sandboxes may reach beyond Daytona's essential services "
+        "(what Daytona allowed for it; `*.example.com` matches subdomains). Set, it is checked on any tier.",
+    )
+
     build_concurrency: int = Field(
         default=4, gt=0, description="Snapshots the build phase makes at once before the fan-out."
     )
@@ -48,6 +59,21 @@ class DaytonaPool(BaseModel):
         default=30.0, gt=0,
         description="Minutes one snapshot build may take (a cold multi-GB build takes tens of minutes).",
     )
+
+    def restricted(self) -> bool:
+        """Whether the organisation's sandboxes reach only an allowlist of hosts."""
+        return self.allowed_hosts is not None or self.tier in (1, 2)
+
+    def reaches(self, host: str) -> bool:
+        """Whether a sandbox of the organisation may reach ``host``."""
+        if not self.restricted():
+            return True
+        host = host.lower().rstrip(".")
+        for entry in self.allowed_hosts or ():
+            allowed = entry.lower().rstrip(".")
+            if host == allowed or (allowed.startswith("*.") and host.endswith(allowed[1:])):
+                return True
+        return False
 
     def too_big(self, cpus: float | None, memory_mb: int | None, disk_mb: int | None) -> str | None:
         """What a sandbox of this size asks beyond the per-sandbox limits, or ``None``."""

@@ -10,6 +10,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+import aiohttp
 from daytona import DaytonaConnectionError, DaytonaError
 
 from ray_bench.errors import SandboxRateLimitedError, SandboxUnavailableError
@@ -36,6 +37,20 @@ def retry_after(headers: Mapping[str, Any]) -> float | None:
             resets.append(seconds)
     found = waits or resets
     return max(found) if found else None
+
+
+def http_status(exc: DaytonaError) -> tuple[int | None, Mapping[str, Any]]:
+    """The HTTP status and headers behind an SDK error. The SDK's file transfers (``fs``'s
+    upload and download) call aiohttp's ``raise_for_status()`` and wrap what it raises into a
+    bare ``DaytonaError``: the status (a 429 too) is only on the cause."""
+    if exc.status_code is not None:
+        return exc.status_code, exc.headers
+    cause: BaseException | None = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientResponseError):
+            return cause.status, dict(cause.headers or {})
+        cause = cause.__cause__
+    return None, exc.headers
 
 
 async def call_with_retries(
@@ -71,9 +86,9 @@ async def call_with_retries(
                 f"{what}: no answer from the Daytona API within {timeout:g}s"
             ) from exc
         except DaytonaError as exc:
-            status = exc.status_code
+            status, headers = http_status(exc)
             if status == 429:
-                wait = retry_after(exc.headers)
+                wait = retry_after(headers)
                 if limited >= max_rate_limit_retries:
                     raise SandboxRateLimitedError(
                         f"{what}: Daytona rate limit persisted through {limited} retries",

@@ -8,6 +8,7 @@ import base64
 import contextlib
 import dataclasses
 import io
+import logging
 import math
 import shlex
 import tarfile
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from daytona import AsyncSandbox, DaytonaError, FileUpload
 
-from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError
+from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError, SandboxUnavailableError
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
@@ -76,6 +77,11 @@ _TAIL = r"""tail -c +"$2" "$1/out" 2>/dev/null | head -c "$4" | base64; echo RB-
 tail -c +"$3" "$1/err" 2>/dev/null | head -c "$4" | base64"""
 _TAIL_BYTES = 1 << 18
 # "<uid> <name>" of the sandbox's process; without `id`, 0 only if it may write `/`.
+log = logging.getLogger(__name__)
+
+#: How many times a create asks a new sandbox who it runs as before giving the sandbox up.
+PROBE_TRIES = 3
+
 _WHOAMI = r"""u=$(id -u 2>/dev/null) || u=; n=$(id -un 2>/dev/null) || n=
 [ -n "$u" ] || { if [ -w / ]; then u=0; else u=nonroot; fi; }
 echo "$u $n" """
@@ -105,8 +111,18 @@ class DaytonaSandbox(Sandbox):
     async def probe_user(self) -> None:
         """Ask the sandbox who its commands run as. Paths move under :data:`NONROOT_ROOT` only
         when the process really is not root (uid 0, or ``id`` missing and ``/`` writable)."""
-        response = await self._call("probe user", lambda: self._sandbox.process.exec(_sh(_WHOAMI), timeout=30),
-                                    timeout=60)
+        for tries_left in range(PROBE_TRIES - 1, -1, -1):
+            try:
+                response = await self._call(
+                    "probe user", lambda: self._sandbox.process.exec(_sh(_WHOAMI), timeout=30), timeout=60)
+                break
+            except SandboxUnavailableError:
+                # The toolbox timed ``id`` out (a 408 from a loaded runner) or could not be
+                # reached: the provider's trouble, not the sandbox's. ``id`` is safe to ask again
+                # of the same started sandbox; a create should not be spent on it.
+                if not tries_left:
+                    raise
+                log.info("Daytona sandbox %s did not answer the user probe in time: asking again", self.id)
         uid, _, name = (response.result or "").strip().rpartition("\n")[2].partition(" ")
         if response.exit_code != 0 or not uid:
             raise SandboxError(f"cannot tell which user Daytona sandbox {self.id} runs as: "
