@@ -127,10 +127,12 @@ HEARTBEAT_STALE_SEC = 3 * HEARTBEAT_SEC
 
 @dataclass(frozen=True)
 class LockHolder:
-    """What the run's lock says: ``held`` by a live process (probed), and the pid it wrote."""
+    """What the run's lock says: ``held`` by a live process (probed), the pid it wrote, and
+    ``since`` when (the file's mtime: :func:`hold_lock` writes the pid once it holds the lock)."""
 
     held: bool
     pid: int | None
+    since: float | None = None
 
 
 def lock_holder(run_root: Path) -> LockHolder:
@@ -140,8 +142,9 @@ def lock_holder(run_root: Path) -> LockHolder:
         return LockHolder(False, None)
     try:
         text = path.read_text().strip()
+        since: float | None = path.stat().st_mtime
     except OSError:
-        text = ""
+        text, since = "", None
     pid = int(text) if text.isdigit() else None
     try:
         handle = path.open("r")
@@ -151,7 +154,7 @@ def lock_holder(run_root: Path) -> LockHolder:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return LockHolder(True, pid)
+            return LockHolder(True, pid, since)
         fcntl.flock(handle, fcntl.LOCK_UN)
     return LockHolder(False, pid)
 

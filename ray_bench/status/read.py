@@ -216,7 +216,15 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     # lock file naming a dead process, says it is alive.
     beating = (not driver.heartbeat_stale and (driver.heartbeat_age_sec or 0.0) <= HEARTBEAT_STALE_SEC
                and (holder.pid is None or pid_alive(holder.pid)))
-    if last_closed is None and (holder.held or beating):
+    # The lock taken after the last session began: a driver starting (a resume's Ray start can
+    # take minutes), whose loop has not written its run_started yet; the pace is the last
+    # session's, so no estimate from it.
+    starting = holder.held and holder.since is not None and holder.since > session.ts
+    if starting:
+        phase = "running"
+        notes.append(f"the driver (pid {holder.pid}) is starting, since {_clock(holder.since or now)}: "
+                     "its loop has not begun, so no estimate yet")
+    elif last_closed is None and (holder.held or beating):
         phase = "running"
         if driver.heartbeat_stale:
             notes.append(f"no heartbeat for {human_span(driver.heartbeat_age_sec or 0)}: the driver "
@@ -278,7 +286,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         now=now if ended_at is None else ended_at, started_at=session.ts,
         remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
     )
-    if phase != "running":  # the pace it had is history; a run that is not running finishes never
+    if phase != "running" or starting:  # the pace it had is history: no estimate from it
         pace = replace(pace, finish_estimate_seconds=None, deadline_gap_rows=None)
     checked = _last(events, ev.NodeCheck, after=session.seq)
     nodes: list[dict[str, Any]] = [dict(n) for n in checked[0].nodes] if checked else []

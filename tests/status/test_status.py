@@ -79,12 +79,15 @@ def _dead_pid() -> int:
 
 
 @contextmanager
-def _driver_lock(run_root: Path) -> Iterator[None]:
-    """Hold the run's lock the way `execute` does (another open file description)."""
+def _driver_lock(run_root: Path, since: float = 1.0) -> Iterator[None]:
+    """Hold the run's lock the way `execute` does (another open file description), taken at
+    ``since``: by default long before the session the test wrote, as `execute` takes it before
+    its loop records run_started."""
     with (run_root / LOCK_FILE).open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         handle.write(str(os.getpid()))
         handle.flush()
+        os.utime(run_root / LOCK_FILE, (since, since))
         yield
 
 
@@ -114,6 +117,25 @@ def test_running_needs_a_live_lock_holder_and_shows_one_pace(run_root: Path) -> 
         text = "\n".join(status_lines(status))
         assert "pace 6.00 rows/min from 10 rows in 100 s (15m window)" in text
         assert "10 valid rows (5 solved)" in text
+
+
+def test_a_resume_whose_loop_has_not_begun_is_starting_with_no_estimate(run_root: Path) -> None:
+    """A resume holds the lock while its Ray starts (48 s at load, minutes on a slow host) and
+    its loop has written no run_started yet: the last session's pace, read against a growing
+    now, gave an estimate that grew by 3.3 s every 2 s. It is running, starting, no estimate."""
+    t0 = time.time() - 600
+    ledger = _session(run_root, valid=10, t0=t0, open_attempts=2)  # the session that died
+    ledger.close()
+    with _driver_lock(run_root, since=t0 + 500):  # the resume took the lock since
+        status = read_status(run_root, now=t0 + 560)
+        assert status.state == "running" and status.next_action is None
+        assert status.pace is not None and status.pace.finish_estimate_seconds is None
+        text = "\n".join(status_lines(status))
+        assert f"the driver (pid {os.getpid()}) is starting" in text and "no estimate yet" in text
+        assert "makes no progress" not in text
+        assert "finish in" not in text
+    with _driver_lock(run_root, since=t0 - 1):  # the same lock taken before: a session under way
+        assert read_status(run_root, now=t0 + 100).pace.finish_estimate_seconds is not None
 
 
 def test_a_copy_of_a_run_whose_driver_died_is_stopped_not_running(run_root: Path) -> None:
