@@ -31,7 +31,10 @@ def test_a_killed_driver_pages_and_its_target_is_pruned(tmp_path: Path, promethe
     try:
         driver.start()
         prometheus.wait_for_target("killed", timeout=240)
-        prometheus.wait_for_data('raybench_remaining_cells{run="killed"} > 0', timeout=240)  # Ray starts first
+        # the exporter serves the run's cells from its start, before Ray's (MetricsObserver.prime);
+        # the loop's ticks then count its running cells
+        prometheus.wait_for_data('raybench_remaining_cells{run="killed"} > 0', timeout=240)
+        prometheus.wait_for_data('raybench_cells{run="killed",state="running"} > 0', timeout=240)
         assert pid_file(target).read_text() == str(driver.pid)
         driver.kill()
 
