@@ -6,11 +6,10 @@
 # skipped with a note.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 1,036 tests, 140-178 s here).
+#            core, config, plan, evidence, reports, the simulator; 1,061 tests, 160-190 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
-# Without --fast: the full suite (1,430 tests + 48 harbor), what .ci/run runs: 2,020-2,160 s, then
-# 216-225 s for harbor, in a fresh clone here at the last landing; with 22 tests off Ray, 1,924 s
-# then 276 s (README "Set up"); budget 20 min.
+# Without --fast: the full suite (1,489 tests + 48 harbor), what .ci/run runs: 1,755 s, then 194 s
+# for harbor, in a fresh clone on a quiet machine here on 3 Dec (README "Set up"); budget 20 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
