@@ -6,7 +6,7 @@
 # skipped with a note.
 # Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 1,061 tests, 160-190 s here).
+#            core, config, plan, evidence, reports, the simulator; 1,062 tests, 160-190 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
 # Without --fast: the full suite (1,489 tests + 48 harbor), what .ci/run runs: 1,755 s, then 194 s
 # for harbor, in a fresh clone on a quiet machine here on 3 Dec (README "Set up"); budget 20 min.
