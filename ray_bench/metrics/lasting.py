@@ -41,6 +41,7 @@ class LedgerTotals:
     circuits: dict[str, bool] = field(default_factory=dict)  # scope -> open
     residue: int | None = None  # the last end-of-run audit's count
     audited_at: float | None = None  # when that audit ran (unix time)
+    ended: list[AttemptRow] = field(default_factory=list)  # the attempts with a terminal record
 
 
 def ledger_totals(run_root: Path) -> LedgerTotals:
@@ -53,6 +54,7 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
         events = ledger.events()
     finally:
         ledger.close()
+    totals.ended = [a for a in attempts if a.terminal]
     for row in accepted_rows(attempts).values():
         totals.valid_rows[row.arm] += 1
         totals.reward[row.arm] = totals.reward.get(row.arm, 0.0) + (row.reward or 0.0)

@@ -8,14 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 from ray_bench.evidence.catalog import FAILURE_CLASSES
-from ray_bench.ledger import Ledger
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.cost import attempt_cost
-from ray_bench.ledger.store import AttemptRow
 from ray_bench.metrics.exporter import ACCOUNT_STATES, PHASES, AccountState, AccountView, MetricsExporter
-from ray_bench.metrics.lasting import ledger_totals
+from ray_bench.metrics.lasting import LedgerTotals, ledger_totals
 from ray_bench.models.plan import Plan
-from ray_bench.runroot import RunPaths
 from ray_bench.scheduler.admission import ExpiryWatch
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, Observed, Tick
 from ray_bench.scheduler.runstate import RunState
@@ -65,9 +62,9 @@ class MetricsObserver:
         ``run_started``: a resume's Ray start took 48 s at load, and meanwhile a scrape read 0
         cells remaining and the last session's stale heartbeat. The run as its ledger has it
         (cells by state, the lasting totals, circuits), and a beat: this driver is alive."""
-        self._declare_and_load()
-        if self.run_root is not None:
-            self.exporter.set_cells(RunState(self.plan, _terminal_attempts(self.run_root)).counts())
+        totals = self._declare_and_load()
+        if totals is not None:
+            self.exporter.set_cells(RunState(self.plan, totals.ended).counts())
         self._beater = threading.Thread(target=self._beat_until_started, name="rb-metrics-start-beat",
                                         daemon=True)
         self._beater.start()
@@ -93,8 +90,10 @@ class MetricsObserver:
         self.exporter.set_cells(event.counts)
         self._sandboxes()
 
-    def _declare_and_load(self) -> None:
+    def _declare_and_load(self) -> LedgerTotals | None:
+        """Every series declared, and the ledger's totals loaded (returned; None: no run root)."""
         exporter, plan = self.exporter, self.plan
+        totals = None
         self._backends = {c.backend for c in plan.cells}
         arms, accounts = [a.name for a in plan.arms], [a.name for a in plan.accounts]
         exporter.declare(arms=arms, accounts=accounts, backends=sorted(self._backends),
@@ -107,6 +106,7 @@ class MetricsObserver:
         exporter.lasting.limits(plan.spend_limit_usd, {a.name: a.limits.spend_usd for a in plan.accounts})
         exporter.lasting.stop(None)
         exporter.lasting.beat(time.time())
+        return totals
 
     def _attempt_finished(self, event: AttemptFinished) -> None:
         row, verdict, summary, cell_state = event.row, event.verdict, event.summary, event.cell_state
@@ -152,17 +152,6 @@ class MetricsObserver:
     def _sandboxes(self) -> None:
         for backend in self._backends:
             self.exporter.set_sandboxes(backend, {"running": max(0, self._running[backend])})
-
-
-def _terminal_attempts(run_root: Path) -> list[AttemptRow]:
-    """The ledger's ended attempts (none before the run's first start)."""
-    if not RunPaths(run_root).ledger.exists():
-        return []
-    ledger = Ledger.open_readonly(run_root)
-    try:
-        return [a for a in ledger.attempts() if a.terminal]
-    finally:
-        ledger.close()
 
 
 def _state(name: str) -> AccountState:
