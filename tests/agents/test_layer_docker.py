@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.agent_clis import bin_dir, missing
+from support.bridge import bridge_gateway
 from support.fake_provider import Answer, FakeProvider
 from support.services import require_service
 from support.specs import run_on_docker
@@ -31,12 +31,6 @@ from ray_bench.models.suite import Watchdog
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 KEY = "sk-test-layer-key-0123456789"
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "request_ids", "source")
-
-
-def _bridge_gateway() -> str:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], check=False, capture_output=True,
-                         text=True).stdout.split()
-    return out[3].split("/")[0] if len(out) > 3 else "172.17.0.1"
 
 
 def _spec(tmp: Path, image: str, agent: str, model: str, env: dict[str, str], route: dict[str, str]) -> AttemptSpec:
@@ -94,11 +88,11 @@ def test_claude_layered_over_busybox_answers_with_usage(tmp_path: Path, docker_c
     assert layer is not None and (layer / "bin" / "claude").is_file() and (layer / "lib").is_dir()
     make_suite(tmp_path / "suite", tasks=["hello-world"])
     monkeypatch.setenv("RB_LAYER_TEST_KEY", KEY)
-    with FakeProvider(host="0.0.0.0") as fake:
+    with FakeProvider(host=bridge_gateway()) as fake:
         fired = record_firing(monkeypatch, lambda: fake.served.answers - 1)
         fake.then(Answer(input_tokens=77, output_tokens=9))
         spec = _spec(tmp_path, base_image, "claude-code", "claude-sonnet-4-5",
-                     {"ANTHROPIC_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
+                     {"ANTHROPIC_BASE_URL": f"http://{bridge_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
                      {"ANTHROPIC_API_KEY": "RB_LAYER_TEST_KEY"})
         summary = _run(spec)
         first_billed = fake.served.output_tokens
@@ -151,11 +145,11 @@ def test_codex_layered_over_busybox_answers_with_usage_and_its_cut_attempt_keeps
     assert layer is not None and (layer / "bin" / "codex").is_file() and not (layer / "lib").exists()
     make_suite(tmp_path / "suite", tasks=["hello-world"])
     monkeypatch.setenv("RB_LAYER_TEST_KEY", KEY)
-    with FakeProvider(host="0.0.0.0") as fake:
+    with FakeProvider(host=bridge_gateway()) as fake:
         fired = record_firing(monkeypatch, lambda: fake.served.answers - 1)
         fake.then(Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100))
         spec = _spec(tmp_path, base_image, "codex", "gpt-5",
-                     {"OPENAI_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}/v1"},
+                     {"OPENAI_BASE_URL": f"http://{bridge_gateway()}:{fake.port}/v1"},
                      {"CODEX_API_KEY": "RB_LAYER_TEST_KEY"})
         ok = _run(spec)
         fake.default = Answer(tool="exec_command", tool_input={"cmd": "ls"}, input_tokens=640, output_tokens=21,
@@ -216,10 +210,10 @@ def test_gemini_cli_laid_with_node_over_busybox_is_stopped_live_by_its_429_retri
     assert layer is not None and (layer / "bin" / "node").is_file() and (layer / "pkg" / "package.json").is_file()
     make_suite(tmp_path / "suite", tasks=["hello-world"])
     monkeypatch.setenv("RB_LAYER_TEST_KEY", KEY)
-    with FakeProvider(host="0.0.0.0") as fake:
+    with FakeProvider(host=bridge_gateway()) as fake:
         fake.then(Answer(input_tokens=210, output_tokens=21))
         spec = _spec(tmp_path, base_image, "gemini-cli", "gemini-2.5-pro",
-                     {"GOOGLE_GEMINI_BASE_URL": f"http://{_bridge_gateway()}:{fake.port}"},
+                     {"GOOGLE_GEMINI_BASE_URL": f"http://{bridge_gateway()}:{fake.port}"},
                      {"GEMINI_API_KEY": "RB_LAYER_TEST_KEY"})
         ok = _run(spec)
         ok_ids = list(fake.served.request_ids)

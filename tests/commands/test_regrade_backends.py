@@ -11,7 +11,6 @@ finished, and a task whose instruction or environment changed too (a rerun's cas
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bridge import bridge_gateway
 from support.local_pool import InProcessPool
 from support.regrades import FAST, LENIENT, attempt_rows, invoke
 from support.suites import make_suite
@@ -57,7 +57,7 @@ class Counter:
             def log_message(self, *args: Any) -> None:
                 return
 
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+        self.server = ThreadingHTTPServer((bridge_gateway(), 0), Handler)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -68,12 +68,6 @@ class Counter:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def _gateway() -> str:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], check=False, capture_output=True,
-                         text=True).stdout.split()
-    return out[3].split("/")[0] if len(out) > 3 else "172.17.0.1"
 
 
 def _arms(url: str) -> list[dict[str, Any]]:
@@ -155,7 +149,7 @@ def test_a_daytona_run_is_regraded_through_the_cli_without_running_its_agents(
 
 def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, backend_cfg: dict[str, Any],
                         make: Callable[[], SandboxBackend]) -> None:
-    url = f"http://{_gateway()}:{counter.port}/agent"
+    url = f"http://{bridge_gateway()}:{counter.port}/agent"
     suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "count-words"], arms=_arms(url),
                                  preflight_cells=0, backend=backend_name, artifact_cap_mb=8,
                                  backends={backend_name: backend_cfg})

@@ -8,12 +8,12 @@ Harbor's ``AgentContext``, every request id the CLI's own record of it, and no k
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.agent_clis import bin_dir, missing
+from support.bridge import bridge_gateway
 from support.fake_provider import Answer, FakeProvider
 from support.services import require_service
 from support.specs import run_on_docker
@@ -26,12 +26,6 @@ from ray_bench.models.suite import Watchdog
 
 pytestmark = [pytest.mark.docker, pytest.mark.harbor, pytest.mark.slow]
 KEY = "sk-test-harbor-installed-0123456789"
-
-
-def _gateway() -> str:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], check=False, capture_output=True,
-                         text=True).stdout.split()
-    return out[3].split("/")[0] if len(out) > 3 else "172.17.0.1"
 
 
 def _spec(tmp: Path, image: str, harbor_agent: str, model: str, env: dict[str, str], route: dict[str, str],
@@ -67,9 +61,10 @@ def _served_run(tmp_path: Path, base_image: str, agent: str, model: str, answer:
     (reached at the bridge gateway as ``url_env``): its summary, which must carry no error, and
     what the fake served."""
     make_suite(tmp_path / "suite", tasks=["hello-world"])
-    with FakeProvider(host="0.0.0.0") as fake:
+    with FakeProvider(host=bridge_gateway()) as fake:
         fake.then(answer)
-        spec = _spec(tmp_path, base_image, agent, model, {url_env: f"http://{_gateway()}:{fake.port}{url_path}"}, route)
+        spec = _spec(tmp_path, base_image, agent, model, {url_env: f"http://{bridge_gateway()}:{fake.port}{url_path}"},
+                     route)
         summary = run_on_docker(spec)
         served = fake.served
     assert summary.error is None and summary.agent_error is None, (summary.error, summary.agent_error, summary.agent)
@@ -114,10 +109,10 @@ def test_a_harbor_claude_code_looping_on_one_command_is_stopped_by_the_watchdog_
     stream through the CLI adapter's live reader, the watchdog stops it at the 4th repeat, the
     verifier is skipped, and the usage of the calls served so far is recorded with their ids."""
     make_suite(tmp_path / "suite", tasks=["hello-world"])
-    with FakeProvider(host="0.0.0.0", default=Answer(tool="Bash", tool_input={"command": "ls", "description": "List"})
-                      ) as fake:
+    ls = Answer(tool="Bash", tool_input={"command": "ls", "description": "List"})
+    with FakeProvider(host=bridge_gateway(), default=ls) as fake:
         spec = _spec(tmp_path, base_image, "claude-code", "anthropic/claude-sonnet-4-5",
-                     {"ANTHROPIC_BASE_URL": f"http://{_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
+                     {"ANTHROPIC_BASE_URL": f"http://{bridge_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
                      {"ANTHROPIC_API_KEY": "RB_HINST_KEY"}, name="looping", watchdog=Watchdog(repeats=4))
         summary = run_on_docker(spec)
         served_ids = list(fake.served.request_ids)
@@ -146,9 +141,10 @@ def test_a_harbor_setup_that_fails_offline_is_a_tool_failure(tmp_path: Path, bas
     bootstrap script), which the sandbox has no route to: the setup fails, classed ``tool``
     (``setup``), the agent never runs and no model call is made."""
     make_suite(tmp_path / "suite", tasks=["hello-world"])
-    with FakeProvider(host="0.0.0.0") as fake:
+    with FakeProvider(host=bridge_gateway()) as fake:
         spec = _spec(tmp_path, base_image, "claude-code", "anthropic/claude-sonnet-4-5",
-                     {"ANTHROPIC_BASE_URL": f"http://{_gateway()}:{fake.port}"}, {"ANTHROPIC_API_KEY": "RB_HINST_KEY"},
+                     {"ANTHROPIC_BASE_URL": f"http://{bridge_gateway()}:{fake.port}"},
+                     {"ANTHROPIC_API_KEY": "RB_HINST_KEY"},
                      name="pinned", harbor_options={"version": "0.0.1"})
         summary = run_on_docker(spec)
         answers = fake.served.answers
@@ -168,9 +164,9 @@ def test_a_harbor_claude_code_refused_429_is_the_cli_adapters_rate_limit_with_it
     what ray-bench's adapter of the same CLI reads (as for a CLI arm): ``rate_limit`` with the
     server's retry-after, so the scheduler cools the account and moves the cell."""
     make_suite(tmp_path / "suite", tasks=["hello-world"])
-    with FakeProvider(host="0.0.0.0", default=Answer(kind="rate_limit", retry_after=7)) as fake:
+    with FakeProvider(host=bridge_gateway(), default=Answer(kind="rate_limit", retry_after=7)) as fake:
         spec = _spec(tmp_path, base_image, "claude-code", "anthropic/claude-sonnet-4-5",
-                     {"ANTHROPIC_BASE_URL": f"http://{_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
+                     {"ANTHROPIC_BASE_URL": f"http://{bridge_gateway()}:{fake.port}", "CLAUDE_CODE_MAX_RETRIES": "1"},
                      {"ANTHROPIC_API_KEY": "RB_HINST_KEY"}, name="limited")
         summary = run_on_docker(spec)
         errors = dict(fake.served.errors)
@@ -191,9 +187,10 @@ def test_a_harbor_codex_looping_is_stopped_by_the_watchdog_and_harbors_clean_up_
     make_suite(tmp_path / "suite", tasks=["hello-world"])
     loop = Answer(tool="exec_command", tool_input={"cmd": "ls"}, input_tokens=640, output_tokens=21,
                   cache_read_tokens=128)
-    with FakeProvider(host="0.0.0.0", default=loop) as fake:
+    with FakeProvider(host=bridge_gateway(), default=loop) as fake:
         spec = _spec(tmp_path, base_image, "codex", "openai/gpt-5",
-                     {"OPENAI_BASE_URL": f"http://{_gateway()}:{fake.port}/v1"}, {"OPENAI_API_KEY": "RB_HINST_KEY"},
+                     {"OPENAI_BASE_URL": f"http://{bridge_gateway()}:{fake.port}/v1"},
+                     {"OPENAI_API_KEY": "RB_HINST_KEY"},
                      name="looping", watchdog=Watchdog(repeats=4))
         summary = run_on_docker(spec)
         served_ids = list(fake.served.response_ids)

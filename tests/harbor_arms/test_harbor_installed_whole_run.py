@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.agent_clis import missing
+from support.bridge import bridge_gateway
 from support.fake_provider import Answer, FakeProvider
 from support.runs import ledger_rows, plan_and_run
 from support.suites import make_suite
@@ -29,12 +29,6 @@ KEYS = {"RB_HIW_A_ANT": "sk-ant-hiw-a-0123456789", "RB_HIW_A_OAI": "sk-hiw-a-ope
 os.environ.update(KEYS)
 
 
-def _gateway() -> str:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], check=False, capture_output=True,
-                         text=True).stdout.split()
-    return out[3].split("/")[0] if len(out) > 3 else "172.17.0.1"
-
-
 def _accounts() -> list[dict[str, Any]]:
     return [{"name": "a", "route": {"env": {"ANTHROPIC_API_KEY": "RB_HIW_A_ANT", "OPENAI_API_KEY": "RB_HIW_A_OAI"}},
              "limits": {"max_concurrent": 2}},
@@ -43,7 +37,7 @@ def _accounts() -> list[dict[str, Any]]:
 
 
 def _arms(fake: FakeProvider, image: str, claude_options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    base = f"http://{_gateway()}:{fake.port}"
+    base = f"http://{bridge_gateway()}:{fake.port}"
     common = {"agent": "harbor", "image": image, "network": "public", "agent_timeout_sec": 180}
     return [{"name": "cc", "role": "baseline", **common, "harbor_agent": "claude-code",
              "model": "anthropic/claude-sonnet-4-5", "env": {"ANTHROPIC_BASE_URL": base},
@@ -62,7 +56,7 @@ def _clis() -> None:
 
 def test_harbors_claude_code_and_codex_on_docker_over_two_accounts_settle(tmp_path: Path, base_image: str) -> None:
     answer = Answer(input_tokens=300, output_tokens=40, cache_read_tokens=100)
-    with FakeProvider(host="0.0.0.0", default=answer) as fake:
+    with FakeProvider(host=bridge_gateway(), default=answer) as fake:
         suite, accounts_file = make_suite(tmp_path / "s", tasks=["hello-world"], accounts=_accounts(),
                                           preflight_cells=1, backend="docker",
                                           backends={"docker": {"max_sandboxes": 3}}, arms=_arms(fake, base_image),
@@ -104,7 +98,7 @@ def test_harbors_claude_code_and_codex_on_docker_over_two_accounts_settle(tmp_pa
 
 
 def test_a_harbor_setup_that_fails_offline_stops_the_run_at_its_preflight(tmp_path: Path, base_image: str) -> None:
-    with FakeProvider(host="0.0.0.0") as fake:
+    with FakeProvider(host=bridge_gateway()) as fake:
         suite, accounts_file = make_suite(tmp_path / "s", tasks=["hello-world"], accounts=_accounts(),
                                           preflight_cells=1, backend="docker",
                                           backends={"docker": {"max_sandboxes": 3}},
