@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -44,13 +44,11 @@ from ray_bench.plan.roles import check_role_routes
 from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.sandboxes.daytona_lookup import check_snapshots
+from ray_bench.sandboxes.daytona_pool import DaytonaPool
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
 from ray_bench.tasks.support import notices, refusals
-
-if TYPE_CHECKING:  # the daytona package imports its SDK (an extra); the pool model needs none
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool
 
 ArmFilter = Literal["all", "baseline-only", "full-only"]
 UNPAIRED_ENV = "ALLOW_UNPAIRED_SINGLE_CONFIG"
@@ -373,8 +371,6 @@ def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tu
             return max_concurrent(res, host, reserve, 0.0) >= 1
         has = f"the host has {host.cpus:g} CPUs / {host.memory_mb} MiB, {reserve} MiB kept in reserve"
     elif suite.backend == "daytona" and config.options.get("pool"):
-        from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
-
         try:
             pool = DaytonaPool.model_validate(config.options["pool"])
         except ValidationError:
@@ -693,8 +689,6 @@ def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Re
 
 
 def _daytona_pool(config: BackendConfig) -> DaytonaPool:
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
-
     try:
         return DaytonaPool.model_validate(config.options["pool"])
     except ValidationError as exc:

@@ -12,6 +12,7 @@ from ray_bench.harbor.arms import HOST_SIDE
 from ray_bench.harbor.credentials import BASE_VARS
 from ray_bench.models.accounts import Account
 from ray_bench.models.suite import Arm, Suite
+from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 
 def refuse_unreachable_providers(suite: Suite, arms: list[Arm], accounts: list[Account],
@@ -23,7 +24,6 @@ def refuse_unreachable_providers(suite: Suite, arms: list[Arm], accounts: list[A
         return
     from pydantic import ValidationError
 
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool
 
     try:
         pool = DaytonaPool.model_validate(config.options["pool"])

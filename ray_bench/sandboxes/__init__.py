@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -41,8 +42,18 @@ def backend_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+#: The third-party SDK each built-in backend's module needs (its optional extra).
+_SDKS = {"docker": "docker", "daytona": "daytona"}
+
+
 def backend_available(name: str) -> bool:
-    """Whether ``name`` can be built here (importing only that backend)."""
+    """Whether ``name`` can be built here. A built-in backend whose SDK is installed is, without
+    importing either: ``plan`` asks this of the backends a suite names, and the Daytona SDK's
+    import costs ~2 s of CPU that only the nodes creating sandboxes need."""
+    if name in _FACTORIES:
+        return True
+    if name in _SDKS:
+        return importlib.util.find_spec(_SDKS[name]) is not None
     _load(name)
     return name in _FACTORIES
 

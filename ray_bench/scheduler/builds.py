@@ -27,6 +27,7 @@ from ray_bench.models.build import SNAPSHOT_PREFIX, BuildTarget
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.attempts import CellSandbox, cell_sandbox
 from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 if TYPE_CHECKING:
     from ray_bench.ledger.store import Ledger
@@ -232,8 +233,6 @@ def build_settings(plan: Plan) -> tuple[int, float, tuple[int, int, int]]:
     pool = backend.options.get("pool") if backend else None
     if not pool:
         return DEFAULT_BUILD_CONCURRENCY, DEFAULT_BUILD_TIMEOUT_MIN * 60, (1, 1, 3)
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
-
     p = DaytonaPool.model_validate(pool)
     return p.build_concurrency, p.build_timeout_min * 60, (p.default_vcpu, p.default_memory_gib, p.default_disk_gib)
 

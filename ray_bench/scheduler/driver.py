@@ -38,6 +38,7 @@ from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.runroot import HEARTBEAT_SEC, RunPaths, disk_full_detail, is_disk_full
+from ray_bench.sandboxes.daytona_pool import DaytonaPool
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -144,8 +145,6 @@ def create_rates(plan: Plan) -> dict[str, float]:
     config = plan.backends.get("daytona")
     if config is None or not config.options.get("pool"):
         return {}
-    from ray_bench.sandboxes.daytona.pool import DaytonaPool  # its package loads the Daytona SDK: ~2 s
-
     return {"daytona": DaytonaPool.model_validate(config.options["pool"]).creates_per_minute}
 
 

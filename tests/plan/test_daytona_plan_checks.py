@@ -7,6 +7,9 @@ the API's ``GET /snapshots/{name}``: no SDK, no Docker."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +22,7 @@ from support.suites import make_suite
 from ray_bench.api import plan_run
 from ray_bench.cli.app import app
 from ray_bench.errors import ConfigError
+from ray_bench.runroot import RunPaths
 
 POOL = {"vcpu": 8, "memory_gib": 64, "disk_gib": 300, "creates_per_minute": 60}
 KEY = "RB_TEST_PLAN_DAYTONA_KEY"
@@ -111,3 +115,19 @@ def test_cpu_and_memory_above_the_per_sandbox_limit_are_refused_in_one_line(
     with pytest.raises(ConfigError) as info:
         plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="p")
     assert f"task hello-world: {said}" in info.value.line() and "\n" not in info.value.line()
+
+
+def test_planning_a_daytona_suite_with_a_pool_loads_no_daytona_sdk(tmp_path: Path) -> None:
+    """``plan`` reads the pool (capacity, sizes, the egress allowlist) as configuration: the SDK
+    (~2 s of import) is the backend's, loaded where sandboxes are created."""
+    pool = {**POOL, "tier": 1}
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], backend="daytona",
+                                 backends={"daytona": {"options": {"pool": pool}}})
+    code = ("import sys; from pathlib import Path; from ray_bench.api import plan_run; "
+            f"plan_run(suite=Path({str(suite)!r}), accounts=Path({str(accounts)!r}), "
+            f"runs_dir=Path({str(tmp_path / 'runs')!r}), run_id='p'); "
+            "print(sorted(m for m in sys.modules if m == 'daytona' or m.startswith('ray_bench.sandboxes.daytona.')))")
+    env = {**os.environ, "RB_TEST_KEY_A": "x", "RB_TEST_KEY_B": "x"}
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    assert RunPaths(tmp_path / "runs" / "p").plan.is_file()

@@ -34,7 +34,8 @@ a failed create -> :class:`SandboxCreateError`, a sandbox that is gone or no lon
 - :mod:`.sandbox`: one sandbox (the exec wrapper, files in and out as tar archives).
 - :mod:`.ratelimit`: 429s and brief 5xx spells, waited out by their headers.
 - :mod:`.translate`: Daytona SDK errors and states, in ray-bench's terms.
-- :mod:`.pool`: the organisation's compute pool, as configuration.
+- :mod:`ray_bench.sandboxes.daytona_pool` (beside the package, so that `plan` reads it without the
+  SDK): the organisation's compute pool, as configuration.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ from ray_bench.sandboxes.daytona.backend import (
     DaytonaBackend,
     lifetime_minutes,
 )
-from ray_bench.sandboxes.daytona.pool import DaytonaPool
 from ray_bench.sandboxes.daytona.ratelimit import THROTTLERS, retry_after
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
+from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 sandboxes.register("daytona", DaytonaBackend)
 

@@ -45,11 +45,11 @@ from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
 from ray_bench.sandboxes.daytona.clients import ClientPool
 from ray_bench.sandboxes.daytona.create import create_once
-from ray_bench.sandboxes.daytona.pool import DaytonaPool
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.reaper import Reaper
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
 from ray_bench.sandboxes.daytona.translate import GONE_STATES, state_name, translate
+from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
