@@ -292,9 +292,13 @@ class RayPool:
                 # its node is up, so there is no death to wait for. Waiting NODE_DEATH_SEC for
                 # one here held the audit of a run whose dockerd died 60 s per runner.
                 unknown += 1
-            except RayError:
+            except RayError as exc:
+                # No answer: a node that died idle is not residue. A call that timed out has
+                # waited its 60 s already, longer than Ray takes to list a dead raylet's node as
+                # dead (~10-30 s): it is asked once, not waited on again.
                 node = self._nodes[index]
-                if node not in self._lost_work and _declared_dead(node, NODE_DEATH_SEC):
+                wait = 0.0 if isinstance(exc, GetTimeoutError) else NODE_DEATH_SEC
+                if node not in self._lost_work and _declared_dead(node, wait):
                     self._lost_idle.add(node)
                 else:
                     unknown += 1

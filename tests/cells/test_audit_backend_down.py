@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.ray_local import ensure_ray
 
-from ray_bench.cells.pool import NODE_DEATH_SEC, RayPool
+from ray_bench.cells.pool import NODE_DEATH_SEC, SETTLE_SEC, RayPool
 from ray_bench.models.suite import BackendConfig
 
 pytestmark = pytest.mark.ray
@@ -21,6 +21,7 @@ def test_runners_whose_daemon_is_down_count_as_unknown_without_waiting_for_a_nod
     ensure_ray()
     pool = RayPool(2)
     backends = {"docker": BackendConfig(options={"base_url": f"unix://{tmp_path / 'no-daemon.sock'}"})}
+    pool._settle(SETTLE_SEC)  # the runners' start (tens of seconds at load) is not the audit's wait
     started = time.monotonic()
     unknown = pool.count(backends, "docker", "down")
     elapsed = time.monotonic() - started
