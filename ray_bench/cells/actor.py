@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import sys
 import warnings
@@ -24,6 +25,16 @@ class CellRunner:
     def __init__(self) -> None:
         self._backends: dict[str, SandboxBackend] = {}
         self._watcher_set = False
+        self._frozen = False
+
+    def _freeze(self) -> None:
+        """Move what the worker holds once its modules and the first backend are imported (Ray,
+        pydantic, the models: objects that live as long as the process) out of the cyclic
+        collector's reach: each older-generation collection walked them all again, every few
+        dozen cells. Garbage made later is collected as before."""
+        self._frozen = True
+        gc.collect()
+        gc.freeze()
 
     def _use_pidfd_watcher(self) -> None:
         """On Python 3.11 asyncio reaps each child with a thread of its own
@@ -47,7 +58,10 @@ class CellRunner:
     async def run(self, spec: AttemptSpec) -> AttemptSummary | Returned:
         if not self._watcher_set:
             self._use_pidfd_watcher()
-        reply = await run_routed(spec, self._backend(spec.backend, spec.backend_options))
+        backend = self._backend(spec.backend, spec.backend_options)
+        if not self._frozen:
+            self._freeze()
+        reply = await run_routed(spec, backend)
         summary = reply.summary if isinstance(reply, Returned) else reply
         summary.ray_node = ray.get_runtime_context().get_node_id()
         return reply

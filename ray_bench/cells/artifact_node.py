@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import shutil
 import tempfile
 from dataclasses import replace
@@ -212,4 +211,4 @@ async def _tree(tree: TreeRef) -> Path:
 
 
 def _rewrite_result(scratch: Path, summary: AttemptSummary) -> None:
-    (scratch / FIRST).write_text(json.dumps(summary.to_json(), indent=2, sort_keys=True, default=str))
+    (scratch / FIRST).write_text(summary.result_text())

@@ -4,7 +4,9 @@ and in the sandbox's environment; everything written is scrubbed of them."""
 from __future__ import annotations
 
 import base64
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,37 +79,44 @@ class Redactor:
 
     def tree(self, root: Path) -> int:
         """Scrub every file below ``root`` in place, names included (an agent can write a file
-        named after its key); return how many files changed."""
+        named after its key); return how many entries changed (renamed or scrubbed). One walk, deepest directories
+        first, so an entry is renamed after what is below it (a no-op attempt's logs were
+        walked twice, a stat per entry each time)."""
         if not self._bytes or not root.is_dir():
             return 0
-        changed = self._rename(root)
-        for path in root.rglob("*"):
-            if not path.is_file() or path.is_symlink():
-                continue
-            data = path.read_bytes()
-            scrubbed = data
-            for secret in self._bytes:
-                scrubbed = scrubbed.replace(secret, REDACTED.encode())
-            if scrubbed != data:
-                path.write_bytes(scrubbed)
-                changed += 1
+        changed = 0
+        for parent, dirs, files in os.walk(root, topdown=False):
+            for name in files:
+                path = os.path.join(parent, name)
+                if stat.S_ISREG(os.lstat(path).st_mode):  # not links, fifos, sockets
+                    changed += self._scrub(path)
+                changed += self._rename(parent, name)
+            for name in dirs:
+                changed += self._rename(parent, name)
         return changed
 
-    def _rename(self, root: Path) -> int:
-        """Rename every entry whose name holds a secret, deepest first (so parents rename after
-        their children); a clash gets a numeric suffix rather than overwriting."""
-        if self._pattern is None:
+    def _scrub(self, path: str) -> int:
+        with open(path, "rb") as f:
+            data = f.read()
+        scrubbed = data
+        for secret in self._bytes:
+            scrubbed = scrubbed.replace(secret, REDACTED.encode())
+        if scrubbed == data:
             return 0
-        renamed = 0
-        for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            name = self.text(path.name).replace("/", "_")
-            if name == path.name:
-                continue
-            target = path.with_name(name)
-            n = 1
-            while target.exists() or target.is_symlink():
-                target = path.with_name(f"{name}.{n}")
-                n += 1
-            path.rename(target)
-            renamed += 1
-        return renamed
+        with open(path, "wb") as f:
+            f.write(scrubbed)
+        return 1
+
+    def _rename(self, parent: str, name: str) -> int:
+        """Rename an entry whose name holds a secret; a clash gets a numeric suffix rather than
+        overwriting."""
+        safe = self.text(name).replace("/", "_")
+        if safe == name:
+            return 0
+        target = os.path.join(parent, safe)
+        n = 1
+        while os.path.lexists(target):
+            target = os.path.join(parent, f"{safe}.{n}")
+            n += 1
+        os.rename(os.path.join(parent, name), target)
+        return 1

@@ -287,6 +287,12 @@ class AttemptSummary(_Record):
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
 
+    def result_text(self) -> str:
+        """``result.json``'s text: :meth:`to_json` indented, in field order. pydantic's own
+        serializer writes it in one call; ``json.dumps`` with an indent runs the pure-Python
+        encoder (~0.2 ms per attempt on the no-op benchmark, tests/perf/README.md)."""
+        return self.model_dump_json(indent=2)
+
     @classmethod
     def parse(cls, data: object) -> AttemptSummary:
         """Read a stored summary, old or new. Fields that do not fit the model are dropped

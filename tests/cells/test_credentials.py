@@ -55,3 +55,18 @@ def test_unrelated_base64_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text(other)
     assert Redactor([SECRET]).tree(tmp_path) == 0
     assert (tmp_path / "a.txt").read_text() == other
+
+
+def test_only_regular_files_are_read_and_rewritten(tmp_path: Path) -> None:
+    import os
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text(f"key {SECRET}\n")
+    logs = tmp_path / "logs"
+    (logs / "sub").mkdir(parents=True)
+    (logs / "sub" / "link").symlink_to(outside)  # a link out of the logs is not followed
+    os.mkfifo(logs / "pipe")  # reading a fifo would block the runner
+    (logs / "sub" / "out.txt").write_text(f"{SECRET}\n")
+    assert Redactor([SECRET]).tree(logs) == 1
+    assert outside.read_text() == f"key {SECRET}\n"
+    assert (logs / "sub" / "out.txt").read_text() == f"{REDACTED}\n"
