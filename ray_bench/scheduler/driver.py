@@ -92,7 +92,7 @@ class RunOptions:
     supervisor_every_sec: float = 2.0
     #: Host available memory in MiB; injectable so that tests can create pressure.
     read_available_mb: Callable[[], int] = read_available_mb
-    #: The supervisors of the nodes that host runners (ray_bench.cells.supervisors); None: the
+    #: The supervisors of the nodes that host runners (ray_bench.onray.supervisors); None: the
     #: driver's own host, read in-process (a local run, the simulator).
     supervision: Supervision | None = None
     #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
@@ -151,10 +151,12 @@ def create_rates(plan: Plan) -> dict[str, float]:
 
 class Driver:
     """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
-    callables so that the Ray shell stays thin (see :class:`RayPool`)."""
+    callables so that the Ray shell stays thin (see :class:`RayPool`). The gate is given: on Ray
+    :func:`ray_bench.onray.gate.actor_gate` (``execute_run`` builds it), in-process a
+    ``CoreGate``; the scheduler imports nothing of the Ray wing."""
 
     def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool,
-                 gate: Gate | None = None, observer: RunObserver | None = None,
+                 gate: Gate, observer: RunObserver | None = None,
                  options: RunOptions | None = None, clock: Clock | None = None) -> None:
         self.plan = plan
         self.identity = identity
@@ -162,12 +164,6 @@ class Driver:
         self.paths = RunPaths(run_root)
         self.pool = pool
         self.options = options or RunOptions()
-        if gate is None:
-            # Ray costs 1.3 s of import (python -X importtime: 2.7 s cumulative); the simulator injects its gate.
-            from ray_bench.scheduler.gate import ActorGate
-
-            gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools),
-                             state_root=self.options.state_root)
         self.gate: Gate = gate
         self.observer: RunObserver = observer or NullObserver()
         #: The only source of time of the loop (a FakeClock in the simulator).
