@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray_bench.artifacts.store import checked_store
+from ray_bench.cells.nodes import CheckInputs
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
@@ -242,7 +243,6 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                     signals.install()  # again: Ray's init replaces the SIGTERM handler with its own
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
-                from ray_bench.cells.nodes import CheckInputs
                 from ray_bench.onray.admission import admission_actor  # these import Ray (above)
                 from ray_bench.onray.artifact_ship import Shipper
                 from ray_bench.onray.gate import actor_gate

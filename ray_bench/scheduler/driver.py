@@ -25,6 +25,7 @@ from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
 from ray_bench.accounts.store import AccountStore
+from ray_bench.cells.nodes import NodeCheck, summary_line
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
@@ -70,7 +71,6 @@ SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (r
 
 if TYPE_CHECKING:
     from ray_bench.accounts.probe import ProbeRunner
-    from ray_bench.cells.nodes import NodeCheck
 
 
 
@@ -428,8 +428,6 @@ class Driver:
         checks = self.options.node_checks
         if checks is None:
             return None
-        from ray_bench.cells.nodes import summary_line
-
         line = summary_line(checks)
         ledger.append(ev.NodeCheck(nodes=[c.to_json() for c in checks], summary=line))
         if any(c.ok for c in checks):
