@@ -81,7 +81,7 @@ case "$cmd" in
       (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$state/auth_token")
     fi
     # Workers at nice 0, not Ray's 15: cell runners mostly wait, and at 15 any busy process on
-    # the host starves them (ray_bench/cells/ray_start.py says more).
+    # the host starves them (ray_bench/onray/start.py says more).
     export RAY_TMPDIR="$state" RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token \
       RAY_AUTH_TOKEN_PATH="$state/auth_token" RAY_worker_niceness="${RAY_worker_niceness:-0}"
     "$ray_bin" start --head --port "$port" --num-cpus "$head_cpus" --temp-dir "$state/head" \

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray_bench.artifacts.store import checked_store
+from ray_bench.cells.nodes import CheckInputs
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
@@ -50,8 +51,8 @@ from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root
 
 if TYPE_CHECKING:
-    from ray_bench.cells.supervisors import RaySupervision
     from ray_bench.models.plan import Plan
+    from ray_bench.onray.supervisors import RaySupervision
     from ray_bench.scheduler.signals import SignalStop
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -202,7 +203,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             archived = archive_halt(run_root, clear_halt, clearance_reason)
             Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity).event(
                 "halt_cleared", {"archived": str(archived), "reason": clearance_reason})
-        from ray_bench.cells.pool import RayPool  # Ray: ~640 ms of CPU, only `execute` pays it
+        from ray_bench.onray.pool import RayPool  # Ray: ~640 ms of CPU, only `execute` pays it
 
         exporter = metrics_observer = None
         if metrics is not None:
@@ -232,7 +233,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             if say is not None:
                 say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
             ray_started = time.monotonic()
-            from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, send_ray_messages_to  # Ray (above)
+            from ray_bench.onray.start import RAY_MESSAGES_FILE, send_ray_messages_to  # Ray (above)
 
             # a dead node's raylet report, not stdout; the accounts' credential values scrubbed
             send_ray_messages_to(run_root / RAY_MESSAGES_FILE,
@@ -242,9 +243,10 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                     signals.install()  # again: Ray's init replaces the SIGTERM handler with its own
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
-                from ray_bench.accounts.actors import admission_actor  # these three import Ray (above)
-                from ray_bench.cells.artifact_ship import Shipper
-                from ray_bench.cells.nodes import CheckInputs, check_nodes
+                from ray_bench.onray.admission import admission_actor  # these import Ray (above)
+                from ray_bench.onray.artifact_ship import Shipper
+                from ray_bench.onray.gate import actor_gate
+                from ray_bench.onray.nodes import check_nodes, ray_nodes
 
                 # Every actor the start waits for is asked for at once, before anything is awaited:
                 # each is a worker process that takes seconds to start on a loaded host
@@ -262,11 +264,12 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 supervision.keep({c.node_id for c in passed})
                 pool.keep({c.node_id for c in passed})
                 if store is not None:  # every node writes a marker, the driver reads it back
-                    from ray_bench.artifacts.probe import refuse_unshared_store  # Ray (above)
+                    from ray_bench.onray.store_probe import refuse_unshared_store  # Ray (above)
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
                 options.supervision = supervision
-                driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
+                driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root),
+                                observer=observer, options=options)
                 return driver.run()
         finally:
             if signals is not None:
@@ -294,8 +297,8 @@ def _handling(signals: SignalStop | None, options: RunOptions) -> Iterator[None]
 
 def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptions) -> RaySupervision:
     """A resource supervisor on each of ``nodes`` ((node id, address) pairs), which checks its
-    node first and then, on those that host runners, reads it (ray_bench.cells.supervisors)."""
-    from ray_bench.cells.supervisors import RaySupervision  # Ray: ~640 ms of CPU, only `execute` pays it
+    node first and then, on those that host runners, reads it (ray_bench.onray.supervisors)."""
+    from ray_bench.onray.supervisors import RaySupervision  # Ray: ~640 ms of CPU, only `execute` pays it
 
     injected = None if options.read_available_mb is read_available_mb else options.read_available_mb
     return RaySupervision(nodes, reserve_of(plan), plan.run_id,
@@ -306,7 +309,7 @@ def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptio
 def join_ray(address: str | None) -> Iterator[None]:
     """Ray for the run; failing to join or start it is one line, not a traceback (exit 2 for an
     --address that does not work, 1 when a local Ray cannot start)."""
-    from ray_bench.cells.pool import RayContext  # Ray: ~640 ms of CPU, only `execute` pays it
+    from ray_bench.onray.pool import RayContext  # Ray: ~640 ms of CPU, only `execute` pays it
 
     context = RayContext(address)
     try:
@@ -321,13 +324,6 @@ def join_ray(address: str | None) -> Iterator[None]:
         yield
     finally:
         context.__exit__(None, None, None)
-
-
-def ray_nodes() -> list[dict[str, Any]]:
-    import ray  # ~640 ms of CPU, only `execute` pays it
-
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    return nodes
 
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:

@@ -1,4 +1,5 @@
-"""The import graph between ray_bench's packages has no cycle (issue #30, step 4).
+"""The import graph between ray_bench's packages has no cycle, and Ray is imported only in its wing,
+`ray_bench.onray`, which only the composition roots load (issue #30, step 4).
 
 Every module is parsed with `ast`, not imported: the test needs no tool and no service. A node is a
 subpackage (`ray_bench.accounts`, `ray_bench.scheduler`, ...) or a top-level module
@@ -193,3 +194,106 @@ def test_no_import_cycle_between_packages() -> None:
         + "\nedges inside them:\n"
         + "\n".join(f"{a} -> {b} ({', '.join(sorted(set(where[a, b])))})" for a, b in cycle_edges(graph))
     )
+
+
+#: The Ray wing: every module that imports Ray, and only those (issue #30, step 4).
+WING = "ray_bench.onray"
+#: The composition roots, which build the Ray pieces and hand them to the pure packages: they may
+#: import the wing (inside the command bodies that need Ray, for start-up time). No other module
+#: may, directly or through another module.
+MAY_IMPORT_THE_WING = ("ray_bench.api", "ray_bench.cli", "ray_bench.__main__")
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def imports_ray(stmt: ast.Import | ast.ImportFrom) -> bool:
+    """Whether one import statement loads Ray (``import ray``, ``from ray.x import y``)."""
+    if isinstance(stmt, ast.Import):
+        return any(in_package(alias.name, "ray") for alias in stmt.names)
+    return stmt.level == 0 and in_package(stmt.module or "", "ray")
+
+
+def ray_imports_outside_the_wing() -> list[str]:
+    """``module:line`` of every import of Ray outside the wing, even under ``TYPE_CHECKING``."""
+    found = []
+    for name, path in modules().items():
+        if in_package(name, WING):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found += [f"{name}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Import | ast.ImportFrom) and imports_ray(node)]
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module's ray_bench modules imported when it runs (top or indented; not TYPE_CHECKING)."""
+    known = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        graph[name] = {target for stmt, _ in runtime_imports(tree)
+                       for target in imported_modules(name, path.name == "__init__.py", stmt) if target in known}
+    return graph
+
+
+def paths_into_the_wing(graph: dict[str, set[str]]) -> list[str]:
+    """For each module outside the wing and the composition roots that loads a wing module, directly
+    or through others: the chain of imports, ``a -> b -> ray_bench.onray.x``."""
+    outside = [m for m in sorted(graph) if not any(in_package(m, p) for p in (WING, *MAY_IMPORT_THE_WING))]
+    chains = []
+    for start in outside:
+        came_from: dict[str, str] = {start: start}
+        frontier = [start]
+        hit = None
+        while frontier and hit is None:
+            nxt = []
+            for node in frontier:
+                for succ in sorted(graph[node]):
+                    if succ not in came_from:
+                        came_from[succ] = node
+                        if in_package(succ, WING):
+                            hit = succ
+                            break
+                        nxt.append(succ)
+                if hit is not None:
+                    break
+            frontier = nxt
+        if hit is not None:
+            chain = [hit]
+            while chain[-1] != start:
+                chain.append(came_from[chain[-1]])
+            chains.append(" -> ".join(reversed(chain)))
+    return chains
+
+
+def test_the_ray_checker_tells_ray_from_names_like_it() -> None:
+    tree = ast.parse(
+        "import ray\nfrom ray.exceptions import RayError\nimport rayleigh\nfrom .ray_start import x\n"
+        "from ray_bench.onray import pool\ndef f():\n    import ray.util\n"
+    )
+    found = [imports_ray(s) for s in ast.walk(tree) if isinstance(s, ast.Import | ast.ImportFrom)]
+    assert found == [True, True, False, False, False, True]
+
+
+def test_the_wing_checker_follows_imports_through_other_modules() -> None:
+    graph = {"ray_bench.scheduler.a": {"ray_bench.ledger.b"}, "ray_bench.ledger.b": {"ray_bench.api"},
+             "ray_bench.api": {"ray_bench.onray.pool"}, "ray_bench.onray.pool": set(),
+             "ray_bench.sim.c": {"ray_bench.models.d"}, "ray_bench.models.d": set()}
+    assert paths_into_the_wing(graph) == [
+        "ray_bench.ledger.b -> ray_bench.api -> ray_bench.onray.pool",
+        "ray_bench.scheduler.a -> ray_bench.ledger.b -> ray_bench.api -> ray_bench.onray.pool",
+    ]
+
+
+def test_only_the_ray_wing_imports_ray() -> None:
+    assert any(in_package(m, WING) for m in modules()), "the wing is gone: update WING"
+    offenders = ray_imports_outside_the_wing()
+    assert not offenders, f"Ray imported outside {WING} (move the Ray handle into the wing): {offenders}"
+
+
+def test_no_package_but_the_composition_roots_loads_the_ray_wing() -> None:
+    chains = paths_into_the_wing(module_graph())
+    assert not chains, ("modules that load the Ray wing (inject what they need from api.py / the CLI instead):\n"
+                        + "\n".join(chains))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import getpass
-import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ray_bench.accounts.core import AccountSnapshot
 from ray_bench.accounts.credentials import login_expiry
@@ -29,36 +29,10 @@ def _route(account: Account) -> str:
     return ", ".join(parts)
 
 
-def _live_snapshots(accounts: list[Account], address: str | None, state_root: Path) -> dict[str, AccountSnapshot]:
-    """Snapshots from the shared account actors, when a cluster runs them."""
-    if address is None and not os.environ.get("RAY_ADDRESS"):
-        return {}
-    import ray
-
-    from ray_bench.accounts.actors import admission_name
-    from ray_bench.cells.pool import NAMESPACE
-    from ray_bench.cells.ray_start import init_ray
-
-    target = address or os.environ["RAY_ADDRESS"]
-    try:
-        init_ray(target, namespace=NAMESPACE, log_to_driver=False)  # Ray's own warnings filtered
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UserInputError(f"cannot join Ray at {target}: {exc}", where="--address" if address else "RAY_ADDRESS",
-                             fix="give the address of the cluster that runs the accounts") from None
-    found: dict[str, AccountSnapshot] = {}
-    try:
-        try:
-            actor = ray.get_actor(admission_name(state_root), namespace=NAMESPACE)
-        except ValueError:
-            return found
-        for account in accounts:
-            snap = cast("AccountSnapshot | None",
-                        ray.get(actor.peek.remote("account", account.name, "snapshot"), timeout=30))
-            if snap is not None:
-                found[account.name] = snap
-    finally:
-        ray.shutdown()
-    return found
+#: The accounts' snapshots from the cluster's admission actor, by account name (the CLI injects
+#: :func:`ray_bench.onray.account_snapshots.live_snapshots` when a cluster is named): accounts
+#: stays free of Ray.
+LiveSnapshots = Callable[[list[Account], Path], Mapping[str, AccountSnapshot]]
 
 
 @dataclass(frozen=True)
@@ -126,17 +100,17 @@ def _not_exact(lower_bound: int, unknown: int) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def account_status(path: Path, *, address: str | None = None,
+def account_status(path: Path, *, live: LiveSnapshots | None = None,
                    state_root: Path | None = None) -> list[AccountStatus]:
-    return accounts_state(load_accounts(path).accounts, address=address, state_root=state_root)
+    return accounts_state(load_accounts(path).accounts, live=live, state_root=state_root)
 
 
-def accounts_state(accounts: list[Account], *, address: str | None = None, state_root: Path | None = None,
-                   now: float | None = None, live: bool = True) -> list[AccountStatus]:
-    """Each account's state: live from a cluster (``address`` or ``$RAY_ADDRESS``; not with
-    ``live=False``), else as its actor last saved it under the state root."""
+def accounts_state(accounts: list[Account], *, live: LiveSnapshots | None = None, state_root: Path | None = None,
+                   now: float | None = None) -> list[AccountStatus]:
+    """Each account's state: live from a cluster (what ``live`` reads there), else as its actor
+    last saved it under the state root."""
     root = state_root or default_state_root()
-    live_snaps = _live_snapshots(accounts, address, root) if live else {}
+    live_snaps = live(accounts, root) if live is not None else {}
     holds = read_holds(root)
     now = time.time() if now is None else now
     store = AccountStore.open_readonly(root)  # the lifetime spend's bounds are only there

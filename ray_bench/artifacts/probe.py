@@ -7,26 +7,20 @@ read each one back with its token: on a three-node cluster whose workers could n
 ``--artifacts DIR/store`` exited 0 with 14 of 46 attempt directories missing (issue 29 item 8).
 ``--artifacts auto`` (the default) and ``ray`` need no probe: they return attempt directories
 through Ray when a node does not see the driver's files.
+
+The marker's two halves are here; asking every node over Ray is
+:func:`ray_bench.onray.store_probe.refuse_unshared_store`.
 """
 
 from __future__ import annotations
 
-import secrets
-import shutil
 import tempfile
 from pathlib import Path
 
-import ray
-from ray.exceptions import GetTimeoutError, RayError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from ray_bench.artifacts.store import ArtifactStore, LocalStore, open_store
-from ray_bench.errors import UserInputError
+from ray_bench.artifacts.store import ArtifactStore, open_store
 
 PROBE_DIR = ".node-probe"
 MARKER = "marker"
-#: How long a node may take to write its marker (a cold worker start on a busy node ~10 s).
-PROBE_TIMEOUT_SEC = 120.0
 
 
 def probe_key(run_id: str, node: str) -> str:
@@ -54,46 +48,3 @@ def read_marker(store: ArtifactStore, key: str, token: str) -> str | None:
     if text != token:
         return "the driver reads another node's marker there"
     return None
-
-
-@ray.remote(num_cpus=0)
-def _write(uri: str, key: str, token: str) -> str | None:
-    return write_marker(uri, key, token)
-
-
-def probe_nodes(store: ArtifactStore, run_id: str, nodes: list[tuple[str, str]],
-                timeout: float = PROBE_TIMEOUT_SEC) -> list[str]:
-    """Each of ``nodes`` ((node id, address)) writes its marker, the driver reads them back:
-    one problem line per node that cannot share the store."""
-    tokens = {node: secrets.token_hex(16) for node, _ in nodes}
-    refs = [_write.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-            .remote(store.uri, probe_key(run_id, node), tokens[node]) for node, _ in nodes]
-    if refs:
-        ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    problems: list[str] = []
-    for (node, address), ref in zip(nodes, refs, strict=True):
-        try:
-            problem = ray.get(ref, timeout=0)
-        except GetTimeoutError:
-            ray.cancel(ref, force=True)
-            problem = f"did not write its marker within {timeout:g}s"
-        except RayError as exc:
-            problem = f"the probe failed on the node: {type(exc).__name__}"
-        if problem is None:
-            problem = read_marker(store, probe_key(run_id, node), tokens[node])
-        if problem is not None:
-            problems.append(f"node {address} ({node[:8]}) {problem}")
-    if isinstance(store, LocalStore):  # the markers said what they had to
-        shutil.rmtree(store.root / run_id / PROBE_DIR, ignore_errors=True)
-    return problems
-
-
-def refuse_unshared_store(store: ArtifactStore, run_id: str, nodes: list[tuple[str, str]]) -> None:
-    """Bad input unless every node can write ``store`` and the driver can read it back."""
-    problems = probe_nodes(store, run_id, nodes)
-    if problems:
-        raise UserInputError(
-            f"artifact store {store.uri} is not shared by every node: {len(problems)} of {len(nodes)} "
-            f"cannot use it: {'; '.join(problems)}", where="--artifacts",
-            fix="name a path every node writes and the driver reads (a shared filesystem, s3://...), "
-                "or use --artifacts auto (attempt directories come back through Ray)")

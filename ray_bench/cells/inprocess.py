@@ -15,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ray_bench.cells.pool import lost_summary
+from ray_bench.cells.lost import lost_summary
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.clock import FakeClock
 from ray_bench.models.attempt import AttemptSummary

@@ -4,19 +4,15 @@ into the result) and must reach every backend of the plan. A node that fails get
 no cells; the driver records each node's verdict (``node_check`` in the ledger) and ``status``
 shows it. Credentials resolve on the node that runs the cell, so checking them only where
 ``plan`` ran let a two-node run lose both accounts mid-run ("AUDIT_KEY_A is not set on this
-node")."""
+node"). What a node is checked for, and the check itself, are here; asking every node over Ray
+is :func:`ray_bench.onray.nodes.check_nodes`."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-import ray
-from ray.exceptions import GetTimeoutError, RayError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.cells.credentials import CredentialMissing, resolve
 from ray_bench.errors import UserInputError
@@ -25,8 +21,6 @@ from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.base import LABEL_RUN
 from ray_bench.sandboxes.supervisor import Reserve
 
-#: How long one node may take to answer its check (a cold worker start on a busy node ~10 s).
-CHECK_TIMEOUT_SEC = 120.0
 #: How long reaching one backend may take on a node.
 BACKEND_TIMEOUT_SEC = 45.0
 #: A label no sandbox carries: listing it touches the backend and finds nothing.
@@ -92,39 +86,6 @@ async def _touch(name: str, options: dict[str, Any]) -> None:
         await backend.list({LABEL_RUN: _PROBE_RUN})
     finally:
         await backend.close()
-
-
-@ray.remote(num_cpus=0)
-def _check(inputs: CheckInputs) -> list[str]:
-    return problems_here(inputs)
-
-
-def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
-                timeout: float = CHECK_TIMEOUT_SEC, on: Mapping[str, Any] | None = None) -> list[NodeCheck]:
-    """Run :func:`problems_here` on each of ``nodes`` (entries of ``ray.nodes()``), in parallel:
-    in the actor ``on`` names for the node (one with a ``problems`` method: the node's resource
-    supervisor, which the run needs anyway), else in a task of its own (a worker process more)."""
-    actors = on or {}
-    refs = [
-        actors[n["NodeID"]].problems.remote(inputs) if n["NodeID"] in actors else _check.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
-        ).remote(inputs)
-        for n in nodes
-    ]
-    ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    out = []
-    for node, ref in zip(nodes, refs, strict=True):
-        address = str(node.get("NodeManagerAddress", ""))
-        try:
-            problems = ray.get(ref, timeout=0)
-        except GetTimeoutError:
-            if node["NodeID"] not in actors:  # an actor's call cannot be forced; its owner lets it go
-                ray.cancel(ref, force=True)
-            problems = [f"the node did not answer its check within {timeout:g}s"]
-        except RayError as exc:
-            problems = [f"the check failed on the node: {type(exc).__name__}"]
-        out.append(NodeCheck(node["NodeID"], address, tuple(problems)))
-    return out
 
 
 def summary_line(checks: list[NodeCheck]) -> str:

@@ -218,7 +218,7 @@ _CANCELLED: dict[str, AttemptSummary] = {}
 
 def keep_cancelled(summary: AttemptSummary) -> None:
     """Keep a cancelled attempt's summary for :func:`cancelled_summary`: a cancelled Ray task
-    returns no value, so the driver asks the runner for it (ray_bench.cells.pool). The same
+    returns no value, so the driver asks the runner for it (ray_bench.onray.pool). The same
     object, finished by the runner's cleanup before Ray reports the cancellation."""
     _CANCELLED[summary.attempt_id] = summary
     while len(_CANCELLED) > KEEP_CANCELLED:
@@ -239,7 +239,7 @@ async def _shielded(work: Coroutine[Any, Any, _T], timeout: float) -> _T | None:
     """``work`` run to its end (at most ``timeout`` s) although the caller is being cancelled;
     None when it fails or takes longer (what it would have said stays unknown)."""
     task = asyncio.ensure_future(asyncio.wait_for(work, timeout))
-    while True:  # a cancel sent again (ray_bench.cells.pool.CANCEL_RESEND_SEC) waits on too
+    while True:  # a cancel sent again (ray_bench.onray.pool.CANCEL_RESEND_SEC) waits on too
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:

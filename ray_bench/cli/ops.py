@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +33,13 @@ def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
     actors when a cluster runs them, else the durable state under the state root."""
     from ray_bench.accounts.status import account_status
 
-    rows = account_status(accounts, address=address, state_root=state_root)
+    target = address or os.environ.get("RAY_ADDRESS")
+    live = None
+    if target:  # Ray costs 1.3 s of import: only a status read from a cluster pays it
+        from ray_bench.onray.account_snapshots import live_snapshots
+
+        live = functools.partial(live_snapshots, target, where="--address" if address else "RAY_ADDRESS")
+    rows = account_status(accounts, live=live, state_root=state_root)
     if as_json:
         out.print(json.dumps([r.to_json() for r in rows], indent=2, default=str), markup=False)
         return

@@ -238,7 +238,7 @@ class NodeHalt(EventPayload):
 
 class NodeLost(EventPayload):
     """``node_lost``: a node Ray declared dead while it held no attempt (its death is a node
-    event, not sandbox residue: ray_bench.cells.pool.RayPool.lost_nodes)."""
+    event, not sandbox residue: ray_bench.onray.pool.RayPool.lost_nodes)."""
 
     kind: Literal["node_lost"] = "node_lost"
     stored_as: ClassVar[dict[str, str]] = {"while_": "while"}

@@ -1,7 +1,7 @@
 """The resource supervisor: a node under its memory or disk reserve takes no more cells.
 
 One :class:`ResourceSupervisor` per node that hosts runners (in a Ray actor pinned to the node,
-``ray_bench.cells.supervisors``; in the driver for a local run). A node's halt is recorded in
+``ray_bench.onray.supervisors``; in the driver for a local run). A node's halt is recorded in
 the ledger (``node_halt``) and the node gets no new attempts; once no node may take cells the
 run stops and :func:`write_run_halt` writes ``runs/ID/resource-halt.json`` (the reasons, the
 figures, the managed containers). The driver refuses to resume while it exists until an
@@ -207,7 +207,7 @@ class ResourceSupervisor:
     """One node's supervisor: call :meth:`check` periodically; a returned halt means that this
     node must take no more cells. A halt stays (memory that comes back for a moment does not
     make the node safe again). It runs in the driver for the driver's own host and inside a
-    :class:`~ray_bench.cells.supervisors.NodeSupervisor` actor on every node of a cluster:
+    :class:`~ray_bench.onray.supervisors.NodeSupervisor` actor on every node of a cluster:
     nodes share no filesystem, so it writes nothing; the driver records what it returns."""
 
     def __init__(

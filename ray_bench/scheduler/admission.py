@@ -2,7 +2,7 @@
 
 The driver talks to a :class:`Gate`. :class:`CoreGate` keeps one
 :class:`~ray_bench.accounts.AccountCore` per account in this process;
-:class:`~ray_bench.scheduler.gate.ActorGate` keeps them in named, detached Ray actors so that
+:class:`~ray_bench.onray.gate.ActorGate` keeps them in named, detached Ray actors so that
 every run on the same accounts shares one budget. Both translate a finished attempt's
 :class:`~ray_bench.evidence.Verdict` into the account's :class:`~ray_bench.accounts.Outcome`
 the same way (:func:`outcome_of`), and both refuse an account whose HOME login expires before

@@ -1,7 +1,7 @@
 """Which account takes which cell: the one account choice, as pure code.
 
 Both gates call :func:`assign` — :class:`~ray_bench.scheduler.admission.CoreGate` (in
-process: tests and the simulator) and :class:`~ray_bench.scheduler.gate.ActorGate` (Ray
+process: tests and the simulator) and :class:`~ray_bench.onray.gate.ActorGate` (Ray
 actors shared across runs) — and then start the chosen leases atomically on the accounts.
 
 The rules, in order:

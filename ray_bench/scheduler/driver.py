@@ -25,6 +25,7 @@ from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
 from ray_bench.accounts.store import AccountStore
+from ray_bench.cells.nodes import NodeCheck, summary_line
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
 from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
@@ -71,7 +72,6 @@ SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (r
 
 if TYPE_CHECKING:
     from ray_bench.accounts.probe import ProbeRunner
-    from ray_bench.cells.nodes import NodeCheck
 
 
 
@@ -93,7 +93,7 @@ class RunOptions:
     supervisor_every_sec: float = 2.0
     #: Host available memory in MiB; injectable so that tests can create pressure.
     read_available_mb: Callable[[], int] = read_available_mb
-    #: The supervisors of the nodes that host runners (ray_bench.cells.supervisors); None: the
+    #: The supervisors of the nodes that host runners (ray_bench.onray.supervisors); None: the
     #: driver's own host, read in-process (a local run, the simulator).
     supervision: Supervision | None = None
     #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
@@ -150,10 +150,12 @@ def create_rates(plan: Plan) -> dict[str, float]:
 
 class Driver:
     """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
-    callables so that the Ray shell stays thin (see :class:`RayPool`)."""
+    callables so that the Ray shell stays thin (see :class:`RayPool`). The gate is given: on Ray
+    :func:`ray_bench.onray.gate.actor_gate` (``execute_run`` builds it), in-process a
+    ``CoreGate``; the scheduler imports nothing of the Ray wing."""
 
     def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool,
-                 gate: Gate | None = None, observer: RunObserver | None = None,
+                 gate: Gate, observer: RunObserver | None = None,
                  options: RunOptions | None = None, clock: Clock | None = None) -> None:
         self.plan = plan
         self.identity = identity
@@ -161,12 +163,6 @@ class Driver:
         self.paths = RunPaths(run_root)
         self.pool = pool
         self.options = options or RunOptions()
-        if gate is None:
-            # Ray costs 1.3 s of import (python -X importtime: 2.7 s cumulative); the simulator injects its gate.
-            from ray_bench.scheduler.gate import ActorGate
-
-            gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools),
-                             state_root=self.options.state_root)
         self.gate: Gate = gate
         self.observer: RunObserver = observer or NullObserver()
         #: The only source of time of the loop (a FakeClock in the simulator).
@@ -431,8 +427,6 @@ class Driver:
         checks = self.options.node_checks
         if checks is None:
             return None
-        from ray_bench.cells.nodes import summary_line
-
         line = summary_line(checks)
         ledger.append(ev.NodeCheck(nodes=[c.to_json() for c in checks], summary=line))
         if any(c.ok for c in checks):

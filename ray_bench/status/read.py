@@ -172,7 +172,7 @@ def read_status(run_root: Path, now: float | None = None, *, accounts: bool = Fa
     from ray_bench.accounts.status import accounts_state
 
     plan, _ = load_plan_file(run_root / PLAN_FILE)
-    return replace(status, accounts=accounts_state(plan.accounts, state_root=state_root, now=now, live=False))
+    return replace(status, accounts=accounts_state(plan.accounts, state_root=state_root, now=now))
 
 
 def _read_status(run_root: Path, now: float) -> RunStatus:

@@ -12,12 +12,12 @@ import ray
 import yaml
 from support.ray_local import ensure_ray
 
-from ray_bench.accounts.actors import AdmissionActor, Member
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.status import enable_account
 from ray_bench.accounts.store import AccountStore
 from ray_bench.errors import UserInputError
 from ray_bench.models.accounts import AccountLimits
+from ray_bench.onray.admission import AdmissionActor, Member
 
 pytestmark = pytest.mark.ray
 LIMITS = {"max_concurrent": 4, "window": {"hours": 5, "max_cells": 3}}

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from ray_bench.accounts import store as store_module
-from ray_bench.accounts.actors import LEASE_TTL_SEC, AccountGrants, PoolSlots
 from ray_bench.accounts.core import Running
+from ray_bench.accounts.keepers import LEASE_TTL_SEC, AccountGrants, PoolSlots
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore, HeldLease
 from ray_bench.errors import UserInputError
 from ray_bench.models.accounts import AccountLimits
-from ray_bench.scheduler.gate import refuse_other_hosts
+from ray_bench.onray.gate import refuse_other_hosts
 
 NAME = "acct-shared"
 

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ray_bench.accounts.actors import AccountGrants
 from ray_bench.accounts.core import Refusal
 from ray_bench.accounts.health import HealthState
+from ray_bench.accounts.keepers import AccountGrants
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore
 from ray_bench.models.accounts import AccountLimits

@@ -19,8 +19,8 @@ from support.driver_process import DriverProcess, cli_env, ledger_query, wait_fo
 from support.shared_limits import idle_gaps, intervals, peak, sample_leases
 from support.suites import make_suite
 
-from ray_bench.accounts.actors import LEASE_TTL_SEC
 from ray_bench.accounts.core import Running
+from ray_bench.accounts.keepers import LEASE_TTL_SEC
 from ray_bench.accounts.store import AccountStore, HeldLease
 from ray_bench.api import plan_run
 

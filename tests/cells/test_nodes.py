@@ -9,7 +9,8 @@ import pytest
 from support.suites import make_suite
 
 from ray_bench.api import plan_run, run_status
-from ray_bench.cells.nodes import CheckInputs, NodeCheck, check_nodes, problems_here, summary_line
+from ray_bench.cells.nodes import CheckInputs, NodeCheck, problems_here, summary_line
+from ray_bench.onray.nodes import check_nodes
 from ray_bench.plan.store import confirm_plan
 
 
@@ -65,8 +66,8 @@ def test_the_check_run_by_each_nodes_supervisor_is_the_tasks_and_a_failed_node_i
     import ray
     from support.ray_local import ensure_ray
 
-    from ray_bench.cells.pool import RayPool
-    from ray_bench.cells.supervisors import RaySupervision
+    from ray_bench.onray.pool import RayPool
+    from ray_bench.onray.supervisors import RaySupervision
     from ray_bench.sandboxes.supervisor import Reserve
 
     ensure_ray()

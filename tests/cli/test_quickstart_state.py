@@ -102,7 +102,7 @@ def test_three_quickstarts_on_one_machine_all_finish(tmp_path: Path) -> None:
     # two join the session's shared Ray, which saves two local starts (~40 s each here). Where Ray
     # runs does not touch what is checked (each run's demo state in its own state root), and on a
     # cluster the detached admission actors outlive each quickstart: named by state root
-    # (accounts.actors.admission_name), each run still starts from whole demo budgets.
+    # (onray.admission.admission_name), each run still starts from whole demo budgets.
     for n in range(3):
         joined = ["--address", shared_address()] if n else []
         done = subprocess.run([RAY_BENCH, "quickstart", "--workdir", str(tmp_path / "qs"), *joined], env=env,

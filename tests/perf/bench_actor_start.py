@@ -41,13 +41,14 @@ def driver(address: str, state_root: Path, order: str) -> dict[str, float]:
     asked for until it answered), timed."""
     import ray
 
-    from ray_bench.accounts.actors import admission_actor
-    from ray_bench.cells.nodes import CheckInputs, check_nodes
-    from ray_bench.cells.pool import NAMESPACE, RayPool
-    from ray_bench.cells.supervisors import RaySupervision
+    from ray_bench.cells.nodes import CheckInputs
     from ray_bench.models.accounts import Account
+    from ray_bench.onray.admission import admission_actor
+    from ray_bench.onray.gate import ActorGate
+    from ray_bench.onray.nodes import check_nodes
+    from ray_bench.onray.pool import NAMESPACE, RayPool
+    from ray_bench.onray.supervisors import RaySupervision
     from ray_bench.sandboxes.supervisor import Reserve
-    from ray_bench.scheduler.gate import ActorGate
 
     t0 = time.monotonic()
     ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)

@@ -124,9 +124,10 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     from scale_support import peak_rss_mb, write_suite
 
     from ray_bench.api import plan_run
-    from ray_bench.cells.artifact_ship import Shipper
-    from ray_bench.cells.pool import NAMESPACE, RayPool
     from ray_bench.ledger import Ledger
+    from ray_bench.onray.artifact_ship import Shipper
+    from ray_bench.onray.gate import actor_gate
+    from ray_bench.onray.pool import NAMESPACE, RayPool
     from ray_bench.plan.store import confirm_plan
     from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -149,7 +150,7 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     mon = subprocess.Popen([sys.executable, __file__, "--monitor", str(fifo), mon_out, mon_stop])
     try:
         pool = RayPool(args.runners, artifacts=Shipper(planned.run_root, "auto"))
-        driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts="auto"))
+        driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), options=RunOptions(artifacts="auto"))
         import threading
 
         result: dict[str, object] = {}

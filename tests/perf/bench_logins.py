@@ -136,8 +136,8 @@ def main() -> int:
             before[attempt.account] += 1
         probe = (
             "import json, sys\n"
-            "from ray_bench.cells.ray_start import init_ray\n"
-            "from ray_bench.accounts.actors import account_member, admission_actor\n"
+            "from ray_bench.onray.start import init_ray\n"
+            "from ray_bench.onray.admission import account_member, admission_actor\n"
             "from ray_bench.config.loader import load_accounts\n"
             "import ray\n"
             "init_ray(None, namespace='ray-bench', log_to_driver=False)\n"

@@ -26,8 +26,9 @@ import ray
 from scale_support import ROUTES, peak_rss_mb, rss_mb, write_suite
 
 from ray_bench.api import plan_run
-from ray_bench.cells.pool import NAMESPACE, RayPool
-from ray_bench.cells.ray_start import init_ray
+from ray_bench.onray.gate import actor_gate
+from ray_bench.onray.pool import NAMESPACE, RayPool
+from ray_bench.onray.start import init_ray
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -62,7 +63,7 @@ def main() -> int:
             plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
             pool = RayPool()
             before = rss_mb()
-            driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions())
+            driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), options=RunOptions())
             done = threading.Event()
 
             def sample() -> None:

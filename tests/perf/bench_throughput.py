@@ -41,11 +41,12 @@ import ray
 from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
 
 from ray_bench.api import plan_run
-from ray_bench.cells.artifact_ship import Shipper
-from ray_bench.cells.pool import NAMESPACE, RayPool
-from ray_bench.cells.ray_start import init_ray
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.ledger import Ledger
+from ray_bench.onray.artifact_ship import Shipper
+from ray_bench.onray.gate import actor_gate
+from ray_bench.onray.pool import NAMESPACE, RayPool
+from ray_bench.onray.start import init_ray
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -97,7 +98,8 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id=f"tp-{artifacts}")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(runners, artifacts=Shipper(planned.run_root, artifacts))
-    driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts=artifacts))
+    driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan),
+                    options=RunOptions(artifacts=artifacts))
     profiler = cProfile.Profile() if profile else None
     t = time.perf_counter()
     if profiler:

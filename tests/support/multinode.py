@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_bench.cells.ray_start import WORKER_NICENESS
+from ray_bench.onray.start import WORKER_NICENESS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "cluster" / "local-multinode.sh"
 

@@ -35,7 +35,7 @@ def ensure_ray() -> None:
         return
     import logging
 
-    from ray_bench.cells.ray_start import init_ray
+    from ray_bench.onray.start import init_ray
 
     init_ray(None, namespace="ray-bench", log_to_driver=False, logging_level=logging.WARNING)
     _STATE["started"] = True
@@ -46,7 +46,7 @@ def shared_address() -> str:
     """The address of the session's shared Ray, for a ``ray-bench execute`` subprocess to join
     (``--address``) instead of paying a local Ray start of its own (30-70 s on this 2-core
     machine; see tests/reliability/test_execute_signals.py). Its account and capacity actors
-    are its state root's (ray_bench.accounts.actors.admission_name), so no other test's leak in."""
+    are its state root's (ray_bench.onray.admission.admission_name), so no other test's leak in."""
     import ray
 
     ensure_ray()

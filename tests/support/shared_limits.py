@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from ray_bench.accounts.actors import LEASE_TTL_SEC
+from ray_bench.accounts.keepers import LEASE_TTL_SEC
 from support.driver_process import ledger_query
 
 

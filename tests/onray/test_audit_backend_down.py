@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support.ray_local import ensure_ray
 
-from ray_bench.cells.pool import NODE_DEATH_SEC, SETTLE_SEC, RayPool
 from ray_bench.models.suite import BackendConfig
+from ray_bench.onray.pool import NODE_DEATH_SEC, SETTLE_SEC, RayPool
 
 pytestmark = pytest.mark.ray
 

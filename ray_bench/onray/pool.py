@@ -17,19 +17,20 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.artifacts.bundle import Returned
-from ray_bench.cells.actor import CellRunner
 from ray_bench.cells.artifact_node import receive
-from ray_bench.cells.ray_start import init_ray
+from ray_bench.cells.lost import lost_summary, one_line
 from ray_bench.cells.runner import RESULT_FILE, new_summary
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
-from ray_bench.models.attempt import AttemptError, AttemptSummary
+from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.suite import BackendConfig
+from ray_bench.onray.cell_runner import CellRunner
+from ray_bench.onray.start import init_ray
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
 from ray_bench.sandboxes.capabilities import DOCKER_RESOURCE, capabilities
 
 if TYPE_CHECKING:
-    from ray_bench.cells.artifact_ship import Shipper
+    from ray_bench.onray.artifact_ship import Shipper
 
 NAMESPACE = "ray-bench"
 BATCH_LINGER_SEC = 0.02
@@ -369,22 +370,6 @@ def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
     if kept is None or kept.attempt_id != spec.attempt_id:
         return new_summary(spec).model_copy(update={"cancelled": True})
     return kept.model_copy(update={"cancelled": True})
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's first line: Ray's errors run to several lines of actor ids and causes."""
-    return str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
-
-
-def lost_summary(spec: AttemptSpec, exc: BaseException) -> AttemptSummary:
-    """The summary of an attempt lost with its runner or node: infrastructure, not evidence
-    about the cell (it neither uses up the cell's attempts nor opens a circuit by itself)."""
-    text = one_line(exc)
-    summary = new_summary(spec)
-    summary.lost = True
-    summary.error = AttemptError(type=type(exc).__name__, message=text, failure_class="executor")
-    summary.finished_at = time.time()
-    return summary
 
 
 class RunnerPool(Protocol):

@@ -15,8 +15,8 @@ from support.ray_local import ensure_ray
 from support.specs import local_spec
 
 from ray_bench.cells import runner
-from ray_bench.cells.pool import CANCEL_RESEND_SEC, CANCEL_RESENDS, RayPool
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.onray.pool import CANCEL_RESEND_SEC, CANCEL_RESENDS, RayPool
 
 
 @pytest.mark.ray

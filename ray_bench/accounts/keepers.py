@@ -1,7 +1,8 @@
-"""The Ray shell around the admission core: one :class:`AdmissionActor` per state root.
-
-It is detached, in namespace ``ray-bench``, named ``admission@<state root>``, and placed on the
-head node. It holds three kinds of keeper, each made on the first call that names it:
+"""What the admission actor of a state root keeps (:class:`~ray_bench.onray.admission.AdmissionActor`,
+the Ray shell: one per state root, detached, in namespace ``ray-bench``, named
+``admission@<state root>``, placed on the head node). Plain classes, testable without Ray (as
+Ray's own ``util/queue.py`` keeps its actor a plain class). Three kinds of keeper, each made on
+the first call that names it:
 
 - :class:`AccountGrants`, one per account: wraps one :class:`~ray_bench.accounts.AccountCore`,
   so every run started on the same accounts shares one budget and the combined in-flight count
@@ -12,7 +13,7 @@ head node. It holds three kinds of keeper, each made on the first call that name
   Leases are kept per run; a run that stops renewing them (its driver died) loses them after
   :data:`LEASE_TTL_SEC`, and a resumed run abandons its own old leases at once. Because held
   leases live in the state root, a keeper remade after the actor's process died still holds
-  their slots (tests/accounts/test_gate_restart_ray.py).
+  their slots (tests/onray/test_gate_restart_ray.py).
 - :class:`Holds`: the operator's word on accounts (hold / release), remembered across runs; it
   gates admission before any account is asked.
 - :class:`PoolSlots`, one per backend: sandbox slots of a backend pool, shared across runs;
@@ -26,19 +27,16 @@ loses nothing by serving them all, and its calls, each a short SQLite transactio
 in the order each driver sent them.
 
 The keepers use wall-clock time: they outlive any driver and are shared by several. The
-driver's side of them is :class:`~ray_bench.scheduler.gate.ActorGate`, which calls a keeper
-through a :class:`Member` as it would call an actor.
+driver's side of them is :class:`~ray_bench.onray.gate.ActorGate`, which calls a keeper
+through a :class:`~ray_bench.onray.admission.Member` as it would call an actor.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import ray
 
 from ray_bench.accounts.core import (
     AccountCore,
@@ -51,9 +49,7 @@ from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.limits import window_seconds
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.accounts.store import AccountStore, HeldLease, restored_core
-from ray_bench.cells.pool import NAMESPACE
-from ray_bench.models.accounts import Account, AccountLimits
-from ray_bench.state import default_state_root
+from ray_bench.models.accounts import AccountLimits
 
 #: A run that has not renewed its leases for this long is presumed dead; its slots free up.
 #: A lease ends with its cell (the finish deletes it); this is only for a driver that died
@@ -327,91 +323,3 @@ class PoolSlots:
 #: What an admission actor keeps, by kind; each is made from the arguments its calls carry.
 KEEPERS: dict[str, type[AccountGrants] | type[Holds] | type[PoolSlots]] = {
     "account": AccountGrants, "health": Holds, "capacity": PoolSlots}
-
-
-@ray.remote(num_cpus=0, max_restarts=-1)
-class AdmissionActor:
-    """A state root's keepers, in one process (see the module's docstring). A restarted actor
-    starts empty and remakes each keeper from its next call, which restores it from the state
-    root."""
-
-    def __init__(self, state_root: str) -> None:
-        self.state_root = state_root
-        self._keepers: dict[tuple[str, str], Any] = {}
-
-    def call(self, kind: str, name: str, init: tuple[Any, ...], method: str, *args: Any, **kwargs: Any) -> Any:
-        """``method(*args, **kwargs)`` of the ``kind`` keeper ``name``, made from ``init`` first
-        if this process has none yet."""
-        keeper = self._keepers.get((kind, name))
-        if keeper is None:
-            keeper = self._keepers[(kind, name)] = KEEPERS[kind](*init)
-        return getattr(keeper, method)(*args, **kwargs)
-
-    def peek(self, kind: str, name: str, method: str) -> Any:
-        """``method()`` of a keeper this process has, or None: a read that makes nothing."""
-        keeper = self._keepers.get((kind, name))
-        return None if keeper is None else getattr(keeper, method)()
-
-
-@dataclass(frozen=True)
-class Member:
-    """One keeper of an :class:`AdmissionActor`, called as an actor is:
-    ``member.acquire_many.remote(...)`` is ``actor.call.remote("account", name, init,
-    "acquire_many", ...)``. ``init`` travels with every call, so a restarted actor can remake
-    the keeper from whichever call reaches it first."""
-
-    actor: Any
-    kind: str
-    name: str
-    init: tuple[Any, ...]
-
-    def __getattr__(self, method: str) -> _Method:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return _Method(self, method)
-
-
-@dataclass(frozen=True)
-class _Method:
-    member: Member
-    method: str
-
-    def remote(self, *args: Any, **kwargs: Any) -> Any:
-        m = self.member
-        return m.actor.call.remote(m.kind, m.name, m.init, self.method, *args, **kwargs)
-
-
-#: Admission actors live on the head node. Anywhere else, losing that worker node made every
-#: admission call fail (ActorUnavailableError) until Ray restarted the actor elsewhere, with
-#: its leases and cooldowns lost; the head's loss ends the cluster anyway.
-#: (tests/reliability/test_node_loss.py)
-ON_HEAD = {"node:__internal_head__": 0.001}
-
-
-def admission_name(state_root: Path | None = None) -> str:
-    """The detached admission actor *of one state root*: its keepers persist to that root's
-    accounts.sqlite, so two state roots on one cluster (two teams, or two test runs) must not
-    share it -- the first one's root would get the second's leases. Runs with the same state
-    root share it, which is the point (shared limits across runs)."""
-    return f"admission@{Path(state_root or default_state_root()).resolve()}"
-
-
-def admission_actor(state_root: Path | None = None) -> Any:
-    root = str(Path(state_root or default_state_root()).resolve())
-    return AdmissionActor.options(  # type: ignore[attr-defined]
-        name=admission_name(state_root), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        resources=ON_HEAD,
-    ).remote(root)
-
-
-def account_member(actor: Any, account: Account, state_root: Path | None = None) -> Member:
-    return Member(actor, "account", account.name,
-                  (account.name, account.limits, str(state_root or default_state_root())))
-
-
-def health_member(actor: Any, state_root: Path) -> Member:
-    return Member(actor, "health", "", (str(state_root),))
-
-
-def capacity_member(actor: Any, backend: str, size: int, state_root: Path | None = None) -> Member:
-    return Member(actor, "capacity", backend, (backend, size, str(state_root or default_state_root())))

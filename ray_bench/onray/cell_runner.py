@@ -77,7 +77,7 @@ class CellRunner:
         return reply
 
     def sees(self, probe: str, token: str) -> bool:
-        """Whether this node sees the driver's run root (ray_bench.cells.artifact_ship)."""
+        """Whether this node sees the driver's run root (ray_bench.onray.artifact_ship)."""
         return sees(probe, token)
 
     async def list_sandboxes(self, backend: str, options: dict[str, Any],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from ray_bench.cells.ray_start import _write_ray_messages, send_ray_messages_to
+from ray_bench.onray.start import _write_ray_messages, send_ray_messages_to
 
 SECRET = "sk-ant-test-0123456789abcdef"
 

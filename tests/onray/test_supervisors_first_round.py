@@ -12,7 +12,7 @@ def test_the_first_check_returns_a_node_already_under_its_reserve() -> None:
     import ray
     from support.ray_local import ensure_ray
 
-    from ray_bench.cells.supervisors import RaySupervision
+    from ray_bench.onray.supervisors import RaySupervision
     from ray_bench.sandboxes.supervisor import Reserve
 
     ensure_ray()

@@ -5,7 +5,7 @@ again, after stopping what the failed attempt left.
 
 Most failures under load were the raylet aborting because its dashboard agent took longer
 than Ray's fixed 15 s to write its port files; a local start now tells the raylet the agents'
-ports so that it does not wait (:mod:`ray_bench.cells.ray_agents`).
+ports so that it does not wait (:mod:`ray_bench.onray.agent_ports`).
 
 What a failed attempt leaves is most of a Ray: ``ray.init`` raises from inside the node's
 constructor, so ``ray.shutdown`` knows of no node and stops nothing, and the GCS, the agents
@@ -46,7 +46,7 @@ from typing import Any
 import ray
 
 from ray_bench.cells.credentials import Redactor
-from ray_bench.cells.ray_agents import agents_not_awaited
+from ray_bench.onray.agent_ports import agents_not_awaited
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from support.ray_local import ensure_ray
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
-from ray_bench.cells.ray_start import RAY_MESSAGES_FILE, WORKER_NICENESS
+from ray_bench.onray.start import RAY_MESSAGES_FILE, WORKER_NICENESS
 
 pytestmark = pytest.mark.ray
 
@@ -55,7 +55,7 @@ if sys.argv[:1] and sys.argv[0].endswith("dashboard/agent.py"):
 
 DRIVER = """
 import logging, os, ray
-from ray_bench.cells.ray_start import init_ray, own_session_pattern, session_processes
+from ray_bench.onray.start import init_ray, own_session_pattern, session_processes
 init_ray(None, namespace="slow-agent", log_to_driver=False, logging_level=logging.WARNING)
 print("answer", ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=300), flush=True)
 live = ray.get_runtime_context().gcs_address
@@ -102,7 +102,7 @@ def test_a_failed_local_start_leaves_nothing_running_and_the_next_one_runs(tmp_p
 WORKER_DIES = """
 import logging, os, sys, time, ray
 from pathlib import Path
-from ray_bench.cells.ray_start import init_ray, send_ray_messages_to
+from ray_bench.onray.start import init_ray, send_ray_messages_to
 out = Path(sys.argv[1])
 send_ray_messages_to(out)
 init_ray(None, namespace="dies", log_to_driver=False, logging_level=logging.WARNING)
@@ -158,7 +158,7 @@ def test_a_local_execute_prints_no_ray_warning(tmp_path: Path) -> None:
 JOIN = """
 import sys
 import ray
-from ray_bench.cells.ray_start import init_ray
+from ray_bench.onray.start import init_ray
 init_ray(sys.argv[1], namespace="ray-bench", log_to_driver=False)
 print("joined", int(ray.cluster_resources().get("CPU", 0)) > 0)
 """

@@ -2,7 +2,7 @@
 takes up the slots its leases held (the state root's ``leases`` table), so it admits no more
 than its limit meanwhile, and the finishes of the leases from before the restart free their
 slots; a pool actor does the same with its sandbox slots (``pool_slots``). An actor that dies
-holding the driver's call costs no slot and grants nothing twice (:mod:`ray_bench.scheduler.gate`)."""
+holding the driver's call costs no slot and grants nothing twice (:mod:`ray_bench.onray.gate`)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import ray
 from ray.exceptions import RayActorError
 from support.ray_local import ensure_ray
 
-from ray_bench.accounts.actors import AdmissionActor, Member
 from ray_bench.accounts.store import AccountStore
-from ray_bench.cells.pool import NAMESPACE
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
 from ray_bench.models.plan import PlanCell
+from ray_bench.onray.admission import AdmissionActor, Member
+from ray_bench.onray.gate import ActorGate, ask
+from ray_bench.onray.pool import NAMESPACE
 from ray_bench.scheduler.core import LeaseRequest
-from ray_bench.scheduler.gate import ActorGate, ask
 
 pytestmark = pytest.mark.ray
 NAME = "acct-restart"

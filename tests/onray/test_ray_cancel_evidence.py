@@ -19,10 +19,10 @@ from support.runs import ledger_rows, plan_and_run
 from support.specs import local_spec
 from support.suites import make_suite
 
-from ray_bench.cells.pool import cancelled_summary_of
 from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary, Usage
+from ray_bench.onray.pool import cancelled_summary_of
 from ray_bench.status.read import read_status
 from ray_bench.status.text import status_lines
 

@@ -1,5 +1,5 @@
 """The driver's side of admission on Ray (:class:`ActorGate`): the health gate, the backend
-pools and the accounts' actors of :mod:`ray_bench.accounts.actors`, with the one account
+pools and the accounts' actors of :mod:`ray_bench.accounts.keepers`, with the one account
 choice of :mod:`ray_bench.scheduler.core` in between.
 
 An admission actor's process can die with a call in flight; Ray restarts it (``max_restarts``)
@@ -21,12 +21,14 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from ray_bench.accounts.actors import RENEW_SEC, account_member, admission_actor, capacity_member, health_member
 from ray_bench.accounts.core import AccountSnapshot, Admit, RefusalReason
+from ray_bench.accounts.keepers import RENEW_SEC
 from ray_bench.accounts.outcome import Outcome
 from ray_bench.errors import AdmissionActorError, UserInputError
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
+from ray_bench.models.plan import Plan
+from ray_bench.onray.admission import account_member, admission_actor, capacity_member, health_member
 from ray_bench.scheduler.admission import (
     AccountView,
     ExpiryWatch,
@@ -307,9 +309,15 @@ class ActorGate:
     def close(self) -> None:
         """Every finish learnt (spend recorded), then the run's leases let go. An actor that
         does not come back is logged, not raised: the run's ledger is whole, and leases the
-        run stops renewing free themselves after :data:`~ray_bench.accounts.actors.LEASE_TTL_SEC`."""
+        run stops renewing free themselves after :data:`~ray_bench.accounts.keepers.LEASE_TTL_SEC`."""
         try:
             self.flush(wait=True)
             self._abandon_all()
         except AdmissionActorError as exc:
             log.warning("closing admission for run %s: %s", self.run_id, exc)
+
+
+def actor_gate(plan: Plan, state_root: Path | None = None) -> ActorGate:
+    """The gate of a run of ``plan`` on the cluster this process joined: its accounts and its
+    backends' pools, admitted by the admission actor of ``state_root``."""
+    return ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools), state_root=state_root)
