@@ -37,6 +37,7 @@ from ray_bench.runroot import RunPaths, hold_lock
 from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
+from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.driver import (
     PAUSE_FILE,
     Driver,
@@ -266,7 +267,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
                 options.supervision = supervision
-                driver = Driver(plan, identity, run_root, pool, observer=observer, options=options)
+                driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root),
+                                observer=observer, options=options)
                 return driver.run()
         finally:
             if signals is not None:
@@ -290,6 +292,14 @@ def _handling(signals: SignalStop | None, options: RunOptions) -> Iterator[None]
         yield
     finally:
         signals.restore()
+
+
+def actor_gate(plan: Plan, state_root: Path | None) -> Gate:
+    """Admission through the accounts' named Ray actors, which every run on ``state_root``
+    shares (the simulator and the in-process tests use a CoreGate instead)."""
+    from ray_bench.scheduler.gate import ActorGate  # Ray: 1.3 s of import, only `execute` pays it
+
+    return ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools), state_root=state_root)
 
 
 def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptions) -> RaySupervision:

@@ -15,17 +15,17 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_bench import runroot
 from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
 from ray_bench.accounts.store import AccountStore
-from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
+from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
@@ -56,6 +56,7 @@ from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.finish import Append
 from ray_bench.scheduler.launch import Wait
 from ray_bench.scheduler.observers import NullObserver, RunObserver, Tick
+from ray_bench.scheduler.ports import RunnerPool
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runcore import (
     Acquire,
@@ -178,24 +179,20 @@ def create_rates(plan: Plan) -> dict[str, float]:
 
 
 class Driver:
-    """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
-    callables so that the Ray shell stays thin (see :class:`RayPool`)."""
+    """One execution of a confirmed plan: the loop that executes what the run's core
+    (:class:`~ray_bench.scheduler.runcore.RunCore`) commands through its ports
+    (:mod:`~ray_bench.scheduler.ports`). It builds no Ray piece: ``execute_run``
+    (ray_bench/api.py) injects the Ray pool, gate and supervisors, the simulator its fakes."""
 
-    def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool,
-                 gate: Gate | None = None, observer: RunObserver | None = None,
-                 options: RunOptions | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool, gate: Gate,
+                 observer: RunObserver | None = None, options: RunOptions | None = None,
+                 clock: Clock | None = None) -> None:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
         self.paths = RunPaths(run_root)
         self.pool = pool
         self.options = options or RunOptions()
-        if gate is None:
-            # Ray costs 1.3 s of import (python -X importtime: 2.7 s cumulative); the simulator injects its gate.
-            from ray_bench.scheduler.gate import ActorGate
-
-            gate = ActorGate(plan.run_id, plan.accounts, dict(plan.capacity.backend_pools),
-                             state_root=self.options.state_root)
         self.gate: Gate = gate
         self.observer: RunObserver = observer or NullObserver()
         #: The only source of time of the loop (a FakeClock in the simulator).
@@ -601,13 +598,3 @@ class Driver:
             ledger.append(ev.NodeLost(node=node, while_="idle"))
         ledger.append(ev.Audit(removed=removed, residue=residue))
         return residue
-
-
-class RunnerPool(Protocol):
-    def submit(self, spec: AttemptSpec) -> Any: ...
-    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
-    def cancel(self, refs: list[Any]) -> None: ...
-    def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
-    def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
-    def retire(self, node: str) -> None: ...
-    def lost_nodes(self) -> list[str]: ...

@@ -13,7 +13,7 @@ from support.ray_local import ensure_ray
 from support.suites import make_suite
 
 from ray_bench.accounts.actors import account_member, admission_actor, admission_name
-from ray_bench.api import plan_run
+from ray_bench.api import actor_gate, plan_run
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.plan.store import confirm_plan
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
@@ -46,7 +46,8 @@ def test_two_runs_never_exceed_an_accounts_limit_together(tmp_path: Path) -> Non
     def drive(root: Path, identity: str) -> None:
         plan, identity = confirm_plan(root / "launch-plan.json", identity)
         running.set()
-        outcomes.append(Driver(plan, identity, root, RayPool(), options=RunOptions(tick_sec=0.05)).run())
+        outcomes.append(Driver(plan, identity, root, RayPool(), actor_gate(plan, None),
+                               options=RunOptions(tick_sec=0.05)).run())
 
     def sample() -> None:
         # the gates create the actor and its keepers; on a loaded machine that takes longer

@@ -11,7 +11,7 @@ import pytest
 from support.ray_local import ensure_ray, reset_shared_actors
 from support.suites import make_suite
 
-from ray_bench.api import plan_run
+from ray_bench.api import actor_gate, plan_run
 from ray_bench.artifacts.store import open_store
 from ray_bench.cells.artifact_ship import PROBE_FILE, Shipper
 from ray_bench.cells.pool import RayPool
@@ -33,7 +33,7 @@ def _run(tmp_path: Path, setting: str, store: str | None = None) -> tuple[Path, 
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="art")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(1, artifacts=Shipper(planned.run_root, setting, store))
-    outcome = Driver(plan, identity, planned.run_root, pool,
+    outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan, None),
                      options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     assert outcome.exit_code == 0, outcome
     ledger = Ledger.open_readonly(planned.run_root)
@@ -116,7 +116,7 @@ def _paused_mid_agent(tmp_path: Path, setting: str, store: str | None) -> tuple[
     thread = threading.Thread(target=pause_once_the_agent_runs, daemon=True)
     thread.start()
     pool = RayPool(1, artifacts=Shipper(planned.run_root, setting, store))
-    outcome = Driver(plan, identity, planned.run_root, pool,
+    outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan, None),
                      options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     thread.join()
     assert marker.exists() and outcome.stopped == "paused", outcome

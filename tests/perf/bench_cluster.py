@@ -123,7 +123,7 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     import ray
     from scale_support import peak_rss_mb, write_suite
 
-    from ray_bench.api import plan_run
+    from ray_bench.api import actor_gate, plan_run
     from ray_bench.cells.artifact_ship import Shipper
     from ray_bench.cells.pool import NAMESPACE, RayPool
     from ray_bench.ledger import Ledger
@@ -149,7 +149,8 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     mon = subprocess.Popen([sys.executable, __file__, "--monitor", str(fifo), mon_out, mon_stop])
     try:
         pool = RayPool(args.runners, artifacts=Shipper(planned.run_root, "auto"))
-        driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts="auto"))
+        driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan, None),
+                        options=RunOptions(artifacts="auto"))
         import threading
 
         result: dict[str, object] = {}

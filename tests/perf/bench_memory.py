@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ray
 from scale_support import ROUTES, peak_rss_mb, rss_mb, write_suite
 
-from ray_bench.api import plan_run
+from ray_bench.api import actor_gate, plan_run
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.cells.ray_start import init_ray
 from ray_bench.plan.store import confirm_plan
@@ -62,7 +62,7 @@ def main() -> int:
             plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
             pool = RayPool()
             before = rss_mb()
-            driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions())
+            driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan, None), options=RunOptions())
             done = threading.Event()
 
             def sample() -> None:

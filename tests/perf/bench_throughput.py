@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ray
 from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
 
-from ray_bench.api import plan_run
+from ray_bench.api import actor_gate, plan_run
 from ray_bench.cells.artifact_ship import Shipper
 from ray_bench.cells.pool import NAMESPACE, RayPool
 from ray_bench.cells.ray_start import init_ray
@@ -97,7 +97,8 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id=f"tp-{artifacts}")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(runners, artifacts=Shipper(planned.run_root, artifacts))
-    driver = Driver(plan, identity, planned.run_root, pool, options=RunOptions(artifacts=artifacts))
+    driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan, None),
+                    options=RunOptions(artifacts=artifacts))
     profiler = cProfile.Profile() if profile else None
     t = time.perf_counter()
     if profiler:

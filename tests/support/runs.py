@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ray_bench.api import plan_run
+from ray_bench.api import actor_gate, plan_run
 from ray_bench.cells.pool import RayPool
 from ray_bench.ledger import Ledger, accepted_rows
 from ray_bench.plan.store import confirm_plan
@@ -34,7 +34,8 @@ def execute(run_root: Path, identity: str, options: RunOptions | None = None, *,
     plan, identity = confirm_plan(run_root / "launch-plan.json", identity)
     opts = options or RunOptions()
     opts.tick_sec = min(opts.tick_sec, 0.1)
-    return Driver(plan, identity, run_root, RayPool(opts.runners_per_node), options=opts).run()
+    return Driver(plan, identity, run_root, RayPool(opts.runners_per_node), actor_gate(plan, opts.state_root),
+                  options=opts).run()
 
 
 def plan_and_run_here(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
