@@ -1,5 +1,7 @@
-"""The driver of ``ray-bench execute``: the scheduler loop around the ledger, the gate and the
-cell runners on Ray.
+"""The driver of ``ray-bench execute``: the loop that executes the run core's commands
+(:mod:`~ray_bench.scheduler.runcore`: what to launch, on which terms, what a finished attempt
+comes to, when the run stops) through its ports (:mod:`~ray_bench.scheduler.ports`: the ledger,
+the gate, the runner pool, the supervisors, the clock).
 
 Order of work for every new attempt: the inputs are re-checked (drift), the gate picks an
 account, the attempt is recorded as started in the ledger, and only then is it sent to a
