@@ -51,6 +51,7 @@ from ray_bench.sandboxes.supervisor import (
     require_no_halt,
     write_run_halt,
 )
+from ray_bench.scheduler import commands as cmd
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
@@ -60,35 +61,7 @@ from ray_bench.scheduler.launch import Wait
 from ray_bench.scheduler.observers import NullObserver, RunObserver, Tick
 from ray_bench.scheduler.ports import RunnerPool
 from ray_bench.scheduler.quota_fit import QuotaFit
-from ray_bench.scheduler.runcore import (
-    Acquire,
-    AppendHalt,
-    AskWhy,
-    CancelRunning,
-    CheckInputs,
-    Command,
-    DiskFull,
-    Ended,
-    Event,
-    Flush,
-    GateSaid,
-    Granted,
-    InputsChecked,
-    Notify,
-    RecordEnd,
-    ReleaseLease,
-    Retire,
-    RoundBegins,
-    RunCore,
-    Sleep,
-    Start,
-    Started,
-    StopRun,
-    Supervise,
-    Supervised,
-    TurnEnded,
-    WorldSeen,
-)
+from ray_bench.scheduler.runcore import RunCore
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
 from ray_bench.state import default_state_root
@@ -329,12 +302,12 @@ class Driver:
                 self._drive(ledger, self._world_seen())
             if self._stopped is None:
                 now = self.clock.now()
-                self._drive(ledger, RoundBegins(now, self.gate.views(now) if core.wants_views() else ()))
+                self._drive(ledger, cmd.RoundBegins(now, self.gate.views(now) if core.wants_views() else ()))
             if not self.inflight and (self._stopped is not None or not state.pending):
                 break
             finished = self.pool.wait(self.inflight.keys(), self.options.tick_sec)
             for ref, summary in finished:
-                self._drive(ledger, Ended(self.inflight.pop(ref), summary, self.clock.now()))
+                self._drive(ledger, cmd.Ended(self.inflight.pop(ref), summary, self.clock.now()))
             if self._stopped is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
             now = self.clock.now()
@@ -348,75 +321,75 @@ class Driver:
             if now - last_tick >= 1.0 or not self.inflight:
                 self.observer.on_event(Tick(state, self.gate.views(now), self._note))
                 last_tick = now
-            self._drive(ledger, TurnEnded(self.clock.now(), len(finished), self._stopped is not None, self._note))
+            self._drive(ledger, cmd.TurnEnded(self.clock.now(), len(finished), self._stopped is not None, self._note))
         return self._stopped
 
-    def _drive(self, ledger: Ledger, event: Event) -> None:
+    def _drive(self, ledger: Ledger, event: cmd.Event) -> None:
         """Tell the core ``event`` and execute its commands in order; a query's answer (the
         last command of a list) is the next event."""
-        answer: Event | None = event
+        answer: cmd.Event | None = event
         while answer is not None:
             commands = self.core.step(answer)
             answer = None
             for command in commands:
                 answer = self._execute_command(ledger, command)
 
-    def _execute_command(self, ledger: Ledger, command: Command) -> Event | None:
+    def _execute_command(self, ledger: Ledger, command: cmd.Command) -> cmd.Event | None:
         match command:
             case Append(event=event, cell_id=cell_id):
                 ledger.append(event, cell_id=cell_id)
-            case CheckInputs(cells=cells):
+            case cmd.CheckInputs(cells=cells):
                 return self._check_inputs(cells)
-            case Acquire(requests=requests, exclude=exclude, now=now):
-                return Granted(self.gate.acquire_many(list(requests), now, exclude=exclude))
-            case Start(request=request, account=account):
+            case cmd.Acquire(requests=requests, exclude=exclude, now=now):
+                return cmd.Granted(self.gate.acquire_many(list(requests), now, exclude=exclude))
+            case cmd.Start(request=request, account=account):
                 return self._start(ledger, request, account)
-            case AskWhy(ask=ask, now=now):
+            case cmd.AskWhy(ask=ask, now=now):
                 blocked = self.gate.blocked_until(now)
-                return GateSaid(blocked, None if blocked is not None else self.gate.stalled(now, ask.horizon_sec,
-                                                                                           ask.exclude))
-            case Supervise():
-                return Supervised(self.supervision.check(), self.supervision.node_count)
-            case Flush():
+                stalled = None if blocked is not None else self.gate.stalled(now, ask.horizon_sec, ask.exclude)
+                return cmd.GateSaid(blocked, stalled)
+            case cmd.Supervise():
+                return cmd.Supervised(self.supervision.check(), self.supervision.node_count)
+            case cmd.Flush():
                 self.gate.flush()
-            case RecordEnd(attempt_id=attempt_id, record=record):
+            case cmd.RecordEnd(attempt_id=attempt_id, record=record):
                 ledger.finish_attempt(attempt_id, status=record.status, valid=record.valid, reward=record.reward,
                                       failure_class=record.failure_class, fingerprint=record.fingerprint,
                                       counts=record.counts, cost_usd=record.cost_usd, charged_usd=record.charged_usd,
                                       summary=record.summary, now=self.clock.wall())
-            case ReleaseLease(release=release, now=now):
+            case cmd.ReleaseLease(release=release, now=now):
                 self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now,
                                   usd_bound=release.usd_bound)
-            case DiskFull(message=message):
+            case cmd.DiskFull(message=message):
                 self._disk_full = self._disk_full or disk_full_detail(self.run_root, message)
-            case Notify(event=event):
+            case cmd.Notify(event=event):
                 self.observer.on_event(event)
-            case Retire(node=node):
+            case cmd.Retire(node=node):
                 self.pool.retire(node)
-            case AppendHalt(event=event, halts=halts):
+            case cmd.AppendHalt(event=event, halts=halts):
                 written = write_run_halt(self.run_root, list(halts))
                 ledger.append(event.model_copy(update={"halt": written.to_json()}))
-            case CancelRunning():
+            case cmd.CancelRunning():
                 self.pool.cancel(list(self.inflight))
-            case StopRun(reason=reason, detail=detail, signal=signal):
+            case cmd.StopRun(reason=reason, detail=detail, signal=signal):
                 self._stopped = (reason, detail)
                 if reason == ev.StopReason.SIGNAL:
                     self._signal_name = signal
             case Wait(note=note):
                 self._note = note
-            case Sleep(seconds=seconds):
+            case cmd.Sleep(seconds=seconds):
                 self.clock.sleep(seconds)
         return None
 
-    def _check_inputs(self, cells: Sequence[PlanCell]) -> InputsChecked:
+    def _check_inputs(self, cells: Sequence[PlanCell]) -> cmd.InputsChecked:
         """The first cell whose inputs (or the run's global inputs) changed since the plan."""
         for cell in cells:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
             if drift is not None:
-                return InputsChecked(drift, cell.id)
-        return InputsChecked()
+                return cmd.InputsChecked(drift, cell.id)
+        return cmd.InputsChecked()
 
-    def _start(self, ledger: Ledger, request: LeaseRequest, account: str) -> Started:
+    def _start(self, ledger: Ledger, request: LeaseRequest, account: str) -> cmd.Started:
         """Record the attempt as started, then send it to a runner (which creates the sandbox)."""
         cell = request.cell
         task = self.tasks[cell.task]
@@ -427,7 +400,7 @@ class Driver:
         spec = self.specs.of(row, cell, self._snapshots.get(cell.id))
         self.inflight[self.pool.submit(spec)] = request.lease_id
         self.attempts_run += 1
-        return Started(request.lease_id, row, self.clock.now())
+        return cmd.Started(request.lease_id, row, self.clock.now())
 
     def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
         """Record every node's check; stop when no node passed (no runner could take a cell)."""
@@ -446,11 +419,11 @@ class Driver:
 
     # -- the world ----------------------------------------------------------------------------
 
-    def _world_seen(self) -> WorldSeen:
+    def _world_seen(self) -> cmd.WorldSeen:
         """This round's world as the driver reads it: a full disk it met, a signal, the pause
         file, how many nodes host runners (the core decides when the supervisors are asked)."""
         signal = self.options.stop_signal() if self.options.stop_signal is not None else None
-        return WorldSeen(self.clock.now(), self._disk_full, signal, self._pause_request(),
+        return cmd.WorldSeen(self.clock.now(), self._disk_full, signal, self._pause_request(),
                          self.supervision.node_count)
 
     def _pause_request(self) -> dict[str, Any] | None:
