@@ -94,6 +94,11 @@ class Supervised:
 
 
 @dataclass(frozen=True)
+class LoopBegins:
+    """The driver's loop begins (the preflight's, then the fan-out's)."""
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """A turn of the loop is over: ``finished`` attempts came back, ``stopped``: the run stops,
     ``note``: what the round said work waits on."""
@@ -104,8 +109,8 @@ class TurnEnded:
     note: str | None
 
 
-Event = (RoundBegins | InputsChecked | Granted | Started | GateSaid | Ended | WorldSeen | Supervised
-         | TurnEnded)
+Event = (LoopBegins | RoundBegins | InputsChecked | Granted | Started | GateSaid | Ended | WorldSeen
+         | Supervised | TurnEnded)
 
 # -- commands: what the driver executes, in order ---------------------------------------------
 
@@ -218,13 +223,36 @@ class StopRun:
 
 
 @dataclass(frozen=True)
-class Sleep:
-    """Nothing ran and nothing could start: wait this long before the next round."""
+class Beat:
+    """Append a heartbeat: the driver's pid and the attempts in flight (status watches it)."""
 
-    seconds: float
+
+@dataclass(frozen=True)
+class ProbeAccounts:
+    """Run the ``probe_command`` of each account that is due one at ``now`` (health.probe_due)."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class Report:
+    """Tell the observers a tick of the loop at ``now``: the run state, the accounts' views,
+    ``note``."""
+
+    note: str | None
+    now: float
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Nothing ran and nothing could start: wait ``most`` seconds before the next round, or
+    until ``until`` (the core's clock) when that comes sooner."""
+
+    most: float
+    until: float | None = None
 
 
 Command = (Query | Append | Flush | RecordEnd | ReleaseLease | DiskFull | Notify | Retire | AppendHalt
-           | CancelRunning | StopRun | Wait | Sleep)
+           | CancelRunning | StopRun | Wait | Beat | ProbeAccounts | Report | Sleep)
 
 

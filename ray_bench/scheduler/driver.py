@@ -39,7 +39,7 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.runroot import HEARTBEAT_SEC, RunPaths, disk_full_detail, is_disk_full
+from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -65,9 +65,6 @@ from ray_bench.scheduler.runcore import RunCore
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
 from ray_bench.state import default_state_root
-
-#: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
-PROBE_CHECK_SEC = 10.0
 
 PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
 SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
@@ -180,7 +177,6 @@ class Driver:
         self.circuit = RecoveryCircuit()
         #: Account -> when its probe_command last ran (the driver's clock).
         self._probed: dict[str, float] = {}
-        self._probes_checked = self.clock.now()
         cap = plan.capacity.effective
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
@@ -200,7 +196,7 @@ class Driver:
         #: What the loop's last round said work waits on, and why the loop stops (None: it goes on).
         self._note: str | None = None
         self._stopped: tuple[str, str] | None = None
-        self._beat = self.clock.now()  # run_started is the first beat
+        self._began = self.clock.now()  # run_started is the first heartbeat
         self._signal_name: str | None = None
         #: Cell id -> the snapshot the build phase made for it (scheduler/builds.py), and what
         #: makes them (None: the plan's Daytona backend; tests set a fake).
@@ -243,7 +239,8 @@ class Driver:
         self.core = RunCore(self.plan, state, capacity=self.capacity, catalog=self.catalog, circuit=self.circuit,
                             quota_fit=self.quota_fit, spend=SpendBook.of(self.plan, history),
                             tick_sec=self.options.tick_sec, supervise_every_sec=self.options.supervisor_every_sec,
-                            halt_file=halt_path(self.run_root), resume_command=self._resume_command())
+                            halt_file=halt_path(self.run_root), resume_command=self._resume_command(),
+                            began=self._began)
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
                                     deadline=self.options.deadline, counts=state.counts(),
                                     options=self._shaping_options()))
@@ -295,7 +292,7 @@ class Driver:
         is seen, a launch round runs, the finished attempts come back (see :mod:`runcore`)."""
         core = self.core
         self._stopped = None
-        last_tick = 0.0
+        self._drive(ledger, cmd.LoopBegins())
         while True:
             self._note = None
             if self._stopped is None:
@@ -310,17 +307,6 @@ class Driver:
                 self._drive(ledger, cmd.Ended(self.inflight.pop(ref), summary, self.clock.now()))
             if self._stopped is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
-            now = self.clock.now()
-            if now - self._beat >= HEARTBEAT_SEC:
-                ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
-                self._beat = now
-            if now - self._probes_checked >= PROBE_CHECK_SEC:
-                self._probes_checked = now
-                self._account_probes(ledger, [v.name for v in self.gate.views(now)
-                                              if probe_due(v.state, self._probed.get(v.name), now)], "scheduled")
-            if now - last_tick >= 1.0 or not self.inflight:
-                self.observer.on_event(Tick(state, self.gate.views(now), self._note))
-                last_tick = now
             self._drive(ledger, cmd.TurnEnded(self.clock.now(), len(finished), self._stopped is not None, self._note))
         return self._stopped
 
@@ -377,8 +363,15 @@ class Driver:
                     self._signal_name = signal
             case Wait(note=note):
                 self._note = note
-            case cmd.Sleep(seconds=seconds):
-                self.clock.sleep(seconds)
+            case cmd.Beat():
+                ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
+            case cmd.ProbeAccounts(now=now):
+                self._account_probes(ledger, [v.name for v in self.gate.views(now)
+                                              if probe_due(v.state, self._probed.get(v.name), now)], "scheduled")
+            case cmd.Report(note=note, now=now):
+                self.observer.on_event(Tick(self.core.state, self.gate.views(now), note))
+            case cmd.Sleep(most=most, until=until):
+                self.clock.sleep(most if until is None else min(most, max(0.0, until - self.clock.now())))
         return None
 
     def _check_inputs(self, cells: Sequence[PlanCell]) -> cmd.InputsChecked:

@@ -26,12 +26,14 @@ from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
+from ray_bench.runroot import HEARTBEAT_SEC
 from ray_bench.sandboxes.supervisor import ResourceHalt
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.commands import (
     Acquire,
     AppendHalt,
     AskWhy,
+    Beat,
     CancelRunning,
     CheckInputs,
     Command,
@@ -42,9 +44,12 @@ from ray_bench.scheduler.commands import (
     GateSaid,
     Granted,
     InputsChecked,
+    LoopBegins,
     Notify,
+    ProbeAccounts,
     RecordEnd,
     ReleaseLease,
+    Report,
     Retire,
     RoundBegins,
     Sleep,
@@ -63,6 +68,9 @@ from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted
 from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
+
+#: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
+PROBE_CHECK_SEC = 10.0
 
 
 @dataclass
@@ -83,7 +91,9 @@ class RunCore:
 
     def __init__(self, plan: Plan, state: RunState, *, capacity: int, catalog: Catalog, circuit: RecoveryCircuit,
                  quota_fit: QuotaFit, spend: SpendBook, tick_sec: float, supervise_every_sec: float,
-                 halt_file: Path | None, resume_command: str) -> None:
+                 halt_file: Path | None, resume_command: str, began: float) -> None:
+        """``began``: when the session began on the core's clock (its run_started is the first
+        heartbeat, and the scheduled account probes count from it)."""
         self.state = state
         self.circuit = circuit
         self.spend = spend
@@ -101,6 +111,8 @@ class RunCore:
         #: first start (a clock near 0, as in the simulator, must not skip it).
         self.supervised: float | None = None
         self._open: _Open | None = None
+        self.beat = self.probes_checked = began
+        self.last_report = 0.0
 
     def wants_views(self) -> bool:
         """Whether the next :class:`RoundBegins` should carry the accounts' views."""
@@ -108,6 +120,9 @@ class RunCore:
 
     def step(self, event: Event) -> list[Command]:
         match event:
+            case LoopBegins():
+                self.last_report = 0.0
+                return []
             case RoundBegins():
                 return self._begin(event)
             case InputsChecked():
@@ -295,15 +310,24 @@ class RunCore:
         return [] if halt is None else _stop(halt.reason, halt.detail)
 
     def _turn_ended(self, event: TurnEnded) -> list[Command]:
-        """Nothing ran and nothing could start: wait before asking again (four ticks, or until
-        an account or a create frees itself). When cells just finished, the note predates
-        them and their slots are free now."""
+        """The turn's heartbeat, scheduled account probes and report, each when due; then, when
+        nothing ran and nothing could start, a wait before asking again (four ticks, or until
+        an account or a create frees itself). When cells just finished, the note predates them
+        and their slots are free now."""
+        now = event.now
+        commands: list[Command] = []
+        if now - self.beat >= HEARTBEAT_SEC:
+            commands.append(Beat())
+            self.beat = now
+        if now - self.probes_checked >= PROBE_CHECK_SEC:
+            self.probes_checked = now
+            commands.append(ProbeAccounts(now))
+        if now - self.last_report >= 1.0 or not self.running:
+            commands.append(Report(event.note, now))
+            self.last_report = now
         if self.running or event.finished or event.stopped or not self.state.pending or not event.note:
-            return []
-        idle = self.tick_sec * 4
-        if self.launch.wake_at is not None:
-            idle = min(idle, max(0.0, self.launch.wake_at - event.now))
-        return [Sleep(idle)]
+            return commands
+        return [*commands, Sleep(self.tick_sec * 4, self.launch.wake_at)]
 
 
 def _stop(reason: ev.StopReason, detail: str) -> list[Command]:

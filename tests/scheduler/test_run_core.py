@@ -32,7 +32,7 @@ def a_core(plan: Plan | None = None, capacity: int = 4) -> RunCore:
     plan = plan or a_plan()
     return RunCore(plan, RunState(plan, []), capacity=capacity, catalog=Catalog.default(), circuit=RecoveryCircuit(),
                    quota_fit=QuotaFit(ceiling=capacity), spend=SpendBook.of(plan, ()), tick_sec=0.25,
-                   supervise_every_sec=2.0, halt_file=HALT_FILE, resume_command="ray-bench execute --plan p")
+                   supervise_every_sec=2.0, halt_file=HALT_FILE, resume_command="ray-bench execute --plan p", began=0.0)
 
 
 def row_of(request: LeaseRequest, account: str) -> AttemptRow:
@@ -102,7 +102,12 @@ def test_nothing_granted_and_nothing_running_asks_the_gate_why() -> None:
     assert why.ask.horizon_sec == min(r.horizon_sec for r in ask.requests)
     assert core.step(cmd.GateSaid((140.0, "every account is cooling"), None)) == [
         Wait("waiting: every account is cooling (next in 40 s)")]
-    assert core.step(cmd.TurnEnded(100.0, finished=0, stopped=False, note="waiting")) == [cmd.Sleep(1.0)]
+    # nothing runs: the turn beats, probes the accounts due one, reports and waits four ticks
+    # (or until the account cools, at 140)
+    assert core.step(cmd.TurnEnded(100.0, finished=0, stopped=False, note="waiting")) == [
+        cmd.Beat(), cmd.ProbeAccounts(100.0), cmd.Report("waiting", 100.0), cmd.Sleep(1.0, 140.0)]
+    assert core.step(cmd.TurnEnded(101.0, finished=1, stopped=False, note="waiting")) == [
+        cmd.Report("waiting", 101.0)]  # cells just finished: their slots are free, no wait
 
 
 def test_accounts_that_need_an_operator_stop_the_run() -> None:
