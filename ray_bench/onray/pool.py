@@ -1,5 +1,5 @@
-"""Where the driver sends attempts (:class:`RunnerPool`): the thin Ray shell (:class:`RayPool`:
-runners on nodes, wait, cancel, cleanup); its in-process fake is
+"""Where the driver sends attempts (:class:`~ray_bench.scheduler.ports.RunnerPool`): the thin
+Ray shell (:class:`RayPool`: runners on nodes, wait, cancel, cleanup); its in-process fake is
 :class:`ray_bench.cells.inprocess.InProcessPool`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError, TaskCancelledError
@@ -372,14 +372,3 @@ def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
     return kept.model_copy(update={"cancelled": True})
 
 
-class RunnerPool(Protocol):
-    """Where the driver sends attempts: :class:`RayPool` on a cluster,
-    :class:`~ray_bench.cells.inprocess.InProcessPool` in this process."""
-
-    def submit(self, spec: AttemptSpec) -> Any: ...
-    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
-    def cancel(self, refs: list[Any]) -> None: ...
-    def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
-    def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
-    def retire(self, node: str) -> None: ...
-    def lost_nodes(self) -> list[str]: ...

@@ -1,5 +1,7 @@
-"""The driver of ``ray-bench execute``: the scheduler loop around the ledger, the gate and the
-cell runners on Ray.
+"""The driver of ``ray-bench execute``: the loop that executes the run core's commands
+(:mod:`~ray_bench.scheduler.runcore`: what to launch, on which terms, what a finished attempt
+comes to, when the run stops) through its ports (:mod:`~ray_bench.scheduler.ports`: the ledger,
+the gate, the runner pool, the supervisors, the clock).
 
 Order of work for every new attempt: the inputs are re-checked (drift), the gate picks an
 account, the attempt is recorded as started in the ledger, and only then is it sent to a
@@ -15,10 +17,10 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_bench import runroot
 from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
@@ -26,7 +28,7 @@ from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
 from ray_bench.accounts.store import AccountStore
 from ray_bench.cells.nodes import NodeCheck, summary_line
-from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE, AttemptSpec
+from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
@@ -38,13 +40,12 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.runroot import HEARTBEAT_SEC, RunPaths, disk_full_detail, is_disk_full
+from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
     Reserve,
-    ResourceHalt,
     ResourceSupervisor,
     Supervision,
     docker_container_lister,
@@ -52,27 +53,26 @@ from ray_bench.sandboxes.supervisor import (
     require_no_halt,
     write_run_halt,
 )
+from ray_bench.scheduler import commands as cmd
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
 from ray_bench.scheduler.core import LeaseRequest
-from ray_bench.scheduler.finish import FinishCore
-from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round
-from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted, NullObserver, RunObserver, Tick
+from ray_bench.scheduler.finish import Append
+from ray_bench.scheduler.launch import Wait
+from ray_bench.scheduler.observers import NullObserver, RunObserver, Tick
+from ray_bench.scheduler.ports import RunnerPool
 from ray_bench.scheduler.quota_fit import QuotaFit
+from ray_bench.scheduler.runcore import RunCore
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
 from ray_bench.state import default_state_root
-
-#: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
-PROBE_CHECK_SEC = 10.0
 
 PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
 SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 if TYPE_CHECKING:
     from ray_bench.accounts.probe import ProbeRunner
-
 
 
 @dataclass
@@ -149,14 +149,14 @@ def create_rates(plan: Plan) -> dict[str, float]:
 
 
 class Driver:
-    """One execution of a confirmed plan. Runner submission goes through ``submit``/``wait``
-    callables so that the Ray shell stays thin (see :class:`RayPool`). The gate is given: on Ray
-    :func:`ray_bench.onray.gate.actor_gate` (``execute_run`` builds it), in-process a
-    ``CoreGate``; the scheduler imports nothing of the Ray wing."""
+    """One execution of a confirmed plan: the loop that executes what the run's core
+    (:class:`~ray_bench.scheduler.runcore.RunCore`) commands through its ports
+    (:mod:`~ray_bench.scheduler.ports`). It builds no Ray piece: ``execute_run``
+    (ray_bench/api.py) injects the Ray pool, gate and supervisors, the simulator its fakes."""
 
-    def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool,
-                 gate: Gate, observer: RunObserver | None = None,
-                 options: RunOptions | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool, gate: Gate,
+                 observer: RunObserver | None = None, options: RunOptions | None = None,
+                 clock: Clock | None = None) -> None:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
@@ -175,29 +175,26 @@ class Driver:
         self.circuit = RecoveryCircuit()
         #: Account -> when its probe_command last ran (the driver's clock).
         self._probed: dict[str, float] = {}
-        self._probes_checked = self.clock.now()
         cap = plan.capacity.effective
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
         self.capacity = max(1, cap)
         self.quota_fit = QuotaFit(ceiling=self.capacity, creates_per_minute=create_rates(plan))
         self._backends = sorted({c.backend for c in plan.cells})
-        self.inflight: dict[Any, tuple[AttemptRow, PlanCell, str]] = {}
-        self.spend = SpendBook.of(plan, ())
-        #: The launch policy (scheduler/launch.py): this loop executes what it decides.
-        self.core = LaunchCore(plan, self.capacity, self.circuit, self.quota_fit, self.spend)
-        #: What a finished attempt comes to (scheduler/finish.py), over the same books.
-        self.finishing = FinishCore(self.catalog, self.circuit, self.quota_fit, self.spend)
+        #: Runner ref -> the lease its attempt runs on (the core keeps the attempts).
+        self.inflight: dict[Any, str] = {}
+        #: The session's decisions (scheduler/runcore.py), made once the ledger is read: this
+        #: loop executes what they command.
+        self.core: RunCore
         self.attempts_run = 0
         self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
             reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
             list_containers=docker_container_lister(plan.run_id, base_url=docker_url_of(plan))
             if uses_docker(plan) else None))
-        self._halted: dict[str, ResourceHalt] = {}
-        #: When the supervisors were last asked; None: never, so the first ask precedes the
-        #: first start (a clock near 0, as in the simulator, must not skip it).
-        self._supervised: float | None = None
-        self._beat = self.clock.now()  # run_started is the first beat
+        #: What the loop's last round said work waits on, and why the loop stops (None: it goes on).
+        self._note: str | None = None
+        self._stopped: tuple[str, str] | None = None
+        self._began = self.clock.now()  # run_started is the first heartbeat
         self._signal_name: str | None = None
         #: Cell id -> the snapshot the build phase made for it (scheduler/builds.py), and what
         #: makes them (None: the plan's Daytona backend; tests set a fake).
@@ -235,9 +232,13 @@ class Driver:
             ledger.append(ev.Hypothesis(text=self.options.hypothesis))
         stale = self._recover_stale(ledger)
         history = ledger.attempts()
-        self.spend = self.core.spend = self.finishing.spend = SpendBook.of(self.plan, history)
         self._replay_circuit(ledger, history)
         state = RunState(self.plan, history)
+        self.core = RunCore(self.plan, state, capacity=self.capacity, catalog=self.catalog, circuit=self.circuit,
+                            quota_fit=self.quota_fit, spend=SpendBook.of(self.plan, history),
+                            tick_sec=self.options.tick_sec, supervise_every_sec=self.options.supervisor_every_sec,
+                            halt_file=halt_path(self.run_root), resume_command=self._resume_command(),
+                            began=self._began)
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
                                     deadline=self.options.deadline, counts=state.counts(),
                                     options=self._shaping_options()))
@@ -285,142 +286,112 @@ class Driver:
         return None
 
     def _loop(self, ledger: Ledger, state: RunState, phase: str) -> tuple[str, str] | None:
-        stop: tuple[str, str] | None = None
-        last_tick = 0.0
+        """Turn until every cell is done or the run stops and nothing runs: each turn the world
+        is seen, a launch round runs, the finished attempts come back (see :mod:`runcore`)."""
+        core = self.core
+        self._stopped = None
+        self._drive(ledger, cmd.LoopBegins())
         while True:
-            note = None
-            if stop is None:
-                stop = self._check_stops(ledger)
-            if stop is None:
-                try:
-                    note = self._launch(ledger, state)
-                except RunStopped as exc:
-                    stop = (exc.reason, exc.detail)
-                    ledger.append(ev.Stop(reason=ev.StopReason(exc.reason), detail=exc.detail))
-            if not self.inflight and (stop is not None or not state.pending):
+            self._note = None
+            if self._stopped is None:
+                self._drive(ledger, self._world_seen())
+            if self._stopped is None:
+                now = self.clock.now()
+                self._drive(ledger, cmd.RoundBegins(now, self.gate.views(now) if core.wants_views() else ()))
+            if not self.inflight and (self._stopped is not None or not state.pending):
                 break
             finished = self.pool.wait(self.inflight.keys(), self.options.tick_sec)
             for ref, summary in finished:
-                self._finish(ledger, state, ref, summary)
-            if stop is not None:
+                self._drive(ledger, cmd.Ended(self.inflight.pop(ref), summary, self.clock.now()))
+            if self._stopped is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
-            now = self.clock.now()
-            if now - self._beat >= HEARTBEAT_SEC:
+            self._drive(ledger, cmd.TurnEnded(self.clock.now(), len(finished), self._stopped is not None, self._note))
+        return self._stopped
+
+    def _drive(self, ledger: Ledger, event: cmd.Event) -> None:
+        """Tell the core ``event`` and execute its commands in order; a query's answer (the
+        last command of a list) is the next event."""
+        answer: cmd.Event | None = event
+        while answer is not None:
+            commands = self.core.step(answer)
+            answer = None
+            for command in commands:
+                answer = self._execute_command(ledger, command)
+
+    def _execute_command(self, ledger: Ledger, command: cmd.Command) -> cmd.Event | None:
+        match command:
+            case Append(event=event, cell_id=cell_id):
+                ledger.append(event, cell_id=cell_id)
+            case cmd.CheckInputs(cells=cells):
+                return self._check_inputs(cells)
+            case cmd.Acquire(requests=requests, exclude=exclude, now=now):
+                return cmd.Granted(self.gate.acquire_many(list(requests), now, exclude=exclude))
+            case cmd.Start(request=request, account=account):
+                return self._start(ledger, request, account)
+            case cmd.AskWhy(ask=ask, now=now):
+                blocked = self.gate.blocked_until(now)
+                stalled = None if blocked is not None else self.gate.stalled(now, ask.horizon_sec, ask.exclude)
+                return cmd.GateSaid(blocked, stalled)
+            case cmd.Supervise():
+                return cmd.Supervised(self.supervision.check(), self.supervision.node_count)
+            case cmd.Flush():
+                self.gate.flush()
+            case cmd.RecordEnd(attempt_id=attempt_id, record=record):
+                ledger.finish_attempt(attempt_id, status=record.status, valid=record.valid, reward=record.reward,
+                                      failure_class=record.failure_class, fingerprint=record.fingerprint,
+                                      counts=record.counts, cost_usd=record.cost_usd, charged_usd=record.charged_usd,
+                                      summary=record.summary, now=self.clock.wall())
+            case cmd.ReleaseLease(release=release, now=now):
+                self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now,
+                                  usd_bound=release.usd_bound)
+            case cmd.DiskFull(message=message):
+                self._disk_full = self._disk_full or disk_full_detail(self.run_root, message)
+            case cmd.Notify(event=event):
+                self.observer.on_event(event)
+            case cmd.Retire(node=node):
+                self.pool.retire(node)
+            case cmd.AppendHalt(event=event, halts=halts):
+                written = write_run_halt(self.run_root, list(halts))
+                ledger.append(event.model_copy(update={"halt": written.to_json()}))
+            case cmd.CancelRunning():
+                self.pool.cancel(list(self.inflight))
+            case cmd.StopRun(reason=reason, detail=detail, signal=signal):
+                self._stopped = (reason, detail)
+                if reason == ev.StopReason.SIGNAL:
+                    self._signal_name = signal
+            case Wait(note=note):
+                self._note = note
+            case cmd.Beat():
                 ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
-                self._beat = now
-            if now - self._probes_checked >= PROBE_CHECK_SEC:
-                self._probes_checked = now
+            case cmd.ProbeAccounts(now=now):
                 self._account_probes(ledger, [v.name for v in self.gate.views(now)
                                               if probe_due(v.state, self._probed.get(v.name), now)], "scheduled")
-            if now - last_tick >= 1.0 or not self.inflight:
-                self.observer.on_event(Tick(state, self.gate.views(now), note))
-                last_tick = now
-            if not self.inflight and not finished and stop is None and state.pending and note:
-                # Nothing ran and nothing could start: wait before asking again. (When cells
-                # just finished, the note predates them and their slots are free now.)
-                idle = self.options.tick_sec * 4
-                if self.core.wake_at is not None:  # an account frees itself sooner: wake then
-                    idle = min(idle, max(0.0, self.core.wake_at - self.clock.now()))
-                self.clock.sleep(idle)
-        return stop
+            case cmd.Report(note=note, now=now):
+                self.observer.on_event(Tick(self.core.state, self.gate.views(now), note))
+            case cmd.Sleep(most=most, until=until):
+                self.clock.sleep(most if until is None else min(most, max(0.0, until - self.clock.now())))
+        return None
 
-    def _launch(self, ledger: Ledger, state: RunState) -> str | None:
-        """One launch round: the core picks the free slots' worth of cells, the inputs of each
-        are checked for drift, the gate admits the batch (one round trip per actor, not per
-        cell), the granted start, and the core says what the round comes to. Returns a note
-        when work is waiting on something."""
-        now = self.clock.now()
-        core = self.core
-        views = self.gate.views(now) if core.wants_views(state, len(self.inflight)) else []
-        round_ = core.plan_round(state, views, len(self.inflight), now)
-        for cell in round_.checked:
+    def _check_inputs(self, cells: Sequence[PlanCell]) -> cmd.InputsChecked:
+        """The first cell whose inputs (or the run's global inputs) changed since the plan."""
+        for cell in cells:
             drift = self.drift.check_global() or self.drift.check_task(cell.task)
             if drift is not None:
-                state.put_back([r.cell for r in round_.requests])
-                ledger.append(ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail),
-                              cell_id=cell.id)
-                raise RunStopped("drift", f"{drift.what} changed ({drift.detail}); "
-                                          "running cells may finish, a new plan is required")
-        if round_.halt is not None:
-            raise RunStopped(round_.halt.reason, round_.halt.detail)
-        if not round_.requests:
-            self.gate.flush()
-        granted = self._probe_accounts_circuit(round_.requests, now) if round_.requests else {}
-        rest = [r for r in round_.requests if r.lease_id not in granted]
-        granted.update(self.gate.acquire_many(rest, now, exclude=core.excluded()) if rest else {})
-        waiting: list[PlanCell] = []
-        for request in round_.requests:
-            account = granted.get(request.lease_id)
-            if account is None:
-                waiting.append(request.cell)
-                core.refused(request)
-            else:
-                self._start(ledger, state, round_, request, account, now)
-        state.put_back(waiting)
-        decision = core.conclude(round_, len(waiting), len(self.inflight), now)
-        if isinstance(decision, AskGate):
-            blocked = self.gate.blocked_until(now)
-            stalled = None if blocked is not None else self.gate.stalled(now, decision.horizon_sec,
-                                                                         decision.exclude)
-            decision = core.when_idle(blocked, stalled, now)
-        if isinstance(decision, Halt):
-            raise RunStopped(decision.reason, decision.detail)
-        return decision.note
+                return cmd.InputsChecked(drift, cell.id)
+        return cmd.InputsChecked()
 
-    def _probe_accounts_circuit(self, requests: Sequence[LeaseRequest], now: float) -> dict[str, str]:
-        """An account scope on probation gets one request of the batch, offered to it alone:
-        its probe. Returns what was granted (lease id -> account)."""
-        granted: dict[str, str] = {}
-        for scope, name in self.core.account_probes():
-            request = self.core.probe_offer(requests, granted)
-            if request is None:
-                break
-            got = self.gate.acquire_many([request], now, exclude=set(self.accounts) - {name})
-            if got.get(request.lease_id) == name:
-                granted[request.lease_id] = name
-                self.core.probe_granted(request, scope)
-        return granted
-
-    def _start(self, ledger: Ledger, state: RunState, round_: Round, request: LeaseRequest, account: str,
-               now: float) -> None:
-        cell, lease_id = request.cell, request.lease_id
+    def _start(self, ledger: Ledger, request: LeaseRequest, account: str) -> cmd.Started:
+        """Record the attempt as started, then send it to a runner (which creates the sandbox)."""
+        cell = request.cell
         task = self.tasks[cell.task]
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
                                    preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
                                    taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
         spec = self.specs.of(row, cell, self._snapshots.get(cell.id))
-        ref = self.pool.submit(spec)
-        self.inflight[ref] = (row, cell, lease_id)
-        for event in self.core.started(round_, request, row, now):
-            ledger.append(event, cell_id=cell.id)
-        state.started(cell.id, lease_id, self.clock.now())
+        self.inflight[self.pool.submit(spec)] = request.lease_id
         self.attempts_run += 1
-        self.observer.on_event(AttemptStarted(row))
-
-    def _finish(self, ledger: Ledger, state: RunState, ref: Any, summary: AttemptSummary) -> None:
-        """Record what the finish core decided for the attempt, in its order, then the cell's state."""
-        row, cell, lease_id = self.inflight.pop(ref)
-        now = self.clock.now()
-        done = self.finishing.finished(row, lease_id, summary, self._running_on)
-        record = done.record
-        ledger.finish_attempt(row.attempt_id, status=record.status, valid=record.valid, reward=record.reward,
-                              failure_class=record.failure_class, fingerprint=record.fingerprint,
-                              counts=record.counts, cost_usd=record.cost_usd, charged_usd=record.charged_usd,
-                              summary=record.summary, now=self.clock.wall())
-        release = done.release
-        self.gate.release(release.account, release.lease_id, release.verdict, release.usd, now,
-                          usd_bound=release.usd_bound)
-        for append in done.events:
-            ledger.append(append.event, cell_id=append.cell_id)
-        if done.disk_full is not None:
-            self._disk_full = self._disk_full or disk_full_detail(self.run_root, done.disk_full)
-        cell_state = state.finished(cell.id, done.verdict, lease_id, now, row.account)
-        self.observer.on_event(AttemptFinished(row, done.verdict, record.summary, cell_state, record.status,
-                                               record.failure_class))
-
-    def _running_on(self, backend: str) -> int:
-        return sum(1 for r, _, _ in self.inflight.values() if r.backend == backend)
+        return cmd.Started(request.lease_id, row, self.clock.now())
 
     def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
         """Record every node's check; stop when no node passed (no runner could take a cell)."""
@@ -435,44 +406,14 @@ class Driver:
         ledger.append(ev.Stop(reason=ev.StopReason.NODES, detail=detail))
         return "nodes", detail
 
-    # -- stops -------------------------------------------------------------------------------
+    # -- the world ----------------------------------------------------------------------------
 
-    def _check_stops(self, ledger: Ledger) -> tuple[str, str] | None:
-        """Read the world into :class:`~ray_bench.scheduler.stops.Seen`, let
-        :func:`~ray_bench.scheduler.stops.world_stop` decide, and carry its decision out."""
-        decision = stops.world_stop(self._seen(ledger), self._resume_command())
-        if decision is not None:
-            event = decision.event
-            if decision.reason is ev.StopReason.HALT:
-                record = write_run_halt(self.run_root, list(self._halted.values()))
-                event = event.model_copy(update={"halt": record.to_json()})
-            if decision.reason is ev.StopReason.SIGNAL:
-                self._signal_name = event.signal if isinstance(event, ev.Stop) else None
-            ledger.append(event)
-            if decision.cancel_running:
-                self.pool.cancel(list(self.inflight))
-            return decision.reason, decision.detail
-        # An account's budget is its own (lifetime, every run on the state root): the account
-        # refuses admission and the run stops as `budget` when no account can take a cell.
-        halt = stops.spend_halt(self.spend)
-        if halt is not None:
-            ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail))
-            return halt.reason, halt.detail
-        return None
-
-    def _seen(self, ledger: Ledger) -> stops.Seen:
-        """This round's world: the disk, a signal, the pause file; the nodes' supervisors only
-        when none of those stops the run, and every ``supervisor_every_sec``."""
+    def _world_seen(self) -> cmd.WorldSeen:
+        """This round's world as the driver reads it: a full disk it met, a signal, the pause
+        file, how many nodes host runners (the core decides when the supervisors are asked)."""
         signal = self.options.stop_signal() if self.options.stop_signal is not None else None
-        pause = self._pause_request()
-        if self._disk_full is not None or signal is not None or pause is not None:
-            return stops.Seen(disk_full=self._disk_full, signal=signal, pause=pause)
-        now = self.clock.now()
-        if self._supervised is None or now - self._supervised >= self.options.supervisor_every_sec:
-            self._supervised = now
-            self._supervise(ledger)
-        return stops.Seen(halted=[h.reason for h in self._halted.values()], node_count=self.supervision.node_count,
-                          halt_file=halt_path(self.run_root))
+        return cmd.WorldSeen(self.clock.now(), self._disk_full, signal, self._pause_request(),
+                         self.supervision.node_count)
 
     def _pause_request(self) -> dict[str, Any] | None:
         """The pause file's request ({} when unreadable), None without a pause file."""
@@ -499,17 +440,6 @@ class Driver:
         with contextlib.suppress(Exception):  # a few bytes may have come free
             ledger.append(ev.Stop(reason=ev.StopReason.DISK_FULL, detail=detail))
         raise RunStopped("disk_full", detail) from None
-
-    def _supervise(self, ledger: Ledger) -> None:
-        """A node under its reserve takes no more cells (``node_halt``); once no node may, the
-        run stops with ``resource-halt.json`` (:func:`~ray_bench.scheduler.stops.world_stop`).
-        Running cells finish either way."""
-        for halt in self.supervision.check():
-            if halt.node in self._halted:
-                continue
-            self._halted[halt.node] = halt
-            ledger.append(ev.NodeHalt.read(halt.to_json()))  # the halt file's own `kind` tag dropped
-            self.pool.retire(halt.node)
 
     def _resume_command(self) -> str:
         return f"ray-bench execute --plan {RunPaths(self.run_root).plan} --confirm {self.identity}"
@@ -632,13 +562,3 @@ class Driver:
             ledger.append(ev.NodeLost(node=node, while_="idle"))
         ledger.append(ev.Audit(removed=removed, residue=residue))
         return residue
-
-
-class RunnerPool(Protocol):
-    def submit(self, spec: AttemptSpec) -> Any: ...
-    def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]: ...
-    def cancel(self, refs: list[Any]) -> None: ...
-    def cleanup(self, backends: dict[str, Any], backend: str, run_id: str, attempt_id: str | None) -> int: ...
-    def count(self, backends: dict[str, Any], backend: str, run_id: str) -> int: ...
-    def retire(self, node: str) -> None: ...
-    def lost_nodes(self) -> list[str]: ...

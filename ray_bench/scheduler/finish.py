@@ -1,7 +1,8 @@
 """What a finished attempt comes to, as pure decisions (issue 30, step 3): its verdict, its
 terminal record, what its account is told, what it charges, and what it does to the quota fit
-and the recovery circuit. The driver executes the result in order (ledger record, release,
-events) and then updates the run state; the simulator runs the same driver.
+and the recovery circuit. :class:`~ray_bench.scheduler.runcore.RunCore` turns the result into
+the driver's commands, in order (ledger record, release, events), and updates the run state;
+the simulator runs the same driver.
 
 A host's full disk is not the cell's failure (it runs again on resume) nor evidence; a
 cancelled attempt is judged by no one, but is charged what it spent (unknown: its expected

@@ -1,15 +1,17 @@
 """The launch policy of one round of the driver's loop, as pure decisions (issue 30, step 3).
 
-A round asks the core which cells to request (:meth:`LaunchCore.plan_round`), checks the
-inputs of those cells for drift (file hashing: the driver's), asks the gate for accounts (an
-actor call: the driver's), starts what was granted, and asks the core what the round comes to
-(:meth:`LaunchCore.conclude`, then :meth:`LaunchCore.when_idle` if the gate must be asked why
-nothing could start). The driver, the simulator (which runs the driver on a virtual clock) and
-the unit tests all go through these methods: there is one launch policy.
+A round asks the core which cells to request (:meth:`LaunchCore.plan_round`), has the inputs
+of those cells checked for drift, the accounts asked for them (the offers to accounts on
+probation first, one request each), starts what was granted, and asks the core what the round
+comes to (:meth:`LaunchCore.conclude`, then :meth:`LaunchCore.when_idle` if the gate must be
+asked why nothing could start). :class:`~ray_bench.scheduler.runcore.RunCore` walks a round
+through these calls, one event and its commands at a time; the driver executes the commands
+(file hashing, the gate's actor calls, the ledger), the simulator runs that driver and the unit
+tests call the methods: there is one launch policy.
 
-Why three calls and not one ``step(event) -> commands``: the gate's grants are the input of
-the next decision and only the gate can make them (atomic reservations shared across runs),
-so a round has two I/O points, drift and acquire, and the core decides around them.
+The gate's grants are the input of the next decision and only the gate can make them (atomic
+reservations shared across runs), so a round has I/O points, drift and acquire, between which
+the core decides.
 
 The core owns the decisions' state that is no one else's (the lease counter, the probe leases,
 when to wake); it reads and updates the pure books it is given (run state, circuit, quota fit,

@@ -1,9 +1,10 @@
 """When a run stops, and what a session's end comes to, as pure decisions (issue 30, step 3).
 
 The driver reads the world once a round (a full disk it met, a signal, the pause file, the
-nodes' supervisors) into :class:`Seen`; :func:`world_stop` decides which of those stops the run,
-with what words and whether the running cells are cancelled; the driver then only appends the
-event and cancels. The stops on the run's own books (spend, preflight) read only its state."""
+nodes' supervisors, which :class:`~ray_bench.scheduler.runcore.RunCore` says when to ask) into
+:class:`Seen`; :func:`world_stop` decides which of those stops the run, with what words and
+whether the running cells are cancelled; the driver then only appends the event and cancels, as
+the core commands. The stops on the run's own books (spend, preflight) read only its state."""
 
 from __future__ import annotations
 

@@ -30,8 +30,9 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.identity import canonical_bytes
 from ray_bench.runroot import DISK_FULL_ERROR
 from ray_bench.scheduler.admission import CoreGate
-from ray_bench.scheduler.driver import Driver, RunnerPool
+from ray_bench.scheduler.driver import Driver
 from ray_bench.scheduler.observers import Observers
+from ray_bench.scheduler.ports import RunnerPool
 from ray_bench.status.read import read_status
 
 

@@ -15,7 +15,8 @@ from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.clock import FakeClock
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.scheduler.admission import CoreGate
-from ray_bench.scheduler.driver import Driver, RunnerPool, RunOptions, RunOutcome
+from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
+from ray_bench.scheduler.ports import RunnerPool
 from ray_bench.sim.driven import plan_for
 from ray_bench.sim.workload import build_workload, parse_spec
 from ray_bench.sim.world import SimWorld
