@@ -26,6 +26,14 @@ Both sides are subprocesses started from this script, timed from spawn to exit:
   is written as by default (one ``.eval`` file with the samples, realtime buffering) into the
   temp dir, and read back to check C x samples scored 1.
 
+Bytecode (``--bytecode``): on this machine ``PYTHONDONTWRITEBYTECODE=1`` is set and the venv
+holds no ``.pyc`` (uv installs without compiling), so every process, each Ray worker included,
+compiles every module it imports from source (8.7 s of ``compile`` in one ``execute`` driver
+at load 30, cProfile). An installed package a user runs has its bytecode. ``cached`` (the
+default): both sides run with ``PYTHONPYCACHEPREFIX`` in the temp dir and without
+``PYTHONDONTWRITEBYTECODE``, after a warm-up of each side on a few cells that fills that cache
+(nothing is written into the venv); ``env``: the environment as it is.
+
 The last line, ``ray-bench N cells: X s (plan A s, execute B s); inspect: Y s; ratio Y/X = R``,
 gives the medians over the rounds (R: the median of the rounds' ratios). Exit 1 if R < 3.5 (the
 issue's goal). Everything is written below one temp dir; processes left behind there (a metrics
@@ -55,6 +63,7 @@ from scale_support import ROUTES, write_noop_suite
 REPO = Path(__file__).resolve().parents[2]
 TASK_FILE = Path(__file__).resolve().parent / "inspect_noop.py"
 GOAL_RATIO = 3.5
+WARM_UP_CELLS = 20
 
 
 @dataclass(frozen=True)
@@ -105,8 +114,18 @@ def phases(spawned: float, exited: float, starts: list[float], finishes: list[fl
     return first - spawned, last - first, exited - last
 
 
+#: Set by ``--bytecode cached``: the environment both sides run with, besides their own variables.
+BASE_ENV: dict[str, str] = dict(os.environ)
+
+
+def cached_bytecode(cache: Path) -> None:
+    """Both sides' processes (and the Ray workers they start) read and write bytecode in ``cache``."""
+    BASE_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    BASE_ENV["PYTHONPYCACHEPREFIX"] = str(cache)
+
+
 def _env(code: Path, root: Path) -> dict[str, str]:
-    env = dict(os.environ, **ROUTES)
+    env = dict(BASE_ENV, **ROUTES)
     env["PYTHONPATH"] = str(code)
     env["RAY_BENCH_STATE_ROOT"] = str(root / "state")
     return env
@@ -168,7 +187,7 @@ def run_inspect(wl: Workload, root: Path) -> InspectRun:
     cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", wl.inspect_task.name,
            "-T", f"samples={wl.cells}", "--model", "mockllm/model", "--sandbox", "local",
            "--max-samples", c, "--max-subprocesses", c, "--display", "none", "--log-dir", str(root / "logs")]
-    env = dict(os.environ, INSPECT_LOG_DIR=str(root / "logs"))
+    env = dict(BASE_ENV, INSPECT_LOG_DIR=str(root / "logs"))
     t0, t1, _ = _run(cmd, env=env, cwd=wl.inspect_task.parent)  # it takes a task path relative to its cwd
     samples, ones = _inspect_results(root / "logs")
     return InspectRun(t1 - t0, samples, ones)
@@ -211,6 +230,16 @@ def one_round(root: Path, wl: Workload, codes: list[tuple[str, Path]],
     return runs, inspect
 
 
+def warm_up(tmp: Path, codes: list[tuple[str, Path]], concurrency: int) -> None:
+    """Fill the bytecode cache: each side once on a few cells (not timed)."""
+    cached_bytecode(tmp / "pycache")
+    small = build(tmp / "warm-work", WARM_UP_CELLS, concurrency)
+    for label, code in codes:
+        run_raybench(code, small, tmp / "warm" / label)
+    run_inspect(small, tmp / "warm" / "inspect")
+    print(f"bytecode cache warmed ({WARM_UP_CELLS} cells each side, {tmp / 'pycache'})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=2000)
@@ -219,6 +248,8 @@ def main() -> int:
     parser.add_argument("--code", type=Path, default=REPO, help="the ray-bench checkout under test")
     parser.add_argument("--old", type=Path, help="another checkout run in each round too (the 'before')")
     parser.add_argument("--json", type=Path, help="write every round's figures here")
+    parser.add_argument("--bytecode", choices=["cached", "env"], default="cached",
+                        help="cached: a bytecode cache in the temp dir, warmed first; env: as the environment has it")
     args = parser.parse_args()
     codes = [("new", args.code.resolve())] + ([("old", args.old.resolve())] if args.old else [])
     print(f"{args.cells:,} no-op cells / samples at concurrency {args.concurrency}; load average "
@@ -227,6 +258,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="rb-vs-inspect-") as tmp:
         try:
             wl = build(Path(tmp) / "work", args.cells, args.concurrency)
+            if args.bytecode == "cached":
+                warm_up(Path(tmp), codes, args.concurrency)
             for i in range(args.repeat):
                 rounds.append(one_round(Path(tmp) / f"round-{i}", wl, codes, i))
         finally:
