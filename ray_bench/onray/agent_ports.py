@@ -14,7 +14,15 @@ the ``RayParams`` that ``ray.init`` builds, and adds ``--dashboard_agent_listen_
 raylet's command line: the raylet starts at once and the agents come up when they can. This
 reaches into ``ray._private`` (``parameter.RayParams``, ``services.start_ray_process``); if a
 Ray release moves either, the start goes ahead unpatched (and may wait again), and
-``RAY_BENCH_AWAIT_RAY_AGENTS=1`` turns the patch off."""
+``RAY_BENCH_AWAIT_RAY_AGENTS=1`` turns the patch off.
+
+A local start also skips Ray's API server (:func:`api_server_not_started`): with
+``include_dashboard=False`` Ray still starts its dashboard head process (only the usage-stats
+module loaded, ``--disable-frontend``) and ``ray.init`` waits, polling every 0.1 s for up to
+60 s, until that process has imported Ray's dashboard package and written its address. ray-bench
+uses none of what it serves (the Jobs and State APIs, usage stats): nodes and actors come from
+the GCS. ``RAY_BENCH_RAY_API_SERVER=1`` starts it as Ray does (``ray list`` or ``ray job submit``
+against a local instance)."""
 
 from __future__ import annotations
 
@@ -29,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: Set to 1 to start Ray as it starts itself (the raylet waits for its agents).
 AWAIT_AGENTS = "RAY_BENCH_AWAIT_RAY_AGENTS"
+#: Set to 1 to start Ray's API server (dashboard head) in a local start, as Ray does.
+API_SERVER = "RAY_BENCH_RAY_API_SERVER"
 #: The ``RayParams`` fields of the agents' ports.
 PORT_FIELDS = ("metrics_agent_port", "metrics_export_port", "runtime_env_agent_port", "dashboard_agent_listen_port")
 
@@ -87,3 +97,30 @@ def agents_not_awaited() -> Iterator[dict[str, int]]:
     finally:
         parameter.RayParams = params_class  # type: ignore[misc]
         services.start_ray_process = start_process
+
+
+@contextmanager
+def api_server_not_started() -> Iterator[bool]:
+    """While one ``ray.init(include_dashboard=False)`` starts a local instance: the head node
+    starts no API server and nothing waits for one. Yields whether the start is patched."""
+    if os.environ.get(API_SERVER) == "1":
+        yield False
+        return
+    try:
+        from ray._private.node import Node
+
+        start_api_server = Node.start_api_server
+    except (ImportError, AttributeError) as exc:  # a Ray that moved it: start unpatched
+        logger.debug("starting Ray with its API server: %s", exc)
+        yield False
+        return
+
+    def start_unless_dashboard_off(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
+        if include_dashboard is not False:  # a dashboard asked for: Ray's own start
+            start_api_server(self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
+
+    Node.start_api_server = start_unless_dashboard_off  # type: ignore[method-assign]
+    try:
+        yield True
+    finally:
+        Node.start_api_server = start_api_server  # type: ignore[method-assign]

@@ -5,7 +5,8 @@ again, after stopping what the failed attempt left.
 
 Most failures under load were the raylet aborting because its dashboard agent took longer
 than Ray's fixed 15 s to write its port files; a local start now tells the raylet the agents'
-ports so that it does not wait (:mod:`ray_bench.onray.agent_ports`).
+ports so that it does not wait, and starts no API server (the dashboard head, which ``ray.init``
+waits for even with ``include_dashboard=False``; :mod:`ray_bench.onray.agent_ports`).
 
 What a failed attempt leaves is most of a Ray: ``ray.init`` raises from inside the node's
 constructor, so ``ray.shutdown`` knows of no node and stops nothing, and the GCS, the agents
@@ -46,7 +47,7 @@ from typing import Any
 import ray
 
 from ray_bench.cells.credentials import Redactor
-from ray_bench.onray.agent_ports import agents_not_awaited
+from ray_bench.onray.agent_ports import agents_not_awaited, api_server_not_started
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
     os.environ.setdefault(WORKER_NICENESS, "0")  # read by the raylet this start launches
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
-            with agents_not_awaited():
+            with agents_not_awaited(), api_server_not_started():
                 ray.init(address="local", include_dashboard=False, **kwargs)
             return
         except Exception as exc:  # Ray raises a bare Exception for the startup timeout

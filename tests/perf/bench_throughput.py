@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ray
-from scale_support import ROUTES, descendant_cpu, self_cpu, write_suite
+from scale_support import ROUTES, descendant_cpu, self_cpu, write_noop_suite
 
 from ray_bench.api import plan_run
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
@@ -92,9 +92,7 @@ def run_raw(n: int, concurrency: int, scratch: Path) -> float:
 def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
                runners: int = DEFAULT_RUNNERS_PER_NODE, artifacts: str = "auto") -> tuple[float, float, int]:
     """(driver wall seconds, first start to last finish from the ledger, valid rows)."""
-    reps = max(1, n // 2)
-    suite, accounts = write_suite(root / "suite", tasks=1, reps=reps, concurrency=concurrency,
-                                  local_root=root / "sbx")
+    suite, accounts = write_noop_suite(root / "suite", cells=n, concurrency=concurrency, local_root=root / "sbx")
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id=f"tp-{artifacts}")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(runners, artifacts=Shipper(planned.run_root, artifacts))

@@ -69,6 +69,13 @@ def write_suite(root: Path, *, tasks: int, reps: int, concurrency: int, agent: s
     return root / "suite.yaml", root / "accounts.yaml"
 
 
+def write_noop_suite(root: Path, *, cells: int, concurrency: int,
+                     local_root: Path | None = None) -> tuple[Path, Path]:
+    """The no-op throughput suite (bench_throughput, bench_vs_inspect): one task x 2 arms x
+    ``cells // 2`` repetitions."""
+    return write_suite(root, tasks=1, reps=max(1, cells // 2), concurrency=concurrency, local_root=local_root)
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set size so far (Linux: ru_maxrss is in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
