@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The test command: create .venv if missing, install the package with its dev, daytona and inspect
-# extras (with uv, pip as the fallback), run pytest; then, without --fast, the tests marked `harbor`
-# in .venv-harbor (Python 3.12 with Harbor 0.26, made by scripts/harbor-env.sh), because Harbor
-# needs Python >= 3.12. Under CI=true a missing Python 3.12 fails the run; elsewhere that pass is
-# skipped with a note.
-# Arguments go to pytest. "No tests collected" (pytest exit 5) counts as a failure.
+# extras (with uv, pip as the fallback), run pytest; without --fast, in three passes (below): the
+# main one on two pytest-xdist workers, the tests marked `harbor` in .venv-harbor beside it
+# (Python 3.12 with Harbor 0.26, made by scripts/harbor-env.sh, because Harbor needs Python >=
+# 3.12), then the tests marked `serial`, alone. Under CI=true a missing Python 3.12 fails the run;
+# elsewhere the harbor pass is skipped with a note.
+# Arguments go to pytest (a -m is combined with each pass's own). "No tests collected" (pytest
+# exit 5) in every pass counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
 #            core, config, plan, evidence, reports, the simulator; 1,062 tests, 160-190 s here).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
-# Without --fast: the full suite (1,489 tests + 48 harbor), what .ci/run runs: 1,755 s, then 194 s
-# for harbor, in a fresh clone on a quiet machine here on 3 Dec (README "Set up"); budget 20 min.
+# Without --fast: the full suite (1,489 tests + 48 harbor), what .ci/run runs; budget 20 min on a
+# quiet 2-core machine (figures: README "Set up").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,48 +46,104 @@ if [ "${1:-}" = "--fast" ]; then
     fast=(-m "not docker and not ray and not prometheus and not daytona and not slow")
 fi
 
+# The caller's -m and --basetemp are taken out of the arguments: each pass combines the -m with
+# its own ("(EXPR) and not serial"), and gets a directory of its own under the base temp, since
+# pytest empties its --basetemp at start and the harbor pass runs beside the main one.
+args=()
+mark=""
+base=""
+pending=""
+for arg in "$@"; do
+    if [ -n "$pending" ]; then
+        if [ "$pending" = m ]; then mark=$arg; else base=$arg; fi
+        pending=""
+        continue
+    fi
+    case "$arg" in
+        -m) pending=m ;;
+        -m*) mark=${arg#-m} ;;
+        --basetemp) pending=b ;;
+        --basetemp=*) base=${arg#--basetemp=} ;;
+        *) args+=("$arg") ;;
+    esac
+done
+with_mark() { if [ -n "$mark" ]; then echo "($mark) and $1"; else echo "$1"; fi; }
+
 # A private temporary root: pytest's default one (/tmp/pytest-of-$USER) keeps only the last three
 # sessions' directories, so another pytest started on this machine meanwhile (a second checkout, a
 # helper) would delete this run's live ones. Removed when the run passes; kept to read if not.
-own_base=()
-case " $* " in *" --basetemp"*) ;; *)
-    tmp_root=$(mktemp -d "${TMPDIR:-/tmp}/ray-bench-tests.XXXXXX")
-    own_base=(--basetemp "$tmp_root/main")
-    ;;
-esac
-
-status=0
-.venv/bin/pytest -q "${own_base[@]}" "${fast[@]}" "$@" || status=$?
-if [ "$status" -eq 5 ]; then
-    echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
-    exit 1
+own_tmp=0
+if [ -z "$base" ]; then
+    base=$(mktemp -d "${TMPDIR:-/tmp}/ray-bench-tests.XXXXXX")
+    own_tmp=1
 fi
 done_with_tmp() {
-    if [ "${#own_base[@]}" -gt 0 ] && [ "$1" -eq 0 ]; then rm -rf "$tmp_root"; fi
+    if [ "$own_tmp" -eq 1 ] && [ "$1" -eq 0 ]; then rm -rf "$base"; fi
     exit "$1"
 }
-[ "${#fast[@]}" -eq 0 ] || done_with_tmp "$status"
 
-# The harbor pass. Arguments naming test files outside it simply collect nothing there (exit 5,
-# not a failure of this pass); "-m harbor" is combined with any -m the caller gave by pytest's
-# last-one-wins rule, so a caller's -m is not passed on.
+if [ "${#fast[@]}" -gt 0 ]; then
+    # The caller's -m, if any, replaces the tier's (pytest's last -m wins), as it always has.
+    [ -z "$mark" ] || fast=(-m "$mark")
+    status=0
+    .venv/bin/pytest -q --basetemp "$base/main" "${fast[@]}" "${args[@]}" || status=$?
+    if [ "$status" -eq 5 ]; then
+        echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
+        exit 1
+    fi
+    done_with_tmp "$status"
+fi
+
+# The full suite, in three passes:
+#   main    every test not marked harbor or serial, on $RAY_BENCH_TEST_WORKERS (2) pytest-xdist
+#           workers, a test file to a worker (--dist loadfile: a module's fixtures, such as a
+#           multi-node cluster or the Daytona fixture server, start once). Each worker is its own
+#           process with its own local Ray (support/ray_local.py); the session's images are built
+#           under a machine lock (support/images.py). Most tests wait on Ray, Docker, CLIs and
+#           sleeps rather than burn a core, so two workers on two cores nearly halve the pass.
+#   harbor  the tests marked harbor in .venv-harbor (Python 3.12 with Harbor 0.26, made by
+#           scripts/harbor-env.sh), beside the main pass, its output printed after it. Under
+#           CI=true a missing Python 3.12 fails the run; elsewhere that pass is skipped with a note.
+#   serial  the tests marked serial (they must have the machine to themselves), after both, alone.
+# "No tests collected" (exit 5) in one pass is not a failure of that pass; in every pass it is.
 harbor_status=0
 bash scripts/harbor-env.sh || harbor_status=$?
 if [ "$harbor_status" -eq 3 ] && [ "${CI:-}" != true ]; then
-    echo "scripts/test.sh: no Python 3.12 here; the tests marked harbor were not run" >&2
-    done_with_tmp "$status"
+    echo "scripts/test.sh: no Python 3.12 here; the tests marked harbor will not be run" >&2
+    harbor_status=5  # as if it collected nothing
+elif [ "$harbor_status" -ne 0 ]; then
+    exit 1
 fi
-[ "$harbor_status" -eq 0 ] || exit 1
-args=()
-skip_next=0
-for arg in "$@"; do
-    if [ "$skip_next" -eq 1 ]; then skip_next=0; continue; fi
-    case "$arg" in -m) skip_next=1; continue ;; -m*) continue ;; esac
-    args+=("$arg")
+harbor_pid=""
+harbor_log="$base/harbor.log"
+if [ "$harbor_status" -eq 0 ]; then
+    mkdir -p "$base"
+    .venv-harbor/bin/python -m pytest -q --basetemp "$base/harbor" -m "$(with_mark harbor)" "${args[@]}" \
+        >"$harbor_log" 2>&1 &
+    harbor_pid=$!
+fi
+
+status=0
+.venv/bin/pytest -q --basetemp "$base/main" -n "${RAY_BENCH_TEST_WORKERS:-2}" --dist loadfile \
+    -m "$(with_mark "not serial")" "${args[@]}" || status=$?
+
+if [ -n "$harbor_pid" ]; then
+    wait "$harbor_pid" || harbor_status=$?
+    echo "scripts/test.sh: the harbor pass (.venv-harbor, beside the main pass):"
+    cat "$harbor_log"
+fi
+
+serial_status=0
+.venv/bin/pytest -q --basetemp "$base/serial" -m "$(with_mark serial)" "${args[@]}" || serial_status=$?
+
+collected=0
+for s in "$status" "$serial_status" "$harbor_status"; do [ "$s" -eq 5 ] || collected=1; done
+if [ "$collected" -eq 0 ]; then
+    echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
+    exit 1
+fi
+final=0
+for s in "$status" "$serial_status" "$harbor_status"; do
+    if [ "$s" -ne 0 ] && [ "$s" -ne 5 ] && [ "$final" -eq 0 ]; then final=$s; fi
 done
-harbor_base=()
-[ "${#own_base[@]}" -eq 0 ] || harbor_base=(--basetemp "$tmp_root/harbor")
-.venv-harbor/bin/python -m pytest -q "${harbor_base[@]}" -m harbor "${args[@]}" || harbor_status=$?
-[ "$harbor_status" -eq 5 ] && harbor_status=0
-[ "$status" -ne 0 ] || status=$harbor_status
-done_with_tmp "$status"
+done_with_tmp "$final"

@@ -9,7 +9,7 @@ from typing import Any
 
 import docker
 import pytest
-from support.images import build_base_image, build_tmux_image
+from support.images import build_base_image, build_tmux_image, images_built_one_at_a_time
 from support.services import require_service
 
 
@@ -29,7 +29,8 @@ def docker_client() -> Iterator[Any]:
 def base_image(docker_client: Any) -> str:
     """``ray-bench-base:busybox``, imported once per test run (reused when present)."""
     try:
-        return build_base_image(docker_client)
+        with images_built_one_at_a_time():
+            return build_base_image(docker_client)
     except RuntimeError as exc:
         require_service("busybox", False, str(exc))
         raise
@@ -40,7 +41,8 @@ def tmux_image(docker_client: Any, base_image: str) -> str:
     """``ray-bench-tmux:<content hash>``: the base image with this host's tmux and bash (and
     their libraries and terminfo) laid over it, for Harbor's Terminus 2; built once per hash."""
     try:
-        return build_tmux_image(docker_client, base_image)
+        with images_built_one_at_a_time():
+            return build_tmux_image(docker_client, base_image)
     except RuntimeError as exc:
         require_service("tmux", False, str(exc))
         raise

@@ -46,7 +46,11 @@ from ray_bench.ledger import Ledger
 from ray_bench.models.attempt import AttemptError
 from ray_bench.sandboxes.base import LABEL_MANAGED, LABEL_RUN
 
-pytestmark = [pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
+# serial: alone on the machine (scripts/test.sh's last pass). The daemon is private, but a
+# dockerd acts on the host as well as on its own root: it deleted the host's docker0 once (see
+# argv), it adopts a system containerd when one answers, and SIGKILLed it leaves shims and
+# cgroups the test sweeps by /proc and /sys scans; no other test's containers beside that.
+pytestmark = [pytest.mark.docker, pytest.mark.ray, pytest.mark.slow, pytest.mark.serial]
 
 TASKS = ["hello-world", "sum-list", "fizzbuzz", "count-words"]
 CELLS = len(TASKS) * 2  # tasks x arms, one rep

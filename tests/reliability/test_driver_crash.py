@@ -15,6 +15,7 @@ to Ray's owner-death cleanup and its orphans to the resume, and three local star
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,11 @@ POINTS: dict[str, Callable[[Path, str], bool]] = {
 }
 
 
-MARKER = "sleep 302.1377"
+#: The agents' sleep, found in the host's process table: its digits are this pytest process's
+#: pid, because the table is the machine's. With one fixed marker, two suites on one machine (an
+#: xdist run and a serial one, 3 Dec) each saw the other's agents: `pgrep(MARKER) == []` failed
+#: in both.
+MARKER = f"sleep 302.{os.getpid():07d}"  # fixed width: no pid is a prefix of another
 
 
 @dataclass

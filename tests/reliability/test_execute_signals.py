@@ -46,7 +46,8 @@ def _send(driver: DriverProcess, sig: signal.Signals) -> None:
 
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-MARKER = "sleep 303.17"
+#: Unique to this pytest process: the process table is the machine's (see test_driver_crash).
+MARKER = f"sleep 303.{os.getpid():07d}"
 
 
 def _stop_by(driver: DriverProcess, sig: signal.Signals, root: Path, sandboxes: Path, nth: int) -> None:

@@ -10,9 +10,12 @@ second run, or a second session, reuses it. ``.ci/run`` installs tmux where a ho
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,8 @@ from ray_bench.sandboxes.images import (
 )
 
 __all__ = ["BASE_IMAGE", "TMUX_REPOSITORY", "build_base_image", "build_tmux_image", "busybox_path",
-           "busybox_rootfs_tar", "image_exists", "tmux_image_files", "write_task_environment"]
+           "busybox_rootfs_tar", "image_exists", "images_built_one_at_a_time", "tmux_image_files",
+           "write_task_environment"]
 
 TMUX_REPOSITORY = "ray-bench-tmux"
 #: The programs a Terminus 2 pane needs beyond busybox (which has no bash).
@@ -46,6 +50,20 @@ COPY root/ /
 RUN ln -sf /usr/bin/bash /bin/bash
 ENV PATH=/usr/local/bin:/usr/bin:/bin TERMINFO_DIRS=/usr/share/terminfo LANG=C.UTF-8
 """
+
+
+@contextlib.contextmanager
+def images_built_one_at_a_time() -> Iterator[None]:
+    """Hold the machine's lock on building the test images. The test processes of one run (two
+    xdist workers, the harbor pass beside them) build them at their first use: without it two
+    imported the base image at once, the second import moved its tag to a new image id, and the
+    tmux tag, a hash over that id, then differed between one process's two builds."""
+    with (Path(tempfile.gettempdir()) / "ray-bench-test-images.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def tmux_image_files() -> dict[str, Path]:
