@@ -267,13 +267,13 @@ class Driver:
             stop = self._preflight(ledger, state)
             if stop is not None:
                 return stop
-        return self._loop(ledger, state, phase="fan-out") or (None, "")
+        return self._loop(ledger, state) or (None, "")
 
     def _preflight(self, ledger: Ledger, state: RunState) -> tuple[str, str] | None:
         gate = state.preflight(self.plan.preflight)
         if gate.todo and not gate.spent:
             aside = state.restrict(set(gate.todo))
-            stop = self._loop(ledger, state, phase="preflight")
+            stop = self._loop(ledger, state)
             if stop is not None:
                 return stop
             state.extend(aside)
@@ -285,7 +285,7 @@ class Driver:
         ledger.append(ev.PreflightPassed(cells=sorted(self.plan.preflight)))
         return None
 
-    def _loop(self, ledger: Ledger, state: RunState, phase: str) -> tuple[str, str] | None:
+    def _loop(self, ledger: Ledger, state: RunState) -> tuple[str, str] | None:
         """Turn until every cell is done or the run stops and nothing runs: each turn the world
         is seen, a launch round runs, the finished attempts come back (see :mod:`runcore`)."""
         core = self.core
