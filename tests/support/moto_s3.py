@@ -57,9 +57,26 @@ def _free_port() -> int:
         return port
 
 
+#: Ports tried: the free port is found before moto_server binds it, so another process (a second
+#: pytest worker starting its own server) can take it first; moto_server then exits at once.
+START_TRIES = 5
+
+
 def start_moto(log: Path) -> MotoS3:
     binary = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
-    port = _free_port()
+    for _ in range(START_TRIES - 1):
+        server = _start_on(binary, _free_port(), log)
+        if server is not None:
+            return server
+    server = _start_on(binary, _free_port(), log)
+    if server is None:
+        raise RuntimeError(f"moto_server did not start on {START_TRIES} ports: {log.read_text()[-2000:]}")
+    return server
+
+
+def _start_on(binary: str, port: int, log: Path) -> MotoS3 | None:
+    """The server on ``port``, or None when it exited (the port was taken meanwhile). Ready means
+    it answers and is still running: an answer from a server that exited came from another's."""
     with log.open("wb") as out:
         process = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
                                    stderr=subprocess.STDOUT)
@@ -68,13 +85,19 @@ def start_moto(log: Path) -> MotoS3:
     while True:
         try:
             with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=5):
-                break
+                pass
         except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"moto_server did not start: {log.read_text()[-2000:]}") from None
-            time.sleep(0.2)
-    return MotoS3(endpoint, process)
+            pass
+        else:
+            if process.poll() is None:
+                return MotoS3(endpoint, process)
+        if process.poll() is not None:
+            return None
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait(timeout=20)
+            raise RuntimeError(f"moto_server did not answer on {endpoint} within 60 s: {log.read_text()[-2000:]}")
+        time.sleep(0.2)
 
 
 def stop_moto(server: MotoS3) -> None:
