@@ -21,6 +21,8 @@ timeout_sec = 30.0
 workdir = "/app"
 """
 VERIFIER = '#!/bin/sh\nmkdir -p "$LOGS_DIR/verifier"; echo 1 > "$LOGS_DIR/verifier/reward.txt"\n'
+#: The suite model's bound on ``reps`` (``models/suite.py``).
+MAX_REPS = 1000
 ROUTES = {"RB_BENCH_KEY_A": "bench-value-a", "RB_BENCH_KEY_B": "bench-value-b"}
 
 
@@ -72,8 +74,11 @@ def write_suite(root: Path, *, tasks: int, reps: int, concurrency: int, agent: s
 def write_noop_suite(root: Path, *, cells: int, concurrency: int,
                      local_root: Path | None = None) -> tuple[Path, Path]:
     """The no-op throughput suite (bench_throughput, bench_vs_inspect): one task x 2 arms x
-    ``cells // 2`` repetitions."""
-    return write_suite(root, tasks=1, reps=max(1, cells // 2), concurrency=concurrency, local_root=local_root)
+    ``cells // 2`` repetitions, up to 2,000 cells (a suite's ``reps`` is at most 1,000); above,
+    as many tasks as that needs, ``cells`` rounded down to a multiple of twice their number."""
+    tasks = -(-max(2, cells) // (2 * MAX_REPS))
+    return write_suite(root, tasks=tasks, reps=max(1, cells // (2 * tasks)), concurrency=concurrency,
+                       local_root=local_root)
 
 
 def peak_rss_mb() -> float:
