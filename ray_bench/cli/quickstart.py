@@ -14,6 +14,7 @@ from rich.console import Console
 from ray_bench.api import execute_run, plan_run
 from ray_bench.cli.progress import ConsoleProgress
 from ray_bench.reports.build import render_markdown, write_report
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.scheduler.driver import RunOptions
 
 #: Demo values for the demo accounts' routes. Not secrets: they reach nothing.
@@ -31,8 +32,8 @@ def prepare(workdir: Path, backend: str = "local") -> tuple[Path, Path]:
         shutil.rmtree(target)
     shutil.copytree(example_dir(), target, ignore=shutil.ignore_patterns("__pycache__"))
     suite = target / "suite.yaml"
-    if backend != "local":
-        data = yaml.safe_load(suite.read_text())
+    data = yaml.safe_load(suite.read_text())
+    if data["backend"] != backend:  # the example's own backend runs it as the file has it
         data["backend"] = backend
         data["backends"] = {backend: _container_backend(backend)}
         suite.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -46,7 +47,7 @@ def _container_backend(backend: str) -> dict[str, object]:
 
     config: dict[str, object] = {"max_sandboxes": 4, "image": BASE_IMAGE,
                                  "resources": {"cpus": 0.5, "memory_mb": 256, "pids": 256}}
-    if backend == "docker":
+    if capabilities(backend).local_images:
         import docker
 
         from ray_bench.sandboxes.images import build_base_image
