@@ -14,6 +14,7 @@ from rich.console import Console
 from ray_bench.api import execute_run, plan_run
 from ray_bench.cli.progress import ConsoleProgress
 from ray_bench.reports.build import render_markdown, write_report
+from ray_bench.runroot import RunPaths
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.scheduler.driver import RunOptions
 
@@ -76,11 +77,12 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
     started = time.monotonic()
     run_id = _run_id(workdir / "runs")
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=workdir / "runs", run_id=run_id)
-    console.print(f"   {planned.cells} cells; receipt at {planned.run_root / 'receipt.md'}")
+    paths = RunPaths(planned.run_root)
+    console.print(f"   {planned.cells} cells; receipt at {paths.receipt}")
     for warning in planned.warnings:
         console.print(f"   warning: {warning}", markup=False)
     console.print(f"   plan identity: [bold]{planned.identity}[/bold]")
-    plan_path = planned.run_root / "launch-plan.json"
+    plan_path = paths.plan
     joined = f" --address {address}" if address else ""
     console.print(f"[bold]2. execute[/bold]  ray-bench execute --plan {plan_path} --confirm {planned.identity}{joined}")
     outcome = execute_run(plan_path=plan_path, confirm=planned.identity,
@@ -93,9 +95,8 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
     report = write_report(planned.run_root)
     console.print(render_markdown(report), markup=False)
     console.print("[bold]Where everything is[/bold]")
-    for label, path in [("plan", plan_path), ("receipt", planned.run_root / "receipt.md"),
-                        ("ledger", planned.run_root / "ledger.sqlite"),
-                        ("attempts", planned.run_root / "attempts"),
+    for label, path in [("plan", plan_path), ("receipt", paths.receipt), ("ledger", paths.ledger),
+                        ("attempts", paths.attempts),
                         *[(f"report ({k})", p) for k, p in report.files(planned.run_root).items()]]:
         console.print(f"   {label:<16} {path}", markup=False)
     console.print(f"   quickstart took {time.monotonic() - started:.1f}s")
