@@ -71,6 +71,28 @@ def test_a_plan_is_refused_by_what_its_backend_cannot_enforce(tmp_path: Path,
     assert "agent.user = 'agent'; backend docker cannot run a command as another user" in str(refused.value)
 
 
+def _offline_verifier_suite(tmp: Path) -> tuple[Path, Path]:
+    suite, accounts = make_suite(tmp, tasks=["hello-world"], backend="docker",
+                                 backends={"docker": {"max_sandboxes": 2}})
+    toml = tmp / "tasks" / "hello-world" / "task.toml"
+    toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nnetwork_mode = "no-network"\n'))
+    return suite, accounts
+
+
+def test_a_task_whose_phases_differ_in_network_needs_network_per_phase(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    suite, accounts = _offline_verifier_suite(tmp_path / "a")
+    plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r1", environ=dict(TEST_ROUTES)))
+    assert [t.id for t in plan.tasks] == ["hello-world"]  # docker disconnects the verifier
+
+    without = caps.BackendCapabilities(users=True, isolated_network=True, image=True, host_admission=True)
+    monkeypatch.setitem(caps.CAPABILITIES, "docker", without)
+    suite, accounts = _offline_verifier_suite(tmp_path / "b")
+    with pytest.raises(UserInputError) as refused:
+        compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r1", environ=dict(TEST_ROUTES)))
+    assert "its phases differ in network access; backend docker fixes the network at create" in str(refused.value)
+
+
 POOL = {"vcpu": 8, "memory_gib": 64, "disk_gib": 300, "creates_per_minute": 30}
 
 
