@@ -208,7 +208,7 @@ class RayPool:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
                  and (self._allowed is None or n["NodeID"] in self._allowed) and n["NodeID"] not in self._retired}
         if self._nodes[index] not in alive:
-            for nodes_with in self._resource_nodes.values():  # keep a docker runner on a docker node
+            for nodes_with in self._resource_nodes.values():  # a docker runner stays on a docker node
                 if self._nodes[index] in nodes_with:
                     alive = (alive & nodes_with) or alive
         node = self._nodes[index] if self._nodes[index] in alive else min(alive, default=None)

@@ -93,8 +93,8 @@ def build_backend(plan: Plan) -> str | None:
 def build_targets(plan: Plan, default_size: tuple[int, int, int] = (1, 1, 3)) -> list[BuildTarget]:
     """One target per distinct (image or Dockerfile, size) among the plan's cells on a backend
     that builds before the fan-out (Daytona). A cell already on a named snapshot, or on the
-    organisation's default one (no image and no Dockerfile), needs none. A Dockerfile is named by its
-    task's checksum (its content)."""
+    organisation's default one (no image and no Dockerfile), needs none. A Dockerfile is named
+    by its task's checksum (its content)."""
     tasks = {t.id: t for t in plan.tasks}
     arms = {a.name: a for a in plan.arms}
     grouped: dict[tuple[str | None, str | None, tuple[int, int, int]], list[PlanCell]] = {}
