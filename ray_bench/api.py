@@ -23,6 +23,7 @@ from ray_bench.evidence.decisions import refuse_official
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
+from ray_bench.plan.backends import docker_url_of, uses_docker
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
@@ -43,9 +44,7 @@ from ray_bench.scheduler.driver import (
     Driver,
     RunOptions,
     RunOutcome,
-    docker_url_of,
     reserve_of,
-    uses_docker,
 )
 from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root

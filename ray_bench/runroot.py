@@ -33,6 +33,8 @@ PAUSE_FILE = "pause.json"
 SUMMARY_FILE = "run-summary.json"
 ATTEMPTS_DIR = "attempts"
 RESULT_FILE = "result.json"
+HALT_FILE = "resource-halt.json"
+HALTS_DIR = "halts"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,20 @@ class RunPaths:
     @property
     def pause(self) -> Path:
         return self.root / PAUSE_FILE
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def halt(self) -> Path:
+        """The resource supervisor's hard stop (:mod:`ray_bench.sandboxes.supervisor`)."""
+        return self.root / HALT_FILE
+
+    @property
+    def halts(self) -> Path:
+        """Where a cleared halt is archived, with its clearance reason."""
+        return self.root / HALTS_DIR
 
     @property
     def attempts(self) -> Path:

@@ -126,6 +126,7 @@ def plan(
     from ray_bench.api import plan_run
     from ray_bench.plan.compile import ArmFilter
     from ray_bench.plan.history import durations_from_runs, rewards_from_runs
+    from ray_bench.runroot import RunPaths
 
     if baseline_only and full_only:
         raise UserInputError("--baseline-only and --full-only exclude each other", where="plan",
@@ -138,8 +139,8 @@ def plan(
                       rewards=rewards_from_runs([*(history or []), *(runs or [])]))
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
-    err.print(f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "
-              f"(receipt: {result.run_root / 'receipt.md'})", markup=False)
+    paths = RunPaths(result.run_root)
+    err.print(f"planned {result.cells} cells -> {paths.plan} (receipt: {paths.receipt})", markup=False)
     out.print(result.identity, markup=False)
 
 

@@ -9,7 +9,7 @@ import typer
 
 from ray_bench.cli.app import app, err, guarded, out
 from ray_bench.errors import UserInputError
-from ray_bench.runroot import refuse_output_in_run_root
+from ray_bench.runroot import RunPaths, refuse_output_in_run_root
 
 
 @app.command()
@@ -47,11 +47,8 @@ def rerun(
         )
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
-    err.print(
-        f"planned {result.cells} cells -> {result.run_root / 'launch-plan.json'} "
-        f"(receipt: {result.run_root / 'receipt.md'})",
-        markup=False,
-    )
+    paths = RunPaths(result.run_root)
+    err.print(f"planned {result.cells} cells -> {paths.plan} (receipt: {paths.receipt})", markup=False)
     out.print(result.identity, markup=False)
 
 

@@ -14,6 +14,8 @@ from rich.console import Console
 from ray_bench.api import execute_run, plan_run
 from ray_bench.cli.progress import ConsoleProgress
 from ray_bench.reports.build import render_markdown, write_report
+from ray_bench.runroot import RunPaths
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.scheduler.driver import RunOptions
 
 #: Demo values for the demo accounts' routes. Not secrets: they reach nothing.
@@ -31,8 +33,8 @@ def prepare(workdir: Path, backend: str = "local") -> tuple[Path, Path]:
         shutil.rmtree(target)
     shutil.copytree(example_dir(), target, ignore=shutil.ignore_patterns("__pycache__"))
     suite = target / "suite.yaml"
-    if backend != "local":
-        data = yaml.safe_load(suite.read_text())
+    data = yaml.safe_load(suite.read_text())
+    if data["backend"] != backend:  # the example's own backend runs it as the file has it
         data["backend"] = backend
         data["backends"] = {backend: _container_backend(backend)}
         suite.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -46,7 +48,7 @@ def _container_backend(backend: str) -> dict[str, object]:
 
     config: dict[str, object] = {"max_sandboxes": 4, "image": BASE_IMAGE,
                                  "resources": {"cpus": 0.5, "memory_mb": 256, "pids": 256}}
-    if backend == "docker":
+    if capabilities(backend).local_images:
         import docker
 
         from ray_bench.sandboxes.images import build_base_image
@@ -75,11 +77,12 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
     started = time.monotonic()
     run_id = _run_id(workdir / "runs")
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=workdir / "runs", run_id=run_id)
-    console.print(f"   {planned.cells} cells; receipt at {planned.run_root / 'receipt.md'}")
+    paths = RunPaths(planned.run_root)
+    console.print(f"   {planned.cells} cells; receipt at {paths.receipt}")
     for warning in planned.warnings:
         console.print(f"   warning: {warning}", markup=False)
     console.print(f"   plan identity: [bold]{planned.identity}[/bold]")
-    plan_path = planned.run_root / "launch-plan.json"
+    plan_path = paths.plan
     joined = f" --address {address}" if address else ""
     console.print(f"[bold]2. execute[/bold]  ray-bench execute --plan {plan_path} --confirm {planned.identity}{joined}")
     outcome = execute_run(plan_path=plan_path, confirm=planned.identity,
@@ -92,9 +95,8 @@ def run_quickstart(workdir: Path, *, backend: str = "local", console: Console | 
     report = write_report(planned.run_root)
     console.print(render_markdown(report), markup=False)
     console.print("[bold]Where everything is[/bold]")
-    for label, path in [("plan", plan_path), ("receipt", planned.run_root / "receipt.md"),
-                        ("ledger", planned.run_root / "ledger.sqlite"),
-                        ("attempts", planned.run_root / "attempts"),
+    for label, path in [("plan", plan_path), ("receipt", paths.receipt), ("ledger", paths.ledger),
+                        ("attempts", paths.attempts),
                         *[(f"report ({k})", p) for k, p in report.files(planned.run_root).items()]]:
         console.print(f"   {label:<16} {path}", markup=False)
     console.print(f"   quickstart took {time.monotonic() - started:.1f}s")

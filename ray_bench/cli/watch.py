@@ -21,8 +21,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from ray_bench.ledger.store import LEDGER_FILE, Ledger
-from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.ledger.store import Ledger
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths
 from ray_bench.status.read import RunStatus, read_status
 from ray_bench.status.text import headline, pace_line, status_lines
 
@@ -38,9 +39,9 @@ class WatchView:
 
 def snapshot(run_root: Path, now: float | None = None) -> WatchView:
     status = read_status(run_root, now)
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
     attempts = []
-    if (run_root / LEDGER_FILE).exists():
+    if RunPaths(run_root).ledger.exists():
         ledger = Ledger.open_readonly(run_root)
         try:
             attempts = ledger.attempts()

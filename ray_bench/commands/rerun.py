@@ -32,11 +32,12 @@ from ray_bench.evidence.decisions import refuse_official
 from ray_bench.evidence.family import RERUN_NAME, run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.ledger.rows import start_order
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow
+from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan
 from ray_bench.plan.compile import PlanRequest, compile_plan
 from ray_bench.plan.identity import identity_of
 from ray_bench.plan.store import plan_bytes, write_plan
+from ray_bench.runroot import RunPaths
 
 RERUN_SELECTION = "rerun-selection.json"
 
@@ -151,7 +152,7 @@ def rerun_failed(
     for root in family:
         refuse_official(root, "rerun (its report would change)")
     named = load_epoch(run_root.resolve())
-    if not (family[0] / LEDGER_FILE).is_file():
+    if not RunPaths(family[0]).ledger.is_file():
         raise UserInputError(
             "this run has not started: there is nothing to rerun",
             where=str(run_root),

@@ -44,7 +44,7 @@ from ray_bench.plan.compile import (
     suite_roots,
 )
 from ray_bench.plan.identity import canonical_bytes, cell_id
-from ray_bench.plan.store import RECEIPT_FILE
+from ray_bench.runroot import RunPaths
 
 
 def replan_command(plan: Plan) -> str:
@@ -59,7 +59,7 @@ def replan_command(plan: Plan) -> str:
 
 
 def refusal(plan: Plan, plan_path: Path, what: str) -> PlanError:
-    receipt = plan_path.resolve().parent / RECEIPT_FILE
+    receipt = RunPaths(plan_path.resolve().parent).receipt
     return PlanError(f"not the plan `ray-bench plan` wrote: {what}", where=str(plan_path),
                      fix=f"review {receipt} and make a new plan: {replan_command(plan)}")
 
@@ -69,7 +69,7 @@ def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
     elsewhere = _bound_to_root(plan, plan_path)
     if elsewhere is not None:
         raise PlanError(elsewhere, where=str(plan_path),
-                        fix=f"execute {Path(plan.run_root or '?') / 'launch-plan.json'} where it is, or make "
+                        fix=f"execute {RunPaths(Path(plan.run_root or '?')).plan} where it is, or make "
                             f"a new plan: {replan_command(plan)}")
     _refuse_harbor_here(plan, plan_path)
     problem = _inputs_cover(plan)
@@ -272,7 +272,7 @@ def _cell_set(plan: Plan, suite: Suite, suite_path: Path) -> str | None:
 def _receipt(plan: Plan, identity: str, plan_path: Path) -> str | None:
     """Every line of the receipt this plan renders is in the receipt on disk, in order (a
     rerun's receipt adds a section; nothing may be missing or different)."""
-    path = plan_path.resolve().parent / RECEIPT_FILE
+    path = RunPaths(plan_path.resolve().parent).receipt
     try:
         on_disk = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):

@@ -27,9 +27,10 @@ from pathlib import Path
 from ray_bench.config.secrets import refuse_secret_text, route_values
 from ray_bench.errors import UserInputError
 from ray_bench.ledger.events import DemotionData, ExclusionData, InclusionData, PromotionData
-from ray_bench.ledger.store import LEDGER_FILE, Event, Ledger
+from ray_bench.ledger.store import Event, Ledger
 from ray_bench.models.plan import Plan, PlanCell
-from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths
 
 EXCLUSION = "exclusion"
 INCLUSION = "inclusion"
@@ -113,7 +114,7 @@ def _standing(run_id: str, events: Iterable[Event]) -> tuple[Promotion | None, D
 
 
 def read_events(run_root: Path) -> list[Event]:
-    if not (run_root / LEDGER_FILE).is_file():
+    if not RunPaths(run_root).ledger.is_file():
         return []
     ledger = Ledger.open_readonly(run_root)
     try:
@@ -125,7 +126,7 @@ def read_events(run_root: Path) -> list[Event]:
 def refuse_official(run_root: Path, action: str,
                     fix: str = "") -> None:
     """Bad input: ``action`` on a promoted run. Nothing is written."""
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
     promotion = promotion_of(plan.run_id, read_events(run_root))
     if promotion is not None:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(promotion.at))
@@ -156,7 +157,7 @@ def record_exclusion(run_root: Path, cell: str, reason: str, *, include: bool = 
                      by: str | None = None) -> Exclusion:
     """Exclude (or include again) one planned cell. Bad input writes nothing."""
     verb = "include" if include else "exclude"
-    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    plan, identity = load_plan_file(RunPaths(run_root).plan)
     if not reason.strip():
         raise UserInputError("a reason is required", where="--reason",
                              fix=f"say why you {verb} the cell; it is recorded with your name")

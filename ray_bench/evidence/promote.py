@@ -36,9 +36,9 @@ from ray_bench.evidence.family import run_family
 from ray_bench.evidence.rows import Epoch, build_evidence, load_epoch
 from ray_bench.evidence.settle import settlement_of, usage_unknown
 from ray_bench.ledger.events import Audit, DemotionData, PromotionData
-from ray_bench.ledger.store import LEDGER_FILE, Ledger
-from ray_bench.plan.store import PLAN_FILE, load_plan_file
-from ray_bench.runroot import lock_holder
+from ray_bench.ledger.store import Ledger
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths, lock_holder
 from ray_bench.sandboxes.audit import audit_plan
 
 #: Invalid attempts over terminal attempts a run may have and still be promoted. A quarter:
@@ -70,7 +70,7 @@ def _driver_running(run_root: Path) -> bool:
 
 def live_audit(run_root: Path) -> int:
     """Resources still labelled with the run, on every backend it used (nothing is removed)."""
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
     report = audit_plan(plan, cleanup=False)
     return len(report.residue) + len(report.errors)  # a backend that did not answer is not clean
 
@@ -213,7 +213,7 @@ def demote_run(run_root: Path, *, reason: str, by: str | None = None) -> Demotio
 
 def run_category(run_root: Path) -> str:
     """``official`` or ``staging``: what a report's title says."""
-    if not (run_root / LEDGER_FILE).is_file():
+    if not RunPaths(run_root).ledger.is_file():
         return "staging"
     epoch = load_epoch(run_root)
     return "official" if epoch.promotion is not None else "staging"

@@ -33,10 +33,11 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import Exclusion, Promotion, exclusions_of, promotion_of
 from ray_bench.ledger.events import RunStarted
 from ray_bench.ledger.rows import accepted_rows
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
+from ray_bench.ledger.store import AttemptRow, Event, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.runroot import RunPaths
 
 #: A row solves its task at this reward; rewards between 0 and 1 count towards mean reward.
 SOLVED_AT = 1.0
@@ -68,7 +69,7 @@ class Epoch:
 
     def summaries(self) -> dict[str, AttemptSummary]:
         """attempt id -> terminal summary (read from the ledger on demand)."""
-        if not (self.run_root / LEDGER_FILE).is_file():
+        if not RunPaths(self.run_root).ledger.is_file():
             return {}
         ledger = Ledger.open_readonly(self.run_root)
         try:
@@ -91,7 +92,7 @@ def find_run_roots(paths: Iterable[Path]) -> list[Path]:
     """Each path is a run root (it holds a plan) or a directory of run roots."""
     roots: list[Path] = []
     for path in paths:
-        if (path / PLAN_FILE).is_file():
+        if RunPaths(path).plan.is_file():
             roots.append(path)
         elif path.is_dir():
             found = sorted(p.parent for p in path.glob(f"*/{PLAN_FILE}"))
@@ -112,10 +113,10 @@ def find_run_roots(paths: Iterable[Path]) -> list[Path]:
 
 
 def load_epoch(run_root: Path) -> Epoch:
-    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    plan, identity = load_plan_file(RunPaths(run_root).plan)
     attempts: tuple[AttemptRow, ...] = ()
     events: tuple[Event, ...] = ()
-    if (run_root / LEDGER_FILE).is_file():
+    if RunPaths(run_root).ledger.is_file():
         ledger = Ledger.open_readonly(run_root)
         try:
             attempts = tuple(ledger.attempts())

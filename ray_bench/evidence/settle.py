@@ -35,9 +35,10 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.decisions import operator, read_events, refuse_official
 from ray_bench.evidence.usage_export import UsageExport, read_usage_export
 from ray_bench.ledger.events import SettlementData
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
+from ray_bench.ledger.store import AttemptRow, Event, Ledger
 from ray_bench.models.attempt import AttemptSummary
-from ray_bench.plan.store import PLAN_FILE, load_plan_file
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths
 
 SETTLEMENT = "settlement"
 STATUSES = ("settled", "missing", "disputed", "n/a")
@@ -183,9 +184,9 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
 
 def settle_run(run_root: Path, usage: Path, *, by: str | None = None) -> Settlement:
     """Read the export (bad input writes nothing), reconcile, and record the settlement."""
-    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    plan, identity = load_plan_file(RunPaths(run_root).plan)
     export = read_usage_export(usage)
-    if not (run_root / LEDGER_FILE).is_file():
+    if not RunPaths(run_root).ledger.is_file():
         raise UserInputError("the run has no attempts to settle", where=str(run_root),
                              fix="execute the run first")
     # An official run's costs are part of its evidence: a new settlement would change them.
@@ -236,5 +237,5 @@ def settlement_of(run_id: str, events: Iterable[Event]) -> Settlement | None:
 
 
 def read_settlement(run_root: Path) -> Settlement | None:
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
     return settlement_of(plan.run_id, read_events(run_root))

@@ -25,6 +25,7 @@ from typing import Any
 
 from ray_bench.exports.source import CellExport, SuiteExport, export_roots, load_suites, mean_reward, refuse_out, staged
 from ray_bench.exports.transcripts import atif_trajectory, turns_of
+from ray_bench.sandboxes.capabilities import capabilities
 
 #: ray-bench failure class -> Harbor exception type. Names Harbor knows where one fits; the
 #: override on every invalid row keeps Harbor from counting any of them.
@@ -43,7 +44,6 @@ CANCELLED = "CancelledError"
 EXCLUDED = "CellExcludedError"
 #: A valid row flagged agent_timeout: Harbor counts an AgentTimeoutError's reward, as we do.
 AGENT_TIMEOUT = "AgentTimeoutError"
-HARBOR_ENVIRONMENTS = frozenset({"docker", "daytona"})
 NAMESPACE = uuid.UUID("5b0d7a52-6f8e-4f57-9a43-6d2b8f1c3e10")  # stable ids: one export, one uuid
 
 
@@ -108,8 +108,8 @@ def _write_job(suite: SuiteExport, arm: str, job_dir: Path, final_dir: Path) -> 
 def environment_of(backend: str) -> dict[str, Any]:
     """Harbor's environment for a ray-bench backend: its own type where Harbor has one (docker,
     daytona), else none and the ray-bench sandbox class (Harbor would call the local one docker)."""
-    if backend in HARBOR_ENVIRONMENTS:
-        return {"type": backend}
+    if (harbor := capabilities(backend).harbor_environment) is not None:
+        return {"type": harbor}
     return {"type": None, "import_path": f"ray_bench.sandboxes.{backend or 'mixed'}"}
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ray_bench.ledger.store import LEDGER_FILE, REGRADE, AttemptRow, Ledger
+from ray_bench.runroot import RunPaths
 
 
 def accepted_rows(attempts: Iterable[AttemptRow], cohort: set[str] | None = None) -> dict[str, AttemptRow]:
@@ -78,7 +79,7 @@ def valid_rows_by_task_arm(run_root: Path, arm_digests: Callable[[Path], dict[st
     every run root below it). ``arm_digests`` maps a run root to its arms' digests
     (ray_bench.plan.arm_identity.run_arm_digests); a row whose arm has none is left out: what
     it ran is unknown."""
-    roots = [run_root] if (run_root / LEDGER_FILE).is_file() else sorted(
+    roots = [run_root] if RunPaths(run_root).ledger.is_file() else sorted(
         p.parent for p in run_root.glob(f"*/{LEDGER_FILE}"))
     counts: dict[tuple[str, str, str, str], int] = {}
     for root in roots:

@@ -190,7 +190,7 @@ class Ledger:
 
     @classmethod
     def create(cls, run_root: Path, *, run_id: str, plan_identity: str) -> Ledger:
-        path = run_root / LEDGER_FILE
+        path = runroot.RunPaths(run_root).ledger
         conn = _connect(path)
         try:
             with conn:
@@ -218,7 +218,7 @@ class Ledger:
         the file alone without locks, which is exact when there is no ``-wal`` (no writer since
         the last clean close). When a ``-wal`` exists (a live or crashed driver) its commits
         matter, so ``mode=ro`` reads them; the files exist already."""
-        path = run_root / LEDGER_FILE
+        path = runroot.RunPaths(run_root).ledger
         if not path.is_file():
             raise LedgerError(f"no ledger at {path}: the run has not started")
         try:

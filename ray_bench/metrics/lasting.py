@@ -22,7 +22,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from ray_bench.evidence.circuit import circuit_scopes
 from ray_bench.ledger.events import Audit, StopReason
 from ray_bench.ledger.rows import accepted_rows, known_spend
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Ledger
+from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.runroot import RunPaths
 
 #: Values of ``raybench_run_stopped{reason}``: why the last session ended (1), or 0 for all
 #: while it runs or after a clean finish. Every ``StopReason``: a run stopped by a signal, lost
@@ -46,7 +47,7 @@ class LedgerTotals:
 
 def ledger_totals(run_root: Path) -> LedgerTotals:
     totals = LedgerTotals()
-    if not (run_root / LEDGER_FILE).exists():
+    if not RunPaths(run_root).ledger.exists():
         return totals
     ledger = Ledger.open_readonly(run_root)
     try:

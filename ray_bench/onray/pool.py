@@ -27,7 +27,7 @@ from ray_bench.onray.cell_runner import CellRunner
 from ray_bench.onray.start import init_ray
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
-from ray_bench.sandboxes.capabilities import DOCKER_RESOURCE, capabilities
+from ray_bench.sandboxes.capabilities import NODE_RESOURCES, capabilities
 
 if TYPE_CHECKING:
     from ray_bench.onray.artifact_ship import Shipper
@@ -101,9 +101,10 @@ class RayPool:
         self._lost_idle: set[str] = set()
         alive = [n for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
                  and (nodes is None or n["NodeID"] in nodes)]
-        #: Nodes advertising the ``docker`` resource; when any does, docker cells go only there.
-        self._docker_nodes = {n["NodeID"] for n in alive
-                              if n.get("Resources", {}).get(DOCKER_RESOURCE)}
+        #: Per node resource a backend asks for (capability ``node_resource``), the nodes that
+        #: advertise it; when any does, that backend's cells go only there.
+        self._resource_nodes = {resource: {n["NodeID"] for n in alive if n.get("Resources", {}).get(resource)}
+                                for resource in NODE_RESOURCES}
         for node in alive:
             for _ in range(max(1, runners_per_node)):
                 self._spawn(node["NodeID"])
@@ -133,7 +134,8 @@ class RayPool:
         self._nodes = [self._nodes[i] for i in keep]
         self._pending = [self._pending[i] for i in keep]
         self._sees = [self._sees[i] for i in keep]
-        self._docker_nodes &= self._allowed
+        allowed = self._allowed
+        self._resource_nodes = {r: nodes_with & allowed for r, nodes_with in self._resource_nodes.items()}
 
     def retire(self, node: str) -> None:
         """``node`` is under its resource reserve: its attempts finish, it gets no new ones."""
@@ -141,8 +143,9 @@ class RayPool:
 
     def submit(self, spec: AttemptSpec) -> Any:
         eligible = [i for i, n in enumerate(self._nodes) if n not in self._retired] or list(range(len(self._runners)))
-        if capabilities(spec.backend).node_resource == DOCKER_RESOURCE and self._docker_nodes:
-            eligible = [i for i in eligible if self._nodes[i] in self._docker_nodes] or eligible
+        resource = capabilities(spec.backend).node_resource
+        if resource is not None and (nodes_with := self._resource_nodes.get(resource)):
+            eligible = [i for i in eligible if self._nodes[i] in nodes_with] or eligible
         ready = [i for i in eligible if self._ready(i)]
         if not ready:  # every runner is suspect or new: wait (bounded) until one answers
             self._settle(SETTLE_SEC)
@@ -204,8 +207,10 @@ class RayPool:
     def _replace(self, index: int) -> None:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")  # type: ignore[no-untyped-call]
                  and (self._allowed is None or n["NodeID"] in self._allowed) and n["NodeID"] not in self._retired}
-        if self._nodes[index] not in alive and self._nodes[index] in self._docker_nodes:
-            alive = (alive & self._docker_nodes) or alive  # keep a docker runner on a docker node
+        if self._nodes[index] not in alive:
+            for nodes_with in self._resource_nodes.values():  # a docker runner stays on a docker node
+                if self._nodes[index] in nodes_with:
+                    alive = (alive & nodes_with) or alive
         node = self._nodes[index] if self._nodes[index] in alive else min(alive, default=None)
         if node is None:
             return

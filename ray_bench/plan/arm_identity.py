@@ -22,6 +22,7 @@ from ray_bench.errors import UserInputError
 from ray_bench.models.plan import Plan
 from ray_bench.models.suite import ARM_FIELDS_SINCE_ADAPTERS, Arm
 from ray_bench.plan.identity import identity_of
+from ray_bench.runroot import RunPaths
 
 #: Fields that say how the arm is shown and paired, not what it runs.
 DISPLAY_FIELDS = frozenset({"name", "role"})
@@ -56,12 +57,12 @@ def plan_arm_digests(plan: Plan) -> dict[str, str]:
 
 def run_arm_digests(run_root: Path) -> dict[str, str]:
     """Arm name -> digest for the rows of one run root, from its stored plan ({} without one)."""
-    from ray_bench.plan.store import PLAN_FILE, load_plan_file
+    from ray_bench.plan.store import load_plan_file
 
-    if not (run_root / PLAN_FILE).is_file():
+    if not RunPaths(run_root).plan.is_file():
         return {}
     try:
-        plan, _ = load_plan_file(run_root / PLAN_FILE)
+        plan, _ = load_plan_file(RunPaths(run_root).plan)
     except (UserInputError, OSError):  # unreadable or edited: its rows cannot be attributed
         return {}
     return plan_arm_digests(plan)

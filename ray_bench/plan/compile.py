@@ -36,6 +36,7 @@ from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
 from ray_bench.plan.agents import check_agents, refuse_long_instructions
 from ray_bench.plan.arm_identity import arm_config, arm_digest, run_arm_digests
+from ray_bench.plan.backends import pool_config
 from ray_bench.plan.egress import refuse_unreachable_providers
 from ray_bench.plan.history import expected_seconds, paired_deltas
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
@@ -333,9 +334,9 @@ def refuse_missing_snapshots(suite: Suite, arms: list[Arm], tasks: list[PlanTask
     option) that the service says does not exist: refused here, one line, rather than fail
     every cell at its create. Offline (no key where plan runs, the API unreachable) nothing is
     refused: a receipt warning says so, and the backend refuses at the first create."""
-    if suite.backend != "daytona":
+    if not capabilities(suite.backend).snapshots:
         return []
-    config = suite.backends.get("daytona", BackendConfig())
+    config = suite.backends.get(suite.backend, BackendConfig())
     named: dict[str, str] = {}  # snapshot -> who names it
     for task in tasks:
         for arm in arms:
@@ -370,7 +371,7 @@ def unfit_tasks(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> list[tu
         def fits(res: Resources) -> bool:
             return max_concurrent(res, host, reserve, 0.0) >= 1
         has = f"the host has {host.cpus:g} CPUs / {host.memory_mb} MiB, {reserve} MiB kept in reserve"
-    elif suite.backend == "daytona" and config.options.get("pool"):
+    elif pool_config(suite.backends, suite.backend) is not None:
         try:
             pool = DaytonaPool.model_validate(config.options["pool"])
         except ValidationError:
@@ -734,7 +735,7 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
     for name in {suite.backend}:
         config = suite.backends.get(name, BackendConfig())
         can = capabilities(name)
-        if name == "daytona" and config.options.get("pool"):
+        if pool_config(suite.backends, name) is not None:
             # The organisation's pool binds even under a max_sandboxes (the smaller wins), and is
             # checked here whole: a field missing is bad input now, not an error in execute.
             pools[name] = _daytona_slots(_daytona_pool(config), suite, arms, tasks, lines)

@@ -12,6 +12,7 @@ from ray_bench.harbor.arms import HOST_SIDE
 from ray_bench.harbor.credentials import BASE_VARS
 from ray_bench.models.accounts import Account
 from ray_bench.models.suite import Arm, Suite
+from ray_bench.plan.backends import pool_config
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 
@@ -19,8 +20,8 @@ def refuse_unreachable_providers(suite: Suite, arms: list[Arm], accounts: list[A
                                  environ: Mapping[str, str], where: str) -> None:
     """Raise :class:`ConfigError` when the daytona pool declares an allowlist (``tier`` 1 or 2,
     or ``allowed_hosts``) and a provider base URL an in-sandbox agent would call is not on it."""
-    config = suite.backends.get("daytona")
-    if suite.backend != "daytona" or config is None or not config.options.get("pool"):
+    config = pool_config(suite.backends, suite.backend)
+    if config is None:
         return
     from pydantic import ValidationError
 

@@ -17,13 +17,14 @@ from pathlib import Path
 from ray_bench.errors import LedgerError, UserInputError
 from ray_bench.ledger.store import LEDGER_FILE, RUN, AttemptRow, Ledger
 from ray_bench.plan.arm_identity import run_arm_digests
+from ray_bench.runroot import RunPaths
 
 
 def history_roots(paths: Iterable[Path]) -> list[Path]:
     """Each path is a run root (it holds a ledger) or a directory of run roots."""
     roots: list[Path] = []
     for path in paths:
-        if (path / LEDGER_FILE).is_file():
+        if RunPaths(path).ledger.is_file():
             roots.append(path)
         elif path.is_dir():
             roots.extend(sorted(p.parent for p in path.glob(f"*/{LEDGER_FILE}")))

@@ -41,7 +41,7 @@ def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
     (its files are frozen; only a missing receipt is put back)."""
     data = plan_bytes(plan)
     identity = identity_of(json.loads(data))
-    target = run_root / PLAN_FILE
+    target = runroot.RunPaths(run_root).plan
     same = False
     if target.exists():
         existing = load_plan_file(target)[1]
@@ -56,8 +56,9 @@ def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
         run_root.mkdir(parents=True, exist_ok=True)
         if not same:
             atomic_write(target, data)
-        if not same or not (run_root / RECEIPT_FILE).exists():
-            atomic_write(run_root / RECEIPT_FILE, receipt.encode())
+        receipt_path = runroot.RunPaths(run_root).receipt
+        if not same or not receipt_path.exists():
+            atomic_write(receipt_path, receipt.encode())
     except OSError as exc:
         raise PlanError(f"cannot write the plan: {exc.strerror or exc}", where=str(run_root),
                         fix="choose a writable --runs-dir") from None
@@ -102,7 +103,7 @@ def check_confirmation(path: Path, identity: str, confirm: str) -> None:
     """The plan must be the one confirmed. The refusal shows no identity to paste: the
     receipt is what is reviewed, and its identity is the one to confirm."""
     if identity != confirm:
-        receipt = path.resolve().parent / RECEIPT_FILE
+        receipt = runroot.RunPaths(path.resolve().parent).receipt
         raise ConfirmationError(
             f"this plan is not the one confirmed ({confirm[:15]}...)", where=str(path),
             fix=f"review {receipt} and confirm the identity it states, or make a new plan with `ray-bench plan`")

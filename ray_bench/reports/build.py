@@ -26,7 +26,6 @@ from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
 from ray_bench.ledger.rows import unknown_cost_note
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.arm_identity import refuse_mixed_arms
-from ray_bench.plan.store import PLAN_FILE
 from ray_bench.reports import cost, sections
 from ray_bench.reports.paired_section import PairedStats, markdown_lines, paired_stats
 from ray_bench.reports.stats import (
@@ -36,7 +35,7 @@ from ray_bench.reports.stats import (
     difference_ci,
     paired_summary,
 )
-from ray_bench.runroot import refuse_output_in_run_root
+from ray_bench.runroot import RunPaths, refuse_output_in_run_root
 
 ATTEMPT_COLUMNS = (
     "run_id",
@@ -125,7 +124,7 @@ def lineage_roots(paths: list[Path]) -> list[Path]:
     root, or one named twice."""
     roots: list[Path] = []
     for path in paths:
-        if not (path / PLAN_FILE).is_file():
+        if not RunPaths(path).plan.is_file():
             raise UserInputError("unknown run: no launch-plan.json here", where=str(path),
                                  fix="name run roots (runs/ID) of one lineage")
         if path.resolve() in roots:

@@ -22,6 +22,7 @@ from ray_bench.sandboxes.base import (
     SandboxSpec,
     run_labels,
 )
+from ray_bench.sandboxes.capabilities import BUILTIN
 
 _FACTORIES: dict[str, Callable[..., SandboxBackend]] = {}
 
@@ -30,20 +31,10 @@ def register(name: str, factory: Callable[..., SandboxBackend]) -> None:
     _FACTORIES[name] = factory
 
 
-#: Built-in backends and the module that registers each; imported on first use, so a runner
-#: that only runs local cells never pays for the Daytona SDK's import (~1 s of CPU).
-_BUILTIN = {"local": "ray_bench.sandboxes.local", "docker": "ray_bench.sandboxes.docker",
-            "daytona": "ray_bench.sandboxes.daytona"}
-
-
 def backend_names() -> list[str]:
-    for name in _BUILTIN:
+    for name in BUILTIN:
         _load(name)
     return sorted(_FACTORIES)
-
-
-#: The third-party SDK each built-in backend's module needs (its optional extra).
-_SDKS = {"docker": "docker", "daytona": "daytona"}
 
 
 def backend_available(name: str) -> bool:
@@ -52,8 +43,9 @@ def backend_available(name: str) -> bool:
     import costs ~2 s of CPU that only the nodes creating sandboxes need."""
     if name in _FACTORIES:
         return True
-    if name in _SDKS:
-        return importlib.util.find_spec(_SDKS[name]) is not None
+    sdk = BUILTIN[name].sdk if name in BUILTIN else None
+    if sdk is not None:
+        return importlib.util.find_spec(sdk) is not None
     _load(name)
     return name in _FACTORIES
 
@@ -69,15 +61,10 @@ def make_backend(name: str, **options: Any) -> SandboxBackend:
 
 
 def _load(name: str) -> None:
-    if name in _FACTORIES or name not in _BUILTIN:
+    if name in _FACTORIES or name not in BUILTIN:
         return
-    if name == "local":
-        from ray_bench.sandboxes.local import LocalBackend
-
-        register("local", LocalBackend)
-        return
-    with contextlib.suppress(ImportError):  # docker and daytona register themselves at import;
-        importlib.import_module(_BUILTIN[name])  # daytona needs the optional extra
+    with contextlib.suppress(ImportError):  # each registers itself at import; those with an
+        importlib.import_module(BUILTIN[name].module)  # SDK need their optional extra
 
 
 __all__ = [

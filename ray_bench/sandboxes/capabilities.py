@@ -1,12 +1,15 @@
-"""What each sandbox backend can enforce or provide, declared once per backend.
+"""The built-in sandbox backends and what each can enforce or provide, declared once per backend.
 
-Plan-time checks (:mod:`ray_bench.tasks.support`, :mod:`ray_bench.plan.agents`), the runner and
-the Ray pool ask these, never the backend's name, so a new backend is one entry here. Pure: no
-backend module or SDK is imported (planning a Daytona suite must not need the Daytona SDK).
+Plan-time checks (:mod:`ray_bench.tasks.support`, :mod:`ray_bench.plan.agents`,
+:mod:`ray_bench.plan.compile`), the runner, the driver, the Ray pool and the exports ask these,
+never the backend's name (``tests/test_backend_names.py`` guards it), so a new backend is one
+entry of :data:`BUILTIN`. Pure: no backend module or SDK is imported (planning a Daytona suite
+must not need the Daytona SDK).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 
@@ -31,20 +34,56 @@ class BackendCapabilities:
     #: The Ray node resource a node advertises when it can run this backend's sandboxes (cells
     #: then go only to such nodes); None: any node.
     node_resource: str | None = None
+    #: Images come from the node's own daemon, so one built there (the quickstart's base image)
+    #: is usable without a registry.
+    local_images: bool = False
+    #: Sandboxes draw on an organisation's quota pool, declared as ``options.pool``
+    #: (:class:`~ray_bench.sandboxes.daytona_pool.DaytonaPool`): plan sizes capacity and checks
+    #: egress against it, the driver paces creates by its rate.
+    quota_pool: bool = False
+    #: An image may name a provider snapshot (``snapshot:NAME``), which plan checks exists.
+    snapshots: bool = False
+    #: Each distinct image is built once before the fan-out (:mod:`ray_bench.scheduler.builds`).
+    prebuild: bool = False
+    #: The resource supervisor lists the run's containers on the node for its halt record
+    #: (:func:`~ray_bench.sandboxes.supervisor.docker_container_lister`).
+    listed_containers: bool = False
+    #: Harbor's environment type for it (:mod:`ray_bench.exports.harbor`); None: Harbor has none.
+    harbor_environment: str | None = None
 
 
 #: The custom resource that nodes able to run Docker sandboxes advertise (cluster/README.md).
 DOCKER_RESOURCE = "docker"
 
-#: The built-in backends (:data:`ray_bench.sandboxes._BUILTIN`).
-CAPABILITIES: dict[str, BackendCapabilities] = {
-    "docker": BackendCapabilities(users=True, network_per_phase=True, isolated_network=True, memory_limit=True,
-                                  image=True, agent_layer=True, host_admission=True,
-                                  node_resource=DOCKER_RESOURCE),
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in backend: the module that registers it (imported on first use, so a runner
+    that only runs local cells never pays for the Daytona SDK's import, ~1 s of CPU), the
+    third-party SDK that module needs (its optional extra), and its capabilities."""
+
+    module: str
+    sdk: str | None
+    can: BackendCapabilities
+
+
+#: The one list of built-in backends (:mod:`ray_bench.sandboxes` registers from it).
+BUILTIN: dict[str, Builtin] = {
+    "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
+        users=True, network_per_phase=True, isolated_network=True, memory_limit=True, image=True, agent_layer=True,
+        host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True,
+        harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
-    "daytona": BackendCapabilities(isolated_network=True, memory_limit=True, disk_limit=True, image=True),
-    "local": BackendCapabilities(),
+    "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
+        isolated_network=True, memory_limit=True, disk_limit=True, image=True, quota_pool=True, snapshots=True,
+        prebuild=True, harbor_environment="daytona")),
+    # Harbor has no environment for host processes (it would call them docker).
+    "local": Builtin("ray_bench.sandboxes.local", None, BackendCapabilities()),
 }
+
+#: What each built-in backend can enforce or provide.
+CAPABILITIES: dict[str, BackendCapabilities] = {name: b.can for name, b in BUILTIN.items()}
+#: The Ray node resources some backend's cells must go to (the Ray pool reads them at start).
+NODE_RESOURCES: tuple[str, ...] = tuple(sorted({r for b in BUILTIN.values() if (r := b.can.node_resource)}))
 
 #: A backend not declared here (``plan`` refuses one that is not registered): nothing is
 #: assumed held.
@@ -53,3 +92,8 @@ UNDECLARED = BackendCapabilities()
 
 def capabilities(backend: str) -> BackendCapabilities:
     return CAPABILITIES.get(backend, UNDECLARED)
+
+
+def having(backends: Iterable[str], has: Callable[[BackendCapabilities], bool]) -> list[str]:
+    """The ``backends`` whose capabilities satisfy ``has``, sorted (``having(names, lambda c: c.quota_pool)``)."""
+    return sorted(name for name in set(backends) if has(capabilities(name)))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ray_bench import sandboxes
 from ray_bench.errors import ArchiveEscapeError, SandboxError, SandboxGoneError
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
@@ -400,3 +401,6 @@ class LocalBackend(SandboxBackend):
     async def remove(self, ref: SandboxRef) -> None:
         _kill_recorded(self.root / ref.id)
         await asyncio.to_thread(remove_dir, self.root / ref.id)
+
+
+sandboxes.register("local", LocalBackend)

@@ -22,13 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ray_bench import runroot
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import HaltActiveError, UserInputError
 from ray_bench.sandboxes.base import LABEL_ATTEMPT, LABEL_CELL, LABEL_MANAGED, LABEL_RUN
 from ray_bench.sandboxes.host import read_available_mb
 
-HALT_FILE = "resource-halt.json"
-HALTS_DIR = "halts"
+HALT_FILE = runroot.HALT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 #: The node name of the driver's own host in a halt record.
 LOCAL_NODE = "local"
 
@@ -117,7 +117,7 @@ class ResourceHalt:
 
 
 def halt_path(run_root: Path) -> Path:
-    return run_root / HALT_FILE
+    return runroot.RunPaths(run_root).halt
 
 
 def read_halt(run_root: Path) -> dict[str, Any] | None:
@@ -162,7 +162,7 @@ def clear_halt(run_root: Path, halt_file: Path | None, reason: str) -> Path:
     if original is None:
         raise UserInputError("no resource halt to clear", where=str(path), fix="drop --clear-halt")
     now = datetime.now(UTC)
-    archive_dir = run_root / HALTS_DIR
+    archive_dir = runroot.RunPaths(run_root).halts
     archive_dir.mkdir(parents=True, exist_ok=True)
     archive = archive_dir / f"{now.strftime('%Y%m%dT%H%M%S.%fZ')}-{HALT_FILE}"
     record = {"halt": original, "cleared_at": now.isoformat(), "clearance_reason": reason}

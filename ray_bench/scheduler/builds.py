@@ -27,6 +27,7 @@ from ray_bench.models.build import SNAPSHOT_PREFIX, BuildTarget
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.attempts import CellSandbox, cell_sandbox
 from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.capabilities import capabilities, having
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from ray_bench.scheduler.observers import RunObserver
     from ray_bench.scheduler.runstate import RunState
 
-#: The backend whose cells get a build phase.
-BUILD_BACKEND = "daytona"
 BUILD_STARTED = "snapshot_build_started"
 BUILD_FINISHED = "snapshot_build_finished"
 #: Defaults when the plan's Daytona pool names none (``DaytonaPool.build_*``).
@@ -86,20 +85,25 @@ def snapshot_name(source: str, size: tuple[int, int, int]) -> str:
     return f"rb-build-{digest}"
 
 
+def build_backend(plan: Plan) -> str | None:
+    """The plan's backend whose cells get a build phase (capability ``prebuild``), if any."""
+    return next(iter(having(plan.backends, lambda c: c.prebuild)), None)
+
+
 def build_targets(plan: Plan, default_size: tuple[int, int, int] = (1, 1, 3)) -> list[BuildTarget]:
-    """One target per distinct (image or Dockerfile, size) among the plan's Daytona cells. A
-    cell already on a named snapshot, or on the organisation's default one (no image and no
-    Dockerfile), needs none. A Dockerfile is named by its task's checksum (its content)."""
+    """One target per distinct (image or Dockerfile, size) among the plan's cells on a backend
+    that builds before the fan-out (Daytona). A cell already on a named snapshot, or on the
+    organisation's default one (no image and no Dockerfile), needs none. A Dockerfile is named
+    by its task's checksum (its content)."""
     tasks = {t.id: t for t in plan.tasks}
     arms = {a.name: a for a in plan.arms}
-    backend = plan.backends.get(BUILD_BACKEND)
     grouped: dict[tuple[str | None, str | None, tuple[int, int, int]], list[PlanCell]] = {}
     keys: dict[tuple[str | None, str | None, tuple[int, int, int]], str] = {}
     for cell in plan.cells:
-        if cell.backend != BUILD_BACKEND:
+        if not capabilities(cell.backend).prebuild:
             continue
         task = tasks[cell.task]
-        box = cell_sandbox(task, arms[cell.arm], backend)
+        box = cell_sandbox(task, arms[cell.arm], plan.backends.get(cell.backend))
         if box.image is not None and box.image.startswith(SNAPSHOT_PREFIX):
             continue
         if box.image is None and box.build_context is None:
@@ -229,7 +233,8 @@ def run_build_phase(
 def build_settings(plan: Plan) -> tuple[int, float, tuple[int, int, int]]:
     """The phase's concurrency, its timeout per build (seconds) and the size of a sandbox that
     names none, from the plan's Daytona pool (``backends.daytona.options.pool``), else defaults."""
-    backend = plan.backends.get(BUILD_BACKEND)
+    name = build_backend(plan)
+    backend = plan.backends.get(name) if name else None
     pool = backend.options.get("pool") if backend else None
     if not pool:
         return DEFAULT_BUILD_CONCURRENCY, DEFAULT_BUILD_TIMEOUT_MIN * 60, (1, 1, 3)
@@ -244,8 +249,9 @@ def daytona_builder(plan: Plan) -> Callable[[], SnapshotBuilder]:
         from ray_bench.sandboxes.daytona.backend import DaytonaBackend
         from ray_bench.sandboxes.daytona.snapshots import DaytonaSnapshotBuilder
 
-        backend = plan.backends.get(BUILD_BACKEND)
-        made = make_backend(BUILD_BACKEND, **(dict(backend.options) if backend else {}))
+        name = build_backend(plan)
+        assert name is not None  # made only for a plan with cells to build
+        made = make_backend(name, **dict(plan.backends[name].options))
         assert isinstance(made, DaytonaBackend)
         return DaytonaSnapshotBuilder(made)
 

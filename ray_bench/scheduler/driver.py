@@ -39,9 +39,9 @@ from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.attempts import AttemptSpecs
+from ray_bench.plan.backends import create_rates, docker_url_of, uses_docker
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
-from ray_bench.sandboxes.daytona_pool import DaytonaPool
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
     HostSupervision,
@@ -124,28 +124,9 @@ class RunOutcome:
         return self.__dict__.copy()
 
 
-def uses_docker(plan: Plan) -> bool:
-    return any(c.backend == "docker" for c in plan.cells)
-
-
-def docker_url_of(plan: Plan) -> str | None:
-    """The daemon the suite's docker backend talks to (None: the default socket)."""
-    config = plan.backends.get("docker")
-    url = config.options.get("base_url") if config else None
-    return str(url) if url else None
-
-
 def reserve_of(plan: Plan) -> Reserve:
     """What every node keeps free (a node may override it: ray_bench.sandboxes.supervisor)."""
     return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
-
-
-def create_rates(plan: Plan) -> dict[str, float]:
-    """Sandbox creates per minute each backend's provider takes (Daytona's organisation pool)."""
-    config = plan.backends.get("daytona")
-    if config is None or not config.options.get("pool"):
-        return {}
-    return {"daytona": DaytonaPool.model_validate(config.options["pool"]).creates_per_minute}
 
 
 class Driver:

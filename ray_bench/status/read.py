@@ -31,11 +31,11 @@ from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclu
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.rows import accepted_rows, known_spend, lower_bound_count
-from ray_bench.ledger.store import LEDGER_FILE, AttemptRow, Event, Ledger
+from ray_bench.ledger.store import AttemptRow, Event, Ledger
 from ray_bench.metrics.pace import PaceSnapshot, pace_snapshot
 from ray_bench.models.plan import Plan
-from ray_bench.plan.store import PLAN_FILE, load_plan_file
-from ray_bench.runroot import PAUSE_FILE
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive
 
@@ -171,15 +171,16 @@ def read_status(run_root: Path, now: float | None = None, *, accounts: bool = Fa
         return status
     from ray_bench.accounts.status import accounts_state
 
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
     return replace(status, accounts=accounts_state(plan.accounts, state_root=state_root, now=now))
 
 
 def _read_status(run_root: Path, now: float) -> RunStatus:
-    plan, identity = load_plan_file(run_root / PLAN_FILE)
+    paths = RunPaths(run_root)
+    plan, identity = load_plan_file(paths.plan)
     holder = lock_holder(run_root)
-    pause_requested = (run_root / PAUSE_FILE).exists()
-    if not (run_root / LEDGER_FILE).exists():
+    pause_requested = paths.pause.exists()
+    if not paths.ledger.exists():
         return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
     ledger = Ledger.open_readonly(run_root)
     try:
@@ -204,7 +205,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     rows = accepted_rows(attempts)
     solved = sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT)
     deadline = start.deadline
-    resume = f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}"
+    resume = f"ray-bench execute --plan {paths.plan} --confirm {identity}"
     notes: list[str] = []
     phase: RunPhase
     reason: str | None = None
@@ -342,7 +343,7 @@ def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRo
         reason=(f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
                 "the driver's own record (its start, stops and pauses) did not survive"),
         ended_at=rebuilt.ts,
-        next_action=f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}" if left else None,
+        next_action=f"ray-bench execute --plan {RunPaths(run_root).plan} --confirm {identity}" if left else None,
         next_action_why=(f"recovers {len(open_cells)} attempt{'s' if len(open_cells) != 1 else ''} left in "
                          f"flight and runs the {left} cells left") if left else None,
         pause_requested=pause_requested, driver=DriverView(False, None, None, None), pace=None,
@@ -358,7 +359,7 @@ def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | N
         state="running" if starting else "planned",
         counts={"pending": n, "running": 0, "valid": 0, "failed": 0}, solved=0, attempts=0, failures={},
         spend_usd=0.0, reason=None, ended_at=None,
-        next_action=None if starting else f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {identity}",
+        next_action=None if starting else f"ray-bench execute --plan {RunPaths(run_root).plan} --confirm {identity}",
         next_action_why=None if starting else "starts the run",
         pause_requested=pause_requested, driver=DriverView(held, pid, None, None), pace=None,
         notes=["the driver is starting (Ray, then the ledger)"] if starting else [])
@@ -379,7 +380,7 @@ def _resume_for(stopped: str, detail: str, counts: dict[str, int], resume: str,
     if stopped in _NO_PLAIN_RESUME:
         return None, _NO_PLAIN_RESUME[stopped]
     if stopped == "halt":
-        return (f"{resume} --clear-halt {run_root / 'resource-halt.json'} --clearance-reason TEXT",
+        return (f"{resume} --clear-halt {RunPaths(run_root).halt} --clearance-reason TEXT",
                 f"archives the halt and runs the {counts['pending']} cells left")
     if stopped == "circuit" or (stopped == "accounts" and "--hypothesis" in detail):
         return (f"{resume} --hypothesis TEXT",
