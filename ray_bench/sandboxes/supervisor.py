@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import HaltActiveError, UserInputError
+from ray_bench.models.plan import Plan
 from ray_bench.sandboxes.base import LABEL_ATTEMPT, LABEL_CELL, LABEL_MANAGED, LABEL_RUN
 from ray_bench.sandboxes.host import read_available_mb
 
@@ -271,11 +272,37 @@ class Supervision(Protocol):
     def close(self) -> None: ...
 
 
+def uses_docker(plan: Plan) -> bool:
+    return any(c.backend == "docker" for c in plan.cells)
+
+
+def docker_url_of(plan: Plan) -> str | None:
+    """The daemon the suite's docker backend talks to (None: the default socket)."""
+    config = plan.backends.get("docker")
+    url = config.options.get("base_url") if config else None
+    return str(url) if url else None
+
+
+def reserve_of(plan: Plan) -> Reserve:
+    """What every node keeps free (a node may override it: :meth:`Reserve.on_node`)."""
+    return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
+
+
 class HostSupervision:
-    """The driver's own host as the only node (a local run, the simulator, in-process tests)."""
+    """The driver's own host as the only node (a local run, the simulator, in-process tests);
+    :meth:`of` builds it for a plan. A run on Ray has one supervisor per node instead
+    (``ray_bench.onray.supervisors.RaySupervision``, built by ``execute_run``)."""
 
     def __init__(self, supervisor: ResourceSupervisor) -> None:
         self.supervisor = supervisor
+
+    @classmethod
+    def of(cls, plan: Plan, read_available: Callable[[], int] = read_available_mb) -> HostSupervision:
+        """This host read against the plan's reserve, its managed containers listed when the plan
+        uses Docker; ``read_available``: the host's available memory in MiB (tests fake pressure)."""
+        lister = docker_container_lister(plan.run_id, base_url=docker_url_of(plan)) if uses_docker(plan) else None
+        return cls(ResourceSupervisor(reserve_of(plan), plan.run_id, read_available=read_available,
+                                      list_containers=lister))
 
     @property
     def node_count(self) -> int:

@@ -44,11 +44,7 @@ from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
-    HostSupervision,
-    Reserve,
-    ResourceSupervisor,
     Supervision,
-    docker_container_lister,
     halt_path,
     require_no_halt,
     write_run_halt,
@@ -75,8 +71,11 @@ if TYPE_CHECKING:
     from ray_bench.accounts.probe import ProbeRunner
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
+    """How a session runs, built once (``execute_run`` fills what it derives with
+    :func:`dataclasses.replace` before the driver exists; nothing changes them after)."""
+
     address: str | None = None
     parallel: int | None = None
     hypothesis: str | None = None
@@ -91,13 +90,9 @@ class RunOptions:
     state_root: Path | None = None
     #: How often the resource supervisors are asked.
     supervisor_every_sec: float = 2.0
-    #: Host available memory in MiB; injectable so that tests can create pressure.
+    #: Host available memory in MiB for the supervisors ``execute_run`` builds; injectable so
+    #: that tests can create pressure (the driver's own supervision is injected whole).
     read_available_mb: Callable[[], int] = read_available_mb
-    #: The supervisors of the nodes that host runners (ray_bench.onray.supervisors); None: the
-    #: driver's own host, read in-process (a local run, the simulator).
-    supervision: Supervision | None = None
-    #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
-    node_checks: list[NodeCheck] | None = None
     #: Where attempt directories go: auto, ray or a store URI (ray_bench.artifacts).
     artifacts: str = "auto"
     #: The name of a stop signal received (ray_bench.scheduler.signals), asked every round.
@@ -124,22 +119,6 @@ class RunOutcome:
         return self.__dict__.copy()
 
 
-def uses_docker(plan: Plan) -> bool:
-    return any(c.backend == "docker" for c in plan.cells)
-
-
-def docker_url_of(plan: Plan) -> str | None:
-    """The daemon the suite's docker backend talks to (None: the default socket)."""
-    config = plan.backends.get("docker")
-    url = config.options.get("base_url") if config else None
-    return str(url) if url else None
-
-
-def reserve_of(plan: Plan) -> Reserve:
-    """What every node keeps free (a node may override it: ray_bench.sandboxes.supervisor)."""
-    return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
-
-
 def create_rates(plan: Plan) -> dict[str, float]:
     """Sandbox creates per minute each backend's provider takes (Daytona's organisation pool)."""
     config = plan.backends.get("daytona")
@@ -151,12 +130,16 @@ def create_rates(plan: Plan) -> dict[str, float]:
 class Driver:
     """One execution of a confirmed plan: the loop that executes what the run's core
     (:class:`~ray_bench.scheduler.runcore.RunCore`) commands through its ports
-    (:mod:`~ray_bench.scheduler.ports`). It builds no Ray piece: ``execute_run``
-    (ray_bench/api.py) injects the Ray pool, gate and supervisors, the simulator its fakes."""
+    (:mod:`~ray_bench.scheduler.ports`). It builds none of them: ``execute_run``
+    (ray_bench/api.py) injects the Ray pool, gate and node supervisors; the simulator and the
+    in-process tests an in-process pool, a :class:`~ray_bench.scheduler.admission.CoreGate` and
+    :meth:`HostSupervision.of(plan) <ray_bench.sandboxes.supervisor.HostSupervision.of>`.
+    ``node_checks``: each node's check before the fan-out (ray_bench.cells.nodes); None: not checked."""
 
     def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool, gate: Gate,
-                 observer: RunObserver | None = None, options: RunOptions | None = None,
-                 clock: Clock | None = None) -> None:
+                 supervision: Supervision, *, observer: RunObserver | None = None,
+                 options: RunOptions | None = None, clock: Clock | None = None,
+                 node_checks: Sequence[NodeCheck] | None = None) -> None:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
@@ -187,10 +170,8 @@ class Driver:
         #: loop executes what they command.
         self.core: RunCore
         self.attempts_run = 0
-        self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
-            reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
-            list_containers=docker_container_lister(plan.run_id, base_url=docker_url_of(plan))
-            if uses_docker(plan) else None))
+        self.supervision = supervision
+        self.node_checks = node_checks
         #: What the loop's last round said work waits on, and why the loop stops (None: it goes on).
         self._note: str | None = None
         self._stopped: tuple[str, str] | None = None
@@ -395,7 +376,7 @@ class Driver:
 
     def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
         """Record every node's check; stop when no node passed (no runner could take a cell)."""
-        checks = self.options.node_checks
+        checks = self.node_checks
         if checks is None:
             return None
         line = summary_line(checks)
