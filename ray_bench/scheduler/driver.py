@@ -235,12 +235,8 @@ class Driver:
             self._drive(ledger, cmd.FanOutNears())
             self._drive(ledger, cmd.PreflightDue(passed=bool(ledger.events(ev.PreflightPassed))))
         self._drive(ledger, self._audited())
-        stopped, detail = self._stopped or (None, "")
-        counts = state.counts()
-        exit_code = stops.exit_code(stopped, counts["valid"], len(state.cells), self._signal_name)
-        if stopped is None and exit_code == 1:
-            detail = state.failure_detail()
-        outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
+        stopped, exit_code, detail = stops.session_end(self._stopped, state, self._signal_name)
+        outcome = RunOutcome(self.plan.run_id, exit_code, state.counts(), stopped, detail, stale,
                              self.attempts_run, round(self.clock.now() - started, 3))
         ledger.append(ev.RunFinished.model_validate(outcome.to_json()))
         (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
