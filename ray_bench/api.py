@@ -9,7 +9,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,6 @@ from ray_bench.evidence.decisions import refuse_official
 from ray_bench.ledger.store import LEDGER_FILE, Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
-from ray_bench.plan.backends import docker_url_of, uses_docker
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
@@ -39,13 +38,8 @@ from ray_bench.runroot import RunPaths, hold_lock
 from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
-from ray_bench.scheduler.driver import (
-    PAUSE_FILE,
-    Driver,
-    RunOptions,
-    RunOutcome,
-    reserve_of,
-)
+from ray_bench.sandboxes.supervisor import docker_url_of, reserve_of, uses_docker
+from ray_bench.scheduler.driver import PAUSE_FILE, Driver, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root
 
@@ -173,8 +167,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     moment the lock is held (ray_bench.scheduler.signals)."""
     refuse_secret_text(options.hypothesis, "--hypothesis")
     refuse_secret_text(clearance_reason, "--clearance-reason")
-    if options.session_started is None:
-        options.session_started = time.time()
+    session_started = time.time() if options.session_started is None else options.session_started
     confirmed = check_confirmation_form(confirm, plan_path)
     plan, identity = load_plan_file(plan_path)
     # and the values of the plan's routes: a key that has no known shape is still a key
@@ -194,7 +187,8 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     run_root = plan_path.resolve().parent
     refuse_official(run_root, "executed again")
     RunPaths(run_root).refuse_orphaned_attempts()
-    with hold_lock(run_root), _handling(signals, options):
+    options = session_options(options, session_started, metrics, signals)
+    with hold_lock(run_root), _handling(signals):
         if clear_halt is not None or clearance_reason is not None:
             if clear_halt is None or not clearance_reason:
                 raise UserInputError("--clear-halt and --clearance-reason go together", where="execute",
@@ -224,10 +218,6 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             metrics_observer = MetricsObserver(exporter, plan, run_root)
             metrics_observer.prime()  # the run as its ledger has it, while Ray starts
             observer = Observers(observer or NullObserver(), metrics_observer)
-        if options.state_root is None and metrics is not None:
-            options.state_root = metrics.state_root
-        if options.deadline is None and metrics is not None:
-            options.deadline = metrics.deadline
         try:
             if say is not None:
                 say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
@@ -258,17 +248,16 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                                                       for n in alive], options)
                 pool = RayPool(options.runners_per_node, nodes={str(n["NodeID"]) for n in alive},
                                artifacts=Shipper(run_root, options.artifacts, store.uri if store else None))
-                options.node_checks = check_nodes(CheckInputs.of(plan), alive, on=supervision.checkers())
-                passed = [c for c in options.node_checks if c.ok]
+                checks = check_nodes(CheckInputs.of(plan), alive, on=supervision.checkers())
+                passed = [c for c in checks if c.ok]
                 supervision.keep({c.node_id for c in passed})
                 pool.keep({c.node_id for c in passed})
                 if store is not None:  # every node writes a marker, the driver reads it back
                     from ray_bench.onray.store_probe import refuse_unshared_store  # Ray (above)
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
-                options.supervision = supervision
-                driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root),
-                                observer=observer, options=options)
+                driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root), supervision,
+                                observer=observer, options=options, node_checks=checks)
                 return driver.run()
         finally:
             if signals is not None:
@@ -280,13 +269,23 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                               linger_sec=metrics.linger_sec if metrics else 0.0)
 
 
+def session_options(options: RunOptions, session_started: float, metrics: MetricsSettings | None,
+                    signals: SignalStop | None) -> RunOptions:
+    """The session's options, built once before the lock: when it began, the metrics' state
+    root and deadline where the options name none, and the stop signals the CLI receives."""
+    return replace(
+        options, session_started=session_started,
+        state_root=options.state_root if options.state_root is not None or metrics is None else metrics.state_root,
+        deadline=options.deadline if options.deadline is not None or metrics is None else metrics.deadline,
+        stop_signal=signals.received if signals is not None else options.stop_signal)
+
+
 @contextlib.contextmanager
-def _handling(signals: SignalStop | None, options: RunOptions) -> Iterator[None]:
+def _handling(signals: SignalStop | None) -> Iterator[None]:
     """Stop signals are the driver's while the run holds its lock, then the previous handlers."""
     if signals is None:
         yield
         return
-    options.stop_signal = signals.received
     signals.install()
     try:
         yield

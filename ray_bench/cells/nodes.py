@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -88,7 +89,7 @@ async def _touch(name: str, options: dict[str, Any]) -> None:
         await backend.close()
 
 
-def summary_line(checks: list[NodeCheck]) -> str:
+def summary_line(checks: Sequence[NodeCheck]) -> str:
     """``2 of 3 nodes passed; node 10.0.0.12 (ab12cd34): account a: env var K is not set ...``"""
     bad = [c for c in checks if not c.ok]
     head = f"{len(checks) - len(bad)} of {len(checks)} nodes passed their check"

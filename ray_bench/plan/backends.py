@@ -1,7 +1,7 @@
 """What a plan's backends ask of its run, found by their capabilities
 (:mod:`ray_bench.sandboxes.capabilities`), never by their names: the quota pool a backend's
-sandboxes draw on, the create rate it takes, and whether the resource supervisor lists the
-run's containers (and on which daemon)."""
+sandboxes draw on and the create rate it takes (whether the resource supervisor lists the run's
+containers: :func:`ray_bench.sandboxes.supervisor.uses_docker`)."""
 
 from __future__ import annotations
 
@@ -29,17 +29,3 @@ def create_rates(plan: Plan) -> dict[str, float]:
         if config is not None:
             rates[name] = DaytonaPool.model_validate(config.options["pool"]).creates_per_minute
     return rates
-
-
-def uses_docker(plan: Plan) -> bool:
-    """Some cell runs on a backend whose containers the resource supervisor lists."""
-    return bool(having({c.backend for c in plan.cells}, lambda c: c.listed_containers))
-
-
-def docker_url_of(plan: Plan) -> str | None:
-    """The daemon the supervisor lists containers on: the ``base_url`` option of the plan's
-    backend with listed containers (None: the default socket)."""
-    for name in having(plan.backends, lambda c: c.listed_containers):
-        url = plan.backends[name].options.get("base_url")
-        return str(url) if url else None
-    return None

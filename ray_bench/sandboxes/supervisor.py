@@ -25,7 +25,9 @@ from typing import Any, Protocol
 from ray_bench import runroot
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import HaltActiveError, UserInputError
+from ray_bench.models.plan import Plan
 from ray_bench.sandboxes.base import LABEL_ATTEMPT, LABEL_CELL, LABEL_MANAGED, LABEL_RUN
+from ray_bench.sandboxes.capabilities import having
 from ray_bench.sandboxes.host import read_available_mb
 
 HALT_FILE = runroot.HALT_FILE  # the run-root layout has one definition (ray_bench.runroot)
@@ -271,11 +273,41 @@ class Supervision(Protocol):
     def close(self) -> None: ...
 
 
+def uses_docker(plan: Plan) -> bool:
+    """Some cell runs on a backend whose containers the resource supervisor lists (its
+    capabilities' ``listed_containers``, never its name)."""
+    return bool(having({c.backend for c in plan.cells}, lambda c: c.listed_containers))
+
+
+def docker_url_of(plan: Plan) -> str | None:
+    """The daemon the supervisor lists containers on: the ``base_url`` option of the plan's
+    backend with listed containers (None: the default socket)."""
+    for name in having(plan.backends, lambda c: c.listed_containers):
+        url = plan.backends[name].options.get("base_url")
+        return str(url) if url else None
+    return None
+
+
+def reserve_of(plan: Plan) -> Reserve:
+    """What every node keeps free (a node may override it: :meth:`Reserve.on_node`)."""
+    return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
+
+
 class HostSupervision:
-    """The driver's own host as the only node (a local run, the simulator, in-process tests)."""
+    """The driver's own host as the only node (a local run, the simulator, in-process tests);
+    :meth:`of` builds it for a plan. A run on Ray has one supervisor per node instead
+    (``ray_bench.onray.supervisors.RaySupervision``, built by ``execute_run``)."""
 
     def __init__(self, supervisor: ResourceSupervisor) -> None:
         self.supervisor = supervisor
+
+    @classmethod
+    def of(cls, plan: Plan, read_available: Callable[[], int] = read_available_mb) -> HostSupervision:
+        """This host read against the plan's reserve, its managed containers listed when the plan
+        uses Docker; ``read_available``: the host's available memory in MiB (tests fake pressure)."""
+        lister = docker_container_lister(plan.run_id, base_url=docker_url_of(plan)) if uses_docker(plan) else None
+        return cls(ResourceSupervisor(reserve_of(plan), plan.run_id, read_available=read_available,
+                                      list_containers=lister))
 
     @property
     def node_count(self) -> int:

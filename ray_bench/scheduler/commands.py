@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ray_bench.accounts.store import OperatorEvent
+from ray_bench.cells.nodes import NodeCheck
+from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary
@@ -109,8 +112,101 @@ class TurnEnded:
     note: str | None
 
 
+@dataclass(frozen=True)
+class PauseFound:
+    """A pause file is in the run root as the session opens: when it was requested (its
+    ``requested_at``, else the file's mtime; None: unreadable), and when this session started
+    (None: not known). Decided by :func:`~ray_bench.scheduler.session.pause_left`."""
+
+    requested_at: float | None
+    session_started: float | None
+
+
+@dataclass(frozen=True)
+class StaleFound:
+    """An attempt a dead driver left without a terminal record, its sandboxes (``removed`` of
+    them) removed by label. Decided by :func:`~ray_bench.scheduler.session.stale_end`."""
+
+    row: AttemptRow
+    removed: int
+
+
+@dataclass(frozen=True)
+class CircuitReplayed:
+    """The circuit as the ledger leaves it (:func:`ray_bench.evidence.circuit.circuit_from`)."""
+
+    circuit: RecoveryCircuit
+
+
+@dataclass(frozen=True)
+class EnablesRead:
+    """The answer to :class:`ReadEnables`: when each scope's circuit opened (ledger time), and
+    the operator events of each account in the state root's account store ({}: no store)."""
+
+    opened_at: Mapping[str, float]
+    events: Mapping[str, Sequence[OperatorEvent]]
+
+
+@dataclass(frozen=True)
+class NodesChecked:
+    """Each node's check before the fan-out (None: not checked)."""
+
+    checks: Sequence[NodeCheck] | None
+
+
+@dataclass(frozen=True)
+class FanOutNears:
+    """The build phase is over: the fan-out (the preflight's first) is next."""
+
+
+@dataclass(frozen=True)
+class AccountsSeen:
+    """The answer to :class:`ProbeAccounts`: the accounts' views at ``now``."""
+
+    views: Sequence[AccountView]
+    now: float
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The answer to :class:`Probe`: the account's ``probe_command`` said ``verdict`` (ok,
+    auth, quota, ...) with ``detail``; it ended at ``now``."""
+
+    account: str
+    verdict: str
+    detail: str
+    now: float
+
+
+@dataclass(frozen=True)
+class PreflightDue:
+    """The preflight comes before the fan-out; ``passed``: the ledger records that it passed
+    (in an earlier session of the plan)."""
+
+    passed: bool
+
+
+@dataclass(frozen=True)
+class LoopEnded:
+    """The answer to :class:`RunLoop`: the loop is over; ``stopped``: the run stopped in it."""
+
+    stopped: bool
+
+
+@dataclass(frozen=True)
+class Audited:
+    """The session's end: ``removed`` sandboxes removed, ``residue`` still there, ``lost_nodes``
+    died idle; ``stopped``: the run had stopped before."""
+
+    removed: int
+    residue: int
+    lost_nodes: tuple[str, ...]
+    stopped: bool
+
+
 Event = (LoopBegins | RoundBegins | InputsChecked | Granted | Started | GateSaid | Ended | WorldSeen
-         | Supervised | TurnEnded)
+         | Supervised | TurnEnded | CircuitReplayed | EnablesRead | NodesChecked | FanOutNears | AccountsSeen
+         | Probed | PreflightDue | LoopEnded | Audited)
 
 # -- commands: what the driver executes, in order ---------------------------------------------
 
@@ -155,7 +251,36 @@ class Supervise:
     """Ask the nodes' resource supervisors (answer: :class:`Supervised`)."""
 
 
-Query = CheckInputs | Acquire | Start | AskWhy | Supervise
+@dataclass(frozen=True)
+class ReadEnables:
+    """Read when the circuits of ``scopes`` opened and the operator events of their accounts
+    ((scope, account) pairs; answer: :class:`EnablesRead`)."""
+
+    scopes: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ProbeAccounts:
+    """Read the accounts' views at ``now``, to see which are due a probe (answer: :class:`AccountsSeen`)."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Run the account's ``probe_command`` (answer: :class:`Probed`); ``when`` goes in its record."""
+
+    account: str
+    when: str
+
+
+@dataclass(frozen=True)
+class RunLoop:
+    """Turn the loop until every pending cell is done or the run stops and nothing runs
+    (answer: :class:`LoopEnded`)."""
+
+
+Query = CheckInputs | Acquire | Start | AskWhy | Supervise | ReadEnables | ProbeAccounts | Probe | RunLoop
 
 
 @dataclass(frozen=True)
@@ -228,10 +353,18 @@ class Beat:
 
 
 @dataclass(frozen=True)
-class ProbeAccounts:
-    """Run the ``probe_command`` of each account that is due one at ``now`` (health.probe_due)."""
+class RecordHealth:
+    """Add ``kind`` (``probe:<effect>``) to the account's events in the state root's account
+    store, which its actor applies (it disables, expires, cools or ends a cooldown)."""
 
-    now: float
+    account: str
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ArchivePause:
+    """Move the pause file under ``pauses/`` (the run root only grows)."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +386,11 @@ class Sleep:
 
 
 Command = (Query | Append | Flush | RecordEnd | ReleaseLease | DiskFull | Notify | Retire | AppendHalt
-           | CancelRunning | StopRun | Wait | Beat | ProbeAccounts | Report | Sleep)
+           | CancelRunning | StopRun | Wait | Beat | Report | Sleep | RecordHealth | ArchivePause)
+
+
+def stopping(reason: ev.StopReason, detail: str) -> list[Command]:
+    """The run stops: its ``stop`` record, then the stop."""
+    return [Append(ev.Stop(reason=reason, detail=detail)), StopRun(reason, detail)]
 
 

@@ -23,38 +23,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_bench import runroot
-from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
 from ray_bench.accounts.store import AccountStore
-from ray_bench.cells.nodes import NodeCheck, summary_line
+from ray_bench.cells.nodes import NodeCheck
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.clock import Clock, SystemClock
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
-from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from, scope_account
+from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from
 from ray_bench.ledger import events as ev
-from ray_bench.ledger.store import AttemptRow, Ledger
-from ray_bench.models.attempt import AttemptSummary
+from ray_bench.ledger.store import Ledger
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.attempts import AttemptSpecs
-from ray_bench.plan.backends import create_rates, docker_url_of, uses_docker
+from ray_bench.plan.backends import create_rates
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
-    HostSupervision,
-    Reserve,
-    ResourceSupervisor,
     Supervision,
-    docker_container_lister,
     halt_path,
     require_no_halt,
     write_run_halt,
 )
 from ray_bench.scheduler import commands as cmd
-from ray_bench.scheduler import stops
+from ray_bench.scheduler import session, stops
 from ray_bench.scheduler.admission import Gate
 from ray_bench.scheduler.builds import SnapshotBuilder, build_phase
 from ray_bench.scheduler.core import LeaseRequest
@@ -75,8 +69,11 @@ if TYPE_CHECKING:
     from ray_bench.accounts.probe import ProbeRunner
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
+    """How a session runs, built once (``execute_run`` fills what it derives with
+    :func:`dataclasses.replace` before the driver exists; nothing changes them after)."""
+
     address: str | None = None
     parallel: int | None = None
     hypothesis: str | None = None
@@ -91,13 +88,9 @@ class RunOptions:
     state_root: Path | None = None
     #: How often the resource supervisors are asked.
     supervisor_every_sec: float = 2.0
-    #: Host available memory in MiB; injectable so that tests can create pressure.
+    #: Host available memory in MiB for the supervisors ``execute_run`` builds; injectable so
+    #: that tests can create pressure (the driver's own supervision is injected whole).
     read_available_mb: Callable[[], int] = read_available_mb
-    #: The supervisors of the nodes that host runners (ray_bench.onray.supervisors); None: the
-    #: driver's own host, read in-process (a local run, the simulator).
-    supervision: Supervision | None = None
-    #: Each node's check before the fan-out (ray_bench.cells.nodes); None: not checked.
-    node_checks: list[NodeCheck] | None = None
     #: Where attempt directories go: auto, ray or a store URI (ray_bench.artifacts).
     artifacts: str = "auto"
     #: The name of a stop signal received (ray_bench.scheduler.signals), asked every round.
@@ -124,20 +117,21 @@ class RunOutcome:
         return self.__dict__.copy()
 
 
-def reserve_of(plan: Plan) -> Reserve:
-    """What every node keeps free (a node may override it: ray_bench.sandboxes.supervisor)."""
-    return Reserve(plan.host_reserve_mb, plan.host_reserve_disk_mb)
 
 
 class Driver:
     """One execution of a confirmed plan: the loop that executes what the run's core
     (:class:`~ray_bench.scheduler.runcore.RunCore`) commands through its ports
-    (:mod:`~ray_bench.scheduler.ports`). It builds no Ray piece: ``execute_run``
-    (ray_bench/api.py) injects the Ray pool, gate and supervisors, the simulator its fakes."""
+    (:mod:`~ray_bench.scheduler.ports`). It builds none of them: ``execute_run``
+    (ray_bench/api.py) injects the Ray pool, gate and node supervisors; the simulator and the
+    in-process tests an in-process pool, a :class:`~ray_bench.scheduler.admission.CoreGate` and
+    :meth:`HostSupervision.of(plan) <ray_bench.sandboxes.supervisor.HostSupervision.of>`.
+    ``node_checks``: each node's check before the fan-out (ray_bench.cells.nodes); None: not checked."""
 
     def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool, gate: Gate,
-                 observer: RunObserver | None = None, options: RunOptions | None = None,
-                 clock: Clock | None = None) -> None:
+                 supervision: Supervision, *, observer: RunObserver | None = None,
+                 options: RunOptions | None = None, clock: Clock | None = None,
+                 node_checks: Sequence[NodeCheck] | None = None) -> None:
         self.plan = plan
         self.identity = identity
         self.run_root = run_root
@@ -153,9 +147,6 @@ class Driver:
         self.accounts = {a.name: a for a in plan.accounts}
         self.drift = DriftGuard(plan.inputs)
         self.specs = AttemptSpecs(plan, self.paths)
-        self.circuit = RecoveryCircuit()
-        #: Account -> when its probe_command last ran (the driver's clock).
-        self._probed: dict[str, float] = {}
         cap = plan.capacity.effective
         if self.options.parallel is not None:
             cap = min(cap, self.options.parallel)
@@ -168,10 +159,8 @@ class Driver:
         #: loop executes what they command.
         self.core: RunCore
         self.attempts_run = 0
-        self.supervision: Supervision = self.options.supervision or HostSupervision(ResourceSupervisor(
-            reserve_of(plan), plan.run_id, read_available=self.options.read_available_mb,
-            list_containers=docker_container_lister(plan.run_id, base_url=docker_url_of(plan))
-            if uses_docker(plan) else None))
+        self.supervision = supervision
+        self.node_checks = node_checks
         #: What the loop's last round said work waits on, and why the loop stops (None: it goes on).
         self._note: str | None = None
         self._stopped: tuple[str, str] | None = None
@@ -208,68 +197,50 @@ class Driver:
             ledger.close()
 
     def _session(self, ledger: Ledger, started: float) -> RunOutcome:
-        self._clear_pause(ledger)
+        """The previous session's pause and open attempts, the books read from the ledger, the
+        nodes' checks, the build phase, the probes, the preflight and the fan-out (each loop as
+        the core commands), then the final audit; the outcome."""
+        pause = self.run_root / PAUSE_FILE
+        if pause.exists():
+            self._run(ledger, session.pause_left(cmd.PauseFound(_requested_at(pause), self.options.session_started)))
         if self.options.hypothesis:
             ledger.append(ev.Hypothesis(text=self.options.hypothesis))
-        stale = self._recover_stale(ledger)
+        open_rows = [r for r in ledger.attempts() if not r.terminal]
+        for row in open_rows:  # by label: the dead driver's runner may have left its sandboxes
+            removed = self.pool.cleanup(self.plan.backends, row.backend, self.plan.run_id, row.attempt_id)
+            self._run(ledger, session.stale_end(cmd.StaleFound(row, removed)))
+        stale = len(open_rows)
         history = ledger.attempts()
-        self._replay_circuit(ledger, history)
         state = RunState(self.plan, history)
-        self.core = RunCore(self.plan, state, capacity=self.capacity, catalog=self.catalog, circuit=self.circuit,
+        self.core = RunCore(self.plan, state, capacity=self.capacity, catalog=self.catalog, circuit=RecoveryCircuit(),
                             quota_fit=self.quota_fit, spend=SpendBook.of(self.plan, history),
                             tick_sec=self.options.tick_sec, supervise_every_sec=self.options.supervisor_every_sec,
                             halt_file=halt_path(self.run_root), resume_command=self._resume_command(),
-                            began=self._began)
+                            began=self._began, run_root=self.run_root)
+        # the circuit the ledger leaves (the hypothesis recorded just now puts every open scope on
+        # probation); an account's `enable` recorded since reopens its scope
+        self._drive(ledger, cmd.CircuitReplayed(circuit_from(ledger.events())))
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
                                     deadline=self.options.deadline, counts=state.counts(),
                                     options=self._shaping_options()))
-        stopped, detail = self._check_nodes(ledger) or self._execute(ledger, state)
-        residue = self._final_audit(ledger)
-        if residue and stopped is None:
-            stopped, detail = "audit", (f"cleanup audit found {residue} sandboxes it could not remove; "
-                                        f"run `ray-bench audit {self.run_root} --cleanup`")
-            ledger.append(ev.Stop(reason=ev.StopReason.AUDIT, detail=detail))
-        counts = state.counts()
-        exit_code = stops.exit_code(stopped, counts["valid"], len(state.cells), self._signal_name)
-        if stopped is None and exit_code == 1:
-            detail = state.failure_detail()
-        outcome = RunOutcome(self.plan.run_id, exit_code, counts, stopped, detail, stale,
+        self._drive(ledger, cmd.NodesChecked(self.node_checks))
+        if self._stopped is None:
+            self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder)
+            self._drive(ledger, cmd.FanOutNears())
+            self._drive(ledger, cmd.PreflightDue(passed=bool(ledger.events(ev.PreflightPassed))))
+        self._drive(ledger, self._audited())
+        stopped, exit_code, detail = stops.session_end(self._stopped, state, self._signal_name)
+        outcome = RunOutcome(self.plan.run_id, exit_code, state.counts(), stopped, detail, stale,
                              self.attempts_run, round(self.clock.now() - started, 3))
         ledger.append(ev.RunFinished.model_validate(outcome.to_json()))
         (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
         return outcome
 
-    def _execute(self, ledger: Ledger, state: RunState) -> tuple[str | None, str]:
-        # The preflight belongs to the plan, not to a session: until the ledger records it
-        # passed, every session (a resume too) runs its remaining cells before any other.
-        self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder)
-        self._account_probes(ledger, sorted(self.accounts), "before the fan-out")
-        if self.plan.preflight and not ledger.events(ev.PreflightPassed().kind):
-            stop = self._preflight(ledger, state)
-            if stop is not None:
-                return stop
-        return self._loop(ledger, state) or (None, "")
-
-    def _preflight(self, ledger: Ledger, state: RunState) -> tuple[str, str] | None:
-        gate = state.preflight(self.plan.preflight)
-        if gate.todo and not gate.spent:
-            aside = state.restrict(set(gate.todo))
-            stop = self._loop(ledger, state)
-            if stop is not None:
-                return stop
-            state.extend(aside)
-            gate = state.preflight(self.plan.preflight)
-        halt = stops.preflight_halt(gate, state, self.run_root)
-        if halt is not None:
-            ledger.append(ev.Stop(reason=halt.reason, detail=halt.detail, cells=list(gate.failed)))
-            return halt.reason, halt.detail
-        ledger.append(ev.PreflightPassed(cells=sorted(self.plan.preflight)))
-        return None
-
-    def _loop(self, ledger: Ledger, state: RunState) -> tuple[str, str] | None:
-        """Turn until every cell is done or the run stops and nothing runs: each turn the world
-        is seen, a launch round runs, the finished attempts come back (see :mod:`runcore`)."""
+    def _loop(self, ledger: Ledger) -> None:
+        """Turn until every pending cell is done or the run stops and nothing runs: each turn the
+        world is seen, a launch round runs, the finished attempts come back (see :mod:`runcore`)."""
         core = self.core
+        state = core.state
         self._stopped = None
         self._drive(ledger, cmd.LoopBegins())
         while True:
@@ -287,7 +258,6 @@ class Driver:
             if self._stopped is not None:
                 self.gate.flush()  # otherwise the next round's acquire carries the releases
             self._drive(ledger, cmd.TurnEnded(self.clock.now(), len(finished), self._stopped is not None, self._note))
-        return self._stopped
 
     def _drive(self, ledger: Ledger, event: cmd.Event) -> None:
         """Tell the core ``event`` and execute its commands in order; a query's answer (the
@@ -298,6 +268,11 @@ class Driver:
             answer = None
             for command in commands:
                 answer = self._execute_command(ledger, command)
+
+    def _run(self, ledger: Ledger, commands: Sequence[cmd.Command]) -> None:
+        """Execute commands that ask nothing (decided before the core exists)."""
+        for command in commands:
+            self._execute_command(ledger, command)
 
     def _execute_command(self, ledger: Ledger, command: cmd.Command) -> cmd.Event | None:
         match command:
@@ -345,8 +320,23 @@ class Driver:
             case cmd.Beat():
                 ledger.append(ev.Heartbeat(pid=os.getpid(), inflight=len(self.inflight)), now=self.clock.wall())
             case cmd.ProbeAccounts(now=now):
-                self._account_probes(ledger, [v.name for v in self.gate.views(now)
-                                              if probe_due(v.state, self._probed.get(v.name), now)], "scheduled")
+                return cmd.AccountsSeen(self.gate.views(now), now)
+            case cmd.Probe(account=account):
+                result = (self.options.account_probe or run_probe)(self.accounts[account])
+                return cmd.Probed(account, result.verdict, result.detail, self.clock.now())
+            case cmd.RecordHealth(account=account, kind=kind, detail=detail):
+                store = AccountStore(self._state_root())
+                try:
+                    store.add_event(account, kind, detail, "ray-bench execute")
+                finally:
+                    store.close()
+            case cmd.ReadEnables(scopes=scopes):
+                return self._enables(ledger, scopes)
+            case cmd.RunLoop():
+                self._loop(ledger)
+                return cmd.LoopEnded(self._stopped is not None)
+            case cmd.ArchivePause():
+                self._archive_pause()
             case cmd.Report(note=note, now=now):
                 self.observer.on_event(Tick(self.core.state, self.gate.views(now), note))
             case cmd.Sleep(most=most, until=until):
@@ -373,19 +363,6 @@ class Driver:
         self.inflight[self.pool.submit(spec)] = request.lease_id
         self.attempts_run += 1
         return cmd.Started(request.lease_id, row, self.clock.now())
-
-    def _check_nodes(self, ledger: Ledger) -> tuple[str, str] | None:
-        """Record every node's check; stop when no node passed (no runner could take a cell)."""
-        checks = self.options.node_checks
-        if checks is None:
-            return None
-        line = summary_line(checks)
-        ledger.append(ev.NodeCheck(nodes=[c.to_json() for c in checks], summary=line))
-        if any(c.ok for c in checks):
-            return None
-        detail = f"no node can run cells: {line}; fix the nodes (credentials, backend), then resume"
-        ledger.append(ev.Stop(reason=ev.StopReason.NODES, detail=detail))
-        return "nodes", detail
 
     # -- the world ----------------------------------------------------------------------------
 
@@ -425,51 +402,13 @@ class Driver:
     def _resume_command(self) -> str:
         return f"ray-bench execute --plan {RunPaths(self.run_root).plan} --confirm {self.identity}"
 
-    def _clear_pause(self, ledger: Ledger) -> None:
-        """A pause left by the previous session is archived (this execute is its resume); one
-        requested while this session started (Ray takes 10-20 s) stays, and stops the loop."""
-        pause = self.run_root / PAUSE_FILE
-        if pause.exists() and self._pause_is_current(pause):
-            return
-        if pause.exists():
-            archive = self.run_root / "pauses"
-            archive.mkdir(exist_ok=True)
-            stamp, n = int(self.clock.wall()), 0
-            while (target := archive / f"{stamp}{f'-{n}' if n else ''}-pause.json").exists():
-                n += 1  # two pauses within a second: both kept (the run root only grows)
-            os.replace(pause, target)
-            ledger.append(ev.Resumed(after="pause"))
-
-    def _pause_is_current(self, pause: Path) -> bool:
-        started = self.options.session_started
-        if started is None:
-            return False
-        try:
-            request = load_state_json(pause)
-            at = request.get("requested_at") if isinstance(request, dict) else None
-            requested = float(at) if isinstance(at, (int, float)) else pause.stat().st_mtime
-        except (OSError, ValueError):
-            return False
-        return requested >= started
-
-    # -- crash recovery ------------------------------------------------------------------------
-
-    def _recover_stale(self, ledger: Ledger) -> int:
-        """Attempts with no terminal record belong to a driver that died: mark them stale and
-        remove whatever sandboxes they left, found by label. Their agent ran for a while and
-        its usage died with the runner: the cost is unknown (NULL), never $0, so the resumed
-        run's spend charges each its cell's expected cost (:meth:`SpendBook.of`)."""
-        open_rows = [r for r in ledger.attempts() if not r.terminal]
-        for row in open_rows:
-            removed = self.pool.cleanup(self.plan.backends, row.backend, self.plan.run_id, row.attempt_id)
-            ledger.finish_attempt(row.attempt_id, status="stale", valid=False, reward=None,
-                                  failure_class="executor", fingerprint="stale-runner", counts=False,
-                                  cost_usd=None, summary=AttemptSummary(
-                                      attempt_id=row.attempt_id, cell_id=row.cell_id, task=row.task, arm=row.arm,
-                                      rep=row.rep, account=row.account, backend=row.backend,
-                                      started_at=row.started_at, stale=True, sandboxes_removed=removed),
-                                  now=self.clock.wall())  # the driver's clock (virtual in the simulator)
-        return len(open_rows)
+    def _archive_pause(self) -> None:
+        archive = self.run_root / "pauses"
+        archive.mkdir(exist_ok=True)
+        stamp, n = int(self.clock.wall()), 0
+        while (target := archive / f"{stamp}{f'-{n}' if n else ''}-pause.json").exists():
+            n += 1  # two pauses within a second: both kept (the run root only grows)
+        os.replace(self.run_root / PAUSE_FILE, target)
 
     def _shaping_options(self) -> ev.RunOptionsRecord:
         """The execute options that shape a run's concurrency, recorded with each execution so
@@ -480,66 +419,34 @@ class Driver:
             backend_pools={name: b.max_sandboxes for name, b in sorted(self.plan.backends.items())},
             plan_parallel_cap=self.plan.capacity.parallel_cap, effective_concurrency=self.plan.capacity.effective)
 
-    def _replay_circuit(self, ledger: Ledger, history: list[AttemptRow]) -> None:
-        """The circuit the ledger leaves (the hypothesis recorded just now puts every open
-        scope on probation); a disabled account's ``enable`` recorded since reopens its scope."""
-        replayed = circuit_from(ledger.events())
-        self.circuit.open_scopes, self.circuit.probing = replayed.open_scopes, replayed.probing
-        self._health_recoveries(ledger)
+    def _state_root(self) -> Path:
+        return self.options.state_root or default_state_root()
 
-    def _account_probes(self, ledger: Ledger, names: list[str], when: str) -> None:
-        """Run the ``probe_command`` of each of ``names`` that has one; record the result (the
-        ledger's ``account_probe``, the account store's ``probe:<effect>``, which the account's
-        actor applies: it disables, expires, cools or ends a cooldown as the verdict says). A
-        passing probe is a recorded health recovery: it reopens the account's circuit."""
-        names = [n for n in names if n in self.accounts and self.accounts[n].probe_command]
-        if not names:
-            return
-        runner = self.options.account_probe or run_probe
-        store = AccountStore(self.options.state_root or default_state_root())
-        try:
-            for name in names:
-                result = runner(self.accounts[name])
-                self._probed[name] = self.clock.now()
-                effect = probe_effect(result.verdict)
-                ledger.append(ev.AccountProbe(account=name, verdict=result.verdict, effect=effect,
-                                              detail=result.detail, when=when))
-                store.add_event(name, probe_event_kind(effect), result.detail[:500], "ray-bench execute")
-                if result.verdict == "ok" and self.circuit.recover(f"account:{name}"):
-                    ledger.append(ev.CircuitReopened(scope=f"account:{name}", via="account_probe",
-                                                     detail=result.detail))
-        finally:
-            store.close()
-
-    def _health_recoveries(self, ledger: Ledger) -> None:
-        """An account scope reopens on a recorded health recovery: an operator's ``enable`` in
-        the state root's account store after its circuit opened."""
-        scopes = [s for s in [*self.circuit.open_scopes, *self.circuit.probing] if scope_account(s)]
-        if not scopes:
-            return
-        root = self.options.state_root or default_state_root()
+    def _enables(self, ledger: Ledger, scopes: Sequence[tuple[str, str]]) -> cmd.EnablesRead:
+        """When each circuit opened, and the operator events of the accounts of ``scopes`` (none
+        without an account store)."""
+        root = self._state_root()
         if not (root / ACCOUNTS_FILE).exists():
-            return
-        opened_at = {e.event.scope: e.ts for e in ledger.events(ev.CircuitOpen.model_fields["kind"].default)
-                     if isinstance(e.event, ev.CircuitOpen)}
+            return cmd.EnablesRead({}, {})
+        opened_at = {e.event.scope: e.ts for e in ledger.events(ev.CircuitOpen) if isinstance(e.event, ev.CircuitOpen)}
         store = AccountStore(root)
         try:
-            for scope in scopes:
-                name = scope_account(scope) or ""
-                enable = next((e for e in store.events_after(name, 0)
-                               if e.kind == "enable" and e.at > opened_at.get(scope, 0.0)), None)
-                if enable is not None and self.circuit.recover(scope):
-                    ledger.append(ev.CircuitReopened(scope=scope, via="enable", who=enable.who,
-                                                     reason=enable.reason))
+            return cmd.EnablesRead(opened_at, {account: store.events_after(account, 0) for _, account in scopes})
         finally:
             store.close()
 
-    def _final_audit(self, ledger: Ledger) -> int:
+    def _audited(self) -> cmd.Audited:
         """Remove whatever the run left, then look again: what remains is residue."""
-        backends = sorted({c.backend for c in self.plan.cells})
-        removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in backends)
-        residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in backends)
-        for node in self.pool.lost_nodes():  # died idle: a node event, not residue
-            ledger.append(ev.NodeLost(node=node, while_="idle"))
-        ledger.append(ev.Audit(removed=removed, residue=residue))
-        return residue
+        removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in self._backends)
+        residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in self._backends)
+        return cmd.Audited(removed, residue, tuple(self.pool.lost_nodes()), self._stopped is not None)
+
+
+def _requested_at(pause: Path) -> float | None:
+    """When the pause was requested: its ``requested_at``, else the file's mtime (None: unreadable)."""
+    try:
+        request = load_state_json(pause)
+        at = request.get("requested_at") if isinstance(request, dict) else None
+        return float(at) if isinstance(at, (int, float)) else pause.stat().st_mtime
+    except (OSError, ValueError):
+        return None

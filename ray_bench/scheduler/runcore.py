@@ -9,9 +9,11 @@ start, ask the gate why nothing can start, read the supervisors) is the last of 
 its answer is the next event. The events and commands are in :mod:`~ray_bench.scheduler.commands`.
 
 The core owns the books its decisions share (the run state, the circuit, the quota fit, the
-spend book, the running attempts, the nodes halted) and delegates to the launch policy
-(:mod:`~ray_bench.scheduler.launch`), the finish decision (:mod:`~ray_bench.scheduler.finish`)
-and the world stops (:mod:`~ray_bench.scheduler.stops`). No I/O, no Ray, no clock: time comes
+spend book, the running attempts, the nodes halted, the account probes) and delegates to the
+launch policy (:mod:`~ray_bench.scheduler.launch`), the finish decision
+(:mod:`~ray_bench.scheduler.finish`), the world stops (:mod:`~ray_bench.scheduler.stops`) and
+the session's own steps (:mod:`~ray_bench.scheduler.session`: the circuit's health recoveries,
+the account probes, the nodes' checks, the preflight gate, the final audit). No I/O, no Ray, no clock: time comes
 in with the events. The driver, the simulator (the driver on a virtual clock) and the unit tests
 (tests/scheduler/test_run_core.py) all go through :meth:`RunCore.step`.
 """
@@ -28,30 +30,41 @@ from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.runroot import HEARTBEAT_SEC
 from ray_bench.sandboxes.supervisor import ResourceHalt
-from ray_bench.scheduler import stops
+from ray_bench.scheduler import session, stops
 from ray_bench.scheduler.commands import (
+    AccountsSeen,
     Acquire,
     AppendHalt,
     AskWhy,
+    Audited,
     Beat,
     CancelRunning,
     CheckInputs,
+    CircuitReplayed,
     Command,
     DiskFull,
+    EnablesRead,
     Ended,
     Event,
+    FanOutNears,
     Flush,
     GateSaid,
     Granted,
     InputsChecked,
     LoopBegins,
+    LoopEnded,
+    NodesChecked,
     Notify,
+    PreflightDue,
     ProbeAccounts,
+    Probed,
+    ReadEnables,
     RecordEnd,
     ReleaseLease,
     Report,
     Retire,
     RoundBegins,
+    RunLoop,
     Sleep,
     Start,
     Started,
@@ -60,6 +73,7 @@ from ray_bench.scheduler.commands import (
     Supervised,
     TurnEnded,
     WorldSeen,
+    stopping,
 )
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.finish import Append, FinishCore
@@ -91,10 +105,20 @@ class RunCore:
 
     def __init__(self, plan: Plan, state: RunState, *, capacity: int, catalog: Catalog, circuit: RecoveryCircuit,
                  quota_fit: QuotaFit, spend: SpendBook, tick_sec: float, supervise_every_sec: float,
-                 halt_file: Path | None, resume_command: str, began: float) -> None:
+                 halt_file: Path | None, resume_command: str, began: float, run_root: Path) -> None:
         """``began``: when the session began on the core's clock (its run_started is the first
-        heartbeat, and the scheduled account probes count from it)."""
+        heartbeat, and the scheduled account probes count from it); ``run_root``: named in the
+        stops' words."""
         self.state = state
+        self.run_root = run_root
+        self.preflight = list(plan.preflight)
+        self.account_names = sorted(a.name for a in plan.accounts)
+        self.probes = session.AccountProbes(plan.accounts, circuit)
+        #: The cells the preflight's loop set aside (None: no preflight loop runs).
+        self._aside: list[str] | None = None
+        #: What a turn commands once its account probes are done.
+        self._after_probes: list[Command] = []
+        self._recovering: tuple[tuple[str, str], ...] = ()
         self.circuit = circuit
         self.spend = spend
         self.launch = LaunchCore(plan, capacity, circuit, quota_fit, spend)
@@ -141,6 +165,26 @@ class RunCore:
                 return self._supervised(event)
             case TurnEnded():
                 return self._turn_ended(event)
+            case CircuitReplayed():
+                return self._replayed(event)
+            case EnablesRead():
+                return session.health_recoveries(self.circuit, self._recovering, event)
+            case NodesChecked():
+                return session.nodes_checked(event.checks)
+            case FanOutNears():
+                self.probes.begin(self.account_names, "before the fan-out")
+                return self._next_account_probe()
+            case AccountsSeen():
+                self.probes.begin(self.probes.due(event.views, event.now), "scheduled")
+                return self._next_account_probe()
+            case Probed():
+                return self.probes.result(event) + self._next_account_probe()
+            case PreflightDue():
+                return self._preflight_due(event)
+            case LoopEnded():
+                return self._loop_ended(event)
+            case Audited():
+                return session.audited(event, self.run_root)
 
     # -- a launch round ------------------------------------------------------------------------
 
@@ -163,14 +207,14 @@ class RunCore:
         self.state.put_back([r.cell for r in self._round().round.requests])
         self._open = None
         seen = ev.DriftSeen(input=drift.kind, name=drift.name, path=drift.path, detail=drift.detail)
-        return [Append(seen, event.cell_id), *_stop(ev.StopReason.DRIFT, (
+        return [Append(seen, event.cell_id), *stopping(ev.StopReason.DRIFT, (
             f"{drift.what} changed ({drift.detail}); running cells may finish, a new plan is required"))]
 
     def _after_drift(self) -> list[Command]:
         open_ = self._round()
         if open_.round.halt is not None:
             self._open = None
-            return _stop(open_.round.halt.reason, open_.round.halt.detail)
+            return stopping(open_.round.halt.reason, open_.round.halt.detail)
         if not open_.round.requests:
             return [Flush(), *self._next_start()]
         open_.probes = self.launch.account_probes()
@@ -242,7 +286,7 @@ class RunCore:
     def _decided(self, decision: Wait | Halt) -> list[Command]:
         self._open = None
         if isinstance(decision, Halt):
-            return _stop(decision.reason, decision.detail)
+            return stopping(decision.reason, decision.detail)
         return [decision]
 
     # -- a finished attempt ----------------------------------------------------------------------
@@ -307,7 +351,44 @@ class RunCore:
         # An account's budget is its own (lifetime, every run on the state root): the account
         # refuses admission and the run stops as `budget` when no account can take a cell.
         halt = stops.spend_halt(self.spend)
-        return [] if halt is None else _stop(halt.reason, halt.detail)
+        return [] if halt is None else stopping(halt.reason, halt.detail)
+
+    # -- the session -----------------------------------------------------------------------------
+
+    def _replayed(self, event: CircuitReplayed) -> list[Command]:
+        """The circuit the ledger leaves; its account scopes wait on a recorded health recovery."""
+        self.circuit.open_scopes, self.circuit.probing = event.circuit.open_scopes, event.circuit.probing
+        self._recovering = session.recovering(self.circuit)
+        return [ReadEnables(self._recovering)] if self._recovering else []
+
+    def _next_account_probe(self) -> list[Command]:
+        """The next account probe, else what the turn commands after them."""
+        probe = self.probes.next()
+        if probe:
+            return probe
+        after, self._after_probes = self._after_probes, []
+        return after
+
+    def _preflight_due(self, event: PreflightDue) -> list[Command]:
+        """The preflight belongs to the plan, not to a session: until the ledger records it
+        passed, every session (a resume too) runs its remaining cells before any other."""
+        if not self.preflight or event.passed:
+            return [RunLoop()]
+        gate = self.state.preflight(self.preflight)
+        if gate.todo and not gate.spent:
+            self._aside = self.state.restrict(set(gate.todo))
+            return [RunLoop()]
+        return session.preflight_judged(gate, self.state, self.preflight, self.run_root)
+
+    def _loop_ended(self, event: LoopEnded) -> list[Command]:
+        """The preflight's loop is over: unless it stopped the run, its gate is judged with
+        every cell back in the queue. The fan-out's loop ends the session."""
+        aside, self._aside = self._aside, None
+        if aside is None or event.stopped:
+            return []
+        self.state.extend(aside)
+        return session.preflight_judged(self.state.preflight(self.preflight), self.state, self.preflight,
+                                        self.run_root)
 
     def _turn_ended(self, event: TurnEnded) -> list[Command]:
         """The turn's heartbeat, scheduled account probes and report, each when due; then, when
@@ -319,16 +400,17 @@ class RunCore:
         if now - self.beat >= HEARTBEAT_SEC:
             commands.append(Beat())
             self.beat = now
-        if now - self.probes_checked >= PROBE_CHECK_SEC:
+        probe = now - self.probes_checked >= PROBE_CHECK_SEC
+        if probe:
             self.probes_checked = now
-            commands.append(ProbeAccounts(now))
+        after: list[Command] = []
         if now - self.last_report >= 1.0 or not self.running:
-            commands.append(Report(event.note, now))
+            after.append(Report(event.note, now))
             self.last_report = now
-        if self.running or event.finished or event.stopped or not self.state.pending or not event.note:
-            return commands
-        return [*commands, Sleep(self.tick_sec * 4, self.launch.wake_at)]
+        if not (self.running or event.finished or event.stopped or not self.state.pending or not event.note):
+            after.append(Sleep(self.tick_sec * 4, self.launch.wake_at))
+        if not probe:
+            return commands + after
+        self._after_probes = after  # after the probes: the report's views show what they did
+        return [*commands, ProbeAccounts(now)]
 
-
-def _stop(reason: ev.StopReason, detail: str) -> list[Command]:
-    return [Append(ev.Stop(reason=reason, detail=detail)), StopRun(reason, detail)]

@@ -90,6 +90,17 @@ def preflight_halt(gate: PreflightGate, state: RunState, run_root: Path) -> Halt
     return Halt(ev.StopReason.PREFLIGHT, detail)
 
 
+def session_end(stop: tuple[str, str] | None, state: RunState, signal: str | None) -> tuple[str | None, int, str]:
+    """Why the session stopped (None: it did not), its exit code (:func:`exit_code`) and its
+    final words: the stop's, or, when cells failed with no stop, which and why."""
+    stopped, detail = stop or (None, "")
+    counts = state.counts()
+    code = exit_code(stopped, counts["valid"], len(state.cells), signal)
+    if stopped is None and code == 1:
+        detail = state.failure_detail()
+    return stopped, code, detail
+
+
 def exit_code(stopped: str | None, valid: int, cells: int, signal: str | None) -> int:
     """0 when every cell has a valid row, or on an operator's pause (what they asked for: the
     final line says "paused"); a signal's own code; 1 otherwise."""

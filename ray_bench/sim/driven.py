@@ -36,6 +36,7 @@ from ray_bench.models.accounts import Account
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Capacity, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.builds import InstantBuilder
 from ray_bench.scheduler.driver import Driver, RunOptions
@@ -210,14 +211,13 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
     holds = [e for e in spec.events if isinstance(e, HoldEvent)]
     pool = _FaultyPool(clock, world, faults, cores, plan.accounts, auth, holds)
     tmp = Path(tempfile.mkdtemp(prefix="rb-sim-", dir=root or _fast_tmp()))
-    options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, read_available_mb=lambda: 1 << 20,
-                         state_root=tmp / "state", catalog=_catalog())
+    options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, state_root=tmp / "state", catalog=_catalog())
     outcome = None
     try:
         while outcome is None:
             gate = CoreGate(plan.accounts, clock=clock.now, cores=cores)
             (tmp / "run").mkdir(exist_ok=True)
-            driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, gate=gate, observer=observer,
+            driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, gate, roomy_host(plan), observer=observer,
                             options=options, clock=clock)
             driver.snapshot_builder = InstantBuilder  # a Daytona plan's build phase: no service
             try:
@@ -270,6 +270,11 @@ def _result(plan: Plan, workload: Workload, run_root: Path, world: SimWorld, poo
         resumes=pool.kills, stopped=stopped, violations=violations,
         pair_start_gap_s=pair_gaps(workload.cells, first), spend_usd=sum(r.cost_usd or 0.0 for r in rows),
         detail=detail, rows=rows)
+
+
+def roomy_host(plan: Plan) -> HostSupervision:
+    """The driver's host with memory to spare (a virtual run reads no real memory)."""
+    return HostSupervision.of(plan, read_available=lambda: 1 << 20)
 
 
 @functools.cache

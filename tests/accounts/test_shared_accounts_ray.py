@@ -17,6 +17,7 @@ from ray_bench.onray.admission import account_member, admission_actor, admission
 from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import NAMESPACE, RayPool
 from ray_bench.plan.store import confirm_plan
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -47,7 +48,8 @@ def test_two_runs_never_exceed_an_accounts_limit_together(tmp_path: Path) -> Non
     def drive(root: Path, identity: str) -> None:
         plan, identity = confirm_plan(root / "launch-plan.json", identity)
         running.set()
-        driver = Driver(plan, identity, root, RayPool(), actor_gate(plan), options=RunOptions(tick_sec=0.05))
+        driver = Driver(plan, identity, root, RayPool(), actor_gate(plan), HostSupervision.of(plan),
+                        options=RunOptions(tick_sec=0.05))
         outcomes.append(driver.run())
 
     def sample() -> None:

@@ -20,6 +20,7 @@ from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import RayPool
 from ray_bench.plan.store import confirm_plan
 from ray_bench.reports.build import write_report
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.driver import Driver, RunOptions
 
 pytestmark = [pytest.mark.ray]
@@ -34,7 +35,7 @@ def _run(tmp_path: Path, setting: str, store: str | None = None) -> tuple[Path, 
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="art")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(1, artifacts=Shipper(planned.run_root, setting, store))
-    outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan),
+    outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
                      options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     assert outcome.exit_code == 0, outcome
     ledger = Ledger.open_readonly(planned.run_root)
@@ -117,7 +118,7 @@ def _paused_mid_agent(tmp_path: Path, setting: str, store: str | None) -> tuple[
     thread = threading.Thread(target=pause_once_the_agent_runs, daemon=True)
     thread.start()
     pool = RayPool(1, artifacts=Shipper(planned.run_root, setting, store))
-    outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan),
+    outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
                      options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     thread.join()
     assert marker.exists() and outcome.stopped == "paused", outcome

@@ -36,8 +36,6 @@ def test_a_run_with_no_node_holding_a_route_stops_before_any_cell(tmp_path: Path
     from support.ray_local import ensure_ray
     from support.runs import execute
 
-    from ray_bench.scheduler.driver import RunOptions
-
     ensure_ray()
     accounts = [{"name": "acct-x", "route": {"env": {"DEMO_API_KEY": "RB_NODE_CHECK_ABSENT"}},
                  "limits": {"max_concurrent": 2}}]
@@ -49,7 +47,7 @@ def test_a_run_with_no_node_holding_a_route_stops_before_any_cell(tmp_path: Path
     plan, _ = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     checks = check_nodes(CheckInputs.of(plan), [n for n in ray.nodes() if n["Alive"]])
     assert checks and not any(c.ok for c in checks)
-    outcome = execute(planned.run_root, planned.identity, RunOptions(node_checks=checks))
+    outcome = execute(planned.run_root, planned.identity, node_checks=checks)
     assert (outcome.exit_code, outcome.stopped, outcome.attempts_run) == (1, "nodes", 0)
     assert "RB_NODE_CHECK_ABSENT is not set on this node" in outcome.detail
     status = run_status(planned.run_root)

@@ -30,6 +30,7 @@ from ray_bench.sandboxes import SandboxBackend
 from ray_bench.sandboxes.base import LABEL_RUN
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
+from ray_bench.sim.driven import roomy_host
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -104,9 +105,8 @@ def _plan(suite: Path, accounts: Path, runs: Path, run_id: str) -> Path:
 
 def _execute(root: Path, pool: InProcessPool, tmp_path: Path, stop: str | None = None) -> int:
     plan, identity = load_plan_file(root / PLAN_FILE)
-    options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state", read_available_mb=lambda: 1 << 20,
-                         stop_signal=(lambda: stop) if stop else None)
-    outcome = Driver(plan, identity, root, pool, gate=CoreGate(plan.accounts), options=options).run()
+    options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state", stop_signal=(lambda: stop) if stop else None)
+    outcome = Driver(plan, identity, root, pool, CoreGate(plan.accounts), roomy_host(plan), options=options).run()
     return outcome.exit_code
 
 

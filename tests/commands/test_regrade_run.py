@@ -23,6 +23,7 @@ from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.runroot import hold_lock
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
+from ray_bench.sim.driven import roomy_host
 from ray_bench.status.read import read_status
 
 #: The scripted agent solves every task (skill 100) or none (skill 0): rewards 1 and 0.
@@ -39,8 +40,8 @@ def _run(tmp_path: Path, arms: list[dict[str, object]], tasks: list[str]) -> tup
                                  backends={"local": {"options": {"root": str(tmp_path / "sbx")}}})
     root = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="rg").run_root
     plan, identity = load_plan_file(root / PLAN_FILE)
-    options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state", read_available_mb=lambda: 1 << 20)
-    outcome = Driver(plan, identity, root, LocalRunPool(tmp_path / "sbx"), gate=CoreGate(plan.accounts),
+    options = RunOptions(tick_sec=0.05, state_root=tmp_path / "state")
+    outcome = Driver(plan, identity, root, LocalRunPool(tmp_path / "sbx"), CoreGate(plan.accounts), roomy_host(plan),
                      options=options).run()
     assert outcome.exit_code == 0, outcome
     return root, tmp_path / "s" / "tasks"

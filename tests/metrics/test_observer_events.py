@@ -38,7 +38,7 @@ def test_a_session_reaches_the_observers_as_one_stream_of_events(tmp_path: Path)
     base = run.driver()
     driver = Driver(run.plan, base.identity, run.root, run.pool, observer=Observers(recorder, MetricsObserver(
         exporter, run.plan, run.root)), gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores),
-        options=base.options, clock=run.clock)
+        supervision=base.supervision, options=base.options, clock=run.clock)
     outcome = driver.run()
     assert outcome.counts["valid"] == CELLS
 

@@ -129,6 +129,7 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     from ray_bench.onray.gate import actor_gate
     from ray_bench.onray.pool import NAMESPACE, RayPool
     from ray_bench.plan.store import confirm_plan
+    from ray_bench.sandboxes.supervisor import HostSupervision
     from ray_bench.scheduler.driver import Driver, RunOptions
 
     gate = Path(tempfile.mkdtemp(prefix=f"{MARK}-"))
@@ -150,7 +151,8 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     mon = subprocess.Popen([sys.executable, __file__, "--monitor", str(fifo), mon_out, mon_stop])
     try:
         pool = RayPool(args.runners, artifacts=Shipper(planned.run_root, "auto"))
-        driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), options=RunOptions(artifacts="auto"))
+        driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
+                        options=RunOptions(artifacts="auto"))
         import threading
 
         result: dict[str, object] = {}

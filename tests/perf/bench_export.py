@@ -77,6 +77,7 @@ from ray_bench.api import plan_run
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.reports.build import build_report
 from ray_bench.sandboxes.docker import DockerBackend
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -217,7 +218,7 @@ def run(work: Path, reps: int) -> dict[str, Any]:
     pool = ConcurrentPool(DockerBackend())
     started = time.perf_counter()
     try:
-        outcome = Driver(plan, identity, root, pool, gate=CoreGate(plan.accounts),
+        outcome = Driver(plan, identity, root, pool, CoreGate(plan.accounts), HostSupervision.of(plan),
                          options=RunOptions(tick_sec=0.05, state_root=work / "state")).run()
     finally:
         pool.close()

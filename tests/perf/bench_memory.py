@@ -30,6 +30,7 @@ from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import NAMESPACE, RayPool
 from ray_bench.onray.start import init_ray
 from ray_bench.plan.store import confirm_plan
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.driver import Driver, RunOptions
 
 GOAL_MB = 1500.0
@@ -63,7 +64,8 @@ def main() -> int:
             plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
             pool = RayPool()
             before = rss_mb()
-            driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), options=RunOptions())
+            driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
+                            options=RunOptions())
             done = threading.Event()
 
             def sample() -> None:

@@ -48,6 +48,7 @@ from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import NAMESPACE, RayPool
 from ray_bench.onray.start import init_ray
 from ray_bench.plan.store import confirm_plan
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.driver import Driver, RunOptions
 
 GOAL_RATE = 100.0
@@ -96,7 +97,7 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id=f"tp-{artifacts}")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(runners, artifacts=Shipper(planned.run_root, artifacts))
-    driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan),
+    driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
                     options=RunOptions(artifacts=artifacts))
     profiler = cProfile.Profile() if profile else None
     t = time.perf_counter()

@@ -107,8 +107,8 @@ def test_an_attempt_that_met_a_full_disk_reaches_the_metrics_at_the_cost_the_led
     exporter = MetricsExporter(run.plan.run_id, tmp_path / "state", arms=[a.name for a in run.plan.arms])
     base = run.driver()
     driver = Driver(run.plan, base.identity, run.root, run.pool, observer=MetricsObserver(exporter, run.plan, run.root),
-                    gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores), options=base.options,
-                    clock=run.clock)
+                    gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores),
+                    supervision=base.supervision, options=base.options, clock=run.clock)
     assert driver.run().stopped == "disk_full"
     attempts = run.attempts()
     (full,) = [a for a in attempts if a.fingerprint == "disk-full"]
@@ -139,8 +139,8 @@ def test_a_full_disk_attempt_is_labelled_failed_stack_by_the_metrics_and_the_pro
     observers = Observers(MetricsObserver(exporter, run.plan, run.root),
                           ConsoleProgress(Console(file=out, width=300), every_sec=3600.0))
     driver = Driver(run.plan, base.identity, run.root, run.pool, observer=observers,
-                    gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores), options=base.options,
-                    clock=run.clock)
+                    gate=CoreGate(run.plan.accounts, clock=run.clock.now, cores=run.cores),
+                    supervision=base.supervision, options=base.options, clock=run.clock)
     assert driver.run().stopped == "disk_full"
     attempts = run.attempts()
     (full,) = [a for a in attempts if a.fingerprint == "disk-full"]

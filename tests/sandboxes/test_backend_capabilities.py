@@ -19,10 +19,11 @@ from ray_bench.errors import UserInputError
 from ray_bench.exports.harbor import environment_of
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import closed_backends
-from ray_bench.plan.backends import create_rates, docker_url_of, uses_docker
+from ray_bench.plan.backends import create_rates
 from ray_bench.plan.compile import PlanRequest, compile_plan
 from ray_bench.sandboxes import capabilities as caps
 from ray_bench.sandboxes.local import LocalBackend
+from ray_bench.sandboxes.supervisor import docker_url_of, uses_docker
 from ray_bench.scheduler.builds import build_backend, build_targets
 
 

@@ -18,7 +18,7 @@ from ray_bench.ledger import Ledger
 from ray_bench.models.accounts import Account
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
-from ray_bench.sim.driven import plan_for
+from ray_bench.sim.driven import plan_for, roomy_host
 from ray_bench.sim.workload import build_workload, parse_spec
 from ray_bench.sim.world import SimWorld
 
@@ -49,10 +49,9 @@ def _drive(tmp: Path, verdicts: dict[str, str], *, circuit_open_for: str | None 
         seeded.event("circuit_open", {"scope": f"account:{circuit_open_for}", "fingerprint": "auth-1",
                                       "class": "auth", "message": "401"})
         seeded.close()
-    options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, read_available_mb=lambda: 1 << 20,
-                         state_root=tmp / "state", account_probe=fake_probe)
+    options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, state_root=tmp / "state", account_probe=fake_probe)
     Driver(plan, "sha256:" + "0" * 64, run, InProcessPool(clock, SimWorld(spec, workload, np.random.default_rng(0))),
-           gate=CoreGate(plan.accounts, clock=clock.now, cores=cores), options=options, clock=clock).run()
+           CoreGate(plan.accounts, clock=clock.now, cores=cores), roomy_host(plan), options=options, clock=clock).run()
     assert sorted(calls[:2]) == ["a", "b"]  # each account's probe, before the fan-out
     return Ledger.open_readonly(run)
 

@@ -33,6 +33,7 @@ from ray_bench.scheduler.builds import (
     snapshot_name,
 )
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
+from ray_bench.sim.driven import roomy_host
 
 
 class FakeBuilder:
@@ -163,9 +164,9 @@ def _daytona_plan(tmp: Path, image: str = "busybox:1.36") -> tuple[Plan, str, Pa
 def _run(planned: tuple[Plan, str, Path], world: _World, builder: FakeBuilder) -> RunOutcome:
     plan, identity, root = planned
     clock = FakeClock()
-    options = RunOptions(tick_sec=1.0, state_root=root.parent / "state", read_available_mb=lambda: 1 << 20)
-    driver = Driver(plan, identity, root, InProcessPool(clock, world), gate=CoreGate(plan.accounts, clock=clock.now),
-                    options=options, clock=clock)
+    options = RunOptions(tick_sec=1.0, state_root=root.parent / "state")
+    driver = Driver(plan, identity, root, InProcessPool(clock, world), CoreGate(plan.accounts, clock=clock.now),
+                    roomy_host(plan), options=options, clock=clock)
     driver.snapshot_builder = lambda: builder
     return driver.run()
 

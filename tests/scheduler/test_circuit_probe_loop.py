@@ -17,7 +17,7 @@ from ray_bench.ledger import Ledger
 from ray_bench.models.attempt import AgentError, AttemptSummary, ExecFacts
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
-from ray_bench.sim.driven import plan_for
+from ray_bench.sim.driven import plan_for, roomy_host
 from ray_bench.sim.workload import build_workload, parse_spec
 from ray_bench.sim.world import SimWorld
 
@@ -48,11 +48,10 @@ def _run(tmp: Path, world: _BrokenTool, hypothesis: str | None = None) -> tuple[
     clock = FakeClock()
     cores = {a.name: AccountCore(a.name, a.limits, now=0.0) for a in spec.accounts}
     pool = InProcessPool(clock, world)
-    options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, read_available_mb=lambda: 1 << 20,
-                         state_root=tmp / "state", hypothesis=hypothesis)
+    options = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, state_root=tmp / "state", hypothesis=hypothesis)
     (tmp / "run").mkdir(exist_ok=True)
-    driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, gate=CoreGate(plan.accounts, clock=clock.now,
-                    cores=cores), options=options, clock=clock)
+    driver = Driver(plan, "sha256:" + "0" * 64, tmp / "run", pool, CoreGate(plan.accounts, clock=clock.now,
+                    cores=cores), roomy_host(plan), options=options, clock=clock)
     outcome = driver.run()
     return Ledger.open_readonly(tmp / "run"), outcome.attempts_run, outcome.stopped
 

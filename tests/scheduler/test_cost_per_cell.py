@@ -30,6 +30,7 @@ from ray_bench.plan.store import confirm_plan
 from ray_bench.runroot import RunPaths
 from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.local import LocalBackend, LocalSandbox
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -97,7 +98,7 @@ def test_a_no_op_cell_costs_what_it_did(tmp_path: Path, monkeypatch: pytest.Monk
     gate = CountingGate(plan.accounts)
     pool = ConcurrentPool(make_backend(name, **config.options))
     try:
-        outcome = Driver(plan, identity, planned.run_root, pool, gate=gate,
+        outcome = Driver(plan, identity, planned.run_root, pool, gate, HostSupervision.of(plan),
                          options=RunOptions(tick_sec=0.1)).run()
     finally:
         pool.close()

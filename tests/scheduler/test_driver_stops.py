@@ -11,9 +11,8 @@ from support.virtual_run import CELLS, Run
 
 def test_a_stop_signal_cancels_running_cells_records_a_stop_and_a_resume_finishes(tmp_path: Path) -> None:
     run = Run(tmp_path)
-    driver = run.driver()
     # the signal comes once three attempts have started (cells are running then)
-    driver.options.stop_signal = lambda: "SIGTERM" if driver.attempts_run >= 3 else None
+    driver = run.driver(stop_signal=lambda: "SIGTERM" if driver.attempts_run >= 3 else None)
     outcome = driver.run()
     assert outcome.stopped == "signal"
     assert outcome.exit_code == 143  # 128 + SIGTERM

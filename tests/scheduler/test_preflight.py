@@ -18,6 +18,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
+from ray_bench.sim.driven import roomy_host
 
 
 class _World:
@@ -50,8 +51,8 @@ def planned(tmp_path: Path) -> tuple[Plan, str, Path]:
 def _execute(planned: tuple[Plan, str, Path], world: _World, clock: FakeClock) -> RunOutcome:
     plan, identity, root = planned
     pool = InProcessPool(clock, world)
-    options = RunOptions(tick_sec=1.0, state_root=root.parent / "state", read_available_mb=lambda: 1 << 20)
-    return Driver(plan, identity, root, pool, gate=CoreGate(plan.accounts, clock=clock.now),
+    options = RunOptions(tick_sec=1.0, state_root=root.parent / "state")
+    return Driver(plan, identity, root, pool, CoreGate(plan.accounts, clock=clock.now), roomy_host(plan),
                   options=options, clock=clock).run()
 
 

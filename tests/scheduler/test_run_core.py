@@ -3,43 +3,17 @@ no ledger, no gate, no clock: each test plays the driver's part by hand."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from support.launch_world import HALT_FILE, a_core, row_of
 
-from support.launch_world import a_plan
-
-from ray_bench.evidence.catalog import Catalog
-from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.ledger import events as ev
-from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.attempt import AttemptSummary, ExecFacts, Usage
-from ray_bench.models.plan import Plan
 from ray_bench.plan.drift import Drift
 from ray_bench.sandboxes.supervisor import ResourceHalt
 from ray_bench.scheduler import commands as cmd
-from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.finish import Append
 from ray_bench.scheduler.launch import AT_LIMIT, Wait
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted
-from ray_bench.scheduler.quota_fit import QuotaFit
 from ray_bench.scheduler.runcore import RunCore
-from ray_bench.scheduler.runstate import RunState
-from ray_bench.scheduler.spend import SpendBook
-
-HALT_FILE = Path("/runs/r/resource-halt.json")
-
-
-def a_core(plan: Plan | None = None, capacity: int = 4) -> RunCore:
-    plan = plan or a_plan()
-    return RunCore(plan, RunState(plan, []), capacity=capacity, catalog=Catalog.default(), circuit=RecoveryCircuit(),
-                   quota_fit=QuotaFit(ceiling=capacity), spend=SpendBook.of(plan, ()), tick_sec=0.25,
-                   supervise_every_sec=2.0, halt_file=HALT_FILE, resume_command="ray-bench execute --plan p", began=0.0)
-
-
-def row_of(request: LeaseRequest, account: str) -> AttemptRow:
-    cell = request.cell
-    return AttemptRow(attempt_id=f"{cell.id}-a1", cell_id=cell.id, task=cell.task, task_checksum="x", arm=cell.arm,
-                      rep=cell.rep, seq=1, account=account, backend=cell.backend, epoch="e", preflight=False,
-                      started_at=0.0)
 
 
 def acquire(core: RunCore, now: float = 0.0) -> cmd.Acquire:
@@ -102,10 +76,11 @@ def test_nothing_granted_and_nothing_running_asks_the_gate_why() -> None:
     assert why.ask.horizon_sec == min(r.horizon_sec for r in ask.requests)
     assert core.step(cmd.GateSaid((140.0, "every account is cooling"), None)) == [
         Wait("waiting: every account is cooling (next in 40 s)")]
-    # nothing runs: the turn beats, probes the accounts due one, reports and waits four ticks
-    # (or until the account cools, at 140)
+    # nothing runs: the turn beats, reads the accounts to see which are due a probe (none has a
+    # probe_command), then reports and waits four ticks (or until the account cools, at 140)
     assert core.step(cmd.TurnEnded(100.0, finished=0, stopped=False, note="waiting")) == [
-        cmd.Beat(), cmd.ProbeAccounts(100.0), cmd.Report("waiting", 100.0), cmd.Sleep(1.0, 140.0)]
+        cmd.Beat(), cmd.ProbeAccounts(100.0)]
+    assert core.step(cmd.AccountsSeen((), 100.0)) == [cmd.Report("waiting", 100.0), cmd.Sleep(1.0, 140.0)]
     assert core.step(cmd.TurnEnded(101.0, finished=1, stopped=False, note="waiting")) == [
         cmd.Report("waiting", 101.0)]  # cells just finished: their slots are free, no wait
 

@@ -10,7 +10,7 @@ from support.launch_world import a_plan
 from ray_bench.ledger import events as ev
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
-from ray_bench.scheduler.stops import Seen, exit_code, preflight_halt, spend_halt, world_stop
+from ray_bench.scheduler.stops import Seen, exit_code, preflight_halt, session_end, spend_halt, world_stop
 
 EXITS = [
     ("every cell valid", None, 6, 6, None, 0),
@@ -86,3 +86,15 @@ def test_each_world_stop_says_how_to_go_on(tmp_path: Path) -> None:
     halt = world_stop(Seen(halted=["n1 low memory"], node_count=1, halt_file=file), RESUME)
     assert halt is not None and halt.detail == ("resource halt: n1 low memory; running cells finish. Resume needs "
                                                 f"--clear-halt {file} --clearance-reason TEXT")
+
+
+def test_a_session_ends_with_its_stops_words_or_which_cells_failed_when_none_stopped_it() -> None:
+    plan = a_plan()
+    state = RunState(plan, [])
+    assert session_end(("drift", "inputs changed"), state, None) == ("drift", 1, "inputs changed")
+    assert session_end(("paused", "paused by operator"), state, None) == ("paused", 0, "paused by operator")
+    assert session_end(("signal", "SIGINT received"), state, "SIGINT") == ("signal", 130, "SIGINT received")
+    for cell in plan.cells:
+        state.cells[cell.id].failed = True
+    stopped, code, detail = session_end(None, state, None)
+    assert (stopped, code) == (None, 1) and detail == state.failure_detail() and "failed" in detail

@@ -3,15 +3,18 @@ or with no Ray at all (:func:`plan_and_run_here`) for driver-logic tests."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ray_bench.api import plan_run
+from ray_bench.cells.nodes import NodeCheck
 from ray_bench.ledger import Ledger, accepted_rows
 from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import RayPool
 from ray_bench.plan.store import confirm_plan
 from ray_bench.sandboxes import make_backend
+from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 from support.local_pool import ConcurrentPool
@@ -26,17 +29,18 @@ def plan_and_run(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
 
 
 def execute(run_root: Path, identity: str, options: RunOptions | None = None, *,
-            fresh_accounts: bool = True) -> RunOutcome:
+            fresh_accounts: bool = True, node_checks: list[NodeCheck] | None = None) -> RunOutcome:
     """Run (or resume) a plan in-process. ``fresh_accounts=False`` keeps the account actors
-    of the previous run, as a real resume on a live cluster does."""
+    of the previous run, as a real resume on a live cluster does; ``node_checks``: as
+    ``execute_run`` passes them (None: not checked)."""
     ensure_ray()
     if fresh_accounts:
         reset_shared_actors()
     plan, identity = confirm_plan(run_root / "launch-plan.json", identity)
     opts = options or RunOptions()
-    opts.tick_sec = min(opts.tick_sec, 0.1)
+    opts = replace(opts, tick_sec=min(opts.tick_sec, 0.1))
     return Driver(plan, identity, run_root, RayPool(opts.runners_per_node), actor_gate(plan, opts.state_root),
-                  options=opts).run()
+                  HostSupervision.of(plan, opts.read_available_mb), options=opts, node_checks=node_checks).run()
 
 
 def plan_and_run_here(suite: Path, accounts: Path, runs: Path, run_id: str = "r1", *,
@@ -56,10 +60,11 @@ def execute_here(run_root: Path, identity: str, options: RunOptions | None = Non
     plan, identity = confirm_plan(run_root / "launch-plan.json", identity)
     (name, config), = plan.backends.items()
     opts = options or RunOptions()
-    opts.tick_sec = min(opts.tick_sec, 0.1)
+    opts = replace(opts, tick_sec=min(opts.tick_sec, 0.1))
     pool = ConcurrentPool(make_backend(name, **config.options))
     try:
-        return Driver(plan, identity, run_root, pool, gate=CoreGate(plan.accounts), options=opts).run()
+        return Driver(plan, identity, run_root, pool, CoreGate(plan.accounts),
+                      HostSupervision.of(plan, opts.read_available_mb), options=opts).run()
     finally:
         pool.close()
 

@@ -14,10 +14,11 @@ from ray_bench.accounts.limits import Tuning
 from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.clock import FakeClock
 from ray_bench.ledger.store import AttemptRow, Ledger
+from ray_bench.sandboxes.supervisor import Supervision
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 from ray_bench.scheduler.ports import RunnerPool
-from ray_bench.sim.driven import plan_for
+from ray_bench.sim.driven import plan_for, roomy_host
 from ray_bench.sim.workload import build_workload, parse_spec
 from ray_bench.sim.world import SimWorld
 
@@ -48,15 +49,15 @@ class Run:
         self.root = run_root or root / "run"
         self.root.mkdir(exist_ok=True)
 
-    def driver(self, **options: Any) -> Driver:
-        opts = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, read_available_mb=lambda: 1 << 20,
-                          state_root=self.tmp / "state", **options)
+    def driver(self, supervision: Supervision | None = None, **options: Any) -> Driver:
+        """A session's driver (``supervision``: the host's, with memory to spare, unless given)."""
+        opts = RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, state_root=self.tmp / "state", **options)
         return Driver(self.plan, "sha256:" + "0" * 64, self.root, self.pool,
-                      gate=CoreGate(self.plan.accounts, clock=self.clock.now, cores=self.cores),
-                      options=opts, clock=self.clock)
+                      CoreGate(self.plan.accounts, clock=self.clock.now, cores=self.cores),
+                      supervision or roomy_host(self.plan), options=opts, clock=self.clock)
 
-    def session(self, **options: Any) -> RunOutcome:
-        return self.driver(**options).run()
+    def session(self, supervision: Supervision | None = None, **options: Any) -> RunOutcome:
+        return self.driver(supervision, **options).run()
 
     def ledger(self) -> Ledger:
         return Ledger.open_readonly(self.root)
