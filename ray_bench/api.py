@@ -20,14 +20,13 @@ from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
-from ray_bench.ledger.store import LEDGER_FILE, Ledger
+from ray_bench.ledger.store import Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
 from ray_bench.plan.store import (
-    PLAN_FILE,
     check_confirmation,
     check_confirmation_form,
     load_plan_file,
@@ -39,7 +38,7 @@ from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
 from ray_bench.sandboxes.supervisor import docker_url_of, reserve_of, uses_docker
-from ray_bench.scheduler.driver import PAUSE_FILE, Driver, RunOptions, RunOutcome
+from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root
 
@@ -125,7 +124,7 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     refuse_unusable_runs_dir(runs_dir)
     plan = plan.model_copy(update={"run_id": final_id, "run_root": str(run_root.resolve())})
     identity = identity_of(json.loads(plan_bytes(plan)))
-    if (run_root / LEDGER_FILE).exists():
+    if RunPaths(run_root).ledger.exists():
         raise PlanError("this run has already started", where=str(run_root),
                         fix="plan a new --run-id (or use `ray-bench rerun`)")
     RunPaths(run_root).refuse_orphaned_attempts()
@@ -326,7 +325,7 @@ def join_ray(address: str | None) -> Iterator[None]:
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:
     """Every sandbox, volume and network labelled with the run, on each backend it used."""
-    plan, _ = load_plan_file(run_root / PLAN_FILE)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
     return audit_plan(plan, cleanup=cleanup)
 
 
@@ -351,9 +350,10 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
                "paused": "it is already paused",
                "stopped": "nothing to pause: it is not running"}[status.state]
         raise UserInputError(f"run {status.run_id} is {status.state}", where=str(run_root), fix=fix)
+    paths = RunPaths(run_root)
     request = {
         "requested_at": time.time(), "now": now, "reason": reason,
-        "resume_action": f"ray-bench execute --plan {run_root / PLAN_FILE} --confirm {status.identity}",
+        "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {status.identity}",
     }
-    (run_root / PAUSE_FILE).write_text(json.dumps(request, indent=2))
+    paths.pause.write_text(json.dumps(request, indent=2))
     return request

@@ -35,6 +35,7 @@ ATTEMPTS_DIR = "attempts"
 RESULT_FILE = "result.json"
 HALT_FILE = "resource-halt.json"
 HALTS_DIR = "halts"
+PAUSES_DIR = "pauses"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class RunPaths:
     @property
     def pause(self) -> Path:
         return self.root / PAUSE_FILE
+
+    @property
+    def pauses(self) -> Path:
+        """Where a pause request the driver has honoured is archived (``<stamp>[-n]-pause.json``)."""
+        return self.root / PAUSES_DIR
 
     @property
     def summary(self) -> Path:

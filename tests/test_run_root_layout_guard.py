@@ -32,13 +32,9 @@ LAYOUT = {
         "ATTEMPTS_DIR",
         "HALT_FILE",
         "HALTS_DIR",
+        "PAUSES_DIR",
     )
 }
-#: Modules another helper is editing at the same time (their joins move to RunPaths at the merge);
-#: the last test keeps this list honest.
-PENDING = {"ray_bench.scheduler.driver", "ray_bench.api"}
-
-
 def hand_built(source: str) -> list[int]:
     lines = []
     for node in ast.walk(ast.parse(source)):
@@ -71,7 +67,7 @@ def found_in_package() -> dict[str, list[int]]:
 
 
 def test_no_module_hand_builds_a_run_root_path() -> None:
-    found = {m: lines for m, lines in found_in_package().items() if m not in PENDING}
+    found = found_in_package()
     assert found == {}, f"use ray_bench.runroot.RunPaths: {found}"
 
 
@@ -82,6 +78,7 @@ def test_no_module_hand_builds_a_run_root_path() -> None:
         "p = (root / runroot.LEDGER_FILE).exists()",
         'p = run_root / "receipt.md"',
         "p = self.run_root / HALT_FILE",
+        'p = self.run_root / "pauses"',
     ],
 )
 def test_a_hand_built_path_is_found(source: str) -> None:
@@ -99,8 +96,3 @@ def test_a_hand_built_path_is_found(source: str) -> None:
 )
 def test_other_joins_are_not(source: str) -> None:
     assert hand_built(source) == []
-
-
-def test_the_pending_modules_still_need_the_move() -> None:
-    """Once a pending module uses RunPaths, it leaves PENDING (and the guard then covers it)."""
-    assert set(found_in_package()) == PENDING

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ray_bench import runroot
 from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import FILE as ACCOUNTS_FILE
 from ray_bench.accounts.store import AccountStore
@@ -61,9 +60,6 @@ from ray_bench.scheduler.runcore import RunCore
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import SpendBook
 from ray_bench.state import default_state_root
-
-PAUSE_FILE = runroot.PAUSE_FILE  # the run-root layout has one definition (ray_bench.runroot)
-SUMMARY_FILE = runroot.SUMMARY_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 if TYPE_CHECKING:
     from ray_bench.accounts.probe import ProbeRunner
@@ -200,7 +196,7 @@ class Driver:
         """The previous session's pause and open attempts, the books read from the ledger, the
         nodes' checks, the build phase, the probes, the preflight and the fan-out (each loop as
         the core commands), then the final audit; the outcome."""
-        pause = self.run_root / PAUSE_FILE
+        pause = self.paths.pause
         if pause.exists():
             self._run(ledger, session.pause_left(cmd.PauseFound(_requested_at(pause), self.options.session_started)))
         if self.options.hypothesis:
@@ -233,7 +229,7 @@ class Driver:
         outcome = RunOutcome(self.plan.run_id, exit_code, state.counts(), stopped, detail, stale,
                              self.attempts_run, round(self.clock.now() - started, 3))
         ledger.append(ev.RunFinished.model_validate(outcome.to_json()))
-        (self.run_root / SUMMARY_FILE).write_text(json.dumps(outcome.to_json(), indent=2))
+        self.paths.summary.write_text(json.dumps(outcome.to_json(), indent=2))
         return outcome
 
     def _loop(self, ledger: Ledger) -> None:
@@ -375,7 +371,7 @@ class Driver:
 
     def _pause_request(self) -> dict[str, Any] | None:
         """The pause file's request ({} when unreadable), None without a pause file."""
-        pause = self.run_root / PAUSE_FILE
+        pause = self.paths.pause
         if not pause.exists():
             return None
         try:
@@ -400,15 +396,15 @@ class Driver:
         raise RunStopped("disk_full", detail) from None
 
     def _resume_command(self) -> str:
-        return f"ray-bench execute --plan {RunPaths(self.run_root).plan} --confirm {self.identity}"
+        return f"ray-bench execute --plan {self.paths.plan} --confirm {self.identity}"
 
     def _archive_pause(self) -> None:
-        archive = self.run_root / "pauses"
+        archive = self.paths.pauses
         archive.mkdir(exist_ok=True)
         stamp, n = int(self.clock.wall()), 0
         while (target := archive / f"{stamp}{f'-{n}' if n else ''}-pause.json").exists():
             n += 1  # two pauses within a second: both kept (the run root only grows)
-        os.replace(self.run_root / PAUSE_FILE, target)
+        os.replace(self.paths.pause, target)
 
     def _shaping_options(self) -> ev.RunOptionsRecord:
         """The execute options that shape a run's concurrency, recorded with each execution so
