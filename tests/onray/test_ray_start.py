@@ -55,7 +55,8 @@ if sys.argv[:1] and sys.argv[0].endswith("dashboard/agent.py"):
 
 DRIVER = """
 import logging, os, ray
-from ray_bench.onray.start import init_ray, own_session_pattern, session_processes
+from ray_bench.onray.start import init_ray
+from ray_bench.onray.start_watchdog import own_session_pattern, session_processes
 init_ray(None, namespace="slow-agent", log_to_driver=False, logging_level=logging.WARNING)
 print("answer", ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=300), flush=True)
 live = ray.get_runtime_context().gcs_address
