@@ -292,11 +292,11 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
                 ray.init(address="local", include_dashboard=False, _system_config=system, **kwargs)
             return
         except Exception as exc:  # Ray raises a bare Exception for the startup timeout
+            ray.shutdown()
+            stopped = stop_failed_sessions()  # whatever failed: nothing of the start stays
             if not watchdog.expired and "timed out during startup" not in str(exc):
                 raise
             logger.warning("Ray did not start (attempt %d of %d): %s", attempt, LOCAL_START_ATTEMPTS, exc)
-            ray.shutdown()
-            stopped = stop_failed_sessions()
             if stopped:
                 logger.warning("stopped %d process(es) the failed start left running", stopped)
             if attempt == LOCAL_START_ATTEMPTS:
