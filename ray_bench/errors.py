@@ -26,6 +26,7 @@ a sandbox is a *result*, not an exception.
     │   ├── SandboxAuthError          the provider refused the backend's own key (class: stack)
     │   └── ArchiveEscapeError        an archive entry left its directory (class: executor)
     ├── ArtifactStoreError            an artifact store could not be reached or written
+    ├── RayStartError                 a local Ray instance did not start (every attempt timed out)
     └── RunStopped                    the run stopped on purpose (drift, halt, circuit, spend)
 
 ``UserInputError`` carries *what*, *where* and *how to fix* so that the CLI can print
@@ -194,6 +195,11 @@ class ArchiveEscapeError(SandboxError):
 
 class ArtifactStoreError(RayBenchError):
     """An artifact store (``execute --artifacts URI``) could not be reached or written."""
+
+
+class RayStartError(RayBenchError):
+    """A local Ray instance did not start: every attempt timed out or hung (a host too loaded for
+    Ray's fixed waits). Nothing of it is left running; the message says what to do."""
 
 
 class AdmissionActorError(RayBenchError):

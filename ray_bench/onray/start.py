@@ -15,6 +15,28 @@ instance added load (in a loaded CI run 17 local starts in a row failed, each sl
 one before). So before trying again, every process of this process's earlier sessions (their
 names end in its pid) is killed.
 
+A local start must also end. Ray's raylet holds the first driver's registration
+(``RegisterClient``, a blocking read with no timeout in the driver's ``ray.init``) until the
+node's prestarted workers have registered (``prestart_worker_first_driver``, on by default; one
+worker per CPU). A worker that takes longer than ``worker_register_timeout_seconds`` (60 s) to
+start is killed by the raylet and never counted, so under load the driver waited forever (seen in
+CI: 1,500 s in ``RegisterClient``, the raylet idle after "have not registered within the
+timeout"; reproduced here by workers that sleep at start: ``ray.init`` never returned, and
+returned in 14 s with the setting off). A local start turns the setting off (unless
+``RAY_prestart_worker_first_driver`` says otherwise): the driver registers at once and the first
+task starts its worker; measured here under load, the 30-40 s of the workers' start were spent
+inside ``ray.init`` before.
+
+Whatever else stalls a start is bounded from outside (:class:`StartWatchdog`, a process of its
+own, :mod:`ray_bench.onray.start_watchdog`: the driver holds the GIL while it waits on the
+raylet, and a watchdog thread was measured not to run): after ``RAY_BENCH_RAY_START_TIMEOUT``
+seconds (:data:`DEFAULT_START_TIMEOUT_SEC`) the start's processes are killed. A start still in
+Python (the node's own waits) then raises and is tried again. A driver blocked in
+``RegisterClient`` cannot be: when the raylet goes, Ray ends the process itself (measured:
+"Failed to register worker to Raylet: IOError ... End of file", exit status 1, no Python
+exception), so the error line is printed first. A start that fails on every attempt raises
+:class:`~ray_bench.errors.RayStartError`, after its processes are stopped.
+
 Ray also starts its workers at nice 15 (``worker_niceness``), which suits compute-heavy tasks
 next to a responsive raylet. ray-bench's workers are cell runners and account actors that
 mostly wait on sandboxes; at nice 15 on a shared host, two ordinary busy processes leave them a
@@ -36,18 +58,22 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import ray
 
 from ray_bench.cells.credentials import Redactor
+from ray_bench.errors import RayStartError
+from ray_bench.onray import start_watchdog
 from ray_bench.onray.agent_ports import agents_not_awaited, api_server_not_started
+from ray_bench.onray.start_watchdog import kill_sessions
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +81,16 @@ logger = logging.getLogger(__name__)
 LOCAL_START_ATTEMPTS = 3
 #: Ray's setting for its workers' nice value (``ray_config_def.h``: ``worker_niceness``, 15).
 WORKER_NICENESS = "RAY_worker_niceness"
+#: Ray's setting that holds the first driver's registration until the prestarted workers register.
+PRESTART_FIRST_DRIVER = "prestart_worker_first_driver"
+#: Seconds one local start may take before its processes are killed.
+START_TIMEOUT = "RAY_BENCH_RAY_START_TIMEOUT"
+#: Local starts here took 13-75 s under load (up to minutes in loaded CI runs); a start that hung
+#: never came back.
+DEFAULT_START_TIMEOUT_SEC = 300.0
+#: How long a start killed while still in Python has to raise before the process exits: the
+#: node's own waits on its processes are 30 s (``ray/_private/node.py``).
+KILLED_GRACE_SEC = 60.0
 
 
 #: Ray warnings ray-bench cannot act on, by the start of their message: the notice every local
@@ -148,6 +184,96 @@ def use_token_if_there() -> None:
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
+def start_timeout() -> float:
+    """Seconds a local start may take (``RAY_BENCH_RAY_START_TIMEOUT``; a bad value: the default)."""
+    try:
+        chosen = float(os.environ.get(START_TIMEOUT, DEFAULT_START_TIMEOUT_SEC))
+    except ValueError:
+        return DEFAULT_START_TIMEOUT_SEC
+    return chosen if chosen > 0 else DEFAULT_START_TIMEOUT_SEC
+
+
+def start_failed(attempts: int, timeout: float, last: str) -> RayStartError:
+    """What the operator reads when no local start came up."""
+    return RayStartError(
+        f"a local Ray instance did not start ({attempts} attempt(s), {timeout:.0f} s each at most; last: "
+        f"{last}); its processes were stopped. The host is likely overloaded: try again when it is "
+        f"quieter, allow longer with {START_TIMEOUT}=<seconds>, or start Ray yourself (ray start "
+        f"--head) and pass --address"
+    )
+
+
+class StartWatchdog:
+    """Bounds one local ``ray.init`` from outside (:mod:`ray_bench.onray.start_watchdog`, a
+    process of its own): ``timeout`` s after entering, this process's session processes are
+    killed. A start still in Python then raises and ``expired`` says why; a driver blocked in its
+    registration with the raylet ends (exit status 1, the error line on stderr first), and so does
+    one that has not raised ``grace`` s after the kill."""
+
+    def __init__(self, timeout: float, *, grace: float = KILLED_GRACE_SEC) -> None:
+        self.timeout = timeout
+        self.grace = grace
+        self.expired = False
+        self._started = 0.0
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._connect: Any = None
+
+    def __enter__(self) -> StartWatchdog:
+        line = start_failed(1, self.timeout, "Ray's raylet did not answer this driver in time").args[0]
+        self._watchdog = subprocess.Popen(
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                start_watchdog.__file__,
+                str(os.getpid()),
+                str(self.timeout),
+                str(self.grace),
+                line,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._started = time.monotonic()
+        from ray._private import worker
+
+        connect = self._connect = worker.connect
+
+        def connect_told(*args: Any, **kwargs: Any) -> Any:
+            self._say(start_watchdog.CONNECTING)
+            return connect(*args, **kwargs)
+
+        worker.connect = connect_told
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        from ray._private import worker
+
+        worker.connect = self._connect
+        self._say(start_watchdog.OK)
+        assert self._watchdog is not None
+        if self._watchdog.stdin is not None:
+            self._watchdog.stdin.close()
+        try:
+            fired = self._watchdog.wait(timeout=30) == start_watchdog.FIRED
+        except subprocess.TimeoutExpired:
+            self._watchdog.kill()
+            fired = True
+        self.expired = fired or time.monotonic() - self._started >= self.timeout
+        if et is None and fired:  # came up as it was being killed: not a start to keep
+            raise TimeoutError(f"Ray came up after {self.timeout:.0f} s, as its processes were stopped")
+
+    def _say(self, word: bytes) -> None:
+        assert self._watchdog is not None
+        assert self._watchdog.stdin is not None
+        try:
+            self._watchdog.stdin.write(word)
+            self._watchdog.stdin.flush()
+        except (BrokenPipeError, ValueError):  # a watchdog gone: the start runs unwatched
+            logger.debug("the start's watchdog is gone")
+
+
 def init_ray(address: str | None, **kwargs: Any) -> None:
     quiet_ray()
     if address and address != "local":
@@ -155,50 +281,29 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
         ray.init(address=address, **kwargs)
         return
     os.environ.setdefault(WORKER_NICENESS, "0")  # read by the raylet this start launches
+    system: dict[str, Any] = dict(kwargs.pop("_system_config", None) or {})
+    if f"RAY_{PRESTART_FIRST_DRIVER}" not in os.environ:
+        system.setdefault(PRESTART_FIRST_DRIVER, False)
+    timeout = start_timeout()
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        watchdog = StartWatchdog(timeout)
         try:
-            with agents_not_awaited(), api_server_not_started():
-                ray.init(address="local", include_dashboard=False, **kwargs)
+            with watchdog, agents_not_awaited(), api_server_not_started():
+                ray.init(address="local", include_dashboard=False, _system_config=system, **kwargs)
             return
         except Exception as exc:  # Ray raises a bare Exception for the startup timeout
-            if "timed out during startup" not in str(exc) or attempt == LOCAL_START_ATTEMPTS:
+            ray.shutdown()
+            stopped = stop_failed_sessions()  # whatever failed: nothing of the start stays
+            if not watchdog.expired and "timed out during startup" not in str(exc):
                 raise
             logger.warning("Ray did not start (attempt %d of %d): %s", attempt, LOCAL_START_ATTEMPTS, exc)
-            ray.shutdown()
-            stopped = stop_failed_sessions()
             if stopped:
                 logger.warning("stopped %d process(es) the failed start left running", stopped)
-
-
-def own_session_pattern(pid: int | None = None) -> re.Pattern[str]:
-    """Names of the Ray sessions a process started: ``session_<date>_<time>_<us>_<pid>``
-    (``ray/_private/node.py``)."""
-    return re.compile(rf"session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{pid or os.getpid()}(?!\d)")
-
-
-def session_processes(pattern: re.Pattern[str]) -> list[int]:
-    """Processes whose command line names a session matching ``pattern`` (Linux ``/proc``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if pattern.search(command):
-            found.append(int(entry.name))
-    return found
+            if attempt == LOCAL_START_ATTEMPTS:
+                raise start_failed(attempt, timeout, str(exc).split(". ")[0]) from exc
 
 
 def stop_failed_sessions() -> int:
     """Kill what this process's failed local starts left running; the number killed. Only
     called when no Ray of this process is up (``ray.init`` just failed and was shut down)."""
-    stopped = 0
-    for pid in session_processes(own_session_pattern()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-            stopped += 1
-        except ProcessLookupError:
-            continue
-    return stopped
+    return kill_sessions()

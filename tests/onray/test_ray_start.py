@@ -6,8 +6,10 @@ Ray's messages to the driver and its unactionable warnings stay off the operator
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,8 @@ from support.ray_local import ensure_ray
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
-from ray_bench.onray.start import RAY_MESSAGES_FILE, WORKER_NICENESS
+from ray_bench.onray.start import RAY_MESSAGES_FILE, START_TIMEOUT, WORKER_NICENESS
+from ray_bench.onray.start_watchdog import own_session_pattern, session_processes
 
 pytestmark = pytest.mark.ray
 
@@ -55,7 +58,8 @@ if sys.argv[:1] and sys.argv[0].endswith("dashboard/agent.py"):
 
 DRIVER = """
 import logging, os, ray
-from ray_bench.onray.start import init_ray, own_session_pattern, session_processes
+from ray_bench.onray.start import init_ray
+from ray_bench.onray.start_watchdog import own_session_pattern, session_processes
 init_ray(None, namespace="slow-agent", log_to_driver=False, logging_level=logging.WARNING)
 print("answer", ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=300), flush=True)
 live = ray.get_runtime_context().gcs_address
@@ -174,3 +178,73 @@ def test_a_join_with_the_auth_mode_unset_uses_the_machines_token() -> None:
                           text=True, timeout=300, check=False)
     assert done.returncode == 0 and "joined True" in done.stdout, done.stdout + done.stderr[-3000:]
     assert "Token authentication" not in done.stdout + done.stderr
+
+
+SLOW_FIRST_WORKER = """
+import os, sys, time
+if sys.argv[:1] and sys.argv[0].endswith("default_worker.py"):
+    try:
+        os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
+    else:
+        time.sleep(600)
+"""
+
+
+def test_a_worker_hanging_at_start_does_not_hold_the_driver(tmp_path: Path) -> None:
+    """Ray's raylet held the first driver's registration until its prestarted workers had
+    registered, and a worker past ``worker_register_timeout_seconds`` is killed, never counted:
+    in a loaded CI run ``ray.init`` waited 1,500 s. Here the node's first worker hangs at start
+    (the raylet kills it after 5 s): the driver registers all the same and its task runs on the
+    next worker. Were the registration held again, the start's watchdog would end the driver."""
+    done = _driver(tmp_path, SLOW_FIRST_WORKER.format(marker=str(tmp_path / "hung")),
+                   RAY_worker_register_timeout_seconds="5", RAY_BENCH_RAY_START_TIMEOUT="120")
+    assert (tmp_path / "hung").exists(), done.stderr[-3000:]
+    assert "answer 42" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "did not start" not in done.stderr, done.stderr[-3000:]
+
+
+STOPPED_RAYLET = """
+import logging, os, signal
+from ray._private import ray_constants, worker
+from ray_bench.onray.start import init_ray
+
+connect = worker.connect
+
+def raylet_stopped(node, *args, **kwargs):  # the raylet stops answering as the driver connects
+    os.kill(node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid, signal.SIGSTOP)
+    return connect(node, *args, **kwargs)
+
+worker.connect = raylet_stopped
+init_ray(None, namespace="stopped", log_to_driver=False, logging_level=logging.WARNING)
+print("ray.init returned", flush=True)
+"""
+
+
+def test_a_start_whose_raylet_never_answers_ends_in_one_line_leaving_nothing(tmp_path: Path) -> None:
+    """The raylet is stopped (SIGSTOP) as the driver registers with it: the registration, a
+    blocking read in Ray's C++ with the GIL held, never returns. The start's watchdog ends it at
+    its timeout: one error line that says what to do, no traceback, exit status 1, and no process
+    of the driver's Ray sessions left (the stopped raylet included)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_RAYLET], env={**env, "RAY_BENCH_RAY_START_TIMEOUT": "20"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        left = session_processes(own_session_pattern(proc.pid))
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1, out + err[-3000:]
+    assert "ray.init returned" not in out
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "a local Ray instance did not start" in errors[0], err[-3000:]
+    assert START_TIMEOUT in errors[0] and "--address" in errors[0]
+    assert "Traceback" not in err, err[-3000:]
+    assert left == [], left
+    assert elapsed < 20 + 60, elapsed  # its timeout, and the start before it on a loaded host
