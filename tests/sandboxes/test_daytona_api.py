@@ -17,6 +17,7 @@ pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
 from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import DaytonaServer, Faults
+from support.late_answers import answers_read_late
 
 from ray_bench.errors import (
     SandboxAuthError,
@@ -31,6 +32,8 @@ from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT, PROBE_TRIES
+
+from .conformance import live_sandbox
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
@@ -151,9 +154,8 @@ def test_a_lost_create_answer_adopts_the_sandbox_made_by_the_one_post(
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            assert (await sbx.exec("echo adopted", timeout=30)).stdout == "adopted\n"
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                assert (await sbx.exec("echo adopted", timeout=30)).stdout == "adopted\n"
         finally:
             await backend.close()
 
@@ -192,18 +194,38 @@ def test_an_exec_whose_answer_is_lost_is_never_run_again(
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            server.faults = Faults(exec_lost_fraction=1.0)
-            with pytest.raises(SandboxUnavailableError):
-                await sbx.exec("echo once >> /tmp/agent-ran", timeout=30)
-            server.faults = Faults()
-            assert (await sbx.exec("cat /tmp/agent-ran", timeout=30)).stdout == "once\n"
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                server.faults = Faults(exec_lost_fraction=1.0)
+                with pytest.raises(SandboxUnavailableError):
+                    await sbx.exec("echo once >> /tmp/agent-ran", timeout=30)
+                server.faults = Faults()
+                assert (await sbx.exec("cat /tmp/agent-ran", timeout=30)).stdout == "once\n"
         finally:
             await backend.close()
 
     asyncio.run(main())
     assert sum("agent-ran" in cmd and ">>" in cmd for _, cmd in server.executions) == 1
+
+
+def test_the_toolbox_answers_all_a_command_printed_however_late_the_fixtures_docker_client_reads(
+    server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The toolbox answers with one buffer of all the command printed. The fixture runs it through
+    dockerd, whose answers its client reads 0.5 s late here (a loaded host): the exec wrapper's
+    report comes back whole (under load it once came back as its separator line alone)."""
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                with answers_read_late(monkeypatch):
+                    got = await sbx.exec("echo out; echo err >&2; exit 3", timeout=30)
+                assert (got.exit_code, got.stdout, got.stderr) == (3, "out\n", "err\n"), got
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
 
 
 def test_a_dockerfile_build_goes_through_its_states(
@@ -217,9 +239,8 @@ def test_a_dockerfile_build_goes_through_its_states(
         backend = backend_for(server)
         try:
             spec = SandboxSpec(labels=run_labels(run_id), dockerfile_dir=tmp_path)
-            sbx = await backend.create(spec)
-            assert (await sbx.exec("cat /built", timeout=30)).stdout == "built\n"
-            await sbx.delete()
+            async with live_sandbox(backend, spec) as sbx:
+                assert (await sbx.exec("cat /built", timeout=30)).stdout == "built\n"
         finally:
             await backend.close()
 
@@ -296,19 +317,18 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
-            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
-            assert sbx.path("/app") == f"{NONROOT_ROOT}/app"
-            await sbx.put_dir(tmp_path, "/")
-            await sbx.put_file(b"x", "/logs/agent/usage.json")
-            got = await sbx.exec(f'cat {sbx.path("/task/instruction.md")} && ls {sbx.path("/logs/agent")}'
-                                 ' && touch "$PWD/made-by-agent"', timeout=30)
-            assert got.exit_code == 0, got.stderr
-            assert got.stdout == "do it\nusage.json\n"
-            out = tmp_path / "out"
-            assert await sbx.get_dir("/logs", out, max_bytes=1 << 20) > 0
-            assert (out / "agent" / "usage.json").read_bytes() == b"x"
-            await sbx.delete()
+            async with live_sandbox(backend, SandboxSpec(labels=run_labels(run_id))) as sbx:
+                assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
+                assert sbx.path("/app") == f"{NONROOT_ROOT}/app"
+                await sbx.put_dir(tmp_path, "/")
+                await sbx.put_file(b"x", "/logs/agent/usage.json")
+                got = await sbx.exec(f'cat {sbx.path("/task/instruction.md")} && ls {sbx.path("/logs/agent")}'
+                                     ' && touch "$PWD/made-by-agent"', timeout=30)
+                assert got.exit_code == 0, got.stderr
+                assert got.stdout == "do it\nusage.json\n"
+                out = tmp_path / "out"
+                assert await sbx.get_dir("/logs", out, max_bytes=1 << 20) > 0
+                assert (out / "agent" / "usage.json").read_bytes() == b"x"
         finally:
             await backend.close()
 
@@ -324,16 +344,15 @@ def test_an_image_that_runs_as_root_keeps_its_paths_though_the_api_reports_dayto
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            # What the real API says for a create that names no user, whatever the image runs as.
-            reported = await backend.lookup(sbx.id)
-            assert reported is not None and reported.user == "daytona"
-            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "0"
-            assert sbx.path("/app") == "/app" and sbx.path("/logs/agent") == "/logs/agent"
-            await sbx.put_dir(tmp_path, "/task")
-            got = await sbx.exec("cat /task/instruction.md", timeout=30)
-            assert (got.exit_code, got.stdout) == (0, "do it\n"), got.stderr
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                # What the real API says for a create that names no user, whatever the image runs as.
+                reported = await backend.lookup(sbx.id)
+                assert reported is not None and reported.user == "daytona"
+                assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "0"
+                assert sbx.path("/app") == "/app" and sbx.path("/logs/agent") == "/logs/agent"
+                await sbx.put_dir(tmp_path, "/task")
+                got = await sbx.exec("cat /task/instruction.md", timeout=30)
+                assert (got.exit_code, got.stdout) == (0, "do it\n"), got.stderr
         finally:
             await backend.close()
 
@@ -530,9 +549,8 @@ def test_a_user_probe_timed_out_is_asked_again_of_the_same_sandbox(
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            assert sbx.user == "root"
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                assert sbx.user == "root"
         finally:
             await backend.close()
 

@@ -78,6 +78,8 @@ import docker.errors
 import requests
 from aiohttp import web
 
+from ray_bench.sandboxes.docker.streams import exec_output
+
 MARKER_LABEL = "ray-bench.fake-daytona"
 SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
 #: A sandbox's labels are on its container under this prefix, not verbatim: the ``docker``
@@ -386,6 +388,18 @@ class DaytonaServer:
         if box.container:
             with contextlib.suppress(docker.errors.NotFound):
                 self.docker.containers.get(box.container).remove(force=True, v=True)
+
+    def discard_leftovers(self) -> list[str]:
+        """Destroy at once every sandbox not yet destroyed, containers and all, and return their
+        ids: what one test left must not hold the organisation's quota against the next."""
+        with self._lock:
+            left = [b for b in self._boxes.values() if b.state != "destroyed"]
+            for box in left:
+                box.state = box.desired = "destroyed"
+                box.pending, box.destroyed_mono = False, time.monotonic()
+        for box in left:
+            self._remove_container(box)
+        return [b.id for b in left]
 
     def sandbox_ids(self) -> list[str]:
         with self._lock:
@@ -1134,7 +1148,9 @@ class DaytonaServer:
             exec_id = api.exec_create(box.container, ["sh", "-c", command], environment=req.get("envs") or None,
                                       workdir=req.get("cwd") or None)["Id"]
             loop.call_soon_threadsafe(begun.set)  # the daemon's timeout counts from here
-            out = api.exec_start(exec_id, demux=False)
+            # All the command printed, as the toolbox's one buffer for stdout and stderr holds
+            # it: docker-py's exec_start loses the first frames under load (ray_bench's reader).
+            out = exec_output(api, exec_id)
             code = api.exec_inspect(exec_id).get("ExitCode")
             return int(code if code is not None else -1), out or b""
 
