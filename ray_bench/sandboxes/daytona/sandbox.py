@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from daytona import AsyncSandbox, DaytonaError, FileUpload
 
-from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError, SandboxUnavailableError
+from ray_bench.errors import (
+    SandboxError,
+    SandboxExecReportError,
+    SandboxGoneError,
+    SandboxRateLimitedError,
+    SandboxUnavailableError,
+)
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
@@ -361,19 +367,30 @@ def _sh(script: str, *args: str) -> str:
 
 
 def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> ExecResult:
+    """The wrapper's report: a header line ``RB rc timed_out out_bytes err_bytes killed``, then
+    stdout and stderr (each its first ``cap`` bytes) in base64 around ``RB-SEP``. A report that
+    says less than its header announces raises :class:`SandboxExecReportError`: output that did
+    not come back is unknown, never empty."""
     # Shells may report a killed job on the merged output before the header line.
     at = text.find("RB ") if text.startswith("RB ") else text.find("\nRB ") + 1
     head, _, rest = text[at:].partition("\n") if at >= 0 else ("", "", "")
     fields = head.split()
     if len(fields) == 5:  # a wrapper that says nothing of a kill (a cd that failed)
         fields.append("0")
-    if len(fields) != 6 or fields[0] != "RB":
-        # The wrapper itself failed (no `sh`, `base64` or `head` in the image): say so.
-        raise SandboxError(f"exec wrapper failed (exit {exit_code}): {text[-500:]!r}")
+    if len(fields) != 6 or fields[0] != "RB" or not all(f.lstrip("-").isdigit() for f in fields[1:]):
+        raise SandboxExecReportError(_report_problem("without its header", text, exit_code))
     rc, timed_out, out_len, err_len, killed = (int(f) for f in fields[1:])
     out_b64, _, err_b64 = rest.partition("RB-SEP\n")
-    stdout = base64.b64decode("".join(out_b64.split()))
-    stderr = base64.b64decode("".join(err_b64.split()))
+    try:
+        stdout = base64.b64decode("".join(out_b64.split()), validate=True)
+        stderr = base64.b64decode("".join(err_b64.split()), validate=True)
+    except ValueError:
+        raise SandboxExecReportError(_report_problem("with its output garbled", text, exit_code)) from None
+    # More than announced is a child still writing between the wrapper's count and its copy.
+    if len(stdout) < min(out_len, cap) or len(stderr) < min(err_len, cap):
+        raise SandboxExecReportError(_report_problem(
+            f"cut short ({len(stdout)} of {min(out_len, cap)} bytes of stdout, "
+            f"{len(stderr)} of {min(err_len, cap)} of stderr)", text, exit_code))
     return ExecResult(
         exit_code=rc,
         stdout=stdout.decode("utf-8", "replace"),
@@ -383,6 +400,17 @@ def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> 
         truncated_bytes=max(0, out_len - cap) + max(0, err_len - cap),
         killed=bool(killed),
     )
+
+
+def _report_problem(what: str, text: str, exit_code: int | None) -> str:
+    """What went wrong with a report, and its lines with a space in them or its separator (the
+    wrapper's own lines, a shell's complaint such as ``base64: not found``); any other line is
+    shown by its length alone: the command's output travels in base64 lines, and base64 would
+    carry a secret past the redaction of messages."""
+    said = [line if " " in line or line == "RB-SEP" else f"<{len(line)} characters>"
+            for line in text.splitlines() if line]
+    return (f"the exec wrapper's report came back {what} (toolbox exit {exit_code}, {len(text)} characters: "
+            f"{chr(10).join(said)[-300:]!r})")
 
 
 def _tar_dir(local_dir: Path) -> bytes:
