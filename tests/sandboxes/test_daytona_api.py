@@ -18,6 +18,7 @@ pytest.importorskip("daytona", reason="the daytona extra is not installed")
 from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import DaytonaServer, Faults
 from support.late_answers import answers_read_late
+from support.specs import local_spec
 
 from ray_bench.errors import (
     SandboxAuthError,
@@ -226,6 +227,62 @@ def test_the_toolbox_answers_all_a_command_printed_however_late_the_fixtures_doc
             await backend.close()
 
     asyncio.run(main())
+
+
+def test_an_agent_exec_whose_report_lost_its_head_is_recorded_as_the_providers_and_its_sandbox_goes(
+    server: DaytonaServer, base_image: str, tmp_path: Path
+) -> None:
+    """The toolbox answers the agent's exec with its first line lost (what the fixture's docker
+    client once lost under load). The attempt records the error, classified as the provider's,
+    not as empty output and not as a crash, and its sandbox is deleted."""
+    from ray_bench.cells.runner import run_attempt
+
+    server.faults = Faults(exec_head_lost_match="echo agent-ran")
+    run_id = _run_id()
+    spec = local_spec(tmp_path, "echo agent-ran", run_id=run_id, backend="daytona", image=base_image,
+                      backend_options={"api_url": server.api_url, "api_key_env": KEY_ENV})
+
+    async def main() -> AttemptSummary:
+        backend = backend_for(server)
+        try:
+            return await run_attempt(spec, backend)
+        finally:
+            await backend.close()
+
+    summary = asyncio.run(main())
+    assert server.counts["exec_head_lost"] == 1
+    assert summary.error is not None, summary
+    assert (summary.error.type, summary.error.failure_class) == ("SandboxExecReportError", "stack"), summary.error
+    assert "without its header" in summary.error.message and summary.cleanup_error is None
+    verdict = classify(summary, Catalog.default())
+    assert not verdict.valid and verdict.failure_class == "stack"
+    assert [b["desired"] for b in _mine(server, run_id)] == ["destroyed"]
+
+
+def test_another_fixture_that_built_the_same_image_and_stopped_takes_nothing_from_this_one(
+    server: DaytonaServer, docker_client: Any, base_image: str
+) -> None:
+    """Each fixture is an organisation of its own: the same image built by another one on this
+    dockerd (another xdist worker, another suite), which then stops and removes what it built,
+    leaves this one's sandboxes of that image to be made."""
+    run_id = _run_id()
+    image_spec = SandboxSpec(labels=run_labels(run_id), image=base_image)  # a build: `FROM <image>`
+
+    async def create_and_delete(srv: DaytonaServer) -> None:
+        backend = backend_for(srv)
+        try:
+            async with live_sandbox(backend, image_spec) as sbx:
+                assert (await sbx.exec("echo made", timeout=30)).stdout == "made\n"
+        finally:
+            await backend.close()
+
+    asyncio.run(create_and_delete(server))
+    other = DaytonaServer(docker_client=docker_client, default_image=base_image, api_key=server.api_key).start()
+    try:
+        asyncio.run(create_and_delete(other))
+    finally:
+        other.stop()
+    asyncio.run(create_and_delete(server))
 
 
 def test_a_dockerfile_build_goes_through_its_states(
