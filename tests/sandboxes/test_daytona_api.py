@@ -285,6 +285,30 @@ def test_another_fixture_that_built_the_same_image_and_stopped_takes_nothing_fro
     asyncio.run(create_and_delete(server))
 
 
+def test_a_watchdog_whose_sleep_is_cut_short_does_not_time_the_command_out(
+    server: DaytonaServer, base_image: str
+) -> None:
+    """The in-sandbox watchdog's ``sleep`` killed (in a cgroup at its memory limit, the likely end
+    of a memory-limit task's attempt "timed out" after 20 s of its 60) does not end the command as
+    a timeout: the watchdog sleeps on to the deadline by the clock."""
+    run_id = _run_id()
+    # Kills the `sleep 20` of this exec's watchdog, inside the sandbox only.
+    kill_watchdog_sleep = ("sleep 1; for p in /proc/[0-9]*; do "
+                           "[ \"$(tr '\\0' ' ' <$p/cmdline 2>/dev/null)\" = 'sleep 20 ' ] && kill ${p#/proc/}; "
+                           "done; sleep 3; echo done")
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                got = await sbx.exec(kill_watchdog_sleep, timeout=20)
+                assert (got.exit_code, got.stdout, got.timed_out) == (0, "done\n", False), got
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
 def test_a_dockerfile_build_goes_through_its_states(
     server: DaytonaServer, base_image: str, tmp_path: Path
 ) -> None:

@@ -56,12 +56,17 @@ NONROOT_ROOT = "/tmp/ray-bench-root"
 # $1 scratch dir, $2 output cap, $3 timeout, $4 cwd, $5 command. The command is its own session
 # (setsid), so the watchdog's stop (SIGTERM, then SIGKILL: `stop_group_sh`) reaches its children;
 # the watchdog is one too, so killing it also kills its `sleep`; a timed-out command's wrapper
-# waits for the watchdog's stop to end. Output comes back as one header line and two base64 blocks.
+# waits for the watchdog's stop to end. A sleep cut short (killed, as in a cgroup at its memory
+# limit) is slept on to the deadline by the clock: a killed sleep ended the command as a timeout
+# (the likely end of a memory-limit task's attempt "timed out" after 20 s of its 60). Output
+# comes back as one header line and two base64 blocks.
 _EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
 mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
 $S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
 p=$!; echo "$p" >"$d/pid"
-$S sh -c 'sleep "$1"; kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
+$S sh -c 'e=$(($(date +%s 2>/dev/null || echo 0) + $1)); sleep "$1"
+  while [ "$(date +%s 2>/dev/null || echo "$e")" -lt "$e" ]; do sleep 1; done
+  kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
   """ + stop_group_sh('"$2"', on_kill='echo 1 >"$3/killed"') + r"""' rb-watchdog \
   "$t" "$p" "$d" >/dev/null 2>&1 </dev/null &
 w=$!
