@@ -18,6 +18,7 @@ a sandbox is a *result*, not an exception.
     │   └── LedgerDamagedError        not a ledger at all (truncated, garbage): also exit 2
     ├── SandboxError                  a sandbox operation failed (class: executor)
     │   ├── SandboxUnavailableError   the provider cannot be reached (class: stack)
+    │   │   └── SandboxExecReportError  an exec's answer came back cut or garbled (class: stack)
     │   ├── SandboxCreateError        create or image build failed (class: stack)
     │   ├── SandboxGoneError          the sandbox vanished mid-cell (class: executor)
     │   ├── SandboxRateLimitedError   the provider said 429 (class: capacity)
@@ -131,6 +132,12 @@ class SandboxUnavailableError(SandboxError):
     """The sandbox provider (daemon, API) cannot be reached."""
 
     failure_class = "stack"
+
+
+class SandboxExecReportError(SandboxUnavailableError):
+    """The provider answered an exec, but the report of the command's exit and output came back
+    cut or garbled: the command may have run, and what it did is unknown (never taken as empty
+    output). Counted as the provider's, like an answer lost after the command ran."""
 
 
 class SandboxCreateError(SandboxError):

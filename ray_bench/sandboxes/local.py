@@ -31,14 +31,19 @@ from ray_bench.sandboxes.base import (
     SandboxBackend,
     SandboxRef,
     SandboxSpec,
-    Stream,
     halt_when_done,
     until_done,
 )
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
 from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, sweep
+from ray_bench.sandboxes.local_pipes import OutputPipe
 
 T = TypeVar("T")
+
+#: How long an exec waits, after its command exited, for a child still holding the command's
+#: output to let go (at most what is left of the exec's timeout); then what the pipes hold is
+#: read and they are closed. dockerd waits 2 s likewise before it ends a `docker exec`'s streams.
+DRAIN_GRACE_SEC = 1.0
 
 
 def default_root() -> Path:
@@ -90,22 +95,25 @@ class LocalSandbox(Sandbox):
         full_env.update(self._env)
         full_env.update(env or {})
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command,
-            cwd=workdir, env=full_env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True,  # its own process group, so a kill reaches its children
-        )
+        out, err = OutputPipe("stdout", output_cap, watch), OutputPipe("stderr", output_cap, watch)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command,
+                cwd=workdir, env=full_env,
+                stdout=out.write_fd, stderr=err.write_fd,
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,  # its own process group, so a kill reaches its children
+            )
+        except BaseException:
+            out.close()
+            err.close()
+            raise
+        out.start()
+        err.start()
         self._procs.add(proc)
         # The group outlives the worker process that started it: recorded for `remove`.
         with (self.root / _MARKER).open("a") as record:
             record.write(f"{proc.pid}\n")
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        dropped = [0]
-        out_task = asyncio.ensure_future(_read_capped(proc.stdout, output_cap, dropped, "stdout", watch))
-        err_task = asyncio.ensure_future(_read_capped(proc.stderr, output_cap, dropped, "stderr", watch))
         waiter = asyncio.ensure_future(proc.wait())
         killed = False
         try:
@@ -117,26 +125,25 @@ class LocalSandbox(Sandbox):
                 await waiter
         except BaseException:
             waiter.cancel()
+            out.close()
+            err.close()
             stop = asyncio.ensure_future(_stop_group(proc))
             halt_when_done(stop, watch)  # told when the stop ends, though this call is gone by then
             await asyncio.shield(stop)
             raise
         finally:
             self._procs.discard(proc)
-        # Children that outlive sh keep the pipes open; the group kill above and this bound
-        # keep a stray background process from holding the runner forever.
-        done, pending = await asyncio.wait({out_task, err_task}, timeout=5)
-        for task in pending:
-            task.cancel()
-        stdout = out_task.result() if out_task in done else b""
-        stderr = err_task.result() if err_task in done else b""
+        # A child that outlives sh (`sleep 100 &`, a setsid that escaped the kill) may hold the
+        # pipes open: what was written up to here is kept all the same, and the exec's bound holds.
+        grace = min(DRAIN_GRACE_SEC, max(0.0, started + timeout - time.monotonic()))
+        stdout, stderr = await asyncio.gather(out.finish(grace), err.finish(grace))
         return ExecResult(
             exit_code=proc.returncode if proc.returncode is not None else -1,
             stdout=stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
             timed_out=outcome == "timeout",
             duration_sec=time.monotonic() - started,
-            truncated_bytes=dropped[0],
+            truncated_bytes=out.dropped + err.dropped,
             stopped=watch.reason if outcome == "stopped" and watch is not None else None,
             killed=killed,
         )
@@ -325,19 +332,6 @@ def _drop_links_and_measure(root: Path, limit: int) -> int | None:
                 else:
                     return None
     return total
-
-
-async def _read_capped(stream: asyncio.StreamReader, cap: int, dropped: list[int], name: Stream,
-                       watch: ExecWatch | None) -> bytes:
-    kept = bytearray()
-    while chunk := await stream.read(1 << 16):
-        if watch is not None:
-            watch.feed(name, chunk)
-        room = cap - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-        dropped[0] += max(0, len(chunk) - max(room, 0))
-    return bytes(kept)
 
 
 def _kill_recorded(root: Path) -> None:

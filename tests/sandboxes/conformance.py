@@ -51,6 +51,18 @@ async def _child_dead(sbx: Sandbox, logs: str) -> None:
 
 
 @contextlib.asynccontextmanager
+async def _child_of(sbx: Sandbox) -> AsyncIterator[str]:
+    """Where a test's background child writes its pid; the child is killed on the way out (one
+    that left its process group is beyond the local backend's kill at delete)."""
+    await sbx.put_file(b"", "/logs/.keep")
+    pid = sbx.path("/logs") + "/child.pid"
+    try:
+        yield pid
+    finally:
+        await sbx.exec(f"kill $(cat {pid}) 2>/dev/null", timeout=30)
+
+
+@contextlib.asynccontextmanager
 async def live_sandbox(backend: SandboxBackend, spec: SandboxSpec) -> AsyncIterator[Sandbox]:
     sandbox = await backend.create(spec)
     try:
@@ -188,6 +200,40 @@ class SandboxConformance:
                 await _child_dead(sbx, logs)
                 after = await sbx.exec("echo still-usable", timeout=30)
                 assert after.stdout == "still-usable\n"
+
+        run(body)
+
+    @pytest.mark.parametrize("child", ["sleep 60", "setsid sleep 60"], ids=["in its group", "left its group"])
+    def test_a_background_child_holding_the_output_loses_none_of_it(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str, child: str
+    ) -> None:
+        """A child started without a redirect keeps the command's stdout and stderr open after it
+        exits. The exec still returns what the command printed and its exit code, well within its
+        timeout and as no timeout; the child lives on in the sandbox."""
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx, _child_of(sbx) as pid:
+                res = await sbx.exec(f"{child} & echo $! > {pid}; echo printed; echo said >&2; exit 3", timeout=20)
+                assert (res.exit_code, res.stdout, res.stderr) == (3, "printed\n", "said\n"), res
+                assert not res.timed_out and not res.killed, res
+                assert res.duration_sec < 15, res
+                alive = await sbx.exec(f"{_ALIVE}; alive $(cat {pid}) && echo alive", timeout=30)
+                assert alive.stdout == "alive\n", alive
+
+        run(body)
+
+    def test_a_timed_out_commands_output_outlives_a_child_that_left_its_group(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        """The timeout's kill does not reach a child that made itself a session of its own, and
+        that child still holds the output: what the command printed before the timeout is kept."""
+
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx, _child_of(sbx) as pid:
+                res = await sbx.exec(f"setsid sleep 60 & echo $! > {pid}; echo started; echo said >&2; sleep 300",
+                                     timeout=1.5)
+                assert res.timed_out and (res.stdout, res.stderr) == ("started\n", "said\n"), res
+                assert res.duration_sec < 1.5 + STOP_GRACE_SEC + 15, res
 
         run(body)
 

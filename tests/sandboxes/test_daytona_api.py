@@ -17,6 +17,8 @@ pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
 from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import DaytonaServer, Faults
+from support.late_answers import answers_read_late
+from support.specs import local_spec
 
 from ray_bench.errors import (
     SandboxAuthError,
@@ -31,6 +33,8 @@ from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT, PROBE_TRIES
+
+from .conformance import live_sandbox
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
@@ -151,9 +155,8 @@ def test_a_lost_create_answer_adopts_the_sandbox_made_by_the_one_post(
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            assert (await sbx.exec("echo adopted", timeout=30)).stdout == "adopted\n"
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                assert (await sbx.exec("echo adopted", timeout=30)).stdout == "adopted\n"
         finally:
             await backend.close()
 
@@ -192,18 +195,118 @@ def test_an_exec_whose_answer_is_lost_is_never_run_again(
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            server.faults = Faults(exec_lost_fraction=1.0)
-            with pytest.raises(SandboxUnavailableError):
-                await sbx.exec("echo once >> /tmp/agent-ran", timeout=30)
-            server.faults = Faults()
-            assert (await sbx.exec("cat /tmp/agent-ran", timeout=30)).stdout == "once\n"
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                server.faults = Faults(exec_lost_fraction=1.0)
+                with pytest.raises(SandboxUnavailableError):
+                    await sbx.exec("echo once >> /tmp/agent-ran", timeout=30)
+                server.faults = Faults()
+                assert (await sbx.exec("cat /tmp/agent-ran", timeout=30)).stdout == "once\n"
         finally:
             await backend.close()
 
     asyncio.run(main())
     assert sum("agent-ran" in cmd and ">>" in cmd for _, cmd in server.executions) == 1
+
+
+def test_the_toolbox_answers_all_a_command_printed_however_late_the_fixtures_docker_client_reads(
+    server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The toolbox answers with one buffer of all the command printed. The fixture runs it through
+    dockerd, whose answers its client reads 0.5 s late here (a loaded host): the exec wrapper's
+    report comes back whole (under load it once came back as its separator line alone)."""
+    run_id = _run_id()
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                with answers_read_late(monkeypatch):
+                    got = await sbx.exec("echo out; echo err >&2; exit 3", timeout=30)
+                assert (got.exit_code, got.stdout, got.stderr) == (3, "out\n", "err\n"), got
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+
+
+def test_an_agent_exec_whose_report_lost_its_head_is_recorded_as_the_providers_and_its_sandbox_goes(
+    server: DaytonaServer, base_image: str, tmp_path: Path
+) -> None:
+    """The toolbox answers the agent's exec with its first line lost (what the fixture's docker
+    client once lost under load). The attempt records the error, classified as the provider's,
+    not as empty output and not as a crash, and its sandbox is deleted."""
+    from ray_bench.cells.runner import run_attempt
+
+    server.faults = Faults(exec_head_lost_match="echo agent-ran")
+    run_id = _run_id()
+    spec = local_spec(tmp_path, "echo agent-ran", run_id=run_id, backend="daytona", image=base_image,
+                      backend_options={"api_url": server.api_url, "api_key_env": KEY_ENV})
+
+    async def main() -> AttemptSummary:
+        backend = backend_for(server)
+        try:
+            return await run_attempt(spec, backend)
+        finally:
+            await backend.close()
+
+    summary = asyncio.run(main())
+    assert server.counts["exec_head_lost"] == 1
+    assert summary.error is not None, summary
+    assert (summary.error.type, summary.error.failure_class) == ("SandboxExecReportError", "stack"), summary.error
+    assert "without its header" in summary.error.message and summary.cleanup_error is None
+    verdict = classify(summary, Catalog.default())
+    assert not verdict.valid and verdict.failure_class == "stack"
+    assert [b["desired"] for b in _mine(server, run_id)] == ["destroyed"]
+
+
+def test_another_fixture_that_built_the_same_image_and_stopped_takes_nothing_from_this_one(
+    server: DaytonaServer, docker_client: Any, base_image: str
+) -> None:
+    """Each fixture is an organisation of its own: the same image built by another one on this
+    dockerd (another xdist worker, another suite), which then stops and removes what it built,
+    leaves this one's sandboxes of that image to be made."""
+    run_id = _run_id()
+    image_spec = SandboxSpec(labels=run_labels(run_id), image=base_image)  # a build: `FROM <image>`
+
+    async def create_and_delete(srv: DaytonaServer) -> None:
+        backend = backend_for(srv)
+        try:
+            async with live_sandbox(backend, image_spec) as sbx:
+                assert (await sbx.exec("echo made", timeout=30)).stdout == "made\n"
+        finally:
+            await backend.close()
+
+    asyncio.run(create_and_delete(server))
+    other = DaytonaServer(docker_client=docker_client, default_image=base_image, api_key=server.api_key).start()
+    try:
+        asyncio.run(create_and_delete(other))
+    finally:
+        other.stop()
+    asyncio.run(create_and_delete(server))
+
+
+def test_a_watchdog_whose_sleep_is_cut_short_does_not_time_the_command_out(
+    server: DaytonaServer, base_image: str
+) -> None:
+    """The in-sandbox watchdog's ``sleep`` killed (in a cgroup at its memory limit, the likely end
+    of a memory-limit task's attempt "timed out" after 20 s of its 60) does not end the command as
+    a timeout: the watchdog sleeps on to the deadline by the clock."""
+    run_id = _run_id()
+    # Kills the `sleep 20` of this exec's watchdog, inside the sandbox only.
+    kill_watchdog_sleep = ("sleep 1; for p in /proc/[0-9]*; do "
+                           "[ \"$(tr '\\0' ' ' <$p/cmdline 2>/dev/null)\" = 'sleep 20 ' ] && kill ${p#/proc/}; "
+                           "done; sleep 3; echo done")
+
+    async def main() -> None:
+        backend = backend_for(server)
+        try:
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                got = await sbx.exec(kill_watchdog_sleep, timeout=20)
+                assert (got.exit_code, got.stdout, got.timed_out) == (0, "done\n", False), got
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
 
 
 def test_a_dockerfile_build_goes_through_its_states(
@@ -217,9 +320,8 @@ def test_a_dockerfile_build_goes_through_its_states(
         backend = backend_for(server)
         try:
             spec = SandboxSpec(labels=run_labels(run_id), dockerfile_dir=tmp_path)
-            sbx = await backend.create(spec)
-            assert (await sbx.exec("cat /built", timeout=30)).stdout == "built\n"
-            await sbx.delete()
+            async with live_sandbox(backend, spec) as sbx:
+                assert (await sbx.exec("cat /built", timeout=30)).stdout == "built\n"
         finally:
             await backend.close()
 
@@ -296,19 +398,18 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(SandboxSpec(labels=run_labels(run_id)))
-            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
-            assert sbx.path("/app") == f"{NONROOT_ROOT}/app"
-            await sbx.put_dir(tmp_path, "/")
-            await sbx.put_file(b"x", "/logs/agent/usage.json")
-            got = await sbx.exec(f'cat {sbx.path("/task/instruction.md")} && ls {sbx.path("/logs/agent")}'
-                                 ' && touch "$PWD/made-by-agent"', timeout=30)
-            assert got.exit_code == 0, got.stderr
-            assert got.stdout == "do it\nusage.json\n"
-            out = tmp_path / "out"
-            assert await sbx.get_dir("/logs", out, max_bytes=1 << 20) > 0
-            assert (out / "agent" / "usage.json").read_bytes() == b"x"
-            await sbx.delete()
+            async with live_sandbox(backend, SandboxSpec(labels=run_labels(run_id))) as sbx:
+                assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
+                assert sbx.path("/app") == f"{NONROOT_ROOT}/app"
+                await sbx.put_dir(tmp_path, "/")
+                await sbx.put_file(b"x", "/logs/agent/usage.json")
+                got = await sbx.exec(f'cat {sbx.path("/task/instruction.md")} && ls {sbx.path("/logs/agent")}'
+                                     ' && touch "$PWD/made-by-agent"', timeout=30)
+                assert got.exit_code == 0, got.stderr
+                assert got.stdout == "do it\nusage.json\n"
+                out = tmp_path / "out"
+                assert await sbx.get_dir("/logs", out, max_bytes=1 << 20) > 0
+                assert (out / "agent" / "usage.json").read_bytes() == b"x"
         finally:
             await backend.close()
 
@@ -324,16 +425,15 @@ def test_an_image_that_runs_as_root_keeps_its_paths_though_the_api_reports_dayto
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            # What the real API says for a create that names no user, whatever the image runs as.
-            reported = await backend.lookup(sbx.id)
-            assert reported is not None and reported.user == "daytona"
-            assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "0"
-            assert sbx.path("/app") == "/app" and sbx.path("/logs/agent") == "/logs/agent"
-            await sbx.put_dir(tmp_path, "/task")
-            got = await sbx.exec("cat /task/instruction.md", timeout=30)
-            assert (got.exit_code, got.stdout) == (0, "do it\n"), got.stderr
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                # What the real API says for a create that names no user, whatever the image runs as.
+                reported = await backend.lookup(sbx.id)
+                assert reported is not None and reported.user == "daytona"
+                assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "0"
+                assert sbx.path("/app") == "/app" and sbx.path("/logs/agent") == "/logs/agent"
+                await sbx.put_dir(tmp_path, "/task")
+                got = await sbx.exec("cat /task/instruction.md", timeout=30)
+                assert (got.exit_code, got.stdout) == (0, "do it\n"), got.stderr
         finally:
             await backend.close()
 
@@ -530,9 +630,8 @@ def test_a_user_probe_timed_out_is_asked_again_of_the_same_sandbox(
     async def main() -> None:
         backend = backend_for(server)
         try:
-            sbx = await backend.create(spec_for(base_image, run_id))
-            assert sbx.user == "root"
-            await sbx.delete()
+            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
+                assert sbx.user == "root"
         finally:
             await backend.close()
 

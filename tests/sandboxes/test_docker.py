@@ -14,6 +14,7 @@ from typing import Any
 import docker.errors
 import pytest
 from support.images import write_task_environment
+from support.late_answers import answers_read_late
 
 from ray_bench.errors import (
     ArchiveEscapeError,
@@ -192,6 +193,36 @@ def test_container_killed_mid_exec_is_gone(
             await asyncio.to_thread(docker_client.api.kill, sbx.id)
             with pytest.raises(SandboxGoneError):
                 await asyncio.wait_for(running, 30)
+
+    asyncio.run(_with_backend(body))
+
+
+def test_what_a_command_printed_before_a_late_client_read_the_answer_is_kept(
+    base_image: str, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded host: the client reads each HTTP answer 0.5 s late, so the exec's first output is
+    already waiting behind the headers of its answer (docker-py's own reader lost it)."""
+
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id)) as sbx:
+            with answers_read_late(monkeypatch):
+                res = await sbx.exec("echo first; echo err >&2; sleep 1; echo second", timeout=60)
+            assert (res.exit_code, res.stdout, res.stderr) == (0, "first\nsecond\n", "err\n"), res
+
+    asyncio.run(_with_backend(body))
+
+
+def test_a_command_that_ended_in_time_is_no_timeout_while_dockerd_holds_its_streams(
+    base_image: str, run_id: str
+) -> None:
+    """A child holding the output keeps dockerd from ending the exec's streams for 2 s after the
+    command exited: a timeout inside those 2 s finds the command done, not running."""
+
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id)) as sbx:
+            res = await sbx.exec("sleep 30 & echo hi; exit 4", timeout=1.5)
+            assert (res.exit_code, res.stdout, res.timed_out, res.killed) == (4, "hi\n", False, False), res
+            assert res.duration_sec < 10, res
 
     asyncio.run(_with_backend(body))
 

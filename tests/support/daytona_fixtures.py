@@ -53,6 +53,7 @@ def fresh_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     left = srv.containers()
     for container in left:
         container.remove(force=True, v=True)
+    srv.discard_leftovers()  # a failed test's sandboxes would hold the next test's quota
     assert left == [], f"{request.node.name} left containers behind"
 
 

@@ -78,6 +78,8 @@ import docker.errors
 import requests
 from aiohttp import web
 
+from ray_bench.sandboxes.docker.streams import exec_output
+
 MARKER_LABEL = "ray-bench.fake-daytona"
 SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
 #: A sandbox's labels are on its container under this prefix, not verbatim: the ``docker``
@@ -128,6 +130,10 @@ class Faults:
     #: outran its ``timeout`` (a loaded runner), without running them.
     exec_timeout_count: int = 0
     exec_timeout_match: str = ""
+    #: Toolbox executes whose command contains this (when set) run, and are answered with the
+    #: first line of their output dropped: what a reader that read the answer's headers late lost
+    #: (docker-py's, before this fixture read around it).
+    exec_head_lost_match: str = ""
     #: Seconds a deleted sandbox keeps its state (desired ``destroyed``), then ``destroying``.
     delete_delay_sec: float = 0.2
     #: Seconds the label listing lags behind the truth.
@@ -223,7 +229,8 @@ class DaytonaServer:
         self.create_requests: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
-            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "built": 0, "list_pages": 0,
+            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_head_lost": 0,
+            "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
             "snapshot_missing_400": 0,
@@ -386,6 +393,18 @@ class DaytonaServer:
         if box.container:
             with contextlib.suppress(docker.errors.NotFound):
                 self.docker.containers.get(box.container).remove(force=True, v=True)
+
+    def discard_leftovers(self) -> list[str]:
+        """Destroy at once every sandbox not yet destroyed, containers and all, and return their
+        ids: what one test left must not hold the organisation's quota against the next."""
+        with self._lock:
+            left = [b for b in self._boxes.values() if b.state != "destroyed"]
+            for box in left:
+                box.state = box.desired = "destroyed"
+                box.pending, box.destroyed_mono = False, time.monotonic()
+        for box in left:
+            self._remove_container(box)
+        return [b.id for b in left]
 
     def sandbox_ids(self) -> list[str]:
         with self._lock:
@@ -672,7 +691,10 @@ class DaytonaServer:
             return self._built[key]
 
     def _build(self, log: list[str], dockerfile: str, key: str, contexts: tuple[str, ...] = ()) -> str:
-        tag = f"fake-daytona-build:{key[:16]}"
+        # One organisation's snapshot: a tag shared by the fixtures on this dockerd (other xdist
+        # workers, other suites) moved to whichever built last, and the first to stop removed it
+        # under the others' later creates (404 "No such image": a cell failed at create).
+        tag = f"fake-daytona-build:{self.server_id}-{key[:16]}"
         log.append(f"building {tag}")
         try:
             if contexts:  # the runner unpacks every context archive beside the Dockerfile
@@ -1134,7 +1156,9 @@ class DaytonaServer:
             exec_id = api.exec_create(box.container, ["sh", "-c", command], environment=req.get("envs") or None,
                                       workdir=req.get("cwd") or None)["Id"]
             loop.call_soon_threadsafe(begun.set)  # the daemon's timeout counts from here
-            out = api.exec_start(exec_id, demux=False)
+            # All the command printed, as the toolbox's one buffer for stdout and stderr holds
+            # it: docker-py's exec_start loses the first frames under load (ray_bench's reader).
+            out = exec_output(api, exec_id)
             code = api.exec_inspect(exec_id).get("ExitCode")
             return int(code if code is not None else -1), out or b""
 
@@ -1159,6 +1183,9 @@ class DaytonaServer:
         if self._roll(self.faults.exec_lost_fraction, "exec_lost"):
             self.counts["exec_lost"] += 1
             return self._error(502, "injected gateway error after the command ran")
+        if f.exec_head_lost_match and f.exec_head_lost_match in command:
+            self.counts["exec_head_lost"] += 1
+            out = out.partition(b"\n")[2]
         return web.json_response({"exitCode": code, "result": out.decode("utf-8", "replace")})
 
     async def _upload(self, request: web.Request) -> web.StreamResponse:

@@ -61,6 +61,12 @@ def _summaries(root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _why(run: dict[str, Any]) -> dict[str, Any]:
+    """What an attempt's summary says of its failure. (Its verifier's facts alone said ``None``
+    of an attempt that failed before its verifier ran: an exec report lost under load.)"""
+    return {k: run.get(k) for k in ("error", "reward", "agent", "verifier", "healthcheck")}
+
+
 def _check(root: Path, tasks: list[str]) -> dict[str, dict[str, Any]]:
     attempts, rows = ledger_rows(root)
     by_task = {a.task: a for a in attempts}
@@ -68,19 +74,18 @@ def _check(root: Path, tasks: list[str]) -> dict[str, dict[str, Any]]:
     runs = _summaries(root)
 
     steps = runs["e2e-multi-step"]
-    assert by_task["e2e-multi-step"].valid and by_task["e2e-multi-step"].reward == 1.0, steps.get("error")
+    assert by_task["e2e-multi-step"].valid and by_task["e2e-multi-step"].reward == 1.0, _why(steps)
     assert [s["name"] for s in steps["steps"]] == ["first", "second"]
     assert [s["reward"] for s in steps["steps"]] == [1.0, 1.0]
     assert steps["steps"][1]["setup_exit"] == 0 and steps["steps"][1]["healthcheck"]["healthy"]
     assert (steps["_dir"] / "steps" / "second" / "verifier" / "reward.txt").is_file()
 
     oom = by_task["e2e-memory-limit"]
-    said = {k: runs["e2e-memory-limit"].get(k) for k in ("error", "agent", "verifier")}
-    assert not oom.valid and oom.failure_class == "capacity", said
+    assert not oom.valid and oom.failure_class == "capacity", _why(runs["e2e-memory-limit"])
     assert all(r.task != "e2e-memory-limit" for r in rows.values())  # not a row
 
     art = runs["e2e-healthcheck-artifacts"]
-    assert by_task["e2e-healthcheck-artifacts"].valid and by_task["e2e-healthcheck-artifacts"].reward == 1.0
+    assert by_task["e2e-healthcheck-artifacts"].valid and by_task["e2e-healthcheck-artifacts"].reward == 1.0, _why(art)
     assert art["healthcheck"]["healthy"] is True
     assert art["collect"][0]["exit_code"] == 0
     outputs = art["_dir"] / "logs" / "artifacts" / "outputs"
@@ -90,7 +95,7 @@ def _check(root: Path, tasks: list[str]) -> dict[str, dict[str, Any]]:
     assert (art["_dir"] / "logs" / "artifacts" / "notes.txt").is_file()
 
     env = runs["e2e-verifier-env"]
-    assert by_task["e2e-verifier-env"].valid and by_task["e2e-verifier-env"].reward == 1.0, env["verifier"]
+    assert by_task["e2e-verifier-env"].valid and by_task["e2e-verifier-env"].reward == 1.0, _why(env)
     return runs
 
 

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from daytona import AsyncSandbox, DaytonaError, FileUpload
 
-from ray_bench.errors import SandboxError, SandboxGoneError, SandboxRateLimitedError, SandboxUnavailableError
+from ray_bench.errors import (
+    SandboxError,
+    SandboxExecReportError,
+    SandboxGoneError,
+    SandboxRateLimitedError,
+    SandboxUnavailableError,
+)
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
@@ -50,12 +56,17 @@ NONROOT_ROOT = "/tmp/ray-bench-root"
 # $1 scratch dir, $2 output cap, $3 timeout, $4 cwd, $5 command. The command is its own session
 # (setsid), so the watchdog's stop (SIGTERM, then SIGKILL: `stop_group_sh`) reaches its children;
 # the watchdog is one too, so killing it also kills its `sleep`; a timed-out command's wrapper
-# waits for the watchdog's stop to end. Output comes back as one header line and two base64 blocks.
+# waits for the watchdog's stop to end. A sleep cut short (killed, as in a cgroup at its memory
+# limit) is slept on to the deadline by the clock: a killed sleep ended the command as a timeout
+# (the likely end of a memory-limit task's attempt "timed out" after 20 s of its 60). Output
+# comes back as one header line and two base64 blocks.
 _EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
 mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
 $S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
 p=$!; echo "$p" >"$d/pid"
-$S sh -c 'sleep "$1"; kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
+$S sh -c 'e=$(($(date +%s 2>/dev/null || echo 0) + $1)); sleep "$1"
+  while [ "$(date +%s 2>/dev/null || echo "$e")" -lt "$e" ]; do sleep 1; done
+  kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
   """ + stop_group_sh('"$2"', on_kill='echo 1 >"$3/killed"') + r"""' rb-watchdog \
   "$t" "$p" "$d" >/dev/null 2>&1 </dev/null &
 w=$!
@@ -361,19 +372,30 @@ def _sh(script: str, *args: str) -> str:
 
 
 def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> ExecResult:
+    """The wrapper's report: a header line ``RB rc timed_out out_bytes err_bytes killed``, then
+    stdout and stderr (each its first ``cap`` bytes) in base64 around ``RB-SEP``. A report that
+    says less than its header announces raises :class:`SandboxExecReportError`: output that did
+    not come back is unknown, never empty."""
     # Shells may report a killed job on the merged output before the header line.
     at = text.find("RB ") if text.startswith("RB ") else text.find("\nRB ") + 1
     head, _, rest = text[at:].partition("\n") if at >= 0 else ("", "", "")
     fields = head.split()
     if len(fields) == 5:  # a wrapper that says nothing of a kill (a cd that failed)
         fields.append("0")
-    if len(fields) != 6 or fields[0] != "RB":
-        # The wrapper itself failed (no `sh`, `base64` or `head` in the image): say so.
-        raise SandboxError(f"exec wrapper failed (exit {exit_code}): {text[-500:]!r}")
+    if len(fields) != 6 or fields[0] != "RB" or not all(f.lstrip("-").isdigit() for f in fields[1:]):
+        raise SandboxExecReportError(_report_problem("without its header", text, exit_code))
     rc, timed_out, out_len, err_len, killed = (int(f) for f in fields[1:])
     out_b64, _, err_b64 = rest.partition("RB-SEP\n")
-    stdout = base64.b64decode("".join(out_b64.split()))
-    stderr = base64.b64decode("".join(err_b64.split()))
+    try:
+        stdout = base64.b64decode("".join(out_b64.split()), validate=True)
+        stderr = base64.b64decode("".join(err_b64.split()), validate=True)
+    except ValueError:
+        raise SandboxExecReportError(_report_problem("with its output garbled", text, exit_code)) from None
+    # More than announced is a child still writing between the wrapper's count and its copy.
+    if len(stdout) < min(out_len, cap) or len(stderr) < min(err_len, cap):
+        raise SandboxExecReportError(_report_problem(
+            f"cut short ({len(stdout)} of {min(out_len, cap)} bytes of stdout, "
+            f"{len(stderr)} of {min(err_len, cap)} of stderr)", text, exit_code))
     return ExecResult(
         exit_code=rc,
         stdout=stdout.decode("utf-8", "replace"),
@@ -383,6 +405,17 @@ def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> 
         truncated_bytes=max(0, out_len - cap) + max(0, err_len - cap),
         killed=bool(killed),
     )
+
+
+def _report_problem(what: str, text: str, exit_code: int | None) -> str:
+    """What went wrong with a report, and its lines with a space in them or its separator (the
+    wrapper's own lines, a shell's complaint such as ``base64: not found``); any other line is
+    shown by its length alone: the command's output travels in base64 lines, and base64 would
+    carry a secret past the redaction of messages."""
+    said = [line if " " in line or line == "RB-SEP" else f"<{len(line)} characters>"
+            for line in text.splitlines() if line]
+    return (f"the exec wrapper's report came back {what} (toolbox exit {exit_code}, {len(text)} characters: "
+            f"{chr(10).join(said)[-300:]!r})")
 
 
 def _tar_dir(local_dir: Path) -> bytes:

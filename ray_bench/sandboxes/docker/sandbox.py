@@ -33,6 +33,7 @@ from ray_bench.sandboxes.base import (
     stop_group_sh,
     until_done,
 )
+from ray_bench.sandboxes.docker.streams import exec_output, exec_stream
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.docker.backend import DockerBackend
@@ -98,7 +99,12 @@ class DockerSandbox(Sandbox):
         killed = False
         try:
             outcome = await until_done(reader, timeout, watch)
-            if outcome == "done":
+            if outcome == "timeout" and await self._b.call(self._exec_ended, exec_id):
+                # It ended in time; a child that outlives it holds the streams, which dockerd
+                # ends 2 s after the exit (measured: `sleep 20 & echo hi` answered in 2.0-2.4 s).
+                outcome = "done"
+                out, err, dropped = await self._finish_drain(reader, streams)
+            elif outcome == "done":
                 out, err, dropped = reader.result()
             else:
                 killed = await self._b.call(self._kill, pidfile)
@@ -181,7 +187,7 @@ class DockerSandbox(Sandbox):
     def _exec_drain(self, exec_id: str, cap: int, streams: list[Any],
                     feed: Callable[[Stream, bytes], None] | None = None) -> tuple[bytes, bytes, int]:
         try:
-            stream = self._b.client().api.exec_start(exec_id, stream=True, demux=True)
+            stream = exec_stream(self._b.client().api, exec_id)
         except docker.errors.APIError as exc:
             if _gone_message(exc):
                 raise self._gone(exc) from exc
@@ -189,17 +195,23 @@ class DockerSandbox(Sandbox):
         streams.append(stream)
         kept = [bytearray(), bytearray()]
         dropped = 0
-        for frames in stream:
-            for i, chunk in enumerate(frames):
-                if not chunk:
-                    continue
-                if feed is not None:
-                    feed("stdout" if i == 0 else "stderr", chunk)
-                room = cap - len(kept[i])
-                if room > 0:
-                    kept[i] += chunk[:room]
-                dropped += max(0, len(chunk) - max(room, 0))
+        for number, chunk in stream:
+            i = 1 if number == 2 else 0
+            if feed is not None:
+                feed("stdout" if i == 0 else "stderr", chunk)
+            room = cap - len(kept[i])
+            if room > 0:
+                kept[i] += chunk[:room]
+            dropped += max(0, len(chunk) - max(room, 0))
         return bytes(kept[0]), bytes(kept[1]), dropped
+
+    def _exec_ended(self, exec_id: str) -> bool:
+        """Whether the exec has run and exited (one not yet started has no exit code)."""
+        try:
+            info = self._b.client().api.exec_inspect(exec_id)
+        except docker.errors.NotFound as exc:
+            raise SandboxGoneError(f"container {self.id[:12]} is gone") from exc
+        return not info.get("Running") and info.get("ExitCode") is not None
 
     def _exec_exit_code(self, exec_id: str) -> int | None:
         try:
@@ -213,8 +225,7 @@ class DockerSandbox(Sandbox):
         """Stop the exec's group; True when it needed the SIGKILL (its stop printed so)."""
         with contextlib.suppress(SandboxGoneError, docker.errors.APIError):
             exec_id = self._exec_create(["sh", "-c", _KILL, "ray-bench", pidfile], {})
-            said = self._b.client().api.exec_start(exec_id)
-            return isinstance(said, bytes) and KILLED_MARKER.encode() in said
+            return KILLED_MARKER.encode() in exec_output(self._b.client().api, exec_id)
         return False
 
     def _check_alive_and_oom(self, killed: bool) -> bool:
@@ -273,7 +284,7 @@ class DockerSandbox(Sandbox):
     def _oom_count(self) -> int:
         try:
             exec_id = self._exec_create(["sh", "-c", OOM_EVENTS_COMMAND], {})
-            raw = self._b.client().api.exec_start(exec_id)
+            raw = exec_output(self._b.client().api, exec_id)
         except docker.errors.APIError as exc:
             if _gone_message(exc):
                 raise self._gone(exc) from exc
