@@ -79,18 +79,46 @@ class LocalSandbox(Sandbox):
         user: str | None = None,
         watch: ExecWatch | None = None,
     ) -> ExecResult:
+        return await self._run(["/bin/sh", "-c", command], self._env_of(env), timeout=timeout, cwd=cwd,
+                               output_cap=output_cap, user=user, watch=watch)
+
+    async def exec_script(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
+    ) -> ExecResult:
+        """``bash SCRIPT`` (``sh SCRIPT`` without a bash on the command's PATH) started as is:
+        the ``sh -c`` that chooses the shell elsewhere is a process of its own here."""
+        full_env = self._env_of(env)
+        shell = _which_shell(full_env.get("PATH", ""))
+        if shell is None:
+            return await super().exec_script(script, timeout=timeout, env=env, cwd=cwd, output_cap=output_cap,
+                                              user=user)
+        return await self._run([shell, self.path(script)], full_env, timeout=timeout, cwd=cwd,
+                               output_cap=output_cap, user=user)
+
+    def _env_of(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
+        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
+        full_env.update(self._env)
+        full_env.update(env or {})
+        return full_env
+
+    async def _run(self, argv: list[str], full_env: dict[str, str], *, timeout: float, cwd: str | None,
+                   output_cap: int, user: str | None, watch: ExecWatch | None = None) -> ExecResult:
         self._check_alive()
         if user is not None:
             raise SandboxError(f"the local backend cannot run a command as user {user!r}")
         workdir = self._host(cwd or self._workdir or "/app")
         workdir.mkdir(parents=True, exist_ok=True)
-        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
-        full_env.update(self._env)
-        full_env.update(env or {})
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command,
+            *argv,
             cwd=workdir, env=full_env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
@@ -181,6 +209,15 @@ class LocalSandbox(Sandbox):
         for proc in list(self._procs):
             _kill_group(proc)
         _kill_recorded(self.root)
+
+
+def _which_shell(path: str) -> str | None:
+    """The shell ``command -v bash`` (else ``sh``) finds on ``path``, as the command's ``sh``
+    would; None when ``path`` names a relative directory (the command's cwd, not this
+    process's, would resolve it) or neither shell is there."""
+    if not all(os.path.isabs(d) for d in path.split(os.pathsep)):
+        return None
+    return shutil.which("bash", path=path) or shutil.which("sh", path=path)
 
 
 #: Trees up to this many entries are copied, moved or removed on the event loop itself.
