@@ -35,7 +35,7 @@ from ray_bench.sandboxes.base import (
     until_done,
 )
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
-from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, sweep
+from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, remove_small_dir, sweep
 
 T = TypeVar("T")
 
@@ -54,6 +54,9 @@ class LocalSandbox(Sandbox):
         self._env = dict(spec.env)
         self._workdir = spec.workdir
         self._procs: set[asyncio.subprocess.Process] = set()
+        #: The process groups this sandbox started, as its record lists them (the record is for
+        #: a later runner; this one need not read it back).
+        self._groups: list[int] = []
 
     def path(self, sandbox_path: str) -> str:
         return str(self._host(sandbox_path))
@@ -128,6 +131,7 @@ class LocalSandbox(Sandbox):
         # The group outlives the worker process that started it: recorded for `remove`.
         with (self.root / _MARKER).open("a") as record:
             record.write(f"{proc.pid}\n")
+        self._groups.append(proc.pid)
         assert proc.stdout is not None
         assert proc.stderr is not None
         dropped = [0]
@@ -201,14 +205,19 @@ class LocalSandbox(Sandbox):
 
     async def delete(self) -> None:
         self._kill_processes()
-        await _off_loop_if_large(self.root, remove_dir, self.root)
+        if not remove_small_dir(self.root, SMALL_TREE):  # a large tree goes to a thread (_off_loop_if_large)
+            await asyncio.to_thread(remove_dir, self.root)
 
     def _kill_processes(self) -> None:
-        """Every process group this sandbox started, running ones and those recorded by an
-        earlier runner."""
+        """Every process group this sandbox started, running or not: a command's children may
+        outlive it. (Only :meth:`LocalBackend.create` makes a LocalSandbox, so its record lists
+        these groups alone; :meth:`LocalBackend.remove` reads the record of a sandbox another
+        runner made.)"""
         for proc in list(self._procs):
             _kill_group(proc)
-        _kill_recorded(self.root)
+        for pgid in self._groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
 
 
 def _which_shell(path: str) -> str | None:
