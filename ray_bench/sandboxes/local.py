@@ -175,7 +175,10 @@ class LocalSandbox(Sandbox):
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         self._check_alive()
         dest = self._host(sandbox_dir)
-        await _off_loop_if_large(local_dir, _copy_tree, local_dir, dest)
+        try:  # inline while small (see _off_loop_if_large), in one walk
+            _copy_tree(local_dir, dest, [SMALL_TREE])
+        except _LargeTree:  # all of it in a thread, merged over what was copied already
+            await asyncio.to_thread(_copy_tree, local_dir, dest)
 
     async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
         self._check_alive()
@@ -201,7 +204,10 @@ class LocalSandbox(Sandbox):
         if not src.is_dir():
             return 0
         self._kill_processes()
-        return await _off_loop_if_large(src, _move_or_copy, src, local_dir, max_bytes)
+        try:  # inline while small (see _off_loop_if_large), measured in the same walk
+            return _move_or_copy(src, local_dir, max_bytes, SMALL_TREE)
+        except _LargeTree:
+            return await asyncio.to_thread(_move_or_copy, src, local_dir, max_bytes)
 
     async def delete(self) -> None:
         self._kill_processes()
@@ -244,6 +250,17 @@ async def _off_loop_if_large(tree: Path, func: Callable[..., T], *args: Any) -> 
     return await asyncio.to_thread(func, *args)
 
 
+class _LargeTree(Exception):
+    """A walk met more than its budget of entries: the rest of the work goes to a thread."""
+
+
+def _spend(budget: list[int] | None) -> None:
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _LargeTree
+
+
 def _small(root: Path, limit: int) -> bool:
     """Whether ``root`` holds at most ``limit`` entries (a walk that stops early)."""
     seen = 0
@@ -267,14 +284,18 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-def _copy_tree(src: Path, dest: Path) -> None:
+def _copy_tree(src: Path, dest: Path, budget: list[int] | None = None, made: bool = False) -> None:
     """Merge ``src`` into ``dest`` (``cp -a`` without times): files keep their mode, symlinks
     stay links. Each file and directory is created with its mode in one call, without the
     ``copystat`` of ``shutil.copytree``: on the hosts measured a metadata operation costs
-    50-500 us of CPU, and a cell's uploads are mostly metadata."""
-    dest.mkdir(parents=True, exist_ok=True)
+    50-500 us of CPU, and a cell's uploads are mostly metadata. ``budget``: raise
+    :class:`_LargeTree` past that many entries (what was copied stays; a merge again completes it).
+    ``made``: ``dest`` exists (its parent's walk just made it)."""
+    if not made:
+        dest.mkdir(parents=True, exist_ok=True)
     with os.scandir(src) as entries:
         for entry in entries:
+            _spend(budget)
             target = dest / entry.name
             if entry.is_symlink():
                 with contextlib.suppress(FileNotFoundError):
@@ -282,7 +303,7 @@ def _copy_tree(src: Path, dest: Path) -> None:
                 os.symlink(os.readlink(entry.path), target)
             elif entry.is_dir():
                 _make_dir(target, entry.stat().st_mode)
-                _copy_tree(Path(entry.path), target)
+                _copy_tree(Path(entry.path), target, budget, made=True)
             else:
                 _copy_file(entry.path, target, entry.stat().st_mode)
 
@@ -337,10 +358,13 @@ def _copy_capped(src: Path, dest: Path, budget: int) -> int:
     return written
 
 
-def _move_or_copy(src: Path, dest: Path, max_bytes: int) -> int:
+def _move_or_copy(src: Path, dest: Path, max_bytes: int, entries: int | None = None) -> int:
     """Move ``src`` to ``dest`` when it holds at most ``max_bytes`` of regular files only
-    (symlinks are removed first); otherwise copy with the cap."""
-    size = _drop_links_and_measure(src, max_bytes)
+    (symlinks are removed first); otherwise copy with the cap. ``entries``: raise
+    :class:`_LargeTree` (nothing moved or copied) when ``src`` holds more than that many."""
+    size = _drop_links_and_measure(src, max_bytes, None if entries is None else [entries])
+    if size is None and entries is not None and not _small(src, entries):
+        raise _LargeTree
     if size is not None and not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -351,14 +375,16 @@ def _move_or_copy(src: Path, dest: Path, max_bytes: int) -> int:
     return copy_tree_capped(src, dest, max_bytes)
 
 
-def _drop_links_and_measure(root: Path, limit: int) -> int | None:
+def _drop_links_and_measure(root: Path, limit: int, budget: list[int] | None = None) -> int | None:
     """Unlink symlinks below ``root`` and total the regular files' sizes; None when the
-    total passes ``limit`` or something other than files and directories is there."""
+    total passes ``limit`` or something other than files and directories is there.
+    ``budget``: raise :class:`_LargeTree` past that many entries."""
     total = 0
     stack = [root]
     while stack:
         with os.scandir(stack.pop()) as entries:
             for entry in entries:
+                _spend(budget)
                 if entry.is_symlink():
                     os.unlink(entry.path)
                 elif entry.is_dir():

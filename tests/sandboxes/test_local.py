@@ -129,8 +129,14 @@ def test_large_trees_leave_the_event_loop(tmp_path: Path, monkeypatch: pytest.Mo
     asyncio.run(sbx.put_dir(large, "/l"))
     assert threads == ["_copy_tree"]
     assert len(list(Path(sbx.path("/l")).iterdir())) == local.SMALL_TREE + 1
+    asyncio.run(sbx.put_dir(small, "/logs"))
+    assert asyncio.run(sbx.take_dir("/logs", tmp_path / "got-small", max_bytes=1 << 20)) == 1
+    asyncio.run(sbx.put_dir(large, "/logs"))
+    assert asyncio.run(sbx.take_dir("/logs", tmp_path / "got-large", max_bytes=1 << 20)) == local.SMALL_TREE + 1
+    assert threads == ["_copy_tree", "_copy_tree", "_move_or_copy"]
+    assert len(list((tmp_path / "got-large").iterdir())) == local.SMALL_TREE + 1
     asyncio.run(sbx.delete())
-    assert threads == ["_copy_tree", "remove_dir"]
+    assert threads == ["_copy_tree", "_copy_tree", "_move_or_copy", "remove_dir"]
     assert not sbx.root.exists()
 
 
