@@ -77,9 +77,8 @@ from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
 
 RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
-#: ``exec``: the shell becomes the test script rather than forking it (one process less).
-_VERIFY = ('if command -v bash >/dev/null 2>&1; then exec bash "$TESTS_DIR/test.sh"; '
-           'else exec sh "$TESTS_DIR/test.sh"; fi')
+#: The verifier, run as Harbor runs it (``bash /tests/test.sh``; ``sh`` without bash).
+VERIFIER_SCRIPT = "/tests/test.sh"
 _SANDBOX_HOME = "/rb-home"
 
 
@@ -477,9 +476,9 @@ async def _verify(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, workdir: 
     t = time.monotonic()
     await switch.enter("verifier")
     await sandbox.put_dir(task_dir / "tests", "/tests")
-    verifier = await sandbox.exec(_VERIFY, timeout=spec.verifier_timeout_sec,
-                                  env={**base_env, **task_env.verifier, **paths}, cwd=workdir,
-                                  user=user_of(cfg.verifier.user))
+    verifier = await sandbox.exec_script(VERIFIER_SCRIPT, timeout=spec.verifier_timeout_sec,
+                                         env={**base_env, **task_env.verifier, **paths}, cwd=workdir,
+                                         user=user_of(cfg.verifier.user))
     phases["verifier"] = time.monotonic() - t
     _write_output(Path(spec.attempt_dir) / "verifier", verifier, redactor)
     summary.verifier = _exec_facts(verifier, redactor.text((verifier.stdout + verifier.stderr)[-2000:]))

@@ -42,8 +42,6 @@ from ray_bench.sandboxes import ExecResult, Sandbox
 from ray_bench.tasks.envvars import resolve_env
 from ray_bench.tasks.rewards import below_min, combine
 
-_VERIFY = ('if command -v bash >/dev/null 2>&1; then exec bash "$TESTS_DIR/test.sh"; '
-           'else exec sh "$TESTS_DIR/test.sh"; fi')
 _SETUP = 'if command -v bash >/dev/null 2>&1; then exec bash ./setup.sh; else exec sh ./setup.sh; fi'
 _DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 
@@ -185,8 +183,8 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
         await sandbox.put_dir(step_dir / "tests", "/tests")
     verifier_env = run.task_env.step_verifier.get(step.name, run.task_env.verifier)
     user = step.verifier.user if step.verifier.user is not None else cfg.verifier.user
-    verifier = await sandbox.exec(_VERIFY, timeout=step.verifier.timeout_sec,
-                                  env={**run.base_env, **verifier_env}, cwd=run.workdir, user=user_of(user))
+    verifier = await sandbox.exec_script("/tests/test.sh", timeout=step.verifier.timeout_sec,
+                                         env={**run.base_env, **verifier_env}, cwd=run.workdir, user=user_of(user))
     facts.phases["verifier"] = time.monotonic() - t
     facts.verifier = _exec_facts(verifier, run.redactor, 2000)
 

@@ -4,6 +4,7 @@ it cheap: a file is re-hashed only when its size or mtime changed."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,23 @@ class DriftGuard:
     def check_task(self, task_id: str) -> Drift | None:
         item = self._inputs.get(("task", task_id))
         return self._check(("task", task_id), item) if item else None
+
+    def check_launch(self, tasks: Sequence[str]) -> tuple[int, Drift] | None:
+        """Before a launch round: the run's global inputs, then each task, each once (a round's
+        cells share few tasks: a no-op run's 4-cell rounds walked one task 4 times), and the
+        index in ``tasks`` of the first whose check found drift (0 for a global one)."""
+        if not tasks:
+            return None
+        found = self.check_global()
+        if found is not None:
+            return 0, found
+        seen: set[str] = set()
+        for i, task in enumerate(tasks):
+            if task not in seen:
+                seen.add(task)
+                if (found := self.check_task(task)) is not None:
+                    return i, found
+        return None
 
     def _check(self, key: tuple[str, str], item: InputFile) -> Drift | None:
         path = Path(item.path)

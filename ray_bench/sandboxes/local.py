@@ -35,7 +35,7 @@ from ray_bench.sandboxes.base import (
     until_done,
 )
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
-from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, sweep
+from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, remove_small_dir, sweep
 from ray_bench.sandboxes.local_pipes import OutputPipe
 
 T = TypeVar("T")
@@ -60,6 +60,9 @@ class LocalSandbox(Sandbox):
         self._env = dict(spec.env)
         self._workdir = spec.workdir
         self._procs: set[asyncio.subprocess.Process] = set()
+        #: The process groups this sandbox started, as its record lists them (the record is for
+        #: a later runner; this one need not read it back).
+        self._groups: list[int] = []
 
     def path(self, sandbox_path: str) -> str:
         return str(self._host(sandbox_path))
@@ -85,20 +88,48 @@ class LocalSandbox(Sandbox):
         user: str | None = None,
         watch: ExecWatch | None = None,
     ) -> ExecResult:
+        return await self._run(["/bin/sh", "-c", command], self._env_of(env), timeout=timeout, cwd=cwd,
+                               output_cap=output_cap, user=user, watch=watch)
+
+    async def exec_script(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
+    ) -> ExecResult:
+        """``bash SCRIPT`` (``sh SCRIPT`` without a bash on the command's PATH) started as is:
+        the ``sh -c`` that chooses the shell elsewhere is a process of its own here."""
+        full_env = self._env_of(env)
+        shell = _which_shell(full_env.get("PATH", ""))
+        if shell is None:
+            return await super().exec_script(script, timeout=timeout, env=env, cwd=cwd, output_cap=output_cap,
+                                              user=user)
+        return await self._run([shell, self.path(script)], full_env, timeout=timeout, cwd=cwd,
+                               output_cap=output_cap, user=user)
+
+    def _env_of(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
+        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
+        full_env.update(self._env)
+        full_env.update(env or {})
+        return full_env
+
+    async def _run(self, argv: list[str], full_env: dict[str, str], *, timeout: float, cwd: str | None,
+                   output_cap: int, user: str | None, watch: ExecWatch | None = None) -> ExecResult:
         self._check_alive()
         if user is not None:
             raise SandboxError(f"the local backend cannot run a command as user {user!r}")
         workdir = self._host(cwd or self._workdir or "/app")
         workdir.mkdir(parents=True, exist_ok=True)
-        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
-        full_env.update(self._env)
-        full_env.update(env or {})
         started = time.monotonic()
         out, err = OutputPipe("stdout", output_cap, watch), OutputPipe("stderr", output_cap, watch)
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command,
+                *argv,
                 cwd=workdir, env=full_env,
                 stdout=out.write_fd, stderr=err.write_fd,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -114,6 +145,7 @@ class LocalSandbox(Sandbox):
         # The group outlives the worker process that started it: recorded for `remove`.
         with (self.root / _MARKER).open("a") as record:
             record.write(f"{proc.pid}\n")
+        self._groups.append(proc.pid)
         waiter = asyncio.ensure_future(proc.wait())
         killed = False
         try:
@@ -151,7 +183,10 @@ class LocalSandbox(Sandbox):
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         self._check_alive()
         dest = self._host(sandbox_dir)
-        await _off_loop_if_large(local_dir, _copy_tree, local_dir, dest)
+        try:  # inline while small (see _off_loop_if_large), in one walk
+            _copy_tree(local_dir, dest, [SMALL_TREE])
+        except _LargeTree:  # all of it in a thread, merged over what was copied already
+            await asyncio.to_thread(_copy_tree, local_dir, dest)
 
     async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
         self._check_alive()
@@ -177,18 +212,35 @@ class LocalSandbox(Sandbox):
         if not src.is_dir():
             return 0
         self._kill_processes()
-        return await _off_loop_if_large(src, _move_or_copy, src, local_dir, max_bytes)
+        try:  # inline while small (see _off_loop_if_large), measured in the same walk
+            return _move_or_copy(src, local_dir, max_bytes, SMALL_TREE)
+        except _LargeTree:
+            return await asyncio.to_thread(_move_or_copy, src, local_dir, max_bytes)
 
     async def delete(self) -> None:
         self._kill_processes()
-        await _off_loop_if_large(self.root, remove_dir, self.root)
+        if not remove_small_dir(self.root, SMALL_TREE):  # a large tree goes to a thread (_off_loop_if_large)
+            await asyncio.to_thread(remove_dir, self.root)
 
     def _kill_processes(self) -> None:
-        """Every process group this sandbox started, running ones and those recorded by an
-        earlier runner."""
+        """Every process group this sandbox started, running or not: a command's children may
+        outlive it. (Only :meth:`LocalBackend.create` makes a LocalSandbox, so its record lists
+        these groups alone; :meth:`LocalBackend.remove` reads the record of a sandbox another
+        runner made.)"""
         for proc in list(self._procs):
             _kill_group(proc)
-        _kill_recorded(self.root)
+        for pgid in self._groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def _which_shell(path: str) -> str | None:
+    """The shell ``command -v bash`` (else ``sh``) finds on ``path``, as the command's ``sh``
+    would; None when ``path`` names a relative directory (the command's cwd, not this
+    process's, would resolve it) or neither shell is there."""
+    if not all(os.path.isabs(d) for d in path.split(os.pathsep)):
+        return None
+    return shutil.which("bash", path=path) or shutil.which("sh", path=path)
 
 
 #: Trees up to this many entries are copied, moved or removed on the event loop itself.
@@ -204,6 +256,17 @@ async def _off_loop_if_large(tree: Path, func: Callable[..., T], *args: Any) -> 
     if _small(tree, SMALL_TREE):
         return func(*args)
     return await asyncio.to_thread(func, *args)
+
+
+class _LargeTree(Exception):
+    """A walk met more than its budget of entries: the rest of the work goes to a thread."""
+
+
+def _spend(budget: list[int] | None) -> None:
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _LargeTree
 
 
 def _small(root: Path, limit: int) -> bool:
@@ -229,14 +292,18 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-def _copy_tree(src: Path, dest: Path) -> None:
+def _copy_tree(src: Path, dest: Path, budget: list[int] | None = None, made: bool = False) -> None:
     """Merge ``src`` into ``dest`` (``cp -a`` without times): files keep their mode, symlinks
     stay links. Each file and directory is created with its mode in one call, without the
     ``copystat`` of ``shutil.copytree``: on the hosts measured a metadata operation costs
-    50-500 us of CPU, and a cell's uploads are mostly metadata."""
-    dest.mkdir(parents=True, exist_ok=True)
+    50-500 us of CPU, and a cell's uploads are mostly metadata. ``budget``: raise
+    :class:`_LargeTree` past that many entries (what was copied stays; a merge again completes it).
+    ``made``: ``dest`` exists (its parent's walk just made it)."""
+    if not made:
+        dest.mkdir(parents=True, exist_ok=True)
     with os.scandir(src) as entries:
         for entry in entries:
+            _spend(budget)
             target = dest / entry.name
             if entry.is_symlink():
                 with contextlib.suppress(FileNotFoundError):
@@ -244,7 +311,7 @@ def _copy_tree(src: Path, dest: Path) -> None:
                 os.symlink(os.readlink(entry.path), target)
             elif entry.is_dir():
                 _make_dir(target, entry.stat().st_mode)
-                _copy_tree(Path(entry.path), target)
+                _copy_tree(Path(entry.path), target, budget, made=True)
             else:
                 _copy_file(entry.path, target, entry.stat().st_mode)
 
@@ -299,10 +366,13 @@ def _copy_capped(src: Path, dest: Path, budget: int) -> int:
     return written
 
 
-def _move_or_copy(src: Path, dest: Path, max_bytes: int) -> int:
+def _move_or_copy(src: Path, dest: Path, max_bytes: int, entries: int | None = None) -> int:
     """Move ``src`` to ``dest`` when it holds at most ``max_bytes`` of regular files only
-    (symlinks are removed first); otherwise copy with the cap."""
-    size = _drop_links_and_measure(src, max_bytes)
+    (symlinks are removed first); otherwise copy with the cap. ``entries``: raise
+    :class:`_LargeTree` (nothing moved or copied) when ``src`` holds more than that many."""
+    size = _drop_links_and_measure(src, max_bytes, None if entries is None else [entries])
+    if size is None and entries is not None and not _small(src, entries):
+        raise _LargeTree
     if size is not None and not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -313,14 +383,16 @@ def _move_or_copy(src: Path, dest: Path, max_bytes: int) -> int:
     return copy_tree_capped(src, dest, max_bytes)
 
 
-def _drop_links_and_measure(root: Path, limit: int) -> int | None:
+def _drop_links_and_measure(root: Path, limit: int, budget: list[int] | None = None) -> int | None:
     """Unlink symlinks below ``root`` and total the regular files' sizes; None when the
-    total passes ``limit`` or something other than files and directories is there."""
+    total passes ``limit`` or something other than files and directories is there.
+    ``budget``: raise :class:`_LargeTree` past that many entries."""
     total = 0
     stack = [root]
     while stack:
         with os.scandir(stack.pop()) as entries:
             for entry in entries:
+                _spend(budget)
                 if entry.is_symlink():
                     os.unlink(entry.path)
                 elif entry.is_dir():

@@ -62,6 +62,39 @@ def remove_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def remove_small_dir(path: Path, limit: int) -> bool:
+    """:func:`remove_dir` in one walk when ``path`` holds at most ``limit`` entries (listed once,
+    then removed children first, the record last but the directory); False, with nothing
+    removed, when it holds more. A no-op cell's sandbox walked to see whether it was small, then
+    walked again by ``rmtree``: twice the listings for the same few entries."""
+    entries: list[tuple[str, bool]] = []  # a parent is listed before its children
+    stack = [str(path)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as listing:
+                for entry in listing:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    entries.append((entry.path, is_dir))
+                    if len(entries) > limit:
+                        return False
+                    if is_dir:
+                        stack.append(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    marker = str(path / MARKER)
+    try:
+        for name, is_dir in reversed(entries):
+            if name != marker:
+                os.rmdir(name) if is_dir else os.unlink(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(marker)
+        os.rmdir(path)
+    except OSError:  # gone already, an entry made since the listing, a mode: removed as before
+        remove_dir(path)
+    return True
+
+
 def sweep(root: Path) -> int:
     """Remove the debris a kill can leave (see the module docstring); return how many."""
     removed = 0

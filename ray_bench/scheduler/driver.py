@@ -341,11 +341,8 @@ class Driver:
 
     def _check_inputs(self, cells: Sequence[PlanCell]) -> cmd.InputsChecked:
         """The first cell whose inputs (or the run's global inputs) changed since the plan."""
-        for cell in cells:
-            drift = self.drift.check_global() or self.drift.check_task(cell.task)
-            if drift is not None:
-                return cmd.InputsChecked(drift, cell.id)
-        return cmd.InputsChecked()
+        found = self.drift.check_launch([cell.task for cell in cells])
+        return cmd.InputsChecked() if found is None else cmd.InputsChecked(found[1], cells[found[0]].id)
 
     def _start(self, ledger: Ledger, request: LeaseRequest, account: str) -> cmd.Started:
         """Record the attempt as started, then send it to a runner (which creates the sandbox)."""

@@ -181,6 +181,21 @@ class SandboxConformance:
 
         run(body)
 
+    def test_exec_script_runs_the_script_with_bash_its_shebang_ignored(
+        self, run: Runner, sandbox_spec: SpecFactory, run_id: str
+    ) -> None:
+        async def body(backend: SandboxBackend) -> None:
+            async with live_sandbox(backend, self._spec(sandbox_spec, run_id)) as sbx:
+                # a #!/bin/sh script that needs bash (an array), as Harbor's `bash test.sh` runs it
+                await sbx.put_file(b'#!/bin/sh\na=(x "$RB_S")\necho "${a[1]} $0 $(pwd)"\nexit 3\n', "/t/s.sh")
+                res = await sbx.exec_script("/t/s.sh", timeout=30, env={"RB_S": "y z"}, cwd="/data")
+                assert res.exit_code == 3, res
+                assert res.stdout == f"y z {sbx.path('/t/s.sh')} {sbx.path('/data')}\n", res
+                missing = await sbx.exec_script("/t/none.sh", timeout=30)
+                assert missing.exit_code == 127, missing
+
+        run(body)
+
     def test_exec_timeout_kills_process_tree(
         self, run: Runner, sandbox_spec: SpecFactory, run_id: str
     ) -> None:

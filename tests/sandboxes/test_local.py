@@ -129,8 +129,14 @@ def test_large_trees_leave_the_event_loop(tmp_path: Path, monkeypatch: pytest.Mo
     asyncio.run(sbx.put_dir(large, "/l"))
     assert threads == ["_copy_tree"]
     assert len(list(Path(sbx.path("/l")).iterdir())) == local.SMALL_TREE + 1
+    asyncio.run(sbx.put_dir(small, "/logs"))
+    assert asyncio.run(sbx.take_dir("/logs", tmp_path / "got-small", max_bytes=1 << 20)) == 1
+    asyncio.run(sbx.put_dir(large, "/logs"))
+    assert asyncio.run(sbx.take_dir("/logs", tmp_path / "got-large", max_bytes=1 << 20)) == local.SMALL_TREE + 1
+    assert threads == ["_copy_tree", "_copy_tree", "_move_or_copy"]
+    assert len(list((tmp_path / "got-large").iterdir())) == local.SMALL_TREE + 1
     asyncio.run(sbx.delete())
-    assert threads == ["_copy_tree", "remove_dir"]
+    assert threads == ["_copy_tree", "_copy_tree", "_move_or_copy", "remove_dir"]
     assert not sbx.root.exists()
 
 
@@ -184,3 +190,36 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_a_small_sandbox_is_removed_in_one_walk_its_record_last(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``remove_small_dir`` lists the tree once and removes children before their parents and
+    the record after everything but the directory itself (an interrupted removal stays findable
+    or sweepable, as ``remove_dir``'s); over its limit it removes nothing."""
+    from ray_bench.sandboxes import local_dirs
+    from ray_bench.sandboxes.local_dirs import MARKER, create_dir, remove_small_dir
+
+    path = create_dir(tmp_path, {"ray-bench.run": "r1"})
+    for sub in ("app/src/pkg", "logs/agent", "tests"):
+        (path / sub).mkdir(parents=True)
+    for f in ("app/src/pkg/m.py", "app/a.txt", "tests/test.sh"):
+        (path / f).write_text("x")
+    os.symlink("/etc", path / "app" / "link")
+    assert remove_small_dir(path, 3) is False
+    assert (path / MARKER).is_file() and (path / "app" / "src" / "pkg" / "m.py").is_file()
+
+    gone: list[str] = []
+    for name in ("unlink", "rmdir"):
+        real = getattr(os, name)
+        monkeypatch.setattr(local_dirs.os, name, lambda p, _real=real: (gone.append(str(p)), _real(p))[1])
+    listings: list[str] = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(local_dirs.os, "scandir", lambda p: (listings.append(str(p)), real_scandir(p))[1])
+    assert remove_small_dir(path, 256) is True
+    assert not path.exists() and Path("/etc").is_dir()
+    assert gone[-2:] == [str(path / MARKER), str(path)]
+    for i, name in enumerate(gone):  # nothing is removed before what it holds
+        assert not any(later.startswith(name + "/") for later in gone[i + 1:]), (name, gone)
+    assert sorted(listings) == sorted({str(path), *(str(path / d) for d in
+                                                    ("app", "app/src", "app/src/pkg", "logs", "logs/agent", "tests"))})

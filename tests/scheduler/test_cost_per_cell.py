@@ -7,13 +7,15 @@ transactions, the admission gate's calls, the sandbox operations and processes, 
 attempt leaves. The bounds are today's counts (measured 2026-12-03 on 40 cells: 7.5 statements per cell in 2.1
 transactions, one lease asked and one released, 25 acquire calls in all as launches batch, per
 cell one create, two uploads, two execs, one download and one delete, and two files: the reward
-and ``result.json``), so a change that adds per-cell work
+and ``result.json``; since 2026-12-04 also the processes each cell starts, two, and its
+file-system calls: ``FS_PER_CELL``), so a change that adds per-cell work
 fails here and has to say why in this file.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,15 @@ from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
 
 CELLS = 40
+#: File-system calls per cell with a Python audit event, driver and runner together, bounded a
+#: little above the counts of 2026-12-04 (main bd2fd1a -> now): ``open`` 24.5 -> 18.5 (the
+#: sandbox's record read back twice, rmtree's opens), ``os.scandir`` 33.1 -> 17.9 (every tree
+#: walked to see whether it was small, then walked again to copy, move or remove it; a round's
+#: drift check walking its one task once per cell), ``os.mkdir`` 16.25 -> 12.25 (each copied
+#: directory made twice), ``os.rmdir`` 4, ``os.remove`` 3, ``os.rename`` 3 (the sandbox into place,
+#: its logs out, result.json).
+FS_PER_CELL = {"open": 19.0, "os.scandir": 19.5, "os.mkdir": 12.5, "os.rmdir": 4.0, "os.remove": 3.1,
+               "os.rename": 3.0}
 NOOP_ARMS = [
     {"name": "baseline", "role": "baseline", "command": "true"},
     {"name": "mcp", "role": "variant", "command": "true"},
@@ -86,6 +97,28 @@ def _count_sandbox_ops(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return ops
 
 
+#: Python's audit events (PEP 578) this module counts while :data:`_AUDIT` holds a counter: the
+#: processes started and the file-system calls that have one (``open``, ``os.mkdir``, ``os.rmdir``,
+#: ``os.remove`` for an unlink, ``os.rename``, ``os.scandir``, ``os.chmod``, ``os.killpg``, ...),
+#: the driver's and the runner's alike (they share this process here). A hook cannot be removed:
+#: outside the test it returns at once.
+_AUDIT: list[Counter[str]] = []
+_SPAWNED: list[list[str]] = []
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _AUDIT:
+        return
+    if event == "subprocess.Popen":
+        _SPAWNED[0].append(Path(str(args[0])).name)
+        _AUDIT[0][event] += 1
+    elif event == "open" or event.startswith("os."):
+        _AUDIT[0][event] += 1
+
+
+sys.addaudithook(_audit)
+
+
 def test_a_no_op_cell_costs_what_it_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], reps=CELLS // 2, arms=NOOP_ARMS,
                                  preflight_cells=0)
@@ -97,11 +130,16 @@ def test_a_no_op_cell_costs_what_it_did(tmp_path: Path, monkeypatch: pytest.Monk
     ops = _count_sandbox_ops(monkeypatch)
     gate = CountingGate(plan.accounts)
     pool = ConcurrentPool(make_backend(name, **config.options))
+    audit: Counter[str] = Counter()
+    _AUDIT.append(audit)
+    _SPAWNED.append([])
     try:
         outcome = Driver(plan, identity, planned.run_root, pool, gate, HostSupervision.of(plan),
                          options=RunOptions(tick_sec=0.1)).run()
     finally:
         pool.close()
+        _AUDIT.clear()
+        spawned = _SPAWNED.pop()
 
     attempts, rows = ledger_rows(planned.run_root)
     assert outcome.exit_code == 0 and len(rows) == CELLS and len(attempts) == CELLS
@@ -119,6 +157,13 @@ def test_a_no_op_cell_costs_what_it_did(tmp_path: Path, monkeypatch: pytest.Monk
     assert ops["create"] == CELLS and ops["delete"] == CELLS, ops
     assert ops["exec"] <= 2 * CELLS, ops
     assert ops["put_dir"] + ops["put_file"] <= 2 * CELLS and ops["take_dir"] + ops["get_dir"] <= CELLS, ops
+    # two processes per cell: the agent's `sh -c true` and the verifier's bash, started as
+    # itself (`bash /tests/test.sh`, as Harbor runs it): before, an `sh -c` chose and exec'd it
+    assert len(spawned) == 2 * CELLS and Counter(spawned) == {"sh": CELLS, "bash": CELLS}, Counter(spawned)
+    # file-system calls per cell (FS_PER_CELL): a new walk, file or directory per cell fails here
+    fs = {k: v / CELLS for k, v in sorted(audit.items())}
+    for event, most in FS_PER_CELL.items():
+        assert audit[event] <= most * CELLS, (event, fs)
     # every attempt leaves the same few files: a growth here is a growth of the run root
     dirs = RunPaths(planned.run_root).attempt_dirs()
     files = Counter(len([p for p in d.rglob("*") if p.is_file()]) for d in dirs)
