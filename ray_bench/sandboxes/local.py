@@ -127,17 +127,23 @@ class LocalSandbox(Sandbox):
         workdir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         out, err = OutputPipe("stdout", output_cap, watch), OutputPipe("stderr", output_cap, watch)
+        # Shielded: a cancel while asyncio connects the new process would SIGKILL the shell alone
+        # (its pid never returned), leaving the children it had started running. Instead the start
+        # ends, and its whole group is stopped.
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *argv,
+            cwd=workdir, env=full_env,
+            stdout=out.write_fd, stderr=err.write_fd,
+            stdin=asyncio.subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, so a kill reaches its children
+        ))
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=workdir, env=full_env,
-                stdout=out.write_fd, stderr=err.write_fd,
-                stdin=asyncio.subprocess.DEVNULL,
-                start_new_session=True,  # its own process group, so a kill reaches its children
-            )
+            proc = await asyncio.shield(spawn)
         except BaseException:
             out.close()
             err.close()
+            if not spawn.cancelled():
+                await _stop_spawned(spawn)
             raise
         out.start()
         err.start()
@@ -433,6 +439,19 @@ async def _stop_group(proc: asyncio.subprocess.Process) -> bool:
         await asyncio.sleep(0.05)
     _kill_group(proc)
     return True
+
+
+async def _stop_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """Stop the group of a process whose start was interrupted, once the start has ended (a
+    start that failed started nothing)."""
+    try:
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:  # cancelled again meanwhile: the start goes on; stop it then
+        spawn.add_done_callback(lambda f: None if f.cancelled() or f.exception() else _kill_group(f.result()))
+        raise
+    except Exception:
+        return
+    await asyncio.shield(_stop_group(proc))
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
