@@ -12,8 +12,12 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ray_bench.cells.nodes import CheckInputs, NodeCheck, problems_here
 
-#: How long one node may take to answer its check (a cold worker start on a busy node ~10 s).
+#: How long one node may take to answer its check once the process that runs it is up.
 CHECK_TIMEOUT_SEC = 120.0
+#: How long a node may take to start that process (its supervisor actor's worker): a cold worker
+#: start, 22-60 s measured on this 2-core host beside two busy loops; at load 45 the supervisors of
+#: two CI runs were not up within the check's 120 s, and those runs stopped on a healthy node.
+START_TIMEOUT_SEC = 300.0
 
 
 def ray_nodes() -> list[dict[str, Any]]:
@@ -28,10 +32,12 @@ def _check(inputs: CheckInputs) -> list[str]:
 
 
 def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
-                timeout: float = CHECK_TIMEOUT_SEC, on: Mapping[str, Any] | None = None) -> list[NodeCheck]:
+                timeout: float = CHECK_TIMEOUT_SEC, on: Mapping[str, Any] | None = None,
+                start_timeout: float = START_TIMEOUT_SEC) -> list[NodeCheck]:
     """Run :func:`problems_here` on each of ``nodes`` (entries of ``ray.nodes()``), in parallel:
     in the actor ``on`` names for the node (one with a ``problems`` method: the node's resource
-    supervisor, which the run needs anyway), else in a task of its own (a worker process more)."""
+    supervisor, which the run needs anyway), else in a task of its own (a worker process more).
+    An actor has ``start_timeout`` to come up before its check's ``timeout`` begins."""
     actors = on or {}
     refs = [
         actors[n["NodeID"]].problems.remote(inputs) if n["NodeID"] in actors else _check.options(
@@ -39,6 +45,10 @@ def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
         ).remote(inputs)
         for n in nodes
     ]
+    # The supervisors' start first (a slow start is not a node that does not answer), then the checks.
+    starting = {n["NodeID"]: actors[n["NodeID"]].__ray_ready__.remote() for n in nodes if n["NodeID"] in actors}
+    if starting:
+        ray.wait(list(starting.values()), num_returns=len(starting), timeout=start_timeout)
     ray.wait(refs, num_returns=len(refs), timeout=timeout)
     out = []
     for node, ref in zip(nodes, refs, strict=True):
@@ -48,7 +58,9 @@ def check_nodes(inputs: CheckInputs, nodes: list[dict[str, Any]],
         except GetTimeoutError:
             if node["NodeID"] not in actors:  # an actor's call cannot be forced; its owner lets it go
                 ray.cancel(ref, force=True)
-            problems = [f"the node did not answer its check within {timeout:g}s"]
+            up = node["NodeID"] not in starting or ray.wait([starting[node["NodeID"]]], timeout=0)[0]
+            problems = [f"the node did not answer its check within {timeout:g}s" if up else
+                        f"the node did not start its check's process within {start_timeout:g}s"]
         except RayError as exc:
             problems = [f"the check failed on the node: {type(exc).__name__}"]
         out.append(NodeCheck(node["NodeID"], address, tuple(problems)))
