@@ -10,10 +10,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from ray_bench.onray.start_watchdog import CONNECTING, FIRED, OK, watch
+from ray_bench.onray.start_watchdog import (
+    CONNECTING,
+    FIRED,
+    OK,
+    is_zombie_or_kernel_thread,
+    own_session_pattern,
+    session_processes,
+    watch,
+)
 
 #: Watchdog timeouts here; what is killed is checked once it returns.
 TIMEOUT, GRACE = 0.5, 0.5
@@ -113,3 +122,29 @@ def test_a_driver_gone_mid_start_leaves_no_session_process(driver: subprocess.Po
         assert driver.poll() is None  # not the watchdog's to kill: it had not timed out
     finally:
         os.close(read)
+
+
+def test_a_session_process_caught_mid_exec_is_found() -> None:
+    """Read at once after ``Popen`` returns, a new process's command line is often still empty
+    (the kernel releases the parent before it writes the new arguments: 65 of 200 before the
+    re-read); every one is found."""
+    pattern = own_session_pattern(1)  # pid 1 names no real session here
+    for _ in range(50):
+        session = _session_process(1)
+        try:
+            assert session.pid in session_processes(pattern)
+        finally:
+            session.kill()
+            session.wait()
+
+
+def test_a_zombie_is_not_waited_for_as_a_process_mid_exec() -> None:
+    child = subprocess.Popen(["true"])
+    while not Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1].startswith("Z"):
+        time.sleep(0.01)  # exited, not yet reaped: a zombie, whose command line is empty
+    try:
+        assert Path(f"/proc/{child.pid}/cmdline").read_bytes() == b""
+        assert is_zombie_or_kernel_thread(child.pid)
+        assert not is_zombie_or_kernel_thread(os.getpid())
+    finally:
+        child.wait()
