@@ -34,7 +34,9 @@ Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
 every other route class (``sandbox-lifecycle`` for deletes, ``authenticated``), 403s, 5xx
 answers, creates whose answer is lost after the sandbox was made, toolbox executes answered 502
-after the command ran, toolbox executes timed out (408), slow creates and builds, slow deletes,
+after the command ran, toolbox executes timed out (408: injected without running them, or a
+command that outran its request's ``timeout``, whose process group is then terminated as the
+daemon's is, and counted in ``exec_timed_out``), slow creates and builds, slow deletes,
 and :meth:`DaytonaServer.vanish`, which removes a sandbox's container behind the API's back.
 
 Every container carries the sandbox's labels (under :data:`LABEL_PREFIX`) plus
@@ -56,6 +58,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import random
 import re
 import shlex
@@ -93,6 +96,9 @@ LIST_PAGE = 100
 #: At most this many toolbox commands run at once (one thread each): well above the sandboxes
 #: one fixture serves, so a command never waits for another to finish.
 COMMAND_THREADS = 2048
+#: Seconds the daemon gives a timed-out command's process group between its SIGTERM and SIGKILL
+#: (``terminationGracePeriod`` of the toolbox's ExecuteController).
+EXEC_TERMINATION_GRACE_SEC = 5.0
 #: The bucket of build contexts (the SDK's default, ``daytona-volume-builds``).
 CONTEXT_BUCKET = "daytona-volume-builds"
 
@@ -229,7 +235,8 @@ class DaytonaServer:
         self.create_requests: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
-            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_head_lost": 0,
+            "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_timed_out": 0,
+            "exec_head_lost": 0,
             "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
@@ -1144,17 +1151,19 @@ class DaytonaServer:
         if self._timeouts_left > 0 and f.exec_timeout_match in command:
             self._timeouts_left -= 1
             self.counts["exec_timeout"] += 1
-            return self._error(408, "command execution timeout")
+            return self._timed_out(request, timeout)
 
         queued = time.monotonic()
         loop = asyncio.get_running_loop()
         begun = asyncio.Event()
+        made: list[str] = []  # the Docker exec's id, once made
 
         def run() -> tuple[int, bytes]:
             self.command_waits.append(time.monotonic() - queued)
             api = self.docker.api
             exec_id = api.exec_create(box.container, ["sh", "-c", command], environment=req.get("envs") or None,
                                       workdir=req.get("cwd") or None)["Id"]
+            made.append(exec_id)
             loop.call_soon_threadsafe(begun.set)  # the daemon's timeout counts from here
             # All the command printed, as the toolbox's one buffer for stdout and stderr holds
             # it: docker-py's exec_start loses the first frames under load (ray_bench's reader).
@@ -1172,9 +1181,13 @@ class DaytonaServer:
             started = asyncio.ensure_future(begun.wait())
             await asyncio.wait({ran, started}, return_when=asyncio.FIRST_COMPLETED)
             started.cancel()
-            code, out = await asyncio.wait_for(ran, timeout)
+            code, out = await asyncio.wait_for(asyncio.shield(ran), timeout)
         except TimeoutError:
-            return self._error(408, "command execution timeout")
+            # As the daemon's ExecuteCommand: the command's process group is terminated (SIGTERM,
+            # SIGKILL after the grace), the end awaited, and then the request is answered 408.
+            self.counts["exec_timed_out"] += 1
+            await self._terminate_exec(made, ran)
+            return self._timed_out(request, timeout)
         except docker.errors.NotFound:
             return self._error(400, "sandbox is not running")
         finally:
@@ -1187,6 +1200,35 @@ class DaytonaServer:
             self.counts["exec_head_lost"] += 1
             out = out.partition(b"\n")[2]
         return web.json_response({"exitCode": code, "result": out.decode("utf-8", "replace")})
+
+    async def _terminate_exec(self, made: list[str], ran: asyncio.Future[Any]) -> None:
+        """``common.TerminateProcessTreeGracefully`` on the exec's process group: a Docker exec's
+        process leads a session of its own, as the daemon's ``Setpgid`` command leads a group, so
+        processes that made sessions of their own (``setsid``) are out of its reach, as there."""
+        if not made:
+            return
+        info = await asyncio.to_thread(self.docker.api.exec_inspect, made[0])
+        pid = int(info.get("Pid") or 0)
+        for sig, grace in ((signal.SIGTERM, EXEC_TERMINATION_GRACE_SEC), (signal.SIGKILL, 30.0)):
+            if pid <= 0 or ran.done():
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+            with contextlib.suppress(Exception):  # the end came, or the grace passed
+                await asyncio.wait_for(asyncio.shield(ran), grace)
+
+    def _timed_out(self, request: web.Request, timeout: float) -> web.Response:
+        """The daemon's 408 for a command that outran its ``timeout``, in its ErrorResponse shape."""
+        body = {
+            "statusCode": 408,
+            "message": f"Command execution timed out after {int(timeout)} seconds. The timeout can be increased "
+                       "by adjusting the timeout parameter in the request.",
+            "code": "REQUEST_TIMEOUT",
+            "timestamp": datetime.now(UTC).isoformat(),
+            "path": request.path,
+            "method": request.method,
+        }
+        return web.json_response(body, status=408)
 
     async def _upload(self, request: web.Request) -> web.StreamResponse:
         box, denied = await self._running(request)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
-from daytona import AsyncSandbox, DaytonaError, FileUpload
+from daytona import AsyncSandbox, DaytonaError, DaytonaTimeoutError, ExecuteResponse, FileUpload
 
 from ray_bench.errors import (
     SandboxError,
@@ -59,8 +59,9 @@ NONROOT_ROOT = "/tmp/ray-bench-root"
 # waits for the watchdog's stop to end. A sleep cut short (killed, as in a cgroup at its memory
 # limit) is slept on to the deadline by the clock: a killed sleep ended the command as a timeout
 # (the likely end of a memory-limit task's attempt "timed out" after 20 s of its 60). Output
-# comes back as one header line and two base64 blocks.
-_EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
+# comes back as one header line and two base64 blocks. The wrapper leaves its own pid (`self`),
+# the watchdog's (`wpid`) and the command's status (`rc`) in the scratch dir, for `_RECOVER`.
+_EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; echo $$ >"$d/self"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
 mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
 $S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
 p=$!; echo "$p" >"$d/pid"
@@ -69,14 +70,34 @@ $S sh -c 'e=$(($(date +%s 2>/dev/null || echo 0) + $1)); sleep "$1"
   kill -0 "$2" 2>/dev/null || exit 0; echo 1 >"$3/to"
   """ + stop_group_sh('"$2"', on_kill='echo 1 >"$3/killed"') + r"""' rb-watchdog \
   "$t" "$p" "$d" >/dev/null 2>&1 </dev/null &
-w=$!
-wait "$p" 2>/dev/null; rc=$?
+w=$!; echo "$w" >"$d/wpid"
+wait "$p" 2>/dev/null; rc=$?; echo "$rc" >"$d/rc"
 [ -f "$d/to" ] && wait "$w" 2>/dev/null
 kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null
 to=0; [ -f "$d/to" ] && to=1; k=0; [ -f "$d/killed" ] && k=1
 echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err") $k"
 head -c "$cap" "$d/out" | base64; echo RB-SEP
 head -c "$cap" "$d/err" | base64
+rm -rf "$d"
+"""
+# The report of a command whose request outran its time (the toolbox answered 408 and killed
+# the wrapper's group, or no answer came): the wrapper and its watchdog are killed (the command
+# and the watchdog are sessions of their own, out of the toolbox's reach), an unfinished command
+# is stopped (pids are killed only while their command line names the scratch dir: a pid may
+# have been reused), and what it left is reported in the wrapper's own format: the status it ended
+# with, or -1 and timed out when it had to be stopped. RB-NONE: the wrapper left nothing (it
+# never started, or it finished and cleaned up). $1 scratch dir, $2 output cap.
+_RECOVER = r"""d=$1; cap=$2; [ -d "$d" ] || { echo RB-NONE; exit 0; }
+mine() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$d"; }
+s=$(cat "$d/self" 2>/dev/null) && mine "$s" && kill -9 "$s" 2>/dev/null
+w=$(cat "$d/wpid" 2>/dev/null) && mine "$w" && { kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null; }
+[ -f "$d/rc" ] || { p=$(cat "$d/pid" 2>/dev/null) && { """ + stop_group_sh(
+    '"$p"', on_kill='echo 1 >"$d/killed"') + r"""; }; }
+rc=-1; to=1; [ -f "$d/rc" ] && { rc=$(cat "$d/rc"); to=0; [ -f "$d/to" ] && to=1; }
+k=0; [ -f "$d/killed" ] && k=1
+echo "RB $rc $to $(wc -c 2>/dev/null <"$d/out" || echo 0) $(wc -c 2>/dev/null <"$d/err" || echo 0) $k"
+head -c "$cap" "$d/out" 2>/dev/null | base64; echo RB-SEP
+head -c "$cap" "$d/err" 2>/dev/null | base64
 rm -rf "$d"
 """
 _KILL = r"""p=$(cat "$1/pid" 2>/dev/null) && { """ + stop_group_sh('"$p"') + """; }
@@ -96,8 +117,10 @@ PROBE_TRIES = 3
 _WHOAMI = r"""u=$(id -u 2>/dev/null) || u=; n=$(id -un 2>/dev/null) || n=
 [ -n "$u" ] || { if [ -w / ]; then u=0; else u=nonroot; fi; }
 echo "$u $n" """
-# Slack on the HTTP request beyond the in-sandbox watchdog, for the output to come back.
+# Slack on the toolbox's timeout beyond the in-sandbox watchdog, for the wrapper to report; and
+# on the HTTP request beyond the toolbox's, for its answer (or its 408) to come back.
 _EXEC_SLACK_SEC = 60
+_ANSWER_SLACK_SEC = 60
 
 
 class DaytonaSandbox(Sandbox):
@@ -175,6 +198,7 @@ class DaytonaSandbox(Sandbox):
             self.path(cwd or self._workdir or "."), command,
         )
         started = time.monotonic()
+        answer_by = limit + _EXEC_SLACK_SEC + _ANSWER_SLACK_SEC
         # Never repeated once it may have started: a 5xx or a lost connection may come after
         # the command ran, and an agent's command is not idempotent. (A 429 is refused by
         # the throttler before anything runs, so that one is waited out.)
@@ -182,18 +206,24 @@ class DaytonaSandbox(Sandbox):
             "exec",
             lambda: self._sandbox.process.exec(script, env=dict(env or {}), timeout=limit + _EXEC_SLACK_SEC),
             server_retries=False,
-            timeout=limit + 2 * _EXEC_SLACK_SEC,
+            timeout=answer_by,
         ))
         tail = _Tail(scratch)
         poller = asyncio.ensure_future(self._follow(tail, watch)) if watch is not None else None
         stopped: str | None = None
         killed = False
         try:
-            if watch is not None and await until_done(request, limit + 2 * _EXEC_SLACK_SEC, watch) == "stopped":
+            if watch is not None and await until_done(request, answer_by, watch) == "stopped":
                 stopped = watch.reason
                 said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_STOP, scratch), timeout=30), 40)
                 killed = KILLED_MARKER in (said.result or "")
             response = await request
+        except SandboxUnavailableError as exc:
+            if not _outran(exc):
+                raise
+            # The command may still be running, or its outcome may be sitting in the scratch
+            # dir: either is read back rather than lost (and the command not left to run on).
+            response = await self._recover(scratch, output_cap, exc)
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
             request.cancel()
@@ -245,6 +275,21 @@ class DaytonaSandbox(Sandbox):
             except (DaytonaError, TimeoutError):
                 continue
             tail.feed(response.result or "", watch)
+
+    async def _recover(self, scratch: str, output_cap: int, cause: SandboxUnavailableError) -> ExecuteResponse:
+        """The wrapper's report, made by :data:`_RECOVER` from what the command left; ``cause``
+        is raised when that cannot be had (the sandbox does not answer, or nothing was left)."""
+        script = _sh(_RECOVER, scratch, str(max(0, output_cap)))
+        try:
+            said = await asyncio.wait_for(self._sandbox.process.exec(script, timeout=60), 90)
+        except (DaytonaError, TimeoutError):
+            log.warning("Daytona sandbox %s: cannot read back the command whose request outran its time", self.id)
+            raise cause from None
+        if (said.result or "").strip() == "RB-NONE":
+            raise cause
+        log.warning("Daytona sandbox %s: a command's request outran its time (%s); its report was read back "
+                    "from the sandbox", self.id, cause)
+        return said
 
     async def _kill(self, scratch: str) -> bool:
         """Stop the command's group; True when it needed the SIGKILL (its stop printed so)."""
@@ -364,6 +409,13 @@ class _Tail:
             if rest:
                 self.read[i] += len(rest)
                 watch.feed(name, rest)  # type: ignore[arg-type]
+
+
+def _outran(exc: SandboxUnavailableError) -> bool:
+    """Whether ``exc`` is a request that ran out of time (the toolbox's 408, or no answer in
+    time), as opposed to one refused or cut off: only then may the command have run on."""
+    cause = exc.__cause__
+    return isinstance(cause, TimeoutError | DaytonaTimeoutError) or getattr(cause, "status_code", None) == 408
 
 
 def _sh(script: str, *args: str) -> str:
