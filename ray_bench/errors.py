@@ -128,6 +128,11 @@ class SandboxDeleteRefusedError(SandboxError):
         self.until = until
 
 
+class SandboxProcessesSurvivedError(SandboxError):
+    """A sandbox's processes were still alive after its delete killed them (a process stuck in
+    the kernel ignores SIGKILL until it returns): the delete did not leave it clean."""
+
+
 class SandboxUnavailableError(SandboxError):
     """The sandbox provider (daemon, API) cannot be reached."""
 

@@ -37,6 +37,7 @@ from ray_bench.sandboxes.base import (
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
 from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, remove_small_dir, sweep
 from ray_bench.sandboxes.local_pipes import OutputPipe
+from ray_bench.sandboxes.local_procs import MARK, glance, kill_marked, window_now
 
 T = TypeVar("T")
 
@@ -63,6 +64,11 @@ class LocalSandbox(Sandbox):
         #: The process groups this sandbox started, as its record lists them (the record is for
         #: a later runner; this one need not read it back).
         self._groups: list[int] = []
+        #: The pids handed out from here on are the only ones its processes can have, for a while
+        #: (local_procs); its delete looks for processes that left their group only if it ran any
+        #: since the last look.
+        self._window = window_now()
+        self._ran = False
 
     def path(self, sandbox_path: str) -> str:
         return str(self._host(sandbox_path))
@@ -116,6 +122,7 @@ class LocalSandbox(Sandbox):
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
         full_env.update(self._env)
         full_env.update(env or {})
+        full_env[MARK] = self.id  # inherited by every process it starts: how the delete finds them
         return full_env
 
     async def _run(self, argv: list[str], full_env: dict[str, str], *, timeout: float, cwd: str | None,
@@ -126,6 +133,7 @@ class LocalSandbox(Sandbox):
         workdir = self._host(cwd or self._workdir or "/app")
         workdir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        self._ran = True
         out, err = OutputPipe("stdout", output_cap, watch), OutputPipe("stderr", output_cap, watch)
         # Shielded: a cancel while asyncio connects the new process would SIGKILL the shell alone
         # (its pid never returned), leaving the children it had started running. Instead the start
@@ -217,27 +225,32 @@ class LocalSandbox(Sandbox):
         src = self._host(sandbox_dir)
         if not src.is_dir():
             return 0
-        self._kill_processes()
+        await self._kill_processes()
         try:  # inline while small (see _off_loop_if_large), measured in the same walk
             return _move_or_copy(src, local_dir, max_bytes, SMALL_TREE)
         except _LargeTree:
             return await asyncio.to_thread(_move_or_copy, src, local_dir, max_bytes)
 
     async def delete(self) -> None:
-        self._kill_processes()
+        await self._kill_processes()
         if not remove_small_dir(self.root, SMALL_TREE):  # a large tree goes to a thread (_off_loop_if_large)
             await asyncio.to_thread(remove_dir, self.root)
 
-    def _kill_processes(self) -> None:
+    async def _kill_processes(self) -> None:
         """Every process group this sandbox started, running or not: a command's children may
-        outlive it. (Only :meth:`LocalBackend.create` makes a LocalSandbox, so its record lists
-        these groups alone; :meth:`LocalBackend.remove` reads the record of a sandbox another
-        runner made.)"""
+        outlive it; then every process marked as this sandbox's that left its group (a
+        ``setsid``; local_procs). (Only :meth:`LocalBackend.create` makes a LocalSandbox, so its
+        record lists these groups alone; :meth:`LocalBackend.remove` reads the record of a
+        sandbox another runner made.) A glance on the loop first: the thread that kills and looks
+        again is taken only when something is found, which a cell that left nothing never pays."""
         for proc in list(self._procs):
             _kill_group(proc)
         for pgid in self._groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
+        if self._ran and glance(self.id, self._window):
+            await asyncio.to_thread(kill_marked, self.id, self._window)
+        self._ran = False  # clean: the delete after a take_dir looks again only if more ran since
 
 
 def _which_shell(path: str) -> str | None:
@@ -485,6 +498,7 @@ class LocalBackend(SandboxBackend):
 
     async def remove(self, ref: SandboxRef) -> None:
         _kill_recorded(self.root / ref.id)
+        await asyncio.to_thread(kill_marked, ref.id)  # every process read: its age is not known
         await asyncio.to_thread(remove_dir, self.root / ref.id)
 
 
