@@ -8,9 +8,9 @@
 # Arguments go to pytest (a -m is combined with each pass's own). "No tests collected" (pytest
 # exit 5) in every pass counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 1,143 tests, 155-190 s here at 1,079).
+#            core, config, plan, evidence, reports, the simulator; 1,159 tests, 189 s here on 5 Dec).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too.
-# Without --fast: the full suite (1,506 tests + 48 harbor + 1 serial), what .ci/run runs; 17 min on a
+# Without --fast: the full suite (1,606 tests + 48 harbor + 1 serial), what .ci/run runs; 17 min on a
 # quiet 2-core machine, budget 20 (figures: README "Set up").
 set -euo pipefail
 cd "$(dirname "$0")/.."
