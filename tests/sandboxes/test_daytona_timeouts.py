@@ -22,8 +22,9 @@ from .conformance import live_sandbox
 
 pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
-# What is left running of a command, and of any wrapper's scratch dir.
-_LEFT = "ps -o args 2>/dev/null | grep -c '[s]leep 3[0-9]'; ls /tmp/.ray-bench 2>/dev/null | wc -l"
+# What is left running of the tests' sleeps (333 and 334 s: no watchdog's `sleep <timeout>` of a
+# look, which is run with a timeout of 20 s), and of any wrapper's scratch dir.
+_LEFT = "ps -o args 2>/dev/null | grep -c '[s]leep 33[0-9]'; ls /tmp/.ray-bench 2>/dev/null | wc -l"
 
 
 def _run_id() -> str:
@@ -41,7 +42,7 @@ def test_a_command_that_outran_the_toolbox_is_reported_as_timed_out_with_its_out
     # The toolbox's timeout passes 5 s in, long before the command's own 20 s (a loaded runner
     # makes the wrapper late in the same way): it kills the wrapper's group and answers 408. The
     # command, a session of its own, runs on; before the recovery the 408 was raised as
-    # "unavailable", the output lost and `sleep 33` left running until the sandbox's delete.
+    # "unavailable", the output lost and `sleep 333` left running until the sandbox's delete.
     monkeypatch.setattr(daytona_sandbox, "_EXEC_SLACK_SEC", -15)
     run_id = _run_id()
 
@@ -49,10 +50,10 @@ def test_a_command_that_outran_the_toolbox_is_reported_as_timed_out_with_its_out
         backend = backend_for(server)
         try:
             async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
-                result = await sbx.exec("echo out; echo err >&2; sleep 33; echo never", timeout=20)
+                result = await sbx.exec("echo out; echo err >&2; sleep 333; echo never", timeout=20)
                 assert (result.stdout, result.stderr) == ("out\n", "err\n")
                 assert result.timed_out and result.exit_code == -1
-                left = await sbx.exec(_LEFT, timeout=30)
+                left = await sbx.exec(_LEFT, timeout=20)
                 assert _left(left.stdout) == (0, 1), left  # its own scratch dir only
         finally:
             await backend.close()
@@ -112,7 +113,7 @@ def test_the_recovery_reports_a_finished_command_and_kills_only_its_own_processe
     run_id = _run_id()
     d = f"/tmp/.ray-bench/{uuid.uuid4().hex}"
     setup = (f'mkdir -p {d} && printf "out\\n" >{d}/out && printf "e\\n" >{d}/err && echo 3 >{d}/rc && '
-             f'(setsid sleep 34 >/dev/null 2>&1 </dev/null & echo $! >{d}/self) && cp {d}/self {d}/wpid')
+             f'(setsid sleep 334 >/dev/null 2>&1 </dev/null & echo $! >{d}/self) && cp {d}/self {d}/wpid')
 
     async def main() -> None:
         backend = backend_for(server)
@@ -125,7 +126,7 @@ def test_the_recovery_reports_a_finished_command_and_kills_only_its_own_processe
                 result = _parse_exec(said.result or "", said.exit_code, 1000, 0.0)
                 assert (result.exit_code, result.timed_out, result.killed) == (3, False, False)
                 assert (result.stdout, result.stderr) == ("out\n", "e\n")
-                left = await sbx.exec(_LEFT, timeout=30)
+                left = await sbx.exec(_LEFT, timeout=20)
                 assert _left(left.stdout) == (1, 1), left  # the stranger sleeps on; the dir left is this look's own
                 again = await sbx._sandbox.process.exec(_sh(_RECOVER, d, "1000"), timeout=30)
                 assert (again.result or "").strip() == "RB-NONE"
