@@ -1,20 +1,25 @@
-"""A Daytona command whose request outran its time: the toolbox terminates the wrapper's process
-group and answers 408 (the daemon's ``ExecuteCommand``), or no answer comes. What the command
-wrote is read back from the sandbox and the command is stopped, never lost or left running."""
+"""A Daytona command whose answer was lost: its request outran its time (the toolbox terminates
+the wrapper's process group and answers 408, the daemon's ``ExecuteCommand``, or no answer
+comes), or was cut on the way (a 5xx, a closed connection) before or after the command ended.
+What the command wrote is waited for and read back from the sandbox, and a command past its
+deadline is stopped: never lost or left running."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
+from daytona import DaytonaConnectionError, DaytonaError
 from support.daytona_fixtures import backend_for, spec_for
 from support.daytona_server import DaytonaServer, Faults
 
 from ray_bench.errors import SandboxUnavailableError
+from ray_bench.sandboxes.base import Sandbox
 from ray_bench.sandboxes.daytona import sandbox as daytona_sandbox
 from ray_bench.sandboxes.daytona.sandbox import _RECOVER, DaytonaSandbox, _parse_exec, _sh
 
@@ -84,24 +89,119 @@ def test_a_408_with_nothing_left_in_the_sandbox_is_raised_as_unavailable(
     assert server.counts["exec_timeout"] == 1
 
 
-def test_a_lost_answer_is_not_read_back(server: DaytonaServer, base_image: str) -> None:
-    # A 502 after the command ran is not a timeout: the command ended, and its answer is what
-    # was lost; it stays an error (never repeated: an agent's command is not idempotent).
-    run_id = _run_id()
+def _in_sandbox(server: DaytonaServer, image: str, body: Callable[[Sandbox], Awaitable[None]]) -> None:
+    """Run ``body`` on a new sandbox of ``server`` (no 5xx retried), then close the backend."""
 
     async def main() -> None:
         backend = backend_for(server, max_server_retries=0)
         try:
-            async with live_sandbox(backend, spec_for(base_image, run_id)) as sbx:
-                server.faults = Faults(exec_lost_fraction=1.0)
-                with pytest.raises(SandboxUnavailableError, match="gateway"):
-                    await sbx.exec("echo hi", timeout=20)
-                server.faults = Faults()
+            async with live_sandbox(backend, spec_for(image, _run_id())) as sbx:
+                await body(sbx)
         finally:
             await backend.close()
 
     asyncio.run(main())
-    assert server.counts["exec_lost"] >= 1
+
+
+def test_an_answer_lost_after_the_command_ended_is_read_back_from_its_report(
+    server: DaytonaServer, base_image: str
+) -> None:
+    # A 502 after the command ran: the command ended, its answer was lost on the way. Before, it
+    # was raised as unavailable (the wrapper had removed its dir): the output and the status lost,
+    # the cell's attempt a provider failure. The wrapper keeps its report until the answer is in.
+    server.faults = Faults(exec_lost_match="echo lost-after")
+
+    async def body(sbx: Sandbox) -> None:
+        result = await sbx.exec("echo lost-after; echo e >&2; exit 4", timeout=20)
+        assert (result.exit_code, result.stdout, result.stderr) == (4, "lost-after\n", "e\n")
+        assert not result.timed_out
+        left = await sbx.exec(_LEFT, timeout=20)
+        assert _left(left.stdout) == (0, 1), left  # its own scratch dir only
+
+    _in_sandbox(server, base_image, body)
+    assert server.counts["exec_lost"] == 1
+
+
+@pytest.mark.parametrize("how", ["502", "reset"])
+def test_an_answer_cut_while_the_command_runs_is_waited_for_and_read_back(
+    server: DaytonaServer, base_image: str, how: str
+) -> None:
+    # A proxy in front of the daemon cuts the request 1 s in (a 502, or the connection closed
+    # with no answer); the daemon runs the command on. It is looked at until it ends, and its
+    # own output and status come back. Before: raised as unavailable, the output lost.
+    server.faults = Faults(exec_cut_match="sleep 4", exec_cut_after_sec=1.0, exec_cut_how=how)
+
+    async def body(sbx: Sandbox) -> None:
+        result = await sbx.exec("echo a; sleep 4; echo b; exit 5", timeout=60)
+        assert (result.exit_code, result.stdout, result.timed_out) == (5, "a\nb\n", False)
+        assert result.duration_sec >= 4
+        left = await sbx.exec(_LEFT, timeout=20)
+        assert _left(left.stdout) == (0, 1), left
+
+    _in_sandbox(server, base_image, body)
+    assert server.counts["exec_cut"] == 1
+
+
+def test_a_cut_command_past_its_deadline_is_stopped_and_reported_timed_out(
+    server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The answer is cut 1 s in and the wrapper is still running at the reattach's deadline (the
+    # exec's limit plus a slack, shrunk here to 5 s from the start): the command is stopped and
+    # what it wrote is reported, timed out; nothing is left running.
+    monkeypatch.setattr(daytona_sandbox, "_EXEC_SLACK_SEC", -15)
+    server.faults = Faults(exec_cut_match="sleep 333", exec_cut_after_sec=1.0)
+
+    async def body(sbx: Sandbox) -> None:
+        result = await sbx.exec("echo a; sleep 333; echo never", timeout=20)
+        assert (result.stdout, result.timed_out, result.exit_code) == ("a\n", True, -1)
+        left = await sbx.exec(_LEFT, timeout=20)
+        assert _left(left.stdout) == (0, 1), left
+
+    _in_sandbox(server, base_image, body)
+    assert server.counts["exec_cut"] == 1
+
+
+def test_a_cut_command_that_cannot_be_looked_at_raises_the_lost_answer(
+    server: DaytonaServer, base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every look's answer is lost too (the sandbox is out of reach): after LOOK_MISSES of them
+    # the first error stands, as before.
+    monkeypatch.setattr(daytona_sandbox, "LOOK_EVERY_SEC", 0.2)
+    server.faults = Faults(exec_cut_match="sleep 333", exec_cut_after_sec=1.0, exec_lost_match="RB-RUNNING")
+
+    async def body(sbx: Sandbox) -> None:
+        with pytest.raises(SandboxUnavailableError, match="while the command runs"):
+            await sbx.exec("echo a; sleep 333", timeout=20)
+
+    _in_sandbox(server, base_image, body)
+    assert server.counts["exec_lost"] == daytona_sandbox.LOOK_MISSES
+
+
+def test_a_cancel_while_a_cut_command_is_waited_for_stops_it(server: DaytonaServer, base_image: str) -> None:
+    server.faults = Faults(exec_cut_match="sleep 333", exec_cut_after_sec=1.0)
+
+    async def body(sbx: Sandbox) -> None:
+        running = asyncio.ensure_future(sbx.exec("sleep 333", timeout=60))
+        while server.counts["exec_cut"] == 0:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # in the reattach's looks
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        left = await sbx.exec(_LEFT, timeout=20)
+        assert _left(left.stdout)[0] == 0, left
+
+    _in_sandbox(server, base_image, body)
+
+
+@pytest.mark.parametrize(("status", "may_have_run"), [(400, False), (404, False), (408, True), (500, True),
+                                                      (502, True), (504, True)])
+def test_which_failed_requests_may_have_run_their_command(status: int, may_have_run: bool) -> None:
+    exc = SandboxUnavailableError("exec")
+    exc.__cause__ = DaytonaError("x", status_code=status)
+    assert daytona_sandbox._may_have_run(exc) is may_have_run
+    exc.__cause__ = DaytonaConnectionError("connection reset")
+    assert daytona_sandbox._may_have_run(exc)
 
 
 def test_the_recovery_reports_a_finished_command_and_kills_only_its_own_processes(

@@ -34,10 +34,11 @@ Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
 every other route class (``sandbox-lifecycle`` for deletes, ``authenticated``), 403s, 5xx
 answers, creates whose answer is lost after the sandbox was made, toolbox executes answered 502
-after the command ran, toolbox executes timed out (408: injected without running them, or a
-command that outran its request's ``timeout``, whose process group is then terminated as the
-daemon's is, and counted in ``exec_timed_out``), slow creates and builds, slow deletes,
-and :meth:`DaytonaServer.vanish`, which removes a sandbox's container behind the API's back.
+after the command ran, or cut (502, or the connection closed) while it runs on, toolbox
+executes timed out (408: injected without running them, or a command that outran its
+request's ``timeout``, whose process group is then terminated as the daemon's is, and counted
+in ``exec_timed_out``), slow creates and builds, slow deletes, and :meth:`DaytonaServer.vanish`,
+which removes a sandbox's container behind the API's back.
 
 Every container carries the sandbox's labels (under :data:`LABEL_PREFIX`) plus
 :data:`MARKER_LABEL` (the server's id), so a test can verify zero residue with the Docker SDK
@@ -131,6 +132,15 @@ class Faults:
     create_lost_fraction: float = 0.0
     #: Fraction of toolbox executes that run the command and then answer 502.
     exec_lost_fraction: float = 0.0
+    #: Toolbox executes whose command contains this (when set) run, and are answered 502.
+    exec_lost_match: str = ""
+    #: Toolbox executes whose command contains this (when set) run, and the request is cut
+    #: :attr:`exec_cut_after_sec` in while the command runs on, as a proxy in front of the daemon
+    #: cuts it (the daemon does not stop the command): answered 502 (:attr:`exec_cut_how`
+    #: ``"502"``) or the connection closed without an answer (``"reset"``).
+    exec_cut_match: str = ""
+    exec_cut_after_sec: float = 1.0
+    exec_cut_how: str = "502"
     #: The first this many toolbox executes whose command contains :attr:`exec_timeout_match`
     #: are answered 408 "command execution timeout", as the daemon answers a command that
     #: outran its ``timeout`` (a loaded runner), without running them.
@@ -236,7 +246,7 @@ class DaytonaServer:
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
             "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_timed_out": 0,
-            "exec_head_lost": 0,
+            "exec_head_lost": 0, "exec_cut": 0,
             "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
@@ -1181,6 +1191,10 @@ class DaytonaServer:
             started = asyncio.ensure_future(begun.wait())
             await asyncio.wait({ran, started}, return_when=asyncio.FIRST_COMPLETED)
             started.cancel()
+            if f.exec_cut_match and f.exec_cut_match in command:
+                cut = await self._cut(request, ran, box, f)
+                if cut is not None:
+                    return cut
             code, out = await asyncio.wait_for(asyncio.shield(ran), timeout)
         except TimeoutError:
             # As the daemon's ExecuteCommand: the command's process group is terminated (SIGTERM,
@@ -1193,13 +1207,34 @@ class DaytonaServer:
         finally:
             box.busy -= 1
             box.active_mono = time.monotonic()
-        if self._roll(self.faults.exec_lost_fraction, "exec_lost"):
+        if self._roll(self.faults.exec_lost_fraction, "exec_lost") or (
+                f.exec_lost_match and f.exec_lost_match in command):
             self.counts["exec_lost"] += 1
             return self._error(502, "injected gateway error after the command ran")
         if f.exec_head_lost_match and f.exec_head_lost_match in command:
             self.counts["exec_head_lost"] += 1
             out = out.partition(b"\n")[2]
         return web.json_response({"exitCode": code, "result": out.decode("utf-8", "replace")})
+
+    async def _cut(self, request: web.Request, ran: asyncio.Future[Any], box: _Box,
+                   f: Faults) -> web.StreamResponse | None:
+        """:attr:`Faults.exec_cut_match`: the request is cut while the command runs on (the
+        sandbox stays busy until it ends); None when the command ended before the cut."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(ran), f.exec_cut_after_sec)
+            return None
+        self.counts["exec_cut"] += 1
+        box.busy += 1  # the command still runs: the `finally` above counts the request's end
+
+        def ended(_: asyncio.Future[Any]) -> None:
+            box.busy -= 1
+            box.active_mono = time.monotonic()
+        ran.add_done_callback(ended)
+        if f.exec_cut_how == "reset":
+            assert request.transport is not None
+            request.transport.abort()  # no answer at all: the client's connection is reset
+            return web.Response(status=502)  # written nowhere
+        return self._error(502, "injected gateway error while the command runs")
 
     async def _terminate_exec(self, made: list[str], ran: asyncio.Future[Any]) -> None:
         """``common.TerminateProcessTreeGracefully`` on the exec's process group: a Docker exec's

@@ -18,7 +18,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
-from daytona import AsyncSandbox, DaytonaError, DaytonaTimeoutError, ExecuteResponse, FileUpload
+from daytona import (
+    AsyncSandbox,
+    DaytonaConnectionError,
+    DaytonaError,
+    DaytonaTimeoutError,
+    ExecuteResponse,
+    FileUpload,
+)
 
 from ray_bench.errors import (
     SandboxError,
@@ -59,9 +66,13 @@ NONROOT_ROOT = "/tmp/ray-bench-root"
 # waits for the watchdog's stop to end. A sleep cut short (killed, as in a cgroup at its memory
 # limit) is slept on to the deadline by the clock: a killed sleep ended the command as a timeout
 # (the likely end of a memory-limit task's attempt "timed out" after 20 s of its 60). Output
-# comes back as one header line and two base64 blocks. The wrapper leaves its own pid (`self`),
-# the watchdog's (`wpid`) and the command's status (`rc`) in the scratch dir, for `_RECOVER`.
-_EXEC = r"""d=$1; cap=$2; t=$3; mkdir -p "$d"; echo $$ >"$d/self"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
+# comes back as one header line and two base64 blocks. The wrapper leaves its own pid (`self`,
+# there from the dir's first moment: it is made under another name and moved), the watchdog's
+# (`wpid`) and the command's status (`rc`) in the scratch dir, for `_LOOK` and `_RECOVER`; and
+# its report, kept until it has been read (an answer lost after the command ended is read back
+# from it): $6 names, by their last component, the dirs of earlier commands whose answers came.
+_EXEC = r"""d=$1; cap=$2; t=$3; for n in $6; do rm -rf "${d%/*}/$n"; done
+mkdir -p "$d.new" && echo $$ >"$d.new/self" && mv "$d.new" "$d"; S=; command -v setsid >/dev/null 2>&1 && S=setsid
 mkdir -p "$4" 2>/dev/null; cd "$4" || { echo "RB 126 0 0 0"; exit 0; }
 $S sh -c "$5" >"$d/out" 2>"$d/err" </dev/null &
 p=$!; echo "$p" >"$d/pid"
@@ -75,19 +86,21 @@ wait "$p" 2>/dev/null; rc=$?; echo "$rc" >"$d/rc"
 [ -f "$d/to" ] && wait "$w" 2>/dev/null
 kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null
 to=0; [ -f "$d/to" ] && to=1; k=0; [ -f "$d/killed" ] && k=1
-echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err") $k"
+{ echo "RB $rc $to $(wc -c <"$d/out") $(wc -c <"$d/err") $k"
 head -c "$cap" "$d/out" | base64; echo RB-SEP
-head -c "$cap" "$d/err" | base64
-rm -rf "$d"
+head -c "$cap" "$d/err" | base64; } >"$d/report.part"
+mv "$d/report.part" "$d/report"; rm -f "$d/out" "$d/err"; cat "$d/report"
 """
-# The report of a command whose request outran its time (the toolbox answered 408 and killed
-# the wrapper's group, or no answer came): the wrapper and its watchdog are killed (the command
-# and the watchdog are sessions of their own, out of the toolbox's reach), an unfinished command
-# is stopped (pids are killed only while their command line names the scratch dir: a pid may
-# have been reused), and what it left is reported in the wrapper's own format: the status it ended
-# with, or -1 and timed out when it had to be stopped. RB-NONE: the wrapper left nothing (it
-# never started, or it finished and cleaned up). $1 scratch dir, $2 output cap.
+# The report of a command whose answer was lost: the one its wrapper wrote, if it did; else
+# (the toolbox answered 408 and killed the wrapper's group, or the command ran past its
+# deadline) the wrapper and its watchdog are killed (the command and the watchdog are sessions
+# of their own, out of the toolbox's reach), an unfinished command is stopped (pids are killed
+# only while their command line names the scratch dir: a pid may have been reused), and what it
+# left is reported in the wrapper's own format: the status it ended with, or -1 and timed out
+# when it had to be stopped. RB-NONE: the wrapper left nothing (it never started, or its report
+# was read and removed). The dir is removed. $1 scratch dir, $2 output cap.
 _RECOVER = r"""d=$1; cap=$2; [ -d "$d" ] || { echo RB-NONE; exit 0; }
+[ -f "$d/report" ] && { cat "$d/report"; rm -rf "$d"; exit 0; }
 mine() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$d"; }
 s=$(cat "$d/self" 2>/dev/null) && mine "$s" && kill -9 "$s" 2>/dev/null
 w=$(cat "$d/wpid" 2>/dev/null) && mine "$w" && { kill -9 -"$w" 2>/dev/null || kill -9 "$w" 2>/dev/null; }
@@ -100,6 +113,14 @@ head -c "$cap" "$d/out" 2>/dev/null | base64; echo RB-SEP
 head -c "$cap" "$d/err" 2>/dev/null | base64
 rm -rf "$d"
 """
+# Where a command whose answer was lost stands: RB-NONE (no scratch dir: it never started, or
+# its report was read and removed), RB-DONE (its report is written), RB-RUNNING (its wrapper
+# is alive: the command runs, or is being reported), RB-LEFT (its wrapper is gone without a
+# report: the toolbox killed it). $1 scratch dir.
+_LOOK = r"""d=$1; [ -d "$d" ] || { echo RB-NONE; exit 0; }; [ -f "$d/report" ] && { echo RB-DONE; exit 0; }
+s=$(cat "$d/self" 2>/dev/null) && tr '\0' ' ' <"/proc/$s/cmdline" 2>/dev/null | grep -qF "$d" &&
+  { echo RB-RUNNING; exit 0; }
+echo RB-LEFT"""
 _KILL = r"""p=$(cat "$1/pid" 2>/dev/null) && { """ + stop_group_sh('"$p"') + """; }
 rm -rf "$1" """
 # A watch's stop: the command's group dies, the wrapper still reports what it printed.
@@ -121,6 +142,18 @@ echo "$u $n" """
 # on the HTTP request beyond the toolbox's, for its answer (or its 408) to come back.
 _EXEC_SLACK_SEC = 60
 _ANSWER_SLACK_SEC = 60
+#: How often a command whose answer was lost is looked at while it runs, and how many looks in a
+#: row may go unanswered before the sandbox is taken to be out of reach.
+LOOK_EVERY_SEC = 2.0
+LOOK_MISSES = 3
+
+
+@dataclasses.dataclass
+class _Halt:
+    """A watched command's stop, if its watch asked for one: why, and whether it needed SIGKILL."""
+
+    stopped: str | None = None
+    killed: bool = False
 
 
 class DaytonaSandbox(Sandbox):
@@ -141,6 +174,8 @@ class DaytonaSandbox(Sandbox):
         self._workdir = spec.workdir
         self._deleted = False
         self._oom_seen = 0
+        #: The scratch dirs (their names) of commands answered since the last exec went out.
+        self._answered: list[str] = []
 
     async def probe_user(self) -> None:
         """Ask the sandbox who its commands run as. Paths move under :data:`NONROOT_ROOT` only
@@ -191,11 +226,15 @@ class DaytonaSandbox(Sandbox):
                                f"(its commands run as {self.user})")
         if self._deleted:
             raise SandboxGoneError(f"Daytona sandbox {self.id} was deleted")
-        scratch = f"{_SCRATCH}/{uuid.uuid4().hex}"
+        name = uuid.uuid4().hex
+        scratch = f"{_SCRATCH}/{name}"
         limit = max(1, math.ceil(timeout))
+        # The dirs of the commands answered since the last exec went out: this one's wrapper
+        # removes them (a command's report is kept until its answer is in: see _EXEC).
+        answered, self._answered = " ".join(self._answered), []
         script = _sh(
             _EXEC, scratch, str(max(0, output_cap)), str(limit),
-            self.path(cwd or self._workdir or "."), command,
+            self.path(cwd or self._workdir or "."), command, answered,
         )
         started = time.monotonic()
         answer_by = limit + _EXEC_SLACK_SEC + _ANSWER_SLACK_SEC
@@ -210,20 +249,18 @@ class DaytonaSandbox(Sandbox):
         ))
         tail = _Tail(scratch)
         poller = asyncio.ensure_future(self._follow(tail, watch)) if watch is not None else None
-        stopped: str | None = None
-        killed = False
+        run = _Halt()
         try:
-            if watch is not None and await until_done(request, answer_by, watch) == "stopped":
-                stopped = watch.reason
-                said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_STOP, scratch), timeout=30), 40)
-                killed = KILLED_MARKER in (said.result or "")
-            response = await request
-        except SandboxUnavailableError as exc:
-            if not _outran(exc):
-                raise
-            # The command may still be running, or its outcome may be sitting in the scratch
-            # dir: either is read back rather than lost (and the command not left to run on).
-            response = await self._recover(scratch, output_cap, exc)
+            try:
+                response = await self._answer(request, scratch, answer_by, watch, run)
+            except SandboxUnavailableError as exc:
+                if not _may_have_run(exc):
+                    raise
+                # The command may still be running, or its report may be sitting in the scratch
+                # dir: either is read back rather than lost (and the command not left to run on).
+                reattach = asyncio.ensure_future(
+                    self._reattach(scratch, output_cap, exc, started + limit + _EXEC_SLACK_SEC))
+                response = await self._answer(reattach, scratch, answer_by, watch, run)
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
             request.cancel()
@@ -235,6 +272,7 @@ class DaytonaSandbox(Sandbox):
         finally:
             if poller is not None:
                 poller.cancel()
+        stopped, killed = run.stopped, run.killed
         duration = time.monotonic() - started
         try:
             result = _parse_exec(response.result or "", response.exit_code, output_cap, duration)
@@ -245,6 +283,7 @@ class DaytonaSandbox(Sandbox):
                 await self._backend.raise_if_gone(self.id, exc)
                 await asyncio.sleep(0.5)
             raise
+        self._answered.append(name)
         result = dataclasses.replace(result, killed=result.killed or killed)
         if watch is not None:
             tail.feed_rest(result, watch)
@@ -258,6 +297,46 @@ class DaytonaSandbox(Sandbox):
                 self._oom_seen = kills
                 result = dataclasses.replace(result, oom_killed=True)
         return result
+
+    async def _answer(self, fut: asyncio.Future[ExecuteResponse], scratch: str, answer_by: float,
+                      watch: ExecWatch | None, run: _Halt) -> ExecuteResponse:
+        """``fut``'s answer (the request's, or a reattach's), the command stopped first when
+        ``watch`` asks for it (once: a stop asked for during the request holds for its reattach)."""
+        if watch is not None and run.stopped is None and await until_done(fut, answer_by, watch) == "stopped":
+            run.stopped = watch.reason
+            said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_STOP, scratch), timeout=30), 40)
+            run.killed = KILLED_MARKER in (said.result or "")
+        return await fut
+
+    async def _reattach(self, scratch: str, output_cap: int, cause: SandboxUnavailableError,
+                        deadline: float) -> ExecuteResponse:
+        """The report of a command whose answer was lost (``cause``): looked at every
+        :data:`LOOK_EVERY_SEC` while its wrapper runs, up to ``deadline`` (by then its own
+        watchdog has ended it), then read back by :meth:`_recover`. ``cause`` is raised when
+        nothing was left (it never started) or :data:`LOOK_MISSES` looks in a row go unanswered."""
+        misses = 0
+        waited = False
+        while True:
+            try:
+                said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_LOOK, scratch), timeout=30), 40)
+            except (DaytonaError, TimeoutError):
+                misses += 1
+                if misses >= LOOK_MISSES:
+                    log.warning("Daytona sandbox %s: a command whose answer was lost cannot be looked at", self.id)
+                    raise cause from None
+                await asyncio.sleep(LOOK_EVERY_SEC)
+                continue
+            misses = 0
+            state = (said.result or "").strip()
+            if state == "RB-NONE":
+                raise cause
+            if state != "RB-RUNNING" or time.monotonic() >= deadline:
+                return await self._recover(scratch, output_cap, cause)
+            if not waited:
+                waited = True
+                log.warning("Daytona sandbox %s: a command's answer was lost (%s); it is still running, "
+                            "and is waited for in the sandbox", self.id, cause)
+            await asyncio.sleep(min(LOOK_EVERY_SEC, max(0.0, deadline - time.monotonic())))
 
     async def _follow(self, tail: _Tail, watch: ExecWatch) -> None:
         """Feed ``watch`` what the command wrote since the last look, every ``live_poll_sec``.
@@ -287,7 +366,7 @@ class DaytonaSandbox(Sandbox):
             raise cause from None
         if (said.result or "").strip() == "RB-NONE":
             raise cause
-        log.warning("Daytona sandbox %s: a command's request outran its time (%s); its report was read back "
+        log.warning("Daytona sandbox %s: a command's answer was lost (%s); its report was read back "
                     "from the sandbox", self.id, cause)
         return said
 
@@ -411,11 +490,15 @@ class _Tail:
                 watch.feed(name, rest)  # type: ignore[arg-type]
 
 
-def _outran(exc: SandboxUnavailableError) -> bool:
-    """Whether ``exc`` is a request that ran out of time (the toolbox's 408, or no answer in
-    time), as opposed to one refused or cut off: only then may the command have run on."""
+def _may_have_run(exc: SandboxUnavailableError) -> bool:
+    """Whether the command of a request that failed with ``exc`` may have run: the request ran
+    out of time (the toolbox's 408, or no answer in time), its answer was lost on the way (a
+    5xx from the toolbox or a proxy in front of it, a connection cut), as opposed to refused
+    before anything ran (a 4xx). The scratch dir then tells whether it did."""
     cause = exc.__cause__
-    return isinstance(cause, TimeoutError | DaytonaTimeoutError) or getattr(cause, "status_code", None) == 408
+    status = getattr(cause, "status_code", None)
+    return (isinstance(cause, TimeoutError | DaytonaTimeoutError | DaytonaConnectionError)
+            or status == 408 or (status is not None and status >= 500))
 
 
 def _sh(script: str, *args: str) -> str:
