@@ -12,7 +12,7 @@
 #            on two pytest-xdist workers, 189 s on one). No Docker, Ray, Prometheus or Daytona
 #            fixture is started, under CI=true too. RAY_BENCH_TEST_WORKERS=0 runs it in one process
 #            (for a debugger, or -x on the first failure in order).
-# Without --fast: the full suite (1,617 tests + 48 harbor + 1 serial), what .ci/run runs; 20 min on a
+# Without --fast: the full suite (1,617 tests + 48 harbor + 1 serial), what .ci/run runs; 20-21 min on a
 # quiet 2-core machine (6 Dec), budget 20 (figures: README "Set up").
 set -euo pipefail
 cd "$(dirname "$0")/.."
