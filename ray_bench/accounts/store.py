@@ -116,6 +116,22 @@ _NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT
                 "health": {"writer": "TEXT NOT NULL DEFAULT ''"},
                 "spend": {"bound": "TEXT NOT NULL DEFAULT 'exact'"}}
 
+#: Lifetime spend per account and bound, kept by triggers on ``spend`` (so every writer, an older
+#: ray-bench's too, keeps it): a grant reads a few rows here instead of summing every charge the
+#: state root ever recorded (100,000 charges made each grant's read 56 ms: tests/perf/README.md,
+#: "A state root's lifetime spend").
+_SPEND_TOTALS = (
+    "CREATE TABLE IF NOT EXISTS spend_totals (account TEXT NOT NULL, bound TEXT NOT NULL, usd REAL NOT NULL, "
+    "n INTEGER NOT NULL, PRIMARY KEY (account, bound))",
+    "DELETE FROM spend_totals",
+    "INSERT INTO spend_totals SELECT account, bound, SUM(usd), COUNT(*) FROM spend GROUP BY account, bound",
+    "CREATE TRIGGER spend_totals_add AFTER INSERT ON spend BEGIN "
+    "INSERT INTO spend_totals (account, bound, usd, n) VALUES (NEW.account, NEW.bound, NEW.usd, 1) "
+    "ON CONFLICT (account, bound) DO UPDATE SET usd = usd + excluded.usd, n = n + 1; END",
+    "CREATE TRIGGER spend_totals_drop AFTER DELETE ON spend BEGIN "
+    "UPDATE spend_totals SET usd = usd - OLD.usd, n = n - 1 WHERE account = OLD.account AND bound = OLD.bound; END",
+)
+
 
 def host_id() -> str:
     """This machine, as the grantors on one state root tell each other apart: its name and
@@ -144,6 +160,7 @@ class AccountStore:
             # a file no shared grant wrote yet has no reservations nor renewals to read
             self._leases_shared = {r[1] for r in self._db.execute("PRAGMA table_info(leases)")} >= _LEASE_COLUMNS.keys()
             self._spend_bounds = "bound" in {r[1] for r in self._db.execute("PRAGMA table_info(spend)")}
+            self._spend_totals = self._keeps_totals()
             return
         root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -154,8 +171,29 @@ class AccountStore:
         self._db.executescript(_SCHEMA)
         self.host = host_id()
         self._migrate()
+        self._keep_totals()
         self._leases_shared = True
         self._spend_bounds = True
+        self._spend_totals = True
+
+    def _keeps_totals(self) -> bool:
+        return self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'spend_totals_add'").fetchone() is not None
+
+    def _keep_totals(self) -> None:
+        """Give a file without them the lifetime totals (summed once from its charges) and the
+        triggers that keep them, in one transaction."""
+        if self._keeps_totals():
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if not self._keeps_totals():  # again: another opener may have added them
+                for statement in _SPEND_TOTALS:
+                    self._db.execute(statement)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def _migrate(self) -> None:
         """Give an older file's ``leases`` and ``pool_slots`` the columns of shared grants; what
@@ -329,12 +367,13 @@ class AccountStore:
             "SELECT at FROM window_starts WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
         saved.spend = [(r[0], r[1]) for r in self._db.execute(
             "SELECT at, usd FROM spend WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
-        saved.spent_usd = float(self._db.execute(
-            "SELECT COALESCE(SUM(usd), 0) FROM spend WHERE account = ?", (account,)).fetchone()[0])
-        if self._spend_bounds:  # a file from before the column holds exact charges only
-            saved.spent_not_exact = {str(r[0]): int(r[1]) for r in self._db.execute(
-                "SELECT bound, COUNT(*) FROM spend WHERE account = ? AND bound != 'exact' GROUP BY bound",
-                (account,))}
+        if self._spend_totals:
+            totals = self._db.execute("SELECT bound, usd, n FROM spend_totals WHERE account = ? ORDER BY bound",
+                                      (account,)).fetchall()
+            saved.spent_usd = float(sum(usd for _, usd, _ in totals))
+            saved.spent_not_exact = {str(bound): int(n) for bound, _, n in totals if bound != "exact" and n}
+        else:  # a file no writer of today opened yet (read only): summed as it is
+            self._load_spent(saved, account)
         row = self._db.execute("SELECT state, cooling_until, episodes, auth_failures, last_error, events_seen "
                                "FROM health WHERE account = ?", (account,)).fetchone()
         if row is not None:
@@ -347,6 +386,14 @@ class AccountStore:
         saved.leases = [HeldLease(r[0], r[1], Running(r[2], r[3], bool(r[4]), r[5])) for r in self._db.execute(
             query, (account, max(live_after, -1e18)))]
         return saved
+
+    def _load_spent(self, saved: Saved, account: str) -> None:
+        saved.spent_usd = float(self._db.execute(
+            "SELECT COALESCE(SUM(usd), 0) FROM spend WHERE account = ?", (account,)).fetchone()[0])
+        if self._spend_bounds:  # a file from before the column holds exact charges only
+            saved.spent_not_exact = {str(r[0]): int(r[1]) for r in self._db.execute(
+                "SELECT bound, COUNT(*) FROM spend WHERE account = ? AND bound != 'exact' GROUP BY bound",
+                (account,))}
 
     def restore(self, core: AccountCore, now: float) -> Saved:
         """Give a new ``core`` what an earlier holder of its account left here: lifetime spend,
