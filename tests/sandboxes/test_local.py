@@ -223,3 +223,27 @@ def test_a_small_sandbox_is_removed_in_one_walk_its_record_last(tmp_path: Path,
         assert not any(later.startswith(name + "/") for later in gone[i + 1:]), (name, gone)
     assert sorted(listings) == sorted({str(path), *(str(path / d) for d in
                                                     ("app", "app/src", "app/src/pkg", "logs", "logs/agent", "tests"))})
+
+
+def test_the_scripts_shell_is_remembered_while_it_is_there(tmp_path: Path) -> None:
+    """``exec_script`` runs the script with the ``bash`` (else ``sh``) its PATH finds, looked up
+    once per PATH: a bash taken away since is looked for again (here: the system's sh)."""
+    _, sbx = _sandbox(tmp_path)
+    mine = tmp_path / "bin"
+    mine.mkdir()
+    bash = mine / "bash"
+    bash.write_text('#!/bin/sh\necho "my bash ran $1"\n')
+    bash.chmod(0o755)
+    path = f"{mine}:/usr/bin:/bin"
+    asyncio.run(sbx.put_file(b"echo plain\n", "/t/s.sh"))
+
+    def run() -> str:
+        return asyncio.run(sbx.exec_script("/t/s.sh", timeout=30, env={"PATH": path})).stdout
+
+    assert run() == f"my bash ran {sbx.path('/t/s.sh')}\n"
+    assert local._SHELLS[path] == str(bash)
+    assert run() == f"my bash ran {sbx.path('/t/s.sh')}\n"
+    bash.unlink()
+    assert run() == "plain\n"  # /usr/bin/bash or /bin/sh, found again
+    assert local._SHELLS[path] != str(bash)
+    asyncio.run(sbx.delete())
