@@ -27,6 +27,7 @@ from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
 from ray_bench.plan.store import (
+    atomic_write,
     check_confirmation,
     check_confirmation_form,
     load_plan_file,
@@ -355,5 +356,5 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
         "requested_at": time.time(), "now": now, "reason": reason,
         "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {status.identity}",
     }
-    paths.pause.write_text(json.dumps(request, indent=2))
+    atomic_write(paths.pause, json.dumps(request, indent=2).encode())  # the driver never reads half of it
     return request

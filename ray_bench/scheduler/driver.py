@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,14 +368,17 @@ class Driver:
                          self.supervision.node_count)
 
     def _pause_request(self) -> dict[str, Any] | None:
-        """The pause file's request ({} when unreadable), None without a pause file."""
+        """The pause file's request ({} when unreadable), None without a pause file, or with one
+        that cannot be read yet because it is being written (see :func:`_settling`)."""
         pause = self.paths.pause
         if not pause.exists():
             return None
         try:
             request = load_state_json(pause)
+        except FileNotFoundError:
+            return None
         except (OSError, ValueError):
-            return {}
+            return None if _settling(pause) else {}
         return request if isinstance(request, dict) else {}
 
     def _stop_on_full_ledger(self, ledger: Ledger, exc: BaseException) -> NoReturn:
@@ -433,6 +437,23 @@ class Driver:
         removed = sum(self.pool.cleanup(self.plan.backends, b, self.plan.run_id, None) for b in self._backends)
         residue = sum(self.pool.count(self.plan.backends, b, self.plan.run_id) for b in self._backends)
         return cmd.Audited(removed, residue, tuple(self.pool.lost_nodes()), self._stopped is not None)
+
+
+#: A pause file younger than this that cannot be read is taken to be still being written and is
+#: read again at the next round: read half-written, a ``pause --now`` was taken for a drain whose
+#: running cells went on (seen in CI under load: the request recorded with ``now: false``, an agent
+#: of ``sleep 600`` left running). ``ray-bench pause`` writes it whole (a rename); a shell's ``>``
+#: does not.
+PAUSE_SETTLE_SEC = 2.0
+
+
+def _settling(path: Path) -> bool:
+    """Whether ``path`` was written less than :data:`PAUSE_SETTLE_SEC` ago (by the file's own
+    time, not the run's clock)."""
+    try:
+        return time.time() - path.stat().st_mtime < PAUSE_SETTLE_SEC
+    except OSError:
+        return False
 
 
 def _requested_at(pause: Path) -> float | None:

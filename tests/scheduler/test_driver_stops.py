@@ -4,9 +4,14 @@ and a pause requested while `execute` was starting is honoured, not archived."""
 from __future__ import annotations
 
 import json
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from support.virtual_run import CELLS, Run
+
+from ray_bench.scheduler.driver import RunOutcome
 
 
 def test_a_stop_signal_cancels_running_cells_records_a_stop_and_a_resume_finishes(tmp_path: Path) -> None:
@@ -58,3 +63,54 @@ def test_a_pause_older_than_the_session_is_the_one_resumed_from(tmp_path: Path) 
     outcome = run.session(session_started=started)
     assert (outcome.stopped, outcome.counts["valid"]) == (None, CELLS)
     assert [p.name.endswith("-pause.json") for p in (run.root / "pauses").iterdir()] == [True]
+
+
+
+def _paused_by(tmp_path: Path, writes: dict[int, Callable[[Path], None]]) -> tuple[RunOutcome, list[str], list[bool]]:
+    """A run whose pause file is written by ``writes[n]`` once ``n`` attempts have started: its
+    outcome, its attempts' statuses and the ``now`` of each pause the ledger records."""
+    run = Run(tmp_path)
+    pending = dict(writes)
+
+    def hook() -> None:
+        for n in sorted(pending):
+            if driver.attempts_run >= n:
+                pending.pop(n)(run.root / "pause.json")
+
+    driver = run.driver(stop_signal=hook)
+    outcome = driver.run()
+    ledger = run.ledger()
+    try:
+        statuses = [a.status or "" for a in ledger.attempts()]
+        nows = [bool(e.data.get("now")) for e in ledger.events("paused")]
+    finally:
+        ledger.close()
+    return outcome, statuses, nows
+
+
+def test_a_pause_file_being_written_is_read_again_not_taken_for_a_drain(tmp_path: Path) -> None:
+    """A pause file that cannot be read yet (a shell's ``>`` truncates before it writes) is looked
+    at again: read half-written, a ``pause --now`` was taken for a drain (seen in CI under load:
+    the running agent, a ``sleep 600``, went on)."""
+    now = json.dumps({"requested_at": 1.0, "now": True, "reason": "", "resume_action": "ray-bench execute ..."})
+    outcome, statuses, nows = _paused_by(tmp_path, {
+        3: lambda p: p.write_text(""),  # truncated, not yet written
+        6: lambda p: p.write_text(now),
+    })
+    assert outcome.stopped == "paused" and nows == [True], (outcome, nows)
+    assert "cancelled" in statuses  # `--now`: the running cells were cancelled
+
+
+def test_a_pause_file_left_unreadable_is_a_drain(tmp_path: Path) -> None:
+    """One still unreadable after the settling time pauses all the same (fail closed), as a drain:
+    whether it said ``now`` cannot be known."""
+    from ray_bench.scheduler.driver import PAUSE_SETTLE_SEC
+
+    def half_written_long_ago(pause: Path) -> None:
+        pause.write_text('{"now": tr')
+        old = time.time() - 2 * PAUSE_SETTLE_SEC
+        os.utime(pause, (old, old))
+
+    outcome, statuses, nows = _paused_by(tmp_path, {3: half_written_long_ago})
+    assert outcome.stopped == "paused" and nows == [False], (outcome, nows)
+    assert "cancelled" not in statuses and outcome.attempts_run < CELLS

@@ -3,6 +3,7 @@ driver writes it), and what `status`, `pause` and `watch` say about them."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import io
 import json
@@ -230,6 +231,41 @@ def test_pause_of_a_running_run_is_written(run_root: Path) -> None:
         assert result.exit_code == 0, result.output
         assert json.loads((run_root / "pause.json").read_text())["reason"] == "lunch"
         assert read_status(run_root).pause_requested
+
+
+def test_a_pause_is_never_read_half_written(run_root: Path) -> None:
+    """The driver reads pause.json every round: it is written whole (a rename), so a read never
+    finds it empty or cut (a torn read made a `pause --now` a drain; see PAUSE_SETTLE_SEC)."""
+    import threading
+
+    ledger = _session(run_root, valid=1, t0=time.time() - 10)
+    ledger.close()
+    torn: list[str] = []
+    reads = 0
+    done = threading.Event()
+
+    def read() -> None:
+        nonlocal reads
+        while not done.is_set():
+            with contextlib.suppress(FileNotFoundError):
+                text = (run_root / "pause.json").read_text()
+                reads += 1
+                try:
+                    json.loads(text)
+                except ValueError:
+                    torn.append(text)
+
+    reader = threading.Thread(target=read)
+    with _driver_lock(run_root):
+        reader.start()
+        try:
+            for i in range(200):
+                pause_run(run_root, now=bool(i % 2), reason="x" * 4000)
+        finally:
+            done.set()
+            reader.join()
+    assert reads > 0 and not torn, (reads, [t[:40] for t in torn[:3]])
+    assert not [p.name for p in run_root.iterdir() if p.name.startswith(".pause.json")]  # no temporary left
 
 
 def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path) -> None:
