@@ -137,6 +137,15 @@ class RayPool:
         allowed = self._allowed
         self._resource_nodes = {r: nodes_with & allowed for r, nodes_with in self._resource_nodes.items()}
 
+    def answered(self, timeout: float) -> int:
+        """Wait (bounded) until every runner has answered a ping, its worker process up and the
+        runner imported; how many did. ``execute`` makes its runners beside the node checks, so
+        they are up by its first attempt; a caller with nothing to overlap them with waits here
+        (tests/perf/bench_throughput.py, whose raw Ray side warms its workers too)."""
+        pings = [runner.node_id.remote() for runner in self._runners]
+        done, _ = ray.wait(pings, num_returns=len(pings), timeout=timeout)
+        return len(done)
+
     def retire(self, node: str) -> None:
         """``node`` is under its resource reserve: its attempts finish, it gets no new ones."""
         self._retired.add(node)

@@ -85,7 +85,8 @@ def test_the_check_run_by_each_nodes_supervisor_is_the_tasks_and_a_failed_node_i
         assert len(pool._runners) == 2 * len(alive)
         pool.keep({checks[0].node_id})  # as if the first node had passed
         assert len(pool._runners) == 2 and pool._nodes == [checks[0].node_id] * 2
+        assert pool.answered(120.0) == 2  # the two kept runners are up
         pool.keep(set())
-        assert pool._runners == []
+        assert pool._runners == [] and pool.answered(0.1) == 0
     finally:
         supervision.close()

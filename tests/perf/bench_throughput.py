@@ -14,7 +14,11 @@ root); ``both``: each round runs the driver twice, ``auto`` then ``ray``, in the
 
 Goals (issue 30): at least 150 cells/s, and at least 0.6 of the raw-Ray rate (with ``--repeat``,
 the medians of the rounds; measured on a quiet machine). Exits 1 if one is missed.
-The driver's figure includes everything ``execute`` does per cell: drift check, admission
+Both sides are measured warm: the raw side starts its workers first, and the driver's runners
+and admission actor have answered before its timer starts (``execute`` starts them beside its
+node checks; before 7 Dec this bench did not wait, and every round after the first paid the
+runners' cold start, ~1.5 s of a 13 s run: tests/perf/README.md). The driver's CPU per cell is
+counted from there too. The driver's figure includes everything ``execute`` does per cell: drift check, admission
 (the account actors), ledger writes before and after, the runner (credentials, sandbox
 create, uploads, two execs, /logs collection, redaction, result.json, delete) and
 classification.
@@ -91,13 +95,20 @@ def run_raw(n: int, concurrency: int, scratch: Path) -> float:
 
 
 def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
-               runners: int = DEFAULT_RUNNERS_PER_NODE, artifacts: str = "auto") -> tuple[float, float, int]:
-    """(driver wall seconds, first start to last finish from the ledger, valid rows)."""
+               runners: int = DEFAULT_RUNNERS_PER_NODE, artifacts: str = "auto",
+               ) -> tuple[float, float, int, dict[str, float], float]:
+    """(driver wall seconds, first start to last finish from the ledger, valid rows, and the
+    descendants' and this process's CPU once the run's actors were up, before it began)."""
     suite, accounts = write_noop_suite(root / "suite", cells=n, concurrency=concurrency, local_root=root / "sbx")
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=root / "runs", run_id=f"tp-{artifacts}")
     plan, identity = confirm_plan(planned.run_root / "launch-plan.json", planned.identity)
     pool = RayPool(runners, artifacts=Shipper(planned.run_root, artifacts))
-    driver = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
+    gate = actor_gate(plan)  # the admission actor answers before this returns
+    # As execute, whose runners start beside its node checks: warm when the first cell starts
+    # (the raw side warms its workers too). A runner's cold start is ~1.5 s of a 13 s round here.
+    assert pool.answered(120.0) == runners, "a runner did not start within 120 s"
+    cpu_kids, cpu_self = descendant_cpu(), self_cpu()
+    driver = Driver(plan, identity, planned.run_root, pool, gate, HostSupervision.of(plan),
                     options=RunOptions(artifacts=artifacts))
     profiler = cProfile.Profile() if profile else None
     t = time.perf_counter()
@@ -117,7 +128,7 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
     assert vias <= want, vias
     assert all((planned.run_root / "attempts" / a.attempt_id / "result.json").is_file() for a in attempts)
     span = max(a.finished_at or 0 for a in attempts) - min(a.started_at for a in attempts)
-    return wall, span, outcome.counts["valid"]
+    return wall, span, outcome.counts["valid"], cpu_kids, cpu_self
 
 
 def main() -> int:
@@ -171,22 +182,21 @@ def one_round(root: Path, args: argparse.Namespace, index: int, modes: list[str]
     n = args.cells
     c0, s0 = descendant_cpu(), self_cpu()
     raw = run_raw(n, args.concurrency, root / "raw")
-    c1, s1 = descendant_cpu(), self_cpu()
+    c_raw, s_raw = descendant_cpu(), self_cpu()
     runs = []
     for mode in modes:
-        wall, span, valid = run_driver(root / mode, n, args.concurrency, args.profile if index == 0 else None,
-                                       args.runners, mode)
+        wall, span, valid, c1, s1 = run_driver(root / mode, n, args.concurrency,
+                                               args.profile if index == 0 else None, args.runners, mode)
         c2, s2 = descendant_cpu(), self_cpu()
         runs.append((mode, wall, span, valid, c1, s1, c2, s2))
-        c1, s1 = c2, s2
     raw_again = run_raw(n, args.concurrency, root / "raw2")
     raw_rate = n / min(raw, raw_again)
     if args.repeat > 1:
         print(f"round {index + 1}")
     print(f"  raw Ray tasks      {n / raw:7.1f} cells/s ({raw:.1f} s), "
           f"again after the driver {n / raw_again:.1f} cells/s")
-    print(f"  CPU ms per cell, raw:    this process {1000 * (runs[0][5] - s0) / n:.1f}; "
-          f"{cpu_per_cell(c0, runs[0][4], n)}")
+    print(f"  CPU ms per cell, raw:    this process {1000 * (s_raw - s0) / n:.1f}; "
+          f"{cpu_per_cell(c0, c_raw, n)}")
     out = {}
     for mode, wall, span, valid, ca, sa, cb, sb in runs:
         rate = valid / wall
