@@ -20,6 +20,7 @@ from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
 from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
+from ray_bench.files import write_whole
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
@@ -27,7 +28,6 @@ from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.identity import identity_of
 from ray_bench.plan.store import (
-    atomic_write,
     check_confirmation,
     check_confirmation_form,
     load_plan_file,
@@ -356,5 +356,5 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
         "requested_at": time.time(), "now": now, "reason": reason,
         "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {status.identity}",
     }
-    atomic_write(paths.pause, json.dumps(request, indent=2).encode())  # the driver never reads half of it
+    write_whole(paths.pause, json.dumps(request, indent=2))  # the driver polls it: never half of it
     return request

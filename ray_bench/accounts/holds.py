@@ -4,12 +4,12 @@ drivers, clusters and restarts. The admission actor's ``Holds`` serves it to eve
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from ray_bench.config.bounded import load_state_json
+from ray_bench.files import write_whole
 
 HOLDS_FILE = "account-holds.json"
 
@@ -35,7 +35,5 @@ def write_hold(state_root: Path, account: str, *, hold: bool, reason: str = "") 
     else:
         changed = holds.pop(account, None) is not None
     state_root.mkdir(parents=True, exist_ok=True)
-    tmp = holds_path(state_root).with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(holds, indent=2, sort_keys=True))
-    os.replace(tmp, holds_path(state_root))
+    write_whole(holds_path(state_root), json.dumps(holds, indent=2, sort_keys=True))
     return changed

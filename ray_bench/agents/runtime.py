@@ -4,7 +4,6 @@ and error files made from the CLI's output after it ran."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from ray_bench.agents.base import SESSIONS_DIR, CliRun, Invocation
 from ray_bench.agents.harbor_evidence import HARBOR_DIR, harbor_report
 from ray_bench.agents.prices import with_cost
 from ray_bench.config.bounded import read_capped
+from ray_bench.files import write_whole
 from ray_bench.models.agent import AgentReport, McpServer
 
 USAGE_FILE = "usage.json"
@@ -99,8 +99,6 @@ def _write_contracts(agent_logs: Path, report: AgentReport) -> AgentReport:
         if contract is None:
             path.unlink(missing_ok=True)
             continue
-        tmp = path.with_suffix(".tmp")
         # None is left out: an unknown count is absent, never written as a number.
-        tmp.write_text(json.dumps(contract.model_dump(mode="json", exclude_none=True), sort_keys=True))
-        os.replace(tmp, path)
+        write_whole(path, json.dumps(contract.model_dump(mode="json", exclude_none=True), sort_keys=True))
     return report

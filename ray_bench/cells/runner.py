@@ -53,6 +53,7 @@ from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, sta
 from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
+from ray_bench.files import write_whole
 from ray_bench.harbor.arms import HOST_SIDE, laid_cli
 from ray_bench.harbor.credentials import llm_settings
 from ray_bench.models.agent import McpServer
@@ -663,6 +664,4 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_whole(path, text)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from ray_bench.errors import RayBenchError, UserInputError
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import classify
 from ray_bench.evidence.decisions import refuse_official
+from ray_bench.files import write_whole
 from ray_bench.ledger.events import Regraded
 from ray_bench.ledger.rows import accepted_rows
 from ray_bench.ledger.store import REGRADE, AttemptRow, Ledger
@@ -267,7 +267,4 @@ def _intact(tarball: Path, sha256: str | None) -> bool:
 
 
 def _write_result(attempt_dir: Path, summary: AttemptSummary) -> None:
-    path = attempt_dir / RESULT_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary.to_json(), indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    write_whole(attempt_dir / RESULT_FILE, json.dumps(summary.to_json(), indent=2, sort_keys=True, default=str))

@@ -15,13 +15,12 @@ removed (by the next exporter that starts on this host, and by ``ray-bench audit
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
-import tempfile
 from pathlib import Path
 
+from ray_bench.files import write_whole
 from ray_bench.runroot import pid_alive
 
 
@@ -108,18 +107,5 @@ def write_atomic(path: Path, payload: object) -> None:
     # Prometheus watches the directory; a rename means it never reads half a file. The
     # temporary name does not end in .json, so the *.json glob never matches it.
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            if isinstance(payload, str):
-                fh.write(payload)
-            else:
-                json.dump(payload, fh, indent=2)
-                fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
+    text = payload if isinstance(payload, str) else json.dumps(payload, indent=2) + "\n"
+    write_whole(path, text, durable=True)

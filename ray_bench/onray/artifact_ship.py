@@ -10,7 +10,6 @@ into the run root); a store URI sends every attempt's directory to the store.
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from ray_bench.artifacts.bundle import pack
 from ray_bench.artifacts.route import ArtifactRoute, TreeRef
 from ray_bench.artifacts.store import RAY
 from ray_bench.cells.spec import AttemptSpec
+from ray_bench.files import write_whole
 
 #: In the run root: a random token per execution, which a node sharing the run root reads back.
 PROBE_FILE = ".node-probe"
@@ -35,9 +35,7 @@ class Shipper:
         self.token = secrets.token_hex(16)
         self.probe = str(run_root / PROBE_FILE)
         if not self.always_ray:
-            tmp = run_root / f"{PROBE_FILE}.tmp"
-            tmp.write_text(self.token)
-            os.replace(tmp, self.probe)
+            write_whole(Path(self.probe), self.token)
         self._trees: dict[str, TreeRef] = {}
         self._routes: dict[tuple[bool, str, str], ArtifactRoute] = {}
 

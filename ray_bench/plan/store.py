@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 from ray_bench import runroot
 from ray_bench.config.bounded import MAX_PLAN_BYTES, read_bounded
 from ray_bench.errors import ConfirmationError, PlanError
+from ray_bench.files import write_whole
 from ray_bench.models.plan import PLAN_SCHEMA, Plan
 from ray_bench.plan.identity import canonical_bytes, identity_of
 
@@ -27,12 +27,6 @@ def plan_bytes(plan: Plan) -> bytes:
 
 def plan_identity(plan: Plan) -> str:
     return identity_of(plan.model_dump(mode="json"))
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
@@ -55,10 +49,10 @@ def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
     try:
         run_root.mkdir(parents=True, exist_ok=True)
         if not same:
-            atomic_write(target, data)
+            write_whole(target, data)
         receipt_path = runroot.RunPaths(run_root).receipt
         if not same or not receipt_path.exists():
-            atomic_write(receipt_path, receipt.encode())
+            write_whole(receipt_path, receipt)
     except OSError as exc:
         raise PlanError(f"cannot write the plan: {exc.strerror or exc}", where=str(run_root),
                         fix="choose a writable --runs-dir") from None

@@ -12,7 +12,6 @@ archives the original under ``runs/ID/halts/`` with that reason.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -25,6 +24,7 @@ from typing import Any, Protocol
 from ray_bench import runroot
 from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import HaltActiveError, UserInputError
+from ray_bench.files import write_whole
 from ray_bench.models.plan import Plan
 from ray_bench.sandboxes.base import LABEL_ATTEMPT, LABEL_CELL, LABEL_MANAGED, LABEL_RUN
 from ray_bench.sandboxes.capabilities import having
@@ -174,9 +174,7 @@ def clear_halt(run_root: Path, halt_file: Path | None, reason: str) -> Path:
 
 
 def _write_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def docker_container_lister(run_id: str, base_url: str | None = None) -> ContainerLister:

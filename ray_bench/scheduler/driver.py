@@ -33,13 +33,13 @@ from ray_bench.config.bounded import load_state_json
 from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from
+from ray_bench.files import write_whole
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.backends import create_rates
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.plan.store import atomic_write
 from ray_bench.runroot import RunPaths, disk_full_detail, is_disk_full
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import (
@@ -231,7 +231,7 @@ class Driver:
         outcome = RunOutcome(self.plan.run_id, exit_code, state.counts(), stopped, detail, stale,
                              self.attempts_run, round(self.clock.now() - started, 3))
         ledger.append(ev.RunFinished.model_validate(outcome.to_json()))
-        atomic_write(self.paths.summary, json.dumps(outcome.to_json(), indent=2).encode())  # read whole, or not at all
+        write_whole(self.paths.summary, json.dumps(outcome.to_json(), indent=2))
         return outcome
 
     def _loop(self, ledger: Ledger) -> None:

@@ -16,11 +16,12 @@ from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.rerun import rerun_failed
 from ray_bench.commands.verify import verify_plan
 from ray_bench.errors import PlanError
+from ray_bench.files import write_whole
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Plan
 from ray_bench.plan.identity import identity_of
-from ray_bench.plan.store import PLAN_FILE, atomic_write, load_plan_file, plan_bytes
+from ray_bench.plan.store import PLAN_FILE, load_plan_file, plan_bytes
 
 
 @pytest.fixture
@@ -36,8 +37,8 @@ def _rewrite(root: Path, **update: Any) -> tuple[Plan, str]:
     edited = plan.model_copy(update=update)
     data = plan_bytes(edited)
     identity = identity_of(json.loads(data))
-    atomic_write(root / PLAN_FILE, data)
-    atomic_write(root / "receipt.md", render_receipt(edited, identity).encode())
+    write_whole(root / PLAN_FILE, data)
+    write_whole(root / "receipt.md", render_receipt(edited, identity))
     return load_plan_file(root / PLAN_FILE)
 
 
