@@ -450,9 +450,10 @@ PAUSE_SETTLE_SEC = 2.0
 
 def _settling(path: Path) -> bool:
     """Whether ``path`` was written less than :data:`PAUSE_SETTLE_SEC` ago (by the file's own
-    time, not the run's clock)."""
+    time, not the run's clock). A time that far in the future (another host's clock) is not: a
+    file that stays unreadable must pause the run."""
     try:
-        return time.time() - path.stat().st_mtime < PAUSE_SETTLE_SEC
+        return abs(time.time() - path.stat().st_mtime) < PAUSE_SETTLE_SEC
     except OSError:
         return False
 

@@ -69,6 +69,7 @@ def test_a_pause_older_than_the_session_is_the_one_resumed_from(tmp_path: Path) 
 def _paused_by(tmp_path: Path, writes: dict[int, Callable[[Path], None]]) -> tuple[RunOutcome, list[str], list[bool]]:
     """A run whose pause file is written by ``writes[n]`` once ``n`` attempts have started: its
     outcome, its attempts' statuses and the ``now`` of each pause the ledger records."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     run = Run(tmp_path)
     pending = dict(writes)
 
@@ -111,6 +112,12 @@ def test_a_pause_file_left_unreadable_is_a_drain(tmp_path: Path) -> None:
         old = time.time() - 2 * PAUSE_SETTLE_SEC
         os.utime(pause, (old, old))
 
-    outcome, statuses, nows = _paused_by(tmp_path, {3: half_written_long_ago})
-    assert outcome.stopped == "paused" and nows == [False], (outcome, nows)
-    assert "cancelled" not in statuses and outcome.attempts_run < CELLS
+    def half_written_in_the_future(pause: Path) -> None:  # another host's clock, far ahead
+        pause.write_text('{"now": tr')
+        ahead = time.time() + 3600
+        os.utime(pause, (ahead, ahead))
+
+    for name, write in (("past", half_written_long_ago), ("future", half_written_in_the_future)):
+        outcome, statuses, nows = _paused_by(tmp_path / name, {3: write})
+        assert outcome.stopped == "paused" and nows == [False], (name, outcome, nows)
+        assert "cancelled" not in statuses and outcome.attempts_run < CELLS
