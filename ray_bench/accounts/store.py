@@ -118,7 +118,7 @@ _NEW_COLUMNS = {"leases": _LEASE_COLUMNS, "pool_slots": {"renewed_at": "REAL NOT
 
 #: Lifetime spend per account and bound, kept by triggers on ``spend`` (so every writer, an older
 #: ray-bench's too, keeps it): a grant reads a few rows here instead of summing every charge the
-#: state root ever recorded (100,000 charges made each grant's read 56 ms: tests/perf/README.md,
+#: state root ever recorded (100,000 charges made each grant's read 106 ms: tests/perf/README.md,
 #: "A state root's lifetime spend").
 _SPEND_TOTALS = (
     "CREATE TABLE IF NOT EXISTS spend_totals (account TEXT NOT NULL, bound TEXT NOT NULL, usd REAL NOT NULL, "
