@@ -44,8 +44,10 @@ CELLS = 40
 #: drift check walking its one task once per cell), ``os.mkdir`` 16.25 -> 12.25 (each copied
 #: directory made twice), ``os.rmdir`` 4, ``os.remove`` 3, ``os.rename`` 3 (the sandbox into place,
 #: its logs out, result.json). ``open`` leaves out /proc (since 2026-12-06: 14.5 per cell, quiet
-#: or under two busy loops; their count grows with the host's other processes).
-FS_PER_CELL = {"open": 15.0, "os.scandir": 19.5, "os.mkdir": 12.5, "os.rmdir": 4.0, "os.remove": 3.1,
+#: or under two busy loops; their count grows with the host's other processes), nor a descriptor
+#: wrapped in a file object (since 2026-12-07, when files.write_whole made one per file written
+#: whole: 12.3 per cell).
+FS_PER_CELL = {"open": 13.0, "os.scandir": 19.5, "os.mkdir": 12.5, "os.rmdir": 4.0, "os.remove": 3.1,
                "os.rename": 3.0}
 #: File-system calls a run makes once whatever its cells (the run summary written whole: a
 #: rename), beside FS_PER_CELL: a per-cell call still adds one per cell, 40 here.
@@ -115,6 +117,8 @@ _SPAWNED: list[list[str]] = []
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if not _AUDIT:
         return
+    if event == "open" and isinstance(args[0], int):
+        return  # an open descriptor wrapped in a file object (os.fdopen): no file-system call
     if event == "subprocess.Popen":
         _SPAWNED[0].append(Path(str(args[0])).name)
         _AUDIT[0][event] += 1
