@@ -176,7 +176,7 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
             if not progress.logs_redacted:  # outputs were redacted as written; logs may be partial
                 redactor.tree(attempt_dir)
                 progress.logs_redacted = True
-            _write_text(attempt_dir / RESULT_FILE, summary.result_text())
+            write_whole(attempt_dir / RESULT_FILE, summary.result_text())
         except OSError as exc:
             if not is_disk_full(exc):
                 raise
@@ -660,8 +660,6 @@ def _write_output(directory: Path, result: ExecResult, redactor: Redactor) -> No
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    _write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
+    write_whole(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-def _write_text(path: Path, text: str) -> None:
-    write_whole(path, text)

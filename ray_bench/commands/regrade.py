@@ -25,7 +25,6 @@ instruction, environment, solution or config: a rerun's case, not a regrade's).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,7 +250,8 @@ async def _regrade_one(ledger: Ledger, plan: Plan, identity: str, paths: RunPath
                                         "model": source.model})
     verdict = classify(judged, catalog)
     summary = summary.model_copy(update={"verdict": verdict.record(), "regrade_task_sha256": choice.task_sha256})
-    _write_result(attempt_dir, summary)  # rebuild reads the verdict from here (a regrade has no agent to classify)
+    # rebuild reads the verdict from here (a regrade has no agent to classify); rendered as the runner renders it
+    write_whole(attempt_dir / RESULT_FILE, summary.result_text())
     ledger.finish_attempt(row.attempt_id, status="finished", valid=verdict.valid, reward=summary.reward,
                           failure_class=verdict.failure_class, fingerprint=verdict.fingerprint, counts=False,
                           cost_usd=0.0, summary=summary)
@@ -265,6 +265,3 @@ def _intact(tarball: Path, sha256: str | None) -> bool:
     """The kept workspace is there and is the one its summary hashed (never grade another)."""
     return tarball.is_file() and sha256 is not None and file_sha256(tarball) == sha256
 
-
-def _write_result(attempt_dir: Path, summary: AttemptSummary) -> None:
-    write_whole(attempt_dir / RESULT_FILE, json.dumps(summary.to_json(), indent=2, sort_keys=True, default=str))
