@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from ray_bench.agents.runtime import collect_sessions_for
-from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError, TaskEnvironmentError
 from ray_bench.models.attempt import CollectFacts, HealthcheckFacts
 from ray_bench.models.task import ArtifactConfig, HealthcheckConfig, StepConfig, TaskConfig, VerifierCollectConfig
@@ -137,52 +135,6 @@ async def copy_artifacts(sandbox: Sandbox, entries: list[ArtifactConfig], *, env
               for e in entries]
     result = await sandbox.exec(artifact_script(mapped, sandbox.path(into)), timeout=300, env=env, cwd=cwd)
     return result.exit_code
-
-
-def read_rewards(verifier_dir: Path) -> tuple[dict[str, float] | None, str | None]:
-    """Harbor's verifier result: ``reward.txt`` (one float, key ``reward``) or ``reward.json``
-    (a map of numbers)."""
-    text = verifier_dir / "reward.txt"
-    if text.is_file():
-        try:
-            return {"reward": float(_small_text(text))}, "reward.txt"
-        except (OSError, ValueError):
-            return None, "reward.txt unreadable"
-    data_file = verifier_dir / "reward.json"
-    if data_file.is_file():
-        try:
-            data = json.loads(_small_text(data_file))
-        except (OSError, ValueError, RecursionError):
-            return None, "reward.json unreadable"
-        if isinstance(data, int | float) and not isinstance(data, bool):
-            return {"reward": float(data)}, "reward.json"
-        if isinstance(data, dict):
-            numbers = {k: float(v) for k, v in data.items()
-                       if isinstance(v, int | float) and not isinstance(v, bool)}
-            if numbers:
-                return numbers, "reward.json"
-        return None, "reward.json unreadable"
-    return None, None
-
-
-def headline(rewards: dict[str, float] | None) -> float | None:
-    """The one number a row carries: ``reward``, or the only key there is."""
-    if not rewards:
-        return None
-    if "reward" in rewards:
-        return rewards["reward"]
-    return next(iter(rewards.values())) if len(rewards) == 1 else None
-
-
-#: A reward file is a number or a small map; a verifier that writes more is broken.
-_MAX_REWARD_BYTES = 64 * 1024
-
-
-def _small_text(path: Path) -> str:
-    data = read_capped(path, _MAX_REWARD_BYTES)
-    if data is None:
-        raise ValueError(f"{path.name} is larger than {_MAX_REWARD_BYTES} bytes")
-    return data.decode("utf-8", errors="replace").strip()
 
 
 async def collect_sessions(sandbox: Sandbox, agent: str, stdout: str, *, env: Mapping[str, str], cwd: str,

@@ -75,6 +75,7 @@ from ray_bench.sandboxes.base import STOP_GRACE_SEC, ExecResult
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
+from ray_bench.tasks.rewards import headline, read_rewards
 
 RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
@@ -453,7 +454,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
 
     await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
     await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
-    summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
+    _score(summary, attempt_dir / "logs" / "verifier")
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
 
@@ -502,7 +503,7 @@ async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_
                            can_switch=capabilities(spec.backend).network_per_phase)
     await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
     await _collect_logs(sandbox, spec, redactor, summary, progress)
-    summary.reward, summary.reward_source = read_reward(Path(spec.attempt_dir) / "logs" / "verifier")
+    _score(summary, Path(spec.attempt_dir) / "logs" / "verifier")
 
 
 async def _run_harbor(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, base_env: dict[str, str],
@@ -610,26 +611,14 @@ def _open_model(model: type[_M], data: dict[str, Any] | None) -> _M | None:
         return model.model_validate({"unparseable": json.dumps(data, default=str)[:500]})
 
 
-#: usage.json, error.json and reward.json are a few hundred bytes; a larger one is not read.
+#: usage.json and error.json are a few hundred bytes; a larger one is not read.
 AGENT_JSON_BYTES = 1024 * 1024
 
 
-def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
-    text_file = verifier_dir / "reward.txt"
-    if text_file.is_file():
-        try:
-            return float((read_capped(text_file, 4096) or b"").decode(errors="replace").strip()), "reward.txt"
-        except (ValueError, OSError):
-            return None, "reward.txt unreadable"
-    data = _read_json_obj(verifier_dir / "reward.json")
-    if data is not None:
-        value = data.get("reward")
-        if value is None and len(data) == 1:
-            value = next(iter(data.values()))
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value), "reward.json"
-        return None, "reward.json unreadable"
-    return None, None
+def _score(summary: AttemptSummary, verifier_dir: Path) -> None:
+    """The verifier's rewards, every key, and the row's headline (:mod:`ray_bench.tasks.rewards`)."""
+    summary.rewards, summary.reward_source = read_rewards(verifier_dir)
+    summary.reward = headline(summary.rewards)
 
 
 def _read_json_obj(path: Path) -> dict[str, Any] | None:

@@ -29,9 +29,7 @@ from ray_bench.cells.phases import (
     collect_hooks,
     collect_sessions,
     copy_artifacts,
-    headline,
     healthcheck,
-    read_rewards,
     user_of,
 )
 from ray_bench.cells.spec import AttemptSpec
@@ -40,7 +38,7 @@ from ray_bench.models.attempt import AgentError, AttemptSummary, ExecFacts, Heal
 from ray_bench.models.task import StepConfig, TaskConfig, artifact_entries
 from ray_bench.sandboxes import ExecResult, Sandbox
 from ray_bench.tasks.envvars import resolve_env
-from ray_bench.tasks.rewards import below_min, combine
+from ray_bench.tasks.rewards import below_min, combine, headline, read_rewards
 
 _SETUP = 'if command -v bash >/dev/null 2>&1; then exec bash ./setup.sh; else exec sh ./setup.sh; fi'
 _DEFAULT_AGENT_TIMEOUT_SEC = 600.0

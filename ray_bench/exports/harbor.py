@@ -229,9 +229,10 @@ def _write_trial(cell: CellExport, trial_dir: Path, result: dict[str, Any], agen
     verifier = trial_dir / "verifier"
     verifier.mkdir()
     rewards = (result["verifier_result"] or {}).get("rewards")
-    if rewards is not None:
-        (verifier / "reward.txt").write_text(f"{next(iter(rewards.values()))}\n")
-        if len(rewards) > 1:
+    if rewards is not None:  # the file the verifier would have written for this map
+        if list(rewards) == ["reward"]:
+            (verifier / "reward.txt").write_text(f"{rewards['reward']}\n")
+        else:
             _dump(verifier / "reward.json", rewards)
     if result["exception_info"] is not None:
         (trial_dir / "exception.txt").write_text(result["exception_info"]["exception_message"] + "\n")

@@ -149,7 +149,10 @@ def _sample(cell: CellExport, model: str, instruction: str, adapter: str) -> Eva
         reason=cell.excluded.reason)
     scores = None
     if cell.accepted and row.reward is not None:
-        scores = {"reward": Score(value=row.reward, explanation=s.reward_source)}
+        # the headline reward is the score; a multi-key map keeps every key beside it
+        keys = s.rewards if s.rewards and list(s.rewards) != ["reward"] else None
+        scores = {"reward": Score(value=row.reward, explanation=s.reward_source,
+                                  metadata={"rewards": keys} if keys else None)}
     ended = row.finished_at or row.started_at
     return EvalSample(
         id=cell.task, epoch=cell.rep, input=instruction, target="",

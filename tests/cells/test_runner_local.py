@@ -38,6 +38,18 @@ def test_solved_attempt_has_reward_phases_and_no_sandbox_left(tmp_path: Path) ->
     assert list((tmp_path / "sbx").iterdir()) == []
 
 
+def test_a_multi_key_reward_json_keeps_every_key_and_headlines_the_first_by_name(tmp_path: Path) -> None:
+    """Harbor's cookbook ``multi-reward`` shape on a single-step task (issue 52: it was an invalid
+    row, "reward.json unreadable")."""
+    spec = _spec(tmp_path, 'sh "$SOLUTION_DIR/solve.sh"')
+    (Path(spec.task_path) / "tests" / "test.sh").write_text(
+        '#!/bin/sh\necho \'{"performance": 0.5, "correctness": 1}\' > "$LOGS_DIR/verifier/reward.json"\n')
+    summary = _run(spec, tmp_path / "sbx")
+    assert summary.rewards == {"performance": 0.5, "correctness": 1.0}
+    assert (summary.reward, summary.reward_source) == (1.0, "reward.json")
+    assert json.loads((tmp_path / "attempt" / "result.json").read_text())["rewards"] == summary.rewards
+
+
 def test_agent_timeout_still_verifies(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "sleep 30", agent_timeout_sec=0.5)
     summary = _run(spec, tmp_path / "sbx")

@@ -14,6 +14,7 @@ from support.servers import free_port, get_json, viewer
 
 from ray_bench.exports.harbor import export_harbor
 from ray_bench.reports.build import build_report
+from ray_bench.tasks.rewards import read_rewards
 
 pytestmark = pytest.mark.harbor
 
@@ -72,7 +73,7 @@ def test_every_file_loads_with_harbors_models_and_means_match_the_report(exporte
     for trial in baseline.iterdir():
         if trial.is_dir() and results[trial.name].reward_valid:
             rewards = results[trial.name].verifier_result.rewards  # type: ignore[union-attr]
-            assert float((trial / "verifier" / "reward.txt").read_text()) == next(iter(rewards.values()))
+            assert read_rewards(trial / "verifier") == (rewards, "reward.txt")  # the file a verifier writes
 
 
 def test_harbor_view_lists_the_jobs_and_serves_a_trial(exported: tuple[Path, Path], tmp_path: Path) -> None:

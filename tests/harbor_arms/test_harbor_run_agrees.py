@@ -1,6 +1,7 @@
 """The same tasks run by Harbor's own ``harbor run`` (its Trial, oracle agent and verifier) and
 by ray-bench (plan, the driver on Ray, an ``agent: harbor`` oracle arm) on docker give the same
-reward per task, a broken solution's 0 included (issue 32's measurement).
+rewards per task, a broken solution's 0 included (issue 32's measurement), and every key of a
+multi-key ``reward.json`` (Harbor's cookbook ``multi-reward`` shape; issue 52).
 
 Harbor's own docker environment needs ``docker compose``, which Debian's docker.io here lacks, so
 ``harbor run`` gets the one hook Harbor documents for other sandboxes, ``--env MODULE:CLASS``:
@@ -22,6 +23,7 @@ from support.ray_local import set_test_routes
 from support.runs import ledger_rows, plan_and_run
 
 from ray_bench.sandboxes.base import LABEL_RUN
+from ray_bench.tasks.rewards import headline
 
 pytestmark = [pytest.mark.harbor, pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
 QUICKSTART = Path(__file__).parents[2] / "ray_bench" / "examples" / "quickstart" / "tasks"
@@ -32,19 +34,33 @@ os.environ.setdefault(KEY_ENV, "fake-daytona-agree-key")
 set_test_routes()  # before Ray starts, so its workers inherit the routes
 
 
-def _tasks(root: Path, image: str) -> dict[str, float]:
-    """The quickstart tasks on ``image``, and one whose solution is wrong: their expected rewards."""
+#: A verifier writing two keys and no ``reward`` (both files: Harbor reads reward.json first).
+MULTI_KEY_TEST = """#!/bin/sh
+out="${LOGS_DIR:-/logs}/verifier"
+mkdir -p "$out"
+if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; then ok=1; else ok=0; fi
+echo 0 > "$out/reward.txt"
+printf '{"correctness": %s, "performance": 0.5}\\n' "$ok" > "$out/reward.json"
+"""
+
+
+def _tasks(root: Path, image: str) -> dict[str, dict[str, float]]:
+    """The quickstart tasks on ``image``, one whose solution is wrong and one with a multi-key
+    reward: their expected rewards."""
     for name in TASKS:
         shutil.copytree(QUICKSTART / name, root / name)
     shutil.copytree(QUICKSTART / "count-words", root / "count-words-broken")
     (root / "count-words-broken" / "solution" / "solve.sh").write_text("#!/bin/sh\necho 8 > count.txt\n")
+    shutil.copytree(QUICKSTART / "hello-world", root / "multi-reward")
+    (root / "multi-reward" / "tests" / "test.sh").write_text(MULTI_KEY_TEST)
     for task in root.iterdir():
         toml = task / "task.toml"
         toml.write_text(toml.read_text().replace('workdir = "/app"', f'workdir = "/app"\ndocker_image = "{image}"'))
-    return {**dict.fromkeys(TASKS, 1.0), "count-words-broken": 0.0}
+    return {**{t: {"reward": 1.0} for t in TASKS}, "count-words-broken": {"reward": 0.0},
+            "multi-reward": {"correctness": 1.0, "performance": 0.5}}
 
 
-def _harbor_run(tasks: Path, jobs: Path) -> dict[str, float | None]:
+def _harbor_run(tasks: Path, jobs: Path) -> dict[str, dict[str, float]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]),
                                                         str(Path(__file__).parents[2])])}
     harbor = Path(sys.executable).parent / "harbor"
@@ -52,16 +68,17 @@ def _harbor_run(tasks: Path, jobs: Path) -> dict[str, float | None]:
                            "--env", "support.harbor_docker_env:RayBenchDockerEnvironment"],
                           check=False, env=env, cwd=jobs.parent, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rewards: dict[str, float | None] = {}
+    rewards: dict[str, dict[str, float]] = {}
     for result in jobs.glob("*/*/result.json"):
         trial = json.loads(result.read_text())
         assert trial.get("exception_info") is None, trial["exception_info"]
-        rewards[trial["task_name"]] = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+        got = (trial.get("verifier_result") or {}).get("rewards") or {}
+        rewards[trial["task_name"]] = {k: float(v) for k, v in got.items()}
     return rewards
 
 
 @pytest.fixture(scope="module")
-def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[Path, dict[str, float | None]]:
+def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[Path, dict[str, dict[str, float]]]:
     """The tasks, and what Harbor's own ``harbor run`` gave each (checked against the expected)."""
     root = tmp_path_factory.mktemp("agree")
     tasks = root / "tasks"
@@ -82,12 +99,17 @@ def _ray_bench(tmp_path: Path, tasks: Path, backend: str, options: dict[str, Any
     (tmp_path / "accounts.yaml").write_text(yaml.safe_dump(accounts))
     outcome, root = plan_and_run(tmp_path / "suite.yaml", tmp_path / "accounts.yaml", tmp_path / "runs")
     attempts, rows = ledger_rows(root)
-    return (outcome.detail, [(a.task, a.failure_class) for a in attempts]), {
-        r.task: r.reward for r in rows.values() if r.valid}
+    ours: dict[str, dict[str, float]] = {}
+    for row in rows.values():
+        if row.valid:
+            summary = json.loads((root / "attempts" / row.attempt_id / "result.json").read_text())
+            ours[row.task] = summary["rewards"]
+            assert row.reward == headline(summary["rewards"])  # the row's one number: correctness here
+    return (outcome.detail, [(a.task, a.failure_class) for a in attempts]), ours
 
 
 def test_harbor_run_and_ray_bench_on_docker_give_each_task_the_same_reward(
-        tmp_path: Path, agreed: tuple[Path, dict[str, float | None]], docker_client: Any) -> None:
+        tmp_path: Path, agreed: tuple[Path, dict[str, dict[str, float]]], docker_client: Any) -> None:
     tasks, harbor = agreed
     said, ours = _ray_bench(tmp_path, tasks, "docker", {})
     assert ours == harbor, said
@@ -97,7 +119,7 @@ def test_harbor_run_and_ray_bench_on_docker_give_each_task_the_same_reward(
 
 
 def test_ray_bench_on_daytona_gives_each_task_harbors_reward(
-        tmp_path: Path, agreed: tuple[Path, dict[str, float | None]], docker_client: Any, base_image: str) -> None:
+        tmp_path: Path, agreed: tuple[Path, dict[str, dict[str, float]]], docker_client: Any, base_image: str) -> None:
     """Harbor's oracle unchanged on daytona (the real SDK against the local fixture server)."""
     pytest.importorskip("daytona", reason="the daytona extra is not installed")
     from support.daytona_server import DaytonaServer
