@@ -226,9 +226,12 @@ def _cell_set(plan: Plan, suite: Suite, suite_path: Path) -> str | None:
         try:
             roots = suite_roots(suite, suite_path)
             selection = resolve_selection(load_selection(Path(picked.path)), roots, index_tasks(roots))
-            doc = load_state_json(Path(picked.path), _SELECTION_LIMIT)
-        except (UserInputError, OSError, ValueError):
+        except (UserInputError, OSError):
             return "its selection file no longer loads"
+        try:
+            doc = load_state_json(Path(picked.path), _SELECTION_LIMIT)
+        except (OSError, ValueError):  # not JSON (a YAML, text or TOML selection): not a rerun's
+            doc = None
         entries = {e.task_id: e for e in selection.entries}
         if isinstance(doc, dict) and str(doc.get("generated_by", "")).startswith("ray-bench rerun"):
             chosen = {(str(t), str(a), int(r)) for t, a, r in doc.get("cells") or []}

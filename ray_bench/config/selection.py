@@ -1,4 +1,6 @@
-"""Selection files: CodeScaleBench JSON, a YAML list, or one task id per line.
+"""Selection files: CodeScaleBench JSON, a YAML list, one task id per line, a Harbor
+``dataset.toml`` or a Harbor job config (:mod:`ray_bench.config.harbor_selection`). Each is a
+reader yielding the one selection model (:mod:`ray_bench.models.selection`).
 
 Entries may name the repetitions to run (``reps: [3, 4]``), which is what ``ray-bench gaps``
 writes so that a gap-fill runs exactly the missing repetitions, or a count (``reps: 3``:
@@ -10,33 +12,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from ray_bench.config.bounded import MAX_SELECTION_BYTES, parse_json, parse_yaml, read_text_bounded
+from ray_bench.config.harbor_selection import (
+    is_job_config,
+    is_manifest,
+    package_names,
+    read_job_config,
+    read_manifest,
+)
 from ray_bench.config.secrets import find_secrets
 from ray_bench.errors import MultipleInputErrors, SelectionError, UserInputError
-from ray_bench.models._base import FrozenModel
+from ray_bench.models.selection import Selection, SelectionEntry
+
+__all__ = ["Selection", "SelectionEntry", "load_selection", "resolve_selection"]
 
 
-class SelectionEntry(FrozenModel):
-    task_id: str
-    task_dir: str | None = Field(default=None, description="CodeScaleBench: the task's directory under "
-                                 "a task root, e.g. benchmarks/csb_org_onboarding/<task>.")
-    benchmark: str | None = Field(default=None, description="CodeScaleBench: the benchmark directory "
-                                  "(`benchmark`, or `mcp_suite` in its MCP-unique selections).")
-    reps: tuple[int, ...] | None = Field(default=None, description="Only these repetitions.")
-    arms: tuple[str, ...] | None = Field(default=None, description="Only these arms.")
-
-
-class Selection(FrozenModel):
-    path: str
-    entries: tuple[SelectionEntry, ...]
-    warnings: tuple[str, ...] = Field(default=(), description="What resolving it against the roots "
-                                      "noticed (an entry's task_id that is not its task_dir's name).")
-
-    @property
-    def task_ids(self) -> list[str]:
-        return [e.task_id for e in self.entries]
+#: Every shape a selection file may have, named wherever a file fits none of them.
+SHAPES = ('one task id per line, a YAML list, CodeScaleBench JSON {"tasks": [{"task_id": ..., "task_dir": ...}]}, '
+          "a Harbor dataset.toml or a Harbor job config (YAML or JSON)")
 
 
 def load_selection(path: Path) -> Selection:
@@ -44,21 +37,26 @@ def load_selection(path: Path) -> Selection:
     stripped = text.lstrip()
     if not stripped:
         raise SelectionError("selection is empty", where=str(path), fix="list at least one task")
+    if is_manifest(path, text):
+        _refuse_too_many(text.count("[[tasks]]"), path)  # counted before the parser spends seconds on them
+        return _selection(path, read_manifest(text, path))
     if path.suffix == ".json" or stripped.startswith("{"):
         data: Any = parse_json(text, path, SelectionError)
+        if is_job_config(data):
+            return _selection(path, _job(data, path))
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             raise SelectionError(_not_a_selection(data), where=str(path),
-                                 fix='a selection is {"tasks": [{"task_id": ..., "task_dir": ...}]}: '
-                                     "name the selection file, not a report or manifest made from one")
+                                 fix=f"name the selection file, not a report or manifest made from one: {SHAPES}")
         items = data["tasks"]
     elif path.suffix in {".yaml", ".yml"} or stripped.startswith("-"):
         _refuse_too_many(sum(1 for line in text.splitlines() if line.lstrip().startswith("- ")), path)
         items = parse_yaml(text, path, SelectionError)[0]
+        if is_job_config(items):
+            return _selection(path, _job(items, path))
         if isinstance(items, dict) and isinstance(items.get("tasks"), list):
             items = items["tasks"]
         if not isinstance(items, list):
-            raise SelectionError("expected a YAML list of task ids", where=str(path),
-                                 fix="write one '- task-id' per line")
+            raise SelectionError("expected a YAML list of task ids", where=str(path), fix=f"a selection is {SHAPES}")
     else:
         items = []
         for number, raw in enumerate(text.splitlines(), 1):
@@ -67,13 +65,28 @@ def load_selection(path: Path) -> Selection:
                 continue
             if any(c.isspace() for c in line) or line.startswith(("{", "[")):
                 raise SelectionError(f"not a task id: {line!r}", where=f"{path}:{number}",
-                                     fix="one task id per line")
+                                     fix=f"a selection is {SHAPES}")
             items.append(line)
     _refuse_too_many(len(items), path)
+    _refuse_secrets(items, path)
+    return _selection(path, [_entry(item, path, index) for index, item in enumerate(items)])
+
+
+def _job(data: dict[str, Any], path: Path) -> list[SelectionEntry]:
+    """A job config's entries; only its task and dataset parts are read (an agent's env there is
+    the job's business, not the selection's)."""
+    _refuse_secrets([data.get("tasks"), data.get("datasets")], path)
+    return read_job_config(data, path)
+
+
+def _refuse_secrets(items: list[Any], path: Path) -> None:
     for loc, kind, shown in find_secrets(items)[:1]:
         raise SelectionError(f"entry {loc[0] + 1 if loc and isinstance(loc[0], int) else 1} holds what looks like "
                              f"{kind} ({shown})", where=str(path), fix="a selection names tasks; remove the secret")
-    entries = [_entry(item, path, index) for index, item in enumerate(items)]
+
+
+def _selection(path: Path, entries: list[SelectionEntry]) -> Selection:
+    _refuse_too_many(len(entries), path)
     if not entries:
         raise SelectionError("selection is empty", where=str(path), fix="list at least one task")
     seen: set[str] = set()
@@ -175,13 +188,19 @@ def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, 
     ``instance_nodebb__nodebb-…`` for ``instance_nodebb-nodebb-…``) is warned naming both.
     Every entry's problem is listed in one pass."""
     by_folded = {name.casefold(): name for name in index}
+    packages = package_names(index) if any(e.package for e in selection.entries) else {}
     entries: list[SelectionEntry] = []
     warnings: list[str] = []
     errors: list[UserInputError] = []
     for number, entry in enumerate(selection.entries, 1):
         where = f"{selection.path}: entry {number} ({entry.task_id})"
         try:
-            resolved = _resolve_entry(entry, roots, index, by_folded, where)
+            if entry.package is not None:
+                resolved = _resolve_package(entry, roots, index, packages, where)
+            elif entry.path is not None:
+                resolved = _resolve_path(entry, index, where)
+            else:
+                resolved = _resolve_entry(entry, roots, index, by_folded, where)
         except SelectionError as exc:
             errors.append(exc)
             continue
@@ -192,6 +211,31 @@ def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, 
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
     return selection.model_copy(update={"entries": tuple(entries), "warnings": tuple(warnings)})
+
+
+def _resolve_package(entry: SelectionEntry, roots: list[Path], index: dict[str, Path], packages: dict[str, str],
+                     where: str) -> SelectionEntry:
+    """A Harbor package task: the task whose ``[task] name`` it is, else a directory of its short
+    name (``harbor download``'s export layout) that names no other package."""
+    name = entry.package or ""
+    found = packages.get(name)
+    short = name.rsplit("/", 1)[-1]
+    if found is None and short in index and short not in packages.values():
+        found = short
+    if found is None:
+        ref = entry.ref or "latest"
+        raise SelectionError(f"task {name!r} is not on disk under the suite's task roots", where=where,
+                             fix=f"fetch it with `harbor download {name}@{ref} -o {roots[0] if roots else 'ROOT'}`")
+    return entry.model_copy(update={"task_id": found})
+
+
+def _resolve_path(entry: SelectionEntry, index: dict[str, Path], where: str) -> SelectionEntry:
+    path = Path(entry.path or "")
+    known = index.get(path.name)
+    if known is None or known.resolve() != path.resolve():
+        raise SelectionError(f"task directory {path} is not under the suite's task roots", where=where,
+                             fix="add the directory that holds it to the suite's task_roots")
+    return entry.model_copy(update={"task_id": path.name})
 
 
 def _resolve_entry(entry: SelectionEntry, roots: list[Path], index: dict[str, Path], by_folded: dict[str, str],

@@ -133,6 +133,19 @@ def _(e: Env) -> Case:
     return Case(e.plan_args("--selection-file", str(sel)), [str(sel)])
 
 
+@case("selection-dataset-toml-deeply-nested")
+def _(e: Env) -> Case:
+    sel = e.file("dataset.toml", '[dataset]\nname = "a/b"\nx = ' + "[" * 200_000 + "]" * 200_000 + "\n")
+    return Case(e.plan_args("--selection-file", str(sel)), [str(sel)])
+
+
+@case("selection-dataset-toml-too-many-tasks")
+def _(e: Env) -> Case:
+    task = '[[tasks]]\nname = "o/t"\ndigest = "sha256:' + "a" * 64 + '"\n'
+    sel = e.file("dataset.toml", '[dataset]\nname = "a/b"\n' + task * 100_001)
+    return Case(e.plan_args("--selection-file", str(sel)), [str(sel)])
+
+
 @case("suite-integer-of-5000-digits")
 def _(e: Env) -> Case:
     e.suite.write_text(e.suite.read_text().replace("reps: 1\n", "reps: " + "9" * 5000 + "\n"))
