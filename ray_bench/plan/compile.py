@@ -164,7 +164,8 @@ def compile_plan(req: PlanRequest) -> Plan:
     if req.limit is not None:
         tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
     skipped: list[SkippedTask] = []
-    tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None)
+    tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None,
+                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)))
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
@@ -458,14 +459,21 @@ def suite_roots(suite: Suite, suite_path: Path) -> list[Path]:
     return [(suite_path.parent / root).resolve() for root in suite.roots]
 
 
+def _stand_in_image(suite: Suite, arms: list[Arm]) -> bool:
+    """An image runs where a task names none (:func:`ray_bench.plan.agents.sandbox_image`): the
+    backend's, or every arm's own."""
+    config = suite.backends.get(suite.backend)
+    return bool(config is not None and config.image) or (bool(arms) and all(a.image for a in arms))
+
+
 def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str],
-                 skipped: list[SkippedTask] | None) -> list[TaskRef]:
+                 skipped: list[SkippedTask] | None, *, stand_in_image: bool = False) -> list[TaskRef]:
     """The tasks the backend can run. What it cannot give is refused, one line per reason, or,
     given ``skipped`` (``--skip-unsupported``), the task is left out and listed there. Unknown
     keys and what the backend runs without enforcing are warned."""
     kept: list[TaskRef] = []
     for task in tasks:
-        reasons = refusals(task, backend)
+        reasons = refusals(task, backend, stand_in_image=stand_in_image)
         if reasons and skipped is not None:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason="; ".join(reasons)))
             continue

@@ -24,9 +24,13 @@ class BackendCapabilities:
     isolated_network: bool = False  # no-network is enforced: a sandbox is closed unless opened
     allowlist: bool = False  # a per-host network allowlist is enforced
     memory_limit: bool = False
+    cpu_limit: bool = False  # a task's cpus are held for its sandbox (docker nano_cpus, a Daytona size)
     disk_limit: bool = False  # a per-sandbox disk quota
     gpus: bool = False
     image: bool = False  # runs a container image (False: host processes)
+    #: A sandbox naming no image starts from the provider's default (Daytona's default snapshot);
+    #: without it, a task with no image, no Dockerfile and no stand-in cannot start.
+    default_image: bool = False
     agent_layer: bool = False  # lays the node's agent CLI install over the image (ray_bench.agents.layer)
     #: Sandboxes share the node's host and are admitted against its CPUs and memory minus the
     #: reserve (:mod:`ray_bench.sandboxes.host`), which bounds the plan's capacity.
@@ -69,13 +73,13 @@ class Builtin:
 #: The one list of built-in backends (:mod:`ray_bench.sandboxes` registers from it).
 BUILTIN: dict[str, Builtin] = {
     "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
-        users=True, network_per_phase=True, isolated_network=True, memory_limit=True, image=True, agent_layer=True,
-        host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True,
-        harbor_environment="docker")),
+        users=True, network_per_phase=True, isolated_network=True, memory_limit=True, cpu_limit=True, image=True,
+        agent_layer=True, host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True,
+        listed_containers=True, harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
-        isolated_network=True, memory_limit=True, disk_limit=True, image=True, quota_pool=True, snapshots=True,
-        prebuild=True, harbor_environment="daytona")),
+        isolated_network=True, memory_limit=True, cpu_limit=True, disk_limit=True, image=True, default_image=True,
+        quota_pool=True, snapshots=True, prebuild=True, harbor_environment="daytona")),
     # Harbor has no environment for host processes (it would call them docker).
     "local": Builtin("ray_bench.sandboxes.local", None, BackendCapabilities()),
 }

@@ -11,19 +11,26 @@ on docker, isolation on ``local``) is a receipt warning.
 from __future__ import annotations
 
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
-from ray_bench.sandboxes.capabilities import capabilities
+from ray_bench.sandboxes.capabilities import BUILTIN, capabilities, having
 from ray_bench.tasks.network import all_policies, varies
 
 
-def refusals(task: TaskRef, backend: str) -> list[str]:
-    """Why ``backend`` cannot run ``task`` as it is written; empty when it can."""
+def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False) -> list[str]:
+    """Why ``backend`` cannot run ``task`` as it is written; empty when it can. ``stand_in_image``:
+    an image runs where the task names none (the backend's ``image``, or every arm's)."""
     can = capabilities(backend)
     cfg = task.config
     env = cfg.environment
     out: list[str] = []
+    if can.image and not (can.default_image or env.docker_image or task.has_dockerfile or task.has_compose
+                          or stand_in_image):
+        # Harbor does not load such a task either (``Task.is_valid_dir``: an image or environment/)
+        out.append(f"names neither [environment] docker_image nor environment/Dockerfile, and backend {backend} "
+                   "has no image to stand in: nothing to start its container from (give it one of those, or "
+                   f"set backends.{backend}.image)")
     if env.gpus and not can.gpus:
         out.append(f"asks for {env.gpus} GPU(s){' of ' + '/'.join(env.gpu_types) if env.gpu_types else ''}; "
-                   f"backend {backend} has none")
+                   f"{_gpu_backends(backend)}")
     if env.tpu is not None:
         out.append(f"asks for a TPU ({env.tpu.type} {env.tpu.topology}); backend {backend} has none")
     if env.os != "linux":
@@ -59,11 +66,29 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
     return out
 
 
+def _gpu_backends(backend: str) -> str:
+    """Where GPUs could come from instead: the backends that give sandboxes GPUs, or that none does."""
+    givers = having(BUILTIN, lambda c: c.gpus)
+    if givers:
+        return f"backend {backend} gives sandboxes none; {', '.join(givers)} can"
+    # Docker could pass a GPU through (a device request on a daemon with the nvidia runtime);
+    # ray-bench's docker backend does not ask for one yet.
+    return (f"no ray-bench backend gives a sandbox GPUs ({', '.join(sorted(BUILTIN))} have none), "
+            "so no suite here can run it")
+
+
 def notices(task: TaskRef, backend: str) -> list[str]:
-    """What the backend runs but does not enforce (receipt warnings)."""
+    """What the backend runs but does not enforce or use (receipt warnings)."""
     can = capabilities(backend)
     env = task.config.environment
     out: list[str] = []
+    if not can.image and task.has_dockerfile:
+        out.append(f"environment/Dockerfile is not built on {backend}: the task runs as host processes, "
+                   "with what the host has installed")
+    elif not can.image and env.docker_image:
+        out.append(f"docker_image {env.docker_image!r} is not used on {backend}: the task runs as host processes")
+    if env.cpus is not None and not can.cpu_limit:
+        out.append(f"cpus = {env.cpus} is not held on {backend}: its processes share the host's CPUs")
     if env.storage_mb is not None and not can.disk_limit:
         out.append(f"storage_mb = {env.storage_mb} is not enforced on {backend} (no per-sandbox disk quota)")
     if env.memory_mb is not None and not can.memory_limit:

@@ -17,8 +17,10 @@ from ray_bench.cli.app import app
 def _suite(tmp_path: Path, backend: str = "local", **variant: Any) -> tuple[Path, Path]:
     arms = [{"name": "baseline", "role": "baseline", "command": "true"},
             {"name": "hb", "role": "variant", "agent": "harbor", **variant}]
+    # the baseline arm names no image and the task none either: a docker suite gives one
+    image = {"image": "busybox:latest"} if backend == "docker" else {}
     return make_suite(tmp_path / "s", tasks=["hello-world"], arms=arms, backend=backend,
-                      backends={backend: {"max_sandboxes": 2}})
+                      backends={backend: {"max_sandboxes": 2, **image}})
 
 
 def _plan(tmp_path: Path, backend: str = "local", **variant: Any) -> Any:

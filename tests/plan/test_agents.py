@@ -21,10 +21,14 @@ def _arms(**variant: object) -> list[dict[str, object]]:
             {"name": "cc", "role": "variant", **variant}]
 
 
+#: The quickstart tasks name no image: a docker suite gives its own (plan refuses it otherwise).
+IMAGE = {"docker": {"image": "debian:bookworm-slim"}}
+
+
 def _plan(tmp_path: Path, backend: str = "local", **variant: object) -> object:
     set_test_routes()
     suite, accounts = make_suite(tmp_path, tasks=["hello-world"], arms=_arms(**variant), backend=backend,
-                                 backends={backend: {"max_sandboxes": 2}})
+                                 backends={backend: {"max_sandboxes": 2, **IMAGE.get(backend, {})}})
     return compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r"))
 
 

@@ -14,7 +14,7 @@ from ray_bench.plan.compile import PlanRequest, compile_plan
 
 def test_a_half_cpu_task_plans_with_its_fraction(tmp_path: Path) -> None:
     suite, accounts = make_suite(tmp_path, tasks=["hello-world"], backend="docker",
-                                 backends={"docker": {"max_sandboxes": 8}})
+                                 backends={"docker": {"max_sandboxes": 8, "image": "debian:bookworm-slim"}})
     toml = tmp_path / "tasks" / "hello-world" / "task.toml"
     toml.write_text(toml.read_text().replace('workdir = "/app"', 'workdir = "/app"\ncpus = 0.5'))
     plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r1", environ=dict(TEST_ROUTES)))

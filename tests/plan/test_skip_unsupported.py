@@ -16,9 +16,12 @@ from ray_bench.plan.compile import PlanRequest, compile_plan
 
 
 def _suite(tmp: Path) -> tuple[Path, Path]:
-    suite, accounts = make_suite(tmp, tasks=["hello-world", "fizzbuzz", "sum-list"], backend="docker",
-                                 backends={"docker": {"max_sandboxes": 2}})
-    for task, extra in (("fizzbuzz", "gpus = 1"), ("sum-list", 'os = "windows"')):
+    suite, accounts = make_suite(tmp, tasks=["hello-world", "fizzbuzz", "sum-list", "count-words"],
+                                 backend="docker", backends={"docker": {"max_sandboxes": 2}})
+    # count-words names no image and has no Dockerfile: no container could start (issue 52)
+    image = 'docker_image = "debian:bookworm-slim"'
+    for task, extra in (("hello-world", image), ("fizzbuzz", f"{image}\ngpus = 1"),
+                        ("sum-list", f'{image}\nos = "windows"')):
         toml = tmp / "tasks" / task / "task.toml"
         toml.write_text(toml.read_text().replace('workdir = "/app"', f'workdir = "/app"\n{extra}'))
     tests = tmp / "tasks" / "sum-list" / "tests"  # a Windows task's verifier, as Harbor requires
@@ -32,10 +35,11 @@ def test_skipped_tasks_are_left_out_and_listed_with_their_reasons(tmp_path: Path
                                     skip_unsupported=True))
     assert {t.id for t in plan.tasks} == {"hello-world"} and {c.task for c in plan.cells} == {"hello-world"}
     reasons = {s.id: s.reason for s in plan.skipped}
-    assert set(reasons) == {"fizzbuzz", "sum-list"}
+    assert set(reasons) == {"fizzbuzz", "sum-list", "count-words"}
     assert "GPU" in reasons["fizzbuzz"] and "windows" in reasons["sum-list"].lower()
+    assert "neither [environment] docker_image nor environment/Dockerfile" in reasons["count-words"]
     receipt = render_receipt(plan, "sha256:x")
-    assert "tasks left out (--skip-unsupported): 2" in receipt
+    assert "tasks left out (--skip-unsupported): 3" in receipt
     assert "| fizzbuzz |" in receipt and "| sum-list |" in receipt
 
 
@@ -48,10 +52,11 @@ def test_without_it_every_problem_is_listed_once_with_a_tally_and_nothing_writte
                                       "--runs-dir", str(runs)], env=dict(TEST_ROUTES))
     assert result.exit_code == 2
     lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(lines) == 3, result.stderr  # the broken task.toml, the GPU task and the Windows task
+    assert len(lines) == 4, result.stderr  # the broken task.toml, the GPU, Windows and image-less tasks
     assert any("hello-world" in ln and "timeout_sec" in ln for ln in lines)
     assert any("fizzbuzz" in ln for ln in lines) and any("sum-list" in ln for ln in lines)
-    assert result.stderr.rstrip().endswith("3 problems; nothing was written")
+    assert any("count-words" in ln and "nothing to start its container from" in ln for ln in lines)
+    assert result.stderr.rstrip().endswith("4 problems; nothing was written")
     assert not runs.exists()
 
 

@@ -384,14 +384,14 @@ def _(e: Env) -> Case:
 def _(e: Env) -> Case:
     more = HostResources.read().memory_mb // 1024 + 6  # the issue's 30 GB on a 24 GB host
     _toml(e, f'memory = "{more}G"\n', "[environment]\n")
-    e.edit_yaml(e.suite, lambda d: d.update(backend="docker", backends={"docker": {}}))
+    e.edit_yaml(e.suite, lambda d: d.update(backend="docker", backends={"docker": {"image": "debian:bookworm-slim"}}))
     return Case(e.plan_args(), ["task sum-list (arm baseline) asks for"])
 
 
 @case("docker-task-asks-more-cpus-than-the-host")
 def _(e: Env) -> Case:
     _toml(e, f"cpus = {int(HostResources.read().cpus) + 1}\n", "[environment]\n")
-    e.edit_yaml(e.suite, lambda d: d.update(backend="docker", backends={"docker": {}}))
+    e.edit_yaml(e.suite, lambda d: d.update(backend="docker", backends={"docker": {"image": "debian:bookworm-slim"}}))
     return Case(e.plan_args(), ["not one sandbox of this size fits"])
 
 

@@ -52,7 +52,7 @@ def test_the_registry_imports_no_backend_sdk() -> None:
 
 def _user_task_suite(tmp: Path) -> tuple[Path, Path]:
     suite, accounts = make_suite(tmp, tasks=["hello-world"], backend="docker",
-                                 backends={"docker": {"max_sandboxes": 2}})
+                                 backends={"docker": {"max_sandboxes": 2, "image": "debian:bookworm-slim"}})
     toml = tmp / "tasks" / "hello-world" / "task.toml"
     toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nuser = "agent"\n'))
     return suite, accounts
@@ -74,7 +74,7 @@ def test_a_plan_is_refused_by_what_its_backend_cannot_enforce(tmp_path: Path,
 
 def _offline_verifier_suite(tmp: Path) -> tuple[Path, Path]:
     suite, accounts = make_suite(tmp, tasks=["hello-world"], backend="docker",
-                                 backends={"docker": {"max_sandboxes": 2}})
+                                 backends={"docker": {"max_sandboxes": 2, "image": "debian:bookworm-slim"}})
     toml = tmp / "tasks" / "hello-world" / "task.toml"
     toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nnetwork_mode = "no-network"\n'))
     return suite, accounts
@@ -124,7 +124,8 @@ def test_the_pool_the_rate_and_the_build_phase_follow_the_capabilities(tmp_path:
 
 def test_the_container_lister_follows_the_capability(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     suite, accounts = make_suite(tmp_path, tasks=["hello-world"], backend="docker", preflight_cells=0,
-                                 backends={"docker": {"max_sandboxes": 2, "options": {"base_url": "unix:///x.sock"}}})
+                                 backends={"docker": {"max_sandboxes": 2, "image": "debian:bookworm-slim",
+                                                        "options": {"base_url": "unix:///x.sock"}}})
     plan = compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r1", environ=dict(TEST_ROUTES)))
     assert uses_docker(plan) and docker_url_of(plan) == "unix:///x.sock"
     monkeypatch.setitem(caps.CAPABILITIES, "docker", caps.BackendCapabilities(image=True, host_admission=True))

@@ -3,6 +3,7 @@ config file and multi-step rewards."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,34 @@ def test_what_no_backend_here_gives_is_refused_with_a_reason(rel: str, needle: s
     for backend in ("docker", "daytona", "local"):
         reasons = refusals(task, backend)
         assert any(needle in r for r in reasons), (backend, reasons)
+
+
+def test_a_task_with_no_image_and_no_dockerfile_is_refused_where_nothing_stands_in(tmp_path: Path) -> None:
+    """Issue 52: it planned, then stopped the whole docker run at execute (SandboxCreateError)."""
+    shutil.copytree(CORPUS / "harbor-examples/hello-world", tmp_path / "bare")
+    (tmp_path / "bare" / "environment" / "Dockerfile").unlink()
+    task = load_task(tmp_path / "bare")
+    assert any("neither [environment] docker_image nor environment/Dockerfile" in r and "backends.docker.image" in r
+               for r in refusals(task, "docker"))
+    assert refusals(task, "docker", stand_in_image=True) == []  # the backend's image, or every arm's
+    assert refusals(task, "daytona") == []  # a sandbox naming no image starts from the default snapshot
+    assert refusals(task, "local") == []
+
+
+def test_a_gpu_refusal_says_no_backend_here_gives_gpus() -> None:
+    task = load_task(CORPUS / "refused/gpu-training")
+    for backend in ("docker", "daytona", "local"):
+        (line,) = [r for r in refusals(task, backend) if "GPU" in r]
+        assert line.endswith("no ray-bench backend gives a sandbox GPUs (daytona, docker, local have none), "
+                             "so no suite here can run it"), line
+
+
+def test_local_says_per_task_that_its_dockerfile_is_not_built_and_cpus_not_held() -> None:
+    task = load_task(CORPUS / "harbor-examples/hello-world")  # a Dockerfile and cpus = 1
+    said = notices(task, "local")
+    assert any(n.startswith("environment/Dockerfile is not built on local") for n in said), said
+    assert "cpus = 1 is not held on local: its processes share the host's CPUs" in said
+    assert not any("Dockerfile" in n or "cpus" in n for n in notices(task, "docker") + notices(task, "daytona"))
 
 
 def test_users_and_network_changes_need_docker() -> None:
