@@ -57,6 +57,9 @@ class TaskEnv:
     #: Per step: [verifier].env with [steps.verifier].env over it.
     step_verifier: dict[str, dict[str, str]]
     secrets: tuple[str, ...]
+    #: A separate verifier's container env: [verifier.environment].env, else [environment].env
+    #: (Harbor gives it a copy of the top-level environment).
+    verifier_environment: dict[str, str] | None = None
 
     @classmethod
     def resolve(cls, config: TaskConfig, host: Mapping[str, str]) -> TaskEnv:
@@ -64,12 +67,15 @@ class TaskEnv:
         verifier, b = resolve_env(config.verifier.env, host)
         solution, c = resolve_env(config.solution.env, host)
         secrets = a + b + c
+        own = config.verifier.environment
+        box, d = resolve_env(own.env, host) if own is not None else (environment, [])
+        secrets += d
         steps: dict[str, dict[str, str]] = {}
         for step in config.steps or []:
             extra, more = resolve_env(step.verifier.env, host)
             steps[step.name] = {**verifier, **extra}
             secrets += more
-        return cls(environment, verifier, solution, steps, tuple(secrets))
+        return cls(environment, verifier, solution, steps, tuple(secrets), box)
 
 
 async def agent_extras(sandbox: Sandbox, config: TaskConfig) -> dict[str, str]:

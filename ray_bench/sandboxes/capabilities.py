@@ -48,6 +48,10 @@ class BackendCapabilities:
     #: The resource supervisor lists the run's containers on the node for its halt record
     #: (:func:`~ray_bench.sandboxes.supervisor.docker_container_lister`).
     listed_containers: bool = False
+    #: A separate verifier (task.toml ``environment_mode = "separate"``) runs in a second sandbox
+    #: of the attempt, made from the verifier's own image or Dockerfile at run time
+    #: (:mod:`ray_bench.cells.verifier_apart`).
+    verifier_apart: bool = False
     #: Harbor's environment type for it (:mod:`ray_bench.exports.harbor`); None: Harbor has none.
     harbor_environment: str | None = None
 
@@ -71,7 +75,7 @@ BUILTIN: dict[str, Builtin] = {
     "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
         users=True, network_per_phase=True, isolated_network=True, memory_limit=True, image=True, agent_layer=True,
         host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True,
-        harbor_environment="docker")),
+        verifier_apart=True, harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
         isolated_network=True, memory_limit=True, disk_limit=True, image=True, quota_pool=True, snapshots=True,

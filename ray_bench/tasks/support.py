@@ -2,17 +2,20 @@
 (:mod:`ray_bench.sandboxes.capabilities`).
 
 A task that asks for what its backend cannot give (GPUs, a TPU, Windows, a multi-container
-compose file, a separate verifier container, continuous verification, an allowlist network,
-another user, a network that changes between phases) is refused with one line each: never a
-silent run without what the task asked for. What a backend only cannot *enforce* (a disk quota
-on docker, isolation on ``local``) is a receipt warning.
+compose file, a separate verifier container where the backend cannot make one, continuous
+verification, an allowlist network, another user, a network that changes between phases) is
+refused with one line each: never a silent run without what the task asked for. What a backend
+only cannot *enforce* (a disk quota on docker, isolation on ``local``) is a receipt warning.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.network import all_policies, varies
+from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
 def refusals(task: TaskRef, backend: str) -> list[str]:
@@ -31,10 +34,9 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
     if task.has_compose:
         out.append(f"has environment/docker-compose.yaml (several containers); backend {backend} "
                    "runs one container per attempt")
+    out.extend(_verifier_apart(task, backend))
     verifiers = [("verifier", cfg.verifier)] + [(f"steps.{s.name}.verifier", s.verifier) for s in cfg.steps or []]
     for where, verifier in verifiers:
-        if verifier.separate:
-            out.append(f"{where} asks for a separate verifier container; ray-bench verifies in the agent's")
         if verifier.continuous.enabled:
             out.append(f"{where}.continuous is enabled; ray-bench verifies after the agent only")
         if any(hook.service != MAIN_SERVICE for hook in verifier.collect):
@@ -56,6 +58,30 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
         if user is not None and not can.users:
             out.append(f"{where}.user = {user!r}; backend {backend} cannot run a command as another user")
             break
+    return out
+
+
+def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
+    """A separate verifier: a second sandbox where the backend makes one per attempt at run time
+    (docker). Daytona builds every image before the fan-out (scheduler/builds.py), which does not
+    build a verifier's yet; ``local`` runs host processes, with no image to make a second from."""
+    cfg = task.config
+    out = [f"steps.{s.name}.verifier asks for a separate verifier container; ray-bench runs a separate "
+           "verifier for single-step tasks only" for s in cfg.steps or [] if s.verifier.separate]
+    if not cfg.verifier.separate:
+        return out
+    if cfg.steps:
+        out.append("verifier asks for a separate verifier container; ray-bench runs a separate verifier "
+                   "for single-step tasks only")
+    elif not capabilities(backend).verifier_apart:
+        why = ("it builds images only before the fan-out, not a verifier's" if capabilities(backend).prebuild
+               else "it has no image to make a second sandbox from" if not capabilities(backend).image
+               else "it cannot make a second sandbox per attempt")
+        out.append(f"verifier asks for a separate verifier container; backend {backend} does not run one "
+                   f"({why}; use backend docker)")
+    elif has_verifier_compose(Path(task.path)):
+        out.append("tests/docker-compose.yaml makes the separate verifier a compose project; "
+                   f"backend {backend} runs one container for it")
     return out
 
 

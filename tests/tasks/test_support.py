@@ -22,7 +22,6 @@ CORPUS = Path(__file__).parent / "corpus"
     ("refused/gpu-training", "asks for 1 GPU(s) of H100/A100"),
     ("refused/windows-task", "os = 'windows'"),
     ("refused/compose-sidecar", "docker-compose.yaml"),
-    ("refused/separate-verifier", "separate verifier container"),
     ("refused/tpu-task", "TPU (v6e 2x4)"),
     ("refused/continuous-verifier", "continuous is enabled"),
     ("harbor-examples/hello-allowlist", "allowlist (api.anthropic.com, *.pypi.org, 10.0.0.0/8)"),
@@ -32,6 +31,31 @@ def test_what_no_backend_here_gives_is_refused_with_a_reason(rel: str, needle: s
     for backend in ("docker", "daytona", "local"):
         reasons = refusals(task, backend)
         assert any(needle in r for r in reasons), (backend, reasons)
+
+
+def test_a_separate_verifier_runs_on_docker_and_is_refused_where_no_second_sandbox_is_made() -> None:
+    task = load_task(CORPUS / "refused/separate-verifier")
+    assert refusals(task, "docker") == []
+    daytona, local = refusals(task, "daytona"), refusals(task, "local")
+    assert daytona == ["verifier asks for a separate verifier container; backend daytona does not run one "
+                       "(it builds images only before the fan-out, not a verifier's; use backend docker)"]
+    assert local == ["verifier asks for a separate verifier container; backend local does not run one "
+                     "(it has no image to make a second sandbox from; use backend docker)"]
+
+
+def test_a_separate_verifiers_network_is_its_own_and_leaves_the_agents_sandbox_fixed() -> None:
+    cfg = load_task(CORPUS / "refused/separate-verifier").config  # [verifier.environment] allow_internet = false
+    assert phase_network(cfg, "verifier").mode == NetworkMode.NO_NETWORK
+    assert phase_network(cfg, "agent").mode == NetworkMode.PUBLIC
+    assert needs_network(cfg) and not varies(cfg)  # the verifier's phase is not in the agent's sandbox
+
+
+def test_a_separate_verifier_built_as_a_compose_project_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(CORPUS / "refused/separate-verifier", tmp_path / "t")
+    (tmp_path / "t" / "tests" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
+    assert any("tests/docker-compose.yaml" in r for r in refusals(load_task(tmp_path / "t"), "docker"))
 
 
 def test_users_and_network_changes_need_docker() -> None:
