@@ -130,18 +130,22 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
     if regrade is not None:
         summary.regrade_of = regrade.attempt_id
     try:
-        try:  # a regrade runs no agent: it needs no credentials
+        try:  # a regrade runs no agent: it needs no agent credentials (its verifier may need its own)
             creds = resolve(spec.route_env, spec.route_home, os.environ) if regrade is None else Credentials({}, None)
+            judge = resolve(spec.verifier_route_env, None, os.environ) if spec.verifier_route_env \
+                else Credentials({}, None)
         except CredentialMissing as exc:
             summary.error = AttemptError(type="CredentialMissing", message=str(exc), failure_class="auth")
             return summary
+        summary.verifier_account = spec.verifier_account
         try:
-            task_env = TaskEnv.resolve(spec.task_config, os.environ)
+            task_env = TaskEnv.resolve(spec.task_config, os.environ, judge.env)
         except MissingHostVar as exc:
             summary.error = AttemptError(type="MissingHostVar", failure_class="auth",
                                          message=f"task.toml env needs ${{{exc.args[0]}}}, unset on this node")
             return summary
-        redactor = Redactor([*creds.secrets(), *(tokens_in(creds.home) if creds.home else []), *task_env.secrets])
+        redactor = Redactor([*creds.secrets(), *judge.secrets(), *(tokens_in(creds.home) if creds.home else []),
+                             *task_env.secrets])
         t = time.monotonic()
         sandbox = await backend.create(_sandbox_spec(spec))
         summary.sandbox_id = sandbox.id

@@ -62,9 +62,11 @@ class TaskEnv:
     verifier_environment: dict[str, str] | None = None
 
     @classmethod
-    def resolve(cls, config: TaskConfig, host: Mapping[str, str]) -> TaskEnv:
+    def resolve(cls, config: TaskConfig, host: Mapping[str, str], judge: Mapping[str, str] | None = None) -> TaskEnv:
+        """``judge``: the verifier's credential variables from its account route (resolved on this
+        node), which fill ``[verifier].env``'s templates before the host's env does."""
         environment, a = resolve_env(config.environment.env, host)
-        verifier, b = resolve_env(config.verifier.env, host)
+        verifier, b = resolve_env(config.verifier.env, {**host, **(judge or {})})
         solution, c = resolve_env(config.solution.env, host)
         secrets = a + b + c
         own = config.verifier.environment
@@ -72,7 +74,7 @@ class TaskEnv:
         secrets += d
         steps: dict[str, dict[str, str]] = {}
         for step in config.steps or []:
-            extra, more = resolve_env(step.verifier.env, host)
+            extra, more = resolve_env(step.verifier.env, {**host, **(judge or {})})
             steps[step.name] = {**verifier, **extra}
             secrets += more
         return cls(environment, verifier, solution, steps, tuple(secrets), box)
