@@ -680,9 +680,16 @@ def reserve_warnings(memory_reserve_mb: int, disk_reserve_mb: int, host: HostRes
 
 
 def _sandbox_of(arm: Arm, task: PlanTask, backend: ResourceLimits) -> Resources:
-    """The limits one cell asks for: the arm's, else the task's, else the backend's."""
-    return Resources(cpus=arm.resources.cpus or task.resources.cpus or backend.cpus,
-                     memory_mb=arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb)
+    """The limits one cell asks for: the arm's, else the task's, else the backend's; with a
+    separate verifier whose environment sets its own, the larger of each (its container starts
+    after the agent's is deleted, so the two never hold the host at once: cells/verifier_apart.py)."""
+    cpus = arm.resources.cpus or task.resources.cpus or backend.cpus
+    memory_mb = arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb
+    own = task.config.verifier.environment if task.config.verifier.separate else None
+    if own is not None:
+        cpus = max(cpus or 0, own.cpus or 0) or None
+        memory_mb = max(memory_mb or 0, own.memory_mb or 0) or None
+    return Resources(cpus=cpus, memory_mb=memory_mb)
 
 
 def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Resources:
