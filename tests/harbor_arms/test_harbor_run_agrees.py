@@ -8,16 +8,14 @@ Harbor's own docker environment needs ``docker compose``, which Debian's docker.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.harbor_run import harbor_oracle_rewards
 from support.ray_local import set_test_routes
 from support.runs import ledger_rows, plan_and_run
 
@@ -44,22 +42,6 @@ def _tasks(root: Path, image: str) -> dict[str, float]:
     return {**dict.fromkeys(TASKS, 1.0), "count-words-broken": 0.0}
 
 
-def _harbor_run(tasks: Path, jobs: Path) -> dict[str, float | None]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]),
-                                                        str(Path(__file__).parents[2])])}
-    harbor = Path(sys.executable).parent / "harbor"
-    done = subprocess.run([str(harbor), "run", "-p", str(tasks), "-a", "oracle", "-n", "2", "-o", str(jobs),
-                           "--env", "support.harbor_docker_env:RayBenchDockerEnvironment"],
-                          check=False, env=env, cwd=jobs.parent, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rewards: dict[str, float | None] = {}
-    for result in jobs.glob("*/*/result.json"):
-        trial = json.loads(result.read_text())
-        assert trial.get("exception_info") is None, trial["exception_info"]
-        rewards[trial["task_name"]] = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
-    return rewards
-
-
 @pytest.fixture(scope="module")
 def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[Path, dict[str, float | None]]:
     """The tasks, and what Harbor's own ``harbor run`` gave each (checked against the expected)."""
@@ -67,7 +49,7 @@ def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[P
     tasks = root / "tasks"
     tasks.mkdir()
     expected = _tasks(tasks, base_image)
-    harbor = _harbor_run(tasks, root / "jobs")
+    harbor = harbor_oracle_rewards(tasks, root / "jobs")
     assert harbor == expected
     return tasks, harbor
 

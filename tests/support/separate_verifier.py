@@ -39,12 +39,16 @@ fi
 """
 
 
-def write_separate_verifier_task(task_dir: Path, base_image: str) -> Path:
+def write_separate_verifier_task(task_dir: Path, base_image: str, *, exclude: bool = True) -> Path:
+    """``exclude=False``: the notes artifact without its ``exclude`` pattern. Harbor collects an
+    artifact with one by ``tar --exclude`` in the container (``download_dir_with_exclusions``),
+    which busybox's tar lacks: there it hands the verifier nothing of that artifact."""
+    notes = '{ source = "/app/notes", exclude = ["*.tmp"] }' if exclude else '"/app/notes"'
     (task_dir / "tests").mkdir(parents=True)
     (task_dir / "solution").mkdir()
     (task_dir / "environment").mkdir()
     (task_dir / "task.toml").write_text(f"""schema_version = "1.4"
-artifacts = ["/app/out", {{ source = "/app/notes", exclude = ["*.tmp"] }}]
+artifacts = ["/app/out", {notes}]
 
 [task]
 name = "ray-bench/separate-verifier"
@@ -61,7 +65,7 @@ GREETING = "hello"
 
 [verifier.environment]
 memory_mb = 128
-allow_internet = false
+network_mode = "no-network"
 
 [environment]
 docker_image = "{base_image}"
