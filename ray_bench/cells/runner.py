@@ -446,8 +446,7 @@ async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, 
         summary.watchdog = stopped.model_copy(update={"evidence": [redactor.text(e) for e in stopped.evidence]})
         _write_json(attempt_dir / "watchdog.json", summary.watchdog.model_dump(mode="json"))
         await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
-        summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
-        summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+        _read_agent_record(summary, attempt_dir)
         return
 
     if spec.keep_workspace:  # before the collect hooks and the verifier touch it
@@ -465,6 +464,11 @@ async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, 
         await _verify_apart(sandbox, backend, spec, apart, workdir, base_env, task_env, switch, summary, redactor,
                             progress, agent)
     summary.reward, summary.reward_source = read_reward(attempt_dir / "logs" / "verifier")
+    _read_agent_record(summary, attempt_dir)
+
+
+def _read_agent_record(summary: AttemptSummary, attempt_dir: Path) -> None:
+    """The agent's usage and error, from its collected ``logs/agent``."""
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
 
@@ -517,6 +521,8 @@ async def _verify_apart(sandbox: Sandbox, backend: SandboxBackend, spec: Attempt
         await take_handover(sandbox, spec, Path(tmp), room, env=base_env, cwd=workdir)
         summary.phases["handover"] = time.monotonic() - t
         await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
+        if agent is not None:  # read now: a cancellation in the verifier's phase finds the agent's sandbox gone
+            _read_agent_record(summary, Path(spec.attempt_dir))
         await _delete_shielded(sandbox, summary)  # idempotent: the attempt's own deletion finds it gone
         env = {**(task_env.verifier_environment or {}), **task_env.verifier}
         verifier = await run_verifier_apart(backend, spec, apart, Path(tmp), summary, env=env, paths=_paths,
