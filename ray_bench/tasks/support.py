@@ -82,6 +82,12 @@ def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
     elif has_verifier_compose(Path(task.path)):
         out.append("tests/docker-compose.yaml makes the separate verifier a compose project; "
                    f"backend {backend} runs one container for it")
+    own = cfg.verifier.environment
+    if own is not None and own.gpus and not capabilities(backend).gpus:
+        out.append(f"verifier.environment asks for {own.gpus} GPU(s); backend {backend} has none")
+    if own is not None and (own.os != "linux" or own.tpu is not None):
+        out.append(f"verifier.environment asks for {'a TPU' if own.tpu is not None else f'os = {own.os!r}'}; "
+                   f"backend {backend} runs Linux containers without TPUs only")
     return out
 
 

@@ -123,3 +123,13 @@ def test_multi_step_rewards_follow_harbors_rules() -> None:
     assert below_min({"reward": 1.0}, 1.0) is None
     assert below_min({"reward": 1.0}, {"correctness": 0.5}) == "correctness=-inf below min_reward 0.5"
     assert below_min(None, None) is None
+
+
+def test_a_separate_verifier_asking_for_a_gpu_is_refused_where_there_is_none(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(CORPUS / "refused/separate-verifier", tmp_path / "t")
+    toml = tmp_path / "t" / "task.toml"
+    toml.write_text(toml.read_text() + "gpus = 1\n")  # under [verifier.environment], the last table
+    assert refusals(load_task(tmp_path / "t"), "docker") == [
+        "verifier.environment asks for 1 GPU(s); backend docker has none"]
