@@ -61,6 +61,19 @@ async def take_handover(sandbox: Sandbox, spec: AttemptSpec, into: Path, room: i
     return taken
 
 
+async def put_handover(sandbox: Sandbox, spec: AttemptSpec, handover: Path) -> None:
+    """Each handed-over entry back at its own path, one by one as Harbor uploads them
+    (``upload_artifacts``): the entry itself is written, its parent directories only made where
+    missing (a tree laid at ``/`` would reset the mode of an existing ``/tmp`` or ``/app``)."""
+    for entry in handed_over(spec.task_config):
+        rel = entry.destination or ""
+        local = handover / rel
+        if local.is_dir():
+            await sandbox.put_dir(local, f"/{rel}")
+        elif local.is_file():
+            await sandbox.put_file(local.read_bytes(), f"/{rel}", mode=local.stat().st_mode & 0o777)
+
+
 def verifier_sandbox_spec(spec: AttemptSpec, apart: VerifierApart) -> SandboxSpec:
     """The verifier's sandbox: the attempt's labels, its own image (the agent's own image or build
     when it has none, without the agent's CLI layer), its own resources (the cell's when the task
@@ -101,12 +114,15 @@ async def run_verifier_apart(backend: SandboxBackend, spec: AttemptSpec, apart: 
     phases["verifier_create"] = time.monotonic() - t
     try:
         t = time.monotonic()
-        logs = sandbox.path("/logs/verifier")
-        # Harbor empties the verifier's log directory before it uploads anything (empty_dirs, chmod).
-        await sandbox.exec(f"rm -rf {shlex.quote(logs)}; mkdir -p {shlex.quote(logs)}; chmod 777 {shlex.quote(logs)}",
-                           timeout=60)
-        if any(handover.iterdir()):
-            await sandbox.put_dir(handover, "/")
+        # Harbor empties the verifier's log directory before it uploads anything (empty_dirs, chmod);
+        # the empty directory goes up as the agent's upload brings its log directories (a sandbox
+        # user that may not mkdir under / still gets them: Daytona).
+        await sandbox.exec(f"rm -rf {shlex.quote(sandbox.path('/logs/verifier'))}", timeout=60)
+        with tempfile.TemporaryDirectory(prefix="rb-verifier-logs-") as tmp:
+            (Path(tmp) / "logs" / "verifier").mkdir(parents=True)
+            (Path(tmp) / "logs" / "verifier").chmod(0o777)  # a verifier running as another user writes here
+            await sandbox.put_dir(Path(tmp), "/")
+        await put_handover(sandbox, spec, handover)
         if not apart.bundled_tests:
             await sandbox.put_dir(Path(spec.task_path) / "tests", "/tests")
         workdir = await resolve_workdir(sandbox, apart.config.workdir)

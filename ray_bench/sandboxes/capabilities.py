@@ -49,8 +49,8 @@ class BackendCapabilities:
     #: (:func:`~ray_bench.sandboxes.supervisor.docker_container_lister`).
     listed_containers: bool = False
     #: A separate verifier (task.toml ``environment_mode = "separate"``) runs in a second sandbox
-    #: of the attempt, made from the verifier's own image or Dockerfile at run time
-    #: (:mod:`ray_bench.cells.verifier_apart`).
+    #: of the attempt, made from the verifier's own image or Dockerfile at its create (Daytona
+    #: builds a Dockerfile there, outside the prebuild phase) (:mod:`ray_bench.cells.verifier_apart`).
     verifier_apart: bool = False
     #: Harbor's environment type for it (:mod:`ray_bench.exports.harbor`); None: Harbor has none.
     harbor_environment: str | None = None
@@ -79,7 +79,7 @@ BUILTIN: dict[str, Builtin] = {
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
         isolated_network=True, memory_limit=True, disk_limit=True, image=True, quota_pool=True, snapshots=True,
-        prebuild=True, harbor_environment="daytona")),
+        prebuild=True, verifier_apart=True, harbor_environment="daytona")),
     # Harbor has no environment for host processes (it would call them docker).
     "local": Builtin("ray_bench.sandboxes.local", None, BackendCapabilities()),
 }

@@ -62,9 +62,8 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
 
 
 def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
-    """A separate verifier: a second sandbox where the backend makes one per attempt at run time
-    (docker). Daytona builds every image before the fan-out (scheduler/builds.py), which does not
-    build a verifier's yet; ``local`` runs host processes, with no image to make a second from."""
+    """A separate verifier: a second sandbox where the backend makes one per attempt (docker,
+    daytona); ``local`` runs host processes, with no image to make a second from."""
     cfg = task.config
     out = [f"steps.{s.name}.verifier asks for a separate verifier container; ray-bench runs a separate "
            "verifier for single-step tasks only" for s in cfg.steps or [] if s.verifier.separate]
@@ -74,11 +73,10 @@ def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
         out.append("verifier asks for a separate verifier container; ray-bench runs a separate verifier "
                    "for single-step tasks only")
     elif not capabilities(backend).verifier_apart:
-        why = ("it builds images only before the fan-out, not a verifier's" if capabilities(backend).prebuild
-               else "it has no image to make a second sandbox from" if not capabilities(backend).image
+        why = ("it has no image to make a second sandbox from" if not capabilities(backend).image
                else "it cannot make a second sandbox per attempt")
         out.append(f"verifier asks for a separate verifier container; backend {backend} does not run one "
-                   f"({why}; use backend docker)")
+                   f"({why}; use backend docker or daytona)")
     elif has_verifier_compose(Path(task.path)):
         out.append("tests/docker-compose.yaml makes the separate verifier a compose project; "
                    f"backend {backend} runs one container for it")

@@ -58,7 +58,7 @@ def test_a_separate_verifier_runs_in_its_own_container_with_what_harbor_hands_it
     assert summary.error is None and summary.cleanup_error is None, summary.error
     seen = (tmp_path / "a1" / "logs" / "verifier" / "seen.txt").read_text().splitlines()
     assert summary.reward == 1.0, seen
-    assert {"answer", "notes", "convention", "own-image", "env"} <= set(seen)
+    assert {"answer", "notes", "convention", "own-image", "env", "tmp-kept"} <= set(seen)
     assert not [line for line in seen if "leaked" in line]  # no scratch file, no excluded file, no network
     assert "memory 134217728" in seen and "cwd /grade" in seen  # its own limit, its image's WORKDIR
     assert summary.verifier_sandbox_id and summary.verifier_sandbox_id != summary.sandbox_id

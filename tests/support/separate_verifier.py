@@ -1,7 +1,8 @@
 """A task whose verifier runs in its own container (``environment_mode = "separate"``), built
 from ``tests/Dockerfile`` over the busybox base, with 128 MiB and no network of its own. Its
 solution writes two artifacts (one with an excluded file), a file into the convention directory
-``/logs/artifacts`` and a scratch file that is no artifact; its verifier writes what it saw to
+``/logs/artifacts``, an artifact under ``/tmp`` (whose mode the handover must keep) and a scratch
+file that is no artifact; its verifier writes what it saw to
 ``/logs/verifier/seen.txt`` and reward 1 only when it was handed exactly what Harbor hands it."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ echo keep > /app/notes/keep.txt
 echo drop > /app/notes/drop.tmp
 echo note > /logs/artifacts/note.txt
 echo scratch > /app/scratch.txt
+mkdir -p /tmp/outbox && echo out > /tmp/outbox/x.txt
 """
 
 TEST = """#!/bin/sh
@@ -26,12 +28,13 @@ seen=/logs/verifier/seen.txt
 [ -f /logs/artifacts/note.txt ] && echo convention >> "$seen"
 [ -f /app/scratch.txt ] && echo scratch-leaked >> "$seen"
 [ -f /verifier-image-marker ] && echo own-image >> "$seen"
+[ -f /tmp/outbox/x.txt ] && [ "$(stat -c %a /tmp)" = "1777" ] && echo tmp-kept >> "$seen"
 [ "$GREETING" = "hello" ] && echo env >> "$seen"
 grep -q eth0 /proc/net/dev && echo online-leaked >> "$seen"
 echo "memory $(cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null)" >> "$seen"
 echo "cwd $(pwd)" >> "$seen"
 if grep -q answer "$seen" && grep -q notes "$seen" && grep -q convention "$seen" \\
-   && grep -q own-image "$seen" && ! grep -q leaked "$seen"; then
+   && grep -q own-image "$seen" && grep -q tmp-kept "$seen" && ! grep -q leaked "$seen"; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt
@@ -48,7 +51,7 @@ def write_separate_verifier_task(task_dir: Path, base_image: str, *, exclude: bo
     (task_dir / "solution").mkdir()
     (task_dir / "environment").mkdir()
     (task_dir / "task.toml").write_text(f"""schema_version = "1.4"
-artifacts = ["/app/out", {notes}]
+artifacts = ["/app/out", {notes}, "/tmp/outbox"]
 
 [task]
 name = "ray-bench/separate-verifier"
