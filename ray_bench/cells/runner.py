@@ -50,6 +50,7 @@ from ray_bench.cells.phases import (
 )
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.cells.steps import StepRun, TaskEnv, agent_extras, run_steps, stage_steps
+from ray_bench.cells.verifier_apart import handover_dir, run_verifier_apart, take_handover
 from ray_bench.cells.workspace import RegradeSource, keep_workspace, restore_workspace
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError
@@ -76,6 +77,7 @@ from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
 from ray_bench.tasks.rewards import headline, read_rewards
+from ray_bench.tasks.verifier_env import VerifierApart, verifier_apart
 
 RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
@@ -129,26 +131,30 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
     if regrade is not None:
         summary.regrade_of = regrade.attempt_id
     try:
-        try:  # a regrade runs no agent: it needs no credentials
+        try:  # a regrade runs no agent: it needs no agent credentials (its verifier may need its own)
             creds = resolve(spec.route_env, spec.route_home, os.environ) if regrade is None else Credentials({}, None)
+            judge = resolve(spec.verifier_route_env, None, os.environ) if spec.verifier_route_env \
+                else Credentials({}, None)
         except CredentialMissing as exc:
             summary.error = AttemptError(type="CredentialMissing", message=str(exc), failure_class="auth")
             return summary
+        summary.verifier_account = spec.verifier_account
         try:
-            task_env = TaskEnv.resolve(spec.task_config, os.environ)
+            task_env = TaskEnv.resolve(spec.task_config, os.environ, judge.env)
         except MissingHostVar as exc:
             summary.error = AttemptError(type="MissingHostVar", failure_class="auth",
                                          message=f"task.toml env needs ${{{exc.args[0]}}}, unset on this node")
             return summary
-        redactor = Redactor([*creds.secrets(), *(tokens_in(creds.home) if creds.home else []), *task_env.secrets])
+        redactor = Redactor([*creds.secrets(), *judge.secrets(), *(tokens_in(creds.home) if creds.home else []),
+                             *task_env.secrets])
         t = time.monotonic()
         sandbox = await backend.create(_sandbox_spec(spec))
         summary.sandbox_id = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
         if regrade is None:
-            await _run_in(sandbox, spec, task_dir, creds, task_env, redactor, summary, progress)
+            await _run_in(sandbox, backend, spec, task_dir, creds, task_env, redactor, summary, progress)
         else:
-            await _regrade_in(sandbox, spec, task_dir, task_env, redactor, summary, progress, regrade)
+            await _regrade_in(sandbox, backend, spec, task_dir, task_env, redactor, summary, progress, regrade)
     except asyncio.CancelledError:
         summary.cancelled = True
         if summary.usage is None and progress.agent is not None:
@@ -372,8 +378,8 @@ def _new_stage_root(parent: Path | None = None) -> Path:
     return root
 
 
-async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Credentials, task_env: TaskEnv,
-                  redactor: Redactor, summary: AttemptSummary, progress: _Progress) -> None:
+async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, task_dir: Path, creds: Credentials,
+                  task_env: TaskEnv, redactor: Redactor, summary: AttemptSummary, progress: _Progress) -> None:
     attempt_dir = Path(spec.attempt_dir)
     phases = summary.phases
     cfg = spec.task_config
@@ -441,8 +447,7 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
         summary.watchdog = stopped.model_copy(update={"evidence": [redactor.text(e) for e in stopped.evidence]})
         _write_json(attempt_dir / "watchdog.json", summary.watchdog.model_dump(mode="json"))
         await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
-        summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
-        summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+        _read_agent_record(summary, attempt_dir)
         return
 
     if spec.keep_workspace:  # before the collect hooks and the verifier touch it
@@ -452,9 +457,19 @@ async def _run_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, creds: Cr
         summary.artifact_bytes += summary.workspace.bytes
         phases["workspace"] = time.monotonic() - t
 
-    await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
-    await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
+    apart = verifier_apart(cfg, task_dir)
+    if apart is None:
+        await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
+        await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
+    else:
+        await _verify_apart(sandbox, backend, spec, apart, workdir, base_env, task_env, switch, summary, redactor,
+                            progress, agent)
     _score(summary, attempt_dir / "logs" / "verifier")
+    _read_agent_record(summary, attempt_dir)
+
+
+def _read_agent_record(summary: AttemptSummary, attempt_dir: Path) -> None:
+    """The agent's usage and error, from its collected ``logs/agent``."""
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
 
@@ -466,12 +481,7 @@ async def _verify(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, workdir: 
     agent, and all that a regrade runs."""
     phases = summary.phases
     cfg = spec.task_config
-    t = time.monotonic()
-    await switch.enter("setup")
-    summary.collect = await collect_hooks(sandbox, cfg.verifier.collect, env=base_env, cwd=workdir)
-    summary.artifacts_exit = await copy_artifacts(sandbox, artifact_entries(cfg.artifacts), env=base_env,
-                                                  cwd=workdir)
-    phases["collect_hooks"] = time.monotonic() - t
+    await _collect_after_agent(sandbox, spec, workdir, base_env, switch, summary)
 
     # The tests arrive only now, so the agent never saw them. An agent timeout still runs the
     # verifier: the attempt is scored and flagged, not thrown away.
@@ -486,7 +496,45 @@ async def _verify(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, workdir: 
     summary.verifier = _exec_facts(verifier, redactor.text((verifier.stdout + verifier.stderr)[-2000:]))
 
 
-async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_env: TaskEnv, redactor: Redactor,
+async def _collect_after_agent(sandbox: Sandbox, spec: AttemptSpec, workdir: str, base_env: dict[str, str],
+                               switch: NetworkSwitch, summary: AttemptSummary) -> None:
+    """The collect hooks and the task's artifacts, in the agent's sandbox after its agent."""
+    cfg = spec.task_config
+    t = time.monotonic()
+    await switch.enter("setup")
+    summary.collect = await collect_hooks(sandbox, cfg.verifier.collect, env=base_env, cwd=workdir)
+    summary.artifacts_exit = await copy_artifacts(sandbox, artifact_entries(cfg.artifacts), env=base_env,
+                                                  cwd=workdir)
+    summary.phases["collect_hooks"] = time.monotonic() - t
+
+
+async def _verify_apart(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, apart: VerifierApart,
+                        workdir: str, base_env: dict[str, str], task_env: TaskEnv, switch: NetworkSwitch,
+                        summary: AttemptSummary, redactor: Redactor, progress: _Progress,
+                        agent: ExecResult | None = None) -> None:
+    """A separate verifier (ray_bench.cells.verifier_apart): the collect hooks and artifacts, the
+    handover taken out, the agent's logs collected and its sandbox deleted (Harbor stops it before
+    the verifier starts, so the two never hold the host at once), then the verifier's own sandbox."""
+    await _collect_after_agent(sandbox, spec, workdir, base_env, switch, summary)
+    with handover_dir() as tmp:
+        t = time.monotonic()
+        room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
+        await take_handover(sandbox, spec, Path(tmp), room, env=base_env, cwd=workdir)
+        summary.phases["handover"] = time.monotonic() - t
+        await _collect_logs(sandbox, spec, redactor, summary, progress, agent)
+        if agent is not None:  # read now: a cancellation in the verifier's phase finds the agent's sandbox gone
+            _read_agent_record(summary, Path(spec.attempt_dir))
+        await _delete_shielded(sandbox, summary)  # idempotent: the attempt's own deletion finds it gone
+        env = {**(task_env.verifier_environment or {}), **task_env.verifier}
+        verifier = await run_verifier_apart(backend, spec, apart, Path(tmp), summary, env=env, paths=_paths,
+                                            delete=_delete_shielded)
+    _write_output(Path(spec.attempt_dir) / "verifier", verifier, redactor)
+    summary.verifier = _exec_facts(verifier, redactor.text((verifier.stdout + verifier.stderr)[-2000:]))
+    redactor.tree(Path(spec.attempt_dir) / "logs" / "verifier")
+
+
+async def _regrade_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, task_dir: Path,
+                      task_env: TaskEnv, redactor: Redactor,
                       summary: AttemptSummary, progress: _Progress, source: RegradeSource) -> None:
     """A regrade: the attempt's upload and paths as :func:`_run_in` makes them, the kept
     workspace over the workdir, then only :func:`_verify` (no agent, no credentials)."""
@@ -501,8 +549,13 @@ async def _regrade_in(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, task_
     base_env = {**task_env.environment, **paths}
     switch = NetworkSwitch(sandbox, spec.task_config, online=spec.network, agent_online=spec.agent_network,
                            can_switch=capabilities(spec.backend).network_per_phase)
-    await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
-    await _collect_logs(sandbox, spec, redactor, summary, progress)
+    apart = verifier_apart(spec.task_config, task_dir)
+    if apart is None:
+        await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
+        await _collect_logs(sandbox, spec, redactor, summary, progress)
+    else:  # the kept workspace restored into the agent's image, then handed over as after an agent
+        await _verify_apart(sandbox, backend, spec, apart, workdir, base_env, task_env, switch, summary, redactor,
+                            progress)
     _score(summary, Path(spec.attempt_dir) / "logs" / "verifier")
 
 

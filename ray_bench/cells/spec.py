@@ -71,3 +71,8 @@ class AttemptSpec:
     artifacts: ArtifactRoute | None = None
     #: The arm keeps the agent's final workspace as a tarball (ray_bench.cells.workspace).
     keep_workspace: bool = False
+    #: The account whose route fills the verifier's ``${VAR}`` credential templates (the arm's
+    #: judge role, ray_bench.plan.roles.judge_account) and that route (verifier var -> node var,
+    #: names only); None / empty: the templates read the node's env.
+    verifier_account: str | None = None
+    verifier_route_env: dict[str, str] = field(default_factory=dict)

@@ -55,19 +55,27 @@ class TaskEnv:
     #: Per step: [verifier].env with [steps.verifier].env over it.
     step_verifier: dict[str, dict[str, str]]
     secrets: tuple[str, ...]
+    #: A separate verifier's container env: [verifier.environment].env, else [environment].env
+    #: (Harbor gives it a copy of the top-level environment).
+    verifier_environment: dict[str, str] | None = None
 
     @classmethod
-    def resolve(cls, config: TaskConfig, host: Mapping[str, str]) -> TaskEnv:
+    def resolve(cls, config: TaskConfig, host: Mapping[str, str], judge: Mapping[str, str] | None = None) -> TaskEnv:
+        """``judge``: the verifier's credential variables from its account route (resolved on this
+        node), which fill ``[verifier].env``'s templates before the host's env does."""
         environment, a = resolve_env(config.environment.env, host)
-        verifier, b = resolve_env(config.verifier.env, host)
+        verifier, b = resolve_env(config.verifier.env, {**host, **(judge or {})})
         solution, c = resolve_env(config.solution.env, host)
         secrets = a + b + c
+        own = config.verifier.environment
+        box, d = resolve_env(own.env, host) if own is not None else (environment, [])
+        secrets += d
         steps: dict[str, dict[str, str]] = {}
         for step in config.steps or []:
-            extra, more = resolve_env(step.verifier.env, host)
+            extra, more = resolve_env(step.verifier.env, {**host, **(judge or {})})
             steps[step.name] = {**verifier, **extra}
             secrets += more
-        return cls(environment, verifier, solution, steps, tuple(secrets))
+        return cls(environment, verifier, solution, steps, tuple(secrets), box)
 
 
 async def agent_extras(sandbox: Sandbox, config: TaskConfig) -> dict[str, str]:

@@ -15,8 +15,9 @@ from ray_bench.commands.receipt_terms import (
 )
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
-from ray_bench.plan.roles import render_roles
+from ray_bench.plan.roles import render_roles, render_verifier_routes
 from ray_bench.plan.watchdog import watchdog_lines
+from ray_bench.tasks.envvars import template_names
 from ray_bench.textsafe import code_span, escape_controls, table_cell
 
 
@@ -46,6 +47,13 @@ def render_receipt(plan: Plan, identity: str) -> str:
     out += agents_section(plan)
     out += ["", *workspace_lines(plan)]
     out += ["", *render_roles(plan.arms)]
+    wanted: dict[str, list[str]] = {}
+    for task in plan.tasks:
+        for var in template_names(task.config.verifier.env):
+            wanted.setdefault(var, []).append(task.id)
+    routes = render_verifier_routes(plan.arms, plan.accounts, wanted)
+    if routes:
+        out += ["", *routes]
     out += ["", *watchdog_lines(plan.arms)]
     out += ["", "## Accounts", "",
             "| account | provider | route | max concurrent | starts/min | window quota | spend budget |",

@@ -235,6 +235,10 @@ class AttemptSummary(_Record):
     lost: bool = False
     stale: bool = False
     sandbox_id: str | None = None
+    verifier_account: str | None = Field(default=None, description=(
+        "The account whose route gave the verifier its credential variables (the arm's judge role)."))
+    verifier_sandbox_id: str | None = Field(default=None, description=(
+        "A separate verifier's own sandbox (task.toml environment_mode = 'separate'); deleted like the agent's."))
     sandboxes_removed: int | None = None
     artifact_bytes: int = 0
     cleanup_error: str | None = None

@@ -22,7 +22,8 @@ class ModelRole(ConfigModel):
     route: str = Field(
         default="accounts",
         description="Whose credentials it uses: `accounts` (the account the cell runs on) or the "
-        "name of an account or an env var route. A name, never a value.")
+        "name of an account or an env var route. A name, never a value. A judge's account route "
+        "also fills the credential variables a task's [verifier].env names (${ANTHROPIC_API_KEY}).")
     billing: Billing = Field(
         description="subscription (a login's quota), api (paid per token) or local (own compute).")
     max_turns: int | None = Field(default=None, ge=1, description="Turns per attempt at most.")

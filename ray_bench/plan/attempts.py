@@ -13,7 +13,7 @@ from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig
 from ray_bench.plan.agents import agent_network, sandbox_image
-from ray_bench.plan.roles import executor_max_turns
+from ray_bench.plan.roles import executor_max_turns, judge_account
 from ray_bench.plan.watchdog import effective as effective_watchdog
 from ray_bench.runroot import RunPaths
 
@@ -68,6 +68,7 @@ class AttemptSpecs:
         image, build_context = box.image, box.build_context
         if snapshot is not None:
             image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
+        judge = judge_account(arm, row.account, self.accounts)
         return AttemptSpec(
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=row.account, task_path=task.path,
@@ -93,4 +94,6 @@ class AttemptSpecs:
             max_turns=executor_max_turns(arm),
             harbor_agent=arm.harbor_agent, harbor_options=dict(arm.harbor_options),
             keep_workspace=arm.keep_workspace,
+            verifier_account=judge,
+            verifier_route_env=dict(self.accounts[judge].route.env) if judge is not None else {},
         )

@@ -41,7 +41,7 @@ from ray_bench.plan.egress import refuse_unreachable_providers
 from ray_bench.plan.history import expected_seconds, paired_deltas
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import spread_of
-from ray_bench.plan.roles import check_role_routes
+from ray_bench.plan.roles import check_role_routes, verifier_route_vars
 from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.sandboxes.daytona_lookup import check_snapshots
@@ -204,7 +204,7 @@ def compile_plan(req: PlanRequest) -> Plan:
 
     reps = req.reps or suite.reps
     refuse_oversized(tasks, arms, reps, selection, req)
-    refuse_route_templates(tasks, accounts_file.accounts)
+    refuse_route_templates(tasks, accounts_file.accounts, arms)
     refuse_long_instructions(tasks, arms, {e.task_id: e.arms for e in selection.entries} if selection else None)
     warnings.extend(refuse_missing_snapshots(suite, arms, plan_tasks, req.environ, req.suite))
     refuse_unreachable_providers(suite, arms, accounts_file.accounts, req.environ, str(req.suite))
@@ -293,23 +293,36 @@ def refuse_oversized(tasks: list[TaskRef], arms: list[Arm], reps: int, selection
 _TEMPLATE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def refuse_route_templates(tasks: list[TaskRef], accounts: list[Account]) -> None:
+def refuse_route_templates(tasks: list[TaskRef], accounts: list[Account], arms: list[Arm]) -> None:
     """A task env value ``${VAR}`` is filled from the host's environment: naming a variable
-    that holds an account's key would hand that key to the task's verifier or solution."""
+    that holds an account's key would hand that key to the task's verifier or solution. A
+    ``[verifier].env`` template is the exception when every arm routes that variable to verifiers
+    through its judge role (:func:`ray_bench.plan.roles.judge_account`): the verifier then gets it
+    from that account's route, by name (Senior SWE-Bench's LLM judges)."""
     owners: dict[str, str] = {}
     for account in accounts:
         for agent_var, source in account.route.env.items():
             owners.setdefault(source, account.name)
             owners.setdefault(agent_var, account.name)
+    by_name = {a.name: a for a in accounts}
+    routed = [verifier_route_vars(arm, by_name) for arm in arms]
     errors: list[UserInputError] = []
     for task in tasks:
         for loc, text in _env_values(task.config.model_dump(mode="json")):
             for name in _TEMPLATE.findall(text):
-                if name in owners:
-                    errors.append(TaskDirError(
-                        f"task {task.id}: {'.'.join(map(str, loc))} = ${{{name}}} names the credential "
-                        f"variable of account {owners[name]}: the task would see that account's key",
-                        where=task.path, fix="remove it; only an agent gets a key, through its account's route"))
+                if name not in owners:
+                    continue
+                if loc[:2] == ("verifier", "env") and routed and all(
+                        r and all(name in names for names in r.values()) for r in routed):
+                    continue
+                errors.append(TaskDirError(
+                    f"task {task.id}: {'.'.join(map(str, loc))} = ${{{name}}} names the credential "
+                    f"variable of account {owners[name]}: the task would see that account's key",
+                    where=task.path,
+                    fix="remove it; only an agent gets a key, through its account's route"
+                        + (", and a verifier through its arm's judge role (roles: [{role: judge, route: "
+                           "ACCOUNT, ...}] with an account whose route names it)"
+                           if loc[:2] == ("verifier", "env") else "")))
     if errors:
         raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
 
@@ -675,9 +688,16 @@ def reserve_warnings(memory_reserve_mb: int, disk_reserve_mb: int, host: HostRes
 
 
 def _sandbox_of(arm: Arm, task: PlanTask, backend: ResourceLimits) -> Resources:
-    """The limits one cell asks for: the arm's, else the task's, else the backend's."""
-    return Resources(cpus=arm.resources.cpus or task.resources.cpus or backend.cpus,
-                     memory_mb=arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb)
+    """The limits one cell asks for: the arm's, else the task's, else the backend's; with a
+    separate verifier whose environment sets its own, the larger of each (its container starts
+    after the agent's is deleted, so the two never hold the host at once: cells/verifier_apart.py)."""
+    cpus = arm.resources.cpus or task.resources.cpus or backend.cpus
+    memory_mb = arm.resources.memory_mb or task.resources.memory_mb or backend.memory_mb
+    own = task.config.verifier.environment if task.config.verifier.separate else None
+    if own is not None:
+        cpus = max(cpus or 0, own.cpus or 0) or None
+        memory_mb = max(memory_mb or 0, own.memory_mb or 0) or None
+    return Resources(cpus=cpus, memory_mb=memory_mb)
 
 
 def _largest_sandbox(suite: Suite, arms: list[Arm], tasks: list[PlanTask]) -> Resources:

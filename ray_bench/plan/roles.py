@@ -39,6 +39,55 @@ def check_role_routes(arms: list[Arm], accounts: list[Account], environ: Mapping
                 "exported variable's name"))
 
 
+def _judge_route(arm: Arm) -> str | None:
+    return next((r.route for r in arm.roles if r.role == "judge"), None)
+
+
+def judge_account(arm: Arm, cell_account: str, accounts: Mapping[str, Account]) -> str | None:
+    """The account whose route gives the task's verifier its credential variables: the arm's
+    ``judge`` role routed to an account of the accounts file, or to ``accounts`` (the account the
+    cell runs on, ``cell_account``); None when the arm has no judge role or routes it by a
+    variable of its own (the verifier's ``${VAR}`` then reads the node's env, as without one)."""
+    route = _judge_route(arm)
+    if route == CELL_ACCOUNT:
+        return cell_account
+    return route if route is not None and route in accounts else None
+
+
+def verifier_route_vars(arm: Arm, accounts: Mapping[str, Account]) -> dict[str, set[str]]:
+    """Per account an arm's verifiers may take credentials from (its judge route: one account,
+    or every account of the pool when routed to ``accounts``), the variable names that route
+    supplies. Empty: the arm routes no credential to verifiers."""
+    route = _judge_route(arm)
+    if route == CELL_ACCOUNT:
+        chosen = list(accounts.values())
+    elif route is not None and route in accounts:
+        chosen = [accounts[route]]
+    else:
+        return {}
+    return {a.name: set(a.route.env) for a in chosen}
+
+
+def render_verifier_routes(arms: list[Arm], accounts: list[Account], wanted: Mapping[str, list[str]]) -> list[str]:
+    """The receipt's table of verifier credentials: per arm, which credential variables the tasks'
+    verifiers name (``wanted``: variable -> tasks) and the account route each comes from. Names
+    only, never a value."""
+    by_name = {a.name: a for a in accounts}
+    rows: list[str] = []
+    for arm in arms:
+        for account, names in sorted(verifier_route_vars(arm, by_name).items()):
+            for var in sorted(v for v in wanted if v in names):
+                tasks = wanted[var]
+                shown = ", ".join(tasks[:3]) + (f" and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+                rows.append(f"| {arm.name} | {var} | {account} | {var}<-${by_name[account].route.env[var]} | {shown} |")
+    if not rows:
+        return []
+    return ["## Verifier credentials", "",
+            "Each cell's verifier gets these from its arm's judge route, resolved on the node that runs it "
+            "(recorded by name; the attempt's summary names the account).", "",
+            "| arm | variable | account | route | tasks |", "|---|---|---|---|---|", *rows]
+
+
 def executor_max_turns(arm: Arm) -> int | None:
     """The executor role's bound on turns, which the agent CLI is given (None: unbounded)."""
     return next((r.max_turns for r in arm.roles if r.role == "executor" and r.max_turns), None)

@@ -52,6 +52,10 @@ class BackendCapabilities:
     #: The resource supervisor lists the run's containers on the node for its halt record
     #: (:func:`~ray_bench.sandboxes.supervisor.docker_container_lister`).
     listed_containers: bool = False
+    #: A separate verifier (task.toml ``environment_mode = "separate"``) runs in a second sandbox
+    #: of the attempt, made from the verifier's own image or Dockerfile at its create (Daytona
+    #: builds a Dockerfile there, outside the prebuild phase) (:mod:`ray_bench.cells.verifier_apart`).
+    verifier_apart: bool = False
     #: Harbor's environment type for it (:mod:`ray_bench.exports.harbor`); None: Harbor has none.
     harbor_environment: str | None = None
 
@@ -75,11 +79,11 @@ BUILTIN: dict[str, Builtin] = {
     "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
         users=True, network_per_phase=True, isolated_network=True, memory_limit=True, cpu_limit=True, image=True,
         agent_layer=True, host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True,
-        listed_containers=True, harbor_environment="docker")),
+        listed_containers=True, verifier_apart=True, harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
         isolated_network=True, memory_limit=True, cpu_limit=True, disk_limit=True, image=True, default_image=True,
-        quota_pool=True, snapshots=True, prebuild=True, harbor_environment="daytona")),
+        quota_pool=True, snapshots=True, prebuild=True, verifier_apart=True, harbor_environment="daytona")),
     # Harbor has no environment for host processes (it would call them docker).
     "local": Builtin("ray_bench.sandboxes.local", None, BackendCapabilities()),
 }

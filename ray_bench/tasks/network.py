@@ -33,6 +33,10 @@ def phase_network(config: TaskConfig, phase: Phase, step: StepConfig | None = No
     if phase == "agent" and agent_online:
         return NetworkPolicy(NetworkMode.PUBLIC)
     env = config.environment
+    if phase == "verifier" and step is None and config.verifier.separate and config.verifier.environment:
+        # A separate verifier's baseline is its own environment's (harbor/trial/network_policy.py,
+        # resolve_trial_network_plan: verifier_env_baseline), a copy of [environment] without one.
+        env = config.verifier.environment
     base = NetworkPolicy(env.network_mode, tuple(env.allowed_hosts or ()))
     if phase == "setup":
         return base
@@ -54,11 +58,19 @@ def all_policies(config: TaskConfig, agent_online: bool = False) -> list[tuple[s
     return out
 
 
+def in_agent_sandbox(config: TaskConfig, agent_online: bool = False) -> list[tuple[str, NetworkPolicy]]:
+    """The (phase, policy) pairs that run in the agent's sandbox: all but a separate verifier,
+    which has a sandbox of its own made with its network (ray_bench.cells.verifier_apart)."""
+    separate = config.verifier.separate and not config.steps
+    return [(name, policy) for name, policy in all_policies(config, agent_online)
+            if not (separate and name == "verifier")]
+
+
 def needs_network(config: TaskConfig) -> bool:
-    """Whether the sandbox must be made with a network (some phase is online)."""
-    return any(policy.online for _, policy in all_policies(config))
+    """Whether the agent's sandbox must be made with a network (some phase in it is online)."""
+    return any(policy.online for _, policy in in_agent_sandbox(config))
 
 
 def varies(config: TaskConfig, agent_online: bool = False) -> bool:
-    """Whether the phases differ, so the network must change during the run."""
-    return len({policy.online for _, policy in all_policies(config, agent_online)}) > 1
+    """Whether the phases in the agent's sandbox differ, so its network must change during the run."""
+    return len({policy.online for _, policy in in_agent_sandbox(config, agent_online)}) > 1

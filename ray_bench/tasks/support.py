@@ -2,17 +2,20 @@
 (:mod:`ray_bench.sandboxes.capabilities`).
 
 A task that asks for what its backend cannot give (GPUs, a TPU, Windows, a multi-container
-compose file, a separate verifier container, continuous verification, an allowlist network,
-another user, a network that changes between phases) is refused with one line each: never a
-silent run without what the task asked for. What a backend only cannot *enforce* (a disk quota
-on docker, isolation on ``local``) is a receipt warning.
+compose file, a separate verifier container where the backend cannot make one, continuous
+verification, an allowlist network, another user, a network that changes between phases) is
+refused with one line each: never a silent run without what the task asked for. What a backend
+only cannot *enforce* (a disk quota on docker, isolation on ``local``) is a receipt warning.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
 from ray_bench.sandboxes.capabilities import BUILTIN, capabilities, having
 from ray_bench.tasks.network import all_policies, varies
+from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
 def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False) -> list[str]:
@@ -38,10 +41,9 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False) -> li
     if task.has_compose:
         out.append(f"has environment/docker-compose.yaml (several containers); backend {backend} "
                    "runs one container per attempt")
+    out.extend(_verifier_apart(task, backend))
     verifiers = [("verifier", cfg.verifier)] + [(f"steps.{s.name}.verifier", s.verifier) for s in cfg.steps or []]
     for where, verifier in verifiers:
-        if verifier.separate:
-            out.append(f"{where} asks for a separate verifier container; ray-bench verifies in the agent's")
         if verifier.continuous.enabled:
             out.append(f"{where}.continuous is enabled; ray-bench verifies after the agent only")
         if any(hook.service != MAIN_SERVICE for hook in verifier.collect):
@@ -75,6 +77,34 @@ def _gpu_backends(backend: str) -> str:
     # ray-bench's docker backend does not ask for one yet.
     return (f"no ray-bench backend gives a sandbox GPUs ({', '.join(sorted(BUILTIN))} have none), "
             "so no suite here can run it")
+
+
+def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
+    """A separate verifier: a second sandbox where the backend makes one per attempt (docker,
+    daytona); ``local`` runs host processes, with no image to make a second from."""
+    cfg = task.config
+    out = [f"steps.{s.name}.verifier asks for a separate verifier container; ray-bench runs a separate "
+           "verifier for single-step tasks only" for s in cfg.steps or [] if s.verifier.separate]
+    if not cfg.verifier.separate:
+        return out
+    if cfg.steps:
+        out.append("verifier asks for a separate verifier container; ray-bench runs a separate verifier "
+                   "for single-step tasks only")
+    elif not capabilities(backend).verifier_apart:
+        why = ("it has no image to make a second sandbox from" if not capabilities(backend).image
+               else "it cannot make a second sandbox per attempt")
+        out.append(f"verifier asks for a separate verifier container; backend {backend} does not run one "
+                   f"({why}; use backend docker or daytona)")
+    elif has_verifier_compose(Path(task.path)):
+        out.append("tests/docker-compose.yaml makes the separate verifier a compose project; "
+                   f"backend {backend} runs one container for it")
+    own = cfg.verifier.environment
+    if own is not None and own.gpus and not capabilities(backend).gpus:
+        out.append(f"verifier.environment asks for {own.gpus} GPU(s); backend {backend} has none")
+    if own is not None and (own.os != "linux" or own.tpu is not None):
+        out.append(f"verifier.environment asks for {'a TPU' if own.tpu is not None else f'os = {own.os!r}'}; "
+                   f"backend {backend} runs Linux containers without TPUs only")
+    return out
 
 
 def notices(task: TaskRef, backend: str) -> list[str]:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.harbor_run import harbor_oracle_rewards
 from support.ray_local import set_test_routes
 from support.runs import ledger_rows, plan_and_run
 
@@ -60,23 +59,6 @@ def _tasks(root: Path, image: str) -> dict[str, dict[str, float]]:
             "multi-reward": {"correctness": 1.0, "performance": 0.5}}
 
 
-def _harbor_run(tasks: Path, jobs: Path) -> dict[str, dict[str, float]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]),
-                                                        str(Path(__file__).parents[2])])}
-    harbor = Path(sys.executable).parent / "harbor"
-    done = subprocess.run([str(harbor), "run", "-p", str(tasks), "-a", "oracle", "-n", "2", "-o", str(jobs),
-                           "--env", "support.harbor_docker_env:RayBenchDockerEnvironment"],
-                          check=False, env=env, cwd=jobs.parent, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rewards: dict[str, dict[str, float]] = {}
-    for result in jobs.glob("*/*/result.json"):
-        trial = json.loads(result.read_text())
-        assert trial.get("exception_info") is None, trial["exception_info"]
-        got = (trial.get("verifier_result") or {}).get("rewards") or {}
-        rewards[trial["task_name"]] = {k: float(v) for k, v in got.items()}
-    return rewards
-
-
 @pytest.fixture(scope="module")
 def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[Path, dict[str, dict[str, float]]]:
     """The tasks, and what Harbor's own ``harbor run`` gave each (checked against the expected)."""
@@ -84,7 +66,7 @@ def agreed(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> tuple[P
     tasks = root / "tasks"
     tasks.mkdir()
     expected = _tasks(tasks, base_image)
-    harbor = _harbor_run(tasks, root / "jobs")
+    harbor = harbor_oracle_rewards(tasks, root / "jobs")
     assert harbor == expected
     return tasks, harbor
 

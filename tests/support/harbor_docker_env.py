@@ -34,6 +34,11 @@ class RayBenchDockerEnvironment(SandboxEnvironment):  # type: ignore[misc,unused
                  task_env_config: EnvironmentConfig, logger: logging.Logger | None = None, **kwargs: Any) -> None:
         self._backend = DockerBackend()
         self._image = task_env_config.docker_image
+        # No image: built from the environment's Dockerfile, as Harbor's docker environment builds
+        # it (a separate verifier's environment_dir is the task's tests/).
+        dockerfile = Path(environment_dir) / "Dockerfile"
+        self._build = Path(environment_dir) if self._image is None and dockerfile.is_file() else None
+        kwargs.pop("enable_environment_dir_upload", None)  # the image is built here, not uploaded into
         workdir = getattr(task_env_config, "workdir", None)
         super().__init__(_NotYet(), task_dir=Path(environment_dir).parent, trial_paths=trial_paths,  # type: ignore[arg-type]
                          task_env_config=task_env_config, session_id=session_id, base_env={},
@@ -46,7 +51,7 @@ class RayBenchDockerEnvironment(SandboxEnvironment):  # type: ignore[misc,unused
     async def start(self, force_build: bool) -> None:
         sandbox: Sandbox = await self._backend.create(SandboxSpec(
             labels=run_labels(RUN_LABEL, self.session_id, self.session_id), image=self._image,
-            workdir=self._workdir, resources=Resources(cpus=1, memory_mb=512)))
+            dockerfile_dir=self._build, workdir=self._workdir, resources=Resources(cpus=1, memory_mb=512)))
         self._sandbox = sandbox
         # as Harbor's own environments without host mounts start (daytona, modal): the log dirs
         await self.ensure_dirs(self._mount_targets(writable_only=True))

@@ -23,7 +23,6 @@ CORPUS = Path(__file__).parent / "corpus"
     ("refused/gpu-training", "asks for 1 GPU(s) of H100/A100"),
     ("refused/windows-task", "os = 'windows'"),
     ("refused/compose-sidecar", "docker-compose.yaml"),
-    ("refused/separate-verifier", "separate verifier container"),
     ("refused/tpu-task", "TPU (v6e 2x4)"),
     ("refused/continuous-verifier", "continuous is enabled"),
     ("harbor-examples/hello-allowlist", "allowlist (api.anthropic.com, *.pypi.org, 10.0.0.0/8)"),
@@ -61,6 +60,27 @@ def test_local_says_per_task_that_its_dockerfile_is_not_built_and_cpus_not_held(
     assert any(n.startswith("environment/Dockerfile is not built on local") for n in said), said
     assert "cpus = 1 is not held on local: its processes share the host's CPUs" in said
     assert not any("Dockerfile" in n or "cpus" in n for n in notices(task, "docker") + notices(task, "daytona"))
+
+
+def test_a_separate_verifier_runs_on_docker_and_daytona_and_is_refused_on_local() -> None:
+    task = load_task(CORPUS / "refused/separate-verifier")
+    assert refusals(task, "docker") == [] and refusals(task, "daytona") == []
+    assert refusals(task, "local") == ["verifier asks for a separate verifier container; backend local does not "
+                                       "run one (it has no image to make a second sandbox from; use backend docker "
+                                       "or daytona)"]
+
+
+def test_a_separate_verifiers_network_is_its_own_and_leaves_the_agents_sandbox_fixed() -> None:
+    cfg = load_task(CORPUS / "refused/separate-verifier").config  # [verifier.environment] allow_internet = false
+    assert phase_network(cfg, "verifier").mode == NetworkMode.NO_NETWORK
+    assert phase_network(cfg, "agent").mode == NetworkMode.PUBLIC
+    assert needs_network(cfg) and not varies(cfg)  # the verifier's phase is not in the agent's sandbox
+
+
+def test_a_separate_verifier_built_as_a_compose_project_is_refused(tmp_path: Path) -> None:
+    shutil.copytree(CORPUS / "refused/separate-verifier", tmp_path / "t")
+    (tmp_path / "t" / "tests" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
+    assert any("tests/docker-compose.yaml" in r for r in refusals(load_task(tmp_path / "t"), "docker"))
 
 
 def test_users_and_network_changes_need_docker() -> None:
@@ -128,3 +148,11 @@ def test_multi_step_rewards_follow_harbors_rules() -> None:
     assert below_min({"reward": 1.0}, 1.0) is None
     assert below_min({"reward": 1.0}, {"correctness": 0.5}) == "correctness=-inf below min_reward 0.5"
     assert below_min(None, None) is None
+
+
+def test_a_separate_verifier_asking_for_a_gpu_is_refused_where_there_is_none(tmp_path: Path) -> None:
+    shutil.copytree(CORPUS / "refused/separate-verifier", tmp_path / "t")
+    toml = tmp_path / "t" / "task.toml"
+    toml.write_text(toml.read_text() + "gpus = 1\n")  # under [verifier.environment], the last table
+    assert refusals(load_task(tmp_path / "t"), "docker") == [
+        "verifier.environment asks for 1 GPU(s); backend docker has none"]
