@@ -7,7 +7,7 @@ from typing import Any
 
 from ray_bench.artifacts.route import ArtifactRoute
 from ray_bench.models.suite import Watchdog
-from ray_bench.models.task import TaskConfig
+from ray_bench.models.task import ComposeProject, TaskConfig
 
 #: Cell runner processes per node. One async runner is bound by one core (the GIL); two keep
 #: very short cells from queueing behind each other on a busy loop, and a runner that dies
@@ -71,3 +71,5 @@ class AttemptSpec:
     artifacts: ArtifactRoute | None = None
     #: The arm keeps the agent's final workspace as a tarball (ray_bench.cells.workspace).
     keep_workspace: bool = False
+    #: The task's environment/docker-compose.yaml as the plan read it (None: it has none).
+    compose: ComposeProject | None = None

@@ -572,7 +572,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
         has_dockerfile=task.has_dockerfile,
         build=builds_dockerfile(task.has_dockerfile, env.docker_image, force_build=force_build),
         has_solution=task.has_solution,
-        network=needs_network(cfg),
+        network=needs_network(cfg) and not (task.compose is not None and task.compose.offline),
         workdir=env.workdir,
         resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
         verifier_env=cfg.verifier.env,
@@ -580,6 +580,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
         config=cfg,
         warnings=list(task.warnings),
         mcp_servers=task_mcp_servers(env.mcp_servers),
+        compose=task.compose,
     )
 
 

@@ -106,6 +106,18 @@ class SandboxSpec:
     #: ``Dockerfile`` takes the image as build arg ``BASE``. Container backends build it once
     #: per (image, content).
     agent_layer: Path | None = None
+    #: A task's compose project: the sandbox is its ``main`` service, the other services beside it
+    #: (backends whose capabilities say ``compose``); None: one container.
+    compose: ComposeSpec | None = None
+
+
+@dataclass(frozen=True)
+class ComposeSpec:
+    """A compose project to run around ``main``: the task's ``environment/docker-compose.yaml``."""
+
+    file: Path
+    #: How long ``up`` may wait for the services to be healthy.
+    wait_sec: float = 300.0
 
 
 @dataclass(frozen=True)

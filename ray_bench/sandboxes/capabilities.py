@@ -26,6 +26,8 @@ class BackendCapabilities:
     memory_limit: bool = False
     disk_limit: bool = False  # a per-sandbox disk quota
     gpus: bool = False
+    #: Runs a task's compose project (several services; :mod:`ray_bench.sandboxes.docker.compose`).
+    compose: bool = False
     image: bool = False  # runs a container image (False: host processes)
     agent_layer: bool = False  # lays the node's agent CLI install over the image (ray_bench.agents.layer)
     #: Sandboxes share the node's host and are admitted against its CPUs and memory minus the
@@ -70,6 +72,7 @@ class Builtin:
 BUILTIN: dict[str, Builtin] = {
     "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
         users=True, network_per_phase=True, isolated_network=True, memory_limit=True, image=True, agent_layer=True,
+        compose=True,
         host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True,
         harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).

@@ -28,9 +28,7 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
         out.append(f"asks for a TPU ({env.tpu.type} {env.tpu.topology}); backend {backend} has none")
     if env.os != "linux":
         out.append(f"asks for os = {env.os!r}; backend {backend} runs Linux containers only")
-    if task.has_compose:
-        out.append(f"has environment/docker-compose.yaml (several containers); backend {backend} "
-                   "runs one container per attempt")
+    out.extend(compose_refusals(task, backend))
     verifiers = [("verifier", cfg.verifier)] + [(f"steps.{s.name}.verifier", s.verifier) for s in cfg.steps or []]
     for where, verifier in verifiers:
         if verifier.separate:
@@ -59,6 +57,20 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
     return out
 
 
+def compose_refusals(task: TaskRef, backend: str) -> list[str]:
+    """Why ``backend`` cannot run the task's compose project (none for a file that restates main:
+    that is the default container on every backend)."""
+    project = task.compose
+    if project is None or project.main_only:
+        return []
+    if not capabilities(backend).compose:
+        # Harbor's Daytona environment runs a compose task in a privileged Docker-in-Docker
+        # sandbox (harbor/environments/daytona/environment.py, _DaytonaDinD: docker:28.3.3-dind).
+        return [f"has a compose project ({', '.join(project.services)}); backend {backend} runs one "
+                "container per attempt (Harbor runs it in Docker-in-Docker there; run it on docker)"]
+    return list(project.unsupported)
+
+
 def notices(task: TaskRef, backend: str) -> list[str]:
     """What the backend runs but does not enforce (receipt warnings)."""
     can = capabilities(backend)
@@ -70,6 +82,9 @@ def notices(task: TaskRef, backend: str) -> list[str]:
         out.append(f"memory_mb = {env.memory_mb} is not enforced on {backend} (host processes)")
     if not can.isolated_network and any(not p.online for _, p in all_policies(task.config)):
         out.append(f"no-network is not enforced on {backend} (no isolation)")
+    if task.compose is not None and task.compose.offline:
+        out.append("its compose main has network_mode: none: no phase has a network, the agent's neither "
+                   "(as in Harbor)")
     if env.skills_dir is not None:
         out.append(f"skills_dir = {env.skills_dir!r} is passed to the agent as RAY_BENCH_SKILLS_DIR only")
     return out

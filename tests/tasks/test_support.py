@@ -21,7 +21,6 @@ CORPUS = Path(__file__).parent / "corpus"
 @pytest.mark.parametrize(("rel", "needle"), [
     ("refused/gpu-training", "asks for 1 GPU(s) of H100/A100"),
     ("refused/windows-task", "os = 'windows'"),
-    ("refused/compose-sidecar", "docker-compose.yaml"),
     ("refused/separate-verifier", "separate verifier container"),
     ("refused/tpu-task", "TPU (v6e 2x4)"),
     ("refused/continuous-verifier", "continuous is enabled"),
@@ -32,6 +31,15 @@ def test_what_no_backend_here_gives_is_refused_with_a_reason(rel: str, needle: s
     for backend in ("docker", "daytona", "local"):
         reasons = refusals(task, backend)
         assert any(needle in r for r in reasons), (backend, reasons)
+
+
+def test_a_compose_project_runs_on_docker_only_and_says_why_elsewhere() -> None:
+    task = load_task(CORPUS / "refused/compose-sidecar")
+    assert task.compose is not None and task.compose.services == ("main", "db") and not task.compose.main_only
+    assert [r for r in refusals(task, "docker") if "compose project" in r] == []
+    for backend in ("daytona", "local"):
+        reasons = [r for r in refusals(task, backend) if "compose project" in r]
+        assert len(reasons) == 1 and "(main, db)" in reasons[0] and "Docker-in-Docker" in reasons[0]
 
 
 def test_users_and_network_changes_need_docker() -> None:

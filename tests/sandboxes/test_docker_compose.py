@@ -1,0 +1,148 @@
+"""Compose tasks on real docker through Compose v2, planned as a user plans them: the plan's cell
+spec (``AttemptSpecs``) run by the cell runner, then the run's audit. Tasks are built here on the
+test base image: ``main`` from the task's Dockerfile, and a ``db`` service (busybox httpd) that is
+healthy only once it serves, which the agent and the verifier reach by name."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.compose_tasks import MAPPER_MAIN
+from support.specs import run_on_docker
+from support.suites import make_suite
+
+from ray_bench.api import audit_run, plan_run
+from ray_bench.ledger.store import AttemptRow
+from ray_bench.models.attempt import AttemptSummary
+from ray_bench.plan.attempts import AttemptSpecs
+from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths
+from ray_bench.sandboxes.base import LABEL_RUN
+from ray_bench.sandboxes.docker import DockerBackend
+
+pytestmark = [pytest.mark.docker]
+
+#: The verifier: 1 when db answers by name and the agent saw it too.
+VERIFIER = """#!/bin/sh
+mkdir -p /logs/verifier
+if [ "$(wget -q -O- http://db:8080/ping)" = pong ] && [ "$(cat /app/seen 2>/dev/null)" = pong ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+#: What the agent does: read db's answer into /app/seen.
+AGENT = "wget -q -O- http://db:8080/ping > /app/seen; cat /app/seen"
+
+
+def db_service(base_image: str, *, delay: int = 2) -> dict[str, Any]:
+    """busybox httpd that starts serving after ``delay`` s: healthy only then."""
+    return {
+        "image": base_image,
+        "command": ["sh", "-c", f"sleep {delay}; mkdir -p /www && echo pong > /www/ping && httpd -f -p 8080 -h /www"],
+        "healthcheck": {"test": ["CMD", "wget", "-q", "-O-", "http://127.0.0.1:8080/ping"],
+                        "interval": "1s", "timeout": "2s", "retries": 30},
+    }
+
+
+def compose_task(root: Path, name: str, base_image: str, compose: dict[str, Any] | str) -> Path:
+    task = root / name
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 30.0\n'
+                                    '[environment]\nworkdir = "/app"\n')
+    (task / "instruction.md").write_text("Ask db for its answer.\n")
+    (task / "environment" / "Dockerfile").write_text(f"FROM {base_image}\nWORKDIR /app\n")
+    text = compose if isinstance(compose, str) else yaml.safe_dump(compose, sort_keys=False)
+    (task / "environment" / "docker-compose.yaml").write_text(text)
+    (task / "tests" / "test.sh").write_text(VERIFIER)
+    return task
+
+
+def plan_docker(tmp_path: Path, command: str, run_id: str) -> RunPaths:
+    """Plan the suite under ``tmp_path/suite`` (its tasks/ already written) on docker, one arm."""
+    suite, accounts = make_suite(tmp_path / "suite", tasks=[], backend="docker",
+                                 backends={"docker": {"max_sandboxes": 2}},
+                                 arms=[{"name": "baseline", "role": "baseline", "command": command}])
+    plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id=run_id)
+    return RunPaths(tmp_path / "runs" / run_id)
+
+
+def run_cell(paths: RunPaths, task: str) -> AttemptSummary:
+    plan, _ = load_plan_file(paths.plan)
+    cell = next(c for c in plan.cells if c.task == task)
+    row = AttemptRow(attempt_id=f"{cell.id}-a1", cell_id=cell.id, task=task, task_checksum="", arm=cell.arm,
+                     rep=cell.rep, seq=1, account=plan.accounts[0].name, backend="docker", epoch="e",
+                     preflight=False, started_at=time.time())
+    return run_on_docker(AttemptSpecs(plan, paths).of(row, cell))
+
+
+def left_by_run(run_id: str) -> list[Any]:
+    async def go() -> list[Any]:
+        backend = DockerBackend()
+        try:
+            return await backend.list({LABEL_RUN: run_id})
+        finally:
+            await backend.close()
+    return asyncio.run(go())
+
+
+def test_main_and_a_healthchecked_service_run_as_one_project(tmp_path: Path, base_image: str) -> None:
+    tasks = tmp_path / "suite" / "tasks"
+    compose_task(tasks, "with-db", base_image, {"services": {
+        "main": {"depends_on": {"db": {"condition": "service_healthy"}}},
+        "db": {**db_service(base_image), "container_name": "fixed-name", "ports": ["18080:8080"]},
+    }})
+    run_id = f"compose-{time.time_ns()}"
+    paths = plan_docker(tmp_path, AGENT, run_id)
+    started = time.monotonic()
+    summary = run_cell(paths, "with-db")
+    assert summary.error is None, summary.error
+    assert summary.agent is not None and "pong" in summary.agent.output_tail  # healthy before the agent
+    assert summary.reward == 1.0
+    assert time.monotonic() - started < 60
+    assert left_by_run(run_id) == []
+    report = audit_run(paths.root, cleanup=False)
+    assert report.clean and report.found == []
+
+
+def test_a_service_that_never_gets_healthy_fails_the_attempt_and_leaves_nothing(tmp_path: Path,
+                                                                                base_image: str) -> None:
+    sick = db_service(base_image)
+    sick["healthcheck"] = {"test": ["CMD", "false"], "interval": "1s", "retries": 2}
+    compose_task(tmp_path / "suite" / "tasks", "sick-db", base_image,
+                 {"services": {"main": {"depends_on": {"db": {"condition": "service_healthy"}}}, "db": sick}})
+    run_id = f"compose-sick-{time.time_ns()}"
+    paths = plan_docker(tmp_path, AGENT, run_id)
+    summary = run_cell(paths, "sick-db")
+    assert summary.reward is None and summary.error is not None
+    assert summary.error.type == "TaskEnvironmentError" and summary.error.failure_class == "task"
+    assert "compose up" in summary.error.message and "unhealthy" in summary.error.message
+    assert left_by_run(run_id) == []
+
+
+def test_a_file_that_restates_main_offline_is_one_container_without_network(tmp_path: Path,
+                                                                            base_image: str) -> None:
+    """Harbor's Terminal-Bench mapper's main (harbor/mappers/terminal_bench.py) with network_mode
+    none: the default container, and no phase has a network (not even the agent's)."""
+    restated = MAPPER_MAIN
+    task = compose_task(tmp_path / "suite" / "tasks", "restated", base_image, restated)
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/sh\nmkdir -p /logs/verifier\n"
+        # only the loopback interface: lo's line and the two header lines of /proc/net/dev
+        '[ "$(wc -l < /proc/net/dev)" -eq 3 ] && echo 1 > /logs/verifier/reward.txt '
+        "|| echo 0 > /logs/verifier/reward.txt\n")
+    run_id = f"compose-restated-{time.time_ns()}"
+    paths = plan_docker(tmp_path, "cat /proc/net/dev", run_id)
+    plan, _ = load_plan_file(paths.plan)
+    assert plan.tasks[0].compose is not None and plan.tasks[0].compose.main_only
+    assert not plan.tasks[0].network
+    summary = run_cell(paths, "restated")
+    assert summary.error is None, summary.error
+    assert summary.reward == 1.0
+    assert left_by_run(run_id) == []
