@@ -19,7 +19,14 @@ from ray_bench.agents.runtime import collect_sessions_for
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError, TaskEnvironmentError
 from ray_bench.models.attempt import CollectFacts, HealthcheckFacts
-from ray_bench.models.task import ArtifactConfig, HealthcheckConfig, StepConfig, TaskConfig, VerifierCollectConfig
+from ray_bench.models.task import (
+    MAIN_SERVICE,
+    ArtifactConfig,
+    HealthcheckConfig,
+    StepConfig,
+    TaskConfig,
+    VerifierCollectConfig,
+)
 from ray_bench.sandboxes import Sandbox
 from ray_bench.tasks.network import Phase, phase_network
 from ray_bench.tasks.network import varies as network_varies
@@ -103,8 +110,16 @@ async def collect_hooks(sandbox: Sandbox, hooks: list[VerifierCollectConfig], *,
     hook that fails is recorded; the verifier still runs (it decides what a missing file means)."""
     facts: list[CollectFacts] = []
     for hook in hooks:
-        result = await sandbox.exec(hook.command, timeout=hook.timeout_sec, env=env, cwd=cwd,
-                                    user=user_of(hook.user))
+        if hook.service == MAIN_SERVICE:
+            result = await sandbox.exec(hook.command, timeout=hook.timeout_sec, env=env, cwd=cwd,
+                                        user=user_of(hook.user))
+        else:  # another compose service: not main's env or directory (Harbor's service_exec)
+            try:
+                service = await sandbox.service(hook.service)
+            except SandboxError:  # best effort, as in Harbor (Trial._run_collect_hooks)
+                facts.append(CollectFacts(command=hook.command, exit_code=-1, timed_out=False))
+                continue
+            result = await service.exec(hook.command, timeout=hook.timeout_sec, user=user_of(hook.user))
         facts.append(CollectFacts(command=hook.command, exit_code=result.exit_code, timed_out=result.timed_out))
     return facts
 

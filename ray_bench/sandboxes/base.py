@@ -306,6 +306,11 @@ class Sandbox(abc.ABC):
     async def delete(self) -> None:
         """Remove the sandbox and everything it holds. Idempotent."""
 
+    async def service(self, name: str) -> Sandbox:
+        """Another service of the sandbox's compose project, to exec in (Harbor's
+        ``service_exec``); a sandbox that is one container has none."""
+        raise SandboxError(f"{type(self).__name__} runs one container: no compose service {name!r}")
+
 
 class SandboxBackend(abc.ABC):
     """A sandbox provider, registered by name in :mod:`ray_bench.sandboxes`."""

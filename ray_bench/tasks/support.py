@@ -35,11 +35,14 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
             out.append(f"{where} asks for a separate verifier container; ray-bench verifies in the agent's")
         if verifier.continuous.enabled:
             out.append(f"{where}.continuous is enabled; ray-bench verifies after the agent only")
-        if any(hook.service != MAIN_SERVICE for hook in verifier.collect):
-            out.append(f"{where}.collect names a compose service; only '{MAIN_SERVICE}' exists here")
+        for hook in verifier.collect:
+            if hook.service != MAIN_SERVICE and not _runs_service(task, hook.service, can.compose):
+                out.append(f"{where}.collect runs in compose service {hook.service!r}, "
+                           + _no_service(task, hook.service, backend))
+                break
     artifacts = artifact_entries(cfg.artifacts) + [a for s in cfg.steps or [] for a in artifact_entries(s.artifacts)]
     if any(a.service not in (None, MAIN_SERVICE) for a in artifacts):
-        out.append(f"an artifact names a compose service; only '{MAIN_SERVICE}' exists here")
+        out.append(f"an artifact names a compose service; ray-bench collects artifacts from '{MAIN_SERVICE}' only")
     for phase, policy in all_policies(cfg):
         if policy.mode == NetworkMode.ALLOWLIST and not can.allowlist:
             out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); no backend "
@@ -55,6 +58,18 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
             out.append(f"{where}.user = {user!r}; backend {backend} cannot run a command as another user")
             break
     return out
+
+
+def _runs_service(task: TaskRef, service: str, can_compose: bool) -> bool:
+    project = task.compose
+    return can_compose and project is not None and not project.main_only and service in project.services
+
+
+def _no_service(task: TaskRef, service: str, backend: str) -> str:
+    project = task.compose
+    if project is not None and service in project.services and not project.main_only:
+        return f"which backend {backend} does not run"
+    return "which its environment/docker-compose.yaml does not declare"
 
 
 def compose_refusals(task: TaskRef, backend: str) -> list[str]:

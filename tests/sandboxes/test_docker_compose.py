@@ -22,7 +22,8 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.attempts import AttemptSpecs
 from ray_bench.plan.store import load_plan_file
 from ray_bench.runroot import RunPaths
-from ray_bench.sandboxes.base import LABEL_RUN
+from ray_bench.sandboxes.audit import AuditReport, audit
+from ray_bench.sandboxes.base import LABEL_RUN, ComposeSpec, SandboxSpec, run_labels
 from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker]
@@ -93,11 +94,17 @@ def left_by_run(run_id: str) -> list[Any]:
 
 
 def test_main_and_a_healthchecked_service_run_as_one_project(tmp_path: Path, base_image: str) -> None:
+    """The agent finds db healthy; a collect hook runs in db (the verifier reads what it wrote
+    there over http); a fixed container_name and a host port do not stop two attempts."""
     tasks = tmp_path / "suite" / "tasks"
-    compose_task(tasks, "with-db", base_image, {"services": {
+    task = compose_task(tasks, "with-db", base_image, {"services": {
         "main": {"depends_on": {"db": {"condition": "service_healthy"}}},
         "db": {**db_service(base_image), "container_name": "fixed-name", "ports": ["18080:8080"]},
     }})
+    with (task / "task.toml").open("a") as toml:
+        toml.write('[[verifier.collect]]\ncommand = "hostname > /www/collected"\nservice = "db"\n')
+    (task / "tests" / "test.sh").write_text(
+        VERIFIER.replace("; then", ' && [ -n "$(wget -q -O- http://db:8080/collected)" ]; then'))
     run_id = f"compose-{time.time_ns()}"
     paths = plan_docker(tmp_path, AGENT, run_id)
     started = time.monotonic()
@@ -105,6 +112,7 @@ def test_main_and_a_healthchecked_service_run_as_one_project(tmp_path: Path, bas
     assert summary.error is None, summary.error
     assert summary.agent is not None and "pong" in summary.agent.output_tail  # healthy before the agent
     assert summary.reward == 1.0
+    assert [(c.exit_code, c.timed_out) for c in summary.collect] == [(0, False)]
     assert time.monotonic() - started < 60
     assert left_by_run(run_id) == []
     report = audit_run(paths.root, cleanup=False)
@@ -146,3 +154,51 @@ def test_a_file_that_restates_main_offline_is_one_container_without_network(tmp_
     assert summary.error is None, summary.error
     assert summary.reward == 1.0
     assert left_by_run(run_id) == []
+
+
+def test_a_phase_without_network_cuts_main_from_the_services(tmp_path: Path, base_image: str) -> None:
+    """As Harbor's egress sidecar in deny-all: the agent's phase reaches no service; the verifier's
+    (public) reaches db by name again."""
+    task = compose_task(tmp_path / "suite" / "tasks", "offline-agent", base_image, {"services": {
+        "main": {"depends_on": {"db": {"condition": "service_healthy"}}}, "db": db_service(base_image, delay=0)}})
+    (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60.0\nnetwork_mode = "no-network"\n'
+                                    '[verifier]\ntimeout_sec = 30.0\n[environment]\nworkdir = "/app"\n')
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/sh\nmkdir -p /logs/verifier\n"
+        'if [ "$(wget -q -O- http://db:8080/ping)" = pong ] && [ ! -s /app/seen ]; then '
+        "echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n")
+    run_id = f"compose-phases-{time.time_ns()}"
+    paths = plan_docker(tmp_path, "wget -q -T 3 -O- http://db:8080/ping > /app/seen; echo rc=$?", run_id)
+    summary = run_cell(paths, "offline-agent")
+    assert summary.error is None, summary.error
+    assert summary.agent is not None and "rc=0" not in summary.agent.output_tail
+    assert summary.reward == 1.0
+    assert left_by_run(run_id) == []
+
+
+def test_a_project_left_behind_is_found_and_removed_by_the_audit(tmp_path: Path, base_image: str) -> None:
+    """A runner that died before its delete: containers, the project's network and its named volume
+    all carry the run's label, and ``audit --cleanup`` removes them."""
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "docker-compose.yaml").write_text(yaml.safe_dump({
+        "services": {"main": {}, "db": {**db_service(base_image, delay=0), "volumes": ["data:/data"]}},
+        "volumes": {"data": {}}}))
+    run_id = f"compose-audit-{time.time_ns()}"
+
+    async def go() -> tuple[AuditReport, AuditReport, list[Any]]:
+        backend = DockerBackend()
+        try:
+            sandbox = await backend.create(SandboxSpec(labels=run_labels(run_id, "c", "c-a1"), image=base_image,
+                                                       network=True, compose=ComposeSpec(env / "docker-compose.yaml")))
+            seen = await audit([backend], run_id, cleanup=False, settle_sec=0)
+            cleaned = await audit([backend], run_id, cleanup=True, settle_sec=0)
+            after = await backend.list({LABEL_RUN: run_id})
+            await sandbox.delete()  # nothing left to remove: it says so without failing
+            return seen, cleaned, after
+        finally:
+            await backend.close()
+
+    seen, cleaned, after = asyncio.run(go())
+    assert sorted(r.kind for r in seen.found) == ["container", "container", "network", "volume"]
+    assert cleaned.clean and len(cleaned.removed) == 4 and after == []

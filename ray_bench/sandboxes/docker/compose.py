@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,10 +234,22 @@ class ComposeSandbox(DockerSandbox):
     def __init__(self, backend: DockerBackend, container_id: str, spec: SandboxSpec, project: Project) -> None:
         super().__init__(backend, container_id, spec)
         self.project = project
+        self._spec = spec
         #: network name -> the aliases main had on it (a reconnect restores them: services find
         #: main by its service name).
         self._networks: dict[str, list[str]] = {}
         self._deleted = False
+
+    async def service(self, name: str) -> DockerSandbox:
+        """A container of service ``name``, as Harbor's ``service_exec`` runs there: ``sh -c``, in
+        the image's directory, none of main's env (``DockerEnvironment.service_exec``)."""
+        if name == MAIN_SERVICE:
+            return self
+        code, out = await self.project.run("ps", "--quiet", name, timeout=60)
+        found = out.strip().splitlines()
+        if code != 0 or not found:
+            raise SandboxError(f"compose service {name!r} of {self.project.name} has no running container")
+        return DockerSandbox(self._b, found[-1], replace(self._spec, workdir=None, compose=None))
 
     def remember_networks(self) -> None:
         attached = (self._b.client().api.inspect_container(self.id).get("NetworkSettings") or {}).get("Networks") or {}
