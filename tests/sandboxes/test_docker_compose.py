@@ -28,15 +28,8 @@ from ray_bench.sandboxes.docker import DockerBackend
 
 pytestmark = [pytest.mark.docker]
 
-#: The verifier: 1 when db answers by name and the agent saw it too.
-VERIFIER = """#!/bin/sh
-mkdir -p /logs/verifier
-if [ "$(wget -q -O- http://db:8080/ping)" = pong ] && [ "$(cat /app/seen 2>/dev/null)" = pong ]; then
-  echo 1 > /logs/verifier/reward.txt
-else
-  echo 0 > /logs/verifier/reward.txt
-fi
-"""
+#: The verifier's test: db answers by name and the agent saw it too.
+REACHED = '[ "$(wget -q -O- http://db:8080/ping)" = pong ] && [ "$(cat /app/seen 2>/dev/null)" = pong ]'
 #: What the agent does: read db's answer into /app/seen.
 AGENT = "wget -q -O- http://db:8080/ping > /app/seen; cat /app/seen"
 
@@ -51,17 +44,21 @@ def db_service(base_image: str, *, delay: int = 2) -> dict[str, Any]:
     }
 
 
-def compose_task(root: Path, name: str, base_image: str, compose: dict[str, Any] | str) -> Path:
+def compose_task(root: Path, name: str, base_image: str, compose: dict[str, Any] | str, *,
+                 passes: str = REACHED, agent_toml: str = "") -> Path:
+    """A task of ``compose`` whose verifier writes 1 when the shell test ``passes``."""
     task = root / name
     (task / "environment").mkdir(parents=True)
     (task / "tests").mkdir()
-    (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 30.0\n'
-                                    '[environment]\nworkdir = "/app"\n')
+    (task / "task.toml").write_text(f'version = "1.0"\n[agent]\ntimeout_sec = 60.0\n{agent_toml}'
+                                    '[verifier]\ntimeout_sec = 30.0\n[environment]\nworkdir = "/app"\n')
     (task / "instruction.md").write_text("Ask db for its answer.\n")
     (task / "environment" / "Dockerfile").write_text(f"FROM {base_image}\nWORKDIR /app\n")
     text = compose if isinstance(compose, str) else yaml.safe_dump(compose, sort_keys=False)
     (task / "environment" / "docker-compose.yaml").write_text(text)
-    (task / "tests" / "test.sh").write_text(VERIFIER)
+    (task / "tests" / "test.sh").write_text(f"#!/bin/sh\nmkdir -p /logs/verifier\nif {passes}; then\n"
+                                            "  echo 1 > /logs/verifier/reward.txt\nelse\n"
+                                            "  echo 0 > /logs/verifier/reward.txt\nfi\n")
     return task
 
 
@@ -100,11 +97,9 @@ def test_main_and_a_healthchecked_service_run_as_one_project(tmp_path: Path, bas
     task = compose_task(tasks, "with-db", base_image, {"services": {
         "main": {"depends_on": {"db": {"condition": "service_healthy"}}},
         "db": {**db_service(base_image), "container_name": "fixed-name", "ports": ["18080:8080"]},
-    }})
+    }}, passes=REACHED + ' && [ -n "$(wget -q -O- http://db:8080/collected)" ]')
     with (task / "task.toml").open("a") as toml:
         toml.write('[[verifier.collect]]\ncommand = "hostname > /www/collected"\nservice = "db"\n')
-    (task / "tests" / "test.sh").write_text(
-        VERIFIER.replace("; then", ' && [ -n "$(wget -q -O- http://db:8080/collected)" ]; then'))
     run_id = f"compose-{time.time_ns()}"
     paths = plan_docker(tmp_path, AGENT, run_id)
     started = time.monotonic()
@@ -138,13 +133,9 @@ def test_a_file_that_restates_main_offline_is_one_container_without_network(tmp_
                                                                             base_image: str) -> None:
     """Harbor's Terminal-Bench mapper's main (harbor/mappers/terminal_bench.py) with network_mode
     none: the default container, and no phase has a network (not even the agent's)."""
-    restated = MAPPER_MAIN
-    task = compose_task(tmp_path / "suite" / "tasks", "restated", base_image, restated)
-    (task / "tests" / "test.sh").write_text(
-        "#!/bin/sh\nmkdir -p /logs/verifier\n"
-        # only the loopback interface: lo's line and the two header lines of /proc/net/dev
-        '[ "$(wc -l < /proc/net/dev)" -eq 3 ] && echo 1 > /logs/verifier/reward.txt '
-        "|| echo 0 > /logs/verifier/reward.txt\n")
+    # only the loopback interface: lo's line and the two header lines of /proc/net/dev
+    compose_task(tmp_path / "suite" / "tasks", "restated", base_image, MAPPER_MAIN,
+                 passes='[ "$(wc -l < /proc/net/dev)" -eq 3 ]')
     run_id = f"compose-restated-{time.time_ns()}"
     paths = plan_docker(tmp_path, "cat /proc/net/dev", run_id)
     plan, _ = load_plan_file(paths.plan)
@@ -159,14 +150,10 @@ def test_a_file_that_restates_main_offline_is_one_container_without_network(tmp_
 def test_a_phase_without_network_cuts_main_from_the_services(tmp_path: Path, base_image: str) -> None:
     """As Harbor's egress sidecar in deny-all: the agent's phase reaches no service; the verifier's
     (public) reaches db by name again."""
-    task = compose_task(tmp_path / "suite" / "tasks", "offline-agent", base_image, {"services": {
-        "main": {"depends_on": {"db": {"condition": "service_healthy"}}}, "db": db_service(base_image, delay=0)}})
-    (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60.0\nnetwork_mode = "no-network"\n'
-                                    '[verifier]\ntimeout_sec = 30.0\n[environment]\nworkdir = "/app"\n')
-    (task / "tests" / "test.sh").write_text(
-        "#!/bin/sh\nmkdir -p /logs/verifier\n"
-        'if [ "$(wget -q -O- http://db:8080/ping)" = pong ] && [ ! -s /app/seen ]; then '
-        "echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n")
+    compose_task(tmp_path / "suite" / "tasks", "offline-agent", base_image, {"services": {
+        "main": {"depends_on": {"db": {"condition": "service_healthy"}}}, "db": db_service(base_image, delay=0)}},
+        passes='[ "$(wget -q -O- http://db:8080/ping)" = pong ] && [ ! -s /app/seen ]',
+        agent_toml='network_mode = "no-network"\n')
     run_id = f"compose-phases-{time.time_ns()}"
     paths = plan_docker(tmp_path, "wget -q -T 3 -O- http://db:8080/ping > /app/seen; echo rc=$?", run_id)
     summary = run_cell(paths, "offline-agent")
