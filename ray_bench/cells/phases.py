@@ -23,12 +23,13 @@ from ray_bench.models.task import (
     MAIN_SERVICE,
     ArtifactConfig,
     HealthcheckConfig,
+    NetworkMode,
     StepConfig,
     TaskConfig,
     VerifierCollectConfig,
 )
 from ray_bench.sandboxes import Sandbox
-from ray_bench.tasks.network import Phase, phase_network
+from ray_bench.tasks.network import Phase, all_policies, phase_network
 from ray_bench.tasks.network import varies as network_varies
 
 #: Where artifacts are copied inside the sandbox: under /logs, so they travel back with the
@@ -54,8 +55,9 @@ async def resolve_workdir(sandbox: Sandbox, workdir: str | None) -> str:
 
 @dataclass
 class NetworkSwitch:
-    """Moves the sandbox between online and offline as the phases require; does nothing
-    when every phase agrees (the sandbox was made with the right network)."""
+    """Moves the sandbox between online, offline and a phase's allowlist as the phases require;
+    does nothing when every phase agrees on online or offline (the sandbox was made with the right
+    network)."""
 
     sandbox: Sandbox
     config: TaskConfig
@@ -65,15 +67,24 @@ class NetworkSwitch:
     #: network made at create stays (plans refuse tasks whose own phases differ there).
     can_switch: bool = True
     enabled: bool = field(init=False)
+    #: The allowlist in force (None: the sandbox is plainly online or offline).
+    hosts: tuple[str, ...] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.enabled = self.can_switch and network_varies(self.config, self.agent_online)
+        allowlists = any(p.mode == NetworkMode.ALLOWLIST for _, p in all_policies(self.config, self.agent_online))
+        self.enabled = self.can_switch and (allowlists or network_varies(self.config, self.agent_online))
 
     async def enter(self, phase: Phase, step: StepConfig | None = None) -> None:
-        want = phase_network(self.config, phase, step, agent_online=self.agent_online).online
-        if self.enabled and want != self.online:
-            await self.sandbox.set_network(want)
-            self.online = want
+        policy = phase_network(self.config, phase, step, agent_online=self.agent_online)
+        if not self.enabled:
+            return
+        if policy.mode == NetworkMode.ALLOWLIST:
+            if self.hosts != policy.hosts:
+                await self.sandbox.set_allowlist(policy.hosts)
+                self.hosts = policy.hosts
+        elif self.hosts is not None or policy.online != self.online:
+            await self.sandbox.set_network(policy.online)
+            self.online, self.hosts = policy.online, None
 
 
 async def healthcheck(sandbox: Sandbox, check: HealthcheckConfig, *, env: Mapping[str, str], cwd: str,

@@ -283,6 +283,12 @@ class Sandbox(abc.ABC):
         the network at create raises (plans refuse tasks whose phases differ there)."""
         raise SandboxError(f"{type(self).__name__} cannot change its network after create")
 
+    async def set_allowlist(self, hosts: tuple[str, ...]) -> None:
+        """Let the sandbox reach only ``hosts`` (entries as ``normalize_hosts`` writes them) until
+        the next :meth:`set_network`; its commands' other connections fail. A backend that cannot
+        enforce an allowlist raises (plans refuse such tasks there)."""
+        raise SandboxError(f"{type(self).__name__} cannot enforce a network allowlist")
+
     @abc.abstractmethod
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         """Copy the contents of ``local_dir`` into ``sandbox_dir`` (created if missing)."""

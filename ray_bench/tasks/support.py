@@ -11,12 +11,14 @@ on docker, isolation on ``local``) is a receipt warning.
 from __future__ import annotations
 
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
-from ray_bench.sandboxes.capabilities import capabilities
+from ray_bench.sandboxes.capabilities import BUILTIN, capabilities, having
 from ray_bench.tasks.network import all_policies, varies
 
 
-def refusals(task: TaskRef, backend: str) -> list[str]:
-    """Why ``backend`` cannot run ``task`` as it is written; empty when it can."""
+def refusals(task: TaskRef, backend: str, *, agent_online: bool = False) -> list[str]:
+    """Why ``backend`` cannot run ``task`` as it is written; empty when it can. ``agent_online``:
+    every arm opens its agent's phase (`network: public`), so the task's own policy for that phase
+    does not apply."""
     can = capabilities(backend)
     cfg = task.config
     env = cfg.environment
@@ -43,12 +45,15 @@ def refusals(task: TaskRef, backend: str) -> list[str]:
     artifacts = artifact_entries(cfg.artifacts) + [a for s in cfg.steps or [] for a in artifact_entries(s.artifacts)]
     if any(a.service not in (None, MAIN_SERVICE) for a in artifacts):
         out.append(f"an artifact names a compose service; ray-bench collects artifacts from '{MAIN_SERVICE}' only")
-    for phase, policy in all_policies(cfg):
+    for phase, policy in all_policies(cfg, agent_online):
         if policy.mode == NetworkMode.ALLOWLIST and not can.allowlist:
-            out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); no backend "
-                       "here enforces one (use public or no-network)")
+            enforcing = having(BUILTIN, lambda c: c.allowlist)
+            opens = " (or give every arm `network: public`, which opens the agent's phase)" \
+                if phase.endswith("agent") else ""
+            out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); backend "
+                       f"{backend} cannot enforce one: run it on {' or '.join(enforcing)}{opens}")
             break
-    if varies(cfg) and not can.network_per_phase:
+    if varies(cfg, agent_online) and not can.network_per_phase:
         out.append(f"its phases differ in network access; backend {backend} fixes the network at create")
     users = [("agent", cfg.agent.user), ("verifier", cfg.verifier.user)]
     users += [(f"steps.{s.name}.{p}", getattr(s, p).user) for s in cfg.steps or [] for p in ("agent", "verifier")]

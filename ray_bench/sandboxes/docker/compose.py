@@ -285,6 +285,7 @@ class ComposeSandbox(DockerSandbox):
         if await self._b.list({PROJECT_LABEL: self.project.name}):
             raise SandboxError(f"docker compose down of {self.project.name} left resources (exit {code}): "
                                + " | ".join(_tail(out, 3)))
+        await self._gate.remove()
         self._deleted = True
         shutil.rmtree(self.project.workdir, ignore_errors=True)
 
