@@ -102,6 +102,14 @@ def notices(task: TaskRef, backend: str) -> list[str]:
         out.append(f"memory_mb = {env.memory_mb} is not enforced on {backend} (host processes)")
     if not can.isolated_network and any(not p.online for _, p in all_policies(task.config)):
         out.append(f"no-network is not enforced on {backend} (no isolation)")
+    lists = [(phase, p) for phase, p in all_policies(task.config) if p.mode == NetworkMode.ALLOWLIST]
+    if lists and can.allowlist:
+        phases = ", ".join(phase for phase, _ in lists)
+        out.append(f"its allowlist ({phases}) is enforced through an HTTP(S) proxy named in HTTPS_PROXY / "
+                   "HTTP_PROXY: a client that ignores those variables reaches no host")
+    if task.compose is not None and not task.compose.main_only and can.compose:
+        out.append(f"runs as a compose project ({', '.join(task.compose.services)}): each service is held to "
+                   "the cell's cpus and memory unless it sets its own, and host admission counts main only")
     if task.compose is not None and task.compose.offline:
         out.append("its compose main has network_mode: none: no phase has a network, the agent's neither "
                    "(as in Harbor)")

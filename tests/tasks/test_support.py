@@ -36,6 +36,7 @@ def test_a_compose_project_runs_on_docker_only_and_says_why_elsewhere() -> None:
     task = load_task(CORPUS / "refused/compose-sidecar")
     assert task.compose is not None and task.compose.services == ("main", "db") and not task.compose.main_only
     assert refusals(task, "docker") == []  # its [[verifier.collect]] in db too
+    assert any("runs as a compose project (main, db)" in n for n in notices(task, "docker"))
     for backend in ("daytona", "local"):
         reasons = refusals(task, backend)
         assert any("compose project (main, db)" in r and "Docker-in-Docker" in r for r in reasons), reasons
@@ -45,6 +46,7 @@ def test_a_compose_project_runs_on_docker_only_and_says_why_elsewhere() -> None:
 def test_an_allowlist_runs_on_docker_and_elsewhere_the_hint_can_be_followed() -> None:
     task = load_task(CORPUS / "harbor-examples/hello-allowlist")
     assert refusals(task, "docker") == []
+    assert any("allowlist (agent) is enforced through an HTTP(S) proxy" in n for n in notices(task, "docker"))
     for backend in ("daytona", "local"):
         reasons = [r for r in refusals(task, backend) if "allowlist" in r]
         assert len(reasons) == 1 and "(api.anthropic.com, *.pypi.org, 10.0.0.0/8)" in reasons[0], reasons
