@@ -17,9 +17,17 @@ from pathlib import PurePosixPath
 from ray_bench.agents.runtime import collect_sessions_for
 from ray_bench.errors import SandboxError, TaskEnvironmentError
 from ray_bench.models.attempt import CollectFacts, HealthcheckFacts
-from ray_bench.models.task import ArtifactConfig, HealthcheckConfig, StepConfig, TaskConfig, VerifierCollectConfig
+from ray_bench.models.task import (
+    MAIN_SERVICE,
+    ArtifactConfig,
+    HealthcheckConfig,
+    NetworkMode,
+    StepConfig,
+    TaskConfig,
+    VerifierCollectConfig,
+)
 from ray_bench.sandboxes import Sandbox
-from ray_bench.tasks.network import Phase, phase_network
+from ray_bench.tasks.network import Phase, all_policies, phase_network
 from ray_bench.tasks.network import varies as network_varies
 
 #: Where artifacts are copied inside the sandbox: under /logs, so they travel back with the
@@ -45,8 +53,9 @@ async def resolve_workdir(sandbox: Sandbox, workdir: str | None) -> str:
 
 @dataclass
 class NetworkSwitch:
-    """Moves the sandbox between online and offline as the phases require; does nothing
-    when every phase agrees (the sandbox was made with the right network)."""
+    """Moves the sandbox between online, offline and a phase's allowlist as the phases require;
+    does nothing when every phase agrees on online or offline (the sandbox was made with the right
+    network)."""
 
     sandbox: Sandbox
     config: TaskConfig
@@ -56,15 +65,24 @@ class NetworkSwitch:
     #: network made at create stays (plans refuse tasks whose own phases differ there).
     can_switch: bool = True
     enabled: bool = field(init=False)
+    #: The allowlist in force (None: the sandbox is plainly online or offline).
+    hosts: tuple[str, ...] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.enabled = self.can_switch and network_varies(self.config, self.agent_online)
+        allowlists = any(p.mode == NetworkMode.ALLOWLIST for _, p in all_policies(self.config, self.agent_online))
+        self.enabled = self.can_switch and (allowlists or network_varies(self.config, self.agent_online))
 
     async def enter(self, phase: Phase, step: StepConfig | None = None) -> None:
-        want = phase_network(self.config, phase, step, agent_online=self.agent_online).online
-        if self.enabled and want != self.online:
-            await self.sandbox.set_network(want)
-            self.online = want
+        policy = phase_network(self.config, phase, step, agent_online=self.agent_online)
+        if not self.enabled:
+            return
+        if policy.mode == NetworkMode.ALLOWLIST:
+            if self.hosts != policy.hosts:
+                await self.sandbox.set_allowlist(policy.hosts)
+                self.hosts = policy.hosts
+        elif self.hosts is not None or policy.online != self.online:
+            await self.sandbox.set_network(policy.online)
+            self.online, self.hosts = policy.online, None
 
 
 async def healthcheck(sandbox: Sandbox, check: HealthcheckConfig, *, env: Mapping[str, str], cwd: str,
@@ -101,8 +119,16 @@ async def collect_hooks(sandbox: Sandbox, hooks: list[VerifierCollectConfig], *,
     hook that fails is recorded; the verifier still runs (it decides what a missing file means)."""
     facts: list[CollectFacts] = []
     for hook in hooks:
-        result = await sandbox.exec(hook.command, timeout=hook.timeout_sec, env=env, cwd=cwd,
-                                    user=user_of(hook.user))
+        if hook.service == MAIN_SERVICE:
+            result = await sandbox.exec(hook.command, timeout=hook.timeout_sec, env=env, cwd=cwd,
+                                        user=user_of(hook.user))
+        else:  # another compose service: not main's env or directory (Harbor's service_exec)
+            try:
+                service = await sandbox.service(hook.service)
+            except SandboxError:  # best effort, as in Harbor (Trial._run_collect_hooks)
+                facts.append(CollectFacts(command=hook.command, exit_code=-1, timed_out=False))
+                continue
+            result = await service.exec(hook.command, timeout=hook.timeout_sec, user=user_of(hook.user))
         facts.append(CollectFacts(command=hook.command, exit_code=result.exit_code, timed_out=result.timed_out))
     return facts
 

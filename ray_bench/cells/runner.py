@@ -69,10 +69,11 @@ from ray_bench.models.attempt import (
     WatchdogFacts,
 )
 from ray_bench.models.task import artifact_entries
+from ray_bench.models.task.compose import COMPOSE_FILE
 from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
-from ray_bench.sandboxes.base import STOP_GRACE_SEC, ExecResult
+from ray_bench.sandboxes.base import STOP_GRACE_SEC, ComposeSpec, ExecResult
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
@@ -404,7 +405,7 @@ async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, 
             env["HOME"] = sandbox.path(_SANDBOX_HOME)
 
     switch = NetworkSwitch(sandbox, cfg, online=spec.network, agent_online=spec.agent_network,
-                           can_switch=capabilities(spec.backend).network_per_phase)
+                           can_switch=_switches_network(spec))
     await switch.enter("setup")
     if cfg.environment.healthcheck is not None:
         t = time.monotonic()
@@ -548,7 +549,7 @@ async def _regrade_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSp
         paths["AGENT_DIR"] = sandbox.path("/agent")
     base_env = {**task_env.environment, **paths}
     switch = NetworkSwitch(sandbox, spec.task_config, online=spec.network, agent_online=spec.agent_network,
-                           can_switch=capabilities(spec.backend).network_per_phase)
+                           can_switch=_switches_network(spec))
     apart = verifier_apart(spec.task_config, task_dir)
     if apart is None:
         await _verify(sandbox, spec, task_dir, workdir, base_env, paths, task_env, switch, summary, redactor)
@@ -617,7 +618,24 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec,
                                   step_setups(spec.task_config, Path(spec.task_path))),
         agent_layer=prepare_layer(layer_agent(spec)) if capabilities(spec.backend).agent_layer else None,
+        compose=compose_spec(spec),
     )
+
+
+def compose_spec(spec: AttemptSpec) -> ComposeSpec | None:
+    """The task's compose project, run beside main; None for one container (no file, or one that
+    only restates Harbor's main: :mod:`ray_bench.config.compose`)."""
+    if spec.compose is None or spec.compose.main_only:
+        return None
+    return ComposeSpec(file=Path(spec.task_path) / "environment" / COMPOSE_FILE)
+
+
+def _switches_network(spec: AttemptSpec) -> bool:
+    """Whether the sandbox's network follows the phases: not where the task's compose file sets
+    main's ``network_mode`` (Harbor's egress control leaves task-authored networking alone:
+    ``DockerEnvironment._egress_controlled_service_names``)."""
+    pinned = spec.compose is not None and spec.compose.main_network_mode is not None
+    return capabilities(spec.backend).network_per_phase and not pinned
 
 
 def layer_agent(spec: AttemptSpec) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ray_bench.artifacts.route import ArtifactRoute
 from ray_bench.models.suite import Watchdog
-from ray_bench.models.task import TaskConfig
+from ray_bench.models.task import ComposeProject, TaskConfig
 
 #: Cell runner processes per node. One async runner is bound by one core (the GIL); two keep
 #: very short cells from queueing behind each other on a busy loop, and a runner that dies
@@ -76,3 +76,5 @@ class AttemptSpec:
     #: names only); None / empty: the templates read the node's env.
     verifier_account: str | None = None
     verifier_route_env: dict[str, str] = field(default_factory=dict)
+    #: The task's environment/docker-compose.yaml as the plan read it (None: it has none).
+    compose: ComposeProject | None = None

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ray_bench.config.bounded import read_bounded, read_text_bounded
+from ray_bench.config.compose import compose_warnings, read_compose
 from ray_bench.config.secrets import looks_like_secret, shown_path
 from ray_bench.errors import MultipleInputErrors, TaskDirError, UserInputError
 from ray_bench.models.task import TaskConfig, TaskRef, unknown_keys
@@ -327,6 +328,11 @@ def load_task(task_dir: Path) -> TaskRef:
         config = _config(toml_path, errors, spelled)
     _layout(task_dir, config, errors)
     _scan_files(task_dir, config, errors)
+    compose = None
+    try:
+        compose = read_compose(task_dir, config.environment.docker_image)
+    except TaskDirError as exc:
+        errors.append(exc)
     if errors:
         if len(errors) == 1:
             raise errors[0]
@@ -338,9 +344,10 @@ def load_task(task_dir: Path) -> TaskRef:
         checksum=task_checksum(task_dir, files),
         config=config,
         has_dockerfile=(env_dir / "Dockerfile").is_file(),
-        has_compose=any((env_dir / n).is_file() for n in ("docker-compose.yaml", "docker-compose.yml")),
+        has_compose=compose is not None,
+        compose=compose,
         has_solution=(task_dir / "solution" / "solve.sh").is_file(),
-        warnings=tuple([*name_warnings(task_dir.name), *spelled, *task_warnings(config)]),
+        warnings=tuple([*name_warnings(task_dir.name), *spelled, *task_warnings(config), *compose_warnings(task_dir)]),
     )
 
 

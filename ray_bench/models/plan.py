@@ -10,7 +10,7 @@ from ray_bench.models._base import FrozenModel
 from ray_bench.models.accounts import Account
 from ray_bench.models.agent import McpServer
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
-from ray_bench.models.task import TaskConfig
+from ray_bench.models.task import ComposeProject, TaskConfig
 
 PLAN_SCHEMA = "ray-bench/plan/v1"
 
@@ -45,6 +45,8 @@ class PlanTask(FrozenModel):
     warnings: list[str] = Field(default_factory=list, description="Unknown keys in task.toml.")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="[[environment.mcp_servers]], for "
                                          "the agent adapter (after the arm's own).")
+    compose: ComposeProject | None = Field(default=None, description="environment/docker-compose.yaml, "
+                                           "read at plan (None: the task has none).")
 
     def builds(self) -> bool:
         """Whether its cells build the Dockerfile (rather than run a named image)."""

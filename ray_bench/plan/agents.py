@@ -20,9 +20,11 @@ LAID_AGENTS = frozenset({"claude-code", "codex"})
 
 
 def closed_backends(backends: set[str]) -> list[str]:
-    """The backends whose sandboxes are isolated from the network unless opened and that cannot
-    enforce a per-host allowlist: an agent calling its provider from there needs `network: public`."""
-    return sorted(b for b in backends if capabilities(b).isolated_network and not capabilities(b).allowlist)
+    """The backends whose sandboxes are isolated from the network unless opened: an agent calling
+    its provider from there needs `network: public`. (A backend that enforces a task's allowlist,
+    docker, still needs it: an agent phase is opened whole, never narrowed to its provider's hosts,
+    :func:`ray_bench.tasks.network.phase_network`.)"""
+    return sorted(b for b in backends if capabilities(b).isolated_network)
 
 
 def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[UserInputError]) -> None:
@@ -43,7 +45,7 @@ def check_agents(arms: list[Arm], backends: set[str], where: Path, errors: list[
         if adapter.binary and closed and arm.network != "public":
             errors.append(ConfigError(
                 f"arms.{arm.name}: agent {arm.agent} must reach {', '.join(adapter.provider_hosts[:1])} but "
-                f"backend {closed[0]} cannot enforce a host allowlist", where=str(where),
+                f"backend {closed[0]} gives its sandboxes no network unless the arm opens it", where=str(where),
                 fix="add `network: public` to the arm (the receipt shows it)"))
 
 
@@ -54,7 +56,7 @@ def _check_harbor(arm: Arm, backends: set[str], where: Path, errors: list[UserIn
     if (arm.harbor_agent or "") not in HOST_SIDE and closed and arm.network != "public":
         errors.append(ConfigError(
             f"arms.{arm.name}: Harbor agent {arm.harbor_agent} runs in the sandbox and calls its model from there, "
-            f"but backend {closed[0]} cannot enforce a host allowlist", where=str(where),
+            f"but backend {closed[0]} gives its sandboxes no network unless the arm opens it", where=str(where),
             fix="add `network: public` to the arm (the receipt shows it)"))
         return
 

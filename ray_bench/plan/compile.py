@@ -34,7 +34,7 @@ from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.models.plan import Capacity, InputFile, Plan, PlanCell, PlanTask, RewardSpread, SkippedTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits, Suite
 from ray_bench.models.task import TaskRef
-from ray_bench.plan.agents import check_agents, refuse_long_instructions
+from ray_bench.plan.agents import agent_network, check_agents, refuse_long_instructions
 from ray_bench.plan.arm_identity import arm_config, arm_digest, run_arm_digests
 from ray_bench.plan.backends import pool_config
 from ray_bench.plan.egress import refuse_unreachable_providers
@@ -164,8 +164,10 @@ def compile_plan(req: PlanRequest) -> Plan:
     if req.limit is not None:
         tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
     skipped: list[SkippedTask] = []
+    # Every arm opening its agent's phase leaves the task's own policy for that phase unused.
+    opened = all(agent_network(a) for a in _select_arms(suite, req.arms))
     tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None,
-                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)))
+                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)), agent_online=opened)
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
@@ -480,13 +482,14 @@ def _stand_in_image(suite: Suite, arms: list[Arm]) -> bool:
 
 
 def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str],
-                 skipped: list[SkippedTask] | None, *, stand_in_image: bool = False) -> list[TaskRef]:
+                 skipped: list[SkippedTask] | None, *, stand_in_image: bool = False,
+                 agent_online: bool = False) -> list[TaskRef]:
     """The tasks the backend can run. What it cannot give is refused, one line per reason, or,
     given ``skipped`` (``--skip-unsupported``), the task is left out and listed there. Unknown
     keys and what the backend runs without enforcing are warned."""
     kept: list[TaskRef] = []
     for task in tasks:
-        reasons = refusals(task, backend, stand_in_image=stand_in_image)
+        reasons = refusals(task, backend, stand_in_image=stand_in_image, agent_online=agent_online)
         if reasons and skipped is not None:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason="; ".join(reasons)))
             continue
@@ -593,7 +596,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
         has_dockerfile=task.has_dockerfile,
         build=builds_dockerfile(task.has_dockerfile, env.docker_image, force_build=force_build),
         has_solution=task.has_solution,
-        network=needs_network(cfg),
+        network=needs_network(cfg) and not (task.compose is not None and task.compose.offline),
         workdir=env.workdir,
         resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
         verifier_env=cfg.verifier.env,
@@ -601,6 +604,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
         config=cfg,
         warnings=list(task.warnings),
         mcp_servers=task_mcp_servers(env.mcp_servers),
+        compose=task.compose,
     )
 
 

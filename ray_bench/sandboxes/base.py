@@ -106,6 +106,18 @@ class SandboxSpec:
     #: ``Dockerfile`` takes the image as build arg ``BASE``. Container backends build it once
     #: per (image, content).
     agent_layer: Path | None = None
+    #: A task's compose project: the sandbox is its ``main`` service, the other services beside it
+    #: (backends whose capabilities say ``compose``); None: one container.
+    compose: ComposeSpec | None = None
+
+
+@dataclass(frozen=True)
+class ComposeSpec:
+    """A compose project to run around ``main``: the task's ``environment/docker-compose.yaml``."""
+
+    file: Path
+    #: How long ``up`` may wait for the services to be healthy.
+    wait_sec: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -271,6 +283,12 @@ class Sandbox(abc.ABC):
         the network at create raises (plans refuse tasks whose phases differ there)."""
         raise SandboxError(f"{type(self).__name__} cannot change its network after create")
 
+    async def set_allowlist(self, hosts: tuple[str, ...]) -> None:
+        """Let the sandbox reach only ``hosts`` (entries as ``normalize_hosts`` writes them) until
+        the next :meth:`set_network`; its commands' other connections fail. A backend that cannot
+        enforce an allowlist raises (plans refuse such tasks there)."""
+        raise SandboxError(f"{type(self).__name__} cannot enforce a network allowlist")
+
     @abc.abstractmethod
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         """Copy the contents of ``local_dir`` into ``sandbox_dir`` (created if missing)."""
@@ -293,6 +311,11 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     async def delete(self) -> None:
         """Remove the sandbox and everything it holds. Idempotent."""
+
+    async def service(self, name: str) -> Sandbox:
+        """Another service of the sandbox's compose project, to exec in (Harbor's
+        ``service_exec``); a sandbox that is one container has none."""
+        raise SandboxError(f"{type(self).__name__} runs one container: no compose service {name!r}")
 
 
 class SandboxBackend(abc.ABC):

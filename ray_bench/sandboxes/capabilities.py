@@ -27,6 +27,8 @@ class BackendCapabilities:
     cpu_limit: bool = False  # a task's cpus are held for its sandbox (docker nano_cpus, a Daytona size)
     disk_limit: bool = False  # a per-sandbox disk quota
     gpus: bool = False
+    #: Runs a task's compose project (several services; :mod:`ray_bench.sandboxes.docker.compose`).
+    compose: bool = False
     image: bool = False  # runs a container image (False: host processes)
     #: A sandbox naming no image starts from the provider's default (Daytona's default snapshot);
     #: without it, a task with no image, no Dockerfile and no stand-in cannot start.
@@ -77,8 +79,8 @@ class Builtin:
 #: The one list of built-in backends (:mod:`ray_bench.sandboxes` registers from it).
 BUILTIN: dict[str, Builtin] = {
     "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
-        users=True, network_per_phase=True, isolated_network=True, memory_limit=True, cpu_limit=True, image=True,
-        agent_layer=True, host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True,
+        users=True, network_per_phase=True, isolated_network=True, allowlist=True, memory_limit=True, cpu_limit=True, image=True,
+        agent_layer=True, compose=True, host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True,
         listed_containers=True, verifier_apart=True, harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(

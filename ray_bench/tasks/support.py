@@ -18,9 +18,11 @@ from ray_bench.tasks.network import all_policies, varies
 from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
-def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False) -> list[str]:
+def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent_online: bool = False) -> list[str]:
     """Why ``backend`` cannot run ``task`` as it is written; empty when it can. ``stand_in_image``:
-    an image runs where the task names none (the backend's ``image``, or every arm's)."""
+    an image runs where the task names none (the backend's ``image``, or every arm's). ``agent_online``:
+    every arm opens its agent's phase (`network: public`), so the task's own policy for that phase
+    does not apply."""
     can = capabilities(backend)
     cfg = task.config
     env = cfg.environment
@@ -38,25 +40,29 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False) -> li
         out.append(f"asks for a TPU ({env.tpu.type} {env.tpu.topology}); backend {backend} has none")
     if env.os != "linux":
         out.append(f"asks for os = {env.os!r}; backend {backend} runs Linux containers only")
-    if task.has_compose:
-        out.append(f"has environment/docker-compose.yaml (several containers); backend {backend} "
-                   "runs one container per attempt")
+    out.extend(compose_refusals(task, backend))
     out.extend(_verifier_apart(task, backend))
     verifiers = [("verifier", cfg.verifier)] + [(f"steps.{s.name}.verifier", s.verifier) for s in cfg.steps or []]
     for where, verifier in verifiers:
         if verifier.continuous.enabled:
             out.append(f"{where}.continuous is enabled; ray-bench verifies after the agent only")
-        if any(hook.service != MAIN_SERVICE for hook in verifier.collect):
-            out.append(f"{where}.collect names a compose service; only '{MAIN_SERVICE}' exists here")
+        for hook in verifier.collect:
+            if hook.service != MAIN_SERVICE and not _runs_service(task, hook.service, can.compose):
+                out.append(f"{where}.collect runs in compose service {hook.service!r}, "
+                           + _no_service(task, hook.service, backend))
+                break
     artifacts = artifact_entries(cfg.artifacts) + [a for s in cfg.steps or [] for a in artifact_entries(s.artifacts)]
     if any(a.service not in (None, MAIN_SERVICE) for a in artifacts):
-        out.append(f"an artifact names a compose service; only '{MAIN_SERVICE}' exists here")
-    for phase, policy in all_policies(cfg):
+        out.append(f"an artifact names a compose service; ray-bench collects artifacts from '{MAIN_SERVICE}' only")
+    for phase, policy in all_policies(cfg, agent_online):
         if policy.mode == NetworkMode.ALLOWLIST and not can.allowlist:
-            out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); no backend "
-                       "here enforces one (use public or no-network)")
+            enforcing = having(BUILTIN, lambda c: c.allowlist)
+            opens = " (or give every arm `network: public`, which opens the agent's phase)" \
+                if phase.endswith("agent") else ""
+            out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); backend "
+                       f"{backend} cannot enforce one: run it on {' or '.join(enforcing)}{opens}")
             break
-    if varies(cfg) and not can.network_per_phase:
+    if varies(cfg, agent_online) and not can.network_per_phase:
         out.append(f"its phases differ in network access; backend {backend} fixes the network at create")
     users = [("agent", cfg.agent.user), ("verifier", cfg.verifier.user)]
     users += [(f"steps.{s.name}.{p}", getattr(s, p).user) for s in cfg.steps or [] for p in ("agent", "verifier")]
@@ -107,6 +113,32 @@ def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
     return out
 
 
+def _runs_service(task: TaskRef, service: str, can_compose: bool) -> bool:
+    project = task.compose
+    return can_compose and project is not None and not project.main_only and service in project.services
+
+
+def _no_service(task: TaskRef, service: str, backend: str) -> str:
+    project = task.compose
+    if project is not None and service in project.services and not project.main_only:
+        return f"which backend {backend} does not run"
+    return "which its environment/docker-compose.yaml does not declare"
+
+
+def compose_refusals(task: TaskRef, backend: str) -> list[str]:
+    """Why ``backend`` cannot run the task's compose project (none for a file that restates main:
+    that is the default container on every backend)."""
+    project = task.compose
+    if project is None or project.main_only:
+        return []
+    if not capabilities(backend).compose:
+        # Harbor's Daytona environment runs a compose task in a privileged Docker-in-Docker
+        # sandbox (harbor/environments/daytona/environment.py, _DaytonaDinD: docker:28.3.3-dind).
+        return [f"has a compose project ({', '.join(project.services)}); backend {backend} runs one "
+                "container per attempt (Harbor runs it in Docker-in-Docker there; run it on docker)"]
+    return list(project.unsupported)
+
+
 def notices(task: TaskRef, backend: str) -> list[str]:
     """What the backend runs but does not enforce or use (receipt warnings)."""
     can = capabilities(backend)
@@ -125,6 +157,17 @@ def notices(task: TaskRef, backend: str) -> list[str]:
         out.append(f"memory_mb = {env.memory_mb} is not enforced on {backend} (host processes)")
     if not can.isolated_network and any(not p.online for _, p in all_policies(task.config)):
         out.append(f"no-network is not enforced on {backend} (no isolation)")
+    lists = [(phase, p) for phase, p in all_policies(task.config) if p.mode == NetworkMode.ALLOWLIST]
+    if lists and can.allowlist:
+        phases = ", ".join(phase for phase, _ in lists)
+        out.append(f"its allowlist ({phases}) is enforced through an HTTP(S) proxy named in HTTPS_PROXY / "
+                   "HTTP_PROXY: a client that ignores those variables reaches no host")
+    if task.compose is not None and not task.compose.main_only and can.compose:
+        out.append(f"runs as a compose project ({', '.join(task.compose.services)}): each service is held to "
+                   "the cell's cpus and memory unless it sets its own, and host admission counts main only")
+    if task.compose is not None and task.compose.offline:
+        out.append("its compose main has network_mode: none: no phase has a network, the agent's neither "
+                   "(as in Harbor)")
     if env.skills_dir is not None:
         out.append(f"skills_dir = {env.skills_dir!r} is passed to the agent as RAY_BENCH_SKILLS_DIR only")
     return out

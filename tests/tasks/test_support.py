@@ -12,7 +12,7 @@ from ray_bench.config.tasks import load_task
 from ray_bench.models.task import MultiStepRewardStrategy, NetworkMode
 from ray_bench.tasks.envvars import MissingHostVar, resolve_env, template_names
 from ray_bench.tasks.mcp import task_mcp_servers
-from ray_bench.tasks.network import needs_network, phase_network, varies
+from ray_bench.tasks.network import all_policies, needs_network, phase_network, varies
 from ray_bench.tasks.rewards import below_min, combine
 from ray_bench.tasks.support import notices, refusals
 
@@ -22,10 +22,8 @@ CORPUS = Path(__file__).parent / "corpus"
 @pytest.mark.parametrize(("rel", "needle"), [
     ("refused/gpu-training", "asks for 1 GPU(s) of H100/A100"),
     ("refused/windows-task", "os = 'windows'"),
-    ("refused/compose-sidecar", "docker-compose.yaml"),
     ("refused/tpu-task", "TPU (v6e 2x4)"),
     ("refused/continuous-verifier", "continuous is enabled"),
-    ("harbor-examples/hello-allowlist", "allowlist (api.anthropic.com, *.pypi.org, 10.0.0.0/8)"),
 ])
 def test_what_no_backend_here_gives_is_refused_with_a_reason(rel: str, needle: str) -> None:
     task = load_task(CORPUS / rel)
@@ -81,6 +79,31 @@ def test_a_separate_verifier_built_as_a_compose_project_is_refused(tmp_path: Pat
     shutil.copytree(CORPUS / "refused/separate-verifier", tmp_path / "t")
     (tmp_path / "t" / "tests" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
     assert any("tests/docker-compose.yaml" in r for r in refusals(load_task(tmp_path / "t"), "docker"))
+
+
+def test_a_compose_project_runs_on_docker_only_and_says_why_elsewhere() -> None:
+    task = load_task(CORPUS / "refused/compose-sidecar")
+    assert task.compose is not None and task.compose.services == ("main", "db") and not task.compose.main_only
+    assert refusals(task, "docker") == []  # its [[verifier.collect]] in db too
+    assert any("runs as a compose project (main, db)" in n for n in notices(task, "docker"))
+    for backend in ("daytona", "local"):
+        reasons = refusals(task, backend)
+        assert any("compose project (main, db)" in r and "Docker-in-Docker" in r for r in reasons), reasons
+        assert any("collect runs in compose service 'db'" in r for r in reasons), reasons
+
+
+def test_an_allowlist_runs_on_docker_and_elsewhere_the_hint_can_be_followed() -> None:
+    task = load_task(CORPUS / "harbor-examples/hello-allowlist")
+    assert refusals(task, "docker") == []
+    assert any("allowlist (agent) is enforced through an HTTP(S) proxy" in n for n in notices(task, "docker"))
+    for backend in ("daytona", "local"):
+        reasons = [r for r in refusals(task, backend) if "allowlist" in r]
+        assert len(reasons) == 1 and "(api.anthropic.com, *.pypi.org, 10.0.0.0/8)" in reasons[0], reasons
+        assert f"backend {backend} cannot enforce one: run it on docker" in reasons[0]
+    # the task's allowlist is its agent's phase: an arm that opens that phase leaves it unused
+    assert [p for p, pol in all_policies(task.config) if pol.mode == NetworkMode.ALLOWLIST] == ["agent"]
+    assert "network: public" in reasons[0]
+    assert not [r for r in refusals(task, "local", agent_online=True) if "allowlist" in r]
 
 
 def test_users_and_network_changes_need_docker() -> None:

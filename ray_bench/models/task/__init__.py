@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ray_bench.models._base import FrozenModel
+from ray_bench.models.task.compose import ComposeProject
 from ray_bench.models.task.harbor import (
     MAIN_SERVICE,
     ArtifactConfig,
@@ -43,6 +44,7 @@ class TaskRef(FrozenModel):
     config: TaskConfig
     has_dockerfile: bool
     has_compose: bool = Field(default=False, description="environment/docker-compose.yaml exists.")
+    compose: ComposeProject | None = Field(default=None, description="Its services, read at load.")
     has_solution: bool
     warnings: tuple[str, ...] = Field(default=(), description="Unknown keys and other non-fatal findings.")
 
@@ -50,6 +52,7 @@ class TaskRef(FrozenModel):
 __all__ = [
     "MAIN_SERVICE",
     "ArtifactConfig",
+    "ComposeProject",
     "EnvironmentConfig",
     "HealthcheckConfig",
     "MCPServerConfig",

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from ipaddress import ip_address, ip_network
 
@@ -45,3 +47,27 @@ def normalize_hosts(hosts: list[str] | None) -> list[str] | None:
 def check_policy(mode: NetworkMode | None, hosts: list[str] | None, section: str) -> None:
     if hosts and mode not in (None, NetworkMode.ALLOWLIST):
         raise ValueError(f"{section}.allowed_hosts is only valid with network_mode = 'allowlist'")
+
+
+def host_allowed(host: str, addresses: Iterable[str], entries: Iterable[str]) -> bool:
+    """Whether a connection to ``host`` (a name or an address literal) that resolves to
+    ``addresses`` is on the list of ``entries`` (as :func:`normalize_hosts` writes them), as
+    Harbor's egress sidecar decides (gost's bypass whitelist over the sniffed host name and the
+    destination address, ``harbor-docker-egress-control-sidecar/gost.yaml``): a name matches
+    itself, ``*.suffix`` any name below the suffix, an address or range any address in it."""
+    name = host.strip().lower().rstrip(".")
+    literal = name.strip("[]")
+    ips = [ip_address(a) for a in addresses]
+    with contextlib.suppress(ValueError):
+        ips.append(ip_address(literal))
+    for entry in entries:
+        if entry.startswith("*."):
+            if name.endswith(entry[1:]):
+                return True
+        elif "/" in entry or ":" in entry or entry.replace(".", "").isdigit():
+            net = ip_network(entry, strict=False)
+            if any(ip.version == net.version and ip in net for ip in ips):
+                return True
+        elif name == entry:
+            return True
+    return False

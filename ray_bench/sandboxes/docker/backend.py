@@ -23,6 +23,7 @@ import requests.exceptions
 from ray_bench.errors import SandboxCreateError, SandboxError, SandboxUnavailableError
 from ray_bench.sandboxes.base import Resources, Sandbox, SandboxBackend, SandboxRef, SandboxSpec
 from ray_bench.sandboxes.docker import images
+from ray_bench.sandboxes.docker.compose import create_project
 from ray_bench.sandboxes.docker.sandbox import DockerSandbox
 
 T = TypeVar("T")
@@ -96,6 +97,8 @@ class DockerBackend(SandboxBackend):
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         image = await self.call(self._ensure_image, spec)
+        if spec.compose is not None:
+            return await create_project(self, spec, image)
         name = f"ray-bench-{uuid.uuid4().hex[:16]}"
         made = asyncio.ensure_future(self.call(self._create_container, spec, image, name))
         try:

@@ -33,6 +33,7 @@ from ray_bench.sandboxes.base import (
     stop_group_sh,
     until_done,
 )
+from ray_bench.sandboxes.docker.egress import EgressGate
 from ray_bench.sandboxes.docker.streams import exec_output, exec_stream
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ class DockerSandbox(Sandbox):
         self.labels = dict(spec.labels)
         self._workdir = spec.workdir
         self._oom_seen = 0
+        #: Allowlist phases (made on the first one); the proxy variables while one is on.
+        self._gate = EgressGate(backend, spec.labels)
+        self._phase_env: dict[str, str] = {}
 
     # -- exec -----------------------------------------------------------------------------
 
@@ -86,7 +90,7 @@ class DockerSandbox(Sandbox):
         pidfile = f"{_PID_DIR}/{uuid.uuid4().hex}.pid"
         # "." is the container's working directory: the image's WORKDIR when the task sets none.
         argv = ["sh", "-c", _WRAPPER, "ray-bench", pidfile, cwd or self._workdir or ".", command]
-        exec_id = await self._b.call(self._exec_create, argv, dict(env or {}), user)
+        exec_id = await self._b.call(self._exec_create, argv, {**self._phase_env, **(env or {})}, user)
         streams: list[Any] = []
         feed: Callable[[Stream, bytes], None] | None = None
         if watch is not None:  # the drain runs in a pool thread; the watch lives on the loop
@@ -170,7 +174,14 @@ class DockerSandbox(Sandbox):
         return SandboxGoneError(f"container {self.id[:12]} is gone: {exc}")
 
     async def set_network(self, online: bool) -> None:
+        self._phase_env = {}
+        await self._gate.leave(self.id)
         await self._b.call(self._set_network, online)
+
+    async def set_allowlist(self, hosts: tuple[str, ...]) -> None:
+        await self._b.call(self._set_network, False)
+        await self._gate.enter(self.id, hosts)
+        self._phase_env = self._gate.env
 
     def _set_network(self, online: bool) -> None:
         api = self._b.client().api
@@ -336,8 +347,9 @@ class DockerSandbox(Sandbox):
     # -- lifecycle ------------------------------------------------------------------------
 
     async def delete(self) -> None:
-        # Shielded: a cancelled cell still removes its container.
+        # Shielded: a cancelled cell still removes its container, then its allowlist network.
         await asyncio.shield(self._b.call(self._b.remove_container, self.id))
+        await asyncio.shield(self._gate.remove())
 
 
 def _sandbox_arcname(sandbox_path: str) -> str:
