@@ -17,6 +17,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
 from ray_bench.plan.roles import render_roles
 from ray_bench.plan.watchdog import watchdog_lines
+from ray_bench.scheduler.runstate import attempt_cap
 from ray_bench.textsafe import code_span, escape_controls, table_cell
 
 
@@ -27,7 +28,9 @@ def render_receipt(plan: Plan, identity: str) -> str:
             f"- {cells_line(plan)}",
             f"- preflight cells: {len(plan.preflight)}",
             f"- cells with history (expected duration from earlier runs): {_with_history(plan)}",
-            f"- attempts per cell at most: {plan.max_attempts}",
+            f"- attempts per cell at most: {plan.max_attempts} failing on the cell itself (task, tool, "
+            f"evaluator, executor, behaviour), {attempt_cap(plan.max_attempts)} failed attempts of any "
+            "class (stack, provider, capacity, auth and lost runners included)",
             f"- spend limit: {f'${plan.spend_limit_usd:.2f}' if plan.spend_limit_usd else 'none'}",
             f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}"]
     if plan.skipped:
