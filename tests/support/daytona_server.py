@@ -28,7 +28,9 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
 - Every sandbox is reported with ``user: daytona`` unless its create names a user, image and
   snapshot creates alike, while its commands run as its image's own USER (Daytona's runner sets
   no user): the default snapshot's image (``default_image`` with ``USER 1000:1000``, like
-  Daytona's ``daytona`` user) runs as uid 1000, an image that sets no USER runs as root.
+  Daytona's ``daytona`` user, with its HOME and passwordless sudo) runs as uid 1000, an image
+  that sets no USER runs as root. A command without ``cwd`` runs where the daemon starts: the
+  image's WORKDIR, else the user's HOME.
 
 Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
@@ -190,6 +192,11 @@ class _Box:
     building: bool = False
     #: The uid the container's processes run as (its image's USER, or the create's user).
     uid: int = 0
+    #: Where the daemon starts, so where a command without ``cwd`` runs: the image's WORKDIR,
+    #: else the user's HOME (``DAYTONA_USER_HOME_AS_WORKDIR``: ``apps/runner/pkg/docker/
+    #: container_configs.go`` sets it when the image has no WORKDIR, ``apps/daemon/cmd/daemon/
+    #: main.go`` then changes to ``os.UserHomeDir()``).
+    start_dir: str | None = None
     #: Last toolbox activity, and commands running now (auto-stop counts idle time only).
     active_mono: float = field(default_factory=time.monotonic)
     busy: int = 0
@@ -312,9 +319,10 @@ class DaytonaServer:
             self._default_snapshot = self.default_image
             if self.default_snapshot_user:
                 self._default_snapshot = f"fake-daytona-default:{self.server_id}"
-                dockerfile = f"FROM {self.default_image}\nUSER {self.default_snapshot_user}\n"
-                self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=self._default_snapshot,
-                                         rm=True, labels={MARKER_LABEL: self.server_id})
+                self.docker.images.build(fileobj=default_snapshot_context(self.default_image,
+                                                                          self.default_snapshot_user),
+                                         custom_context=True, tag=self._default_snapshot, rm=True,
+                                         labels={MARKER_LABEL: self.server_id})
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -746,6 +754,15 @@ class DaytonaServer:
         out = self.docker.containers.run(image, ["sh", "-c", f"id -u {shlex.quote(name)}"], remove=True)
         return int(out.decode().strip() or 0)
 
+    def _start_dir(self, image: str, container: str) -> str:
+        """The image's WORKDIR, else the HOME of the user the container runs as."""
+        workdir = str(self.docker.images.get(image).attrs.get("Config", {}).get("WorkingDir") or "")
+        if workdir:
+            return workdir
+        api = self.docker.api
+        exec_id = api.exec_create(container, ["sh", "-c", 'printf %s "$HOME"'])["Id"]
+        return exec_output(api, exec_id).decode(errors="replace").strip() or "/"
+
     def _find_container(self, name: str) -> Any:
         """The container named ``name``, started if it is not running; ``None`` if there is none."""
         for _ in range(3):
@@ -796,6 +813,7 @@ class DaytonaServer:
                 return
         box.container = container.id
         box.uid = await asyncio.to_thread(self._uid_of, box.image, kwargs.get("user"))
+        box.start_dir = await asyncio.to_thread(self._start_dir, box.image, container.id)
         if box.desired == "destroyed":  # deleted while starting: the destroy task removes it
             return
         box.state = "started"
@@ -1172,7 +1190,7 @@ class DaytonaServer:
             self.command_waits.append(time.monotonic() - queued)
             api = self.docker.api
             exec_id = api.exec_create(box.container, ["sh", "-c", command], environment=req.get("envs") or None,
-                                      workdir=req.get("cwd") or None)["Id"]
+                                      workdir=req.get("cwd") or box.start_dir or None)["Id"]
             made.append(exec_id)
             loop.call_soon_threadsafe(begun.set)  # the daemon's timeout counts from here
             # All the command printed, as the toolbox's one buffer for stdout and stderr holds
@@ -1349,6 +1367,72 @@ class DaytonaServer:
             body=writer,
             headers={"Content-Type": f"multipart/form-data; boundary={writer.boundary}"},
         )
+
+
+#: ``sudo`` as Daytona's default snapshot grants it to its user (``daytona ALL=(ALL)
+#: NOPASSWD:ALL``, ``images/sandbox/Dockerfile``): a setuid-root program that runs its command
+#: as root, password never asked (``-n`` and other options are accepted and ignored).
+_SUDO_C = r"""#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  int i = 1;
+  while (i < argc && argv[i][0] == '-') { if (!strcmp(argv[i++], "--")) break; }
+  if (i >= argc) { fprintf(stderr, "usage: sudo [-n] command\n"); return 1; }
+  if (setgid(0) || setuid(0)) { perror("sudo"); return 1; }
+  execvp(argv[i], argv + i);
+  perror("sudo");
+  return 127;
+}
+"""
+
+
+def _sudo_binary() -> bytes | None:
+    """The static ``sudo`` above, compiled once per machine (None without a C compiler)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    digest = hashlib.sha256(_SUDO_C.encode()).hexdigest()[:16]
+    built = os.path.join(tempfile.gettempdir(), f"fake-daytona-sudo-{digest}")
+    if not os.path.exists(built):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "sudo.c")
+            with open(src, "w") as f:
+                f.write(_SUDO_C)
+            subprocess.run([cc, "-static", "-Os", "-o", os.path.join(tmp, "sudo"), src], check=True)
+            os.replace(os.path.join(tmp, "sudo"), built)
+    with open(built, "rb") as f:
+        return f.read()
+
+
+def default_snapshot_context(image: str, user: str) -> io.BytesIO:
+    """The build context of the default snapshot's image as Daytona's is made
+    (``images/sandbox/Dockerfile``): a ``daytona`` user with a HOME (where its sandboxes start:
+    the image sets no WORKDIR) and passwordless sudo; it runs as ``user``."""
+    uid, _, gid = user.partition(":")
+    lines = [f"FROM {image}"]
+    files: dict[str, tuple[bytes, int]] = {}
+    sudo = _sudo_binary()
+    if sudo is not None:
+        files["sudo"] = (sudo, 0o4755)
+        lines += ["COPY sudo /usr/bin/sudo", "RUN chmod 4755 /usr/bin/sudo"]  # COPY drops the setuid bit
+    if uid.isdigit():
+        lines.append(f"RUN echo 'daytona:x:{uid}:{gid or uid}::/home/daytona:/bin/sh' >>/etc/passwd && "
+                     f"mkdir -p /home/daytona && chown {uid}:{gid or uid} /home/daytona")
+    lines.append(f"USER {user}")
+    files["Dockerfile"] = ("\n".join(lines).encode() + b"\n", 0o644)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
 
 
 def object_storage_over_http(monkeypatch: Any) -> None:

@@ -13,12 +13,13 @@ import asyncio
 import time
 from pathlib import Path
 
-from daytona import CreateSnapshotParams, DaytonaError, DaytonaNotFoundError, Image
+from daytona import CreateSnapshotParams, DaytonaError, DaytonaNotFoundError
 from daytona import Resources as DaytonaResources
 
 from ray_bench.errors import SandboxCreateError
 from ray_bench.models.build import BuildTarget
 from ray_bench.sandboxes.daytona.backend import DaytonaBackend
+from ray_bench.sandboxes.daytona.harness import harness_image
 from ray_bench.sandboxes.daytona.translate import state_name, translate
 
 #: States a snapshot reaches by itself; ``active`` is the one a sandbox can be made from.
@@ -49,8 +50,7 @@ class DaytonaSnapshotBuilder:
     async def build(self, target: BuildTarget, timeout_sec: float) -> None:
         deadline = time.monotonic() + timeout_sec
         if await self._state(target.snapshot) is None:
-            image = (Image.base(target.image) if target.image is not None
-                     else Image.from_dockerfile(str(Path(target.dockerfile_dir or ".") / "Dockerfile")))
+            image = harness_image(target.image, Path(target.dockerfile_dir) if target.dockerfile_dir else None)
             params = CreateSnapshotParams(
                 name=target.snapshot, image=image,
                 resources=DaytonaResources(cpu=target.cpu, memory=target.memory_gib, disk=target.disk_gib))
