@@ -148,6 +148,11 @@ class Faults:
     #: outran its ``timeout`` (a loaded runner), without running them.
     exec_timeout_count: int = 0
     exec_timeout_match: str = ""
+    #: Toolbox executes whose command contains :attr:`exec_refused_match` are refused, without
+    #: running, with these statuses in turn (429 by the ``authenticated`` throttler with its
+    #: headers, else that status), then run as usual.
+    exec_refused: tuple[int, ...] = ()
+    exec_refused_match: str = ""
     #: Toolbox executes whose command contains this (when set) run, and are answered with the
     #: first line of their output dropped: what a reader that read the answer's headers late lost
     #: (docker-py's, before this fixture read around it).
@@ -253,7 +258,7 @@ class DaytonaServer:
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
             "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_timed_out": 0,
-            "exec_head_lost": 0, "exec_cut": 0,
+            "exec_head_lost": 0, "exec_cut": 0, "exec_refused": 0,
             "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
@@ -1176,6 +1181,13 @@ class DaytonaServer:
         f = self.faults
         if self._timeouts_for is not f:  # new faults, a new count
             self._timeouts_for, self._timeouts_left = f, f.exec_timeout_count
+        if f.exec_refused_match and f.exec_refused_match in command:
+            refused = self.counts["exec_refused"]
+            if refused < len(f.exec_refused):
+                self.counts["exec_refused"] += 1
+                status = f.exec_refused[refused]
+                return (self._rate_limited("authenticated") if status == 429
+                        else self._error(status, "injected refusal of a toolbox execute"))
         if self._timeouts_left > 0 and f.exec_timeout_match in command:
             self._timeouts_left -= 1
             self.counts["exec_timeout"] += 1

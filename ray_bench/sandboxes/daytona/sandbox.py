@@ -50,6 +50,7 @@ from ray_bench.sandboxes.base import (
     until_done,
 )
 from ray_bench.sandboxes.daytona.harness import PREPARE
+from ray_bench.sandboxes.daytona.ratelimit import http_status, retry_after
 from ray_bench.sandboxes.daytona.translate import translate
 
 if TYPE_CHECKING:
@@ -272,8 +273,8 @@ class DaytonaSandbox(Sandbox):
                     raise
                 # The command may still be running, or its report may be sitting in the scratch
                 # dir: either is read back rather than lost (and the command not left to run on).
-                reattach = asyncio.ensure_future(
-                    self._reattach(scratch, output_cap, exc, started + limit + _EXEC_SLACK_SEC))
+                reattach = asyncio.ensure_future(self._reattach(
+                    scratch, output_cap, exc, started + limit + _EXEC_SLACK_SEC, started + answer_by))
                 response = await self._answer(reattach, scratch, answer_by, watch, run)
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
@@ -323,29 +324,32 @@ class DaytonaSandbox(Sandbox):
         return await fut
 
     async def _reattach(self, scratch: str, output_cap: int, cause: SandboxUnavailableError,
-                        deadline: float) -> ExecuteResponse:
+                        deadline: float, budget: float) -> ExecuteResponse:
         """The report of a command whose answer was lost (``cause``): looked at every
         :data:`LOOK_EVERY_SEC` while its wrapper runs, up to ``deadline`` (by then its own
-        watchdog has ended it), then read back by :meth:`_recover`. ``cause`` is raised when
-        nothing was left (it never started) or :data:`LOOK_MISSES` looks in a row go unanswered."""
+        watchdog has ended it), then read back by :meth:`_recover`, all before ``budget`` (the
+        command's own answer's time). ``cause`` is raised when nothing was left (it never
+        started), :data:`LOOK_MISSES` looks in a row go unanswered (a 429 is no miss: the
+        service answered, throttled), or the budget ends first."""
         misses = 0
         waited = False
         while True:
             try:
                 said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_LOOK, scratch), timeout=30), 40)
-            except (DaytonaError, TimeoutError):
-                misses += 1
-                if misses >= LOOK_MISSES:
+            except (DaytonaError, TimeoutError) as exc:
+                wait = _read_back_wait(exc, 0)
+                misses += 0 if _throttled(exc) else 1
+                if misses >= LOOK_MISSES or wait is None or time.monotonic() + wait >= budget:
                     log.warning("Daytona sandbox %s: a command whose answer was lost cannot be looked at", self.id)
                     raise cause from None
-                await asyncio.sleep(LOOK_EVERY_SEC)
+                await asyncio.sleep(max(wait, LOOK_EVERY_SEC))
                 continue
             misses = 0
             state = (said.result or "").strip()
             if state == "RB-NONE":
                 raise cause
             if state != "RB-RUNNING" or time.monotonic() >= deadline:
-                return await self._recover(scratch, output_cap, cause)
+                return await self._recover(scratch, output_cap, cause, budget)
             if not waited:
                 waited = True
                 log.warning("Daytona sandbox %s: a command's answer was lost (%s); it is still running, "
@@ -369,15 +373,28 @@ class DaytonaSandbox(Sandbox):
                 continue
             tail.feed(response.result or "", watch)
 
-    async def _recover(self, scratch: str, output_cap: int, cause: SandboxUnavailableError) -> ExecuteResponse:
+    async def _recover(self, scratch: str, output_cap: int, cause: SandboxUnavailableError,
+                       budget: float) -> ExecuteResponse:
         """The wrapper's report, made by :data:`_RECOVER` from what the command left; ``cause``
-        is raised when that cannot be had (the sandbox does not answer, or nothing was left)."""
+        is raised when that cannot be had (nothing was left, or no answer before ``budget``).
+        A refused read-back (a 429, a 5xx, a connection lost) is asked again with backoff
+        within the budget: one refusal lost a command that ran (issue 53: 4 of 12 lost answers
+        not read back at 30 % 429s). Asking again is safe: the report stays until it is read,
+        and a read whose own answer was lost leaves RB-NONE, which raises ``cause``."""
         script = _sh(_RECOVER, scratch, str(max(0, output_cap)))
-        try:
-            said = await asyncio.wait_for(self._sandbox.process.exec(script, timeout=60), 90)
-        except (DaytonaError, TimeoutError):
-            log.warning("Daytona sandbox %s: cannot read back the command whose request outran its time", self.id)
-            raise cause from None
+        tries = 0
+        while True:
+            try:
+                said = await asyncio.wait_for(self._sandbox.process.exec(script, timeout=60), 90)
+                break
+            except (DaytonaError, TimeoutError) as exc:
+                wait = _read_back_wait(exc, tries)
+                tries += 1
+                if wait is None or time.monotonic() + wait >= budget:
+                    log.warning("Daytona sandbox %s: cannot read back the command whose answer was lost "
+                                "(%d tries)", self.id, tries)
+                    raise cause from None
+                await asyncio.sleep(wait)
         if (said.result or "").strip() == "RB-NONE":
             raise cause
         log.warning("Daytona sandbox %s: a command's answer was lost (%s); its report was read back "
@@ -502,6 +519,29 @@ class _Tail:
             if rest:
                 self.read[i] += len(rest)
                 watch.feed(name, rest)  # type: ignore[arg-type]
+
+
+#: Backoff of a refused read-back: 0.5 s doubling to 8 s (a 429's own Retry-After when longer).
+_READ_BACK_FIRST_SEC = 0.5
+_READ_BACK_MAX_SEC = 8.0
+
+
+def _throttled(exc: BaseException) -> bool:
+    return isinstance(exc, DaytonaError) and http_status(exc)[0] == 429
+
+
+def _read_back_wait(exc: BaseException, tries: int) -> float | None:
+    """Seconds before asking again after ``exc`` (the ``tries``-th refusal), or None when
+    asking again cannot help (a 4xx other than 408 and 429: the sandbox or route is not there)."""
+    backoff: float = min(_READ_BACK_MAX_SEC, _READ_BACK_FIRST_SEC * 2.0 ** tries)
+    if not isinstance(exc, DaytonaError):
+        return backoff  # our own timeout
+    status, headers = http_status(exc)
+    if status == 429:
+        return max(backoff, min(retry_after(headers) or 0.0, _READ_BACK_MAX_SEC * 4))
+    if status is None or status == 408 or status >= 500:
+        return backoff
+    return None
 
 
 def _may_have_run(exc: SandboxUnavailableError) -> bool:
