@@ -95,6 +95,28 @@ def test_the_snapshot_builder_makes_an_active_snapshot_cells_then_create_from(
     assert server.create_requests[-1]["snapshot"] == target.snapshot
 
 
+def test_an_inactive_snapshot_is_activated_not_waited_on(server: DaytonaServer, base_image: str) -> None:
+    run_id = _run_id()
+    target = BuildTarget(snapshot=snapshot_name(f"{base_image}-{run_id}", (1, 1, 3)), image=base_image,
+                         cpu=1, memory_gib=1, disk_gib=3, tasks=("t",), cells=("c",))
+
+    async def main() -> None:
+        builder = DaytonaSnapshotBuilder(backend_for(server))
+        try:
+            await builder.build(target, 120)
+            built = server.counts["built"]
+            server.deactivate_snapshot(target.snapshot, ago_sec=15 * 24 * 3600)  # unused 14 days and more
+            assert not await builder.present(target.snapshot)
+            await asyncio.wait_for(builder.build(target, 600), 30)  # not the build timeout
+            assert await builder.present(target.snapshot)
+            assert server.counts["built"] == built  # activated, not built again
+        finally:
+            await builder.close()
+
+    asyncio.run(main())
+    assert server.counts["snapshot_activated"] == 1
+
+
 def test_a_failed_snapshot_build_raises_with_the_services_reason(
     server: DaytonaServer, base_image: str, tmp_path: Path
 ) -> None:

@@ -262,7 +262,7 @@ class DaytonaServer:
             "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
-            "snapshot_missing_400": 0,
+            "snapshot_missing_400": 0, "snapshot_activated": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -368,6 +368,7 @@ class DaytonaServer:
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
         app.router.add_get("/api/snapshots/{name}", self._snapshot)
         app.router.add_post("/api/snapshots", self._create_snapshot)
+        app.router.add_post("/api/snapshots/{id}/activate", self._activate_snapshot)
         app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
         app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_get("/api/object-storage/push-access", self._push_access)
@@ -623,6 +624,8 @@ class DaytonaServer:
         if not dockerfile and snapshot and (refused := self._snapshot_refusal(snapshot)) is not None:
             self.counts["snapshot_missing_400"] += 1
             return self._error(400, refused)
+        if not dockerfile and snapshot and (used := self._made_snapshots.get(snapshot)) is not None:
+            used["lastUsedAt"] = datetime.now(UTC).isoformat()  # the API's SandboxCreatedEvent handler
         if not dockerfile:
             try:
                 image = self._image_for(body)
@@ -936,6 +939,41 @@ class DaytonaServer:
         self._runner_locks.clear()
         self.cold_builds.clear()
         self._made_snapshots.clear()
+
+    def deactivate_snapshot(self, name: str, *, ago_sec: float = 3600.0) -> None:
+        """What the API's snapshot manager does to a snapshot no sandbox used for 14 days
+        (``apps/api/src/sandbox/managers/snapshot.manager.ts``): ``inactive``, ``ago_sec`` ago."""
+        made = self._made_snapshots[name]
+        made["state"] = "inactive"
+        made["updatedAt"] = (datetime.now(UTC) - timedelta(seconds=ago_sec)).isoformat()
+
+    async def _activate_snapshot(self, request: web.Request) -> web.StreamResponse:
+        """``POST /snapshots/{id}/activate`` as ``SnapshotService.activateSnapshot``: only an
+        ``inactive`` snapshot, not within 10 minutes of its deactivation; ``pending``, then
+        pulled back to ``active``."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        key = request.match_info["id"]
+        made = next((m for m in self._made_snapshots.values() if key in (m["id"], m["name"])), None)
+        if made is None:
+            return self._error(404, f"Snapshot {key} not found")
+        if made["state"] == "active":
+            return self._error(400, f"Snapshot {key} is already active")
+        if made["state"] != "inactive":
+            return self._error(400, f"Snapshot {key} cannot be activated - it is in {made['state']} state")
+        if datetime.now(UTC) - datetime.fromisoformat(made["updatedAt"]) < timedelta(minutes=10):
+            return self._error(400, "Snapshot deactivation is still in progress. Please try again in a few minutes.")
+        made["state"], made["updatedAt"] = "pending", datetime.now(UTC).isoformat()
+        self.counts["snapshot_activated"] += 1
+
+        async def pull() -> None:
+            await asyncio.sleep(0.05)
+            made["state"] = "pulling"
+            await asyncio.sleep(max(0.05, self.faults.build_delay_sec))
+            made["state"], made["updatedAt"] = "active", datetime.now(UTC).isoformat()
+
+        self._spawn(pull())
+        return web.json_response({k: v for k, v in made.items() if k != "localImage"})
 
     def delete_snapshot(self, name: str) -> None:
         """Remove a snapshot behind the run's back (an operator, an expiry)."""

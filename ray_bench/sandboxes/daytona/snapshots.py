@@ -5,6 +5,13 @@ then ``building`` (a ``buildInfo``: a declarative ``FROM image`` or a Dockerfile
 ``pulling``, then ``active`` -- or ``build_failed`` / ``error`` with its ``errorReason``. Names
 are unique per organisation: a snapshot of that name already there (an earlier session, another
 run of the same image) is adopted, never built twice.
+
+A snapshot no sandbox used for 14 days is made ``inactive`` by the API's snapshot manager
+(``DEFAULT_SNAPSHOT_DEACTIVATION_TIMEOUT_MINUTES``, ``apps/api/src/sandbox/managers/
+snapshot.manager.ts``) and stays so until ``POST /snapshots/{id}/activate`` (``activateSnapshot``,
+``apps/api/src/sandbox/services/snapshot.service.ts``: ``inactive`` -> ``pending``, then pulled
+to ``active``; refused 400 within 10 minutes of its deactivation). It is activated, never waited
+on: a resume two weeks later waited the whole build timeout and failed every cell of the image.
 """
 
 from __future__ import annotations
@@ -49,7 +56,10 @@ class DaytonaSnapshotBuilder:
 
     async def build(self, target: BuildTarget, timeout_sec: float) -> None:
         deadline = time.monotonic() + timeout_sec
-        if await self._state(target.snapshot) is None:
+        found = await self._state(target.snapshot)
+        if found is not None and found[0] == "inactive":
+            await self._activate(target.snapshot, deadline)
+        elif found is None:
             image = harness_image(target.image, Path(target.dockerfile_dir) if target.dockerfile_dir else None)
             params = CreateSnapshotParams(
                 name=target.snapshot, image=image,
@@ -76,12 +86,33 @@ class DaytonaSnapshotBuilder:
             state, reason = found
             if state == "active":
                 return
+            if state == "inactive":  # deactivated while we waited
+                await self._activate(name, deadline)
+                continue
             if state in _FAILED:
                 raise SandboxCreateError(f"Daytona snapshot {name} is {state}" + (f": {reason}" if reason else ""))
             if time.monotonic() >= deadline:
                 raise SandboxCreateError(f"Daytona snapshot {name} still {state} at the build timeout")
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 10.0)
+
+    async def _activate(self, name: str, deadline: float) -> None:
+        """``POST /snapshots/{id}/activate``; a refusal because its deactivation is still under
+        way (the API's 10-minute cooldown) is asked again until ``deadline``."""
+        delay = 5.0
+        while True:
+            try:
+                await self.backend.retrying(f"activate snapshot {name}",
+                                            lambda: self.backend.client().snapshot.activate(name))
+                return
+            except DaytonaError as exc:
+                message = str(exc)
+                if "already active" in message:
+                    return
+                if "still in progress" not in message or time.monotonic() + delay >= deadline:
+                    raise translate(exc, f"activate snapshot {name}") from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)
 
     async def close(self) -> None:
         await self.backend.close()
