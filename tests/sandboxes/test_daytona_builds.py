@@ -29,6 +29,12 @@ def _run_id() -> str:
     return f"dtbuild-{uuid.uuid4().hex[:8]}"
 
 
+def image_target(image: str, run_id: str) -> BuildTarget:
+    """One snapshot of ``image`` at the default size, named for ``run_id`` (new to the server)."""
+    return BuildTarget(snapshot=snapshot_name(f"{image}-{run_id}", (1, 1, 3)), image=image,
+                       cpu=1, memory_gib=1, disk_gib=3, tasks=("t",), cells=("c",))
+
+
 def test_image_creates_build_cold_once_per_runner_and_warm_runners_build_nothing(
     server: DaytonaServer, base_image: str
 ) -> None:
@@ -70,8 +76,7 @@ def test_the_snapshot_builder_makes_an_active_snapshot_cells_then_create_from(
 ) -> None:
     server.faults = Faults(cold_build_sec=0.2)
     run_id = _run_id()
-    target = BuildTarget(snapshot=snapshot_name(f"{base_image}-{run_id}", (1, 1, 3)), image=base_image,
-                         cpu=1, memory_gib=1, disk_gib=3, tasks=("t",), cells=("c",))
+    target = image_target(base_image, run_id)
 
     async def main() -> None:
         builder = DaytonaSnapshotBuilder(backend_for(server))
@@ -97,8 +102,7 @@ def test_the_snapshot_builder_makes_an_active_snapshot_cells_then_create_from(
 
 def test_an_inactive_snapshot_is_activated_not_waited_on(server: DaytonaServer, base_image: str) -> None:
     run_id = _run_id()
-    target = BuildTarget(snapshot=snapshot_name(f"{base_image}-{run_id}", (1, 1, 3)), image=base_image,
-                         cpu=1, memory_gib=1, disk_gib=3, tasks=("t",), cells=("c",))
+    target = image_target(base_image, run_id)
 
     async def main() -> None:
         builder = DaytonaSnapshotBuilder(backend_for(server))
