@@ -17,6 +17,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
 from ray_bench.plan.roles import render_roles
 from ray_bench.plan.watchdog import watchdog_lines
+from ray_bench.scheduler.builds import build_settings, build_targets, quota_line
 from ray_bench.scheduler.runstate import attempt_cap
 from ray_bench.textsafe import code_span, escape_controls, table_cell
 
@@ -69,6 +70,9 @@ def render_receipt(plan: Plan, identity: str) -> str:
     for name, backend in sorted(plan.backends.items()):
         out.append(f"- `{name}`: pool {backend.max_sandboxes or 'default'}, options "
                    f"{', '.join(sorted(backend.options)) or 'none'}")
+    settings = build_settings(plan)
+    if targets := build_targets(plan, settings.default_size):
+        out.append(f"- {quota_line(targets, settings.snapshot_quota)}")
     out += ["", "## Capacity", ""] + [f"- {line}" for line in plan.capacity.lines]
     per_arm = Counter(c.arm for c in plan.cells)
     out += ["", "## Cells", "", "| arm | cells |", "|---|---|"]

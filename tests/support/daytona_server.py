@@ -235,6 +235,10 @@ class DaytonaServer:
         self.snapshots = dict(snapshots or {})
         #: Snapshots made through ``POST /snapshots``: name -> their DTO fields (state and all).
         self._made_snapshots: dict[str, dict[str, Any]] = {}
+        #: The organisation's ``snapshotQuota`` (``DEFAULT_ORG_QUOTA_SNAPSHOT_QUOTA``, 30): a
+        #: snapshot's create or activation past it is refused 400 (``SnapshotService.
+        #: validateOrganizationQuotas``); snapshots building, pending, pulling or active count.
+        self.snapshot_quota = 30
         #: Daytona's runners: each keeps its own build cache (build hash -> monotonic time built).
         self.runners = max(1, runners)
         self._runner_cache: list[dict[str, float]] = [{} for _ in range(self.runners)]
@@ -262,7 +266,7 @@ class DaytonaServer:
             "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
-            "snapshot_missing_400": 0, "snapshot_activated": 0,
+            "snapshot_missing_400": 0, "snapshot_activated": 0, "snapshot_quota_400": 0, "snapshot_deleted": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -369,6 +373,8 @@ class DaytonaServer:
         app.router.add_get("/api/snapshots/{name}", self._snapshot)
         app.router.add_post("/api/snapshots", self._create_snapshot)
         app.router.add_post("/api/snapshots/{id}/activate", self._activate_snapshot)
+        app.router.add_get("/api/snapshots", self._list_snapshots)
+        app.router.add_delete("/api/snapshots/{id}", self._delete_snapshot)
         app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
         app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_get("/api/object-storage/push-access", self._push_access)
@@ -888,6 +894,8 @@ class DaytonaServer:
             return self._error(400, "name must be a string")
         if name in self._made_snapshots or name in self.snapshots:
             return self._error(409, f"Snapshot with name {name} already exists")
+        if (refused := self._snapshot_quota_refusal()) is not None:
+            return refused
         build = body.get("buildInfo") or {}
         if (missing := self._missing_context(build)) is not None:
             return self._error(400, missing)
@@ -963,6 +971,8 @@ class DaytonaServer:
             return self._error(400, f"Snapshot {key} cannot be activated - it is in {made['state']} state")
         if datetime.now(UTC) - datetime.fromisoformat(made["updatedAt"]) < timedelta(minutes=10):
             return self._error(400, "Snapshot deactivation is still in progress. Please try again in a few minutes.")
+        if (refused := self._snapshot_quota_refusal()) is not None:
+            return refused
         made["state"], made["updatedAt"] = "pending", datetime.now(UTC).isoformat()
         self.counts["snapshot_activated"] += 1
 
@@ -974,6 +984,46 @@ class DaytonaServer:
 
         self._spawn(pull())
         return web.json_response({k: v for k, v in made.items() if k != "localImage"})
+
+    def _snapshot_quota_refusal(self) -> web.Response | None:
+        """The API's answer when one more snapshot would pass :attr:`snapshot_quota`."""
+        used = len(self.snapshots) + sum(1 for m in self._made_snapshots.values()
+                                         if m["state"] in ("building", "pending", "pulling", "active"))
+        if used + 1 > self.snapshot_quota:
+            self.counts["snapshot_quota_400"] += 1
+            return self._error(400, f"Snapshot quota exceeded. Maximum allowed: {self.snapshot_quota}")
+        return None
+
+    async def _list_snapshots(self, request: web.Request) -> web.StreamResponse:
+        """``GET /snapshots``: pages (``limit`` 100 by default), most recently used first (the
+        API's default sort, ``lastUsedAt`` descending)."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        page = max(1, int(request.query.get("page") or 1))
+        limit = max(1, min(200, int(request.query.get("limit") or 100)))
+        items = sorted(({k: v for k, v in m.items() if k != "localImage"} for m in self._made_snapshots.values()),
+                       key=lambda m: m["lastUsedAt"] or m["createdAt"], reverse=True)
+        return web.json_response({"items": items[(page - 1) * limit:page * limit], "total": len(items),
+                                  "page": page, "totalPages": max(1, math.ceil(len(items) / limit))})
+
+    async def _delete_snapshot(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE /snapshots/{id}`` as ``SnapshotService.removeSnapshot``: ``removing`` at once
+        (no longer counted against the quota), then gone."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        key = request.match_info["id"]
+        made = next((m for m in self._made_snapshots.values() if m["id"] == key), None)
+        if made is None:
+            return self._error(404, f"Snapshot {key} not found")
+        made["state"] = "removing"
+        self.counts["snapshot_deleted"] += 1
+
+        async def remove() -> None:
+            await asyncio.sleep(0.2)
+            self._made_snapshots.pop(made["name"], None)
+
+        self._spawn(remove())
+        return web.json_response({})
 
     def delete_snapshot(self, name: str) -> None:
         """Remove a snapshot behind the run's back (an operator, an expiry)."""

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from daytona import CreateSnapshotParams, DaytonaError, DaytonaNotFoundError
 from daytona import Resources as DaytonaResources
 
 from ray_bench.errors import SandboxCreateError
-from ray_bench.models.build import BuildTarget
+from ray_bench.models.build import BuildTarget, SnapshotSeen
 from ray_bench.sandboxes.daytona.backend import DaytonaBackend
 from ray_bench.sandboxes.daytona.harness import harness_image
 from ray_bench.sandboxes.daytona.translate import state_name, translate
@@ -96,6 +98,33 @@ class DaytonaSnapshotBuilder:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 10.0)
 
+    async def snapshots(self) -> list[SnapshotSeen]:
+        """Every snapshot of the organisation, page by page (the API's pages hold 100)."""
+        seen: list[SnapshotSeen] = []
+        page = 1
+        while True:
+            try:
+                found = await self.backend.retrying(
+                    "list snapshots", partial(self.backend.client().snapshot.list, page=page, limit=100))
+            except DaytonaError as exc:
+                raise translate(exc, "list snapshots") from exc
+            for snap in found.items:
+                used = getattr(snap, "last_used_at", None) or getattr(snap, "created_at", None)
+                seen.append(SnapshotSeen(name=snap.name, state=state_name(snap.state), last_used=_unix(used)))
+            if page >= (found.total_pages or 1):
+                return seen
+            page += 1
+
+    async def delete(self, snapshot: str) -> None:
+        """``DELETE /snapshots/{id}``: ``removing`` at once, which no longer counts."""
+        try:
+            await self.backend.retrying(f"delete snapshot {snapshot}",
+                                        lambda: self.backend.client().snapshot.delete(snapshot))
+        except DaytonaNotFoundError:
+            return
+        except DaytonaError as exc:
+            raise translate(exc, f"delete snapshot {snapshot}") from exc
+
     async def _activate(self, name: str, deadline: float) -> None:
         """``POST /snapshots/{id}/activate``; a refusal because its deactivation is still under
         way (the API's 10-minute cooldown) is asked again until ``deadline``."""
@@ -116,3 +145,15 @@ class DaytonaSnapshotBuilder:
 
     async def close(self) -> None:
         await self.backend.close()
+
+
+def _unix(value: object) -> float:
+    """Unix seconds of an API timestamp (an ISO string or a datetime); 0 when unknown."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
