@@ -73,7 +73,7 @@ from ray_bench.models.task.compose import COMPOSE_FILE
 from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
-from ray_bench.sandboxes.base import STOP_GRACE_SEC, ComposeSpec, ExecResult
+from ray_bench.sandboxes.base import SANDBOX_HOME, STOP_GRACE_SEC, ComposeSpec, ExecResult
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
@@ -84,7 +84,6 @@ RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray
 
 #: The verifier, run as Harbor runs it (``bash /tests/test.sh``; ``sh`` without bash).
 VERIFIER_SCRIPT = "/tests/test.sh"
-_SANDBOX_HOME = "/rb-home"
 
 
 def _paths(sandbox: Sandbox, workdir: str) -> dict[str, str]:
@@ -401,8 +400,8 @@ async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, 
         if sandbox.on_host:  # a host process: the login is used where it is
             env["HOME"] = str(creds.home)
         else:  # a copy travels in, under a directory the sandbox's user owns (Daytona: not root)
-            await sandbox.put_dir(creds.home, _SANDBOX_HOME)
-            env["HOME"] = sandbox.path(_SANDBOX_HOME)
+            await sandbox.put_dir(creds.home, SANDBOX_HOME)
+            env["HOME"] = sandbox.path(SANDBOX_HOME)
 
     switch = NetworkSwitch(sandbox, cfg, online=spec.network, agent_online=spec.agent_network,
                            can_switch=_switches_network(spec))

@@ -17,6 +17,8 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
 from ray_bench.plan.roles import render_roles, render_verifier_routes
 from ray_bench.plan.watchdog import watchdog_lines
+from ray_bench.scheduler.builds import build_settings, build_targets, quota_line
+from ray_bench.scheduler.runstate import attempt_cap
 from ray_bench.tasks.envvars import template_names
 from ray_bench.textsafe import code_span, escape_controls, table_cell
 
@@ -28,7 +30,9 @@ def render_receipt(plan: Plan, identity: str) -> str:
             f"- {cells_line(plan)}",
             f"- preflight cells: {len(plan.preflight)}",
             f"- cells with history (expected duration from earlier runs): {_with_history(plan)}",
-            f"- attempts per cell at most: {plan.max_attempts}",
+            f"- attempts per cell at most: {plan.max_attempts} failing on the cell itself (task, tool, "
+            f"evaluator, executor, behaviour), {attempt_cap(plan.max_attempts)} failed attempts of any "
+            "class (stack, provider, capacity, auth and lost runners included)",
             f"- spend limit: {f'${plan.spend_limit_usd:.2f}' if plan.spend_limit_usd else 'none'}",
             f"- paired: {'no (one-arm plan)' if plan.unpaired else 'yes'}"]
     if plan.skipped:
@@ -74,6 +78,9 @@ def render_receipt(plan: Plan, identity: str) -> str:
     for name, backend in sorted(plan.backends.items()):
         out.append(f"- `{name}`: pool {backend.max_sandboxes or 'default'}, options "
                    f"{', '.join(sorted(backend.options)) or 'none'}")
+    settings = build_settings(plan)
+    if targets := build_targets(plan, settings.default_size):
+        out.append(f"- {quota_line(targets, settings.snapshot_quota)}")
     out += ["", "## Capacity", ""] + [f"- {line}" for line in plan.capacity.lines]
     per_arm = Counter(c.arm for c in plan.cells)
     out += ["", "## Cells", "", "| arm | cells |", "|---|---|"]

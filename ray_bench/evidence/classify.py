@@ -52,9 +52,34 @@ class Verdict:
                              fingerprint=self.fingerprint, message=self.message, flags=list(self.flags))
 
 
+#: Every id format a failure message may name, folded to ``ID`` before hashing (on lower-cased
+#: text, in this order): a systematic failure that names another sandbox, container or request
+#: each time is one signature, so the recovery circuit sees it repeat. Issue 53: a Daytona
+#: create timing out ("Daytona sandbox 3f2a...-beef-... still creating after 15s") gave 8
+#: fingerprints for 8 failures, because a UUID's short groups ("beef", "cafe") stayed.
+_ID_FORMS = re.compile("|".join((
+    # a UUID, any version (Daytona's sandbox and snapshot ids, docker's request ids)
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    # ray-bench's own names: Daytona sandboxes ``rb-<hex>``, snapshots ``rb-build-<digest>``,
+    # docker containers ``ray-bench-<hex>``
+    r"(?<![\w-])(?:rb|ray-bench)-[a-z0-9][\w.-]*",
+    # a ULID (26 Crockford base-32 characters; the first encodes a time, 0-7)
+    r"(?<![\w-])[0-7][0-9a-hjkmnp-tv-z]{25}(?![\w-])",
+    # provider request and message ids: Anthropic ``req_011C...``/``msg_...``, OpenAI
+    # ``req_<hex>``/``chatcmpl-...``/``resp_...``
+    r"(?<![\w-])(?:req|msg|chatcmpl|resp)[_-](?=[a-z_-]*\d)[a-z0-9_-]{8,}",
+    # any other opaque token: 16+ characters mixing letters and digits (base-62 ids)
+    r"(?<![\w-])(?=[a-z_-]*\d)(?=[\d_-]*[a-z])[a-z0-9_-]{16,}(?![\w-])",
+    # hex runs (0x..., or 8+ hex digits on their own: short digests, container ids)
+    r"0x[0-9a-f]+|(?<![\w-])[0-9a-f]{8,}(?![\w-])|[0-9a-f]{12,}",
+)))
+
+
 def fingerprint(failure_class: str, rule: str, text: str) -> str:
-    """Stable across attempts: numbers, hex ids and paths are folded before hashing."""
-    norm = re.sub(r"0x[0-9a-f]+|[0-9a-f]{12,}|\d+(\.\d+)?", "N", text.lower())
+    """Stable across attempts: ids of every format (:data:`_ID_FORMS`), numbers and paths are
+    folded before hashing."""
+    norm = _ID_FORMS.sub("ID", text.lower())
+    norm = re.sub(r"\d+(\.\d+)?", "N", norm)
     norm = re.sub(r"(/[\w.-]+)+", "/PATH", norm)[:200]
     return hashlib.sha256(f"{failure_class}|{rule}|{norm}".encode()).hexdigest()[:12]
 

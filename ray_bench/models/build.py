@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict
 #: arm or the backend names; written by the plan (:mod:`ray_bench.plan.attempts`), read by the
 #: Daytona backend when it creates from a snapshot.
 SNAPSHOT_PREFIX = "snapshot:"
+#: The name of every snapshot ray-bench's build phase makes: how its own are told from the
+#: organisation's others (Daytona's snapshots carry no labels).
+BUILT_PREFIX = "rb-build-"
 
 
 class BuildTarget(BaseModel):
@@ -28,3 +31,18 @@ class BuildTarget(BaseModel):
     @property
     def source(self) -> str:
         return self.image or f"{self.dockerfile_dir}/Dockerfile"
+
+
+class SnapshotSeen(BaseModel):
+    """One snapshot of the organisation as the API lists it; ``last_used`` unix seconds (its
+    ``lastUsedAt``, else its ``createdAt``; 0 unknown)."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    state: str
+    last_used: float = 0.0
+
+    @property
+    def ours(self) -> bool:
+        """Made by ray-bench's build phase (:data:`BUILT_PREFIX`)."""
+        return self.name.startswith(BUILT_PREFIX)

@@ -177,7 +177,8 @@ class Suite(ConfigModel):
     )
     max_attempts: int = Field(
         default=3, ge=1, le=20,
-        description="Attempts per cell that count against it (rate limits and stale runners don't).",
+        description="Failed attempts per cell that count against it (failures of the cell itself); failures "
+                    "of every class together stop at twice this (the absolute cap, in the receipt).",
     )
     preflight_cells: int = Field(
         default=1, ge=0, description="Pairs run first, per backend, before the fan-out (0: none)."

@@ -47,6 +47,13 @@ STOP_GRACE_SEC = 3
 #: What :func:`stop_group_sh` prints when the group outlived its grace and was SIGKILLed.
 KILLED_MARKER = "RB-SIGKILLED"
 
+#: Where a HOME login is copied into a sandbox (``HOME`` points there for the agent).
+SANDBOX_HOME = "/rb-home"
+#: The directories the harness writes at fixed paths in every sandbox, as Harbor's tasks name
+#: them (``/logs/agent``, ``/logs/verifier``, ``/tests``, ...): a backend whose commands cannot
+#: run as root makes them (``ray_bench.sandboxes.daytona.harness``); none is ever moved.
+HARNESS_DIRS = ("/logs/agent", "/logs/verifier", "/tests", "/task", "/agent", "/solution", SANDBOX_HOME)
+
 
 def stop_group_sh(pid: str, on_kill: str = f"echo {KILLED_MARKER}") -> str:
     """A ``sh`` fragment that stops process group ``pid`` (a shell word, e.g. ``"$p"``; the

@@ -59,6 +59,12 @@ class DaytonaPool(BaseModel):
         default=30.0, gt=0,
         description="Minutes one snapshot build may take (a cold multi-GB build takes tens of minutes).",
     )
+    snapshot_quota: int = Field(
+        default=30, gt=0,
+        description="Snapshots the organisation may hold (building, pending, pulling or active; Daytona's "
+        "snapshotQuota, 30 by default). The build phase stays under it, deleting ray-bench's own "
+        "snapshots least recently used first; cells of images past it create from their image.",
+    )
 
     def restricted(self) -> bool:
         """Whether the organisation's sandboxes reach only an allowlist of hosts."""

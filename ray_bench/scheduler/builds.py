@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ray_bench.models.build import SNAPSHOT_PREFIX, BuildTarget
+from ray_bench.errors import SandboxQuotaError
+from ray_bench.models.build import BUILT_PREFIX, SNAPSHOT_PREFIX, BuildTarget, SnapshotSeen
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.plan.attempts import CellSandbox, cell_sandbox
 from ray_bench.sandboxes import make_backend
@@ -37,9 +38,65 @@ if TYPE_CHECKING:
 
 BUILD_STARTED = "snapshot_build_started"
 BUILD_FINISHED = "snapshot_build_finished"
+SNAPSHOT_DELETED = "snapshot_deleted"
 #: Defaults when the plan's Daytona pool names none (``DaytonaPool.build_*``).
 DEFAULT_BUILD_CONCURRENCY = 4
 DEFAULT_BUILD_TIMEOUT_MIN = 30.0
+#: Daytona's default ``snapshotQuota`` per organisation (``DEFAULT_ORG_QUOTA_SNAPSHOT_QUOTA``,
+#: ``apps/api/src/config/configuration.ts``), when the pool names none.
+DEFAULT_SNAPSHOT_QUOTA = 30
+#: Snapshot states that count against the quota (``SNAPSHOT_STATES_CONSUMING_RESOURCES``,
+#: ``apps/api/src/organization/constants``): not ``inactive``, ``error``, ``build_failed``, ``removing``.
+CONSUMING = frozenset({"building", "pending", "pulling", "active"})
+
+
+@dataclass(frozen=True)
+class QuotaPlan:
+    """What the build phase does under the snapshot quota: ``make`` (build or activate, most
+    cells first), ``delete`` (ray-bench's own snapshots this plan does not need, least recently
+    used first, to make room), ``unbuilt`` (no room: their cells create from their image, a
+    declarative build per create, which holds no snapshot)."""
+
+    make: tuple[BuildTarget, ...]
+    delete: tuple[str, ...]
+    unbuilt: tuple[BuildTarget, ...]
+
+
+def quota_plan(targets: Sequence[BuildTarget], seen: Iterable[SnapshotSeen], quota: int) -> QuotaPlan:
+    """Fit ``targets`` under ``quota`` given the organisation's snapshots ``seen``. A target whose
+    snapshot is there and counting costs nothing; one to build, or ``inactive`` (activating it
+    counts it again), costs one. Pure."""
+    seen = list(seen)
+    states = {s.name: s.state for s in seen}
+    wanted = {t.snapshot for t in targets}
+    used = sum(1 for s in seen if s.state in CONSUMING)
+    spare = sorted((s for s in seen if s.ours and s.state in CONSUMING and s.name not in wanted),
+                   key=lambda s: (s.last_used, s.name))
+    make: list[BuildTarget] = []
+    delete: list[str] = []
+    unbuilt: list[BuildTarget] = []
+    for target in sorted(targets, key=lambda t: (-len(t.cells), t.snapshot)):
+        if states.get(target.snapshot) in CONSUMING:
+            make.append(target)  # there (or on its way): adopted, no new room
+        elif used < quota:
+            used += 1
+            make.append(target)
+        elif spare:
+            delete.append(spare.pop(0).name)
+            make.append(target)
+        else:
+            unbuilt.append(target)
+    return QuotaPlan(tuple(make), tuple(delete), tuple(unbuilt))
+
+
+def quota_line(targets: Sequence[BuildTarget], quota: int) -> str:
+    """The receipt's line: the distinct snapshots the plan's Daytona cells need against the quota."""
+    if len(targets) <= quota:
+        return (f"snapshots: {len(targets)} distinct (image, size) of the organisation's quota of {quota}; "
+                "ray-bench's own snapshots it does not need are deleted, least recently used first, to make room")
+    return (f"snapshots: {len(targets)} distinct (image, size), more than the organisation's quota of {quota}: "
+            f"at most {quota} are built (most cells first, ray-bench's own unused snapshots deleted to make "
+            f"room); the cells of the other {len(targets) - quota} create from their image (a build per create)")
 
 
 class SnapshotBuilder(Protocol):
@@ -50,8 +107,17 @@ class SnapshotBuilder(Protocol):
         ...
 
     async def build(self, target: BuildTarget, timeout_sec: float) -> None:
-        """Make the snapshot (adopting one of that name already there); raise
-        :class:`ray_bench.errors.SandboxError` with the service's reason when it fails."""
+        """Make the snapshot (adopting one of that name already there, activating it when
+        ``inactive``); raise :class:`ray_bench.errors.SandboxError` with the service's reason when
+        it fails (:class:`ray_bench.errors.SandboxQuotaError` when the quota refused it)."""
+        ...
+
+    async def snapshots(self) -> list[SnapshotSeen]:
+        """Every snapshot of the organisation."""
+        ...
+
+    async def delete(self, snapshot: str) -> None:
+        """Delete a snapshot (it stops counting at once: ``removing``)."""
         ...
 
     async def close(self) -> None: ...
@@ -65,6 +131,12 @@ class InstantBuilder:
         return True
 
     async def build(self, target: BuildTarget, timeout_sec: float) -> None:
+        return None
+
+    async def snapshots(self) -> list[SnapshotSeen]:
+        return []
+
+    async def delete(self, snapshot: str) -> None:
         return None
 
     async def close(self) -> None:
@@ -82,7 +154,7 @@ def snapshot_name(source: str, size: tuple[int, int, int]) -> str:
     """A name fixed by what is built and its size: a resume, a rerun and a second suite of the
     same image find the snapshot already made."""
     digest = hashlib.sha256(f"{source}\0{size}".encode()).hexdigest()[:20]
-    return f"rb-build-{digest}"
+    return f"{BUILT_PREFIX}{digest}"
 
 
 def build_backend(plan: Plan) -> str | None:
@@ -158,6 +230,10 @@ class BuildOutcome:
     failed: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)  # snapshot -> (cells, why)
     built: int = 0
     reused: int = 0
+    #: Snapshots not made for want of quota room: their cells create from their image.
+    unbuilt: list[str] = field(default_factory=list)
+    #: ray-bench's own snapshots deleted to make room.
+    deleted: list[str] = field(default_factory=list)
 
 
 def run_build_phase(
@@ -169,10 +245,15 @@ def run_build_phase(
     progress: Callable[[str], None],
     concurrency: int = DEFAULT_BUILD_CONCURRENCY,
     timeout_sec: float = DEFAULT_BUILD_TIMEOUT_MIN * 60,
+    quota: int = DEFAULT_SNAPSHOT_QUOTA,
 ) -> BuildOutcome:
-    """Make every target's snapshot, at most ``concurrency`` at once, each within
+    """Make every target's snapshot that fits under the organisation's snapshot ``quota``
+    (:func:`quota_plan`: ray-bench's own snapshots the plan does not need are deleted, least
+    recently used first, to make room), at most ``concurrency`` at once, each within
     ``timeout_sec``. A target the ledger says was built is checked, not rebuilt (unless its
-    snapshot is gone). ``record`` appends a ledger event, ``progress`` prints a line."""
+    snapshot is gone). A quota refusal (another run took the room) is capacity: room is made
+    once more, else the target's cells create from their image; never a failed cell.
+    ``record`` appends a ledger event, ``progress`` prints a line."""
     outcome = BuildOutcome()
     if not targets:
         return outcome
@@ -196,7 +277,16 @@ def run_build_phase(
             started = time.monotonic()
             error: str | None = None
             try:
-                await asyncio.wait_for(builder.build(target, timeout_sec), timeout_sec)
+                await _build_in_room(builder, target, timeout_sec, wanted, record, outcome)
+            except SandboxQuotaError as exc:
+                counts["building"] -= 1
+                counts["done"] += 1
+                outcome.unbuilt.append(target.snapshot)
+                record(BUILD_FINISHED, {"snapshot": target.snapshot, "source": target.source,
+                                        "tasks": list(target.tasks), "ok": False, "quota": True,
+                                        "error": str(exc)[:2000], "cells": len(target.cells)})
+                line(f"no room for {target.snapshot} under the snapshot quota: its cells create from its image")
+                return
             except TimeoutError:
                 error = f"no snapshot within {timeout_sec:g}s (the pool's build_timeout_min)"
             except Exception as exc:  # the service's reason, recorded; the cells fail as stack
@@ -215,31 +305,90 @@ def run_build_phase(
                 outcome.failed[target.snapshot] = (target.cells, error)
                 line(f"FAILED {target.snapshot} ({target.source}): {error.splitlines()[0][:160]}")
 
+    wanted = {t.snapshot for t in targets}
+
     async def main() -> None:
         builder = builder_factory()
         gate = asyncio.Semaphore(max(1, concurrency))
         try:
-            await asyncio.gather(*(one(builder, gate, t) for t in targets))
+            fit = quota_plan(targets, await _seen(builder), quota)
+            for name in fit.delete:
+                await _delete(builder, name, record, outcome)
+            for target in fit.unbuilt:
+                outcome.unbuilt.append(target.snapshot)
+                counts["done"] += 1
+                line(f"no room for {target.snapshot} under the snapshot quota of {quota}: "
+                     "its cells create from its image")
+            await asyncio.gather(*(one(builder, gate, t) for t in fit.make))
         finally:
             await builder.close()
 
     asyncio.run(main())
     for target in targets:
-        if target.snapshot not in outcome.failed:
+        if target.snapshot not in outcome.failed and target.snapshot not in outcome.unbuilt:
             outcome.snapshots.update(dict.fromkeys(target.cells, target.snapshot))
     return outcome
 
 
-def build_settings(plan: Plan) -> tuple[int, float, tuple[int, int, int]]:
-    """The phase's concurrency, its timeout per build (seconds) and the size of a sandbox that
-    names none, from the plan's Daytona pool (``backends.daytona.options.pool``), else defaults."""
+async def _seen(builder: SnapshotBuilder) -> list[SnapshotSeen]:
+    """The organisation's snapshots; a listing the service did not answer is taken as none
+    (the builds then meet the quota's refusal, which makes room)."""
+    try:
+        return await builder.snapshots()
+    except Exception:
+        return []
+
+
+async def _delete(builder: SnapshotBuilder, name: str, record: Callable[[str, dict[str, Any]], None],
+                  outcome: BuildOutcome) -> None:
+    try:
+        await builder.delete(name)
+    except Exception as exc:  # it stays; the quota's refusal will say so
+        record(SNAPSHOT_DELETED, {"snapshot": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return
+    outcome.deleted.append(name)
+    record(SNAPSHOT_DELETED, {"snapshot": name, "ok": True, "why": "room under the snapshot quota"})
+
+
+async def _build_in_room(builder: SnapshotBuilder, target: BuildTarget, timeout_sec: float, wanted: set[str],
+                         record: Callable[[str, dict[str, Any]], None], outcome: BuildOutcome) -> None:
+    """Build ``target``; refused by the quota, delete one more of ray-bench's own snapshots the
+    plan does not need (least recently used) and ask once more."""
+    try:
+        await asyncio.wait_for(builder.build(target, timeout_sec), timeout_sec)
+        return
+    except SandboxQuotaError:
+        spare = sorted((s for s in await _seen(builder)
+                        if s.ours and s.state in CONSUMING and s.name not in wanted),
+                       key=lambda s: (s.last_used, s.name))
+        if not spare:
+            raise
+        await _delete(builder, spare[0].name, record, outcome)
+    await asyncio.wait_for(builder.build(target, timeout_sec), timeout_sec)
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """The phase's concurrency, its timeout per build (seconds), the size of a sandbox that names
+    none and the organisation's snapshot quota."""
+
+    concurrency: int = DEFAULT_BUILD_CONCURRENCY
+    timeout_sec: float = DEFAULT_BUILD_TIMEOUT_MIN * 60
+    default_size: tuple[int, int, int] = (1, 1, 3)
+    snapshot_quota: int = DEFAULT_SNAPSHOT_QUOTA
+
+
+def build_settings(plan: Plan) -> BuildSettings:
+    """:class:`BuildSettings` from the plan's Daytona pool (``backends.daytona.options.pool``),
+    else defaults."""
     name = build_backend(plan)
     backend = plan.backends.get(name) if name else None
     pool = backend.options.get("pool") if backend else None
     if not pool:
-        return DEFAULT_BUILD_CONCURRENCY, DEFAULT_BUILD_TIMEOUT_MIN * 60, (1, 1, 3)
+        return BuildSettings()
     p = DaytonaPool.model_validate(pool)
-    return p.build_concurrency, p.build_timeout_min * 60, (p.default_vcpu, p.default_memory_gib, p.default_disk_gib)
+    return BuildSettings(p.build_concurrency, p.build_timeout_min * 60,
+                         (p.default_vcpu, p.default_memory_gib, p.default_disk_gib), p.snapshot_quota)
 
 
 def daytona_builder(plan: Plan) -> Callable[[], SnapshotBuilder]:
@@ -263,9 +412,9 @@ def build_phase(plan: Plan, ledger: Ledger, state: RunState, observer: RunObserv
     """The driver's hook: build what the pending cells need, fail the cells of a failed build
     (as ``stack``, once), and return cell id -> snapshot for the rest."""
     pending = {c for c, s in state.cells.items() if s.state == "pending"}
-    concurrency, timeout, default = build_settings(plan)
+    settings = build_settings(plan)
     targets = []
-    for target in build_targets(plan, default):
+    for target in build_targets(plan, settings.default_size):
         cells = tuple(c for c in target.cells if c in pending)
         if cells:
             targets.append(target.model_copy(update={"cells": cells}))
@@ -280,7 +429,8 @@ def build_phase(plan: Plan, ledger: Ledger, state: RunState, observer: RunObserv
     outcome = run_build_phase(
         targets, builder_factory or daytona_builder(plan),
         ledger_finished=[e.data for e in ledger.events(BUILD_FINISHED)],
-        record=ledger.event, progress=progress, concurrency=concurrency, timeout_sec=timeout)
+        record=ledger.event, progress=progress, concurrency=settings.concurrency,
+        timeout_sec=settings.timeout_sec, quota=settings.snapshot_quota)
     for snapshot, (cells, why) in outcome.failed.items():
         state.fail(cells, "stack", f"snapshot {snapshot} build failed: {why}")
     return outcome.snapshots

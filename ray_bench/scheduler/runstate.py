@@ -3,8 +3,11 @@
 A cell is *valid* once it has a valid row, *failed* once it used up its counted attempts,
 *running* while an attempt is in flight, and *pending* otherwise. Pending cells wait in a
 :class:`~ray_bench.scheduler.order.CellQueue` (longest expected first, unknown tasks explored
-at a high quantile, the arms of a pair together). Failures that are about the world around
-the cell (rate limits, sandboxes, auth, a lost runner) do not use up its attempts. A cell
+at a high quantile, the arms of a pair together). Every failure is bounded (:func:`attempt_cap`):
+one about the cell (:data:`~ray_bench.evidence.classify.COUNTING_CLASSES`) uses up one of its
+``max_attempts``; one about the world around it (stack, provider, capacity, auth, a lost runner)
+uses up one of its absolute cap of ``2 x max_attempts`` failures, which the cell's own failures
+count against too. A cell
 that failed goes back ahead of new pairs, and its next attempt avoids the account of its
 last one when another has room (and waits for another when that account was at fault).
 """
@@ -20,9 +23,19 @@ from ray_bench.ledger.store import RUN, AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.scheduler.order import CellQueue, CellRef, DurationBook
 
-#: Safety net against a cell that fails in ways that never count: after this many attempts
-#: in all it is failed, whatever their classes.
-ABSOLUTE_ATTEMPTS_FACTOR = 4
+#: Every failure class is bounded: a cell is failed after ``ABSOLUTE_ATTEMPTS_FACTOR x
+#: max_attempts`` failed attempts of any class (a stop's cancellations are not failures). Two:
+#: with every Daytona create timing out (stack, which does not count against ``max_attempts``)
+#: a run made 11 sandboxes for 4 cells at the old factor of 4 before its circuit opened, and
+#: uncapped runs 20 and 28 (issue 53); at 2 a cell pays for at most 6 sandboxes at the default
+#: of 3, while a world failure that clears (a provider's 5xx minute) still leaves it a retry
+#: past its own three.
+ABSOLUTE_ATTEMPTS_FACTOR = 2
+
+
+def attempt_cap(max_attempts: int) -> int:
+    """The absolute number of failed attempts of a cell, of every class (the receipt shows it)."""
+    return max_attempts * ABSOLUTE_ATTEMPTS_FACTOR
 
 #: What a failure did to its account when it was the account's fault (a 5xx, a refused login):
 #: the cell's next attempt shuns that account while another could take it. Not a rate limit:
@@ -46,6 +59,8 @@ class CellState:
     cell: PlanCell
     attempts: int = 0
     counted: int = 0
+    failures: int = 0
+    """Failed attempts of every class (bounded by :func:`attempt_cap`)."""
     running: bool = False
     valid: bool = False
     failed: bool = False
@@ -84,9 +99,11 @@ class RunState:
                 state.valid = True
                 if row.finished_at is not None:
                     self.book.observe(row.task, max(0.0, row.finished_at - row.started_at))
-            elif row.counts:
-                state.counted += 1
-                state.last_failure = row.failure_class
+            elif row.status == "finished":
+                state.failures += 1
+                if row.counts:
+                    state.counted += 1
+                    state.last_failure = row.failure_class
             if not row.valid:
                 state.last_account = row.account
         for state in self.cells.values():
@@ -97,7 +114,7 @@ class RunState:
 
     def _settle(self, state: CellState) -> None:
         if not state.valid and (state.counted >= self.max_attempts or
-                                state.attempts >= self.max_attempts * ABSOLUTE_ATTEMPTS_FACTOR):
+                                state.failures >= attempt_cap(self.max_attempts)):
             state.failed = True
 
     def preflight(self, cell_ids: Iterable[str]) -> PreflightGate:
@@ -181,6 +198,7 @@ class RunState:
             state.last_failure = verdict.failure_class
             state.last_account = account
             state.shuns = account is not None and verdict.effect in SHUNNING_EFFECTS
+            state.failures += 1
             if verdict.counts:
                 state.counted += 1
         self._settle(state)

@@ -129,6 +129,25 @@ def test_fingerprint_folds_numbers_and_paths() -> None:
     assert fingerprint("stack", "r", "a") != fingerprint("tool", "r", "a")
 
 
+def test_fingerprint_folds_every_id_format() -> None:
+    import uuid
+
+    def same(template: str, *ids: tuple[str, str]) -> bool:
+        return len({fingerprint("stack", "r", template.format(*each)) for each in ids}) == 1
+
+    uuids = [(str(uuid.uuid4()),) for _ in range(20)]  # short groups of letters only ("beef") among them
+    assert same("Daytona sandbox {} still creating after 15s", *uuids)
+    assert same("exec in sandbox {}: 502", ("rb-" + uuid.uuid4().hex,), ("rb-" + uuid.uuid4().hex,))
+    assert same("container {} exited", ("ray-bench-deadbeefcafef00d",), ("ray-bench-0123456789abcdef",))
+    assert same("snapshot {} failed", ("rb-build-abcdef012345",), ("rb-build-feedfacecafe",))
+    assert same("request {} failed", ("01ARZ3NDEKTSV4RRFFQ69G5FAV",), ("01HQXW5P7B9JZ8K3M2N4R6T8VA",))
+    assert same("{}: overloaded", ("req_011CSHgKqDwmP4pHk3NwRYy6",), ("req_0a1b2c3d4e5f60718293",))
+    assert same("id {} gone", ("deadbeef",), ("cafebabe",))
+    assert same("token {} bad", ("aZ09bY18cX27dW36eV45",), ("Qq1Ww2Ee3Rr4Tt5Yy6Uu",))
+    # what the failure is still tells failures apart
+    assert fingerprint("stack", "r", "sandbox 1 timed out") != fingerprint("stack", "r", "sandbox 1 refused")
+
+
 def test_user_rules_come_first(tmp_path: Path) -> None:
     path = tmp_path / "catalog.yaml"
     path.write_text("rules:\n  - {id: flaky-net, class: stack, fields: [agent_output], pattern: 'ECONNRESET'}\n")

@@ -275,7 +275,9 @@ def test_lifetime_spec_and_labels_reach_the_api(server: DaytonaServer, base_imag
     assert body["env"] == {"A": "1"}
     assert body["networkBlockAll"] is True
     assert (body["cpu"], body["memory"], body["disk"]) == (2, 2, 4)
-    assert body["buildInfo"]["dockerfileContent"].strip() == f"FROM {base_image}"
+    # the image itself, last, with the harness's directories copied in (harness.harness_image)
+    assert body["buildInfo"]["dockerfileContent"].strip().splitlines()[-2:] == [
+        f"FROM {base_image}", "COPY --from=rb-harness-dirs /rb/ /"]
 
 
 def test_snapshot_create(server: DaytonaServer, base_image: str) -> None:

@@ -32,7 +32,7 @@ from ray_bench.models.attempt import AttemptError, AttemptSummary
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
-from ray_bench.sandboxes.daytona.sandbox import NONROOT_ROOT, PROBE_TRIES
+from ray_bench.sandboxes.daytona.sandbox import PROBE_TRIES
 
 from .conformance import live_sandbox
 
@@ -388,7 +388,7 @@ def test_a_quota_refusal_is_a_capacity_failure_that_made_nothing_and_a_deleted_s
     assert len(_mine(server, run_id)) == 2  # the two that were made; the refusals made none
 
 
-def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns(
+def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_they_are_named(
     server: DaytonaServer, tmp_path: Path
 ) -> None:
     (tmp_path / "task").mkdir()
@@ -400,11 +400,11 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_it_owns
         try:
             async with live_sandbox(backend, SandboxSpec(labels=run_labels(run_id))) as sbx:
                 assert (await sbx.exec("id -u", timeout=30)).stdout.strip() == "1000"
-                assert sbx.path("/app") == f"{NONROOT_ROOT}/app"
+                assert sbx.path("/app") == "/app"  # no path is moved (issue 53)
                 await sbx.put_dir(tmp_path, "/")
                 await sbx.put_file(b"x", "/logs/agent/usage.json")
-                got = await sbx.exec(f'cat {sbx.path("/task/instruction.md")} && ls {sbx.path("/logs/agent")}'
-                                     ' && touch "$PWD/made-by-agent"', timeout=30)
+                got = await sbx.exec('cat /task/instruction.md && ls /logs/agent && touch "$PWD/made-by-agent"',
+                                     timeout=30)
                 assert got.exit_code == 0, got.stderr
                 assert got.stdout == "do it\nusage.json\n"
                 out = tmp_path / "out"

@@ -122,6 +122,23 @@ def test_an_answer_lost_after_the_command_ended_is_read_back_from_its_report(
     assert server.counts["exec_lost"] == 1
 
 
+def test_a_read_back_refused_429_and_503_is_asked_again_within_the_budget(
+    server: DaytonaServer, base_image: str
+) -> None:
+    # The answer is lost after the command ran, and the read-back of its report is refused
+    # twice (a 429 with Retry-After, then a 503): before, the one refusal raised the lost answer
+    # and a command that ran was counted as the provider's failure (issue 53).
+    server.faults = Faults(exec_lost_match="echo refused-back", exec_refused=(429, 503),
+                           exec_refused_match="mine()", retry_after_sec=0.5)
+
+    async def body(sbx: Sandbox) -> None:
+        result = await sbx.exec("echo refused-back; exit 3", timeout=20)
+        assert (result.exit_code, result.stdout) == (3, "refused-back\n")
+
+    _in_sandbox(server, base_image, body)
+    assert (server.counts["exec_lost"], server.counts["exec_refused"]) == (1, 2)
+
+
 @pytest.mark.parametrize("how", ["502", "reset"])
 def test_an_answer_cut_while_the_command_runs_is_waited_for_and_read_back(
     server: DaytonaServer, base_image: str, how: str

@@ -16,9 +16,10 @@ from ray_bench.api import plan_run
 from ray_bench.cells.inprocess import InProcessPool
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.clock import FakeClock
-from ray_bench.errors import SandboxCreateError
+from ray_bench.errors import SandboxCreateError, SandboxQuotaError
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.attempt import AttemptSummary, ExecFacts
+from ray_bench.models.build import SnapshotSeen
 from ray_bench.models.plan import Plan
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
 from ray_bench.scheduler.admission import CoreGate
@@ -29,6 +30,8 @@ from ray_bench.scheduler.builds import (
     build_targets,
     built_before,
     progress_line,
+    quota_line,
+    quota_plan,
     run_build_phase,
     snapshot_name,
 )
@@ -37,15 +40,28 @@ from ray_bench.sim.driven import roomy_host
 
 
 class FakeBuilder:
-    """Snapshots in a dict; ``fail`` names images whose build fails; counts what it did."""
+    """Snapshots in a dict; ``fail`` names images whose build fails; counts what it did.
+    ``quota``: the organisation's snapshot quota (a build past it is refused as the API does);
+    ``made`` may be seeded with snapshots made earlier (the oldest first)."""
 
-    def __init__(self, fail: frozenset[str] = frozenset(), delay: float = 0.01) -> None:
+    def __init__(self, fail: frozenset[str] = frozenset(), delay: float = 0.01, quota: int | None = None) -> None:
         self.made: set[str] = set()
+        self.order: list[str] = []  # when each was made or last used, oldest first
         self.fail = fail
         self.delay = delay
+        self.quota = quota
         self.builds: list[str] = []
+        self.deleted: list[str] = []
         self.running = self.peak = 0
         self.closed = 0
+
+    async def snapshots(self) -> list[SnapshotSeen]:
+        return [SnapshotSeen(name=n, state="active", last_used=float(self.order.index(n)))
+                for n in sorted(self.made)]
+
+    async def delete(self, snapshot: str) -> None:
+        self.deleted.append(snapshot)
+        self.made.discard(snapshot)
 
     async def present(self, snapshot: str) -> bool:
         return snapshot in self.made
@@ -58,7 +74,11 @@ class FakeBuilder:
             await asyncio.sleep(self.delay)
             if target.image in self.fail:
                 raise SandboxCreateError(f"Daytona snapshot {target.snapshot} is build_failed: no such image")
+            if self.quota is not None and len(self.made) >= self.quota and target.snapshot not in self.made:
+                raise SandboxQuotaError(f"create snapshot {target.snapshot}: Snapshot quota exceeded. "
+                                        f"Maximum allowed: {self.quota}", resource="snapshots")
             self.made.add(target.snapshot)
+            self.order.append(target.snapshot)
         finally:
             self.running -= 1
 
@@ -72,13 +92,59 @@ def _target(i: int, image: str | None = None) -> BuildTarget:
 
 
 def _phase(targets: list[BuildTarget], builder: FakeBuilder, events: list[tuple[str, dict[str, Any]]],
-           concurrency: int = 2) -> Any:
+           concurrency: int = 2, quota: int = 30) -> Any:
     lines: list[str] = []
     outcome = run_build_phase(
         targets, lambda: builder, ledger_finished=[d for k, d in events if k == BUILD_FINISHED],
         record=lambda kind, data: events.append((kind, data)), progress=lines.append,
-        concurrency=concurrency, timeout_sec=60)
+        concurrency=concurrency, timeout_sec=60, quota=quota)
     return outcome, lines
+
+
+def test_the_quota_plan_reuses_deletes_ours_least_recently_used_and_leaves_the_rest_unbuilt() -> None:
+    targets = [_target(i) for i in range(4)]
+    seen = [SnapshotSeen(name="s0", state="active", last_used=5.0),  # needed and there: free
+            SnapshotSeen(name="s1", state="inactive"),  # needed, inactive: activating it counts
+            SnapshotSeen(name="rb-build-new", state="active", last_used=9.0),
+            SnapshotSeen(name="rb-build-old", state="active", last_used=1.0),
+            SnapshotSeen(name="theirs", state="active", last_used=0.0),  # not ray-bench's: never deleted
+            SnapshotSeen(name="rb-build-gone", state="error")]  # counts nothing
+    fit = quota_plan(targets, seen, quota=4)
+    assert [t.snapshot for t in fit.make] == ["s0", "s1", "s2"]
+    assert fit.delete == ("rb-build-old", "rb-build-new")
+    assert [t.snapshot for t in fit.unbuilt] == ["s3"]
+    assert "more than the organisation's quota of 2" in quota_line(targets, 2)
+
+
+def test_a_hundred_images_under_a_quota_of_thirty_complete_with_no_failed_cell() -> None:
+    builder = FakeBuilder(quota=30)
+    for i in range(10):  # an earlier run's snapshots fill a third of the quota
+        builder.made.add(f"rb-build-old{i}")
+        builder.order.append(f"rb-build-old{i}")
+    events: list[tuple[str, dict[str, Any]]] = []
+    outcome, _ = _phase([_target(i) for i in range(100)], builder, events, concurrency=8, quota=30)
+    assert not outcome.failed
+    assert len(outcome.unbuilt) == 70 and outcome.built == 30
+    assert builder.deleted == [f"rb-build-old{i}" for i in range(10)]  # least recently used first
+    assert len(builder.made) == 30
+    cells = {c for i in range(100) for c in (f"c{i}a", f"c{i}b")}
+    unbuilt = {c for t in outcome.unbuilt for c in (f"c{t[1:]}a", f"c{t[1:]}b")}
+    assert set(outcome.snapshots) == cells - unbuilt  # the others create from their image
+
+
+def test_a_quota_refusal_makes_room_or_leaves_the_cells_to_their_image_never_fails_them() -> None:
+    builder = FakeBuilder(quota=1)
+    builder.made.add("rb-build-stale")
+    builder.order.append("rb-build-stale")
+
+    async def none() -> list[SnapshotSeen]:
+        return []  # the listing did not answer: the plan sees room
+
+    builder.snapshots = none  # type: ignore[method-assign]
+    events: list[tuple[str, dict[str, Any]]] = []
+    outcome, _ = _phase([_target(0)], builder, events)
+    assert (outcome.failed, outcome.unbuilt) == ({}, ["s0"])  # no listing: no room could be made
+    assert [d.get("quota") for k, d in events if k == BUILD_FINISHED] == [True]
 
 
 def test_one_build_per_target_within_its_concurrency_and_a_failure_fails_only_its_cells() -> None:

@@ -33,6 +33,7 @@ def reset(srv: DaytonaServer) -> None:
     """No faults, no recorded requests, executions or counts."""
     srv.faults = Faults()
     srv.list_page = LIST_PAGE
+    srv.snapshot_quota = 30
     srv.create_requests.clear()
     srv.executions.clear()
     srv.reset_builds(1)

@@ -28,7 +28,9 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
 - Every sandbox is reported with ``user: daytona`` unless its create names a user, image and
   snapshot creates alike, while its commands run as its image's own USER (Daytona's runner sets
   no user): the default snapshot's image (``default_image`` with ``USER 1000:1000``, like
-  Daytona's ``daytona`` user) runs as uid 1000, an image that sets no USER runs as root.
+  Daytona's ``daytona`` user, with its HOME and passwordless sudo) runs as uid 1000, an image
+  that sets no USER runs as root. A command without ``cwd`` runs where the daemon starts: the
+  image's WORKDIR, else the user's HOME.
 
 Faults, set on :attr:`DaytonaServer.faults` at any time: 429s with ``Retry-After-<throttler>``
 and ``X-RateLimit-*-<throttler>`` headers on a fraction of creates (or on every create) and of
@@ -146,6 +148,11 @@ class Faults:
     #: outran its ``timeout`` (a loaded runner), without running them.
     exec_timeout_count: int = 0
     exec_timeout_match: str = ""
+    #: Toolbox executes whose command contains :attr:`exec_refused_match` are refused, without
+    #: running, with these statuses in turn (429 by the ``authenticated`` throttler with its
+    #: headers, else that status), then run as usual.
+    exec_refused: tuple[int, ...] = ()
+    exec_refused_match: str = ""
     #: Toolbox executes whose command contains this (when set) run, and are answered with the
     #: first line of their output dropped: what a reader that read the answer's headers late lost
     #: (docker-py's, before this fixture read around it).
@@ -190,6 +197,11 @@ class _Box:
     building: bool = False
     #: The uid the container's processes run as (its image's USER, or the create's user).
     uid: int = 0
+    #: Where the daemon starts, so where a command without ``cwd`` runs: the image's WORKDIR,
+    #: else the user's HOME (``DAYTONA_USER_HOME_AS_WORKDIR``: ``apps/runner/pkg/docker/
+    #: container_configs.go`` sets it when the image has no WORKDIR, ``apps/daemon/cmd/daemon/
+    #: main.go`` then changes to ``os.UserHomeDir()``).
+    start_dir: str | None = None
     #: Last toolbox activity, and commands running now (auto-stop counts idle time only).
     active_mono: float = field(default_factory=time.monotonic)
     busy: int = 0
@@ -223,6 +235,10 @@ class DaytonaServer:
         self.snapshots = dict(snapshots or {})
         #: Snapshots made through ``POST /snapshots``: name -> their DTO fields (state and all).
         self._made_snapshots: dict[str, dict[str, Any]] = {}
+        #: The organisation's ``snapshotQuota`` (``DEFAULT_ORG_QUOTA_SNAPSHOT_QUOTA``, 30): a
+        #: snapshot's create or activation past it is refused 400 (``SnapshotService.
+        #: validateOrganizationQuotas``); snapshots building, pending, pulling or active count.
+        self.snapshot_quota = 30
         #: Daytona's runners: each keeps its own build cache (build hash -> monotonic time built).
         self.runners = max(1, runners)
         self._runner_cache: list[dict[str, float]] = [{} for _ in range(self.runners)]
@@ -246,11 +262,11 @@ class DaytonaServer:
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
             "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_timed_out": 0,
-            "exec_head_lost": 0, "exec_cut": 0,
+            "exec_head_lost": 0, "exec_cut": 0, "exec_refused": 0,
             "built": 0, "list_pages": 0,
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
-            "snapshot_missing_400": 0,
+            "snapshot_missing_400": 0, "snapshot_activated": 0, "snapshot_quota_400": 0, "snapshot_deleted": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -312,9 +328,10 @@ class DaytonaServer:
             self._default_snapshot = self.default_image
             if self.default_snapshot_user:
                 self._default_snapshot = f"fake-daytona-default:{self.server_id}"
-                dockerfile = f"FROM {self.default_image}\nUSER {self.default_snapshot_user}\n"
-                self.docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=self._default_snapshot,
-                                         rm=True, labels={MARKER_LABEL: self.server_id})
+                self.docker.images.build(fileobj=default_snapshot_context(self.default_image,
+                                                                          self.default_snapshot_user),
+                                         custom_context=True, tag=self._default_snapshot, rm=True,
+                                         labels={MARKER_LABEL: self.server_id})
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -355,6 +372,9 @@ class DaytonaServer:
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
         app.router.add_get("/api/snapshots/{name}", self._snapshot)
         app.router.add_post("/api/snapshots", self._create_snapshot)
+        app.router.add_post("/api/snapshots/{id}/activate", self._activate_snapshot)
+        app.router.add_get("/api/snapshots", self._list_snapshots)
+        app.router.add_delete("/api/snapshots/{id}", self._delete_snapshot)
         app.router.add_get("/api/sandbox/{id}/build-logs-url", self._build_logs_url)
         app.router.add_get("/sandboxes/{id}/build-logs", self._build_logs)
         app.router.add_get("/api/object-storage/push-access", self._push_access)
@@ -610,6 +630,8 @@ class DaytonaServer:
         if not dockerfile and snapshot and (refused := self._snapshot_refusal(snapshot)) is not None:
             self.counts["snapshot_missing_400"] += 1
             return self._error(400, refused)
+        if not dockerfile and snapshot and (used := self._made_snapshots.get(snapshot)) is not None:
+            used["lastUsedAt"] = datetime.now(UTC).isoformat()  # the API's SandboxCreatedEvent handler
         if not dockerfile:
             try:
                 image = self._image_for(body)
@@ -746,6 +768,15 @@ class DaytonaServer:
         out = self.docker.containers.run(image, ["sh", "-c", f"id -u {shlex.quote(name)}"], remove=True)
         return int(out.decode().strip() or 0)
 
+    def _start_dir(self, image: str, container: str) -> str:
+        """The image's WORKDIR, else the HOME of the user the container runs as."""
+        workdir = str(self.docker.images.get(image).attrs.get("Config", {}).get("WorkingDir") or "")
+        if workdir:
+            return workdir
+        api = self.docker.api
+        exec_id = api.exec_create(container, ["sh", "-c", 'printf %s "$HOME"'])["Id"]
+        return exec_output(api, exec_id).decode(errors="replace").strip() or "/"
+
     def _find_container(self, name: str) -> Any:
         """The container named ``name``, started if it is not running; ``None`` if there is none."""
         for _ in range(3):
@@ -796,6 +827,7 @@ class DaytonaServer:
                 return
         box.container = container.id
         box.uid = await asyncio.to_thread(self._uid_of, box.image, kwargs.get("user"))
+        box.start_dir = await asyncio.to_thread(self._start_dir, box.image, container.id)
         if box.desired == "destroyed":  # deleted while starting: the destroy task removes it
             return
         box.state = "started"
@@ -862,6 +894,8 @@ class DaytonaServer:
             return self._error(400, "name must be a string")
         if name in self._made_snapshots or name in self.snapshots:
             return self._error(409, f"Snapshot with name {name} already exists")
+        if (refused := self._snapshot_quota_refusal()) is not None:
+            return refused
         build = body.get("buildInfo") or {}
         if (missing := self._missing_context(build)) is not None:
             return self._error(400, missing)
@@ -913,6 +947,83 @@ class DaytonaServer:
         self._runner_locks.clear()
         self.cold_builds.clear()
         self._made_snapshots.clear()
+
+    def deactivate_snapshot(self, name: str, *, ago_sec: float = 3600.0) -> None:
+        """What the API's snapshot manager does to a snapshot no sandbox used for 14 days
+        (``apps/api/src/sandbox/managers/snapshot.manager.ts``): ``inactive``, ``ago_sec`` ago."""
+        made = self._made_snapshots[name]
+        made["state"] = "inactive"
+        made["updatedAt"] = (datetime.now(UTC) - timedelta(seconds=ago_sec)).isoformat()
+
+    async def _activate_snapshot(self, request: web.Request) -> web.StreamResponse:
+        """``POST /snapshots/{id}/activate`` as ``SnapshotService.activateSnapshot``: only an
+        ``inactive`` snapshot, not within 10 minutes of its deactivation; ``pending``, then
+        pulled back to ``active``."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        key = request.match_info["id"]
+        made = next((m for m in self._made_snapshots.values() if key in (m["id"], m["name"])), None)
+        if made is None:
+            return self._error(404, f"Snapshot {key} not found")
+        if made["state"] == "active":
+            return self._error(400, f"Snapshot {key} is already active")
+        if made["state"] != "inactive":
+            return self._error(400, f"Snapshot {key} cannot be activated - it is in {made['state']} state")
+        if datetime.now(UTC) - datetime.fromisoformat(made["updatedAt"]) < timedelta(minutes=10):
+            return self._error(400, "Snapshot deactivation is still in progress. Please try again in a few minutes.")
+        if (refused := self._snapshot_quota_refusal()) is not None:
+            return refused
+        made["state"], made["updatedAt"] = "pending", datetime.now(UTC).isoformat()
+        self.counts["snapshot_activated"] += 1
+
+        async def pull() -> None:
+            await asyncio.sleep(0.05)
+            made["state"] = "pulling"
+            await asyncio.sleep(max(0.05, self.faults.build_delay_sec))
+            made["state"], made["updatedAt"] = "active", datetime.now(UTC).isoformat()
+
+        self._spawn(pull())
+        return web.json_response({k: v for k, v in made.items() if k != "localImage"})
+
+    def _snapshot_quota_refusal(self) -> web.Response | None:
+        """The API's answer when one more snapshot would pass :attr:`snapshot_quota`."""
+        used = len(self.snapshots) + sum(1 for m in self._made_snapshots.values()
+                                         if m["state"] in ("building", "pending", "pulling", "active"))
+        if used + 1 > self.snapshot_quota:
+            self.counts["snapshot_quota_400"] += 1
+            return self._error(400, f"Snapshot quota exceeded. Maximum allowed: {self.snapshot_quota}")
+        return None
+
+    async def _list_snapshots(self, request: web.Request) -> web.StreamResponse:
+        """``GET /snapshots``: pages (``limit`` 100 by default), most recently used first (the
+        API's default sort, ``lastUsedAt`` descending)."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        page = max(1, int(request.query.get("page") or 1))
+        limit = max(1, min(200, int(request.query.get("limit") or 100)))
+        items = sorted(({k: v for k, v in m.items() if k != "localImage"} for m in self._made_snapshots.values()),
+                       key=lambda m: m["lastUsedAt"] or m["createdAt"], reverse=True)
+        return web.json_response({"items": items[(page - 1) * limit:page * limit], "total": len(items),
+                                  "page": page, "totalPages": max(1, math.ceil(len(items) / limit))})
+
+    async def _delete_snapshot(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE /snapshots/{id}`` as ``SnapshotService.removeSnapshot``: ``removing`` at once
+        (no longer counted against the quota), then gone."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        key = request.match_info["id"]
+        made = next((m for m in self._made_snapshots.values() if m["id"] == key), None)
+        if made is None:
+            return self._error(404, f"Snapshot {key} not found")
+        made["state"] = "removing"
+        self.counts["snapshot_deleted"] += 1
+
+        async def remove() -> None:
+            await asyncio.sleep(0.2)
+            self._made_snapshots.pop(made["name"], None)
+
+        self._spawn(remove())
+        return web.json_response({})
 
     def delete_snapshot(self, name: str) -> None:
         """Remove a snapshot behind the run's back (an operator, an expiry)."""
@@ -1158,6 +1269,13 @@ class DaytonaServer:
         f = self.faults
         if self._timeouts_for is not f:  # new faults, a new count
             self._timeouts_for, self._timeouts_left = f, f.exec_timeout_count
+        if f.exec_refused_match and f.exec_refused_match in command:
+            refused = self.counts["exec_refused"]
+            if refused < len(f.exec_refused):
+                self.counts["exec_refused"] += 1
+                status = f.exec_refused[refused]
+                return (self._rate_limited("authenticated") if status == 429
+                        else self._error(status, "injected refusal of a toolbox execute"))
         if self._timeouts_left > 0 and f.exec_timeout_match in command:
             self._timeouts_left -= 1
             self.counts["exec_timeout"] += 1
@@ -1172,7 +1290,7 @@ class DaytonaServer:
             self.command_waits.append(time.monotonic() - queued)
             api = self.docker.api
             exec_id = api.exec_create(box.container, ["sh", "-c", command], environment=req.get("envs") or None,
-                                      workdir=req.get("cwd") or None)["Id"]
+                                      workdir=req.get("cwd") or box.start_dir or None)["Id"]
             made.append(exec_id)
             loop.call_soon_threadsafe(begun.set)  # the daemon's timeout counts from here
             # All the command printed, as the toolbox's one buffer for stdout and stderr holds
@@ -1349,6 +1467,72 @@ class DaytonaServer:
             body=writer,
             headers={"Content-Type": f"multipart/form-data; boundary={writer.boundary}"},
         )
+
+
+#: ``sudo`` as Daytona's default snapshot grants it to its user (``daytona ALL=(ALL)
+#: NOPASSWD:ALL``, ``images/sandbox/Dockerfile``): a setuid-root program that runs its command
+#: as root, password never asked (``-n`` and other options are accepted and ignored).
+_SUDO_C = r"""#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  int i = 1;
+  while (i < argc && argv[i][0] == '-') { if (!strcmp(argv[i++], "--")) break; }
+  if (i >= argc) { fprintf(stderr, "usage: sudo [-n] command\n"); return 1; }
+  if (setgid(0) || setuid(0)) { perror("sudo"); return 1; }
+  execvp(argv[i], argv + i);
+  perror("sudo");
+  return 127;
+}
+"""
+
+
+def _sudo_binary() -> bytes | None:
+    """The static ``sudo`` above, compiled once per machine (None without a C compiler)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    digest = hashlib.sha256(_SUDO_C.encode()).hexdigest()[:16]
+    built = os.path.join(tempfile.gettempdir(), f"fake-daytona-sudo-{digest}")
+    if not os.path.exists(built):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "sudo.c")
+            with open(src, "w") as f:
+                f.write(_SUDO_C)
+            subprocess.run([cc, "-static", "-Os", "-o", os.path.join(tmp, "sudo"), src], check=True)
+            os.replace(os.path.join(tmp, "sudo"), built)
+    with open(built, "rb") as f:
+        return f.read()
+
+
+def default_snapshot_context(image: str, user: str) -> io.BytesIO:
+    """The build context of the default snapshot's image as Daytona's is made
+    (``images/sandbox/Dockerfile``): a ``daytona`` user with a HOME (where its sandboxes start:
+    the image sets no WORKDIR) and passwordless sudo; it runs as ``user``."""
+    uid, _, gid = user.partition(":")
+    lines = [f"FROM {image}"]
+    files: dict[str, tuple[bytes, int]] = {}
+    sudo = _sudo_binary()
+    if sudo is not None:
+        files["sudo"] = (sudo, 0o4755)
+        lines += ["COPY sudo /usr/bin/sudo", "RUN chmod 4755 /usr/bin/sudo"]  # COPY drops the setuid bit
+    if uid.isdigit():
+        lines.append(f"RUN echo 'daytona:x:{uid}:{gid or uid}::/home/daytona:/bin/sh' >>/etc/passwd && "
+                     f"mkdir -p /home/daytona && chown {uid}:{gid or uid} /home/daytona")
+    lines.append(f"USER {user}")
+    files["Dockerfile"] = ("\n".join(lines).encode() + b"\n", 0o644)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
 
 
 def object_storage_over_http(monkeypatch: Any) -> None:

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
 from daytona import (
@@ -26,7 +25,6 @@ from daytona import (
     DaytonaConfig,
     DaytonaError,
     DaytonaNotFoundError,
-    Image,
     ListSandboxesQuery,
 )
 from daytona import Resources as DaytonaResources
@@ -45,6 +43,7 @@ from ray_bench.models.build import SNAPSHOT_PREFIX
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
 from ray_bench.sandboxes.daytona.clients import ClientPool
 from ray_bench.sandboxes.daytona.create import create_once
+from ray_bench.sandboxes.daytona.harness import harness_image
 from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.reaper import Reaper
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
@@ -250,11 +249,7 @@ class DaytonaBackend(SandboxBackend):
                 return CreateSandboxFromSnapshotParams(snapshot=self.snapshot, **common)
         if image is not None and image.startswith(SNAPSHOT_PREFIX):
             return CreateSandboxFromSnapshotParams(snapshot=image[len(SNAPSHOT_PREFIX) :], **common)
-        source: str | Image = (
-            image
-            if image is not None
-            else Image.from_dockerfile(str(Path(spec.dockerfile_dir or ".") / "Dockerfile"))
-        )
+        source = harness_image(image, spec.dockerfile_dir)
         res = spec.resources
         resources = DaytonaResources(
             cpu=math.ceil(res.cpus) if res.cpus else None,

@@ -37,6 +37,7 @@ from ray_bench.errors import (
 from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
+    HARNESS_DIRS,
     KILLED_MARKER,
     OOM_EVENTS_COMMAND,
     ExecResult,
@@ -48,6 +49,8 @@ from ray_bench.sandboxes.base import (
     stop_group_sh,
     until_done,
 )
+from ray_bench.sandboxes.daytona.harness import PREPARE
+from ray_bench.sandboxes.daytona.ratelimit import http_status, retry_after
 from ray_bench.sandboxes.daytona.translate import translate
 
 if TYPE_CHECKING:
@@ -57,9 +60,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _SCRATCH = "/tmp/.ray-bench"
-#: Where a non-root sandbox's paths live: Daytona's default snapshot runs as ``daytona``, who may
-#: not create ``/app`` or ``/logs``. Commands find them through ``APP_DIR``, ``LOGS_DIR``, ...
-NONROOT_ROOT = "/tmp/ray-bench-root"
 # $1 scratch dir, $2 output cap, $3 timeout, $4 cwd, $5 command. The command is its own session
 # (setsid), so the watchdog's stop (SIGTERM, then SIGKILL: `stop_group_sh`) reaches its children;
 # the watchdog is one too, so killing it also kills its `sleep`; a timed-out command's wrapper
@@ -129,6 +129,10 @@ _STOP = r"""p=$(cat "$1/pid" 2>/dev/null) && { """ + stop_group_sh('"$p"') + """
 _TAIL = r"""tail -c +"$2" "$1/out" 2>/dev/null | head -c "$4" | base64; echo RB-SEP
 tail -c +"$3" "$1/err" 2>/dev/null | head -c "$4" | base64"""
 _TAIL_BYTES = 1 << 18
+# $1 the uploaded archive, $2 where it goes.
+_UNPACK = 'mkdir -p "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f "$1"; exit $rc'
+_UNPACK_COPY = ('x="$1.d"; mkdir -p "$2" "$x" && tar -xf "$1" -C "$x" && cp -R "$x"/. "$2"/; rc=$?; '
+                'rm -rf "$1" "$x"; exit $rc')
 # "<uid> <name>" of the sandbox's process; without `id`, 0 only if it may write `/`.
 log = logging.getLogger(__name__)
 
@@ -170,7 +174,7 @@ class DaytonaSandbox(Sandbox):
         #: API's ``user`` field, which says ``daytona`` whatever the image's USER is.
         self.user = "unknown"
         self._uid = ""
-        self._root = NONROOT_ROOT
+        #: None: the daemon's own start dir (the image's WORKDIR, else the user's HOME).
         self._workdir = spec.workdir
         self._deleted = False
         self._oom_seen = 0
@@ -178,8 +182,9 @@ class DaytonaSandbox(Sandbox):
         self._answered: list[str] = []
 
     async def probe_user(self) -> None:
-        """Ask the sandbox who its commands run as. Paths move under :data:`NONROOT_ROOT` only
-        when the process really is not root (uid 0, or ``id`` missing and ``/`` writable)."""
+        """Ask the sandbox who its commands run as (uid 0, or ``id`` missing and ``/``
+        writable, is root); a sandbox that is not root makes the harness's directories
+        (:data:`~ray_bench.sandboxes.daytona.harness.PREPARE`). No path is ever moved."""
         for tries_left in range(PROBE_TRIES - 1, -1, -1):
             try:
                 response = await self._call(
@@ -198,17 +203,27 @@ class DaytonaSandbox(Sandbox):
                                f"{(response.result or '')[-300:]!r}")
         self.user = name or uid
         self._uid = uid
-        self._root = "" if uid == "0" else NONROOT_ROOT
+        if uid != "0":
+            await self._prepare()
+
+    async def _prepare(self) -> None:
+        """Make :data:`HARNESS_DIRS` and the task's workdir (when it names one) writable by a
+        non-root sandbox's user, or refuse the sandbox."""
+        dirs = (*HARNESS_DIRS, *([self._workdir] if self._workdir else []))
+        response = await self._call(
+            "prepare", lambda: self._sandbox.process.exec(_sh(PREPARE, self._uid, *dirs), timeout=60), timeout=90)
+        said = (response.result or "").strip()
+        if response.exit_code != 0:
+            lacking = said.rpartition("RB-CANNOT")[2].strip() or said[-300:]
+            raise SandboxError(
+                f"Daytona sandbox {self.id} runs as {self.user} (not root), which can make neither "
+                f"these directories nor use sudo: {lacking}; give the image them (world-writable) "
+                "or sudo, or let ray-bench build its snapshot (the build phase lays them in)")
 
     def _runs_as(self, user: str) -> bool:
         """Whether the sandbox's own user is ``user`` (by name or uid; ``root`` is uid 0), the
         one user Daytona's exec can run a command as (Harbor's agents name it: ``root``)."""
         return user in (self.user, self._uid) or (self._uid == "0" and user == "root")
-
-    def path(self, sandbox_path: str) -> str:
-        if not self._root:
-            return sandbox_path
-        return self._root + "/" + sandbox_path.lstrip("/") if sandbox_path != "/" else self._root
 
     async def exec(
         self,
@@ -234,7 +249,7 @@ class DaytonaSandbox(Sandbox):
         answered, self._answered = " ".join(self._answered), []
         script = _sh(
             _EXEC, scratch, str(max(0, output_cap)), str(limit),
-            self.path(cwd or self._workdir or "."), command, answered,
+            cwd or self._workdir or ".", command, answered,
         )
         started = time.monotonic()
         answer_by = limit + _EXEC_SLACK_SEC + _ANSWER_SLACK_SEC
@@ -258,8 +273,8 @@ class DaytonaSandbox(Sandbox):
                     raise
                 # The command may still be running, or its report may be sitting in the scratch
                 # dir: either is read back rather than lost (and the command not left to run on).
-                reattach = asyncio.ensure_future(
-                    self._reattach(scratch, output_cap, exc, started + limit + _EXEC_SLACK_SEC))
+                reattach = asyncio.ensure_future(self._reattach(
+                    scratch, output_cap, exc, started + limit + _EXEC_SLACK_SEC, started + answer_by))
                 response = await self._answer(reattach, scratch, answer_by, watch, run)
         except asyncio.CancelledError:
             # The HTTP request is gone but the command is not: kill its group, shielded.
@@ -309,29 +324,32 @@ class DaytonaSandbox(Sandbox):
         return await fut
 
     async def _reattach(self, scratch: str, output_cap: int, cause: SandboxUnavailableError,
-                        deadline: float) -> ExecuteResponse:
+                        deadline: float, budget: float) -> ExecuteResponse:
         """The report of a command whose answer was lost (``cause``): looked at every
         :data:`LOOK_EVERY_SEC` while its wrapper runs, up to ``deadline`` (by then its own
-        watchdog has ended it), then read back by :meth:`_recover`. ``cause`` is raised when
-        nothing was left (it never started) or :data:`LOOK_MISSES` looks in a row go unanswered."""
+        watchdog has ended it), then read back by :meth:`_recover`, all before ``budget`` (the
+        command's own answer's time). ``cause`` is raised when nothing was left (it never
+        started), :data:`LOOK_MISSES` looks in a row go unanswered (a 429 is no miss: the
+        service answered, throttled), or the budget ends first."""
         misses = 0
         waited = False
         while True:
             try:
                 said = await asyncio.wait_for(self._sandbox.process.exec(_sh(_LOOK, scratch), timeout=30), 40)
-            except (DaytonaError, TimeoutError):
-                misses += 1
-                if misses >= LOOK_MISSES:
+            except (DaytonaError, TimeoutError) as exc:
+                wait = _read_back_wait(exc, 0)
+                misses += 0 if _throttled(exc) else 1
+                if misses >= LOOK_MISSES or wait is None or time.monotonic() + wait >= budget:
                     log.warning("Daytona sandbox %s: a command whose answer was lost cannot be looked at", self.id)
                     raise cause from None
-                await asyncio.sleep(LOOK_EVERY_SEC)
+                await asyncio.sleep(max(wait, LOOK_EVERY_SEC))
                 continue
             misses = 0
             state = (said.result or "").strip()
             if state == "RB-NONE":
                 raise cause
             if state != "RB-RUNNING" or time.monotonic() >= deadline:
-                return await self._recover(scratch, output_cap, cause)
+                return await self._recover(scratch, output_cap, cause, budget)
             if not waited:
                 waited = True
                 log.warning("Daytona sandbox %s: a command's answer was lost (%s); it is still running, "
@@ -355,15 +373,28 @@ class DaytonaSandbox(Sandbox):
                 continue
             tail.feed(response.result or "", watch)
 
-    async def _recover(self, scratch: str, output_cap: int, cause: SandboxUnavailableError) -> ExecuteResponse:
+    async def _recover(self, scratch: str, output_cap: int, cause: SandboxUnavailableError,
+                       budget: float) -> ExecuteResponse:
         """The wrapper's report, made by :data:`_RECOVER` from what the command left; ``cause``
-        is raised when that cannot be had (the sandbox does not answer, or nothing was left)."""
+        is raised when that cannot be had (nothing was left, or no answer before ``budget``).
+        A refused read-back (a 429, a 5xx, a connection lost) is asked again with backoff
+        within the budget: one refusal lost a command that ran (issue 53: 4 of 12 lost answers
+        not read back at 30 % 429s). Asking again is safe: the report stays until it is read,
+        and a read whose own answer was lost leaves RB-NONE, which raises ``cause``."""
         script = _sh(_RECOVER, scratch, str(max(0, output_cap)))
-        try:
-            said = await asyncio.wait_for(self._sandbox.process.exec(script, timeout=60), 90)
-        except (DaytonaError, TimeoutError):
-            log.warning("Daytona sandbox %s: cannot read back the command whose request outran its time", self.id)
-            raise cause from None
+        tries = 0
+        while True:
+            try:
+                said = await asyncio.wait_for(self._sandbox.process.exec(script, timeout=60), 90)
+                break
+            except (DaytonaError, TimeoutError) as exc:
+                wait = _read_back_wait(exc, tries)
+                tries += 1
+                if wait is None or time.monotonic() + wait >= budget:
+                    log.warning("Daytona sandbox %s: cannot read back the command whose answer was lost "
+                                "(%d tries)", self.id, tries)
+                    raise cause from None
+                await asyncio.sleep(wait)
         if (said.result or "").strip() == "RB-NONE":
             raise cause
         log.warning("Daytona sandbox %s: a command's answer was lost (%s); its report was read back "
@@ -377,19 +408,19 @@ class DaytonaSandbox(Sandbox):
 
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
         data = await asyncio.to_thread(_tar_dir, local_dir)
-        await self._put_tar(data, self.path(sandbox_dir))
+        await self._put_tar(data, sandbox_dir)
 
     async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
-        path = PurePosixPath(self.path(sandbox_path))
+        path = PurePosixPath(sandbox_path)
         await self._put_tar(tar_file(data, path.name, mode), str(path.parent))
 
     async def _put_tar(self, data: bytes, sandbox_dir: str) -> None:
         tmp = f"{_SCRATCH}/{uuid.uuid4().hex}.tar"
         await self._call("upload", lambda: self._sandbox.fs.upload_files([FileUpload(data, tmp)]),
                          timeout=self._backend.transfer_timeout)
-        script = _sh(
-            'mkdir -p "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f "$1"; exit $rc', tmp, sandbox_dir
-        )
+        # Not root: unpacked where the user owns it, then copied over: tar (GNU's) fails on the
+        # mode and times of a directory the user does not own (a root-owned sticky ``/logs``).
+        script = _sh(_UNPACK if self._uid == "0" else _UNPACK_COPY, tmp, sandbox_dir)
         response = await self._call(
             "upload", lambda: self._sandbox.process.exec(script, timeout=300), timeout=330
         )
@@ -407,7 +438,7 @@ class DaytonaSandbox(Sandbox):
             '[ -d "$2" ] || { echo RB-NODIR; exit 0; }; mkdir -p "${1%/*}"; '
             'tar -C "$2" -cf - . 2>/dev/null | head -c "$3" >"$1"; echo RB-OK',
             tmp,
-            self.path(sandbox_dir),
+            sandbox_dir,
             str(wire_cap),
         )
         response = await self._call(
@@ -488,6 +519,29 @@ class _Tail:
             if rest:
                 self.read[i] += len(rest)
                 watch.feed(name, rest)  # type: ignore[arg-type]
+
+
+#: Backoff of a refused read-back: 0.5 s doubling to 8 s (a 429's own Retry-After when longer).
+_READ_BACK_FIRST_SEC = 0.5
+_READ_BACK_MAX_SEC = 8.0
+
+
+def _throttled(exc: BaseException) -> bool:
+    return isinstance(exc, DaytonaError) and http_status(exc)[0] == 429
+
+
+def _read_back_wait(exc: BaseException, tries: int) -> float | None:
+    """Seconds before asking again after ``exc`` (the ``tries``-th refusal), or None when
+    asking again cannot help (a 4xx other than 408 and 429: the sandbox or route is not there)."""
+    backoff: float = min(_READ_BACK_MAX_SEC, _READ_BACK_FIRST_SEC * 2.0 ** tries)
+    if not isinstance(exc, DaytonaError):
+        return backoff  # our own timeout
+    status, headers = http_status(exc)
+    if status == 429:
+        return max(backoff, min(retry_after(headers) or 0.0, _READ_BACK_MAX_SEC * 4))
+    if status is None or status == 408 or status >= 500:
+        return backoff
+    return None
 
 
 def _may_have_run(exc: SandboxUnavailableError) -> bool:

@@ -51,6 +51,9 @@ GONE_STATES = frozenset(
 
 #: ``validateOrganizationQuotas``: "Total CPU limit exceeded. Maximum allowed: 10." (400).
 _QUOTA = re.compile(r"Total (CPU|memory|disk|GPU) limit exceeded", re.IGNORECASE)
+#: ``validateOrganizationQuotas`` of ``SnapshotService`` (``snapshot.service.ts``): "Snapshot quota
+#: exceeded. Maximum allowed: 30" (400), on a snapshot's create or activation.
+_SNAPSHOT_QUOTA = re.compile(r"Snapshot quota exceeded", re.IGNORECASE)
 
 
 def state_name(state: Any) -> str:
@@ -58,11 +61,13 @@ def state_name(state: Any) -> str:
 
 
 def quota_resource(exc: DaytonaError) -> str | None:
-    """``cpu``/``memory``/``disk``/``gpu`` when ``exc`` is an organisation-quota refusal."""
+    """``cpu``/``memory``/``disk``/``gpu``/``snapshots`` when ``exc`` is an organisation-quota refusal."""
     if exc.status_code not in (400, 403, None):
         return None
     found = _QUOTA.search(exc.message or "")
-    return found.group(1).lower() if found else None
+    if found:
+        return found.group(1).lower()
+    return "snapshots" if _SNAPSHOT_QUOTA.search(exc.message or "") else None
 
 
 def translate(exc: DaytonaError, what: str, *, create: bool = False) -> SandboxError:
