@@ -328,6 +328,18 @@ def error_from(status: int | None, message: str, run: CliRun, *, reset_at: float
     return AgentError(type="agent", message=text, status=status)
 
 
+def working_when_cut(run: CliRun, *, answered: bool, retrying: bool) -> bool:
+    """The one rule, for every adapter, on a CLI its timeout cut without a result: when the model
+    had answered it at least once and it was not retrying a failed call at the cut, it was
+    working (its own tool running, or its next call under way): the agent's outcome, which the
+    verifier scores, so no error is reported and the row is valid, flagged ``agent_timeout``
+    (:mod:`ray_bench.evidence.classify`). A call under way makes its usage a lower bound
+    (:meth:`~ray_bench.models.agent.Usage.bounded`), never its class. Cut before any answer
+    (a provider that never answered) or inside a retry loop is the provider's: ``no_answer``
+    (:func:`silent`) or the class of what it was retrying, which does not use up the cell."""
+    return run.timed_out and answered and not retrying
+
+
 def silent(run: CliRun, name: str) -> AgentError:
     """The CLI printed no result: cut by its timeout (a silent retry loop or a stall), or
     missing, or crashed before it could answer."""

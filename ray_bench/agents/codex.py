@@ -7,6 +7,9 @@ Its stdout is one JSON event per line (read from the real CLI against the fake p
 "cache_write_input_tokens", "output_tokens", "reasoning_output_tokens"}}`` (the cache writes:
 0.171.0, not every version); trouble is ``{"type": "error", "message": ...}`` (also for
 retries: "Reconnecting... 2/5 (...)") and ``{"type": "turn.failed", "error": {"message": ...}}``.
+Interrupted or killed mid-turn it prints nothing more: its JSON processor emits no event for an
+interrupted turn (codex-rs/exec/src/event_processor_with_jsonl_output.rs, ``TurnStatus::Interrupted``)
+and a SIGTERM ends it where it is.
 The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 ``openai_base_url`` setting (the CLI no longer reads the variable itself).
 """
@@ -33,6 +36,7 @@ from ray_bench.agents.base import (
     signature,
     silent,
     stopped_in_turn,
+    working_when_cut,
     wrap,
 )
 from ray_bench.models.agent import AgentReport, McpServer, Usage
@@ -80,7 +84,7 @@ class Codex(AgentAdapter):
         # No turn finished: cut by its timeout or the watchdog, or crashed. What its responses
         # spent is in the session file; the trouble it was retrying, in its last error event.
         errors = _errors(events)
-        last = errors[-1] if errors else ""
+        last = errors[-1][1] if errors else ""
         status = _STATUS.search(last)
         refused = status is not None or "high demand" in last
         # Stopped by the harness with its turn unfinished: a call may follow the SIGTERM (no
@@ -88,6 +92,10 @@ class Codex(AgentAdapter):
         report_usage = stopped_in_turn(_session_usage(events, responses, refused=refused), run)
         if errors and not run.cut:
             return AgentReport(usage=report_usage, error=_error(last, run))
+        answered = _last_answer(events)
+        if working_when_cut(run, answered=answered is not None or bool(responses),
+                            retrying=bool(errors) and errors[-1][0] > (answered if answered is not None else -1)):
+            return AgentReport(usage=report_usage)
         error = silent(_quiet(run), self.name)
         if refused and error.type != "cli_missing":
             error = _error(f"{self.name} was retrying when it ended: {last[:300]}", run)
@@ -181,14 +189,24 @@ def _transport(event: dict[str, Any]) -> bool:
     return isinstance(text, str) and (_FALLBACK in text or bool(_WS_URL.search(text)))
 
 
-def _errors(events: list[dict[str, Any]]) -> list[str]:
-    """The run's error messages, in order, without its WebSocket attempt once it fell back to
-    HTTPS: those retries are the transport's, not the attempt's, and never its ``last:`` error
-    when it later succeeded or failed for another reason (still trying the WebSocket when cut,
-    they are all it said, and kept)."""
+def _errors(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """The run's error messages with their place in ``events``, in order, without its WebSocket
+    attempt once it fell back to HTTPS: those retries are the transport's, not the attempt's, and
+    never its ``last:`` error when it later succeeded or failed for another reason (still trying
+    the WebSocket when cut, they are all it said, and kept)."""
     fell_back = any(_FALLBACK in str((e.get("item") or {}).get("message") or "") for e in events
                     if e.get("type") == "item.completed" and isinstance(e.get("item"), dict))
-    return [str(e.get("message")) for e in events if e.get("type") == "error" and not (fell_back and _transport(e))]
+    return [(n, str(e.get("message"))) for n, e in enumerate(events)
+            if e.get("type") == "error" and not (fell_back and _transport(e))]
+
+
+def _last_answer(events: list[dict[str, Any]]) -> int | None:
+    """The place of the run's last event that only a model's answer makes: an item started or
+    completed that is not the CLI's own notice (``"type": "error"`` items: a model's metadata not
+    found, the WebSocket fallback). None: the model never answered."""
+    answers = [n for n, e in enumerate(events) if e.get("type") in ("item.started", "item.updated", "item.completed")
+               and isinstance(e.get("item"), dict) and e["item"].get("type") not in (None, "error")]
+    return answers[-1] if answers else None
 
 
 def _quiet(run: CliRun) -> CliRun:

@@ -15,7 +15,8 @@ from ray_bench.models._base import ConfigModel
 
 #: What went wrong, as the scheduler needs to know it. ``usage_limit`` is a subscription's
 #: window (with ``reset_at``); ``rate_limit`` a per-minute limit (with ``retry_after``);
-#: ``no_answer``: the CLI printed no result before its timeout (a silent retry loop); ``setup``:
+#: ``no_answer``: the CLI printed no result before its timeout and had not been answered, or was in a
+#: retry loop (a cut agent that was working is no error: ray_bench.agents.base.working_when_cut); ``setup``:
 #: a Harbor agent's own setup (its install, its configure) failed in the sandbox.
 AgentErrorType = Literal["rate_limit", "usage_limit", "overloaded", "server_error", "auth", "expired",
                          "no_answer", "cli_missing", "setup", "agent"]

@@ -389,3 +389,68 @@ def test_codex_websocket_fallback_is_never_the_attempts_last_error() -> None:
     report = adapter("codex").translate(CliRun(stdout=early, stderr="", exit_code=None, timed_out=True,
                                                duration_sec=40, now=NOW))
     assert report.error is not None and "last: Reconnecting... 5/5" in report.error.message
+
+
+def _classify_cut(report: object, agent_kind: str) -> object:
+    """The verdict on a cut run the verifier scored (reward 0), with ``report``'s usage and error."""
+    from ray_bench.evidence.catalog import Catalog
+    from ray_bench.evidence.classify import classify
+    from ray_bench.models.attempt import AttemptSummary, ExecFacts
+    usage, error = report.usage, report.error  # type: ignore[attr-defined]
+    summary = AttemptSummary.model_validate({
+        "agent": ExecFacts(exit_code=None, timed_out=True), "verifier": ExecFacts(exit_code=0), "reward": 0.0,
+        "usage": usage.bounded().model_dump() if usage is not None else None,
+        "agent_error": error.model_dump() if error is not None else None, "agent_kind": agent_kind,
+        "model": "gpt-5"})
+    return classify(summary, Catalog.default())
+
+
+def test_codex_cut_by_its_timeout_while_working_is_a_valid_row_flagged_agent_timeout() -> None:
+    """Issue 54 item 1: Codex killed mid-turn prints nothing more (its JSON processor emits no
+    event for an interrupted turn: codex-rs/exec/src/event_processor_with_jsonl_output.rs,
+    ``TurnStatus::Interrupted``), so a turn cut while its tool ran or its next call was under way
+    has no ``turn.completed`` and no error. That is the agent's outcome: a valid row flagged
+    ``agent_timeout``, as Claude Code and Gemini CLI give (one rule: base.working_when_cut)."""
+    lines = (CODEX / "tool-call.stream.jsonl").read_text().splitlines()
+    started = next(n for n, ln in enumerate(lines) if '"item.started"' in ln)
+    completed = next(n for n, ln in enumerate(lines) if '"item.completed"' in ln and "command_execution" in ln)
+    # The rollout file the runner collects after the kill: the first response's usage record.
+    record = next(ln for ln in (CODEX / "ok.rollout.jsonl").read_text().splitlines() if "token_usage_record" in ln)
+    rollout = (("2026/12/02/rollout.jsonl", record),)
+    for cut_at in (started, completed):  # its command running; its next call under way
+        run = CliRun(stdout="\n".join(lines[:cut_at + 1]), stderr="", exit_code=None, timed_out=True,
+                     duration_sec=40, now=NOW, sessions=rollout)
+        report = adapter("codex").translate(run)
+        assert report.error is None, (cut_at, report.error)
+        verdict = _classify_cut(report, "codex")
+        assert verdict.valid and "agent_timeout" in verdict.flags, verdict  # type: ignore[attr-defined]
+    # Its answer arrived and then a retry loop began: cut in it, the provider's trouble, not a row.
+    retry = json.dumps({"type": "error", "message": "Reconnecting... 1/5 (exceeded retry limit, last status: "
+                        "429 Too Many Requests, request id: req_1)"})
+    run = CliRun(stdout="\n".join([*lines[:completed + 1], retry]), stderr="", exit_code=None, timed_out=True,
+                 duration_sec=40, now=NOW)
+    report = adapter("codex").translate(run)
+    assert report.error is not None and report.error.type == "rate_limit"
+    assert not _classify_cut(report, "codex").valid  # type: ignore[attr-defined]
+    # Never answered at all: still no_answer (a provider that went silent).
+    assert adapter("codex").translate(_codex("stall", cut=True)).error.type == "no_answer"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_cut_with_a_call_under_way_after_an_answer_is_the_agents_outcome(agent: str) -> None:
+    """The same rule on every adapter: answered, not retrying, a call under way at the cut: a
+    valid row (its usage a lower bound), never no_answer."""
+    if agent == "claude-code":
+        lines = (FIXTURES / "tool-call.stream.jsonl").read_text().splitlines()
+        cut_at = next(n for n, ln in enumerate(lines) if '"type":"user"' in ln)  # the tool's result went back
+        run = CliRun(stdout="\n".join(lines[:cut_at + 1]), stderr="", exit_code=None, timed_out=True,
+                     duration_sec=40, now=NOW)
+    else:
+        lines = (CODEX / "tool-call.stream.jsonl").read_text().splitlines()
+        cut_at = next(n for n, ln in enumerate(lines) if '"item.completed"' in ln and "command_execution" in ln)
+        record = next(ln for ln in (CODEX / "ok.rollout.jsonl").read_text().splitlines() if "token_usage_record" in ln)
+        run = CliRun(stdout="\n".join(lines[:cut_at + 1]), stderr="", exit_code=None, timed_out=True,
+                     duration_sec=40, now=NOW, sessions=(("2026/12/02/rollout.jsonl", record),))
+    report = adapter(agent).translate(run)
+    assert report.error is None, report.error
+    assert report.usage is not None and report.usage.bounded().bound == "lower_bound", report.usage
