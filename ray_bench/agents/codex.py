@@ -39,7 +39,7 @@ from ray_bench.agents.base import (
     working_when_cut,
     wrap,
 )
-from ray_bench.models.agent import AgentReport, McpServer, Usage
+from ray_bench.models.agent import AgentReport, McpServer, RefusedCall, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504|529)\b")
 #: Codex tries the Responses API over a WebSocket first; when the server refuses it (a 404 on
@@ -70,6 +70,13 @@ class Codex(AgentAdapter):
 
     def translate(self, run: CliRun) -> AgentReport:
         events = [e for e in (_json(line) for line in run.stdout.splitlines()) if e is not None]
+        report = self._translate(run, events)
+        refused = _refused(events, run)
+        if report.usage is None or not refused:
+            return report
+        return report.model_copy(update={"usage": report.usage.model_copy(update={"refused": refused})})
+
+    def _translate(self, run: CliRun, events: list[dict[str, Any]]) -> AgentReport:
         responses = _responses(run.sessions)
         usage = _usage(events)
         if usage is not None:
@@ -207,6 +214,30 @@ def _last_answer(events: list[dict[str, Any]]) -> int | None:
     answers = [n for n, e in enumerate(events) if e.get("type") in ("item.started", "item.updated", "item.completed")
                and isinstance(e.get("item"), dict) and e["item"].get("type") not in (None, "error")]
     return answers[-1] if answers else None
+
+
+#: How Codex names a refused call's request id in its errors (codex-rs/core/src/error.rs:
+#: ``UnexpectedResponseError`` and ``RetryLimitReachedError`` end with ", request id: {id}", the
+#: id from the ``x-request-id`` header, or ``cf-ray`` / ``x-oai-request-id``: api_bridge.rs).
+_REQUEST_ID = re.compile(r"request id: ([A-Za-z0-9][A-Za-z0-9_.:-]*[A-Za-z0-9])")
+
+
+def _refused(events: list[dict[str, Any]], run: CliRun) -> list[RefusedCall]:
+    """The calls the provider refused, each once, from Codex's error events and failed turn
+    (its retries print each refusal's request id: "Reconnecting... 2/5 (unexpected status 401
+    Unauthorized: ..., request id: req_...)"): an HTTP status and no answer, so not billed."""
+    texts = [str(e.get("message") or "") for e in events if e.get("type") == "error"]
+    texts += [str((e.get("error") or {}).get("message") or "") for e in events
+              if e.get("type") == "turn.failed" and isinstance(e.get("error"), dict)]
+    out: dict[str, RefusedCall] = {}
+    for text in texts:
+        found, status = _REQUEST_ID.search(text), _STATUS.search(text)
+        if found is None or found.group(1) in out or (status is None and "high demand" not in text):
+            continue
+        error = _error(text, run)
+        out[found.group(1)] = RefusedCall(request_id=found.group(1), type=error.type,
+                                          status=int(status.group(1)) if status else 500)
+    return list(out.values())
 
 
 def _quiet(run: CliRun) -> CliRun:

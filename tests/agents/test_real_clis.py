@@ -308,6 +308,10 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     assert usage["request_ids"] == cut_fake.served.response_ids[:1], (usage, cut_fake.served.response_ids)
     # Stopped by its timeout with its turn unfinished: a lower bound, and why (#25).
     assert usage["stopped_in_turn"] is True and usage["bound"] == "lower_bound", usage
+    # Cut while working (its next call under way; Codex prints nothing for a killed turn): the
+    # agent's outcome, a valid row flagged agent_timeout, not no_answer re-run (#54).
+    verdict = classify(cut, catalog)
+    assert cut.agent_error is None and verdict.valid and "agent_timeout" in verdict.flags, (cut.agent_error, verdict)
     assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
         (640 - 128) * 1.25e-6 + 128 * 0.125e-6 + 21 * 10e-6), usage
     assert classify(e401, catalog).failure_class == "auth"

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -257,6 +258,7 @@ def test_session_files_are_collected_only_for_the_named_session(tmp_path: Path) 
 # -- Codex CLI 0.171.0, real output (tests/agents/fixtures/codex-0.171.0/README.md) -----------------
 
 CODEX = Path(__file__).parent / "fixtures" / "codex-0.171.0"
+SERVED_CODEX = json.loads((CODEX / "served.json").read_text())
 
 
 def _codex(name: str, *, cut: bool = False, rollout: bool = True) -> CliRun:
@@ -454,3 +456,30 @@ def test_a_cut_with_a_call_under_way_after_an_answer_is_the_agents_outcome(agent
     report = adapter(agent).translate(run)
     assert report.error is None, report.error
     assert report.usage is not None and report.usage.bounded().bound == "lower_bound", report.usage
+
+
+@pytest.mark.parametrize(("name", "status", "kind"), [("401", 401, "auth"), ("429", 429, "rate_limit")])
+def test_codex_keeps_each_refused_call_with_its_id_and_class_apart_from_the_billed(
+        name: str, status: int, kind: str) -> None:
+    """Codex 0.171.0 prints each refused call's request id ("..., request id: req_..."; its
+    UnexpectedResponseError / RetryLimitReachedError): the six refusals the fake served are kept,
+    each once, as refused (not billed), and settle needs nothing of such an attempt (n/a)."""
+    from ray_bench.evidence.settle import reconcile
+    from ray_bench.evidence.usage_export import Charge, UsageExport
+    from ray_bench.ledger.store import AttemptRow
+    from ray_bench.models.attempt import AttemptSummary
+
+    text = (CODEX / f"{name}.stream.jsonl").read_text()
+    printed = list(dict.fromkeys(re.findall(r"request id: (req_[0-9a-f]+)", text)))
+    assert len(printed) == SERVED_CODEX[name]["errors"][next(iter(SERVED_CODEX[name]["errors"]))] == 6
+    for run in (_codex(name), _codex(name, cut=True)):
+        usage = adapter("codex").translate(run).usage
+        assert usage is not None and usage.request_ids == []
+        assert [(r.request_id, r.status, r.type) for r in usage.refused] == [(i, status, kind) for i in printed]
+    summary = AttemptSummary.parse({"usage": adapter("codex").translate(_codex(name)).usage.model_dump()})  # type: ignore[union-attr]
+    row = AttemptRow("a", "a", "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0, True, 1.0,
+                     cost_usd=0.0)
+    out, _, _ = reconcile([row], {"a": summary}, UsageExport("csv", (Charge(("req_other",), 0.01),)))
+    assert out["a"].status == "n/a", out["a"]
+    # the WebSocket's 404s (no request id) and the "high demand" 500s (none printed) add nothing
+    assert adapter("codex").translate(_codex("500")).usage.refused == []  # type: ignore[union-attr]

@@ -323,3 +323,50 @@ def test_a_lower_bound_estimate_is_said_so_in_settle_and_kept_in_the_ledger(tmp_
     saved = read_settlement(root)
     assert saved is not None and saved.lower_bounds() == 1
     assert sorted(a.lower_bound for a in saved.attempts.values()) == [False, True]
+
+
+def test_refused_calls_are_kept_but_never_expected_on_a_bill() -> None:
+    """Issue 54 item 4: a refused call (429, 5xx, 401: no token served) is not billed by the
+    provider. Its id and class stay in the usage record, apart from the answered calls' ids:
+    an attempt with refusals settles on its answered calls alone, one refused throughout is n/a
+    (not missing), and a charge that does name a refused call is still the attempt's."""
+    from ray_bench.evidence.settle import reconcile
+    from ray_bench.evidence.usage_export import Charge, UsageExport
+    from ray_bench.ledger.store import AttemptRow
+
+    def row(attempt: str, cost: float | None) -> AttemptRow:
+        return AttemptRow(attempt, attempt, "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0,
+                          True, 1.0, cost_usd=cost)
+
+    def refused(*ids: str, status: int = 429, kind: str = "rate_limit") -> list[dict[str, object]]:
+        return [{"request_id": i, "status": status, "type": kind} for i in ids]
+    summaries = {
+        "retried": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02, "request_ids": ["a1", "a2"],
+                                                   "refused": refused("x1") + refused("x2", status=500,
+                                                                                       kind="server_error")}}),
+        "refused": AttemptSummary.parse({"usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+                                                   "source": "stream", "session_id": "s-refused",
+                                                   "refused": refused("x3", "x4", status=401, kind="auth")}}),
+        # an agent that also lists a refused call among its request ids: still not expected
+        "listed": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.01, "request_ids": ["b1", "x5"],
+                                                  "refused": refused("x5")}}),
+        # a provider that did bill a refusal: the charge is this attempt's, not a stranger's
+        "billed": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.01, "request_ids": ["c1"],
+                                                  "refused": refused("x6", status=503, kind="overloaded")}})}
+    export = UsageExport("csv", (Charge(("a1",), 0.01), Charge(("a2",), 0.01), Charge(("b1",), 0.01),
+                                 Charge(("c1",), 0.01), Charge(("x6",), 0.002)))
+    out, unclaimed, _ = reconcile([row("retried", 0.02), row("refused", 0.0), row("listed", 0.01),
+                                   row("billed", 0.01)], summaries, export)
+    assert out["retried"].status == "settled" and out["retried"].settled_usd == pytest.approx(0.02)
+    assert "2 refused call(s), not billed" in out["retried"].detail
+    assert out["refused"].status == "n/a" and out["refused"].settled_usd is None, out["refused"]
+    assert out["listed"].status == "settled" and out["listed"].settled_usd == pytest.approx(0.01)
+    assert out["billed"].status == "settled" and out["billed"].settled_usd == pytest.approx(0.012)
+    assert unclaimed == 0
+    # Before the refusals were kept apart, the same ids among the request ids made each missing.
+    lumped = {"retried": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02,
+                                                         "request_ids": ["a1", "a2", "x1", "x2"]}}),
+              "refused": AttemptSummary.parse({"usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+                                                         "source": "stream", "request_ids": ["x3", "x4"]}})}
+    before, _, _ = reconcile([row("retried", 0.02), row("refused", 0.0)], lumped, export)
+    assert before["retried"].status == before["refused"].status == "missing"
