@@ -17,6 +17,7 @@ The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import re
 from typing import Any
@@ -250,7 +251,79 @@ def _error(message: str, run: CliRun) -> Any:
     m = _STATUS.search(message)
     if m is None and "high demand" in message:  # how Codex prints the API's 500
         return error_from(None, f"server error: {message}", run).model_copy(update={"type": "server_error"})
-    return error_from(int(m.group(1)) if m else None, message, run)
+    zone = _zone(run.sessions)
+    error = error_from(int(m.group(1)) if m else None, message, run, zone=zone)
+    if error.type != "usage_limit":
+        return error
+    exact = _limit_reset(run.sessions, error.reset_at, run.now)
+    if exact is None or exact == error.reset_at:
+        return error
+    return error.model_copy(update={"reset_at": exact, "retry_after": max(0.0, exact - run.now)})
+
+
+#: The zone Codex tells its model it is in (the rollout's environment context): the zone it
+#: prints a reset time in.
+_TIMEZONE = re.compile(r"<timezone>([A-Za-z0-9_+/-]+)</timezone>")
+
+
+def _zone(sessions: tuple[tuple[str, str], ...]) -> str | None:
+    for _, text in sessions:
+        m = _TIMEZONE.search(text)
+        if m is not None:
+            return m.group(1)
+    return None
+
+
+def _windows(sessions: tuple[tuple[str, str], ...]) -> list[tuple[float, float]]:
+    """(used percent, reset epoch) of each rate-limit window in the rollout's last snapshot: a
+    ``token_count`` event's ``rate_limits`` (``{"primary": {"used_percent", "window_minutes",
+    "resets_at"}, "secondary": ...}``, the epoch from the ``x-codex-primary-reset-at`` headers:
+    codex-rs/codex-api/src/rate_limits.rs; ``resets_in_seconds`` from the event's time in older
+    versions)."""
+    last: list[tuple[float, float]] = []
+    for _, text in sorted(sessions):
+        for line in text.splitlines():
+            entry = _json(line) if "rate_limits" in line else None
+            payload = entry.get("payload") if entry is not None else None
+            limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+            if not isinstance(limits, dict):
+                continue
+            found = []
+            for window in (limits.get("primary"), limits.get("secondary")):
+                if not isinstance(window, dict) or not isinstance(window.get("used_percent"), int | float):
+                    continue
+                at = window.get("resets_at")
+                if not isinstance(at, int | float) and isinstance(window.get("resets_in_seconds"), int | float):
+                    at = _epoch(entry.get("timestamp") if entry is not None else None, window["resets_in_seconds"])
+                if isinstance(at, int | float):
+                    found.append((float(window["used_percent"]), float(at)))
+            if found:
+                last = found
+    return last
+
+
+def _epoch(stamp: object, seconds: float) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() + seconds
+    except ValueError:
+        return None
+
+
+def _limit_reset(sessions: tuple[tuple[str, str], ...], printed: float | None, now: float) -> float | None:
+    """The exact second a usage limit resets, from the rollout's rate-limit snapshot, preferred to
+    the printed minute: the latest reset of a window it used up (100 %); else the window whose reset
+    falls in the printed minute; else, nothing printed ("Try again later."), the latest one ahead."""
+    windows = _windows(sessions)
+    spent = [at for used, at in windows if used >= 100]
+    if spent:
+        return max(spent)
+    if printed is not None:
+        same = [at for _, at in windows if printed - 60 <= at <= printed]
+        return max(same) if same else printed
+    ahead = [at for _, at in windows if at > now]
+    return max(ahead) if ahead else None
 
 
 #: The token counts Codex writes in a ``turn.completed``'s ``usage`` and a session file's

@@ -483,3 +483,72 @@ def test_codex_keeps_each_refused_call_with_its_id_and_class_apart_from_the_bill
     assert out["a"].status == "n/a", out["a"]
     # the WebSocket's 404s (no request id) and the "high demand" 500s (none printed) add nothing
     assert adapter("codex").translate(_codex("500")).usage.refused == []  # type: ignore[union-attr]
+
+
+def test_codex_usage_limit_reset_times_as_it_prints_them() -> None:
+    """Codex prints a usage limit's reset in its local zone, unnamed (codex-rs/core/src/error.rs,
+    ``format_retry_timestamp``): "%-I:%M %p" the same day, "%b %-d<suffix>, %Y %-I:%M %p" another."""
+    plus = ("You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing), visit "
+            "https://chatgpt.com/codex/settings/usage to purchase more credits or try again at 6:54 PM.")
+    assert reset_time(plus, NOW) == dt.datetime(2026, 11, 30, 18, 55, tzinfo=dt.UTC).timestamp()
+    other = "You've hit your usage limit. Try again at Jul 9th, 2027 1:47 AM."
+    assert reset_time(other, NOW) == dt.datetime(2027, 7, 9, 1, 48, tzinfo=dt.UTC).timestamp()
+    for day, suffix in ((1, "st"), (2, "nd"), (3, "rd"), (11, "th"), (22, "nd")):
+        text = f"You've hit your usage limit. Try again at Dec {day}{suffix}, 2026 12:05 AM."
+        assert reset_time(text, NOW) == dt.datetime(2026, 12, day, 0, 6, tzinfo=dt.UTC).timestamp(), text
+    # In the CLI's own zone, where its rollout says it (the model is told "<timezone>...</timezone>").
+    assert reset_time(plus, NOW, "Europe/Paris") == dt.datetime(2026, 11, 30, 17, 55, tzinfo=dt.UTC).timestamp()
+    assert reset_time("You've hit your usage limit. Try again later.", NOW) is None
+
+
+def _usage_limit_run(message: str, rollout: str = "") -> CliRun:
+    lines = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+             {"type": "error", "message": message}, {"type": "turn.failed", "error": {"message": message}}]
+    return CliRun(stdout="\n".join(json.dumps(e) for e in lines), stderr="", exit_code=1, timed_out=False,
+                  duration_sec=3, now=NOW, sessions=(("2026/11/30/rollout.jsonl", rollout),) if rollout else ())
+
+
+def _rate_limits(primary: tuple[float, float], secondary: tuple[float, float] | None = None) -> str:
+    """A rollout's ``token_count`` event with Codex's rate-limit snapshot (codex-rs/codex-api/src/
+    rate_limits.rs: ``RateLimitWindow {used_percent, window_minutes, resets_at}``)."""
+    def window(w: tuple[float, float], minutes: int) -> dict[str, object]:
+        return {"used_percent": w[0], "window_minutes": minutes, "resets_at": int(w[1])}
+    limits: dict[str, object] = {"primary": window(primary, 300)}
+    if secondary is not None:
+        limits["secondary"] = window(secondary, 10080)
+    told = "<environment_context>\n  <timezone>Etc/UTC</timezone>\n</environment_context>"
+    context = {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": told}]}}
+    event = {"timestamp": "2026-11-30T15:00:00.000Z", "type": "event_msg",
+             "payload": {"type": "token_count", "info": None, "rate_limits": limits}}
+    return "\n".join(json.dumps(e) for e in (context, event))
+
+
+def test_codex_usage_limit_is_read_from_the_message_and_the_exact_second_from_its_session() -> None:
+    """Issue 54 item 2: the account cools until the reset, not 60 s; the rollout's snapshot gives
+    the second (the printed time drops it), and the window it used up wins over the other."""
+    at = dt.datetime(2026, 11, 30, 18, 54, 37, tzinfo=dt.UTC).timestamp()
+    message = "You've hit your usage limit. Try again at 6:54 PM."
+    error = adapter("codex").translate(_usage_limit_run(message)).error
+    assert error is not None and error.type == "usage_limit" and error.reset_at == at - 37 + 60
+    assert error.retry_after == pytest.approx(at - 37 + 60 - NOW)
+    # the snapshot's window that resets in the printed minute: its exact second
+    error = adapter("codex").translate(_usage_limit_run(message, _rate_limits((80, at), (40, at + 86400)))).error
+    assert error is not None and error.reset_at == at and error.retry_after == pytest.approx(at - NOW)
+    # the weekly window used up: its reset, days later than the 5-hour one the message may name
+    week = at + 3 * 86400
+    error = adapter("codex").translate(_usage_limit_run(message, _rate_limits((80, at), (100, week)))).error
+    assert error is not None and error.reset_at == week
+    # "Try again later." (no time printed): the latest window reset ahead
+    error = adapter("codex").translate(_usage_limit_run("You've hit your usage limit. Try again later.",
+                                                        _rate_limits((99, at), (50, week)))).error
+    assert error is not None and error.type == "usage_limit" and error.reset_at == week
+    # what the account learns from it: cooled until the reset
+    from ray_bench.evidence.catalog import Catalog
+    from ray_bench.evidence.classify import classify
+    from ray_bench.models.attempt import AttemptSummary
+    error = adapter("codex").translate(_usage_limit_run(message, _rate_limits((100, at)))).error
+    summary = AttemptSummary.model_validate({"agent_error": error.model_dump(), "agent_kind": "codex",  # type: ignore[union-attr]
+                                             "finished_at": NOW, "started_at": NOW - 3})
+    verdict = classify(summary, Catalog.default())
+    assert verdict.effect == "rate_limited" and verdict.retry_after == pytest.approx(at - NOW)
