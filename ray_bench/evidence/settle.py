@@ -86,6 +86,11 @@ class Settlement:
         """Attempts of known cost whose estimate is only a lower bound."""
         return sum(1 for a in self.attempts.values() if a.lower_bound and a.estimated_usd is not None)
 
+    def charged(self) -> dict[str, float]:
+        """attempt id -> the provider's charge, for the attempts this settled (what every reader
+        counts instead of the estimate: the report, ``status``)."""
+        return {k: a.settled_usd or 0.0 for k, a in self.attempts.items() if a.status == "settled"}
+
     @property
     def complete(self) -> bool:
         """Every attempt that spent money is settled."""

@@ -370,3 +370,33 @@ def test_refused_calls_are_kept_but_never_expected_on_a_bill() -> None:
                                                          "source": "stream", "request_ids": ["x3", "x4"]}})}
     before, _, _ = reconcile([row("retried", 0.02), row("refused", 0.0)], lumped, export)
     assert before["retried"].status == before["refused"].status == "missing"
+
+
+def test_status_shows_the_settled_spend_after_settlement(tmp_path: Path) -> None:
+    """Issue 54 item 12: once settled, ``status`` counts the provider's charges (not the agents'
+    estimates) for the attempts the settlement settled, and says so beside the estimate."""
+    from ray_bench.status.read import read_status
+    from ray_bench.status.text import status_lines
+
+    root = first_run(tmp_path)
+    plan, identity = load_plan_file(root / "launch-plan.json")
+    ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
+    try:  # the driver's session around the attempts, so that status reads it as finished
+        ledger.event("run_started", {"options": {}}, now=1.0)
+        ledger.event("run_finished", {"stopped": None}, now=2.0)
+    finally:
+        ledger.close()
+    ids = _charged(root)
+    before = read_status(root)
+    assert before.settled_attempts == 0 and before.estimated_usd is None
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"req_{a},0.5\n" for a in ids[2:]))  # two unbilled yet
+    settle_run(root, export, by="fin")
+    after = read_status(root)
+    estimates = {a.attempt_id: a.cost_usd for a in Ledger.open_readonly(root).attempts()}
+    unsettled = sum(estimates[a] or 0.0 for a in estimates if a not in ids[2:])
+    assert after.settled_attempts == 15 and after.estimated_usd == pytest.approx(before.spend_usd)
+    assert after.spend_usd == pytest.approx(15 * 0.5 + unsettled)
+    assert after.to_json()["spend_usd"] == pytest.approx(15 * 0.5 + unsettled, abs=1e-4)
+    line = next(ln for ln in status_lines(after) if ln.startswith("spend:"))
+    assert f"${15 * 0.5 + unsettled:.2f}" in line and "settled by the provider's charges for 15 of" in line, line
