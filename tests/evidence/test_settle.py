@@ -171,15 +171,20 @@ def test_an_empty_or_foreign_export_is_refused_and_writes_nothing(tmp_path: Path
     assert _events(root) == before and read_settlement(root) == first  # the good one still counts
 
 
-def _promoted(tmp_path: Path) -> Path:
-    root = first_run(tmp_path)
+def _session(root: Path) -> None:
+    """The driver's session around the attempts, so that status reads the run as finished."""
     plan, identity = load_plan_file(root / "launch-plan.json")
     ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
-    try:  # the driver's session around the attempts, so that status reads it as finished
+    try:
         ledger.event("run_started", {"options": {}}, now=1.0)
         ledger.event("run_finished", {"stopped": None}, now=2.0)
     finally:
         ledger.close()
+
+
+def _promoted(tmp_path: Path) -> Path:
+    root = first_run(tmp_path)
+    _session(root)
     for cell in ("count-words/mcp/1", "count-words/mcp/2", "fizzbuzz/baseline/2"):
         CliRunner().invoke(app, ["exclude", str(root), "--cell", cell, "--reason", "broken", "--by", "ana"])
     assert promote_run(root, reason="all pairs", by="lead", audit=lambda _: 0).promoted
@@ -379,13 +384,7 @@ def test_status_shows_the_settled_spend_after_settlement(tmp_path: Path) -> None
     from ray_bench.status.text import status_lines
 
     root = first_run(tmp_path)
-    plan, identity = load_plan_file(root / "launch-plan.json")
-    ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
-    try:  # the driver's session around the attempts, so that status reads it as finished
-        ledger.event("run_started", {"options": {}}, now=1.0)
-        ledger.event("run_finished", {"stopped": None}, now=2.0)
-    finally:
-        ledger.close()
+    _session(root)
     ids = _charged(root)
     before = read_status(root)
     assert before.settled_attempts == 0 and before.estimated_usd is None
