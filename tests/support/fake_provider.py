@@ -331,12 +331,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 data: object = {"type": "error", "error": {"type": etype, "message": message},
                                 "request_id": request_id}
             elif api == "openai":
-                code = {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status, "server_error")
-                if answer.kind == "usage_limit":
-                    code = "usage_limit_reached"
-                data = {"error": {"type": code, "code": code, "message": message,
-                                  **({"resets_at": int(answer.reset_at or time.time() + 3600)}
-                                     if answer.kind == "usage_limit" else {})}}
+                status, data, headers = _openai_error(answer, request_id)
             self._json(status, data, headers)
 
         def _anthropic(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
@@ -414,7 +409,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                                                "item": item}),
                 ("response.completed", {"type": "response.completed", "response": {
                     **base, "status": "completed", "output": [item], "usage": usage}}),
-            ], {"x-request-id": request_id})
+            ], {**_openai_headers(request_id), "openai-processing-ms": "412"})
 
         def _gemini(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
             """A ``GenerateContentResponse`` as the Gemini API sends it: the candidate (text, or a
@@ -479,3 +474,67 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                                           **({"details": details} if details else {})}})
 
     return Handler
+
+
+#: The OpenAI API's per-minute limits as its headers state them on every answer
+#: (https://platform.openai.com/docs/guides/rate-limits, "Rate limits in headers").
+_OPENAI_RPM, _OPENAI_TPM = 500, 30000
+
+
+def _openai_headers(request_id: str, *, remaining_requests: int = _OPENAI_RPM - 1,
+                    remaining_tokens: int = _OPENAI_TPM - 1200, reset_requests: str = "120ms",
+                    reset_tokens: str = "2.4s") -> dict[str, str]:
+    """What api.openai.com sends with every answer, a refusal too: the request id (``x-request-id``,
+    the id Codex prints in its errors: codex-rs/core/src/api_bridge.rs ``extract_request_id``), its
+    version, and the rate-limit state."""
+    return {"x-request-id": request_id, "openai-version": "2020-10-01",
+            "x-ratelimit-limit-requests": str(_OPENAI_RPM), "x-ratelimit-limit-tokens": str(_OPENAI_TPM),
+            "x-ratelimit-remaining-requests": str(remaining_requests),
+            "x-ratelimit-remaining-tokens": str(remaining_tokens),
+            "x-ratelimit-reset-requests": reset_requests, "x-ratelimit-reset-tokens": reset_tokens}
+
+
+def _openai_error(answer: Answer, request_id: str) -> tuple[int, object, dict[str, str]]:
+    """An OpenAI API refusal as it answers one: ``{"error": {"message", "type", "param", "code"}}``
+    with its status (https://developers.openai.com/docs/guides/error-codes; the openai-python
+    client reads ``error.code`` / ``error.type``), and its headers. ``usage_limit`` is a ChatGPT
+    login's plan limit as the Codex backend answers it: 429 ``{"error": {"type":
+    "usage_limit_reached", "plan_type", "resets_at", "resets_in_seconds"}}`` with the
+    ``x-codex-primary-*`` / ``x-codex-secondary-*`` windows (codex-rs/core/src/api_bridge.rs
+    ``UsageErrorBody``; codex-rs/codex-api/src/rate_limits.rs ``parse_rate_limit``): Codex prints
+    "You've hit your usage limit. ... try again at <time>." from it."""
+    headers = _openai_headers(request_id)
+    if answer.kind == "rate_limit":
+        headers |= _openai_headers(request_id, remaining_tokens=0, reset_tokens=f"{answer.retry_after}s") | {
+            "retry-after": str(answer.retry_after)}
+        return 429, {"error": {
+            "message": f"Rate limit reached for gpt-5 in organization org-fake on tokens per min (TPM): Limit "
+                       f"{_OPENAI_TPM}, Used {_OPENAI_TPM}, Requested 1200. Please try again in {answer.retry_after}s. "
+                       "Visit https://platform.openai.com/account/rate-limits to learn more.",
+            "type": "tokens", "param": None, "code": "rate_limit_exceeded"}}, headers
+    if answer.kind == "usage_limit":
+        reset = int(answer.reset_at or time.time() + 3600)
+        window = {"five_hour": "primary", "seven_day": "secondary"}[answer.window]
+        other = "secondary" if window == "primary" else "primary"
+        headers |= {f"x-codex-{window}-used-percent": "100.0",
+                    f"x-codex-{window}-window-minutes": "300" if window == "primary" else "10080",
+                    f"x-codex-{window}-reset-at": str(reset),
+                    f"x-codex-{other}-used-percent": "42.0",
+                    f"x-codex-{other}-window-minutes": "10080" if window == "primary" else "300",
+                    f"x-codex-{other}-reset-at": str(reset + 86400 if window == "primary" else reset - 3600)}
+        return 429, {"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached",
+                               "plan_type": "plus", "resets_at": reset,
+                               "resets_in_seconds": max(0, reset - int(time.time()))}}, headers
+    status, message, etype, code = {
+        "unauthorized": (401, "Incorrect API key provided: sk-test-****6789. You can find your API key at "
+                         "https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key"),
+        "expired": (401, "Provided authentication token is expired. Please try signing in again.",
+                    "invalid_request_error", "token_expired"),
+        "forbidden": (403, "Country, region, or territory not supported", "request_forbidden",
+                      "unsupported_country_region_territory"),
+        "server_error": (500, "The server had an error while processing your request. Sorry about that!",
+                         "server_error", None),
+        "overloaded": (503, "The server is overloaded, please try again later.", "service_unavailable_error",
+                       "server_is_overloaded"),
+    }[answer.kind]
+    return status, {"error": {"message": message, "type": etype, "param": None, "code": code}}, headers
