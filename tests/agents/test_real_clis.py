@@ -406,17 +406,19 @@ def test_claude_code_cancelled_mid_run_records_what_was_served(tmp_path: Path) -
 
 
 def test_codex_through_every_answer_of_the_openai_api(tmp_path: Path) -> None:
-    """The real Codex against the OpenAI fake answering as the API does (its error bodies and
-    headers: tests/support/fake_provider.py ``_openai_error``): a success, a usage limit with its
+    """The real Codex against the OpenAI fake answering as the API does (over the Responses
+    WebSocket first, over HTTPS after a fallback; its error bodies and headers:
+    tests/support/fake_provider.py ``_openai_error``): a success, a usage limit with its
     reset (the Codex backend's 429), a rate limit, 5xx, a bad key and a timeout while working. Each
     lands in the class the scheduler acts on, with usage, request ids and refusals as served (#54)."""
     _needs("codex")
     catalog = Catalog.default()
     reset = int(time.time()) + 3 * 86400 + 1234
 
-    def run(sub: str, answers: list[Answer], timeout: float = 90.0,
-            default: Answer | None = None) -> tuple[AttemptSummary, FakeProvider]:
+    def run(sub: str, answers: list[Answer], timeout: float = 90.0, default: Answer | None = None,
+            websocket: bool = True) -> tuple[AttemptSummary, FakeProvider]:
         with FakeProvider(default=default) as fake:
+            fake.websocket = websocket
             fake.then(*answers)
             return _attempt(tmp_path / sub, "codex", "gpt-5", {"OPENAI_BASE_URL": f"{fake.url}/v1"}, timeout), fake
 
@@ -426,11 +428,18 @@ def test_codex_through_every_answer_of_the_openai_api(tmp_path: Path) -> None:
     (ok, ok_fake), (limit, limit_fake), (e429, f429), (e500, f500), (e401, f401), (cut, cut_fake) = _parallel(
         lambda: run("ok", [Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100)]),
         lambda: run("limit", [Answer(kind="usage_limit", reset_at=reset, window="seven_day")] * 3),
-        lambda: run("429", [Answer(kind="rate_limit", retry_after=1)] * 2),
+        lambda: run("429", [Answer(kind="rate_limit", retry_after=1)] * 2, websocket=False),  # over HTTPS
         lambda: run("500", [Answer(kind="server_error")] * 2),
         lambda: run("401", [Answer(kind="unauthorized")] * 10),
         lambda: run("cut", [], timeout=25.0, default=sleep))
     assert classify(ok, catalog).valid and ok.to_json()["usage"]["request_ids"] == ok_fake.served.response_ids
+    # Over the Responses WebSocket, as Codex uses the real API first: its startup prewarm
+    # (``generate: false``) and then the turn, one ``response.create`` frame each; one answer billed.
+    frames = [r["body"] for r in ok_fake.requests if r["method"] == "WS"]
+    assert [f.get("generate") for f in frames] == [False, None] and ok_fake.served.answers == 1, frames
+    assert not [r for r in ok_fake.requests if r["method"] == "POST"]  # no fallback to HTTPS
+    # The 429s went over HTTPS (the WebSocket refused, 404): Codex fell back, as before.
+    assert [r for r in f429.requests if r["method"] == "POST"]
     # The usage limit: not retried, the reset read to the second (the printed minute, or the
     # rollout's snapshot), and the account cooled until then.
     err = limit.to_json()["agent_error"]
