@@ -246,9 +246,13 @@ def quote(value: str) -> str:
 _RESET_EPOCH = re.compile(r"limit reached\|(\d{9,11})", re.IGNORECASE)
 #: Claude Code prints a reset as ``toLocaleTimeString`` in its own zone: "resets 6:33pm (UTC)",
 #: "resets 10pm (UTC)" (no minutes when they are 0), and past 24 hours away with the date:
-#: "resets Dec 4, 5:56pm (UTC)", "resets Dec 4, 2027, 6pm (UTC)" in another year.
+#: "resets Dec 4, 5:56pm (UTC)", "resets Dec 4, 2027, 6pm (UTC)" in another year. Codex prints
+#: its usage limit's reset in its local zone, unnamed, as ``%-I:%M %p`` the same day ("... or try
+#: again at 6:54 AM.") and ``%b %-d{st|nd|rd|th}, %Y %-I:%M %p`` another day ("Try again at Jul 9th,
+#: 2026 1:47 AM."): codex-rs/core/src/error.rs, ``UsageLimitReachedError`` / ``format_retry_timestamp``.
 _RESET_CLOCK = re.compile(
-    r"resets?\s+(?:at\s+)?(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2}),?"
+    r"(?:resets?\s+(?:at\s+)?|try again at\s+)"
+    r"(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?"
     r"\s+(?:(?P<year>\d{4}),?\s+)?)?(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<half>am|pm)?"
     r"\s*(?:\((?P<zone>[^)]+)\))?", re.IGNORECASE)
 #: A relative reset: "resets in 2h 5m", "resets in 45s".
@@ -257,11 +261,12 @@ _UNIT_SEC = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
-def reset_time(text: str, now: float) -> float | None:
+def reset_time(text: str, now: float, zone: str | None = None) -> float | None:
     """The epoch second a usage-limit message says the window resets at, never earlier than
     it does: an epoch after a ``|``; a span from ``now`` (plus one of its smallest unit, which
     the CLI rounds away); or a wall-clock time, with its date if printed, in the zone printed
-    (UTC if none or unknown), at the END of the printed minute (the CLI drops the seconds)."""
+    (else ``zone``, the CLI's own where its records say it; UTC if none or unknown), at the END
+    of the printed minute (the CLI drops the seconds). The one reader every adapter uses."""
     m = _RESET_EPOCH.search(text)
     if m is not None:
         return float(m.group(1))
@@ -279,9 +284,9 @@ def reset_time(text: str, now: float) -> float | None:
         hour = 0
     if hour > 23 or minute > 59:
         return None
-    zone = (m["zone"] or "UTC").strip()
+    name = (m["zone"] or zone or "UTC").strip()
     try:
-        tz: dt.tzinfo = ZoneInfo(zone)
+        tz: dt.tzinfo = ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         tz = dt.UTC
     local = dt.datetime.fromtimestamp(now, tz)
@@ -302,14 +307,14 @@ def reset_time(text: str, now: float) -> float | None:
 
 
 def error_from(status: int | None, message: str, run: CliRun, *, reset_at: float | None = None,
-               retry_after: float | None = None) -> AgentError:
+               retry_after: float | None = None, zone: str | None = None) -> AgentError:
     """One mapping from a provider's status and message to the error contract, shared by the
     adapters: 429 with a reset time (or a usage-limit message) is a subscription window,
     other 429s a rate limit, 529/503 overload, other 5xx server errors, 401/403 credentials."""
     text = message.strip()[:500] or f"HTTP {status}"
     low = text.lower()
     if reset_at is None and (status == 429 or "limit" in low):
-        reset_at = reset_time(text, run.now)
+        reset_at = reset_time(text, run.now, zone)
     usage_limit = reset_at is not None or any(w in low for w in ("usage limit", "usage_limit", "session limit",
                                                                   "weekly limit", "hit your limit"))
     if status == 429 or usage_limit or "rate limit" in low or "rate_limit" in low:
@@ -326,6 +331,18 @@ def error_from(status: int | None, message: str, run: CliRun, *, reset_at: float
     if status is not None and status >= 500:
         return AgentError(type="server_error", message=text, status=status)
     return AgentError(type="agent", message=text, status=status)
+
+
+def working_when_cut(run: CliRun, *, answered: bool, retrying: bool) -> bool:
+    """The one rule, for every adapter, on a CLI its timeout cut without a result: when the model
+    had answered it at least once and it was not retrying a failed call at the cut, it was
+    working (its own tool running, or its next call under way): the agent's outcome, which the
+    verifier scores, so no error is reported and the row is valid, flagged ``agent_timeout``
+    (:mod:`ray_bench.evidence.classify`). A call under way makes its usage a lower bound
+    (:meth:`~ray_bench.models.agent.Usage.bounded`), never its class. Cut before any answer
+    (a provider that never answered) or inside a retry loop is the provider's: ``no_answer``
+    (:func:`silent`) or the class of what it was retrying, which does not use up the cell."""
+    return run.timed_out and answered and not retrying
 
 
 def silent(run: CliRun, name: str) -> AgentError:

@@ -34,6 +34,7 @@ from ray_bench.agents.base import (
     signature,
     silent,
     stopped_in_turn,
+    working_when_cut,
     wrap,
 )
 from ray_bench.models.agent import AgentReport, McpServer, Usage
@@ -97,9 +98,7 @@ class ClaudeCode(AgentAdapter):
         retrying when it was cut."""
         retry = record.retry
         usage = stopped_in_turn(record.usage(), run, turn_ended=record.turn_ended)
-        if run.timed_out and record.messages and retry is None and not record.call_under_way:
-            # Its timeout came while its own tool ran (or the model was still answering): not a
-            # provider that went silent but the agent's outcome, which the verifier scores.
+        if working_when_cut(run, answered=bool(record.messages), retrying=retry is not None):
             return AgentReport(usage=usage)
         error = silent(run, self.name)
         if retry is not None and retry.after_last_answer and error.type != "cli_missing":

@@ -7,6 +7,9 @@ Its stdout is one JSON event per line (read from the real CLI against the fake p
 "cache_write_input_tokens", "output_tokens", "reasoning_output_tokens"}}`` (the cache writes:
 0.171.0, not every version); trouble is ``{"type": "error", "message": ...}`` (also for
 retries: "Reconnecting... 2/5 (...)") and ``{"type": "turn.failed", "error": {"message": ...}}``.
+Interrupted or killed mid-turn it prints nothing more: its JSON processor emits no event for an
+interrupted turn (codex-rs/exec/src/event_processor_with_jsonl_output.rs, ``TurnStatus::Interrupted``)
+and a SIGTERM ends it where it is.
 The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 ``openai_base_url`` setting (the CLI no longer reads the variable itself).
 """
@@ -14,6 +17,7 @@ The CLI does not report cost. ``OPENAI_BASE_URL`` in the agent's env becomes the
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import re
 from typing import Any
@@ -33,9 +37,10 @@ from ray_bench.agents.base import (
     signature,
     silent,
     stopped_in_turn,
+    working_when_cut,
     wrap,
 )
-from ray_bench.models.agent import AgentReport, McpServer, Usage
+from ray_bench.models.agent import AgentReport, McpServer, RefusedCall, Usage
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504|529)\b")
 #: Codex tries the Responses API over a WebSocket first; when the server refuses it (a 404 on
@@ -66,6 +71,13 @@ class Codex(AgentAdapter):
 
     def translate(self, run: CliRun) -> AgentReport:
         events = [e for e in (_json(line) for line in run.stdout.splitlines()) if e is not None]
+        report = self._translate(run, events)
+        refused = _refused(events, run)
+        if report.usage is None or not refused:
+            return report
+        return report.model_copy(update={"usage": report.usage.model_copy(update={"refused": refused})})
+
+    def _translate(self, run: CliRun, events: list[dict[str, Any]]) -> AgentReport:
         responses = _responses(run.sessions)
         usage = _usage(events)
         if usage is not None:
@@ -80,7 +92,7 @@ class Codex(AgentAdapter):
         # No turn finished: cut by its timeout or the watchdog, or crashed. What its responses
         # spent is in the session file; the trouble it was retrying, in its last error event.
         errors = _errors(events)
-        last = errors[-1] if errors else ""
+        last = errors[-1][1] if errors else ""
         status = _STATUS.search(last)
         refused = status is not None or "high demand" in last
         # Stopped by the harness with its turn unfinished: a call may follow the SIGTERM (no
@@ -88,6 +100,10 @@ class Codex(AgentAdapter):
         report_usage = stopped_in_turn(_session_usage(events, responses, refused=refused), run)
         if errors and not run.cut:
             return AgentReport(usage=report_usage, error=_error(last, run))
+        answered = _last_answer(events)
+        if working_when_cut(run, answered=answered is not None or bool(responses),
+                            retrying=bool(errors) and errors[-1][0] > (answered if answered is not None else -1)):
+            return AgentReport(usage=report_usage)
         error = silent(_quiet(run), self.name)
         if refused and error.type != "cli_missing":
             error = _error(f"{self.name} was retrying when it ended: {last[:300]}", run)
@@ -181,14 +197,48 @@ def _transport(event: dict[str, Any]) -> bool:
     return isinstance(text, str) and (_FALLBACK in text or bool(_WS_URL.search(text)))
 
 
-def _errors(events: list[dict[str, Any]]) -> list[str]:
-    """The run's error messages, in order, without its WebSocket attempt once it fell back to
-    HTTPS: those retries are the transport's, not the attempt's, and never its ``last:`` error
-    when it later succeeded or failed for another reason (still trying the WebSocket when cut,
-    they are all it said, and kept)."""
+def _errors(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """The run's error messages with their place in ``events``, in order, without its WebSocket
+    attempt once it fell back to HTTPS: those retries are the transport's, not the attempt's, and
+    never its ``last:`` error when it later succeeded or failed for another reason (still trying
+    the WebSocket when cut, they are all it said, and kept)."""
     fell_back = any(_FALLBACK in str((e.get("item") or {}).get("message") or "") for e in events
                     if e.get("type") == "item.completed" and isinstance(e.get("item"), dict))
-    return [str(e.get("message")) for e in events if e.get("type") == "error" and not (fell_back and _transport(e))]
+    return [(n, str(e.get("message"))) for n, e in enumerate(events)
+            if e.get("type") == "error" and not (fell_back and _transport(e))]
+
+
+def _last_answer(events: list[dict[str, Any]]) -> int | None:
+    """The place of the run's last event that only a model's answer makes: an item started or
+    completed that is not the CLI's own notice (``"type": "error"`` items: a model's metadata not
+    found, the WebSocket fallback). None: the model never answered."""
+    answers = [n for n, e in enumerate(events) if e.get("type") in ("item.started", "item.updated", "item.completed")
+               and isinstance(e.get("item"), dict) and e["item"].get("type") not in (None, "error")]
+    return answers[-1] if answers else None
+
+
+#: How Codex names a refused call's request id in its errors (codex-rs/core/src/error.rs:
+#: ``UnexpectedResponseError`` and ``RetryLimitReachedError`` end with ", request id: {id}", the
+#: id from the ``x-request-id`` header, or ``cf-ray`` / ``x-oai-request-id``: api_bridge.rs).
+_REQUEST_ID = re.compile(r"request id: ([A-Za-z0-9][A-Za-z0-9_.:-]*[A-Za-z0-9])")
+
+
+def _refused(events: list[dict[str, Any]], run: CliRun) -> list[RefusedCall]:
+    """The calls the provider refused, each once, from Codex's error events and failed turn
+    (its retries print each refusal's request id: "Reconnecting... 2/5 (unexpected status 401
+    Unauthorized: ..., request id: req_...)"): an HTTP status and no answer, so not billed."""
+    texts = [str(e.get("message") or "") for e in events if e.get("type") == "error"]
+    texts += [str((e.get("error") or {}).get("message") or "") for e in events
+              if e.get("type") == "turn.failed" and isinstance(e.get("error"), dict)]
+    out: dict[str, RefusedCall] = {}
+    for text in texts:
+        found, status = _REQUEST_ID.search(text), _STATUS.search(text)
+        if found is None or found.group(1) in out or (status is None and "high demand" not in text):
+            continue
+        error = _error(text, run)
+        out[found.group(1)] = RefusedCall(request_id=found.group(1), type=error.type,
+                                          status=int(status.group(1)) if status else 500)
+    return list(out.values())
 
 
 def _quiet(run: CliRun) -> CliRun:
@@ -201,7 +251,79 @@ def _error(message: str, run: CliRun) -> Any:
     m = _STATUS.search(message)
     if m is None and "high demand" in message:  # how Codex prints the API's 500
         return error_from(None, f"server error: {message}", run).model_copy(update={"type": "server_error"})
-    return error_from(int(m.group(1)) if m else None, message, run)
+    zone = _zone(run.sessions)
+    error = error_from(int(m.group(1)) if m else None, message, run, zone=zone)
+    if error.type != "usage_limit":
+        return error
+    exact = _limit_reset(run.sessions, error.reset_at, run.now)
+    if exact is None or exact == error.reset_at:
+        return error
+    return error.model_copy(update={"reset_at": exact, "retry_after": max(0.0, exact - run.now)})
+
+
+#: The zone Codex tells its model it is in (the rollout's environment context): the zone it
+#: prints a reset time in.
+_TIMEZONE = re.compile(r"<timezone>([A-Za-z0-9_+/-]+)</timezone>")
+
+
+def _zone(sessions: tuple[tuple[str, str], ...]) -> str | None:
+    for _, text in sessions:
+        m = _TIMEZONE.search(text)
+        if m is not None:
+            return m.group(1)
+    return None
+
+
+def _windows(sessions: tuple[tuple[str, str], ...]) -> list[tuple[float, float]]:
+    """(used percent, reset epoch) of each rate-limit window in the rollout's last snapshot: a
+    ``token_count`` event's ``rate_limits`` (``{"primary": {"used_percent", "window_minutes",
+    "resets_at"}, "secondary": ...}``, the epoch from the ``x-codex-primary-reset-at`` headers:
+    codex-rs/codex-api/src/rate_limits.rs; ``resets_in_seconds`` from the event's time in older
+    versions)."""
+    last: list[tuple[float, float]] = []
+    for _, text in sorted(sessions):
+        for line in text.splitlines():
+            entry = _json(line) if "rate_limits" in line else None
+            payload = entry.get("payload") if entry is not None else None
+            limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+            if not isinstance(limits, dict):
+                continue
+            found = []
+            for window in (limits.get("primary"), limits.get("secondary")):
+                if not isinstance(window, dict) or not isinstance(window.get("used_percent"), int | float):
+                    continue
+                at = window.get("resets_at")
+                if not isinstance(at, int | float) and isinstance(window.get("resets_in_seconds"), int | float):
+                    at = _epoch(entry.get("timestamp") if entry is not None else None, window["resets_in_seconds"])
+                if isinstance(at, int | float):
+                    found.append((float(window["used_percent"]), float(at)))
+            if found:
+                last = found
+    return last
+
+
+def _epoch(stamp: object, seconds: float) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() + seconds
+    except ValueError:
+        return None
+
+
+def _limit_reset(sessions: tuple[tuple[str, str], ...], printed: float | None, now: float) -> float | None:
+    """The exact second a usage limit resets, from the rollout's rate-limit snapshot, preferred to
+    the printed minute: the latest reset of a window it used up (100 %); else the window whose reset
+    falls in the printed minute; else, nothing printed ("Try again later."), the latest one ahead."""
+    windows = _windows(sessions)
+    spent = [at for used, at in windows if used >= 100]
+    if spent:
+        return max(spent)
+    if printed is not None:
+        same = [at for _, at in windows if printed - 60 <= at <= printed]
+        return max(same) if same else printed
+    ahead = [at for _, at in windows if at > now]
+    return max(ahead) if ahead else None
 
 
 #: The token counts Codex writes in a ``turn.completed``'s ``usage`` and a session file's

@@ -4,11 +4,12 @@ files are plain JSON, so the 3.11 side can read them too."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
-from ray_bench.models.agent import AgentError, AgentReport, CostBasis, Usage
+from ray_bench.models.agent import AgentError, AgentReport, CostBasis, RefusedCall, Usage
 
 #: The attempt directory's Harbor trial directory (Harbor's ``TrialPaths`` layout below it).
 HARBOR_DIR = "harbor"
@@ -18,6 +19,8 @@ CONTEXT_FILE = "agent-context.json"
 ERROR_FILE = "agent-error.json"
 #: Every provider request id the agent's model calls returned, one a line.
 REQUEST_IDS_FILE = "request-ids.txt"
+#: The calls the provider refused (an error status: not billed), one ``RefusedCall`` JSON a line.
+REFUSED_FILE = "refused-calls.jsonl"
 #: An installed agent's CLI as ray-bench's own adapter of it reads its output and sessions (the
 #: usage contract): the usage of a run Harbor's context could not total (the watchdog cut it).
 CLI_USAGE_FILE = "cli-usage.json"
@@ -48,6 +51,12 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
         usage = Usage(input_tokens=fresh, output_tokens=context.get("n_output_tokens"), cache_read_tokens=cached,
                       cache_write_tokens=None, cost_usd=cost, cost_basis=basis if cost is not None else None,
                       model=model, request_ids=request_ids, source="result")
+    refused = _refused(trial_dir / REFUSED_FILE)
+    if usage is None and refused:
+        # Refused throughout (every call an error status): no token was served or billed.
+        usage = Usage(model=model, turns=0, cost_usd=0.0, cost_basis="estimated", source="result")
+    if usage is not None and refused:
+        usage = usage.model_copy(update={"refused": refused})
     failure = _read(trial_dir / ERROR_FILE)
     error = None
     if failure.get("error"):
@@ -70,3 +79,11 @@ def _lines(path: Path) -> list[str]:
         return [line.strip() for line in path.read_text().splitlines() if line.strip()]
     except OSError:
         return []
+
+
+def _refused(path: Path) -> list[RefusedCall]:
+    out: list[RefusedCall] = []
+    for line in _lines(path):
+        with contextlib.suppress(ValueError):
+            out.append(RefusedCall.model_validate_json(line))
+    return out

@@ -32,6 +32,8 @@ from ray_bench.agents import adapter
 from ray_bench.agents.base import LiveEvent, LiveReader
 from ray_bench.agents.prices import estimate_usd
 from ray_bench.errors import SandboxError
+from ray_bench.models.agent import Usage as AgentUsage
+from ray_bench.models.attempt import Usage as AttemptUsage
 from ray_bench.models.attempt import WatchdogFacts
 from ray_bench.models.suite import Watchdog
 from ray_bench.sandboxes import ExecResult, ExecWatch, Sandbox
@@ -47,6 +49,43 @@ STAMP_DIR = "/tmp/.ray-bench-watchdog"
 _LOOK = ('mkdir -p "$2" || exit 0; if [ ! -f "$2/t" ]; then touch "$2/t"; echo RB-FIRST; exit 0; fi; '
          'touch "$2/n"; c=$(find "$1" -path "$2" -prune -o -newer "$2/t" -print 2>/dev/null | head -n 1); '
          'mv -f "$2/n" "$2/t"; if [ -n "$c" ]; then echo RB-CHANGED; else echo RB-SAME; fi')
+
+
+def past_bound(config: Watchdog, *, tokens: int | None = None,
+               spent_usd: float | None = None) -> tuple[str, str] | None:
+    """The executor role's bound an attempt passed, as (rule, message): ``token_bound`` past
+    ``max_tokens`` (fresh input + cache writes + output), ``spend_bound`` past ``max_spend_usd``
+    (its usage at list price). The one rule, held live and on the whole usage once it ended."""
+    if config.max_tokens is not None and tokens is not None and tokens > config.max_tokens:
+        return "token_bound", f"{tokens} tokens, past the arm's bound of {config.max_tokens}"
+    if config.max_spend_usd is not None and spent_usd is not None and spent_usd > config.max_spend_usd:
+        return "spend_bound", (f"${spent_usd:.4f} at list price, past the executor role's "
+                               f"max_spend_usd ${config.max_spend_usd:g}")
+    return None
+
+
+def bound_after(config: Watchdog | None, usage: AttemptUsage | None, model: str | None) -> WatchdogFacts | None:
+    """The role's bounds on an attempt's whole usage once it ended: what the live watch cannot
+    see (a ``command`` agent reports its usage only in ``usage.json`` at its end; a CLI may pass a
+    bound in its last answer as it exits). Past one, the attempt is the same ``role_bound``
+    failure as one stopped live, its verifier's reward not counted (it ran: ``verifier: ran``)."""
+    if config is None or usage is None or not usage.known:
+        return None
+    counts = usage.model_dump()
+    parts = [counts.get(k) for k in ("input_tokens", "cache_write_tokens", "output_tokens")]
+    tokens = sum(int(v) for v in parts if isinstance(v, int | float) and not isinstance(v, bool)) \
+        if any(isinstance(v, int | float) for v in parts) else None
+    try:
+        priced = estimate_usd(AgentUsage.model_validate(counts), model)
+    except ValueError:  # a hand-written usage.json the contract does not read
+        priced = None
+    spent = priced if priced is not None else usage.cost_usd
+    over = past_bound(config, tokens=tokens, spent_usd=spent)
+    if over is None:
+        return None
+    rule, message = over
+    return WatchdogFacts(rule=rule, message=f"{message} (its usage once it ended)", tokens=tokens, spent_usd=spent,
+                         verifier="ran")
 
 
 class Seen:
@@ -145,17 +184,14 @@ class DegenerationWatch(LineWatch):
             return
         if event.tokens is not None:
             self.tokens = event.tokens
-            bound = self.config.max_tokens
-            if bound is not None and event.tokens > bound:
-                self._fire("token_bound", f"{event.tokens} tokens, past the arm's bound of {bound}", [])
+            if (over := past_bound(self.config, tokens=event.tokens)) is not None:
+                self._fire(*over, [])
                 return
         if event.usage is not None:
             spent = estimate_usd(event.usage, self._model)
             self.spent_usd = spent if spent is not None else self.spent_usd
-            limit = self.config.max_spend_usd
-            if limit is not None and spent is not None and spent > limit:
-                self._fire("spend_bound", f"${spent:.4f} at list price, past the executor role's "
-                           f"max_spend_usd ${limit:g}", [])
+            if (over := past_bound(self.config, spent_usd=spent)) is not None:
+                self._fire(*over, [])
                 return
         if not self.config.degeneration:
             return

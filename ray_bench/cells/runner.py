@@ -34,7 +34,7 @@ from ray_bench.agents.harbor_evidence import HARBOR_DIR
 from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
-from ray_bench.agents.watchdog import Seen, run_agent
+from ray_bench.agents.watchdog import Seen, bound_after, run_agent
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.home_logins import tokens_in
 from ray_bench.cells.lifetime import lifetime_sec, step_setups
@@ -415,6 +415,7 @@ async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, 
         await run_steps(StepRun(sandbox, spec, task_dir, workdir, env, base_env, task_env, switch, redactor),
                         summary)
         await _collect_logs(sandbox, spec, redactor, summary, progress)
+        _held_to_bounds(spec, summary)
         return
 
     t = time.monotonic()
@@ -472,6 +473,19 @@ def _read_agent_record(summary: AttemptSummary, attempt_dir: Path) -> None:
     """The agent's usage and error, from its collected ``logs/agent``."""
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
+    _held_to_bounds(spec, summary)
+
+
+def _held_to_bounds(spec: AttemptSpec, summary: AttemptSummary) -> None:
+    """The executor role's token and spend bounds on the attempt's whole usage, once it ended
+    (:func:`~ray_bench.agents.watchdog.bound_after`): past one, it carries the watchdog's facts
+    (``watchdog.json`` too) and is classed ``role_bound`` like an attempt stopped live."""
+    if summary.watchdog is not None:
+        return
+    facts = bound_after(spec.watchdog, summary.usage, spec.model)
+    if facts is not None:
+        summary.watchdog = facts
+        _write_json(Path(spec.attempt_dir) / "watchdog.json", facts.model_dump(mode="json"))
 
 
 async def _verify(sandbox: Sandbox, spec: AttemptSpec, task_dir: Path, workdir: str, base_env: dict[str, str],

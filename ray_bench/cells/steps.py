@@ -130,7 +130,7 @@ async def run_steps(run: StepRun, summary: AttemptSummary) -> None:
     summary.agent = _last([s.agent for s in summary.steps])
     summary.verifier = _last([s.verifier for s in summary.steps])
     usage = [s.usage for s in summary.steps if s.usage is not None]
-    summary.usage = _sum_usage(usage) if usage else None
+    summary.usage = sum_usage(usage) if usage else None
     errors = [s.agent_error for s in summary.steps if s.agent_error is not None]
     summary.agent_error = errors[-1] if errors else None
 
@@ -228,15 +228,47 @@ def _last(found: list[ExecFacts | None]) -> ExecFacts | None:
                                        "oom_killed": any(f.oom_killed for f in have)})
 
 
-def _sum_usage(items: list[Usage]) -> Usage:
+#: The counts of a usage record: unknown in the total when any step's is (never summed as 0).
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def sum_usage(items: list[Usage]) -> Usage:
+    """An attempt's usage over its steps (each step's agent wrote its own ``usage.json``): counts
+    summed; every step's request ids, refused calls and session ids kept (``session_ids``), so
+    ``settle`` expects the whole charge, not the first step's; a flag any step raised (a call
+    under way, stopped mid-turn) raised; ``lower_bound`` when any step's is. A step whose usage
+    is ``unknown`` makes the total unknown (its counts and cost None, never 0); a step with
+    tokens and no cost (a model without a price) makes the cost unknown."""
     total: dict[str, Any] = {}
     for usage in items:
         for key, value in usage.model_dump(exclude_none=True).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            if isinstance(value, list):
+                kept = total.setdefault(key, [])
+                kept += [v for v in value if v not in kept]
+            elif isinstance(value, bool):
+                total[key] = total.get(key, False) or value
+            elif isinstance(value, int | float):
                 total[key] = total.get(key, 0) + value
             else:
                 total.setdefault(key, value)
+    sessions = [u.model_dump().get("session_id") for u in items]
+    total["session_ids"] = list(dict.fromkeys([*total.get("session_ids", []), *(s for s in sessions if s)]))
+    bounds = {u.bound for u in items}
+    total["bound"] = "lower_bound" if "lower_bound" in bounds else "exact" if bounds == {"exact"} else None
+    if any(u.cost_basis == "estimated" for u in items):
+        total["cost_basis"] = "estimated"
+    if any(not u.known for u in items):
+        total.update(dict.fromkeys((*_COUNTS, "cost_usd", "cost_basis", "bound")), source="unknown")
+    elif any(_cost(u) is None for u in items):
+        total.update(cost_usd=None, cost_basis=None)
     return Usage.model_validate(total)
+
+
+def _cost(usage: Usage) -> float | None:
+    """One step's cost: its own; 0 when it used no token; None when it used some without a cost."""
+    if usage.cost_usd is not None:
+        return float(usage.cost_usd)
+    return None if (usage.input_tokens or usage.output_tokens) else 0.0
 
 
 _M = TypeVar("_M", bound=BaseModel)

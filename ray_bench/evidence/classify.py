@@ -236,8 +236,15 @@ def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:
 
 
 def _retry_after(summary: AttemptSummary) -> float | None:
-    for value in (summary.agent_error.retry_after if summary.agent_error else None,
-                  summary.error.retry_after if summary.error else None):
-        if value is not None and value >= 0:
-            return float(value)
-    return None
+    """The wait the attempt's error names: its ``retry_after``, or, for a usage limit with a
+    ``reset_at`` (the error contract's epoch, as a ``command`` agent writes it in error.json
+    without a ``retry_after``), until then from the attempt's end, whichever is later: a window
+    that opens in three days cools its account three days, not the 60 s default."""
+    said = next((float(v) for v in (summary.agent_error.retry_after if summary.agent_error else None,
+                                    summary.error.retry_after if summary.error else None)
+                 if v is not None and v >= 0), None)
+    reset_at = (summary.agent_error.model_extra or {}).get("reset_at") if summary.agent_error else None
+    end = summary.finished_at or summary.started_at
+    if isinstance(reset_at, int | float) and not isinstance(reset_at, bool) and end > 0 and reset_at > end:
+        return max(said or 0.0, float(reset_at) - end)
+    return said

@@ -13,9 +13,12 @@ ones that must be found (its session ids when it recorded no request id). Per at
   id: which attempt spent it is ambiguous).
 - ``n/a``: no id and no estimated cost (a stale runner, an agent without a model).
 
-An attempt with neither request ids nor anything spent (refused throughout: its session id
-alone) is ``n/a``. An attempt whose usage is ``unknown`` (cut before anything recorded what it spent) is
-``missing`` unless request ids it recorded settle it: an unknown is never taken for $0.
+The calls a provider refused (``refused``: a 429, a 5xx, a 401, each with its request id and
+class) are not billed: their ids are never required, and a charge that does name one is still
+the attempt's (matched, summed, never a stranger's). An attempt with neither answered request ids
+nor anything spent (refused throughout) is ``n/a``. An attempt whose usage is ``unknown`` (cut
+before anything recorded what it spent) is ``missing`` unless request ids it recorded settle it:
+an unknown is never taken for $0.
 
 The result is a ``settlement`` event in the ledger (append-only; the latest one counts) with
 who, when, the export's file name, format and sha256. Nothing else changes: estimated costs
@@ -83,6 +86,11 @@ class Settlement:
         """Attempts of known cost whose estimate is only a lower bound."""
         return sum(1 for a in self.attempts.values() if a.lower_bound and a.estimated_usd is not None)
 
+    def charged(self) -> dict[str, float]:
+        """attempt id -> the provider's charge, for the attempts this settled (what every reader
+        counts instead of the estimate: the report, ``status``)."""
+        return {k: a.settled_usd or 0.0 for k, a in self.attempts.items() if a.status == "settled"}
+
     @property
     def complete(self) -> bool:
         """Every attempt that spent money is settled."""
@@ -110,6 +118,16 @@ def attempt_ids(summary: AttemptSummary | None) -> tuple[tuple[str, ...], tuple[
         return tuple(dict.fromkeys(found))
 
     return names("request_ids", "request_id"), names("session_ids", "session_id")
+
+
+def refused_ids(summary: AttemptSummary | None) -> tuple[str, ...]:
+    """The request ids of the calls the provider refused (``usage.refused``): not on a bill."""
+    if summary is None or summary.usage is None:
+        return ()
+    refused = summary.usage.model_dump().get("refused")
+    calls = refused if isinstance(refused, list) else []
+    return tuple(dict.fromkeys(str(c["request_id"]) for c in calls
+                               if isinstance(c, dict) and isinstance(c.get("request_id"), str) and c["request_id"]))
 
 
 def usage_unknown(summary: AttemptSummary | None) -> bool:
@@ -148,10 +166,12 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
     for a in listed:
         summary = summaries.get(a.attempt_id)
         requests, sessions = attempt_ids(summary)
+        refused = refused_ids(summary)
+        billed = tuple(r for r in requests if r not in refused)
         # A session id stands in for request ids only where something was spent: an attempt
         # refused throughout (no request id, no tokens, no cost) has no charge to find.
-        required[a.attempt_id] = requests or (sessions if (a.cost_usd or 0.0) > 0 or _spent(summary) else ())
-        matched[a.attempt_id] = {n for name in (*requests, *sessions) for n in index.get(name, [])}
+        required[a.attempt_id] = billed or (sessions if (a.cost_usd or 0.0) > 0 or _spent(summary) else ())
+        matched[a.attempt_id] = {n for name in (*requests, *refused, *sessions) for n in index.get(name, [])}
     claims: dict[int, int] = {}
     for charges in matched.values():
         for n in charges:
@@ -176,6 +196,8 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
         else:
             status, detail = "settled", f"{len(charges)} charge(s)"
         summary = summaries.get(a.attempt_id)
+        if refused := refused_ids(summary):
+            detail = "; ".join(d for d in (detail, f"{len(refused)} refused call(s), not billed") if d)
         lower = summary is not None and summary.usage is not None and summary.usage.lower_bound
         out[a.attempt_id] = SettledAttempt(status, estimated, settled, detail, lower)
     unclaimed = [n for n in range(len(export.charges)) if n not in claims]

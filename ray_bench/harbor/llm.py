@@ -28,7 +28,7 @@ import openai
 from litellm.integrations.custom_logger import CustomLogger
 
 from ray_bench.agents.base import CliRun, error_from
-from ray_bench.models.agent import AgentError
+from ray_bench.models.agent import AgentError, RefusedCall
 
 #: Response headers a provider's request id comes back in, as LiteLLM keeps them.
 _ID_HEADERS = ("llm_provider-request-id", "request-id", "llm_provider-x-request-id", "x-request-id")
@@ -41,11 +41,13 @@ _WAITING = frozenset({"rate_limit", "usage_limit", "overloaded"})
 
 @dataclass
 class CallLog:
-    """One attempt's model calls: how many began and ended, and the request ids seen."""
+    """One attempt's model calls: how many began and ended, and the request ids seen (billed or refused)."""
 
     started: int = 0
     ended: int = 0
     request_ids: list[str] = field(default_factory=list)
+    #: The calls the provider refused (an error status): their ids and class, not billed.
+    refused: list[RefusedCall] = field(default_factory=list)
     #: The first failure with a long retry-after: the agent is stopped with it.
     stopping: BaseException | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -78,24 +80,32 @@ class _Recorder(CustomLogger):  # type: ignore[misc,unused-ignore]  # Any where 
                 log.watch.feed("stdout", _answer_of(response_obj))
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._end(response_obj, kwargs)
-        log = _CURRENT.get()
         exc = kwargs.get("exception") if isinstance(kwargs, dict) else None
+        error = error_of(exc) if isinstance(exc, BaseException) else None
+        self._end(response_obj, kwargs, error)
+        log = _CURRENT.get()
         if log is None or log.stopping is not None or not isinstance(exc, BaseException):
             return
-        error = error_of(exc)
         if error is not None and error.type in _WAITING and (error.retry_after or 0.0) > LONG_RETRY_AFTER_SEC:
             log.stopping = exc
             log.stop.set()
 
     @staticmethod
-    def _end(response_obj: Any, kwargs: Any) -> None:
+    def _end(response_obj: Any, kwargs: Any, refusal: AgentError | None = None) -> None:
+        """One call ended: its request id, billed, or refused when the provider answered it with
+        an error status (``refusal``: a 429, a 5xx, a 401; no tokens served, not billed). A failure
+        without a status (the connection dropped) keeps its id among the billed: it may be."""
         log = _CURRENT.get()
         if log is None:
             return
         log.ended += 1
         rid = request_id_of(response_obj, kwargs)
-        if rid and rid not in log.request_ids:
+        if not rid:
+            return
+        if refusal is not None and refusal.status is not None:
+            if all(r.request_id != rid for r in log.refused):
+                log.refused.append(RefusedCall(request_id=rid, status=refusal.status, type=refusal.type))
+        elif rid not in log.request_ids:
             log.request_ids.append(rid)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,23 +41,27 @@ def accepted_rows(attempts: Iterable[AttemptRow], cohort: set[str] | None = None
     return chosen
 
 
-def known_spend(attempts: Iterable[AttemptRow]) -> tuple[float, int]:
+def known_spend(attempts: Iterable[AttemptRow], settled: Mapping[str, float] | None = None) -> tuple[float, int]:
     """(USD of the attempts whose cost is known, attempts of unknown cost): the first is a lower
     bound whenever the second is above 0, and every reader that shows a spend says so beside it
-    (an unknown cost is never read as $0)."""
+    (an unknown cost is never read as $0). ``settled``: attempt id -> the provider's charge, from
+    the latest settlement (``Settlement.charged``), which counts instead of the estimate."""
     known, unknown = 0.0, 0
     for row in attempts:
-        if row.cost_usd is None:
+        cost = (settled or {}).get(row.attempt_id, row.cost_usd)
+        if cost is None:
             unknown += 1
         else:
-            known += row.cost_usd
+            known += cost
     return known, unknown
 
 
-def lower_bound_count(attempts: Iterable[AttemptRow]) -> int:
+def lower_bound_count(attempts: Iterable[AttemptRow], settled: Mapping[str, float] | None = None) -> int:
     """Attempts whose known cost is only a lower bound (:attr:`AttemptRow.lower_bound`): their
-    cost counts in :func:`known_spend` in full, and the sum is then at least that."""
-    return sum(1 for row in attempts if row.lower_bound and row.cost_usd is not None)
+    cost counts in :func:`known_spend` in full, and the sum is then at least that. A settled
+    attempt's charge is exact."""
+    return sum(1 for row in attempts if row.lower_bound and row.cost_usd is not None
+               and row.attempt_id not in (settled or {}))
 
 
 def unknown_cost_note(unknown: int, lower_bound: int = 0) -> str:

@@ -15,7 +15,8 @@ from ray_bench.models._base import ConfigModel
 
 #: What went wrong, as the scheduler needs to know it. ``usage_limit`` is a subscription's
 #: window (with ``reset_at``); ``rate_limit`` a per-minute limit (with ``retry_after``);
-#: ``no_answer``: the CLI printed no result before its timeout (a silent retry loop); ``setup``:
+#: ``no_answer``: the CLI printed no result before its timeout and had not been answered, or was in a
+#: retry loop (a cut agent that was working is no error: ray_bench.agents.base.working_when_cut); ``setup``:
 #: a Harbor agent's own setup (its install, its configure) failed in the sandbox.
 AgentErrorType = Literal["rate_limit", "usage_limit", "overloaded", "server_error", "auth", "expired",
                          "no_answer", "cli_missing", "setup", "agent"]
@@ -46,6 +47,18 @@ CostBasis = Literal["reported", "estimated"]
 UsageBound = Literal["exact", "lower_bound"]
 
 
+class RefusedCall(BaseModel):
+    """A model call the provider answered with an error status (429, 5xx, 401/403): no tokens were
+    served, and a provider does not bill it. Kept with its request id and its class so that the
+    record is whole, but ``settle`` never expects it on a bill (:mod:`ray_bench.evidence.settle`)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    request_id: str
+    status: int | None = Field(default=None, description="The HTTP status it was refused with.")
+    type: AgentErrorType | None = Field(default=None, description="Its class, as the error contract says it.")
+
+
 class Usage(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -59,8 +72,12 @@ class Usage(BaseModel):
         "(ray_bench.agents.prices), for a CLI cut before it printed one or one that prints none.")
     model: str | None = None
     session_id: str | None = None
-    #: Every provider request id the CLI printed or kept (settlement matches charges by them).
+    #: Every provider request id of a call that was answered, as the CLI printed or kept them
+    #: (settlement expects a charge for each).
     request_ids: list[str] = Field(default_factory=list)
+    #: The calls the provider refused (with an error status), with their ids and class: not billed,
+    #: so never expected on a bill; kept so that what the attempt asked for is on the record.
+    refused: list[RefusedCall] = Field(default_factory=list)
     turns: int | None = None
     source: UsageSource | None = Field(default=None, description="Where it was read from (None: the agent's own).")
     unfinished_messages: int | None = Field(

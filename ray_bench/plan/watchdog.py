@@ -36,6 +36,10 @@ def watchdog_lines(arms: list[Arm]) -> list[str]:
             continue
         tokens = w.max_tokens if w.max_tokens is not None else "none"
         spend = spend_bound(w.max_spend_usd, arm.model) if w.max_spend_usd is not None else "none"
+        if arm.agent == "command":
+            # Its usage is its own usage.json, written as it ends: the bounds are held then
+            # (ray_bench.agents.watchdog.bound_after), not live.
+            tokens, spend = (f"{b} (at its end)" if b != "none" else b for b in (tokens, spend))
         if not w.degeneration:
             out.append(f"| {arm.name} | off | off | off | - | {tokens} | {spend} |")
             continue

@@ -79,7 +79,7 @@ def settled_cost(evidence: Evidence) -> dict[str, float]:
     for e in evidence.epochs:
         s = settlement_of(e.run_id, e.events)
         if s is not None and e.identity in evidence.cohort.epochs:
-            out.update({k: a.settled_usd or 0.0 for k, a in s.attempts.items() if a.status == "settled"})
+            out.update(s.charged())
     return out
 
 

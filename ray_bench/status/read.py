@@ -29,6 +29,7 @@ from ray_bench.clock import human_span
 from ray_bench.evidence.circuit import circuit_from, next_probe
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
+from ray_bench.evidence.settle import settlement_of
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.rows import accepted_rows, known_spend, lower_bound_count
 from ray_bench.ledger.store import AttemptRow, Event, Ledger
@@ -112,6 +113,10 @@ class RunStatus:
     unknown_cost: int = 0
     #: Attempts whose known cost is a lower bound (counted in ``spend_usd``, which is then at least that).
     lower_bound_cost: int = 0
+    #: Attempts whose cost in ``spend_usd`` is the provider's charge (the latest ``settle``), not
+    #: the estimate; ``estimated_usd`` is then what the estimates alone add up to.
+    settled_attempts: int = 0
+    estimated_usd: float | None = None
 
     @property
     def remaining(self) -> int:
@@ -124,6 +129,8 @@ class RunStatus:
             "counts": self.counts, "solved": self.solved, "attempts": self.attempts,
             "failures": self.failures, "spend_usd": round(self.spend_usd, 4),
             "unknown_cost_attempts": self.unknown_cost, "lower_bound_cost_attempts": self.lower_bound_cost,
+            "settled_cost_attempts": self.settled_attempts,
+            "estimated_spend_usd": None if self.estimated_usd is None else round(self.estimated_usd, 4),
             "reason": self.reason,
             "ended_at": self.ended_at, "next_action": self.next_action,
             "next_action_why": self.next_action_why,
@@ -193,7 +200,7 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     if started is None:
         rebuilt = _last(events, ev.LedgerRebuilt, after=-1)
         if rebuilt is not None and attempts and not holder.held:
-            return _rebuilt(plan, identity, run_root, attempts, rebuilt[1], pause_requested)
+            return _rebuilt(plan, identity, run_root, attempts, events, rebuilt[1], pause_requested)
         return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
     start, session = started
     last_closed = _last(events, ev.RunFinished, after=session.seq)
@@ -304,16 +311,28 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     promotion = promotion_of(plan.run_id, events)
     if promotion is not None:  # official evidence changes only after a demotion: nothing to resume or rerun
         action, why = None, None
-    spend_usd, unknown_cost = known_spend(attempts)
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
         counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),
-        spend_usd=spend_usd, unknown_cost=unknown_cost, lower_bound_cost=lower_bound_count(attempts),
+        **_spend(plan, attempts, events),
         reason=reason, ended_at=ended_at,
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
         pace=pace, deadline=deadline, notes=notes, nodes=nodes,
         category="official" if promotion is not None else "staging", promotion=promotion,
         demotion=demotion_of(plan.run_id, events), excluded=len(exclusions_of(plan.run_id, events)))
+
+
+def _spend(plan: Plan, attempts: list[AttemptRow], events: list[Event]) -> dict[str, Any]:
+    """The run's spend as status shows it: the provider's charge for each attempt the latest
+    settlement settled, the estimate for the others (unknown ones apart, never $0), and the
+    estimates' own sum beside it once anything is settled."""
+    settlement = settlement_of(plan.run_id, events)
+    ids = {a.attempt_id for a in attempts}
+    charged = {k: v for k, v in (settlement.charged() if settlement is not None else {}).items() if k in ids}
+    spend_usd, unknown_cost = known_spend(attempts, charged)
+    return {"spend_usd": spend_usd, "unknown_cost": unknown_cost,
+            "lower_bound_cost": lower_bound_count(attempts, charged), "settled_attempts": len(charged),
+            "estimated_usd": known_spend(attempts)[0] if charged else None}
 
 
 def _state_of(plan: Plan, attempts: list[AttemptRow]) -> tuple[RunState, set[str]]:
@@ -326,20 +345,18 @@ def _state_of(plan: Plan, attempts: list[AttemptRow]) -> tuple[RunState, set[str
     return state, open_cells
 
 
-def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRow], rebuilt: Event,
-             pause_requested: bool) -> RunStatus:
+def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRow], events: list[Event],
+             rebuilt: Event, pause_requested: bool) -> RunStatus:
     """A ledger made again by ``ledger rebuild``: its attempts are there, the driver's events
     (its start, stops, pauses) are not. Stopped, with what a resume recovers and runs."""
     state, open_cells = _state_of(plan, attempts)
     counts = _counts_at_close(state.counts(), open_cells)
     rows = accepted_rows(attempts)
-    spend_usd, unknown_cost = known_spend(attempts)
     left = counts["pending"] + counts["running"]
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state="stopped",
         counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
-        attempts=len(attempts), failures=_failure_counts(attempts), spend_usd=spend_usd,
-        unknown_cost=unknown_cost, lower_bound_cost=lower_bound_count(attempts),
+        attempts=len(attempts), failures=_failure_counts(attempts), **_spend(plan, attempts, events),
         reason=(f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
                 "the driver's own record (its start, stops and pauses) did not survive"),
         ended_at=rebuilt.ts,

@@ -48,8 +48,10 @@ def status_lines(s: RunStatus) -> list[str]:
     if s.failures:
         lines.append("failed attempts by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s.failures.items())))
     if s.spend_usd or s.unknown_cost:  # a lower bound beside the attempts it leaves out or under-counts
+        settled = (f"; settled by the provider's charges for {s.settled_attempts} of {s.attempts} attempts, "
+                   f"estimated ${s.estimated_usd:.4f}") if s.settled_attempts and s.estimated_usd is not None else ""
         lines.append(f"spend: {'at least ' if s.unknown_cost or s.lower_bound_cost else ''}${s.spend_usd:.2f}"
-                     f"{unknown_cost_note(s.unknown_cost, s.lower_bound_cost)}")
+                     f"{unknown_cost_note(s.unknown_cost, s.lower_bound_cost)}{settled}")
     if s.reason:
         when = f" (ended {_clock(s.ended_at)})" if s.ended_at and s.state != "stopped" else ""
         lines.append(f"{'last stop' if s.state in ('paused', 'stopped') else 'outcome'}: {s.reason}{when}")

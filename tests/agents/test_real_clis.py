@@ -308,6 +308,10 @@ def test_codex_usage_and_a_failed_turn(tmp_path: Path) -> None:
     assert usage["request_ids"] == cut_fake.served.response_ids[:1], (usage, cut_fake.served.response_ids)
     # Stopped by its timeout with its turn unfinished: a lower bound, and why (#25).
     assert usage["stopped_in_turn"] is True and usage["bound"] == "lower_bound", usage
+    # Cut while working (its next call under way; Codex prints nothing for a killed turn): the
+    # agent's outcome, a valid row flagged agent_timeout, not no_answer re-run (#54).
+    verdict = classify(cut, catalog)
+    assert cut.agent_error is None and verdict.valid and "agent_timeout" in verdict.flags, (cut.agent_error, verdict)
     assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
         (640 - 128) * 1.25e-6 + 128 * 0.125e-6 + 21 * 10e-6), usage
     assert classify(e401, catalog).failure_class == "auth"
@@ -399,3 +403,70 @@ def test_claude_code_cancelled_mid_run_records_what_was_served(tmp_path: Path) -
         assert 0 < (attempt_cost(kept) or 0) <= _sonnet_usd(fake.served)
     print(f"cancelled claude: source {usage['source']}, bound {usage['bound']}, "
           f"{len(fake.served.request_ids)} calls served, {took:.1f} s")
+
+
+def test_codex_through_every_answer_of_the_openai_api(tmp_path: Path) -> None:
+    """The real Codex against the OpenAI fake answering as the API does (over the Responses
+    WebSocket first, over HTTPS after a fallback; its error bodies and headers:
+    tests/support/fake_provider.py ``_openai_error``): a success, a usage limit with its
+    reset (the Codex backend's 429), a rate limit, 5xx, a bad key and a timeout while working. Each
+    lands in the class the scheduler acts on, with usage, request ids and refusals as served (#54)."""
+    _needs("codex")
+    catalog = Catalog.default()
+    reset = int(time.time()) + 3 * 86400 + 1234
+
+    def run(sub: str, answers: list[Answer], timeout: float = 90.0, default: Answer | None = None,
+            websocket: bool = True) -> tuple[AttemptSummary, FakeProvider]:
+        with FakeProvider(default=default) as fake:
+            fake.websocket = websocket
+            fake.then(*answers)
+            return _attempt(tmp_path / sub, "codex", "gpt-5", {"OPENAI_BASE_URL": f"{fake.url}/v1"}, timeout), fake
+
+    # A model that keeps its agent busy: a long command each turn (Codex's exec_command hands the
+    # model the command's output so far after its yield time, and the model asks again).
+    sleep = Answer(tool="exec_command", tool_input={"cmd": "sleep 120"}, input_tokens=300, output_tokens=12)
+    (ok, ok_fake), (limit, limit_fake), (e429, f429), (e500, f500), (e401, f401), (cut, cut_fake) = _parallel(
+        lambda: run("ok", [Answer(input_tokens=500, output_tokens=33, cache_read_tokens=100)]),
+        lambda: run("limit", [Answer(kind="usage_limit", reset_at=reset, window="seven_day")] * 3),
+        lambda: run("429", [Answer(kind="rate_limit", retry_after=1)] * 2, websocket=False),  # over HTTPS
+        lambda: run("500", [Answer(kind="server_error")] * 2),
+        lambda: run("401", [Answer(kind="unauthorized")] * 10),
+        lambda: run("cut", [], timeout=25.0, default=sleep))
+    assert classify(ok, catalog).valid and ok.to_json()["usage"]["request_ids"] == ok_fake.served.response_ids
+    # Over the Responses WebSocket, as Codex uses the real API first: its startup prewarm
+    # (``generate: false``) and then the turn, one ``response.create`` frame each; one answer billed.
+    frames = [r["body"] for r in ok_fake.requests if r["method"] == "WS"]
+    assert [f.get("generate") for f in frames] == [False, None] and ok_fake.served.answers == 1, frames
+    assert not [r for r in ok_fake.requests if r["method"] == "POST"]  # no fallback to HTTPS
+    # The 429s went over HTTPS (the WebSocket refused, 404): Codex fell back, as before.
+    assert [r for r in f429.requests if r["method"] == "POST"]
+    # The usage limit: not retried, the reset read to the second (the printed minute, or the
+    # rollout's snapshot), and the account cooled until then.
+    err = limit.to_json()["agent_error"]
+    assert err["type"] == "usage_limit" and limit_fake.served.errors == {"usage_limit": 1}, (err, limit_fake.served)
+    # Codex 0.171.0 prints "... or try again at Dec 10th, 2026 2:43 PM." and writes the windows to its
+    # rollout ("secondary": {"used_percent": 100.0, ..., "resets_at": <the second>}): the second wins.
+    assert "try again at" in err["message"] and err["reset_at"] == reset, (err, reset)
+    verdict = classify(limit, catalog)
+    assert verdict.effect == "rate_limited" and verdict.retry_after is not None and verdict.retry_after > 3 * 86400
+    # A rate limit and 5xx retried through: answered, valid, each refusal kept with its id and class.
+    for summary, fake, kind in ((e429, f429, "rate_limit"), (e500, f500, "server_error")):
+        usage = summary.to_json()["usage"]
+        assert classify(summary, catalog).valid, (summary.agent_error, usage)
+        assert usage["request_ids"] == fake.served.response_ids, usage
+        refused = {r["request_id"]: r for r in usage.get("refused", [])}
+        assert set(refused) <= set(fake.served.failed_request_ids), (usage, fake.served)
+        assert all(r["type"] == kind for r in refused.values()), refused
+    # A bad key: auth, ended live, its refusals kept (not billed: settle needs nothing of it).
+    assert e401.to_json()["agent_error"]["type"] == "auth" and classify(e401, catalog).failure_class == "auth"
+    refused = e401.to_json()["usage"].get("refused", [])
+    assert refused and {r["request_id"] for r in refused} <= set(f401.served.failed_request_ids), refused
+    assert all(r["status"] == 401 and r["type"] == "auth" for r in refused)
+    # Cut by its timeout while its command ran: the agent's outcome, a valid row flagged agent_timeout.
+    assert cut.agent is not None and cut.agent.timed_out and cut.agent_error is None, cut.agent_error
+    verdict = classify(cut, catalog)
+    assert verdict.valid and "agent_timeout" in verdict.flags, verdict
+    usage = cut.to_json()["usage"]
+    ids = usage["request_ids"]
+    assert ids and ids == cut_fake.served.response_ids[:len(ids)], (usage, cut_fake.served.response_ids)
+    assert usage["bound"] == "lower_bound", usage  # stopped mid-turn: a call may follow the SIGTERM

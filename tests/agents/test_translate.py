@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -257,6 +258,7 @@ def test_session_files_are_collected_only_for_the_named_session(tmp_path: Path) 
 # -- Codex CLI 0.171.0, real output (tests/agents/fixtures/codex-0.171.0/README.md) -----------------
 
 CODEX = Path(__file__).parent / "fixtures" / "codex-0.171.0"
+SERVED_CODEX = json.loads((CODEX / "served.json").read_text())
 
 
 def _codex(name: str, *, cut: bool = False, rollout: bool = True) -> CliRun:
@@ -389,3 +391,164 @@ def test_codex_websocket_fallback_is_never_the_attempts_last_error() -> None:
     report = adapter("codex").translate(CliRun(stdout=early, stderr="", exit_code=None, timed_out=True,
                                                duration_sec=40, now=NOW))
     assert report.error is not None and "last: Reconnecting... 5/5" in report.error.message
+
+
+def _classify_cut(report: object, agent_kind: str) -> object:
+    """The verdict on a cut run the verifier scored (reward 0), with ``report``'s usage and error."""
+    from ray_bench.evidence.catalog import Catalog
+    from ray_bench.evidence.classify import classify
+    from ray_bench.models.attempt import AttemptSummary, ExecFacts
+    usage, error = report.usage, report.error  # type: ignore[attr-defined]
+    summary = AttemptSummary.model_validate({
+        "agent": ExecFacts(exit_code=None, timed_out=True), "verifier": ExecFacts(exit_code=0), "reward": 0.0,
+        "usage": usage.bounded().model_dump() if usage is not None else None,
+        "agent_error": error.model_dump() if error is not None else None, "agent_kind": agent_kind,
+        "model": "gpt-5"})
+    return classify(summary, Catalog.default())
+
+
+def test_codex_cut_by_its_timeout_while_working_is_a_valid_row_flagged_agent_timeout() -> None:
+    """Issue 54 item 1: Codex killed mid-turn prints nothing more (its JSON processor emits no
+    event for an interrupted turn: codex-rs/exec/src/event_processor_with_jsonl_output.rs,
+    ``TurnStatus::Interrupted``), so a turn cut while its tool ran or its next call was under way
+    has no ``turn.completed`` and no error. That is the agent's outcome: a valid row flagged
+    ``agent_timeout``, as Claude Code and Gemini CLI give (one rule: base.working_when_cut)."""
+    lines = (CODEX / "tool-call.stream.jsonl").read_text().splitlines()
+    started = next(n for n, ln in enumerate(lines) if '"item.started"' in ln)
+    completed = next(n for n, ln in enumerate(lines) if '"item.completed"' in ln and "command_execution" in ln)
+    # The rollout file the runner collects after the kill: the first response's usage record.
+    record = next(ln for ln in (CODEX / "ok.rollout.jsonl").read_text().splitlines() if "token_usage_record" in ln)
+    rollout = (("2026/12/02/rollout.jsonl", record),)
+    for cut_at in (started, completed):  # its command running; its next call under way
+        run = CliRun(stdout="\n".join(lines[:cut_at + 1]), stderr="", exit_code=None, timed_out=True,
+                     duration_sec=40, now=NOW, sessions=rollout)
+        report = adapter("codex").translate(run)
+        assert report.error is None, (cut_at, report.error)
+        verdict = _classify_cut(report, "codex")
+        assert verdict.valid and "agent_timeout" in verdict.flags, verdict  # type: ignore[attr-defined]
+    # Its answer arrived and then a retry loop began: cut in it, the provider's trouble, not a row.
+    retry = json.dumps({"type": "error", "message": "Reconnecting... 1/5 (exceeded retry limit, last status: "
+                        "429 Too Many Requests, request id: req_1)"})
+    run = CliRun(stdout="\n".join([*lines[:completed + 1], retry]), stderr="", exit_code=None, timed_out=True,
+                 duration_sec=40, now=NOW)
+    report = adapter("codex").translate(run)
+    assert report.error is not None and report.error.type == "rate_limit"
+    assert not _classify_cut(report, "codex").valid  # type: ignore[attr-defined]
+    # Never answered at all: still no_answer (a provider that went silent).
+    assert adapter("codex").translate(_codex("stall", cut=True)).error.type == "no_answer"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_cut_with_a_call_under_way_after_an_answer_is_the_agents_outcome(agent: str) -> None:
+    """The same rule on every adapter: answered, not retrying, a call under way at the cut: a
+    valid row (its usage a lower bound), never no_answer."""
+    if agent == "claude-code":
+        lines = (FIXTURES / "tool-call.stream.jsonl").read_text().splitlines()
+        cut_at = next(n for n, ln in enumerate(lines) if '"type":"user"' in ln)  # the tool's result went back
+        run = CliRun(stdout="\n".join(lines[:cut_at + 1]), stderr="", exit_code=None, timed_out=True,
+                     duration_sec=40, now=NOW)
+    else:
+        lines = (CODEX / "tool-call.stream.jsonl").read_text().splitlines()
+        cut_at = next(n for n, ln in enumerate(lines) if '"item.completed"' in ln and "command_execution" in ln)
+        record = next(ln for ln in (CODEX / "ok.rollout.jsonl").read_text().splitlines() if "token_usage_record" in ln)
+        run = CliRun(stdout="\n".join(lines[:cut_at + 1]), stderr="", exit_code=None, timed_out=True,
+                     duration_sec=40, now=NOW, sessions=(("2026/12/02/rollout.jsonl", record),))
+    report = adapter(agent).translate(run)
+    assert report.error is None, report.error
+    assert report.usage is not None and report.usage.bounded().bound == "lower_bound", report.usage
+
+
+@pytest.mark.parametrize(("name", "status", "kind"), [("401", 401, "auth"), ("429", 429, "rate_limit")])
+def test_codex_keeps_each_refused_call_with_its_id_and_class_apart_from_the_billed(
+        name: str, status: int, kind: str) -> None:
+    """Codex 0.171.0 prints each refused call's request id ("..., request id: req_..."; its
+    UnexpectedResponseError / RetryLimitReachedError): the six refusals the fake served are kept,
+    each once, as refused (not billed), and settle needs nothing of such an attempt (n/a)."""
+    from ray_bench.evidence.settle import reconcile
+    from ray_bench.evidence.usage_export import Charge, UsageExport
+    from ray_bench.ledger.store import AttemptRow
+    from ray_bench.models.attempt import AttemptSummary
+
+    text = (CODEX / f"{name}.stream.jsonl").read_text()
+    printed = list(dict.fromkeys(re.findall(r"request id: (req_[0-9a-f]+)", text)))
+    assert len(printed) == SERVED_CODEX[name]["errors"][next(iter(SERVED_CODEX[name]["errors"]))] == 6
+    for run in (_codex(name), _codex(name, cut=True)):
+        usage = adapter("codex").translate(run).usage
+        assert usage is not None and usage.request_ids == []
+        assert [(r.request_id, r.status, r.type) for r in usage.refused] == [(i, status, kind) for i in printed]
+    summary = AttemptSummary.parse({"usage": adapter("codex").translate(_codex(name)).usage.model_dump()})  # type: ignore[union-attr]
+    row = AttemptRow("a", "a", "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0, True, 1.0,
+                     cost_usd=0.0)
+    out, _, _ = reconcile([row], {"a": summary}, UsageExport("csv", (Charge(("req_other",), 0.01),)))
+    assert out["a"].status == "n/a", out["a"]
+    # the WebSocket's 404s (no request id) and the "high demand" 500s (none printed) add nothing
+    assert adapter("codex").translate(_codex("500")).usage.refused == []  # type: ignore[union-attr]
+
+
+def test_codex_usage_limit_reset_times_as_it_prints_them() -> None:
+    """Codex prints a usage limit's reset in its local zone, unnamed (codex-rs/core/src/error.rs,
+    ``format_retry_timestamp``): "%-I:%M %p" the same day, "%b %-d<suffix>, %Y %-I:%M %p" another."""
+    plus = ("You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing), visit "
+            "https://chatgpt.com/codex/settings/usage to purchase more credits or try again at 6:54 PM.")
+    assert reset_time(plus, NOW) == dt.datetime(2026, 11, 30, 18, 55, tzinfo=dt.UTC).timestamp()
+    other = "You've hit your usage limit. Try again at Jul 9th, 2027 1:47 AM."
+    assert reset_time(other, NOW) == dt.datetime(2027, 7, 9, 1, 48, tzinfo=dt.UTC).timestamp()
+    for day, suffix in ((1, "st"), (2, "nd"), (3, "rd"), (11, "th"), (22, "nd")):
+        text = f"You've hit your usage limit. Try again at Dec {day}{suffix}, 2026 12:05 AM."
+        assert reset_time(text, NOW) == dt.datetime(2026, 12, day, 0, 6, tzinfo=dt.UTC).timestamp(), text
+    # In the CLI's own zone, where its rollout says it (the model is told "<timezone>...</timezone>").
+    assert reset_time(plus, NOW, "Europe/Paris") == dt.datetime(2026, 11, 30, 17, 55, tzinfo=dt.UTC).timestamp()
+    assert reset_time("You've hit your usage limit. Try again later.", NOW) is None
+
+
+def _usage_limit_run(message: str, rollout: str = "") -> CliRun:
+    lines = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+             {"type": "error", "message": message}, {"type": "turn.failed", "error": {"message": message}}]
+    return CliRun(stdout="\n".join(json.dumps(e) for e in lines), stderr="", exit_code=1, timed_out=False,
+                  duration_sec=3, now=NOW, sessions=(("2026/11/30/rollout.jsonl", rollout),) if rollout else ())
+
+
+def _rate_limits(primary: tuple[float, float], secondary: tuple[float, float] | None = None) -> str:
+    """A rollout's ``token_count`` event with Codex's rate-limit snapshot (codex-rs/codex-api/src/
+    rate_limits.rs: ``RateLimitWindow {used_percent, window_minutes, resets_at}``)."""
+    def window(w: tuple[float, float], minutes: int) -> dict[str, object]:
+        return {"used_percent": w[0], "window_minutes": minutes, "resets_at": int(w[1])}
+    limits: dict[str, object] = {"primary": window(primary, 300)}
+    if secondary is not None:
+        limits["secondary"] = window(secondary, 10080)
+    told = "<environment_context>\n  <timezone>Etc/UTC</timezone>\n</environment_context>"
+    context = {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": told}]}}
+    event = {"timestamp": "2026-11-30T15:00:00.000Z", "type": "event_msg",
+             "payload": {"type": "token_count", "info": None, "rate_limits": limits}}
+    return "\n".join(json.dumps(e) for e in (context, event))
+
+
+def test_codex_usage_limit_is_read_from_the_message_and_the_exact_second_from_its_session() -> None:
+    """Issue 54 item 2: the account cools until the reset, not 60 s; the rollout's snapshot gives
+    the second (the printed time drops it), and the window it used up wins over the other."""
+    at = dt.datetime(2026, 11, 30, 18, 54, 37, tzinfo=dt.UTC).timestamp()
+    message = "You've hit your usage limit. Try again at 6:54 PM."
+    error = adapter("codex").translate(_usage_limit_run(message)).error
+    assert error is not None and error.type == "usage_limit" and error.reset_at == at - 37 + 60
+    assert error.retry_after == pytest.approx(at - 37 + 60 - NOW)
+    # the snapshot's window that resets in the printed minute: its exact second
+    error = adapter("codex").translate(_usage_limit_run(message, _rate_limits((80, at), (40, at + 86400)))).error
+    assert error is not None and error.reset_at == at and error.retry_after == pytest.approx(at - NOW)
+    # the weekly window used up: its reset, days later than the 5-hour one the message may name
+    week = at + 3 * 86400
+    error = adapter("codex").translate(_usage_limit_run(message, _rate_limits((80, at), (100, week)))).error
+    assert error is not None and error.reset_at == week
+    # "Try again later." (no time printed): the latest window reset ahead
+    error = adapter("codex").translate(_usage_limit_run("You've hit your usage limit. Try again later.",
+                                                        _rate_limits((99, at), (50, week)))).error
+    assert error is not None and error.type == "usage_limit" and error.reset_at == week
+    # what the account learns from it: cooled until the reset
+    from ray_bench.evidence.catalog import Catalog
+    from ray_bench.evidence.classify import classify
+    from ray_bench.models.attempt import AttemptSummary
+    error = adapter("codex").translate(_usage_limit_run(message, _rate_limits((100, at)))).error
+    summary = AttemptSummary.model_validate({"agent_error": error.model_dump(), "agent_kind": "codex",  # type: ignore[union-attr]
+                                             "finished_at": NOW, "started_at": NOW - 3})
+    verdict = classify(summary, Catalog.default())
+    assert verdict.effect == "rate_limited" and verdict.retry_after == pytest.approx(at - NOW)

@@ -6,6 +6,7 @@ skipped; an agent that makes progress is left alone and scored."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,47 @@ def test_scripted_agents_docker(tmp_path: Path, docker_client: Any, base_image: 
     from ray_bench.sandboxes import make_backend
 
     _check(tmp_path, _three(tmp_path, make_backend("docker"), "docker", base_image))
+
+
+#: A ``command`` agent that solves the task and reports its usage as it ends (its own usage.json).
+def _reporting(output_tokens: int) -> str:
+    usage = json.dumps({"input_tokens": 50, "output_tokens": output_tokens, "model": "gpt-5"})
+    return f"echo 'Hello, world!' > \"$APP_DIR/hello.txt\"; echo '{usage}' > \"$LOGS_DIR/agent/usage.json\""
+
+
+def test_a_role_bound_is_held_on_a_command_agents_usage_once_it_ended(tmp_path: Path) -> None:
+    """Issue 54 item 12: a ``command`` agent reports its usage only in usage.json at its end, so
+    no live reading holds the executor role's bound: past it, the attempt is the same
+    role_bound failure as one stopped live (not a valid row), and the receipt says when it is held."""
+    from ray_bench.agents.watchdog import bound_after
+
+    bound = Watchdog(degeneration=False, max_tokens=100)
+    arm = Arm.model_validate({"name": "a", "role": "baseline", "command": "true", "model": "gpt-5",
+                              "roles": [{"role": "executor", "model": "gpt-5", "billing": "api", "max_tokens": 100,
+                                         "max_spend_usd": 0.5}]})
+    assert "| a | off | off | off | - | 100 (at its end) | $0.5 (at its end) |" in "\n".join(watchdog_lines([arm]))
+    catalog = Catalog.default()
+
+    async def main() -> list[AttemptSummary]:
+        backend = LocalBackend(tmp_path / "sbx")
+        try:
+            specs = [dataclasses.replace(_spec(tmp_path, name, _reporting(out), "local", None), watchdog=bound,
+                                         model="gpt-5")
+                     for name, out in (("over", 266), ("under", 30))]
+            return list(await asyncio.gather(*(run_attempt(s, backend) for s in specs)))
+        finally:
+            await backend.close()
+    over, under = asyncio.run(main())
+    assert over.watchdog is not None and over.watchdog.rule == "token_bound", over.watchdog
+    assert over.watchdog.tokens == 316 and over.watchdog.verifier == "ran" and over.reward == 1.0
+    verdict = classify(over, catalog)
+    assert not verdict.valid and verdict.failure_class == "behaviour" and "role_bound" in verdict.flags
+    assert json.loads((tmp_path / "over" / "watchdog.json").read_text())["rule"] == "token_bound"
+    assert under.watchdog is None and classify(under, catalog).valid
+    # the same rule on a spend bound, and nothing on unknown usage
+    spend = Watchdog(degeneration=False, max_spend_usd=0.001)
+    from ray_bench.models.attempt import Usage as AttemptUsage
+    usage = AttemptUsage.model_validate({"input_tokens": 400, "output_tokens": 200, "model": "gpt-5"})
+    facts = bound_after(spend, usage, "gpt-5")
+    assert facts is not None and facts.rule == "spend_bound" and facts.spent_usd == pytest.approx(0.0025)
+    assert bound_after(bound, AttemptUsage.model_validate({"source": "unknown"}), "gpt-5") is None

@@ -250,3 +250,24 @@ def test_our_own_kills_and_plain_exit_codes_are_not_crashes(agent: dict[str, Any
     assert "crashed" not in v.flags
     if "stopped" not in agent:
         assert v.valid
+
+
+def test_a_command_agents_usage_limit_cools_its_account_until_its_reset() -> None:
+    """Issue 54 item 11: a ``command`` agent writes the error contract by hand, often with only
+    ``reset_at`` (an epoch): its window opens in three days, so its account cools three days, not
+    the 60 s default. A ``retry_after`` it also gives that is longer still wins."""
+    from ray_bench.accounts.health import AccountHealth
+
+    end = 1_796_000_000.0
+    reset = end + 3 * 86400
+    error = {"type": "usage_limit", "message": "weekly quota used up", "reset_at": reset}
+    v = classify(summary(agent_error=error, started_at=end - 30, finished_at=end), CATALOG)
+    assert v.effect == "rate_limited" and v.retry_after == pytest.approx(3 * 86400)
+    health = AccountHealth()
+    health.on_rate_limited(end, end - 30, v.retry_after)
+    assert health.blocked_until(end + 86400) == pytest.approx(reset)  # still cooling a day later
+    # a retry_after beyond the reset is the later wait; a reset already past says nothing
+    v = classify(summary(agent_error={**error, "retry_after": 4 * 86400}, finished_at=end), CATALOG)
+    assert v.retry_after == pytest.approx(4 * 86400)
+    v = classify(summary(agent_error={**error, "reset_at": end - 10, "retry_after": 30}, finished_at=end), CATALOG)
+    assert v.retry_after == 30

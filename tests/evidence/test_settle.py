@@ -171,15 +171,20 @@ def test_an_empty_or_foreign_export_is_refused_and_writes_nothing(tmp_path: Path
     assert _events(root) == before and read_settlement(root) == first  # the good one still counts
 
 
-def _promoted(tmp_path: Path) -> Path:
-    root = first_run(tmp_path)
+def _session(root: Path) -> None:
+    """The driver's session around the attempts, so that status reads the run as finished."""
     plan, identity = load_plan_file(root / "launch-plan.json")
     ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
-    try:  # the driver's session around the attempts, so that status reads it as finished
+    try:
         ledger.event("run_started", {"options": {}}, now=1.0)
         ledger.event("run_finished", {"stopped": None}, now=2.0)
     finally:
         ledger.close()
+
+
+def _promoted(tmp_path: Path) -> Path:
+    root = first_run(tmp_path)
+    _session(root)
     for cell in ("count-words/mcp/1", "count-words/mcp/2", "fizzbuzz/baseline/2"):
         CliRunner().invoke(app, ["exclude", str(root), "--cell", cell, "--reason", "broken", "--by", "ana"])
     assert promote_run(root, reason="all pairs", by="lead", audit=lambda _: 0).promoted
@@ -323,3 +328,74 @@ def test_a_lower_bound_estimate_is_said_so_in_settle_and_kept_in_the_ledger(tmp_
     saved = read_settlement(root)
     assert saved is not None and saved.lower_bounds() == 1
     assert sorted(a.lower_bound for a in saved.attempts.values()) == [False, True]
+
+
+def test_refused_calls_are_kept_but_never_expected_on_a_bill() -> None:
+    """Issue 54 item 4: a refused call (429, 5xx, 401: no token served) is not billed by the
+    provider. Its id and class stay in the usage record, apart from the answered calls' ids:
+    an attempt with refusals settles on its answered calls alone, one refused throughout is n/a
+    (not missing), and a charge that does name a refused call is still the attempt's."""
+    from ray_bench.evidence.settle import reconcile
+    from ray_bench.evidence.usage_export import Charge, UsageExport
+    from ray_bench.ledger.store import AttemptRow
+
+    def row(attempt: str, cost: float | None) -> AttemptRow:
+        return AttemptRow(attempt, attempt, "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0,
+                          True, 1.0, cost_usd=cost)
+
+    def refused(*ids: str, status: int = 429, kind: str = "rate_limit") -> list[dict[str, object]]:
+        return [{"request_id": i, "status": status, "type": kind} for i in ids]
+    summaries = {
+        "retried": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02, "request_ids": ["a1", "a2"],
+                                                   "refused": refused("x1") + refused("x2", status=500,
+                                                                                       kind="server_error")}}),
+        "refused": AttemptSummary.parse({"usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+                                                   "source": "stream", "session_id": "s-refused",
+                                                   "refused": refused("x3", "x4", status=401, kind="auth")}}),
+        # an agent that also lists a refused call among its request ids: still not expected
+        "listed": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.01, "request_ids": ["b1", "x5"],
+                                                  "refused": refused("x5")}}),
+        # a provider that did bill a refusal: the charge is this attempt's, not a stranger's
+        "billed": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.01, "request_ids": ["c1"],
+                                                  "refused": refused("x6", status=503, kind="overloaded")}})}
+    export = UsageExport("csv", (Charge(("a1",), 0.01), Charge(("a2",), 0.01), Charge(("b1",), 0.01),
+                                 Charge(("c1",), 0.01), Charge(("x6",), 0.002)))
+    out, unclaimed, _ = reconcile([row("retried", 0.02), row("refused", 0.0), row("listed", 0.01),
+                                   row("billed", 0.01)], summaries, export)
+    assert out["retried"].status == "settled" and out["retried"].settled_usd == pytest.approx(0.02)
+    assert "2 refused call(s), not billed" in out["retried"].detail
+    assert out["refused"].status == "n/a" and out["refused"].settled_usd is None, out["refused"]
+    assert out["listed"].status == "settled" and out["listed"].settled_usd == pytest.approx(0.01)
+    assert out["billed"].status == "settled" and out["billed"].settled_usd == pytest.approx(0.012)
+    assert unclaimed == 0
+    # Before the refusals were kept apart, the same ids among the request ids made each missing.
+    lumped = {"retried": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02,
+                                                         "request_ids": ["a1", "a2", "x1", "x2"]}}),
+              "refused": AttemptSummary.parse({"usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+                                                         "source": "stream", "request_ids": ["x3", "x4"]}})}
+    before, _, _ = reconcile([row("retried", 0.02), row("refused", 0.0)], lumped, export)
+    assert before["retried"].status == before["refused"].status == "missing"
+
+
+def test_status_shows_the_settled_spend_after_settlement(tmp_path: Path) -> None:
+    """Issue 54 item 12: once settled, ``status`` counts the provider's charges (not the agents'
+    estimates) for the attempts the settlement settled, and says so beside the estimate."""
+    from ray_bench.status.read import read_status
+    from ray_bench.status.text import status_lines
+
+    root = first_run(tmp_path)
+    _session(root)
+    ids = _charged(root)
+    before = read_status(root)
+    assert before.settled_attempts == 0 and before.estimated_usd is None
+    export = tmp_path / "usage.csv"
+    export.write_text("request_id,cost_usd\n" + "".join(f"req_{a},0.5\n" for a in ids[2:]))  # two unbilled yet
+    settle_run(root, export, by="fin")
+    after = read_status(root)
+    estimates = {a.attempt_id: a.cost_usd for a in Ledger.open_readonly(root).attempts()}
+    unsettled = sum(estimates[a] or 0.0 for a in estimates if a not in ids[2:])
+    assert after.settled_attempts == 15 and after.estimated_usd == pytest.approx(before.spend_usd)
+    assert after.spend_usd == pytest.approx(15 * 0.5 + unsettled)
+    assert after.to_json()["spend_usd"] == pytest.approx(15 * 0.5 + unsettled, abs=1e-4)
+    line = next(ln for ln in status_lines(after) if ln.startswith("spend:"))
+    assert f"${15 * 0.5 + unsettled:.2f}" in line and "settled by the provider's charges for 15 of" in line, line

@@ -78,13 +78,18 @@ def test_terminus_2_on_docker_moves_off_a_429_account_and_its_usage_settles(tmp_
               + served.output_tokens * PRICE_OUT)
     assert all(a.cost_usd is not None for a in attempts)
     assert sum(a.cost_usd or 0.0 for a in attempts) == pytest.approx(billed)
-    # every request id, the refused calls' too, is in the usage contract and settles
+    # The answered calls' ids are the billed ones; the refused calls' are kept apart (with their
+    # class) and never expected on a bill: the charges are what the fake billed, and no more.
     ids = sorted(i for u in usages for i in u["request_ids"])
-    assert ids == sorted(served.request_ids + served.failed_request_ids)
+    assert ids == sorted(served.request_ids)
+    refused = sorted(r["request_id"] for u in usages for r in u.get("refused", []))
+    assert refused == sorted(served.failed_request_ids)
     charges = tmp_path / "charges.csv"
-    charges.write_text("request_id,cost_usd\n" + "".join(f"{i},0.001\n" for i in ids))
+    charges.write_text("request_id,cost_usd\n" + "".join(f"{i},0.001\n" for i in served.request_ids))
     settled = settle_run(root, charges, by="test")
-    assert settled.counts().get("settled", 0) == len(attempts)
-    assert settled.counts().get("missing", 0) == 0 and settled.unmatched_charges == 0
+    # an attempt refused throughout (the limited key's) had nothing to bill: n/a, not missing
+    assert settled.counts().get("settled", 0) == len(attempts) - len(limited)
+    assert all(settled.attempts[a.attempt_id].status == "n/a" for a in limited)
+    assert settled.counts().get("missing", 0) == 0 and settled.unmatched_charges == 0 and settled.complete
     for key in (GOOD, LIMITED):
         assert not [p for p in root.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

@@ -53,7 +53,11 @@ def test_a_long_retry_after_stops_terminus_2_at_the_first_refusal(tmp_path: Path
     error = summary.agent_error
     assert error is not None and error.type == "rate_limit" and error.status == 429
     assert error.retry_after == 90.0  # the server's, from LiteLLM's response headers
-    assert summary.usage is not None and summary.usage.request_ids == served.failed_request_ids
+    # The refused call is kept with its id and class, apart from the billed ones (there are none).
+    assert summary.usage is not None and summary.usage.request_ids == []
+    refused = summary.usage.model_dump()["refused"]
+    assert [(r["request_id"], r["status"], r["type"]) for r in refused] == [
+        (served.failed_request_ids[0], 429, "rate_limit")]
     assert summary.usage.output_tokens == 0 and summary.usage.cost_usd == 0.0  # nothing was billed
     assert summary.phases["agent"] < 60  # not Harbor's ~45 s of retries, nor the retry-after
     assert summary.reward == 0.0
@@ -67,5 +71,6 @@ def test_a_short_retry_after_is_left_to_harbors_own_retry(tmp_path: Path, monkey
     assert served.errors == {"rate_limit": 1} and served.answers >= 2
     assert summary.agent_error is None and summary.reward == 1.0
     assert summary.usage is not None and summary.usage.output_tokens == served.output_tokens
-    # the refused call's id is kept beside the answered ones': settle can match all of them
-    assert sorted(summary.usage.request_ids) == sorted(served.request_ids + served.failed_request_ids)
+    # the answered calls' ids are the billed ones; the refused call's is kept apart, with its class
+    assert sorted(summary.usage.request_ids) == sorted(served.request_ids)
+    assert [r["request_id"] for r in summary.usage.model_dump()["refused"]] == served.failed_request_ids

@@ -49,12 +49,18 @@ def test_oracle_and_terminus_2_arms_run_whole_and_their_usage_settles(tmp_path: 
     assert all(a.failure_class == "auth" and not a.valid for a in attempts if a.arm == "t2" and a.account == "refused")
     usages = [json.loads(p.read_text()) for p in root.rglob("logs/agent/usage.json")]
     assert sum(u["output_tokens"] for u in usages) == served.output_tokens
-    # the refused calls' ids too: a provider's 401 carries its request id like an answer does
+    # The answered calls' ids are the billed ones; the refused calls' are kept apart (with their
+    # class) and never expected on a bill: the charges are what the fake billed, and no more.
     ids = sorted(i for u in usages for i in u["request_ids"])
-    assert ids == sorted(served.request_ids + served.failed_request_ids)
+    assert ids == sorted(served.request_ids)
+    refused = sorted(r["request_id"] for u in usages for r in u.get("refused", []))
+    assert refused == sorted(served.failed_request_ids)
     charges = tmp_path / "charges.csv"
-    charges.write_text("request_id,cost_usd\n" + "".join(f"{i},0.001\n" for i in ids))
+    charges.write_text("request_id,cost_usd\n" + "".join(f"{i},0.001\n" for i in served.request_ids))
     settled = settle_run(root, charges, by="test")
-    assert settled.counts().get("settled", 0) == sum(1 for a in attempts if a.arm == "t2")
-    assert settled.counts().get("missing", 0) == 0 and settled.unmatched_charges == 0
+    t2 = [a for a in attempts if a.arm == "t2"]
+    refused_only = [a for a in t2 if a.account == "refused"]
+    assert settled.counts().get("settled", 0) == len(t2) - len(refused_only)
+    assert all(settled.attempts[a.attempt_id].status == "n/a" for a in refused_only)  # nothing to bill
+    assert settled.counts().get("missing", 0) == 0 and settled.unmatched_charges == 0 and settled.complete
     assert not [p for p in root.rglob("*") if p.is_file() and GOOD in p.read_text(errors="replace")]

@@ -5,7 +5,10 @@ It speaks, as the CLIs call them:
 - the Anthropic Messages API (``POST /v1/messages``; streaming SSE: ``message_start`` with the
   input usage, a text delta, ``message_delta`` with the output usage, ``message_stop``) and
   Claude's OAuth token endpoint (``POST /v1/oauth/token``, a refresh grant);
-- the OpenAI Responses API (``POST /v1/responses``, SSE) that ``codex exec`` uses;
+- the OpenAI Responses API that ``codex exec`` uses: over a WebSocket first (``GET /v1/responses``
+  upgraded; ``response.create`` frames, the stream's events as frames, refusals as error events),
+  over HTTPS (``POST /v1/responses``, SSE) after Codex's fallback; refusals with the API's error
+  bodies and headers (``openai_error``);
 - the Gemini API (``POST /v1beta/models/M:streamGenerateContent?alt=sse`` and
   ``:generateContent``, ``:countTokens``) that ``gemini`` uses (its errors as ``google.rpc.Status``;
   ``forbidden`` is its 403).
@@ -22,6 +25,9 @@ Everything served is counted, so a test can compare a report with what the "mode
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -30,6 +36,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+from support.fake_openai import WS_GUID, openai_error, openai_events, openai_headers, ws_read, ws_send
 
 Kind = Literal["ok", "rate_limit", "overloaded", "unauthorized", "expired", "server_error", "stall",
                "usage_limit", "forbidden"]
@@ -102,6 +110,9 @@ class FakeProvider:
         #: account beside a healthy one on the same fake.
         self.limited_keys: dict[str, int] = {}
         self.usage_limit_answered_at: float | None = None
+        #: The Responses API over a WebSocket (``GET /v1/responses`` upgraded), as the real API
+        #: serves it and Codex tries first; False refuses it (404) so Codex falls back to HTTPS.
+        self.websocket = True
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server = ThreadingHTTPServer((host, 0), _handler(self))
@@ -191,6 +202,10 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
+            upgrade = self.headers.get("upgrade", "").lower() == "websocket"
+            if upgrade and fake.websocket and self.path.split("?", 1)[0].endswith("/responses"):
+                self._websocket()
+                return
             fake.record({"method": "GET", "path": self.path, "headers": dict(self.headers)})
             self._json(404, {"error": {"type": "not_found_error", "message": "not found"}})
 
@@ -265,7 +280,9 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 return True
             return fake.access_tokens.get(self._token_of(), 0.0) > time.time()
 
-        def _answer(self, api: str, body: dict[str, Any]) -> None:
+        def _choose(self, api: str) -> tuple[Answer, str, str]:
+            """The next answer for this caller (its key refused or limited, a login's window), its
+            label and a request id; an error is counted here, an answer billed."""
             answer = fake.next_answer()
             label = fake.label_of.get(self._token_of(), "")
             limit = fake.usage_limit_for
@@ -281,11 +298,17 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             request_id = f"req_{uuid.uuid4().hex[:24]}"
             if answer.kind != "ok":
                 fake.error(answer.kind, request_id if answer.kind != "stall" else None)
-                self._fail(api, answer, request_id)
-                return
+                return answer, label, request_id
             fake.bill(answer, request_id)
             with fake._lock:
                 fake.served_by_label[label] = fake.served_by_label.get(label, 0) + 1
+            return answer, label, request_id
+
+        def _answer(self, api: str, body: dict[str, Any]) -> None:
+            answer, _, request_id = self._choose(api)
+            if answer.kind != "ok":
+                self._fail(api, answer, request_id)
+                return
             model = str(body.get("model") or self.path.split("/models/")[-1].split(":")[0])
             if api == "anthropic":
                 self._anthropic(answer, model, request_id, bool(body.get("stream")))
@@ -331,12 +354,7 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 data: object = {"type": "error", "error": {"type": etype, "message": message},
                                 "request_id": request_id}
             elif api == "openai":
-                code = {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status, "server_error")
-                if answer.kind == "usage_limit":
-                    code = "usage_limit_reached"
-                data = {"error": {"type": code, "code": code, "message": message,
-                                  **({"resets_at": int(answer.reset_at or time.time() + 3600)}
-                                     if answer.kind == "usage_limit" else {})}}
+                status, data, headers = openai_error(answer, request_id)
             self._json(status, data, headers)
 
         def _anthropic(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
@@ -372,49 +390,79 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             ], headers)
 
         def _openai(self, a: Answer, model: str, request_id: str) -> None:
-            """A Responses API answer, streamed as the API documents it: the response created,
-            the item added, its deltas, the item done, the response completed with the usage. A
-            tool answer is a ``function_call`` item (Codex's shell tool is ``exec_command``)."""
-            resp_id = f"resp_{uuid.uuid4().hex[:24]}"
-            with fake._lock:
-                fake.served.response_ids.append(resp_id)
-            item: dict[str, Any]
-            if a.tool:
-                arguments = json.dumps(a.tool_input or {})
-                item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:12]}",
-                        "call_id": f"call_{uuid.uuid4().hex[:12]}", "name": a.tool, "arguments": arguments,
-                        "status": "completed"}
-                added = {**item, "arguments": "", "status": "in_progress"}
-                deltas: list[tuple[str | None, object]] = [
-                    ("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta",
-                                                                "item_id": item["id"], "output_index": 0,
-                                                                "delta": arguments}),
-                    ("response.function_call_arguments.done", {"type": "response.function_call_arguments.done",
-                                                               "item_id": item["id"], "output_index": 0,
-                                                               "arguments": arguments})]
-            else:
-                item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:12]}", "role": "assistant",
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": a.text, "annotations": []}]}
-                added = {**item, "status": "in_progress", "content": []}
-                deltas = [("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
-                                                          "output_index": 0, "content_index": 0, "delta": a.text})]
-            base = {"id": resp_id, "object": "response", "model": model, "created_at": int(time.time())}
-            usage = {"input_tokens": a.input_tokens,
-                     "input_tokens_details": {"cached_tokens": a.cache_read_tokens},
-                     "output_tokens": a.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": a.input_tokens + a.output_tokens}
-            self._sse([
-                ("response.created", {"type": "response.created",
-                                      "response": {**base, "status": "in_progress", "output": []}}),
-                ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                                "item": added}),
-                *deltas,
-                ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
-                                               "item": item}),
-                ("response.completed", {"type": "response.completed", "response": {
-                    **base, "status": "completed", "output": [item], "usage": usage}}),
-            ], {"x-request-id": request_id})
+            """A Responses API answer, streamed as server-sent events (``openai_events``)."""
+            self._sse(openai_events(fake, a, model), {**openai_headers(request_id), "openai-processing-ms": "412"})
+
+        # -- the Responses API over a WebSocket ---------------------------------------------
+        def _websocket(self) -> None:
+            """``GET /v1/responses`` upgraded to a WebSocket, as the Responses API serves it and
+            Codex uses it first (codex-rs/codex-api/src/endpoint/responses_websocket.rs): each
+            ``{"type": "response.create", ...}`` text frame is answered with the same events the
+            HTTPS stream carries, one text frame each, up to ``response.completed``; a refusal is
+            an error event, ``{"type": "error", "status": 429, "error": {...}, "headers": {...}}``
+            (its ``WrappedWebsocketErrorEvent``), and the connection stays open. A key the API does
+            not know is refused at the upgrade (HTTP 401), as any request is. No extension is
+            agreed (no permessage-deflate), so the client's frames come uncompressed."""
+            key = self.headers.get("sec-websocket-key", "")
+            if self._token_of() in fake.refused_keys:
+                request_id = f"req_{uuid.uuid4().hex[:24]}"
+                fake.error("unauthorized", request_id)
+                status, data, headers = openai_error(Answer(kind="unauthorized"), request_id)
+                self._json(status, data, headers)
+                return
+            accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+            self.send_response(101, "Switching Protocols")
+            self.send_header("upgrade", "websocket")
+            self.send_header("connection", "Upgrade")
+            self.send_header("sec-websocket-accept", accept)
+            self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:24]}")
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            while not fake._stop.is_set():
+                frame = ws_read(self.rfile)
+                if frame is None or frame[0] == 0x8:  # gone, or a close: answer it and end
+                    with contextlib.suppress(OSError):
+                        ws_send(self.wfile, 0x8, b"")
+                    return
+                opcode, payload = frame
+                if opcode == 0x9:
+                    ws_send(self.wfile, 0xA, payload)
+                    continue
+                if opcode != 0x1:
+                    continue
+                with contextlib.suppress(ValueError):
+                    request = json.loads(payload)
+                    if isinstance(request, dict) and request.get("type") == "response.create":
+                        fake.record({"method": "WS", "path": self.path, "headers": dict(self.headers), "body": request})
+                        self._ws_answer(request)
+
+        def _ws_answer(self, request: dict[str, Any]) -> None:
+            if request.get("generate") is False:
+                # Codex's startup prewarm (codex-rs/core: a ``response.create`` with ``generate:
+                # false``, openai/codex#11258): it readies the request's state and asks for no
+                # output; answered at once with an empty response, no model call, nothing billed.
+                base = {"id": f"resp_{uuid.uuid4().hex[:24]}", "object": "response",
+                        "model": str(request.get("model") or ""), "created_at": int(time.time())}
+                usage = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
+                         "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 0}
+                for frame in ({"type": "response.created", "response": {**base, "status": "in_progress", "output": []}},
+                              {"type": "response.completed", "response": {**base, "status": "completed", "output": [],
+                                                                          "usage": usage}}):
+                    ws_send(self.wfile, 0x1, json.dumps(frame).encode())
+                return
+            answer, _, request_id = self._choose("openai")
+            if answer.kind == "stall":
+                time.sleep(3600)
+                return
+            if answer.kind != "ok":
+                status, data, headers = openai_error(answer, request_id)
+                event = {"type": "error", "status": status, **(data if isinstance(data, dict) else {}),
+                         "headers": headers}
+                ws_send(self.wfile, 0x1, json.dumps(event).encode())
+                return
+            for _, data in openai_events(fake, answer, str(request.get("model") or "")):
+                ws_send(self.wfile, 0x1, json.dumps(data).encode())
 
         def _gemini(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
             """A ``GenerateContentResponse`` as the Gemini API sends it: the candidate (text, or a

@@ -20,6 +20,7 @@ from ray_bench.agents.base import (
     quote,
     silent,
     stopped_in_turn,
+    working_when_cut,
     wrap,
 )
 from ray_bench.agents.gemini.errors import error_of
@@ -118,8 +119,7 @@ class GeminiCli(AgentAdapter):
         (:func:`stopped_in_turn`): no record of Gemini CLI shows its turn over before its result."""
         retry = record.retry
         usage = stopped_in_turn(record.usage(), run)
-        if run.timed_out and (record.answers or record.responses) and retry is None and not record.call_under_way:
-            # Its timeout came while its own tool ran: the agent's outcome, which the verifier scores.
+        if working_when_cut(run, answered=bool(record.answers or record.responses), retrying=retry is not None):
             return AgentReport(usage=usage)
         error = silent(run, self.name)
         if retry is not None and error.type != "cli_missing":
