@@ -129,9 +129,10 @@ def _spent(summary: AttemptSummary | None) -> bool:
 
 
 def _ids_missing(summary: AttemptSummary | None) -> int:
-    """Answered calls whose request id was never recorded: settling on the rest would be partial."""
+    """Calls whose request id was never recorded (answered, or started and never ended: the
+    provider may have billed them): settling on the rest would be partial."""
     usage = summary.usage if summary is not None else None
-    return usage.request_ids_missing or 0 if usage is not None else 0
+    return (usage.request_ids_missing or 0) + (usage.calls_unfinished or 0) if usage is not None else 0
 
 
 def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummary],
@@ -172,7 +173,7 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
         elif absent:
             status, detail = "missing", f"{len(absent)} of {len(need)} id(s) not in the export"
         elif lost := _ids_missing(summaries.get(a.attempt_id)):
-            status, detail = "missing", f"{lost} call(s) answered with no request id recorded (partial ids)"
+            status, detail = "missing", f"{lost} call(s) with no request id recorded (partial ids)"
         else:
             status, detail = "settled", f"{len(charges)} charge(s)"
         summary = summaries.get(a.attempt_id)

@@ -85,6 +85,36 @@ def test_a_finished_run_is_the_cli_s_totals_with_every_response_id() -> None:
     assert usage.cost_usd is None
 
 
+def _request() -> dict[str, object]:
+    return {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro"}
+
+
+def test_a_loop_the_cli_stopped_itself_is_degenerate_and_at_least_what_its_totals_say() -> None:
+    # Gemini CLI 0.61.0 against a model calling one tool forever: 4 calls read to their end, the
+    # 5th and 6th broken off by its loop detection (strikes 1 and 2), then "success".
+    warning = {"type": "error", "severity": "warning", "message": "Loop detected, stopping execution"}
+    telemetry = [*[e for n in range(4) for e in (_request(), *_response(f"req_{n}", 120, 7))],
+                 _request(), {"event.name": "loop_detected", "loop_type": "consecutive_identical_tool_calls",
+                              "count": 1},
+                 _request(), {"event.name": "loop_detected", "loop_type": "consecutive_identical_tool_calls",
+                              "count": 2}]
+    stats = {"total_tokens": 508, "input_tokens": 480, "output_tokens": 28, "cached": 0, "input": 480}
+    stdout = _lines(INIT, PROMPT, *[TOOL, TOOL_DONE] * 4, warning, {"type": "result", "status": "success",
+                                                                   "stats": stats})
+    report = GEMINI.translate(_run(stdout, telemetry=telemetry, chat=None))
+    usage = report.usage
+    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (480, 28)
+    assert usage.calls_unfinished == 2 and usage.bounded().bound == "lower_bound"
+    assert usage.request_ids == [f"req_{n}" for n in range(4)]
+    assert report.error is not None and report.error.type == "loop", report.error
+    assert "2 of its 6 calls" in report.error.message and "consecutive_identical_tool_calls" in report.error.message
+    # The same run without the loop: every call sent ended, exact.
+    clean = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, RESULT),
+                                  telemetry=[_request(), *_response("req_a", 350, 20, 50)]))
+    assert clean.error is None and clean.usage is not None and clean.usage.calls_unfinished is None
+    assert clean.usage.bounded().bound == "exact"
+
+
 def test_a_run_killed_in_its_tool_counts_every_answer_from_the_chat_file_and_telemetry() -> None:
     # The second answer's tool was running at the kill: the chat file has not written its tokens
     # yet, the telemetry has.
@@ -228,7 +258,11 @@ def test_collecting_distills_the_telemetry_and_copies_this_session_s_chat_file(t
                                "session.id": SID, "installation.id": "i"}},
                {"attributes": {"event.name": "gen_ai.client.inference.operation.details",
                                "gen_ai.response.id": "req_a", "gen_ai.input.messages": "the prompt"}},
-               {"attributes": {"event.name": "gemini_cli.user_prompt", "prompt": "the prompt"}}]
+               {"attributes": {"event.name": "gemini_cli.user_prompt", "prompt": "the prompt"}},
+               {"attributes": {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro",
+                               "request_text": "the prompt"}},
+               {"attributes": {"event.name": "loop_detected", "loop_type": "llm_detected_loop", "count": 2,
+                               "analysis": "the prompt"}}]
     raw = "".join(json.dumps(r, indent=2) + "\n" for r in records) + '{\n  "attributes": {\n    "event.na'
     (logs / "agent" / ".gemini-telemetry.log").write_text(raw)
     line = GEMINI.collect_sessions(_lines(INIT))
@@ -240,5 +274,7 @@ def test_collecting_distills_the_telemetry_and_copies_this_session_s_chat_file(t
     assert [p.name for p in kept.rglob("session-*.jsonl")] == ["session-2026-12-01T23-34-7a023fd9.jsonl"]
     events = [json.loads(x) for x in (kept / TELEMETRY_FILE).read_text().splitlines()]
     assert events == [{"event.name": "gemini_cli.api_response", "input_token_count": 350},
-                      {"event.name": "gen_ai.client.inference.operation.details", "gen_ai.response.id": "req_a"}]
+                      {"event.name": "gen_ai.client.inference.operation.details", "gen_ai.response.id": "req_a"},
+                      {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro"},
+                      {"event.name": "loop_detected", "loop_type": "llm_detected_loop", "count": 2}]
     assert not (logs / "agent" / ".gemini-telemetry.log").exists()  # no prompt kept in the artifacts

@@ -291,14 +291,19 @@ def test_partial_request_ids_never_settle_an_attempt_and_an_unknown_cost_has_no_
         "whole": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.01, "request_ids": ["r1"]}}),
         "partial": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02, "request_ids": ["r2"],
                                                    "request_ids_missing": 1}}),
-        "priceless": AttemptSummary.parse({"usage": {"output_tokens": 9, "request_ids": ["r3"]}})}
-    export = UsageExport("csv", (Charge(("r1",), 0.01), Charge(("r2",), 0.01), Charge(("r3",), 0.03)))
-    out, unclaimed, _ = reconcile([row("whole", 0.01), row("partial", 0.02), row("priceless", None)],
-                                  summaries, export)
+        "priceless": AttemptSummary.parse({"usage": {"output_tokens": 9, "request_ids": ["r3"]}}),
+        # two calls broken off by the CLI's loop detection: served, and in no record with their id
+        "broken": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02, "request_ids": ["r4"],
+                                                  "calls_unfinished": 2, "bound": "lower_bound"}})}
+    export = UsageExport("csv", (Charge(("r1",), 0.01), Charge(("r2",), 0.01), Charge(("r3",), 0.03),
+                                 Charge(("r4",), 0.01), Charge(("r5",), 0.01), Charge(("r6",), 0.01)))
+    out, unclaimed, _ = reconcile([row("whole", 0.01), row("partial", 0.02), row("priceless", None),
+                                   row("broken", 0.02)], summaries, export)
+    assert out["broken"].status == "missing" and "2 call(s)" in out["broken"].detail and out["broken"].lower_bound
     assert out["whole"].status == "settled"
     assert out["partial"].status == "missing" and "no request id recorded" in out["partial"].detail
     assert out["priceless"].estimated_usd is None and out["priceless"].settled_usd == 0.03  # unknown, not $0
-    assert unclaimed == 0
+    assert unclaimed == 2
 
 
 def test_a_lower_bound_estimate_is_said_so_in_settle_and_kept_in_the_ledger(tmp_path: Path) -> None:
