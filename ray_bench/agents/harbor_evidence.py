@@ -18,6 +18,11 @@ CONTEXT_FILE = "agent-context.json"
 ERROR_FILE = "agent-error.json"
 #: Every provider request id the agent's model calls returned, one a line.
 REQUEST_IDS_FILE = "request-ids.txt"
+#: A host-side agent's model calls as LiteLLM showed them (:class:`ray_bench.harbor.llm.CallLog`):
+#: ``started`` and ``ended`` counts. A call started and never ended was in flight when the timeout
+#: (or a stop) cancelled the agent: Terminus 2 adds a call's usage to its context only once its
+#: response is back (harbor/llms/chat.py), so what it cost is in no record.
+CALLS_FILE = "model-calls.json"
 #: An installed agent's CLI as ray-bench's own adapter of it reads its output and sessions (the
 #: usage contract): the usage of a run Harbor's context could not total (the watchdog cut it).
 CLI_USAGE_FILE = "cli-usage.json"
@@ -48,6 +53,15 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
         usage = Usage(input_tokens=fresh, output_tokens=context.get("n_output_tokens"), cache_read_tokens=cached,
                       cache_write_tokens=None, cost_usd=cost, cost_basis=basis if cost is not None else None,
                       model=model, request_ids=request_ids, source="result")
+    calls = _read(trial_dir / CALLS_FILE)
+    started, ended = calls.get("started"), calls.get("ended")
+    cut = max(0, started - ended) if isinstance(started, int) and isinstance(ended, int) else 0
+    if cut:
+        if usage is None or (not request_ids and not any((usage.input_tokens, usage.output_tokens,
+                                                          usage.cache_read_tokens))):
+            # nothing came back before the cut, so nothing says what the call in flight spent
+            usage = Usage.unknown(request_ids=request_ids).model_copy(update={"model": model})
+        usage = usage.model_copy(update={"calls_unfinished": cut})
     failure = _read(trial_dir / ERROR_FILE)
     error = None
     if failure.get("error"):

@@ -53,6 +53,12 @@ class CallLog:
     #: (:mod:`ray_bench.harbor.live`), so the watchdog sees a host-side agent's commands live.
     watch: Any = None
 
+    def counts(self) -> dict[str, int]:
+        """What :data:`~ray_bench.agents.harbor_evidence.CALLS_FILE` keeps: a call started and
+        not ended (cancelled in flight by the timeout: LiteLLM logs no end for a cancelled call,
+        ``asyncio.CancelledError`` being no ``Exception``) makes the usage a lower bound."""
+        return {"started": self.started, "ended": self.ended}
+
     async def settled(self, within_sec: float = 10.0) -> None:
         """Wait (bounded) for the logging of calls that already returned: LiteLLM logs a
         success after handing the response back."""

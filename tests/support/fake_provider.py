@@ -54,6 +54,9 @@ class Answer:
     tool_input: dict[str, Any] | None = None
     #: Gemini: the answer's ``thoughtsTokenCount`` (billed as output; counted apart in Served).
     thoughts_tokens: int = 0
+    #: ok: seconds the answer takes to come, billed when the request is taken (a generation is
+    #: billed whether or not the client is still there to read it): a call a client cut in flight.
+    delay_sec: float = 0.0
 
 
 @dataclass
@@ -286,6 +289,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             fake.bill(answer, request_id)
             with fake._lock:
                 fake.served_by_label[label] = fake.served_by_label.get(label, 0) + 1
+            if answer.delay_sec:
+                time.sleep(answer.delay_sec)  # the handler thread is a daemon: a cut client leaves it here
             model = str(body.get("model") or self.path.split("/models/")[-1].split(":")[0])
             if api == "anthropic":
                 self._anthropic(answer, model, request_id, bool(body.get("stream")))
