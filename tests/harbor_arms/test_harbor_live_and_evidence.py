@@ -82,3 +82,18 @@ def test_a_call_in_flight_at_the_cut_makes_terminus_usage_a_lower_bound_or_unkno
     (first / CALLS_FILE).write_text(json.dumps({"started": 1, "ended": 0}))
     usage = harbor_report(first, "anthropic/claude-sonnet-4-5").usage
     assert usage is not None and usage.source == "unknown" and usage.cost_usd is None and usage.calls_unfinished == 1
+
+
+def test_terminus_cache_writes_are_their_own_column_not_fresh_input(tmp_path: Path) -> None:
+    from ray_bench.agents.harbor_evidence import CALLS_FILE
+
+    # LiteLLM's prompt_tokens (Harbor's n_input_tokens) = 300 fresh + 100 read + 50 written.
+    trial = _trial(tmp_path, {"n_input_tokens": 450, "n_cache_tokens": 100, "n_output_tokens": 40}, None, ["r1"])
+    (trial / CALLS_FILE).write_text(json.dumps({"started": 1, "ended": 1, "cache_write_tokens": 50}))
+    usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (300, 100, 50)
+    # A trial kept before the calls file: writes unknown (absent), never taken for 0.
+    (trial / CALLS_FILE).unlink()
+    usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None and usage.cache_write_tokens is None and usage.input_tokens == 350

@@ -68,7 +68,8 @@ def test_terminus_2_solves_the_task_against_the_fake_provider_and_its_usage_is_w
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from support.fake_provider import Answer, FakeProvider
 
-    with FakeProvider(default=Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100,
+                                     cache_write_tokens=50)) as fake:
         monkeypatch.setenv("RB_HARBOR_KEY", "sk-ant-harbor-test-0123456789")
         monkeypatch.setenv("RB_HARBOR_BASE", fake.url)
         spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5",
@@ -83,7 +84,10 @@ def test_terminus_2_solves_the_task_against_the_fake_provider_and_its_usage_is_w
     assert usage is not None
     assert usage.output_tokens == served.output_tokens
     assert usage.cache_read_tokens == served.cache_read_tokens
-    assert usage.input_tokens == served.input_tokens  # fresh input: Harbor's total less the cached
+    # fresh input: Harbor's total (LiteLLM's prompt_tokens) less the cache reads and writes, each
+    # its own column (issue 54: the writes were counted as fresh input)
+    assert usage.input_tokens == served.input_tokens
+    assert usage.cache_write_tokens == served.cache_write_tokens == 50 * served.answers
     assert sorted(usage.request_ids) == sorted(served.request_ids)
     attempt = tmp_path / "attempt"
     assert (attempt / "harbor" / "agent" / "trajectory.json").is_file()  # ATIF, as Harbor writes it

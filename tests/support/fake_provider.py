@@ -42,6 +42,9 @@ class Answer:
     input_tokens: int = 120
     output_tokens: int = 7
     cache_read_tokens: int = 0
+    #: Anthropic: the answer's ``cache_creation_input_tokens`` (prompt written to the cache: billed
+    #: at 1.25x input for a 5-minute write, apart from ``input_tokens`` and the cache reads).
+    cache_write_tokens: int = 0
     retry_after: int = 30
     #: usage_limit: when the window resets (epoch seconds); default one hour on.
     reset_at: float | None = None
@@ -67,6 +70,7 @@ class Served:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     request_ids: list[str] = field(default_factory=list)
     #: The request ids of the calls answered with an error (a provider's request id comes back
@@ -148,6 +152,7 @@ class FakeProvider:
             s.input_tokens += answer.input_tokens
             s.output_tokens += answer.output_tokens
             s.cache_read_tokens += answer.cache_read_tokens
+            s.cache_write_tokens += answer.cache_write_tokens
             s.thoughts_tokens += answer.thoughts_tokens
             s.request_ids.append(request_id)
 
@@ -345,8 +350,13 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             self._json(status, data, headers)
 
         def _anthropic(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
+            """A Messages API answer. Its ``usage`` as the API reference documents it
+            (https://docs.anthropic.com/en/api/messages, "usage"): ``input_tokens`` (uncached),
+            ``cache_creation_input_tokens`` (written to the cache), ``cache_read_input_tokens``
+            and ``output_tokens``, the input total being the sum of the first three; streamed,
+            ``message_start`` carries the input counts and ``message_delta`` the output."""
             msg_id = f"msg_{uuid.uuid4().hex[:24]}"
-            usage = {"input_tokens": a.input_tokens, "cache_creation_input_tokens": 0,
+            usage = {"input_tokens": a.input_tokens, "cache_creation_input_tokens": a.cache_write_tokens,
                      "cache_read_input_tokens": a.cache_read_tokens, "output_tokens": a.output_tokens}
             headers = {"request-id": request_id}
             stop = "tool_use" if a.tool else "end_turn"
