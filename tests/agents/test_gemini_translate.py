@@ -265,9 +265,16 @@ def test_collecting_distills_the_telemetry_and_copies_this_session_s_chat_file(t
                                "analysis": "the prompt"}}]
     raw = "".join(json.dumps(r, indent=2) + "\n" for r in records) + '{\n  "attributes": {\n    "event.na'
     (logs / "agent" / ".gemini-telemetry.log").write_text(raw)
+    # Its own error report in its TMPDIR (reportError, 0.61.0), the request's contents in its context.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    report = tmp / "gemini-client-error-Turn.run-sendMessageStream-2026-12-01T23-34-42-962Z.json"
+    report.write_text(json.dumps({"error": {"message": "exception TypeError: fetch failed", "stack": "at x"},
+                                  "context": [{"role": "user", "parts": [{"text": "the prompt"}]}]}))
+    os.utime(logs / "agent" / ".started", (0, 0))  # the run started before it was written
     line = GEMINI.collect_sessions(_lines(INIT))
     assert line is not None
-    env = {"HOME": str(home), "LOGS_DIR": str(logs), "PATH": os.environ["PATH"]}
+    env = {"HOME": str(home), "LOGS_DIR": str(logs), "PATH": os.environ["PATH"], "TMPDIR": str(tmp)}
     done = subprocess.run(["sh", "-c", line], check=False, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     kept = logs / "agent" / "sessions"
@@ -278,3 +285,6 @@ def test_collecting_distills_the_telemetry_and_copies_this_session_s_chat_file(t
                       {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro"},
                       {"event.name": "loop_detected", "loop_type": "llm_detected_loop", "count": 2}]
     assert not (logs / "agent" / ".gemini-telemetry.log").exists()  # no prompt kept in the artifacts
+    kept_errors = [json.loads(x) for x in (logs / "agent" / "gemini-client-errors.jsonl").read_text().splitlines()]
+    assert kept_errors == [{"file": report.name, "message": "exception TypeError: fetch failed", "stack": "at x"}]
+    assert list(tmp.iterdir()) == []  # nothing left in the temporary directory

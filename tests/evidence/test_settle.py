@@ -328,3 +328,21 @@ def test_a_lower_bound_estimate_is_said_so_in_settle_and_kept_in_the_ledger(tmp_
     saved = read_settlement(root)
     assert saved is not None and saved.lower_bounds() == 1
     assert sorted(a.lower_bound for a in saved.attempts.values()) == [False, True]
+
+
+def test_settle_keeps_each_attempt_s_cost_at_full_precision() -> None:
+    """A call of a cheap model costs under a micro-dollar (gemini-2.5-flash-lite: 400 tokens in,
+    10 out = $0.000044; one of 3 tokens in: $0.0000003): settle keeps what it read, unrounded."""
+    from ray_bench.evidence.settle import reconcile
+    from ray_bench.evidence.usage_export import Charge, UsageExport
+    from ray_bench.ledger.store import AttemptRow
+
+    row = AttemptRow("tiny", "tiny", "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0,
+                     True, 1.0, cost_usd=3e-7)
+    summaries = {"tiny": AttemptSummary.parse({"usage": {"output_tokens": 0, "input_tokens": 3, "cost_usd": 3e-7,
+                                                         "request_ids": ["r1", "r2"]}})}
+    export = UsageExport("csv", (Charge(("r1",), 1.4e-7), Charge(("r2",), 1.7e-7), Charge(("r9",), 2.5e-8)))
+    out, unclaimed, unclaimed_usd = reconcile([row], summaries, export)
+    assert out["tiny"].status == "settled"
+    assert out["tiny"].estimated_usd == 3e-7 and out["tiny"].settled_usd == pytest.approx(3.1e-7, rel=1e-12)
+    assert unclaimed == 1 and unclaimed_usd == 2.5e-8  # was rounded to $0.0

@@ -10,6 +10,7 @@ from typing import Any
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
     SESSIONS_DIR,
+    STARTED_MARK,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -25,7 +26,13 @@ from ray_bench.agents.base import (
 from ray_bench.agents.gemini.errors import error_of
 from ray_bench.agents.gemini.session import LOOP_STOP, Record, object_of
 from ray_bench.agents.gemini.stream import Live
-from ray_bench.agents.gemini.telemetry import DISTILL_JS, TELEMETRY_FILE, TELEMETRY_RAW
+from ray_bench.agents.gemini.telemetry import (
+    CLIENT_ERRORS_FILE,
+    DISTILL_JS,
+    KEEP_CLIENT_ERROR_JS,
+    TELEMETRY_FILE,
+    TELEMETRY_RAW,
+)
 from ray_bench.models.agent import AgentError, AgentReport, McpServer, Usage
 
 #: Merges argv[2]'s sections (``{"mcpServers": {...}, "model": {"maxSessionTurns": N}}``) into the
@@ -140,7 +147,11 @@ class GeminiCli(AgentAdapter):
     def collect_sessions(self, stdout: str) -> str | None:
         distill = (f"[ -f {TELEMETRY_RAW} ] && node -e {quote(DISTILL_JS)} {TELEMETRY_RAW} "
                    f'"$LOGS_DIR/agent/{SESSIONS_DIR}/{TELEMETRY_FILE}"\n')
-        return distill + (super().collect_sessions(stdout) or "exit 0\n")
+        # its error reports of this run (newer than the start mark), kept without their prompt
+        reports = (f'find "${{TMPDIR:-/tmp}}" -maxdepth 1 -type f -name "gemini-client-error-*.json" '
+                   f'-newer "$LOGS_DIR/agent/{STARTED_MARK}" 2>/dev/null | while IFS= read -r f; do '
+                   f'node -e {quote(KEEP_CLIENT_ERROR_JS)} "$f" "$LOGS_DIR/agent/{CLIENT_ERRORS_FILE}"; done\n')
+        return distill + reports + (super().collect_sessions(stdout) or "exit 0\n")
 
     def live_reader(self) -> LiveReader:
         return Live()

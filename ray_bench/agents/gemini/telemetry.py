@@ -28,3 +28,16 @@ DISTILL_JS = (
     'if(l==="}"||l==="]"){try{take(JSON.parse(buf.join("\\n")))}catch(e){}buf=null}}'
     'fs.mkdirSync(require("path").dirname(dst),{recursive:true});'
     'fs.writeFileSync(dst,out.length?out.join("\\n")+"\\n":"");fs.unlinkSync(src)')
+
+#: Gemini CLI's own error reports (``reportError``: ``gemini-client-error-<type>-<time>.json`` in
+#: ``os.tmpdir()``, i.e. ``$TMPDIR``, which the local backend points into the sandbox's scratch),
+#: one JSON line each here, as evidence of what went wrong in the client.
+CLIENT_ERRORS_FILE = "gemini-client-errors.jsonl"
+#: Keeps of one report (argv[1]) its file name and its ``error`` (message, stack cut to 4 KB),
+#: appended to argv[2]; the ``context`` (the request's contents: the prompt) is left out. The
+#: report is then removed, so nothing stays in the temporary directory.
+KEEP_CLIENT_ERROR_JS = (
+    'const fs=require("fs"),path=require("path"),[src,dst]=process.argv.slice(1);let r={};'
+    'try{r=JSON.parse(fs.readFileSync(src,"utf8"))}catch(e){}const e=r&&r.error||{};'
+    'fs.appendFileSync(dst,JSON.stringify({file:path.basename(src),message:String(e.message||"").slice(0,2000),'
+    'stack:String(e.stack||"").slice(0,4000)})+"\\n");fs.unlinkSync(src)')
