@@ -75,8 +75,9 @@ def test_gemini_cli_multi_turn_usage_and_every_failure_mode(tmp_path: Path) -> N
         (730 * 1.25 + 55 * 10 + 40 * 0.125) / 1e6), usage
     assert ok.agent_error is None and classify(ok, catalog).valid
 
-    # 401 and 403 are not retried by the CLI: the attempt ends at once, classed auth.
-    for summary, status in ((e401, 401), (e403, 403)):
+    # A bad key (the API's 400 API_KEY_INVALID) and a 403 are not retried by the CLI: the attempt
+    # ends at once, classed auth.
+    for summary, status in ((e401, 400), (e403, 403)):
         err = summary.to_json()["agent_error"]
         assert err["type"] == "auth" and err["status"] == status, err
         assert summary.agent is not None and not summary.agent.timed_out

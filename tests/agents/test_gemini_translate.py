@@ -183,6 +183,26 @@ def test_refusals_from_the_result_error() -> None:
         assert report.usage is not None and report.usage.input_tokens == 0 and report.usage.source == "result"
 
 
+def test_a_bad_key_is_the_api_s_400_api_key_invalid_and_classed_auth() -> None:
+    # The Gemini API's answer to a bad key, as Gemini CLI 0.61.0 prints it in its result error.
+    body = json.dumps({"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                 "status": "INVALID_ARGUMENT", "details": [
+                                     {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                                      "domain": "googleapis.com"}]}})
+    for message in (f"[API Error: {body}]", '[API Error: {"error":{"code":400,"status":"INVALID_ARGUMENT",'
+                                            '"details":[{"reason":"API_KEY_INVALID"}]}}]'):
+        result = {"type": "result", "status": "error", "error": {"type": "unknown", "message": message},
+                  "stats": {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0, "cached": 0, "input": 0}}
+        report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
+        assert report.error is not None and (report.error.type, report.error.status) == ("auth", 400), report
+    # another 400 (a malformed request) is no refused login
+    body = json.dumps({"error": {"code": 400, "message": "Invalid JSON payload", "status": "INVALID_ARGUMENT"}})
+    result = {"type": "result", "status": "error", "error": {"type": "unknown", "message": f"[API Error: {body}]"},
+              "stats": {}}
+    report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
+    assert report.error is not None and report.error.type == "agent", report.error
+
+
 def test_the_daily_quota_is_a_usage_limit_until_midnight_pacific() -> None:
     result = {"type": "result", "status": "error", "error": {
         "type": "unknown", "message": "[API Error: You have exhausted your daily quota on this model.]"}, "stats": {}}

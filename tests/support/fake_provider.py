@@ -7,8 +7,8 @@ It speaks, as the CLIs call them:
   Claude's OAuth token endpoint (``POST /v1/oauth/token``, a refresh grant);
 - the OpenAI Responses API (``POST /v1/responses``, SSE) that ``codex exec`` uses;
 - the Gemini API (``POST /v1beta/models/M:streamGenerateContent?alt=sse`` and
-  ``:generateContent``, ``:countTokens``) that ``gemini`` uses (its errors as ``google.rpc.Status``;
-  ``forbidden`` is its 403).
+  ``:generateContent``, ``:countTokens``) that ``gemini`` uses (its errors as ``google.rpc.Status``:
+  ``unauthorized`` is its 400 ``API_KEY_INVALID``, ``expired`` an OAuth token's 401, ``forbidden`` its 403).
 
 Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok``,
 ``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
@@ -462,10 +462,16 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             self._sse([(None, first), (None, final)], {})
 
         def _gemini_fail(self, a: Answer) -> None:
-            """An error as the Gemini API answers it (``google.rpc.Status``): a per-minute 429
+            """An error as the Gemini API answers it (``google.rpc.Status``; the statuses of
+            https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes): a per-minute 429
             carries ``QuotaFailure`` and ``RetryInfo.retryDelay`` (the CLI waits that long), a
-            ``usage_limit`` is the daily quota (the CLI gives up at once)."""
+            ``usage_limit`` is the daily quota (the CLI gives up at once). A bad API key is not a
+            401: the API answers 400 ``INVALID_ARGUMENT`` with an ``ErrorInfo`` whose reason is
+            ``API_KEY_INVALID`` (as users report it verbatim, e.g. google-gemini/gemini-cli#25198);
+            a 401 ``UNAUTHENTICATED`` is an OAuth login's token (``expired``); a 403 a key
+            refused (suspended, or without access)."""
             quota = "https://ai.google.dev/gemini-api/docs/rate-limits"
+            service = {"service": "generativelanguage.googleapis.com"}
             status, gstatus, message, details = {
                 "rate_limit": (429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your "
                                f"plan and billing details. Please retry in {a.retry_after}s.", [
@@ -486,9 +492,22 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 "overloaded": (503, "UNAVAILABLE", "The model is overloaded. Please try again later.", []),
                 "server_error": (500, "INTERNAL", "An internal error has occurred. Please retry or report in "
                                  "https://developers.generativeai.google/guide/troubleshooting", []),
-                "unauthorized": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", []),
-                "expired": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", []),
-                "forbidden": (403, "PERMISSION_DENIED", "Permission denied: this API key has been suspended.", []),
+                "unauthorized": (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [
+                    {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                     "domain": "googleapis.com", "metadata": service},
+                    {"@type": "type.googleapis.com/google.rpc.LocalizedMessage", "locale": "en-US",
+                     "message": "API key not valid. Please pass a valid API key."}]),
+                "expired": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth "
+                            "2 access token, login cookie or other valid authentication credential. See "
+                            "https://developers.google.com/identity/sign-in/web/devconsole-project.", [
+                                {"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                 "reason": "ACCESS_TOKEN_EXPIRED", "domain": "googleapis.com",
+                                 "metadata": {**service, "method": "google.ai.generativelanguage.v1beta."
+                                              "GenerativeService.StreamGenerateContent"}}]),
+                "forbidden": (403, "PERMISSION_DENIED", "Permission denied: Consumer 'api_key:redacted' has been "
+                              "suspended.", [
+                                  {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "CONSUMER_SUSPENDED",
+                                   "domain": "googleapis.com", "metadata": {**service, "consumer": "projects/0"}}]),
             }[a.kind]
             self._json(status, {"error": {"code": status, "message": message, "status": gstatus,
                                           **({"details": details} if details else {})}})
