@@ -21,6 +21,12 @@ ERROR_FILE = "agent-error.json"
 REQUEST_IDS_FILE = "request-ids.txt"
 #: The calls the provider refused (an error status: not billed), one ``RefusedCall`` JSON a line.
 REFUSED_FILE = "refused-calls.jsonl"
+#: A host-side agent's model calls as LiteLLM showed them (:class:`ray_bench.harbor.llm.CallLog`):
+#: ``started`` and ``ended`` counts, and the answers' ``cache_write_tokens``. A call started and
+#: never ended was in flight when the timeout (or a stop) cancelled the agent: Terminus 2 adds a
+#: call's usage to its context only once its response is back (harbor/llms/chat.py), so what it
+#: cost is in no record.
+CALLS_FILE = "model-calls.json"
 #: An installed agent's CLI as ray-bench's own adapter of it reads its output and sessions (the
 #: usage contract): the usage of a run Harbor's context could not total (the watchdog cut it).
 CLI_USAGE_FILE = "cli-usage.json"
@@ -28,11 +34,12 @@ CLI_USAGE_FILE = "cli-usage.json"
 
 def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
     """The usage contract from the ``AgentContext`` (Harbor's ``n_input_tokens`` includes the
-    cached ones; ray-bench's ``input_tokens`` does not) and the request ids; None for an agent
+    cached ones, read and written; ray-bench's ``input_tokens`` does not) and the request ids; None for an agent
     that called no model (the context is empty); unknown counts stay absent, never zero."""
     context = _read(trial_dir / CONTEXT_FILE)
     request_ids = _lines(trial_dir / REQUEST_IDS_FILE)
     usage: Usage | None = None
+    calls = _read(trial_dir / CALLS_FILE)
     cli = _read(trial_dir / CLI_USAGE_FILE)
     if cli and (context.get("n_output_tokens") is None or cli.get("source") != "result"):
         # Harbor totals an installed agent's usage from its session, as if it had finished; a
@@ -41,7 +48,11 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
         usage = Usage.model_validate({**cli, "request_ids": request_ids, "model": cli.get("model") or model})
     elif context.get("n_input_tokens") is not None or context.get("n_output_tokens") is not None or request_ids:
         total_in, cached = context.get("n_input_tokens"), context.get("n_cache_tokens")
-        fresh = total_in - (cached or 0) if isinstance(total_in, int) else None
+        # A host-side agent's cache writes, from its LiteLLM calls (Harbor's total holds them,
+        # as LiteLLM's prompt_tokens does); an installed CLI's are not known here.
+        writes = calls.get("cache_write_tokens") if not cli else None
+        writes = writes if isinstance(writes, int) else None
+        fresh = total_in - (cached or 0) - (writes or 0) if isinstance(total_in, int) else None
         cost = context.get("cost_usd")
         # An installed CLI's own cost (Claude Code's) is reported; where the CLI printed none
         # (Codex), Harbor priced its tokens from LiteLLM's price map: an estimate.
@@ -49,8 +60,16 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
         if cost is None and total_in == 0 and context.get("n_output_tokens") == 0:
             cost, basis = 0.0, "estimated"  # every call refused (a 429, a 5xx): no token was billed
         usage = Usage(input_tokens=fresh, output_tokens=context.get("n_output_tokens"), cache_read_tokens=cached,
-                      cache_write_tokens=None, cost_usd=cost, cost_basis=basis if cost is not None else None,
+                      cache_write_tokens=writes, cost_usd=cost, cost_basis=basis if cost is not None else None,
                       model=model, request_ids=request_ids, source="result")
+    started, ended = calls.get("started"), calls.get("ended")
+    cut = max(0, started - ended) if isinstance(started, int) and isinstance(ended, int) else 0
+    if cut:
+        if usage is None or (not request_ids and not any((usage.input_tokens, usage.output_tokens,
+                                                          usage.cache_read_tokens))):
+            # nothing came back before the cut, so nothing says what the call in flight spent
+            usage = Usage.unknown(request_ids=request_ids).model_copy(update={"model": model})
+        usage = usage.model_copy(update={"calls_unfinished": cut})
     refused = _refused(trial_dir / REFUSED_FILE)
     if usage is None and refused:
         # Refused throughout (every call an error status): no token was served or billed.

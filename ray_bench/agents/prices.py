@@ -3,8 +3,9 @@
 Claude Code prints its cost only on its result line, so an attempt cut before it (its timeout,
 the watchdog) has tokens from its session files and no cost; Codex never prints one. Such an
 attempt's cost is *estimated* here from its tokens: ``Usage.cost_basis == "estimated"``, beside
-``"reported"`` for the CLI's own figure. A model with no price here leaves the cost unknown
-(``None``), never $0. Settlement (``ray-bench settle``) replaces either with the provider's charge.
+``"reported"`` for the CLI's own figure; Gemini CLI prints none either. A model with no price here
+leaves the cost unknown (``None``), never $0. Settlement (``ray-bench settle``) replaces either with
+the provider's charge.
 
 Prices are USD per million tokens, public list prices (standard tier, 5-minute cache writes).
 The Sonnet row reproduces Claude Code 2.1.197's own ``total_cost_usd`` to the cent's millionth
@@ -47,6 +48,27 @@ PRICES: tuple[tuple[re.Pattern[str], Price], ...] = tuple((re.compile(p), price)
     (r"(gpt-4\.1|o3)(-\d{4}-\d{2}-\d{2})?", Price(2.0, 8.0, 0.50, 2.0)),
     (r"o4-mini.*", Price(1.10, 4.40, 0.275, 1.10)),
     (r"codex-mini-latest", Price(1.50, 6.0, 0.375, 1.50)),
+    # Gemini API (https://ai.google.dev/gemini-api/docs/pricing, paid tier, as LiteLLM 1.110.2's
+    # model_prices_and_context_window.json carries it, each entry citing that page; read 7 Dec
+    # 2026). The models Gemini CLI 0.61.0 runs (its config/models.ts): its default ``auto``
+    # resolves to gemini-3-pro-preview or gemini-3.1-pro-preview (preview access), else
+    # gemini-2.5-pro; its flash fallback and router to gemini-3-flash-preview, gemini-3.5-flash or
+    # gemini-3.8-flash; its helpers (classifier, summaries) to gemini-3.1-flash-lite or
+    # gemini-3.5-flash-lite. Thoughts are billed as output (the adapter counts them there); an
+    # implicit cache write costs nothing over input (cache_write is the input price) and a cache
+    # read is the context-caching price. The pro models' prices are those of prompts up to 200k
+    # tokens: a call over it is billed 2x input and 1.5x output, which this estimate does not see
+    # (settlement does). gemini-3-flash (Code Assist logins, not billed per token) and the
+    # aliases (auto, pro, flash) have no price: unknown.
+    (r"gemini-3(\.1)?-pro-preview(-customtools)?", Price(2.0, 12.0, 0.20, 2.0)),
+    (r"gemini-3-flash-preview", Price(0.50, 3.0, 0.05, 0.50)),
+    (r"gemini-3\.5-flash", Price(1.50, 9.0, 0.15, 1.50)),
+    (r"gemini-3\.8-flash", Price(0.75, 3.75, 0.075, 0.75)),
+    (r"gemini-3\.1-flash-lite(-preview)?", Price(0.25, 1.50, 0.025, 0.25)),
+    (r"gemini-3\.5-flash-lite", Price(0.30, 2.50, 0.03, 0.30)),
+    (r"gemini-2\.5-pro", Price(1.25, 10.0, 0.125, 1.25)),
+    (r"gemini-2\.5-flash", Price(0.30, 2.50, 0.03, 0.30)),
+    (r"gemini-2\.5-flash-lite", Price(0.10, 0.40, 0.01, 0.10)),
 ))
 
 
@@ -54,7 +76,7 @@ def price_of(model: str | None) -> Price | None:
     """The list price of ``model`` (None: not in the table, so its cost cannot be estimated)."""
     if not model:
         return None
-    name = model.strip().lower().removesuffix("[1m]")
+    name = model.strip().lower().removesuffix("[1m]").removeprefix("models/")
     return next((price for pattern, price in PRICES if pattern.fullmatch(name)), None)
 
 

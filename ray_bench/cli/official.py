@@ -54,7 +54,7 @@ def settle(run_root: RunRoot,
            by: By = None) -> None:
     """Reconcile each attempt's estimated cost with the export's charges by request id."""
     from ray_bench.evidence.settle import settle_run
-    from ray_bench.ledger.rows import unknown_cost_note
+    from ray_bench.ledger.rows import said_spend, unknown_cost_note
 
     result = settle_run(run_root, usage, by=by)
     counts = result.counts()
@@ -63,7 +63,7 @@ def settle(run_root: RunRoot,
     settled = sum(a.settled_usd or 0.0 for a in result.attempts.values())
     out.print(f"run {result.run_id}: {counts['settled']} settled, {counts['missing']} missing, "
               f"{counts['disputed']} disputed, {counts['n/a']} without cost; estimated "
-              f"{'at least ' if unknown or lower else ''}${estimated:.4f}{unknown_cost_note(unknown, lower)}, "
+              f"{said_spend(estimated, unknown, lower, '.4f')}{unknown_cost_note(unknown, lower)}, "
               f"settled ${settled:.4f} ({result.format} export {result.source}, "
               f"{result.unmatched_charges} charges matched no attempt)", markup=False)
     for attempt_id, a in sorted(result.attempts.items()):

@@ -159,6 +159,13 @@ def _classify(summary: AttemptSummary, catalog: Catalog) -> Verdict:
         return Verdict(False, "behaviour", fingerprint("behaviour", f"watchdog-{rule}", msg), msg, "none",
                        None, (*flags, "degeneration"))
 
+    if summary.agent_error is not None and summary.agent_error.type == "loop":
+        # The CLI stopped its own agent for repeating itself (Gemini CLI's loop detection, then
+        # its result says success): degenerate, as when the watchdog stops one.
+        msg = f"the CLI's own loop detection: {summary.agent_error.message or 'loop detected'}"
+        return Verdict(False, "behaviour", fingerprint("behaviour", "cli-loop", msg), msg, "none",
+                       None, (*flags, "degeneration"))
+
     if summary.agent_error is not None:
         # The agent said it was in trouble: whatever the verifier says, this is not evidence.
         match = catalog.match({"agent_error": texts["agent_error"]}, agent.exit_code)

@@ -28,6 +28,7 @@ stay what the agent reported, and reports show both.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -147,9 +148,10 @@ def _spent(summary: AttemptSummary | None) -> bool:
 
 
 def _ids_missing(summary: AttemptSummary | None) -> int:
-    """Answered calls whose request id was never recorded: settling on the rest would be partial."""
+    """Calls whose request id was never recorded (answered, or started and never ended: the
+    provider may have billed them): settling on the rest would be partial."""
     usage = summary.usage if summary is not None else None
-    return usage.request_ids_missing or 0 if usage is not None else 0
+    return (usage.request_ids_missing or 0) + (usage.calls_unfinished or 0) if usage is not None else 0
 
 
 def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummary],
@@ -179,10 +181,11 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
     out: dict[str, SettledAttempt] = {}
     for a in listed:
         need, charges = required[a.attempt_id], matched[a.attempt_id]
-        estimated = None if a.cost_usd is None else round(a.cost_usd, 6)
+        # Full precision (a call of a cheap model costs under a micro-dollar): rounded only where shown.
+        estimated = a.cost_usd
         absent = [name for name in need if name not in index]
         shared = [n for n in charges if claims[n] > 1]
-        settled = round(sum(export.charges[n].cost_usd for n in charges), 6) if charges else None
+        settled = math.fsum(export.charges[n].cost_usd for n in charges) if charges else None
         if not need and not charges:
             status, detail = (("missing", "usage unknown and no request id recorded") if a.attempt_id in unknown
                               else ("missing", "no request id recorded") if estimated is None or estimated > 0
@@ -192,7 +195,7 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
         elif absent:
             status, detail = "missing", f"{len(absent)} of {len(need)} id(s) not in the export"
         elif lost := _ids_missing(summaries.get(a.attempt_id)):
-            status, detail = "missing", f"{lost} call(s) answered with no request id recorded (partial ids)"
+            status, detail = "missing", f"{lost} call(s) with no request id recorded (partial ids)"
         else:
             status, detail = "settled", f"{len(charges)} charge(s)"
         summary = summaries.get(a.attempt_id)
@@ -201,7 +204,7 @@ def reconcile(attempts: Iterable[AttemptRow], summaries: dict[str, AttemptSummar
         lower = summary is not None and summary.usage is not None and summary.usage.lower_bound
         out[a.attempt_id] = SettledAttempt(status, estimated, settled, detail, lower)
     unclaimed = [n for n in range(len(export.charges)) if n not in claims]
-    return out, len(unclaimed), round(sum(export.charges[n].cost_usd for n in unclaimed), 6)
+    return out, len(unclaimed), math.fsum(export.charges[n].cost_usd for n in unclaimed)
 
 
 def settle_run(run_root: Path, usage: Path, *, by: str | None = None) -> Settlement:

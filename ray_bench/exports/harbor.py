@@ -23,7 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ray_bench.exports.source import CellExport, SuiteExport, export_roots, load_suites, mean_reward, refuse_out, staged
+from ray_bench.exports.source import (
+    CellExport,
+    Spend,
+    SuiteExport,
+    export_roots,
+    load_suites,
+    mean_reward,
+    refuse_out,
+    spend_of,
+    staged,
+)
 from ray_bench.exports.transcripts import atif_trajectory, turns_of
 from ray_bench.sandboxes.capabilities import capabilities
 
@@ -174,10 +184,11 @@ def trial_result(cell: CellExport, suite: SuiteExport, agent: dict[str, Any], pa
                        "model_info": {"name": model} if model else None},
         # unknown usage stays null: Harbor sums only the numbers it has
         "agent_result": None if usage is None else {
-            "n_input_tokens": usage.input_tokens, "n_output_tokens": usage.output_tokens,
-            "cost_usd": usage.cost_usd,
+            **agent_tokens(spend_of((s,))),
             "metadata": {"ray_bench_attempt": row.attempt_id, "account": row.account,
-                         "earlier_attempts": [a.attempt_id for a in cell.retries]}},
+                         "earlier_attempts": [a.attempt_id for a in cell.retries],
+                         # what every attempt of the cell spent (the job's stats count it all)
+                         "cell_spend": agent_tokens(spend_of(cell.spent))}},
         "verifier_result": None if rewards is None else {"rewards": rewards},
         "exception_info": exception,
         "started_at": _when(row.started_at),
@@ -185,10 +196,19 @@ def trial_result(cell: CellExport, suite: SuiteExport, agent: dict[str, Any], pa
     }
 
 
+def agent_tokens(spend: Spend) -> dict[str, Any]:
+    """Harbor's token and cost fields (``AgentContext``, ``JobStats``): ``n_input_tokens`` is every
+    input token, cached ones included (read or written), ``n_cache_tokens`` the cache reads."""
+    return {"n_input_tokens": spend.prompt_tokens, "n_cache_tokens": spend.cache_read_tokens,
+            "n_output_tokens": spend.output_tokens, "cost_usd": spend.cost_usd}
+
+
 def job_stats(results: list[dict[str, Any]], cells: list[CellExport], suite: str,
               agent: dict[str, Any]) -> dict[str, Any]:
     """``JobStats`` as Harbor's ``increment`` builds it, with the mean of the counted trials
-    (Harbor's ``Mean`` metric; here the report's mean reward, which it equals)."""
+    (Harbor's ``Mean`` metric; here the report's mean reward, which it equals). Its tokens and
+    cost are those of every attempt of the arm, retries included, as the ledger's: Harbor's own
+    job keeps no retried trial, ray-bench's run spent on each."""
     key = "__".join(p for p in (agent["name"], agent.get("model_name"), suite) if p)
     reward_stats: dict[str, dict[str, list[str]]] = {}
     exception_stats: dict[str, list[str]] = {}
@@ -203,12 +223,6 @@ def job_stats(results: list[dict[str, Any]], cells: list[CellExport], suite: str
             for k, v in result["verifier_result"]["rewards"].items():
                 reward_stats.setdefault(k, {}).setdefault(str(v), []).append(result["trial_name"])
     mean = mean_reward(cells)
-    tokens = [r["agent_result"] for r in results if r["agent_result"]]
-
-    def total(field: str) -> Any:
-        values = [t[field] for t in tokens if t.get(field) is not None]
-        return sum(values) if values else None
-
     return {
         "n_completed_trials": len(results),
         "n_errored_trials": errors,
@@ -216,9 +230,7 @@ def job_stats(results: list[dict[str, Any]], cells: list[CellExport], suite: str
         "evals": {key: {"n_trials": counted, "n_errors": errors,
                         "metrics": [] if math.isnan(mean) else [{"mean": mean}],
                         "reward_stats": reward_stats, "exception_stats": exception_stats}},
-        "n_input_tokens": total("n_input_tokens"),
-        "n_output_tokens": total("n_output_tokens"),
-        "cost_usd": total("cost_usd"),
+        **agent_tokens(spend_of(s for c in cells for s in c.spent)),
     }
 
 

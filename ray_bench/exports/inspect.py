@@ -16,12 +16,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ray_bench.errors import UserInputError
-from ray_bench.exports.source import CellExport, SuiteExport, export_roots, load_suites, mean_reward, refuse_out, staged
+from ray_bench.exports.source import (
+    CellExport,
+    Spend,
+    SuiteExport,
+    export_roots,
+    load_suites,
+    mean_reward,
+    refuse_out,
+    spend_of,
+    staged,
+)
 from ray_bench.exports.transcripts import inspect_messages, turns_of
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
-    from inspect_ai.model import ChatMessage
+    from inspect_ai.model import ChatMessage, ModelUsage
 
 NAMESPACE = uuid.UUID("0f3c1e9a-2b7d-4c55-8e61-4a9d2f7b6c01")
 SCORER = "ray-bench"
@@ -66,7 +76,6 @@ def eval_log(suite: SuiteExport, arm: str, eval_set_id: str) -> EvalLog:
         EvalSpec,
         EvalStats,
     )
-    from inspect_ai.model import ModelUsage
 
     plan_arm = next(a for a in suite.plan.arms if a.name == arm)
     model = plan_arm.model or f"ray-bench/{plan_arm.agent}"
@@ -77,14 +86,9 @@ def eval_log(suite: SuiteExport, arm: str, eval_set_id: str) -> EvalLog:
     counted = sum(1 for c in cells if c.accepted and c.excluded is None)
     started = [c.shown.started_at for c in cells if c.shown]
     ended = [c.shown.finished_at for c in cells if c.shown and c.shown.finished_at]
-    usage = [s.model_usage[model] for s in samples if model in s.model_usage]
-    total = None
-    if usage:
-        total = ModelUsage(input_tokens=sum(u.input_tokens for u in usage),
-                           output_tokens=sum(u.output_tokens for u in usage),
-                           total_tokens=sum(u.total_tokens for u in usage),
-                           total_cost=None if any(u.total_cost is None for u in usage)
-                           else sum(u.total_cost or 0.0 for u in usage))
+    # every attempt of the arm, retries included (their samples' error_retries), as the ledger
+    # counts them: Inspect's own stats count the calls of a retried sample too
+    total = model_usage(suite.arm_spend(arm))
     tasks = sorted({c.task for c in cells})
     epochs = ",".join(sorted(suite.evidence.cohort.epochs))
     return EvalLog(
@@ -119,7 +123,7 @@ def eval_log(suite: SuiteExport, arm: str, eval_set_id: str) -> EvalLog:
 def _sample(cell: CellExport, model: str, instruction: str, adapter: str) -> EvalSample:
     from inspect_ai._util.error import EvalError
     from inspect_ai.log import EvalRetryError, EvalSample, ProvenanceData
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, ModelUsage
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
     from inspect_ai.scorer import Score
 
     row = cell.shown
@@ -127,11 +131,9 @@ def _sample(cell: CellExport, model: str, instruction: str, adapter: str) -> Eva
     s = cell.summary
     log = _agent_log(cell)
     usage: dict[str, ModelUsage] = {}
-    if s.usage is not None and s.usage.input_tokens is not None and s.usage.output_tokens is not None:
-        # unknown usage is left out, never written as zero tokens
-        usage[model] = ModelUsage(input_tokens=s.usage.input_tokens, output_tokens=s.usage.output_tokens,
-                                  total_tokens=s.usage.input_tokens + s.usage.output_tokens,
-                                  total_cost=s.usage.cost_usd)
+    mine = model_usage(spend_of((s,)))
+    if mine is not None:  # unknown usage is left out, never written as zero tokens
+        usage[model] = mine
     transcript: list[ChatMessage] = []
     if log:
         transcript = inspect_messages(turns_of(adapter, log), model)
@@ -165,6 +167,20 @@ def _sample(cell: CellExport, model: str, instruction: str, adapter: str) -> Eva
         uuid=str(uuid.uuid5(NAMESPACE, row.attempt_id)),
         error=error, error_retries=retries or None, invalidation=invalidation,
     )
+
+
+def model_usage(spend: Spend) -> ModelUsage | None:
+    """Inspect's ``ModelUsage`` of what was spent (None: no count known): ``input_tokens`` fresh,
+    the cache reads and writes apart, ``total_tokens`` all of them with the output (as Inspect's
+    Anthropic provider counts them); ``total_cost`` the known costs (None when none is known)."""
+    from inspect_ai.model import ModelUsage
+
+    if spend.input_tokens is None or spend.output_tokens is None:
+        return None
+    return ModelUsage(input_tokens=spend.input_tokens, output_tokens=spend.output_tokens,
+                      total_tokens=(spend.prompt_tokens or 0) + spend.output_tokens,
+                      input_tokens_cache_read=spend.cache_read_tokens,
+                      input_tokens_cache_write=spend.cache_write_tokens, total_cost=spend.cost_usd)
 
 
 def _agent_log(cell: CellExport) -> str:

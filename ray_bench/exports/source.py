@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +43,50 @@ class CellExport:
     excluded: Exclusion | None = None
     #: Where the verifier's output is: the shown attempt's directory, or its regrade's.
     verifier_dir: Path | None = None
+    #: The summary of every attempt of the cell (retries, the shown one, any other), oldest
+    #: first: what the cell spent, as the report and the ledger count it.
+    spent: tuple[AttemptSummary, ...] = ()
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens and cost summed over attempts, as the report sums them (:func:`ray_bench.reports.
+    cost.attempt_usage`, one reading of a usage record): known counts only (None when none is
+    known), cache reads and writes apart from fresh input; ``unknown`` attempts of unknown cost
+    are left out of ``cost_usd``, which is then a lower bound."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_usd: float | None = None
+    unknown: int = 0
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """Every input token, fresh or cached (read or written): Harbor's ``n_input_tokens``."""
+        counts = [c for c in (self.input_tokens, self.cache_read_tokens, self.cache_write_tokens) if c is not None]
+        return sum(counts) if counts else None
+
+
+def spend_of(summaries: Iterable[AttemptSummary]) -> Spend:
+    """What these attempts spent, each read as the report reads it."""
+    from ray_bench.reports.cost import TOKEN_COLUMNS, attempt_usage
+
+    sums: dict[str, int | None] = dict.fromkeys(TOKEN_COLUMNS)
+    cost: float | None = None
+    unknown = 0
+    for summary in summaries:
+        usage = attempt_usage(summary, None)
+        for column in TOKEN_COLUMNS:
+            if usage[column] is not None:
+                sums[column] = (sums[column] or 0) + usage[column]
+        if usage["cost_status"] == "unknown":
+            unknown += 1
+        else:
+            cost = (cost or 0.0) + usage["cost_usd"]
+    return Spend(sums["input_tokens"], sums["output_tokens"], sums["cache_read_tokens"], sums["cache_write_tokens"],
+                 cost, unknown)
 
 
 @dataclass(frozen=True)
@@ -54,6 +98,10 @@ class SuiteExport:
 
     def arm_cells(self, arm: str) -> list[CellExport]:
         return [c for c in self.cells if c.arm == arm]
+
+    def arm_spend(self, arm: str) -> Spend:
+        """What the arm's attempts spent, retries included: the ledger's and the report's figure."""
+        return spend_of(s for c in self.arm_cells(arm) for s in c.spent)
 
 
 def export_roots(runs: list[Path]) -> list[Path]:
@@ -107,7 +155,9 @@ def load_suites(roots: list[Path]) -> list[SuiteExport]:
             summaries.update(epoch.summaries())
             dirs.update({a.attempt_id: RunPaths(epoch.run_root).attempt(a.attempt_id) for a in epoch.attempts})
         by_cell: dict[str, list[AttemptRow]] = {}
+        every: dict[str, list[AttemptSummary]] = {}
         for attempt in sorted(evidence.attempts(), key=lambda a: (a.started_at, a.epoch, a.attempt_id)):
+            every.setdefault(attempt.cell_id, []).append(summaries.get(attempt.attempt_id, AttemptSummary()))
             if attempt.terminal:
                 by_cell.setdefault(attempt.cell_id, []).append(attempt)
         cells: list[CellExport] = []
@@ -132,7 +182,8 @@ def load_suites(roots: list[Path]) -> list[SuiteExport]:
             cells.append(CellExport(
                 cell_id=cell.id, task=cell.task, arm=cell.arm, rep=cell.rep, shown=shown, summary=summary,
                 attempt_dir=dirs.get(shown.attempt_id) if shown else None, retries=before,
-                accepted=row is not None, excluded=evidence.excluded.get(cell.id), verifier_dir=verifier_dir))
+                accepted=row is not None, excluded=evidence.excluded.get(cell.id), verifier_dir=verifier_dir,
+                spent=tuple(every.get(cell.id, ()))))
         out.append(SuiteExport(suite, evidence, members[0].plan, tuple(cells)))
     return out
 

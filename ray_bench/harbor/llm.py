@@ -48,12 +48,22 @@ class CallLog:
     request_ids: list[str] = field(default_factory=list)
     #: The calls the provider refused (an error status): their ids and class, not billed.
     refused: list[RefusedCall] = field(default_factory=list)
+    #: Prompt tokens written to the provider's cache over the answered calls, where the provider
+    #: reports them (Anthropic's ``cache_creation_input_tokens``). LiteLLM counts them inside
+    #: ``prompt_tokens`` (with the cache reads), and so does Harbor's context: this takes them out.
+    cache_write_tokens: int = 0
     #: The first failure with a long retry-after: the agent is stopped with it.
     stopping: BaseException | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     #: The attempt's watch (an ``ExecWatch``): each answer is fed to it as one line
     #: (:mod:`ray_bench.harbor.live`), so the watchdog sees a host-side agent's commands live.
     watch: Any = None
+
+    def counts(self) -> dict[str, int]:
+        """What :data:`~ray_bench.agents.harbor_evidence.CALLS_FILE` keeps: a call started and
+        not ended (cancelled in flight by the timeout: LiteLLM logs no end for a cancelled call,
+        ``asyncio.CancelledError`` being no ``Exception``) makes the usage a lower bound."""
+        return {"started": self.started, "ended": self.ended, "cache_write_tokens": self.cache_write_tokens}
 
     async def settled(self, within_sec: float = 10.0) -> None:
         """Wait (bounded) for the logging of calls that already returned: LiteLLM logs a
@@ -75,6 +85,8 @@ class _Recorder(CustomLogger):  # type: ignore[misc,unused-ignore]  # Any where 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._end(response_obj, kwargs)
         log = _CURRENT.get()
+        if log is not None:
+            log.cache_write_tokens += cache_writes_of(response_obj)
         if log is not None and log.watch is not None:
             with contextlib.suppress(Exception):  # an answer the watch cannot read is not the agent's failure
                 log.watch.feed("stdout", _answer_of(response_obj))
@@ -123,6 +135,19 @@ def _answer_of(response_obj: Any) -> bytes:
     details = getattr(usage, "prompt_tokens_details", None)
     return answer_line(text, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None),
                        getattr(details, "cached_tokens", None), getattr(response_obj, "model", None))
+
+
+def cache_writes_of(response_obj: Any) -> int:
+    """One answer's cache writes as LiteLLM's ``Usage`` carries them: ``cache_creation_input_tokens``
+    (Anthropic's own field, kept by LiteLLM's Anthropic transformation beside
+    ``prompt_tokens_details.cache_creation_tokens``, both already inside ``prompt_tokens``); 0 where
+    the provider reports none (OpenAI, Gemini: no write is billed over input)."""
+    usage = getattr(response_obj, "usage", None)
+    for value in (getattr(usage, "cache_creation_input_tokens", None),
+                  getattr(getattr(usage, "prompt_tokens_details", None), "cache_creation_tokens", None)):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
 
 
 def headers_of(exc: BaseException | None) -> list[Any]:

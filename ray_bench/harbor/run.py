@@ -30,6 +30,7 @@ from harbor.models.trial.paths import TrialPaths
 from ray_bench.agents import adapter
 from ray_bench.agents.base import CliRun
 from ray_bench.agents.harbor_evidence import (
+    CALLS_FILE,
     CLI_USAGE_FILE,
     CONTEXT_FILE,
     ERROR_FILE,
@@ -135,6 +136,7 @@ async def run_harbor_agent(sandbox: Sandbox, call: HarborCall) -> tuple[ExecResu
     (trial_paths.trial_dir / REQUEST_IDS_FILE).write_text("".join(f"{r}\n" for r in request_ids))
     (trial_paths.trial_dir / REFUSED_FILE).write_text("".join(f"{r.model_dump_json()}\n" for r in refused))
     (trial_paths.trial_dir / CONTEXT_FILE).write_text(context.model_dump_json(exclude_none=True))
+    (trial_paths.trial_dir / CALLS_FILE).write_text(json.dumps(calls.counts()))
     if error and facts is not None:
         error = ""  # the stopped command's exit, as Harbor raises it: the watchdog's doing, not the agent's
     if cli_report is not None and cli_report.error is not None and facts is None:

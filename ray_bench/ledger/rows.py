@@ -64,6 +64,18 @@ def lower_bound_count(attempts: Iterable[AttemptRow], settled: Mapping[str, floa
                and row.attempt_id not in (settled or {}))
 
 
+def said_spend(usd: float, unknown: int, lower_bound: int = 0, spec: str = ".2f", *, unit: str = "$",
+               at_least: str = "at least ") -> str:
+    """A spend as every reader shows it: ``unknown`` when nothing of it is known (attempts of
+    unknown cost and no known cost above $0: never "$0.00"), ``at least $X`` when it leaves such
+    attempts out or holds one cut mid-turn, else ``$X``. Tables pass ``unit=""`` and
+    ``at_least=">= "``; :func:`unknown_cost_note` says beside it why."""
+    if unknown and not usd:
+        return "unknown"
+    figure = f"{unit}{format(usd, spec)}"
+    return f"{at_least}{figure}" if unknown or lower_bound else figure
+
+
 def unknown_cost_note(unknown: int, lower_bound: int = 0) -> str:
     """The words beside a lower-bound spend: ``""`` when every cost is known and exact."""
     parts = [f"{unknown} attempt{'s' if unknown != 1 else ''} of unknown cost"] if unknown else []

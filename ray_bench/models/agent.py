@@ -17,9 +17,11 @@ from ray_bench.models._base import ConfigModel
 #: window (with ``reset_at``); ``rate_limit`` a per-minute limit (with ``retry_after``);
 #: ``no_answer``: the CLI printed no result before its timeout and had not been answered, or was in a
 #: retry loop (a cut agent that was working is no error: ray_bench.agents.base.working_when_cut); ``setup``:
-#: a Harbor agent's own setup (its install, its configure) failed in the sandbox.
+#: a Harbor agent's own setup (its install, its configure) failed in the sandbox; ``loop``: the CLI
+#: stopped its own agent for repeating itself (Gemini CLI's loop detection), a degenerate attempt
+#: as when the watchdog stops one (class ``behaviour``, flagged ``degeneration``).
 AgentErrorType = Literal["rate_limit", "usage_limit", "overloaded", "server_error", "auth", "expired",
-                         "no_answer", "cli_missing", "setup", "agent"]
+                         "no_answer", "cli_missing", "setup", "agent", "loop"]
 
 
 class McpServer(ConfigModel):
@@ -42,8 +44,8 @@ UsageSource = Literal["result", "session", "stream", "unknown"]
 CostBasis = Literal["reported", "estimated"]
 #: What a known usage's figures are: ``exact`` what was spent, or ``lower_bound``: at least this
 #: much (the CLI was cut while a message streamed, whose output counts only what had arrived, or
-#: with a call under way that no record holds). A lower bound is counted (in the report, the
-#: spend limits), never dropped, and shown as one (``>=``).
+#: with a call under way that no record holds, or a call started whose end no record holds). A lower
+#: bound is counted (in the report, the spend limits), never dropped, and shown as one (``>=``).
 UsageBound = Literal["exact", "lower_bound"]
 
 
@@ -90,6 +92,12 @@ class Usage(BaseModel):
         default=None, ge=0, description="Answered calls whose provider request id no record holds (Gemini "
         "CLI's telemetry writes its ids every 5 s and a kill loses the last batch): the ids are partial, so "
         "settle never calls the attempt settled on them.")
+    calls_unfinished: int | None = Field(
+        default=None, ge=0, description="Model calls a record shows started (Gemini CLI's telemetry "
+        "``api_request``; a Harbor agent's LLM call begun) with no answer or error recorded: broken off by the "
+        "CLI itself (its loop detection stops reading the stream) or cut by the timeout. Whether the provider "
+        "billed them, their tokens and ids are in no record: the usage is a lower bound, and settle never calls "
+        "the attempt settled on the ids it has.")
     killed_in_grace: bool | None = Field(
         default=None, description="session/stream: the CLI was stopped and outlived its SIGTERM grace, so it "
         "was SIGKILLed: a call it served in the grace may be in neither its stream nor its session files, yet "
@@ -106,11 +114,11 @@ class Usage(BaseModel):
 
     def bounded(self) -> Usage:
         """This usage with :attr:`bound` said: ``lower_bound`` when a message was unfinished or a
-        call under way when the CLI stopped, the harness stopped it mid-turn, or it was SIGKILLed
-        after its grace, else ``exact``; unknown usage has no bound."""
+        call under way when the CLI stopped, a call started and never ended, the harness stopped it
+        mid-turn, or it was SIGKILLed after its grace, else ``exact``; unknown usage has no bound."""
         if self.bound is not None or self.source == "unknown":
             return self
-        cut = (self.unfinished_messages or 0) > 0 or any(
+        cut = (self.unfinished_messages or 0) > 0 or (self.calls_unfinished or 0) > 0 or any(
             (self.call_under_way, self.stopped_in_turn, self.killed_in_grace))
         return self.model_copy(update={"bound": "lower_bound" if cut else "exact"})
 

@@ -69,6 +69,8 @@ class Usage(_Open):
     source: str | None = None
     #: Answered calls whose request id no record holds: the ids are partial (ray_bench.models.agent).
     request_ids_missing: int | None = None
+    #: Calls started whose end no record holds (their ids are unknown too; ray_bench.models.agent).
+    calls_unfinished: int | None = None
     #: ``exact`` or ``lower_bound`` (ray_bench.models.agent.UsageBound); None in records older than
     #: the field (read by :attr:`lower_bound`) and in an agent's own. A str: a foreign value drops
     #: no usage, and reads as exact.

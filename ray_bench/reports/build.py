@@ -23,7 +23,7 @@ import pandas as pd
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.family import run_family
 from ray_bench.evidence.rows import Evidence, build_evidence, load_epoch
-from ray_bench.ledger.rows import unknown_cost_note
+from ray_bench.ledger.rows import said_spend, unknown_cost_note
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.arm_identity import refuse_mixed_arms
 from ray_bench.reports import cost, sections
@@ -416,8 +416,8 @@ def _num(value: float, spec: str = ".3f") -> str:
 
 def _lower_bound(usd: float, unknown: int, spec: str, least: int = 0) -> str:
     """A cost sum that leaves out attempts of unknown cost, or holds one cut mid-turn (``least``),
-    is a lower bound, and looks like one."""
-    return cost.at_least(format(usd, spec), bool(unknown or least))
+    is a lower bound, and looks like one; one of unknown costs alone is ``unknown``."""
+    return said_spend(usd, unknown, least, spec, unit="", at_least=">= ")
 
 
 def _count(value: Any, least: int = 0) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ray_bench.ledger.rows import said_spend
 from ray_bench.reports import cost, sections
 from ray_bench.reports.build import Report
 from ray_bench.reports.paired_section import interval
@@ -97,12 +98,12 @@ def _bounded(frame: pd.DataFrame, unknown: str, money: tuple[str, ...], counts: 
     if not len(out):
         return out
     least = [bool(n) for n in out.get("lower_bound_attempts", pd.Series(0, index=out.index))]
-    left_out = [bool(n) for n in out[unknown]]
+    left_out = [int(n) for n in out[unknown]]
     for column in counts:
         out[column] = [cost.at_least(_count(v), lb).replace(">= ", "≥ ") for v, lb in zip(out[column], least,
                                                                                             strict=True)]
-    for column in money:
-        out[column] = [cost.at_least(_usd(v), lb or u).replace(">= ", "≥ ")
+    for column in money:  # sums of the known estimates: "unknown" when none is known, never $0
+        out[column] = [said_spend(float(v), u, int(lb), ".4f", at_least="≥ ")
                        for v, lb, u in zip(out[column], least, left_out, strict=True)]
     return out
 

@@ -118,8 +118,15 @@ class LocalSandbox(Sandbox):
                                output_cap=output_cap, user=user)
 
     def _env_of(self, env: Mapping[str, str] | None) -> dict[str, str]:
-        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox.
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root)}
+        # HOME is the sandbox root, as "/" is a container's: nothing to create per sandbox. TMPDIR
+        # is in it too (its /tmp where one was made, as Harbor's host-side agents make one, else
+        # the root: a directory per cell costs a mkdir and an rmdir, tests/scheduler/
+        # test_cost_per_cell.py), so what a program leaves in its temporary directory (Gemini
+        # CLI's gemini-client-error-*.json reports, os.tmpdir()) goes with the sandbox, not to the
+        # host's /tmp.
+        tmp = self.root / "tmp"
+        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root),
+                    "TMPDIR": str(tmp if tmp.is_dir() else self.root)}
         full_env.update(self._env)
         full_env.update(env or {})
         full_env[MARK] = self.id  # inherited by every process it starts: how the delete finds them

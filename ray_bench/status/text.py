@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ray_bench.clock import human_span
-from ray_bench.ledger.rows import unknown_cost_note
+from ray_bench.ledger.rows import said_spend, unknown_cost_note
 from ray_bench.metrics.pace import PaceSnapshot
 from ray_bench.status.read import RunStatus
 
@@ -50,7 +50,7 @@ def status_lines(s: RunStatus) -> list[str]:
     if s.spend_usd or s.unknown_cost:  # a lower bound beside the attempts it leaves out or under-counts
         settled = (f"; settled by the provider's charges for {s.settled_attempts} of {s.attempts} attempts, "
                    f"estimated ${s.estimated_usd:.4f}") if s.settled_attempts and s.estimated_usd is not None else ""
-        lines.append(f"spend: {'at least ' if s.unknown_cost or s.lower_bound_cost else ''}${s.spend_usd:.2f}"
+        lines.append(f"spend: {said_spend(s.spend_usd, s.unknown_cost, s.lower_bound_cost)}"
                      f"{unknown_cost_note(s.unknown_cost, s.lower_bound_cost)}{settled}")
     if s.reason:
         when = f" (ended {_clock(s.ended_at)})" if s.ended_at and s.state != "stopped" else ""

@@ -70,11 +70,14 @@ def test_gemini_cli_multi_turn_usage_and_every_failure_mode(tmp_path: Path) -> N
         730, 55, 40)
     assert usage["request_ids"] == fake.served.request_ids and len(fake.served.request_ids) == 2, usage
     assert usage["model"] == MODEL and usage["session_id"] and usage["turns"] == 2
-    assert usage.get("cost_usd") is None  # the CLI reports none: unknown, never $0
+    # the CLI reports no cost: its tokens at gemini-2.5-pro's list price (ray_bench.agents.prices)
+    assert usage["cost_basis"] == "estimated" and usage["cost_usd"] == pytest.approx(
+        (730 * 1.25 + 55 * 10 + 40 * 0.125) / 1e6), usage
     assert ok.agent_error is None and classify(ok, catalog).valid
 
-    # 401 and 403 are not retried by the CLI: the attempt ends at once, classed auth.
-    for summary, status in ((e401, 401), (e403, 403)):
+    # A bad key (the API's 400 API_KEY_INVALID) and a 403 are not retried by the CLI: the attempt
+    # ends at once, classed auth.
+    for summary, status in ((e401, 400), (e403, 403)):
         err = summary.to_json()["agent_error"]
         assert err["type"] == "auth" and err["status"] == status, err
         assert summary.agent is not None and not summary.agent.timed_out
@@ -152,9 +155,24 @@ LOOP = Answer(tool=SHELL, tool_input={"command": "ls"}, input_tokens=120, output
 def test_gemini_cli_calling_one_tool_forever_is_stopped_live_and_max_turns_reaches_it(tmp_path: Path) -> None:
     _needs("gemini")
     # repeats=3: the CLI's own loop detection ends a run at the 5th identical call (exit 0).
-    (loop, fake), (bounded, bfake) = _parallel(
+    (loop, fake), (bounded, bfake), (own, ofake) = _parallel(
         lambda: _gemini(tmp_path / "loop", [], timeout=150.0, watchdog=Watchdog(repeats=3), default=LOOP),
-        lambda: _gemini(tmp_path / "turns", [], timeout=150.0, default=LOOP, max_turns=3))
+        lambda: _gemini(tmp_path / "turns", [], timeout=150.0, default=LOOP, max_turns=3),
+        lambda: _gemini(tmp_path / "own", [], timeout=150.0, default=LOOP))
+    # No watchdog: the CLI's own loop detection stops it. Its 5th identical call is broken off
+    # (strike 1: the model is told), the next one too (strike 2: the run ends, "success"). Both were
+    # served and billed; its totals hold the 4 it read to their end, its telemetry shows all 6 sent.
+    assert own.watchdog is None and own.agent is not None and own.agent.exit_code == 0, own.to_json()
+    assert ofake.served.answers == 6, ofake.served
+    usage = _usage(own)
+    assert usage["source"] == "result" and usage["turns"] == 4, usage
+    assert usage["input_tokens"] == 120 * 4 and usage["output_tokens"] == 7 * 4, usage
+    assert usage["calls_unfinished"] == 2 and usage["bound"] == "lower_bound", usage  # at least, not exact
+    assert usage["request_ids"] == ofake.served.request_ids[:4], usage
+    err = own.to_json()["agent_error"]
+    assert err["type"] == "loop" and "consecutive_identical_tool_calls" in err["message"], err
+    verdict = classify(own, Catalog.default())
+    assert verdict.failure_class == "behaviour" and "degeneration" in verdict.flags and not verdict.valid
     assert loop.watchdog is not None and loop.watchdog.rule == "repeated_tool_call", (loop.watchdog, loop.agent)
     assert loop.watchdog.evidence[0] == f'{SHELL} {{"command": "ls"}}'
     verdict = classify(loop, Catalog.default())

@@ -85,6 +85,36 @@ def test_a_finished_run_is_the_cli_s_totals_with_every_response_id() -> None:
     assert usage.cost_usd is None
 
 
+def _request() -> dict[str, object]:
+    return {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro"}
+
+
+def test_a_loop_the_cli_stopped_itself_is_degenerate_and_at_least_what_its_totals_say() -> None:
+    # Gemini CLI 0.61.0 against a model calling one tool forever: 4 calls read to their end, the
+    # 5th and 6th broken off by its loop detection (strikes 1 and 2), then "success".
+    warning = {"type": "error", "severity": "warning", "message": "Loop detected, stopping execution"}
+    telemetry = [*[e for n in range(4) for e in (_request(), *_response(f"req_{n}", 120, 7))],
+                 _request(), {"event.name": "loop_detected", "loop_type": "consecutive_identical_tool_calls",
+                              "count": 1},
+                 _request(), {"event.name": "loop_detected", "loop_type": "consecutive_identical_tool_calls",
+                              "count": 2}]
+    stats = {"total_tokens": 508, "input_tokens": 480, "output_tokens": 28, "cached": 0, "input": 480}
+    stdout = _lines(INIT, PROMPT, *[TOOL, TOOL_DONE] * 4, warning, {"type": "result", "status": "success",
+                                                                   "stats": stats})
+    report = GEMINI.translate(_run(stdout, telemetry=telemetry, chat=None))
+    usage = report.usage
+    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (480, 28)
+    assert usage.calls_unfinished == 2 and usage.bounded().bound == "lower_bound"
+    assert usage.request_ids == [f"req_{n}" for n in range(4)]
+    assert report.error is not None and report.error.type == "loop", report.error
+    assert "2 of its 6 calls" in report.error.message and "consecutive_identical_tool_calls" in report.error.message
+    # The same run without the loop: every call sent ended, exact.
+    clean = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, RESULT),
+                                  telemetry=[_request(), *_response("req_a", 350, 20, 50)]))
+    assert clean.error is None and clean.usage is not None and clean.usage.calls_unfinished is None
+    assert clean.usage.bounded().bound == "exact"
+
+
 def test_a_run_killed_in_its_tool_counts_every_answer_from_the_chat_file_and_telemetry() -> None:
     # The second answer's tool was running at the kill: the chat file has not written its tokens
     # yet, the telemetry has.
@@ -151,6 +181,26 @@ def test_refusals_from_the_result_error() -> None:
         report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
         assert report.error is not None and (report.error.type, report.error.status) == (kind, status), report
         assert report.usage is not None and report.usage.input_tokens == 0 and report.usage.source == "result"
+
+
+def test_a_bad_key_is_the_api_s_400_api_key_invalid_and_classed_auth() -> None:
+    # The Gemini API's answer to a bad key, as Gemini CLI 0.61.0 prints it in its result error.
+    body = json.dumps({"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                 "status": "INVALID_ARGUMENT", "details": [
+                                     {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                                      "domain": "googleapis.com"}]}})
+    for message in (f"[API Error: {body}]", '[API Error: {"error":{"code":400,"status":"INVALID_ARGUMENT",'
+                                            '"details":[{"reason":"API_KEY_INVALID"}]}}]'):
+        result = {"type": "result", "status": "error", "error": {"type": "unknown", "message": message},
+                  "stats": {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0, "cached": 0, "input": 0}}
+        report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
+        assert report.error is not None and (report.error.type, report.error.status) == ("auth", 400), report
+    # another 400 (a malformed request) is no refused login
+    body = json.dumps({"error": {"code": 400, "message": "Invalid JSON payload", "status": "INVALID_ARGUMENT"}})
+    result = {"type": "result", "status": "error", "error": {"type": "unknown", "message": f"[API Error: {body}]"},
+              "stats": {}}
+    report = GEMINI.translate(_run(_lines(INIT, PROMPT, result), chat=None, code=1))
+    assert report.error is not None and report.error.type == "agent", report.error
 
 
 def test_the_daily_quota_is_a_usage_limit_until_midnight_pacific() -> None:
@@ -228,17 +278,33 @@ def test_collecting_distills_the_telemetry_and_copies_this_session_s_chat_file(t
                                "session.id": SID, "installation.id": "i"}},
                {"attributes": {"event.name": "gen_ai.client.inference.operation.details",
                                "gen_ai.response.id": "req_a", "gen_ai.input.messages": "the prompt"}},
-               {"attributes": {"event.name": "gemini_cli.user_prompt", "prompt": "the prompt"}}]
+               {"attributes": {"event.name": "gemini_cli.user_prompt", "prompt": "the prompt"}},
+               {"attributes": {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro",
+                               "request_text": "the prompt"}},
+               {"attributes": {"event.name": "loop_detected", "loop_type": "llm_detected_loop", "count": 2,
+                               "analysis": "the prompt"}}]
     raw = "".join(json.dumps(r, indent=2) + "\n" for r in records) + '{\n  "attributes": {\n    "event.na'
     (logs / "agent" / ".gemini-telemetry.log").write_text(raw)
+    # Its own error report in its TMPDIR (reportError, 0.61.0), the request's contents in its context.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    report = tmp / "gemini-client-error-Turn.run-sendMessageStream-2026-12-01T23-34-42-962Z.json"
+    report.write_text(json.dumps({"error": {"message": "exception TypeError: fetch failed", "stack": "at x"},
+                                  "context": [{"role": "user", "parts": [{"text": "the prompt"}]}]}))
+    os.utime(logs / "agent" / ".started", (0, 0))  # the run started before it was written
     line = GEMINI.collect_sessions(_lines(INIT))
     assert line is not None
-    env = {"HOME": str(home), "LOGS_DIR": str(logs), "PATH": os.environ["PATH"]}
+    env = {"HOME": str(home), "LOGS_DIR": str(logs), "PATH": os.environ["PATH"], "TMPDIR": str(tmp)}
     done = subprocess.run(["sh", "-c", line], check=False, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     kept = logs / "agent" / "sessions"
     assert [p.name for p in kept.rglob("session-*.jsonl")] == ["session-2026-12-01T23-34-7a023fd9.jsonl"]
     events = [json.loads(x) for x in (kept / TELEMETRY_FILE).read_text().splitlines()]
     assert events == [{"event.name": "gemini_cli.api_response", "input_token_count": 350},
-                      {"event.name": "gen_ai.client.inference.operation.details", "gen_ai.response.id": "req_a"}]
+                      {"event.name": "gen_ai.client.inference.operation.details", "gen_ai.response.id": "req_a"},
+                      {"event.name": "gemini_cli.api_request", "model": "gemini-2.5-pro"},
+                      {"event.name": "loop_detected", "loop_type": "llm_detected_loop", "count": 2}]
     assert not (logs / "agent" / ".gemini-telemetry.log").exists()  # no prompt kept in the artifacts
+    kept_errors = [json.loads(x) for x in (logs / "agent" / "gemini-client-errors.jsonl").read_text().splitlines()]
+    assert kept_errors == [{"file": report.name, "message": "exception TypeError: fetch failed", "stack": "at x"}]
+    assert list(tmp.iterdir()) == []  # nothing left in the temporary directory

@@ -48,6 +48,25 @@ def test_models_without_a_price_stay_unknown_never_zero() -> None:
     assert with_cost(Usage(cost_usd=0.0), "gpt-5") == Usage(cost_usd=0.0, cost_basis="reported", bound="exact")
 
 
+def test_the_gemini_models_the_cli_runs_are_priced_and_its_aliases_are_not() -> None:
+    # Gemini CLI 0.61.0's default (auto: a pro model), its flash fallback and its helpers' models.
+    for model in ("gemini-2.5-pro", "gemini-3-pro-preview", "gemini-3.1-pro-preview", "gemini-3-flash-preview",
+                  "gemini-3.5-flash", "gemini-3.8-flash", "gemini-3.1-flash-lite", "gemini-3.5-flash-lite",
+                  "gemini-2.5-flash", "gemini-2.5-flash-lite", "models/gemini-2.5-pro"):
+        assert price_of(model) is not None, model
+    assert price_of("gemini-2.5-flash-lite") != price_of("gemini-2.5-flash") != price_of("gemini-2.5-pro")
+    for model in ("auto", "pro", "flash", "flash-lite", "gemini-3-flash", "gemini-9-ultra"):
+        assert price_of(model) is None, model
+    # The usage of tests/agents/test_gemini_translate.py's finished run: 700 fresh, 55 out (thoughts
+    # in), 50 cache reads, at $1.25 / $10 / $0.125 per million.
+    usage = Usage(input_tokens=700, output_tokens=55, cache_read_tokens=50, model="gemini-2.5-pro")
+    priced = with_cost(usage, "auto")
+    assert priced is not None and priced.cost_basis == "estimated"
+    assert priced.cost_usd == pytest.approx((700 * 1.25 + 55 * 10 + 50 * 0.125) / 1e6)
+    # the arm's alias alone prices nothing: unknown, never $0
+    assert with_cost(usage.model_copy(update={"model": None}), "auto").cost_usd is None  # type: ignore[union-attr]
+
+
 def _logs(tmp: Path, fixtures: Path, name: str, session_path: str, lines: list[str]) -> Path:
     logs = tmp / "agent"
     (logs / "sessions" / session_path).parent.mkdir(parents=True)

@@ -84,7 +84,8 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
     fail = [Answer(kind=k) for k in ("server_error",) * 3]
     bounded = _claude(tmp_path / "turns", [LOOP] * 5, max_turns=2)
     results = _parallel(
-        lambda: _claude(tmp_path / "ok", [Answer(input_tokens=321, output_tokens=45, cache_read_tokens=12)]),
+        lambda: _claude(tmp_path / "ok", [Answer(input_tokens=321, output_tokens=45, cache_read_tokens=12,
+                                                 cache_write_tokens=30)]),
         lambda: _claude(tmp_path / "500", fail),
         lambda: _claude(tmp_path / "529", [Answer(kind="overloaded")] * 3),
         lambda: _claude(tmp_path / "401", [Answer(kind="unauthorized")] * 3),
@@ -101,6 +102,7 @@ def test_claude_code_usage_and_every_failure_mode(tmp_path: Path) -> None:
     assert ok.to_json()["usage"]["input_tokens"] == fake.served.input_tokens == 321
     assert ok.to_json()["usage"]["output_tokens"] == fake.served.output_tokens == 45
     assert ok.to_json()["usage"]["cache_read_tokens"] == 12 and ok.to_json()["usage"]["cost_usd"] > 0
+    assert ok.to_json()["usage"]["cache_write_tokens"] == fake.served.cache_write_tokens == 30
     assert ok.to_json()["usage"]["model"] == "claude-sonnet-4-5" and ok.to_json()["usage"]["session_id"]
     assert ok.to_json()["usage"]["request_ids"] == fake.served.request_ids and len(fake.served.request_ids) == 1
     verdict = classify(ok, catalog)

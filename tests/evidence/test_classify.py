@@ -105,6 +105,15 @@ def test_error_json_poisons_even_a_reward() -> None:
     assert not v.counts  # a rate limit is not blamed on the cell
 
 
+def test_a_loop_the_cli_stopped_itself_is_degenerate_whatever_the_reward() -> None:
+    # Gemini CLI's loop detection ended the run ("success" on its result line) and the verifier
+    # happened to pass: a degenerate agent is no row, and counts against the cell like the watchdog's.
+    v = classify(summary(agent_error={"type": "loop", "message": "Loop detected, stopping execution "
+                                      "(consecutive_identical_tool_calls); 429 calls"}), CATALOG)
+    assert not v.valid and v.failure_class == "behaviour" and "degeneration" in v.flags and v.counts
+    assert v.effect == "none"  # never read as a rate limit from the numbers in its message
+
+
 def test_runner_exception_keeps_its_class() -> None:
     v = classify(summary(error={"type": "SandboxUnavailableError", "message": "daemon down",
                                 "failure_class": "stack"}), CATALOG)

@@ -296,14 +296,19 @@ def test_partial_request_ids_never_settle_an_attempt_and_an_unknown_cost_has_no_
         "whole": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.01, "request_ids": ["r1"]}}),
         "partial": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02, "request_ids": ["r2"],
                                                    "request_ids_missing": 1}}),
-        "priceless": AttemptSummary.parse({"usage": {"output_tokens": 9, "request_ids": ["r3"]}})}
-    export = UsageExport("csv", (Charge(("r1",), 0.01), Charge(("r2",), 0.01), Charge(("r3",), 0.03)))
-    out, unclaimed, _ = reconcile([row("whole", 0.01), row("partial", 0.02), row("priceless", None)],
-                                  summaries, export)
+        "priceless": AttemptSummary.parse({"usage": {"output_tokens": 9, "request_ids": ["r3"]}}),
+        # two calls broken off by the CLI's loop detection: served, and in no record with their id
+        "broken": AttemptSummary.parse({"usage": {"output_tokens": 9, "cost_usd": 0.02, "request_ids": ["r4"],
+                                                  "calls_unfinished": 2, "bound": "lower_bound"}})}
+    export = UsageExport("csv", (Charge(("r1",), 0.01), Charge(("r2",), 0.01), Charge(("r3",), 0.03),
+                                 Charge(("r4",), 0.01), Charge(("r5",), 0.01), Charge(("r6",), 0.01)))
+    out, unclaimed, _ = reconcile([row("whole", 0.01), row("partial", 0.02), row("priceless", None),
+                                   row("broken", 0.02)], summaries, export)
+    assert out["broken"].status == "missing" and "2 call(s)" in out["broken"].detail and out["broken"].lower_bound
     assert out["whole"].status == "settled"
     assert out["partial"].status == "missing" and "no request id recorded" in out["partial"].detail
     assert out["priceless"].estimated_usd is None and out["priceless"].settled_usd == 0.03  # unknown, not $0
-    assert unclaimed == 0
+    assert unclaimed == 2
 
 
 def test_a_lower_bound_estimate_is_said_so_in_settle_and_kept_in_the_ledger(tmp_path: Path) -> None:
@@ -399,3 +404,14 @@ def test_status_shows_the_settled_spend_after_settlement(tmp_path: Path) -> None
     assert after.to_json()["spend_usd"] == pytest.approx(15 * 0.5 + unsettled, abs=1e-4)
     line = next(ln for ln in status_lines(after) if ln.startswith("spend:"))
     assert f"${15 * 0.5 + unsettled:.2f}" in line and "settled by the provider's charges for 15 of" in line, line
+
+
+    row = AttemptRow("tiny", "tiny", "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0,
+                     True, 1.0, cost_usd=3e-7)
+    summaries = {"tiny": AttemptSummary.parse({"usage": {"output_tokens": 0, "input_tokens": 3, "cost_usd": 3e-7,
+                                                         "request_ids": ["r1", "r2"]}})}
+    export = UsageExport("csv", (Charge(("r1",), 1.4e-7), Charge(("r2",), 1.7e-7), Charge(("r9",), 2.5e-8)))
+    out, unclaimed, unclaimed_usd = reconcile([row], summaries, export)
+    assert out["tiny"].status == "settled"
+    assert out["tiny"].estimated_usd == 3e-7 and out["tiny"].settled_usd == pytest.approx(3.1e-7, rel=1e-12)
+    assert unclaimed == 1 and unclaimed_usd == 2.5e-8  # was rounded to $0.0

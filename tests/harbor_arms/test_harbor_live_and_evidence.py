@@ -35,6 +35,7 @@ def test_the_reader_makes_one_call_of_each_answer_and_counts_its_tokens() -> Non
 
 
 def _trial(tmp_path: Path, context: dict[str, object], cli: dict[str, object] | None, ids: list[str]) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / CONTEXT_FILE).write_text(json.dumps(context))
     (tmp_path / REQUEST_IDS_FILE).write_text("".join(f"{i}\n" for i in ids))
     if cli is not None:
@@ -59,3 +60,40 @@ def test_a_cut_installed_agent_keeps_the_clis_reading_not_harbors_total(tmp_path
     usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
     assert usage is not None and usage.source == "session" and usage.input_tokens == 840
     assert usage.unfinished_messages == 1 and usage.request_ids == ["r1", "r2"]
+
+
+def test_a_call_in_flight_at_the_cut_makes_terminus_usage_a_lower_bound_or_unknown(tmp_path: Path) -> None:
+    from ray_bench.agents.harbor_evidence import CALLS_FILE
+    from ray_bench.agents.prices import with_cost
+
+    # Two calls answered, the third cancelled in flight by the timeout: at least what the two spent.
+    trial = _trial(tmp_path / "two", {"n_input_tokens": 600, "n_cache_tokens": 0, "n_output_tokens": 80}, None,
+                   ["r1", "r2"])
+    (trial / CALLS_FILE).write_text(json.dumps({"started": 3, "ended": 2}))
+    usage = with_cost(harbor_report(trial, "anthropic/claude-sonnet-4-5").usage, "anthropic/claude-sonnet-4-5")
+    assert usage is not None and usage.calls_unfinished == 1 and usage.bound == "lower_bound"
+    assert (usage.input_tokens, usage.output_tokens) == (600, 80)
+    # Every call ended: exact, as before.
+    (trial / CALLS_FILE).write_text(json.dumps({"started": 2, "ended": 2}))
+    usage = with_cost(harbor_report(trial, "anthropic/claude-sonnet-4-5").usage, "anthropic/claude-sonnet-4-5")
+    assert usage is not None and usage.calls_unfinished is None and usage.bound == "exact"
+    # The first call cut: nothing came back, so nothing says what it spent (never $0).
+    first = _trial(tmp_path / "none", {"n_input_tokens": 0, "n_cache_tokens": 0, "n_output_tokens": 0}, None, [])
+    (first / CALLS_FILE).write_text(json.dumps({"started": 1, "ended": 0}))
+    usage = harbor_report(first, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None and usage.source == "unknown" and usage.cost_usd is None and usage.calls_unfinished == 1
+
+
+def test_terminus_cache_writes_are_their_own_column_not_fresh_input(tmp_path: Path) -> None:
+    from ray_bench.agents.harbor_evidence import CALLS_FILE
+
+    # LiteLLM's prompt_tokens (Harbor's n_input_tokens) = 300 fresh + 100 read + 50 written.
+    trial = _trial(tmp_path, {"n_input_tokens": 450, "n_cache_tokens": 100, "n_output_tokens": 40}, None, ["r1"])
+    (trial / CALLS_FILE).write_text(json.dumps({"started": 1, "ended": 1, "cache_write_tokens": 50}))
+    usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (300, 100, 50)
+    # A trial kept before the calls file: writes unknown (absent), never taken for 0.
+    (trial / CALLS_FILE).unlink()
+    usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None and usage.cache_write_tokens is None and usage.input_tokens == 350

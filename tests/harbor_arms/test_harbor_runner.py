@@ -68,7 +68,8 @@ def test_terminus_2_solves_the_task_against_the_fake_provider_and_its_usage_is_w
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from support.fake_provider import Answer, FakeProvider
 
-    with FakeProvider(default=Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100)) as fake:
+    with FakeProvider(default=Answer(text=SOLVE, input_tokens=300, output_tokens=40, cache_read_tokens=100,
+                                     cache_write_tokens=50)) as fake:
         monkeypatch.setenv("RB_HARBOR_KEY", "sk-ant-harbor-test-0123456789")
         monkeypatch.setenv("RB_HARBOR_BASE", fake.url)
         spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5",
@@ -83,12 +84,48 @@ def test_terminus_2_solves_the_task_against_the_fake_provider_and_its_usage_is_w
     assert usage is not None
     assert usage.output_tokens == served.output_tokens
     assert usage.cache_read_tokens == served.cache_read_tokens
-    assert usage.input_tokens == served.input_tokens  # fresh input: Harbor's total less the cached
+    # fresh input: Harbor's total (LiteLLM's prompt_tokens) less the cache reads and writes, each
+    # its own column (issue 54: the writes were counted as fresh input)
+    assert usage.input_tokens == served.input_tokens
+    assert usage.cache_write_tokens == served.cache_write_tokens == 50 * served.answers
     assert sorted(usage.request_ids) == sorted(served.request_ids)
     attempt = tmp_path / "attempt"
     assert (attempt / "harbor" / "agent" / "trajectory.json").is_file()  # ATIF, as Harbor writes it
     key = "sk-ant-harbor-test-0123456789"
     assert not [p for p in attempt.rglob("*") if p.is_file() and key in p.read_text(errors="replace")]
+
+
+#: Terminus 2's answer that types one command and goes on (the task not declared done).
+WORK = json.dumps({"analysis": "looking", "plan": "list the files",
+                   "commands": [{"keystrokes": "ls\n", "duration": 0.1}], "task_complete": False})
+
+
+def test_terminus_2_cut_by_its_timeout_with_a_call_in_flight_says_its_usage_is_at_least(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 54 item 3: the third call is taken (and billed) and its answer never comes before the
+    agent's timeout. Terminus 2 counts a call only once its answer is back, so the two answered
+    are all its context holds: the usage says so (a call started and not ended: at least)."""
+    from support.fake_provider import Answer, FakeProvider
+
+    answer = Answer(text=WORK, input_tokens=300, output_tokens=40)
+    with FakeProvider() as fake:
+        fake.then(answer, answer, Answer(text=WORK, input_tokens=300, output_tokens=40, delay_sec=600))
+        monkeypatch.setenv("RB_HARBOR_KEY", "sk-ant-harbor-test-0123456789")
+        monkeypatch.setenv("RB_HARBOR_BASE", fake.url)
+        spec = _spec(tmp_path, "terminus-2", model="anthropic/claude-sonnet-4-5", agent_timeout_sec=25.0,
+                     route_env={"ANTHROPIC_API_KEY": "RB_HARBOR_KEY", "ANTHROPIC_BASE_URL": "RB_HARBOR_BASE"},
+                     harbor_options={"max_turns": 10})
+        summary = _run_local(spec, tmp_path / "sbx")
+        served = fake.served
+    assert summary.agent is not None and summary.agent.timed_out, summary.agent
+    assert served.answers == 3, served  # billed: the third too
+    usage = summary.usage
+    assert usage is not None and usage.output_tokens == 80 and usage.input_tokens == 600, usage
+    assert len(usage.request_ids) == 2 and set(usage.request_ids) < set(served.request_ids)
+    assert usage.calls_unfinished == 1, usage
+    assert usage.lower_bound and usage.bound == "lower_bound"  # not "exact": a call's outcome is unknown
+    calls = json.loads((tmp_path / "attempt" / "harbor" / "model-calls.json").read_text())
+    assert calls == {"started": 3, "ended": 2}, calls
 
 
 def test_terminus_2_refused_by_the_provider_ends_with_the_auth_error_of_the_cli_adapters(

@@ -398,3 +398,17 @@ def test_a_spend_with_attempts_of_unknown_cost_is_shown_as_a_lower_bound(run_roo
     assert (status.spend_usd, status.unknown_cost) == (pytest.approx(0.02), 1)
     assert status.to_json()["unknown_cost_attempts"] == 1
     assert "spend: at least $0.02 (1 attempt of unknown cost)" in status_lines(status)
+
+
+def test_a_spend_of_unknown_costs_alone_is_unknown_never_at_least_zero(run_root: Path) -> None:
+    """Every attempt of a model with no list price (issue 54: gemini-cli before its prices): the
+    spend is said unknown, in status, settle and the reports alike (one rule: said_spend)."""
+    import dataclasses
+
+    from ray_bench.ledger.rows import said_spend
+    status = dataclasses.replace(read_status(run_root), spend_usd=0.0, unknown_cost=3, lower_bound_cost=0)
+    line = next(x for x in status_lines(status) if x.startswith("spend:"))
+    assert line == "spend: unknown (3 attempts of unknown cost)", line
+    assert said_spend(0.0, 3, 0, ".4f", unit="", at_least=">= ") == "unknown"
+    assert said_spend(0.02, 1) == "at least $0.02" and said_spend(0.02, 0, 1) == "at least $0.02"
+    assert said_spend(0.02, 0) == "$0.02" and said_spend(0.0, 0) == "$0.00"  # known to be nothing

@@ -10,8 +10,8 @@ It speaks, as the CLIs call them:
   over HTTPS (``POST /v1/responses``, SSE) after Codex's fallback; refusals with the API's error
   bodies and headers (``openai_error``);
 - the Gemini API (``POST /v1beta/models/M:streamGenerateContent?alt=sse`` and
-  ``:generateContent``, ``:countTokens``) that ``gemini`` uses (its errors as ``google.rpc.Status``;
-  ``forbidden`` is its 403).
+  ``:generateContent``, ``:countTokens``) that ``gemini`` uses (its errors as ``google.rpc.Status``:
+  ``unauthorized`` is its 400 ``API_KEY_INVALID``, ``expired`` an OAuth token's 401, ``forbidden`` its 403).
 
 Each request takes the next scripted :class:`Answer` (then ``ok`` forever): ``ok``,
 ``rate_limit`` (429 with the provider's rate-limit headers and ``retry-after``), ``overloaded``
@@ -50,6 +50,9 @@ class Answer:
     input_tokens: int = 120
     output_tokens: int = 7
     cache_read_tokens: int = 0
+    #: Anthropic: the answer's ``cache_creation_input_tokens`` (prompt written to the cache: billed
+    #: at 1.25x input for a 5-minute write, apart from ``input_tokens`` and the cache reads).
+    cache_write_tokens: int = 0
     retry_after: int = 30
     #: usage_limit: when the window resets (epoch seconds); default one hour on.
     reset_at: float | None = None
@@ -62,6 +65,9 @@ class Answer:
     tool_input: dict[str, Any] | None = None
     #: Gemini: the answer's ``thoughtsTokenCount`` (billed as output; counted apart in Served).
     thoughts_tokens: int = 0
+    #: ok: seconds the answer takes to come, billed when the request is taken (a generation is
+    #: billed whether or not the client is still there to read it): a call a client cut in flight.
+    delay_sec: float = 0.0
 
 
 @dataclass
@@ -72,6 +78,7 @@ class Served:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     request_ids: list[str] = field(default_factory=list)
     #: The request ids of the calls answered with an error (a provider's request id comes back
@@ -156,6 +163,7 @@ class FakeProvider:
             s.input_tokens += answer.input_tokens
             s.output_tokens += answer.output_tokens
             s.cache_read_tokens += answer.cache_read_tokens
+            s.cache_write_tokens += answer.cache_write_tokens
             s.thoughts_tokens += answer.thoughts_tokens
             s.request_ids.append(request_id)
 
@@ -309,6 +317,8 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             if answer.kind != "ok":
                 self._fail(api, answer, request_id)
                 return
+            if answer.delay_sec:
+                time.sleep(answer.delay_sec)  # the handler thread is a daemon: a cut client leaves it here
             model = str(body.get("model") or self.path.split("/models/")[-1].split(":")[0])
             if api == "anthropic":
                 self._anthropic(answer, model, request_id, bool(body.get("stream")))
@@ -358,8 +368,13 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             self._json(status, data, headers)
 
         def _anthropic(self, a: Answer, model: str, request_id: str, stream: bool) -> None:
+            """A Messages API answer. Its ``usage`` as the API reference documents it
+            (https://docs.anthropic.com/en/api/messages, "usage"): ``input_tokens`` (uncached),
+            ``cache_creation_input_tokens`` (written to the cache), ``cache_read_input_tokens``
+            and ``output_tokens``, the input total being the sum of the first three; streamed,
+            ``message_start`` carries the input counts and ``message_delta`` the output."""
             msg_id = f"msg_{uuid.uuid4().hex[:24]}"
-            usage = {"input_tokens": a.input_tokens, "cache_creation_input_tokens": 0,
+            usage = {"input_tokens": a.input_tokens, "cache_creation_input_tokens": a.cache_write_tokens,
                      "cache_read_input_tokens": a.cache_read_tokens, "output_tokens": a.output_tokens}
             headers = {"request-id": request_id}
             stop = "tool_use" if a.tool else "end_turn"
@@ -495,10 +510,16 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             self._sse([(None, first), (None, final)], {})
 
         def _gemini_fail(self, a: Answer) -> None:
-            """An error as the Gemini API answers it (``google.rpc.Status``): a per-minute 429
+            """An error as the Gemini API answers it (``google.rpc.Status``; the statuses of
+            https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes): a per-minute 429
             carries ``QuotaFailure`` and ``RetryInfo.retryDelay`` (the CLI waits that long), a
-            ``usage_limit`` is the daily quota (the CLI gives up at once)."""
+            ``usage_limit`` is the daily quota (the CLI gives up at once). A bad API key is not a
+            401: the API answers 400 ``INVALID_ARGUMENT`` with an ``ErrorInfo`` whose reason is
+            ``API_KEY_INVALID`` (as users report it verbatim, e.g. google-gemini/gemini-cli#25198);
+            a 401 ``UNAUTHENTICATED`` is an OAuth login's token (``expired``); a 403 a key
+            refused (suspended, or without access)."""
             quota = "https://ai.google.dev/gemini-api/docs/rate-limits"
+            service = {"service": "generativelanguage.googleapis.com"}
             status, gstatus, message, details = {
                 "rate_limit": (429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your "
                                f"plan and billing details. Please retry in {a.retry_after}s.", [
@@ -519,9 +540,22 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 "overloaded": (503, "UNAVAILABLE", "The model is overloaded. Please try again later.", []),
                 "server_error": (500, "INTERNAL", "An internal error has occurred. Please retry or report in "
                                  "https://developers.generativeai.google/guide/troubleshooting", []),
-                "unauthorized": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", []),
-                "expired": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", []),
-                "forbidden": (403, "PERMISSION_DENIED", "Permission denied: this API key has been suspended.", []),
+                "unauthorized": (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [
+                    {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                     "domain": "googleapis.com", "metadata": service},
+                    {"@type": "type.googleapis.com/google.rpc.LocalizedMessage", "locale": "en-US",
+                     "message": "API key not valid. Please pass a valid API key."}]),
+                "expired": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth "
+                            "2 access token, login cookie or other valid authentication credential. See "
+                            "https://developers.google.com/identity/sign-in/web/devconsole-project.", [
+                                {"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                 "reason": "ACCESS_TOKEN_EXPIRED", "domain": "googleapis.com",
+                                 "metadata": {**service, "method": "google.ai.generativelanguage.v1beta."
+                                              "GenerativeService.StreamGenerateContent"}}]),
+                "forbidden": (403, "PERMISSION_DENIED", "Permission denied: Consumer 'api_key:redacted' has been "
+                              "suspended.", [
+                                  {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "CONSUMER_SUSPENDED",
+                                   "domain": "googleapis.com", "metadata": {**service, "consumer": "projects/0"}}]),
             }[a.kind]
             self._json(status, {"error": {"code": status, "message": message, "status": gstatus,
                                           **({"details": details} if details else {})}})

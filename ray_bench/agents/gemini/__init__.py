@@ -32,6 +32,13 @@ Read from the real CLI 0.61.0 against tests/support/fake_provider.py and from it
   (:class:`~ray_bench.agents.gemini.stream.Live`). 401 and 403 are never
   retried: the run ends at once with its ``result`` error, so a refused login
   needs no live stop.
+- Its loop detection (``LoopDetectionService``: 5 identical tool calls in a row, a chanted
+  sentence, or a model's judgement after 30 turns) breaks off the answer it is reading; at its first
+  strike it tells the model and goes on, at its second it prints the warning "Loop detected,
+  stopping execution" and ends the run with a ``result`` of ``success``. The broken-off calls were
+  served, yet appear in no total and no id: only their ``api_request`` in the telemetry. Such a run is
+  a degenerate attempt (error type ``loop``, class ``behaviour``) whose usage is a lower bound
+  (``calls_unfinished``). Measured with 0.61.0 against the fake: 6 calls served, 4 in its totals.
 - The turn bound is ``model.maxSessionTurns`` in settings.json (no flag); reaching it ends the
   run with "Reached max session turns" (exit 53), the agent's own outcome.
 

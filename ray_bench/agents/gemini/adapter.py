@@ -10,6 +10,7 @@ from typing import Any
 from ray_bench.agents.base import (
     ARG_INSTRUCTION_BYTES,
     SESSIONS_DIR,
+    STARTED_MARK,
     AgentAdapter,
     CliRun,
     Invocation,
@@ -24,10 +25,16 @@ from ray_bench.agents.base import (
     wrap,
 )
 from ray_bench.agents.gemini.errors import error_of
-from ray_bench.agents.gemini.session import Record, object_of
+from ray_bench.agents.gemini.session import LOOP_STOP, Record, object_of
 from ray_bench.agents.gemini.stream import Live
-from ray_bench.agents.gemini.telemetry import DISTILL_JS, TELEMETRY_FILE, TELEMETRY_RAW
-from ray_bench.models.agent import AgentReport, McpServer
+from ray_bench.agents.gemini.telemetry import (
+    CLIENT_ERRORS_FILE,
+    DISTILL_JS,
+    KEEP_CLIENT_ERROR_JS,
+    TELEMETRY_FILE,
+    TELEMETRY_RAW,
+)
+from ray_bench.models.agent import AgentError, AgentReport, McpServer, Usage
 
 #: Merges argv[2]'s sections (``{"mcpServers": {...}, "model": {"maxSessionTurns": N}}``) into the
 #: settings file argv[1] key by key, keeping what each key held before in argv[3] for
@@ -110,6 +117,8 @@ class GeminiCli(AgentAdapter):
                                                            failure.get("type") == "FatalTurnLimitedError"):
                 return AgentReport(usage=usage)  # the role's turn bound: the verifier scores the outcome
             return AgentReport(usage=usage, error=error_of(message, run, record.retry))
+        if record.loop_stopped:
+            return AgentReport(usage=usage, error=_loop(record, usage))
         return AgentReport(usage=usage)
 
     def _cut(self, run: CliRun, record: Record) -> AgentReport:
@@ -138,10 +147,25 @@ class GeminiCli(AgentAdapter):
     def collect_sessions(self, stdout: str) -> str | None:
         distill = (f"[ -f {TELEMETRY_RAW} ] && node -e {quote(DISTILL_JS)} {TELEMETRY_RAW} "
                    f'"$LOGS_DIR/agent/{SESSIONS_DIR}/{TELEMETRY_FILE}"\n')
-        return distill + (super().collect_sessions(stdout) or "exit 0\n")
+        # its error reports of this run (newer than the start mark), kept without their prompt
+        reports = (f'find "${{TMPDIR:-/tmp}}" -maxdepth 1 -type f -name "gemini-client-error-*.json" '
+                   f'-newer "$LOGS_DIR/agent/{STARTED_MARK}" 2>/dev/null | while IFS= read -r f; do '
+                   f'node -e {quote(KEEP_CLIENT_ERROR_JS)} "$f" "$LOGS_DIR/agent/{CLIENT_ERRORS_FILE}"; done\n')
+        return distill + reports + (super().collect_sessions(stdout) or "exit 0\n")
 
     def live_reader(self) -> LiveReader:
         return Live()
+
+
+def _loop(record: Record, usage: Usage) -> AgentError:
+    """The CLI's loop detection stopped its agent: a degenerate attempt (class ``behaviour``),
+    however its result line reads. At its first strike it breaks off the answer it is reading and
+    tells the model so; at its second it breaks off that answer too and ends the run: those calls
+    were served, yet only the telemetry's ``api_request`` shows them (``calls_unfinished``)."""
+    kinds = ", ".join(dict.fromkeys(record.loop_types)) or "kind not recorded"
+    broken = usage.calls_unfinished or 0
+    return AgentError(type="loop", message=f"gemini-cli stopped its agent: {LOOP_STOP} ({kinds}); "
+                      f"{broken} of its {record.requests or '?'} calls were broken off, in no total")
 
 
 def _mcp_entry(server: McpServer) -> dict[str, Any]:

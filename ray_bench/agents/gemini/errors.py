@@ -64,7 +64,17 @@ def error_of(message: str, run: CliRun, retry: Retry | None) -> AgentError:
         # The CLI's TerminalQuotaError ("You have exhausted your daily quota on this model."),
         # not retried: a per-day quota, which the Gemini API resets at midnight Pacific time.
         return error_from(status or 429, message, run, reset_at=next_pacific_midnight(run.now))
+    if _KEY_REFUSED.search(message):
+        # A bad API key is the API's 400 INVALID_ARGUMENT, its ErrorInfo reason API_KEY_INVALID
+        # (https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes): the login's fault,
+        # not the request's, whatever the CLI's wording around it.
+        return AgentError(type="auth", message=message.strip()[:500], status=status or 400)
     return error_from(status, message, run, retry_after=delay)
+
+
+#: The ErrorInfo reasons of a key the API refuses (400 API_KEY_INVALID; 403 CONSUMER_SUSPENDED,
+#: API_KEY_SERVICE_BLOCKED).
+_KEY_REFUSED = re.compile(r"API_KEY_INVALID|CONSUMER_SUSPENDED|API_KEY_SERVICE_BLOCKED|API key not valid")
 
 
 _DAILY = re.compile(r"daily quota|PerDay", re.IGNORECASE)

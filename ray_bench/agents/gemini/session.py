@@ -14,6 +14,10 @@ from ray_bench.agents.gemini.errors import ATTEMPT, Retry, delay_of, status_of
 from ray_bench.agents.gemini.telemetry import TELEMETRY_FILE
 from ray_bench.models.agent import Usage
 
+#: The stream's warning when the CLI's loop detection ends the run (nonInteractiveCli in 0.61.0's
+#: bundle: a ``LoopDetected`` event, its second strike; the ``result`` that follows says success).
+LOOP_STOP = "Loop detected, stopping execution"
+
 
 @dataclass
 class Record:
@@ -34,6 +38,13 @@ class Record:
     call_under_way: bool = False
     #: Answers the stream showed (model text or tool calls after a prompt or a tool's result).
     answers_seen: int = 0
+    #: Calls the telemetry shows sent (``api_request``), and ended with an error (``api_error``).
+    requests: int = 0
+    failed: int = 0
+    #: The CLI's loop detection ended the run (its stream's warning "Loop detected, stopping
+    #: execution", then a ``result`` of ``success``), and the kinds of loop it saw (telemetry).
+    loop_stopped: bool = False
+    loop_types: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, events: list[dict[str, Any]], sessions: tuple[tuple[str, str], ...], stderr: str) -> Record:
@@ -46,6 +57,8 @@ class Record:
                 in_answer = True
             elif kind == "tool_result" or (kind == "message" and role == "user"):
                 in_answer = False
+            if kind == "error" and str(event.get("message", "")).startswith(LOOP_STOP):
+                rec.loop_stopped = True
             if rec.session_id is None and event.get("type") == "init" and isinstance(event.get("session_id"), str):
                 rec.session_id = event["session_id"]
             if event.get("type") in ("tool_use", "tool_result", "message", "result"):
@@ -98,12 +111,23 @@ class Record:
                                        "output": int_of(e.get("output_token_count")),
                                        "cached": int_of(e.get("cached_content_token_count")),
                                        "thoughts": int_of(e.get("thoughts_token_count")), "model": e.get("model")})
+            elif name == "gemini_cli.api_request":
+                self.requests += 1
+            elif name == "loop_detected" and isinstance(e.get("loop_type"), str):
+                self.loop_types.append(e["loop_type"])
             elif name == "gemini_cli.api_error":
                 self.refusals += 1
+                self.failed += 1
                 message = str(e.get("error") or "")
                 code = e.get("status_code")
                 status = int(code) if isinstance(code, int | str) and str(code).isdigit() else status_of(message)
                 self.retry = Retry(status, message, delay_of(message))
+
+    def calls_unfinished(self) -> int | None:
+        """Calls the telemetry shows sent with no answer or error recorded: a stream its loop
+        detection stopped reading (billed as served, in no total), or one under way at a kill."""
+        chat = sum(1 for a in self.answers.values() if "tokens" in a)
+        return max(0, self.requests - self.failed - max(len(self.responses), chat)) or None
 
     def result_usage(self, result: dict[str, Any]) -> Usage:
         """The CLI's own totals; thoughts (billed as output, not in its ``output_tokens``) from
@@ -118,7 +142,10 @@ class Record:
             if isinstance(models, dict) and models else self._model()
         return Usage(input_tokens=fresh, output_tokens=output, cache_read_tokens=cached, model=model,
                      session_id=self.session_id, request_ids=list(self.response_ids),
-                     turns=len(self.answers) or len(self.responses) or None, source="result")
+                     turns=len(self.answers) or len(self.responses) or None, source="result",
+                     # its totals count the calls it read to their end (uiTelemetryService sums the
+                     # api_response events): not those its loop detection broke off
+                     calls_unfinished=self.calls_unfinished())
 
     def _model(self) -> str | None:
         by_model: dict[str, int] = {}
@@ -153,7 +180,8 @@ class Record:
                      # an answer the stream showed whose tokens no record holds yet (the chat file
                      # writes a tool-call answer after its tool ran; the telemetry's last batch
                      # was lost): its charge is not in these numbers
-                     call_under_way=self.call_under_way or self.answers_seen > len(counts))
+                     call_under_way=self.call_under_way or self.answers_seen > len(counts),
+                     calls_unfinished=self.calls_unfinished())
 
 
 def int_of(value: object) -> int:
