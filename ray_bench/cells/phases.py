@@ -20,6 +20,7 @@ from ray_bench.config.bounded import read_capped
 from ray_bench.errors import SandboxError, TaskEnvironmentError
 from ray_bench.models.attempt import CollectFacts, HealthcheckFacts
 from ray_bench.models.task import ArtifactConfig, HealthcheckConfig, StepConfig, TaskConfig, VerifierCollectConfig
+from ray_bench.numbers import NotFinite, finite, parse_finite
 from ray_bench.sandboxes import Sandbox
 from ray_bench.tasks.network import Phase, phase_network
 from ray_bench.tasks.network import varies as network_varies
@@ -145,7 +146,9 @@ def read_rewards(verifier_dir: Path) -> tuple[dict[str, float] | None, str | Non
     text = verifier_dir / "reward.txt"
     if text.is_file():
         try:
-            return {"reward": float(_small_text(text))}, "reward.txt"
+            return {"reward": parse_finite(_small_text(text))}, "reward.txt"
+        except NotFinite as exc:
+            return None, f"reward.txt refused: {exc}"
         except (OSError, ValueError):
             return None, "reward.txt unreadable"
     data_file = verifier_dir / "reward.json"
@@ -155,10 +158,13 @@ def read_rewards(verifier_dir: Path) -> tuple[dict[str, float] | None, str | Non
         except (OSError, ValueError, RecursionError):
             return None, "reward.json unreadable"
         if isinstance(data, int | float) and not isinstance(data, bool):
-            return {"reward": float(data)}, "reward.json"
+            data = {"reward": data}
         if isinstance(data, dict):
-            numbers = {k: float(v) for k, v in data.items()
-                       if isinstance(v, int | float) and not isinstance(v, bool)}
+            try:  # a number that is not finite refuses the whole file: no key of it is a result
+                numbers = {k: finite(v) for k, v in data.items()
+                           if isinstance(v, int | float) and not isinstance(v, bool)}
+            except NotFinite as exc:
+                return None, f"reward.json refused: {exc}"
             if numbers:
                 return numbers, "reward.json"
         return None, "reward.json unreadable"

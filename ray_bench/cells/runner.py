@@ -68,6 +68,7 @@ from ray_bench.models.attempt import (
     WatchdogFacts,
 )
 from ray_bench.models.task import artifact_entries
+from ray_bench.numbers import NotFinite, finite, parse_finite
 from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
 from ray_bench.runroot import pid_alive as _alive
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
@@ -618,7 +619,9 @@ def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
     text_file = verifier_dir / "reward.txt"
     if text_file.is_file():
         try:
-            return float((read_capped(text_file, 4096) or b"").decode(errors="replace").strip()), "reward.txt"
+            return parse_finite((read_capped(text_file, 4096) or b"").decode(errors="replace").strip()), "reward.txt"
+        except NotFinite as exc:
+            return None, f"reward.txt refused: {exc}"
         except (ValueError, OSError):
             return None, "reward.txt unreadable"
     data = _read_json_obj(verifier_dir / "reward.json")
@@ -626,9 +629,12 @@ def read_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
         value = data.get("reward")
         if value is None and len(data) == 1:
             value = next(iter(data.values()))
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value), "reward.json"
-        return None, "reward.json unreadable"
+        try:
+            return finite(value), "reward.json"
+        except NotFinite as exc:
+            return None, f"reward.json refused: {exc}"
+        except ValueError:
+            return None, "reward.json unreadable"
     return None, None
 
 

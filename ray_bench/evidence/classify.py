@@ -11,6 +11,7 @@ never a valid row, with a model or without.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -199,7 +200,11 @@ def killed_by(agent: ExecFacts) -> int | None:
 
 def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:
     """An arm that names a model must show the model answered: a usage record with output
-    tokens. Whatever the reward, a row without that is not evidence about the model."""
+    tokens. Whatever the reward, a row without that is not evidence about the model. A usage
+    record whose numbers were refused (not finite, negative: :attr:`Usage.invalid`) is no
+    evidence either, model or not: its attempt is invalid, its cost unknown."""
+    if summary.usage is not None and summary.usage.invalid:
+        return ("tool", "invalid-usage", f"usage record refused: {summary.usage.invalid}")
     if not summary.model:
         return None
     if summary.usage is None:
@@ -213,6 +218,6 @@ def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:
 def _retry_after(summary: AttemptSummary) -> float | None:
     for value in (summary.agent_error.retry_after if summary.agent_error else None,
                   summary.error.retry_after if summary.error else None):
-        if value is not None and value >= 0:
+        if value is not None and math.isfinite(value) and value >= 0:  # Infinity would cool it for good
             return float(value)
     return None
