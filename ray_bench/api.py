@@ -18,7 +18,7 @@ from ray_bench.cells.nodes import CheckInputs
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
-from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
+from ray_bench.errors import MultipleInputErrors, PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
 from ray_bench.files import write_whole
 from ray_bench.ledger.store import Ledger
@@ -34,7 +34,7 @@ from ray_bench.plan.store import (
     plan_bytes,
     write_plan,
 )
-from ray_bench.runroot import RunPaths, hold_lock
+from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full
 from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
@@ -259,6 +259,13 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root), supervision,
                                 observer=observer, options=options, node_checks=checks)
                 return driver.run()
+        except Exception as exc:
+            # A full disk met by whatever process of the run (the admission actor's accounts.sqlite
+            # in the state root, a gate call while the driver closes): the one documented stop.
+            if isinstance(exc, RayBenchError) or not is_disk_full(exc):
+                raise
+            raise RunStopped("disk_full", disk_full_detail(
+                run_root, exc, state_root=Path(options.state_root or default_state_root()))) from None
         finally:
             if signals is not None:
                 signals.restore()  # the run is over: a signal during the metrics linger ends it
