@@ -42,6 +42,7 @@ from ray_bench.sandboxes.supervisor import docker_url_of, reserve_of, uses_docke
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root
+from ray_bench.textsafe import is_utf8, shown_name
 
 if TYPE_CHECKING:
     from ray_bench.models.plan import Plan
@@ -111,6 +112,9 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
              skip_unsupported: bool = False,
              rewards: dict[tuple[str, str, int], float] | None = None) -> PlanResult:
     refuse_secret_text(run_id, "--run-id")
+    for option, path in (("--suite", suite), ("--accounts", accounts), ("--selection-file", selection),
+                         ("--runs-dir", runs_dir), *(("--runs", p) for p in counterpart_runs or [])):
+        refuse_undecodable_path(path, option)
     if run_id is not None and not _RUN_ID.fullmatch(run_id):  # whole: "$" lets "x\n" through
         raise UserInputError(f"run id {run_id!r} is not allowed", where="--run-id",
                              fix="use letters, digits, '.', '_' and '-'")
@@ -131,6 +135,15 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     RunPaths(run_root).refuse_orphaned_attempts()
     write_plan(plan, run_root, render_receipt(plan, identity))
     return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
+
+
+def refuse_undecodable_path(path: Path | None, option: str) -> None:
+    """A path the plan records (its inputs, its run root) must be UTF-8 text: one that is not
+    could be neither written into the plan's JSON nor shown (issue 58: "unexpected
+    UnicodeEncodeError ... (a bug in ray-bench)")."""
+    if path is not None and not is_utf8(str(path.absolute())):
+        raise UserInputError(f"the path {shown_name(str(path.absolute()))} is not valid UTF-8", where=option,
+                             fix="rename it, or copy it to a path whose name is UTF-8 text")
 
 
 def refuse_unusable_runs_dir(runs_dir: Path) -> None:

@@ -46,3 +46,22 @@ def code_span(text: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if safe.startswith("`") or safe.endswith("`") else ""
     return f"{fence}{pad}{safe}{pad}{fence}"
+
+
+def is_utf8(name: str) -> bool:
+    """A file name as Python read it is valid UTF-8 (one that is not holds lone surrogates,
+    ``surrogateescape``'s stand-ins for its bytes, which no UTF-8 writer, terminal or hash of
+    its text can take)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A file name for a message: its bytes that are not UTF-8 as ``\\xff``, its controls escaped."""
+    if is_utf8(name):
+        return escape_controls(name)
+    raw = name.encode("utf-8", "surrogateescape")
+    return escape_controls(raw.decode("utf-8", "backslashreplace"))
