@@ -9,6 +9,7 @@ Markdown code span that no backtick or pipe inside it can end.
 
 from __future__ import annotations
 
+import html
 import re
 
 #: C0 and C1 controls and DEL, and the invisible format characters (bidi overrides,
@@ -65,3 +66,9 @@ def shown_name(name: str) -> str:
         return escape_controls(name)
     raw = name.encode("utf-8", "surrogateescape")
     return escape_controls(raw.decode("utf-8", "backslashreplace"))
+
+
+def html_text(text: str) -> str:
+    """Text for HTML: controls and bidi overrides escaped as in the terminal and in Markdown
+    (``html.escape`` leaves U+202E to reorder what a browser shows), then HTML-escaped."""
+    return html.escape(escape_controls(text))
