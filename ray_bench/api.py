@@ -18,7 +18,7 @@ from ray_bench.cells.nodes import CheckInputs
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_secret_text, route_values
-from ray_bench.errors import MultipleInputErrors, PlanError, RunStopped, UserInputError
+from ray_bench.errors import MultipleInputErrors, PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
 from ray_bench.files import write_whole
 from ray_bench.ledger.store import Ledger
@@ -34,7 +34,7 @@ from ray_bench.plan.store import (
     plan_bytes,
     write_plan,
 )
-from ray_bench.runroot import RunPaths, hold_lock
+from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full
 from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
@@ -42,6 +42,7 @@ from ray_bench.sandboxes.supervisor import docker_url_of, reserve_of, uses_docke
 from ray_bench.scheduler.driver import Driver, RunOptions, RunOutcome
 from ray_bench.scheduler.observers import NullObserver, Observers, RunObserver
 from ray_bench.state import default_state_root
+from ray_bench.textsafe import is_utf8, shown_name
 
 if TYPE_CHECKING:
     from ray_bench.models.plan import Plan
@@ -111,6 +112,9 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
              skip_unsupported: bool = False,
              rewards: dict[tuple[str, str, int], float] | None = None) -> PlanResult:
     refuse_secret_text(run_id, "--run-id")
+    for option, path in (("--suite", suite), ("--accounts", accounts), ("--selection-file", selection),
+                         ("--runs-dir", runs_dir), *(("--runs", p) for p in counterpart_runs or [])):
+        refuse_undecodable_path(path, option)
     if run_id is not None and not _RUN_ID.fullmatch(run_id):  # whole: "$" lets "x\n" through
         raise UserInputError(f"run id {run_id!r} is not allowed", where="--run-id",
                              fix="use letters, digits, '.', '_' and '-'")
@@ -131,6 +135,15 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     RunPaths(run_root).refuse_orphaned_attempts()
     write_plan(plan, run_root, render_receipt(plan, identity))
     return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
+
+
+def refuse_undecodable_path(path: Path | None, option: str) -> None:
+    """A path the plan records (its inputs, its run root) must be UTF-8 text: one that is not
+    could be neither written into the plan's JSON nor shown (issue 58: "unexpected
+    UnicodeEncodeError ... (a bug in ray-bench)")."""
+    if path is not None and not is_utf8(str(path.absolute())):
+        raise UserInputError(f"the path {shown_name(str(path.absolute()))} is not valid UTF-8", where=option,
+                             fix="rename it, or copy it to a path whose name is UTF-8 text")
 
 
 def refuse_unusable_runs_dir(runs_dir: Path) -> None:
@@ -259,6 +272,13 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root), supervision,
                                 observer=observer, options=options, node_checks=checks)
                 return driver.run()
+        except Exception as exc:
+            # A full disk met by whatever process of the run (the admission actor's accounts.sqlite
+            # in the state root, a gate call while the driver closes): the one documented stop.
+            if isinstance(exc, RayBenchError) or not is_disk_full(exc):
+                raise
+            raise RunStopped("disk_full", disk_full_detail(
+                run_root, exc, state_root=Path(options.state_root or default_state_root()))) from None
         finally:
             if signals is not None:
                 signals.restore()  # the run is over: a signal during the metrics linger ends it

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ray_bench.errors import UserInputError
+from ray_bench.textsafe import escape_controls
 
 PLAN_FILE = "launch-plan.json"
 RECEIPT_FILE = "receipt.md"
@@ -196,21 +197,56 @@ def pid_alive(pid: int) -> bool:
 DISK_FULL_ERROR = "DiskFull"
 
 
+#: SQLite's names for a full disk: SQLITE_FULL ("database or disk is full"), and the "disk I/O
+#: error" of a WAL database whose -shm file cannot grow, which "may indicate that the underlying
+#: filesystem volume is out of space" (sqlite.org/rescode.html#ioerr_shmsize): what a state root
+#: that filled between runs answers the next one's first write (measured on a full tmpfs).
+_SQLITE_FULL = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
+
+
 def is_disk_full(exc: BaseException) -> bool:
-    """ENOSPC (or a quota) from a write, or SQLite's "database or disk is full"."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
+    """ENOSPC (or a quota) from a write, or SQLite's "database or disk is full", raised here or
+    behind ``exc`` (:func:`disk_full_cause`)."""
+    return disk_full_cause(exc) is not None
 
 
-def disk_full_detail(run_root: Path, exc: BaseException | str) -> str:
-    """The stop's words: what was full, how much is free now, and how to go on."""
-    try:
-        free = f"{shutil.disk_usage(run_root).free / (1 << 20):.0f} MiB free now"
-    except OSError:
-        free = "free space unknown"
-    return (f"the disk is full ({str(exc)[:160]}; {free} at {run_root}); nothing finished is lost: "
-            f"free space, then execute the plan again to resume")
+def disk_full_cause(exc: BaseException) -> BaseException | None:
+    """The full-disk error behind ``exc``: itself, what it was raised from, or what a Ray actor
+    or task raised. Ray's ``RayTaskError(OperationalError)`` is both classes at once, and its
+    text is a coloured traceback: the error it carries (``cause``) is what is read (issue 58: a
+    state root that filled under the admission actor came out as "unexpected RayTaskError")."""
+    todo, seen = [exc], set()
+    while todo:
+        err = todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        carried = getattr(err, "cause", None)
+        if isinstance(carried, BaseException) and carried is not err:
+            todo.append(carried)
+            continue
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return err
+        if isinstance(err, sqlite3.OperationalError) and (
+                "full" in str(err).lower() or getattr(err, "sqlite_errorname", "") in _SQLITE_FULL):
+            return err
+        todo.extend(e for e in (err.__cause__, err.__context__) if e is not None)
+    return None
+
+
+def disk_full_detail(run_root: Path, exc: BaseException | str, *, state_root: Path | None = None) -> str:
+    """The stop's words: what was full, how much is free now (in the run root, and in the state
+    root when it is elsewhere), and how to go on."""
+    what = exc if isinstance(exc, str) else str(disk_full_cause(exc) or exc)
+    places = [run_root] + ([state_root] if state_root is not None and state_root != run_root else [])
+    frees = []
+    for place in places:
+        try:
+            frees.append(f"{shutil.disk_usage(place).free / (1 << 20):.0f} MiB free now at {place}")
+        except OSError:
+            frees.append(f"free space unknown at {place}")
+    return (f"the disk is full ({escape_controls(what.strip().splitlines()[0] if what.strip() else what)[:160]}; "
+            f"{', '.join(frees)}); nothing finished is lost: free space, then execute the plan again to resume")
 
 
 def unwritable(run_root: Path, exc: OSError) -> UserInputError:

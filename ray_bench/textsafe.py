@@ -9,6 +9,7 @@ Markdown code span that no backtick or pipe inside it can end.
 
 from __future__ import annotations
 
+import html
 import re
 
 #: C0 and C1 controls and DEL, and the invisible format characters (bidi overrides,
@@ -46,3 +47,28 @@ def code_span(text: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if safe.startswith("`") or safe.endswith("`") else ""
     return f"{fence}{pad}{safe}{pad}{fence}"
+
+
+def is_utf8(name: str) -> bool:
+    """A file name as Python read it is valid UTF-8 (one that is not holds lone surrogates,
+    ``surrogateescape``'s stand-ins for its bytes, which no UTF-8 writer, terminal or hash of
+    its text can take)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A file name for a message: its bytes that are not UTF-8 as ``\\xff``, its controls escaped."""
+    if is_utf8(name):
+        return escape_controls(name)
+    raw = name.encode("utf-8", "surrogateescape")
+    return escape_controls(raw.decode("utf-8", "backslashreplace"))
+
+
+def html_text(text: str) -> str:
+    """Text for HTML: controls and bidi overrides escaped as in the terminal and in Markdown
+    (``html.escape`` leaves U+202E to reorder what a browser shows), then HTML-escaped."""
+    return html.escape(escape_controls(text))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,9 +70,14 @@ class AccountStatus:
     spent_lower_bound: int = 0
     #: Charges in ``spent_usd`` of unknown cost (counted at the cell's expected cost).
     spent_unknown: int = 0
+    #: Stored charges refused when read (not finite), not in ``spent_usd``: ``accounts repair`` clears them.
+    spent_refused: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__}
+        """Strict JSON's shape: an account with no start rate limit has unlimited tokens, written
+        as ``null`` with ``tokens_unlimited`` saying why (JSON has no Infinity)."""
+        unlimited = math.isinf(self.tokens)
+        return {**self.__dict__, "tokens": None if unlimited else self.tokens, "tokens_unlimited": unlimited}
 
     def line(self) -> str:
         """The account's durable state in words: ``acct-a: cooling until 18:34:00 (usage
@@ -85,6 +91,9 @@ class AccountStatus:
         budget = f" of ${self.budget_usd:.2f}" if self.budget_usd is not None else ""
         parts.append(f"spent {'at least ' if self.spent_lower_bound else ''}${self.spent_usd:.2f}{budget}"
                      + _not_exact(self.spent_lower_bound, self.spent_unknown))
+        if self.spent_refused:
+            parts.append(f"{self.spent_refused} stored charge{'s' if self.spent_refused != 1 else ''} not finite, "
+                         "not counted (`ray-bench accounts repair` removes them)")
         if self.window_used or self.window_usd:
             parts.append(f"window {self.window_used} cells, ${self.window_usd:.2f}")
         if self.held_slots:
@@ -143,7 +152,7 @@ def accounts_state(accounts: list[Account], *, live: LiveSnapshots | None = None
                 login_expiring_within_h=round((expires - now) / 3600, 1) if expires else None,
                 held_slots=snap.inflight if account.name in live_snaps else len(saved.leases),
                 enable_pending=pending, spent_lower_bound=saved.spent_not_exact.get("lower_bound", 0),
-                spent_unknown=saved.spent_not_exact.get("unknown", 0)))
+                spent_unknown=saved.spent_not_exact.get("unknown", 0), spent_refused=saved.spent_refused))
     finally:
         if store is not None:
             store.close()
@@ -170,6 +179,29 @@ def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: 
     for name in names:
         write_hold(root, name, hold=hold, reason=reason)
     return names
+
+
+def repair_spend(path: Path, *, reason: str, who: str | None = None,
+                 state_root: Path | None = None) -> dict[str, int]:
+    """Remove the stored charges that are not finite from every account of the accounts file
+    (what a ray-bench before issue 58 wrote from an agent's ``"cost_usd": Infinity``), each
+    removal recorded with who and why; returns account -> charges removed (those with any)."""
+    refuse_secret_text(reason, "--reason")
+    if not reason.strip():
+        raise UserInputError("repair needs a reason", where="--reason", fix="say why, e.g. 'inf spend from run r7'")
+    names = [a.name for a in load_accounts(path).accounts]
+    store = AccountStore(state_root or default_state_root())
+    removed = {}
+    try:
+        for name in names:
+            gone = store.repair_spend(name)
+            if gone:
+                store.add_event(name, "repair", f"removed {gone} charges not finite: {reason.strip()}",
+                                who or getpass.getuser())
+                removed[name] = gone
+    finally:
+        store.close()
+    return removed
 
 
 def enable_account(path: Path, name: str, *, reason: str, who: str | None = None,

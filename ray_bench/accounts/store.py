@@ -21,6 +21,7 @@ applies. Time is epoch seconds.
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import sqlite3
 import time
@@ -32,8 +33,11 @@ from ray_bench.accounts.core import AccountCore, Running, Shared
 from ray_bench.accounts.limits import window_seconds
 from ray_bench.errors import UserInputError
 from ray_bench.models.accounts import AccountLimits
+from ray_bench.numbers import MAX_AMOUNT
 
 FILE = "accounts.sqlite"
+#: A stored charge that is an amount (ray_bench.numbers): ``inf`` fails it; NaN is stored as NULL.
+_FINITE = f"usd BETWEEN {-MAX_AMOUNT!r} AND {MAX_AMOUNT!r}"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS window_starts (account TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS window_starts_at ON window_starts (account, at);
@@ -68,6 +72,9 @@ class Saved:
     #: Of the lifetime spend, how many charges were not exact: ``lower_bound`` (a CLI cut before
     #: it recorded every call) and ``unknown`` (no cost known: charged at the cell's expected cost).
     spent_not_exact: dict[str, int] = field(default_factory=dict)
+    #: Stored charges refused when read (not finite: ``$inf`` written by a ray-bench before issue
+    #: 58 from an agent's ``"cost_usd": Infinity``): not counted, and cleared by ``accounts repair``.
+    spent_refused: int = 0
     state: str | None = None
     cooling_until: float = float("-inf")
     episodes: int = 0
@@ -237,7 +244,7 @@ class AccountStore:
     def record_spend(self, account: str, at: float, usd: float, bound: str = "exact") -> None:
         """A charge to the account; ``bound``: ``exact``, ``lower_bound`` or ``unknown``
         (:attr:`ray_bench.accounts.outcome.Outcome.usd_bound`)."""
-        if usd > 0:
+        if 0 < usd <= MAX_AMOUNT:  # never a charge that is not finite (NaN fails both)
             self._db.execute("INSERT INTO spend (account, at, usd, bound) VALUES (?, ?, ?, ?)",
                              (account, at, usd, bound))
 
@@ -366,13 +373,13 @@ class AccountStore:
         saved.starts = [r[0] for r in self._db.execute(
             "SELECT at FROM window_starts WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
         saved.spend = [(r[0], r[1]) for r in self._db.execute(
-            "SELECT at, usd FROM spend WHERE account = ? AND at >= ? ORDER BY at", (account, since))]
-        if self._spend_totals:
-            totals = self._db.execute("SELECT bound, usd, n FROM spend_totals WHERE account = ? ORDER BY bound",
-                                      (account,)).fetchall()
+            f"SELECT at, usd FROM spend WHERE account = ? AND at >= ? AND {_FINITE} ORDER BY at", (account, since))]
+        totals = self._db.execute("SELECT bound, usd, n FROM spend_totals WHERE account = ? ORDER BY bound",
+                                  (account,)).fetchall() if self._spend_totals else []
+        if self._spend_totals and all(usd is not None and math.isfinite(usd) for _, usd, _ in totals):
             saved.spent_usd = float(sum(usd for _, usd, _ in totals))
             saved.spent_not_exact = {str(bound): int(n) for bound, _, n in totals if bound != "exact" and n}
-        else:  # a file no writer of today opened yet (read only): summed as it is
+        else:  # a file no writer of today opened yet, or a charge not finite in its totals: summed here
             self._load_spent(saved, account)
         row = self._db.execute("SELECT state, cooling_until, episodes, auth_failures, last_error, events_seen "
                                "FROM health WHERE account = ?", (account,)).fetchone()
@@ -388,12 +395,33 @@ class AccountStore:
         return saved
 
     def _load_spent(self, saved: Saved, account: str) -> None:
+        """The lifetime spend summed from the charges, those not finite refused (counted apart)."""
         saved.spent_usd = float(self._db.execute(
-            "SELECT COALESCE(SUM(usd), 0) FROM spend WHERE account = ?", (account,)).fetchone()[0])
+            f"SELECT COALESCE(SUM(usd), 0) FROM spend WHERE account = ? AND {_FINITE}", (account,)).fetchone()[0])
+        saved.spent_refused = int(self._db.execute(
+            f"SELECT COUNT(*) FROM spend WHERE account = ? AND NOT {_FINITE}", (account,)).fetchone()[0])
         if self._spend_bounds:  # a file from before the column holds exact charges only
             saved.spent_not_exact = {str(r[0]): int(r[1]) for r in self._db.execute(
-                "SELECT bound, COUNT(*) FROM spend WHERE account = ? AND bound != 'exact' GROUP BY bound",
-                (account,))}
+                f"SELECT bound, COUNT(*) FROM spend WHERE account = ? AND bound != 'exact' AND {_FINITE} "
+                "GROUP BY bound", (account,))}
+
+    def repair_spend(self, account: str) -> int:
+        """Delete the account's charges that are not finite and sum its totals again from the
+        rest, in one transaction; returns how many were deleted (``accounts repair``)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            # the delete trigger subtracts each charge: inf - inf is NaN, which a NOT NULL column
+            # refuses, so the totals are zeroed first and summed again after
+            self._db.execute("UPDATE spend_totals SET usd = 0 WHERE account = ?", (account,))
+            gone = self._db.execute(f"DELETE FROM spend WHERE account = ? AND NOT {_FINITE}", (account,)).rowcount
+            self._db.execute("DELETE FROM spend_totals WHERE account = ?", (account,))
+            self._db.execute("INSERT INTO spend_totals SELECT account, bound, SUM(usd), COUNT(*) FROM spend "
+                             "WHERE account = ? GROUP BY account, bound", (account,))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return int(gone)
 
     def restore(self, core: AccountCore, now: float) -> Saved:
         """Give a new ``core`` what an earlier holder of its account left here: lifetime spend,

@@ -12,7 +12,6 @@ What costs under 5 ms is imported here at the top.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import time
@@ -26,6 +25,7 @@ from ray_bench import __version__
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.errors import MultipleInputErrors, RayBenchError, UserInputError
 from ray_bench.models.task.explain import explain_key
+from ray_bench.numbers import strict_json
 from ray_bench.state import default_state_root
 from ray_bench.textsafe import escape_controls
 
@@ -240,7 +240,7 @@ def status(
 
     data = read_status(run_root, accounts=True, state_root=state_root)
     if as_json:
-        out.print(json.dumps(data.to_json(), indent=2, default=str), markup=False)
+        out.print(strict_json(data.to_json(), indent=2, default=str), markup=False)
         return
     for line in status_lines(data):
         out.print(line, markup=False)
@@ -314,7 +314,7 @@ def audit(
     for gone in prune_stale_targets(default_state_root()):
         err.print(f"removed the metrics target of run {gone}: its driver is gone", markup=False)
     if as_json:
-        out.print(json.dumps(result.to_json(), indent=2), markup=False)
+        out.print(strict_json(result.to_json(), indent=2), markup=False)
     else:
         for line in result.lines():
             out.print(line, markup=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 
 from ray_bench.cli.app import app, err, guarded, out
 from ray_bench.errors import UserInputError
+from ray_bench.numbers import strict_json
 
 accounts_app = typer.Typer(no_args_is_help=True, help="Account state, probes and operator holds.")
 app.add_typer(accounts_app, name="accounts")
@@ -41,7 +41,7 @@ def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
         live = functools.partial(live_snapshots, target, where="--address" if address else "RAY_ADDRESS")
     rows = account_status(accounts, live=live, state_root=state_root)
     if as_json:
-        out.print(json.dumps([r.to_json() for r in rows], indent=2, default=str), markup=False)
+        out.print(strict_json([r.to_json() for r in rows], indent=2, default=str), markup=False)
         return
     out.print(f"{'account':<16} {'state':<9} {'inflight':>8} {'tokens':>7} {'cooldown':>9} {'window':>7} "
               f"{'spent':>9} {'parallel':>8}  route / last error", markup=False)
@@ -65,7 +65,7 @@ def accounts_probe(accounts: AccountsOpt, as_json: JsonOpt = False,
 
     rows = probe_accounts(accounts, timeout=timeout)
     if as_json:
-        out.print(json.dumps(rows, indent=2), markup=False)
+        out.print(strict_json(rows, indent=2), markup=False)
     else:
         for r in rows:
             out.print(f"{r['name']:<16} {r['verdict']:<13} {r['detail']}", markup=False)
@@ -154,7 +154,7 @@ def simulate(
         source = spec
     report = run_simulation(source).to_dict()
     if as_json:
-        out.print(json.dumps(report, indent=2), markup=False)
+        out.print(strict_json(report, indent=2), markup=False)
         return
     out.print(f"{report['cells']} cells on {report['accounts']} accounts; capacity lower bound "
               f"{report['lower_bound_h']:.2f} h", markup=False)
@@ -175,6 +175,21 @@ def watch(run_root: Annotated[Path, typer.Argument(help="runs/ID")],
     from ray_bench.cli.watch import watch_run
 
     watch_run(run_root, every=every)
+
+
+@accounts_app.command("repair")
+@guarded
+def accounts_repair(accounts: AccountsOpt,
+                    reason: Annotated[str, typer.Option("--reason", help="Why (recorded).")],
+                    state_root: StateRootOpt = None) -> None:
+    """Remove stored charges that are not finite (``$inf`` lifetime spend), recorded with who and why."""
+    from ray_bench.accounts.status import repair_spend
+
+    removed = repair_spend(accounts, reason=reason, state_root=state_root)
+    for name, gone in removed.items():
+        out.print(f"{name}: removed {gone} stored charge{'s' if gone != 1 else ''} not finite", markup=False)
+    if not removed:
+        out.print("no stored charge is not finite: nothing to repair", markup=False)
 
 
 ledger_app = typer.Typer(no_args_is_help=True, help="The run's ledger.")

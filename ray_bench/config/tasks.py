@@ -19,6 +19,7 @@ from ray_bench.config.compose import compose_warnings, read_compose
 from ray_bench.config.secrets import looks_like_secret, shown_path
 from ray_bench.errors import MultipleInputErrors, TaskDirError, UserInputError
 from ray_bench.models.task import TaskConfig, TaskRef, unknown_keys
+from ray_bench.textsafe import is_utf8, shown_name
 
 _SKIP = {"__pycache__", ".git", ".DS_Store", ".pytest_cache"}
 _FIX = "see `ray-bench validate --explain KEY` (Harbor's task.toml schema)"
@@ -85,6 +86,9 @@ def _refuse(task_dir: Path, rel: str, what: str, fix: str) -> TaskDirError:
 
 def _entry(task_dir: Path, real_root: Path, path: Path) -> TaskFile:
     rel = path.relative_to(task_dir).as_posix()
+    if not is_utf8(rel):  # its name could be neither hashed into the checksum nor shown
+        raise _refuse(task_dir, shown_name(rel), "has a name that is not valid UTF-8",
+                      "rename it: a task's file names are UTF-8 text")
     try:
         st = path.lstat()
     except OSError as exc:
@@ -404,6 +408,11 @@ def index_tasks(roots: list[Path], depth: int = 4) -> dict[str, Path]:
             continue
         real_root = root.resolve()
         for task in _below(root, depth):
+            below = task.relative_to(root).as_posix()
+            if not is_utf8(below):  # the id, cell ids and every message are UTF-8 text
+                errors.append(TaskDirError(f"task directory {shown_name(below)} has a name that is not valid UTF-8",
+                                           where=str(root), fix="rename it: task ids are UTF-8 text"))
+                continue
             try:
                 refuse_secret_name(task)
             except TaskDirError as exc:

@@ -11,6 +11,7 @@ never a valid row, with a model or without.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -231,7 +232,11 @@ def killed_by(agent: ExecFacts) -> int | None:
 
 def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:
     """An arm that names a model must show the model answered: a usage record with output
-    tokens. Whatever the reward, a row without that is not evidence about the model."""
+    tokens. Whatever the reward, a row without that is not evidence about the model. A usage
+    record whose numbers were refused (not finite, negative: :attr:`Usage.invalid`) is no
+    evidence either, model or not: its attempt is invalid, its cost unknown."""
+    if summary.usage is not None and summary.usage.invalid:
+        return ("tool", "invalid-usage", f"usage record refused: {summary.usage.invalid}")
     if not summary.model:
         return None
     if summary.usage is None:
@@ -249,7 +254,7 @@ def _retry_after(summary: AttemptSummary) -> float | None:
     that opens in three days cools its account three days, not the 60 s default."""
     said = next((float(v) for v in (summary.agent_error.retry_after if summary.agent_error else None,
                                     summary.error.retry_after if summary.error else None)
-                 if v is not None and v >= 0), None)
+                 if v is not None and math.isfinite(v) and v >= 0), None)  # Infinity would cool it for good
     reset_at = (summary.agent_error.model_extra or {}).get("reset_at") if summary.agent_error else None
     end = summary.finished_at or summary.started_at
     if isinstance(reset_at, int | float) and not isinstance(reset_at, bool) and end > 0 and reset_at > end:

@@ -27,13 +27,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ray_bench.config.bounded import read_capped
 from ray_bench.errors import UserInputError
+from ray_bench.numbers import amount
 
 ID_COLUMNS = ("request_id", "id", "generation_id", "upstream_id", "session_id")
 COST_COLUMNS = ("cost_usd", "spend", "total_cost", "cost")
@@ -99,9 +99,10 @@ def _number(path: Path, where: str, value: Any) -> float:
         cost = float(value)
     except (TypeError, ValueError):
         raise _bad(path, f"{where}: cost {value!r} is not a number", "costs are USD amounts") from None
-    if not math.isfinite(cost) or cost < 0:
-        raise _bad(path, f"{where}: cost {value!r} is not a non-negative amount", "costs are USD amounts")
-    return cost
+    try:
+        return amount(cost)
+    except ValueError:
+        raise _bad(path, f"{where}: cost {value!r} is not a non-negative amount", "costs are USD amounts") from None
 
 
 def _from_csv(path: Path, text: str) -> UsageExport:

@@ -12,7 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from ray_bench.numbers import amounts_problem
 
 
 class _Record(BaseModel):
@@ -75,6 +86,30 @@ class Usage(_Open):
     #: the field (read by :attr:`lower_bound`) and in an agent's own. A str: a foreign value drops
     #: no usage, and reads as exact.
     bound: str | None = None
+    #: Why the record's numbers were refused (``cost_usd: inf is not a finite number``): the
+    #: record is then ``source: unknown`` with no number at all, and the attempt is invalid.
+    invalid: str | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _amounts_checked(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Usage:
+        """Every number in the record is a count or a cost (ray_bench.numbers): one that is not
+        finite, negative or absurd makes the whole record unknown, kept only with the reason,
+        its model and its request ids. Checked as written and again as read (``"inf"`` as a
+        string reads as a float), on every read: an agent's file, a ledger's stored summary."""
+        problem = amounts_problem(data) if isinstance(data, dict) else None
+        if problem is None:
+            usage: Usage = handler(data)
+            problem = amounts_problem({**(usage.model_extra or {}), **{
+                k: getattr(usage, k) for k in ("input_tokens", "output_tokens", "cost_usd", "request_ids_missing")}})
+            if problem is None:
+                return usage
+        kept = {k: data[k] for k in ("model", "request_ids") if isinstance(data, dict)
+                and isinstance(data.get(k), str if k == "model" else list)}
+        if not all(isinstance(i, str) for i in kept.get("request_ids", [])):
+            kept.pop("request_ids")
+        refused: Usage = handler({**kept, "source": "unknown", "invalid": problem})
+        return refused
 
     @property
     def known(self) -> bool:
@@ -97,8 +132,9 @@ class Usage(_Open):
     def _same_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A record without a bound keeps the shape it was read with (old ledgers, agents' own).
         data: dict[str, Any] = handler(self)
-        if data.get("bound") is None:
-            data.pop("bound", None)
+        for key in ("bound", "invalid"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 

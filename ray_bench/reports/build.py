@@ -36,6 +36,7 @@ from ray_bench.reports.stats import (
     paired_summary,
 )
 from ray_bench.runroot import RunPaths, refuse_output_in_run_root
+from ray_bench.textsafe import table_cell
 
 ATTEMPT_COLUMNS = (
     "run_id",
@@ -494,7 +495,7 @@ def render_markdown(report: Report) -> str:
             ]
             for p in report.paired.itertuples():
                 out.append(
-                    f"| {p.task} | {p.variant} | {p.baseline_rows} | {p.variant_rows} | "
+                    f"| {table_cell(str(p.task))} | {p.variant} | {p.baseline_rows} | {p.variant_rows} | "
                     f"{p.baseline_reward:.2f} | {p.variant_reward:.2f} | "
                     f"{p.delta:+.2f} | {p.outcome} |"
                 )
@@ -542,7 +543,7 @@ def render_markdown(report: Report) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for g in report.regraded.itertuples():
-            out.append(f"| {g.task} | {g.arm} | {g.rep} | {g.attempt_id} | {g.regraded_by} | "
+            out.append(f"| {table_cell(str(g.task))} | {g.arm} | {g.rep} | {g.attempt_id} | {g.regraded_by} | "
                        f"{_num(g.graded_reward, '.2f')} | {_num(g.reward, '.2f')} |")
     out += ["", "## Failure classes", ""]
     if len(report.failures):
@@ -551,7 +552,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"| {f.failure_class} | {f.attempts} | {f.cells} | {f.top_fingerprints} |")
         out += ["", "| class | fingerprint | attempts | cells | message |", "|---|---|---|---|---|"]
         for g in report.fingerprints.itertuples():
-            message = str(g.message).replace("|", "\\|")[:120]
+            message = table_cell(str(g.message)[:120])
             out.append(
                 f"| {g.failure_class} | `{g.fingerprint}` | {g.attempts} | {g.cells} | {message} |"
             )

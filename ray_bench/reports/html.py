@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from html import escape
 from typing import Any
 
 import pandas as pd
@@ -23,6 +22,7 @@ from ray_bench.reports.build import Report
 from ray_bench.reports.paired_section import interval
 from ray_bench.reports.plots import delta_plot, failure_plot, pace_plot, reward_plot
 from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE
+from ray_bench.textsafe import html_text as escape  # controls and bidi too (issue 58)
 
 __all__ = ["delta_plot", "failure_plot", "pace_plot", "render_html", "reward_plot"]
 

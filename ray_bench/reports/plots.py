@@ -5,11 +5,10 @@ render offline."""
 
 from __future__ import annotations
 
-from html import escape
-
 import pandas as pd
 
 from ray_bench.reports.build import Report
+from ray_bench.textsafe import html_text as escape  # controls and bidi too (issue 58)
 
 WIDTH, HEIGHT, PAD = 640, 260, 44
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]

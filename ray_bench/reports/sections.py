@@ -13,6 +13,7 @@ from ray_bench.evidence.decisions import demotion_of
 from ray_bench.evidence.rows import Evidence
 from ray_bench.evidence.settle import settlement_of
 from ray_bench.ledger.events import RunOptionsRecord, RunStarted
+from ray_bench.textsafe import escape_controls, table_cell
 
 EXCLUSION_COLUMNS = ["run_id", "task", "arm", "rep", "cell_id", "reason", "by", "at"]
 SETTLEMENT_COLUMNS = ["run_id", "at", "by", "source", "format", "settled", "missing", "disputed",
@@ -40,9 +41,9 @@ def promotions(evidence: Evidence) -> list[str]:
         p = e.promotion
         d = demotion_of(e.run_id, e.events)
         if p is not None:
-            out.append(f"{e.run_id} promoted by {p.by} at {stamp(p.at)} UTC: {p.reason}")
+            out.append(escape_controls(f"{e.run_id} promoted by {p.by} at {stamp(p.at)} UTC: {p.reason}"))
         elif d is not None:
-            out.append(f"{e.run_id} demoted by {d.by} at {stamp(d.at)} UTC: {d.reason}")
+            out.append(escape_controls(f"{e.run_id} demoted by {d.by} at {stamp(d.at)} UTC: {d.reason}"))
     return out
 
 
@@ -131,7 +132,7 @@ def _md_table(frame: pd.DataFrame, headers: dict[str, str]) -> list[str]:
         for key in headers:
             value = record.get(key)
             text = f"{value:.4f}" if isinstance(value, float) else str(value)
-            cells.append(text.replace("|", "\\|").replace("\n", " "))
+            cells.append(table_cell(text))
         out.append("| " + " | ".join(cells) + " |")
     return out
 

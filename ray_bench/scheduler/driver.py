@@ -181,7 +181,7 @@ class Driver:
         except sqlite3.OperationalError as exc:
             if not is_disk_full(exc):
                 raise
-            raise RunStopped("disk_full", disk_full_detail(self.run_root, exc)) from None
+            raise RunStopped("disk_full", disk_full_detail(self.run_root, exc, state_root=self._state_root())) from None
         ledger.subscribe(self.observer.on_event)  # the append is the notification
         try:
             return self._session(ledger, started)
@@ -386,7 +386,7 @@ class Driver:
         """The ledger itself (or another file of the driver) met a full disk: nothing more can
         be recorded. Cancel what runs, remove its sandboxes, say so in one line; the attempts left
         open are marked stale by the resume, and `status` reads the free space."""
-        detail = disk_full_detail(self.run_root, exc)
+        detail = disk_full_detail(self.run_root, exc, state_root=self._state_root())
         self.pool.cancel(list(self.inflight))
         with contextlib.suppress(Exception):  # waits for the cancelled runners' deletes
             self.pool.wait(list(self.inflight), 30.0)

@@ -26,11 +26,11 @@ counts 0); ``final`` takes the last step's result as it is.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from ray_bench.config.bounded import read_capped
 from ray_bench.models.task import MultiStepRewardStrategy
+from ray_bench.numbers import finite, parse_finite
 
 Rewards = dict[str, float]
 
@@ -78,12 +78,9 @@ def _small_text(path: Path) -> str:
 
 def _parse_text(text: str) -> Rewards:
     try:
-        value = float(text)
-    except ValueError:
-        raise _Unreadable("not a number") from None
-    if not math.isfinite(value):
-        raise _Unreadable("not finite")
-    return {"reward": value}
+        return {"reward": parse_finite(text.strip())}
+    except ValueError as exc:  # NotFinite included (ray_bench.numbers: the one finiteness rule)
+        raise _Unreadable(str(exc)) from None
 
 
 def _parse_json(text: str) -> Rewards:
@@ -99,12 +96,10 @@ def _parse_json(text: str) -> Rewards:
     for key, value in data.items():
         if not isinstance(value, int | float):  # bool is an int, as in Harbor's check
             raise _Unreadable(f"{key!r} is not a number")
-        try:
-            number = float(value)
-        except OverflowError:  # an integer past a float's range
-            raise _Unreadable(f"{key!r} is not finite") from None
-        if not math.isfinite(number):
-            raise _Unreadable(f"{key!r} is not finite")
+        try:  # a bool counts as 1 or 0 (pydantic's coercion into VerifierResult.rewards)
+            number = finite(int(value) if isinstance(value, bool) else value)
+        except ValueError as exc:
+            raise _Unreadable(f"{key!r}: {exc}") from None
         rewards[str(key)] = number
     return rewards
 

@@ -205,3 +205,42 @@ def test_a_lifetime_spend_that_is_not_exact_says_so(tmp_path: Path) -> None:
     rows = {r["name"]: r for r in json.loads(CliRunner().invoke(
         app, ["accounts", "status", "--accounts", accounts, "--json", "--state-root", str(old)]).stdout)}
     assert (rows["a"]["spent_usd"], rows["a"]["spent_lower_bound"]) == (0.4, 0)
+
+
+def test_json_output_is_strict_and_an_inf_spend_is_refused_then_repaired(tmp_path: Path) -> None:
+    """Issue 58: ``"tokens": Infinity`` (an account with no start rate limit) is not JSON; and a
+    state root whose lifetime spend an old ray-bench made ``$inf`` reads finite, says why, and
+    ``accounts repair`` clears it with who and why recorded."""
+    from ray_bench.accounts.store import AccountStore
+
+    accounts = str(_accounts(tmp_path))
+    store = AccountStore(tmp_path / "state")
+    store.record_spend("a", time.time(), 0.5)
+    store._db.execute("INSERT INTO spend (account, at, usd, bound) VALUES ('a', ?, ?, 'exact')",
+                      (time.time(), float("inf")))
+    store.close()
+
+    def status() -> tuple[dict[str, dict[str, object]], str]:
+        result = CliRunner().invoke(app, ["accounts", "status", "--accounts", accounts, "--json"])
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+        return {r["name"]: r for r in rows}, CliRunner().invoke(app, ["accounts", "status", "--accounts",
+                                                                      accounts]).stdout
+
+    rows, text = status()
+    assert rows["b"]["tokens"] is None and rows["b"]["tokens_unlimited"] is True
+    assert rows["a"]["spent_usd"] == 0.5 and rows["a"]["spent_refused"] == 1
+    assert "1 stored charge not finite, not counted" in text and "inf" not in text.split("spent")[1][:20]
+
+    bad = CliRunner().invoke(app, ["accounts", "repair", "--accounts", accounts, "--reason", " "])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
+    fixed = CliRunner().invoke(app, ["accounts", "repair", "--accounts", accounts, "--reason", "inf from r7"])
+    assert fixed.exit_code == 0, fixed.output
+    assert "a: removed 1 stored charge not finite" in fixed.stdout
+    rows, _ = status()
+    assert rows["a"]["spent_usd"] == 0.5 and rows["a"]["spent_refused"] == 0
+    reader = AccountStore.open_readonly(tmp_path / "state")
+    assert reader is not None
+    (event,) = reader.events_after("a", 0)
+    reader.close()
+    assert event.kind == "repair" and "inf from r7" in event.reason and event.who

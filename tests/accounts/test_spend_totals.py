@@ -110,3 +110,35 @@ def test_a_grants_read_does_not_grow_with_the_charges_of_the_past(tmp_path: Path
     assert _spent(store, "a") == (1.0 + 0.5 * charges, {})
     # Summing every charge took ~10 VM steps per row (2,000+ hundreds here); the totals, a handful.
     assert _vm_steps(store, "a") <= few + 2
+
+
+def test_a_charge_that_is_not_finite_is_never_stored(tmp_path: Path) -> None:
+    store = AccountStore(tmp_path)
+    for usd in (float("inf"), float("nan"), -100.0, 1e300):
+        store.record_spend("a", time.time(), usd)
+    store.record_spend("a", time.time(), 0.5)
+    assert _spent(store, "a") == (0.5, {}) == _summed(tmp_path / FILE, "a")
+
+
+def test_a_state_root_poisoned_with_inf_reads_finite_and_is_repaired_on_the_record(tmp_path: Path) -> None:
+    """Issue 58: a ray-bench before the fix wrote ``$inf`` into an account's lifetime spend, and
+    every later run on the state root stopped before its first cell. The reader refuses the
+    charge (not counted, counted apart) and ``repair_spend`` deletes it and sums again."""
+    store = AccountStore(tmp_path)
+    store.record_spend("a", time.time(), 0.25)
+    store.record_spend("b", time.time(), 1.0)
+    # as the old writer left it: the charge and, through the trigger, the total
+    store._db.execute("INSERT INTO spend (account, at, usd, bound) VALUES ('a', ?, ?, 'exact')",
+                      (time.time(), float("inf")))
+    saved = store.load("a", since=0)
+    assert saved.spent_usd == 0.25 and saved.spent_refused == 1 and saved.spend == [(saved.spend[0][0], 0.25)]
+    reader = AccountStore.open_readonly(tmp_path)
+    assert reader is not None and reader.load("a", since=0).spent_usd == 0.25
+    reader.close()
+    assert store.repair_spend("a") == 1 and store.repair_spend("b") == 0
+    saved = store.load("a", since=0)
+    assert (saved.spent_usd, saved.spent_refused) == (0.25, 0)
+    assert _spent(store, "b") == (1.0, {})
+    totals = store._db.execute("SELECT account, usd, n FROM spend_totals ORDER BY account").fetchall()
+    assert totals == [("a", 0.25, 1), ("b", 1.0, 1)]
+    store.close()

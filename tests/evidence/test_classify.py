@@ -280,3 +280,20 @@ def test_a_command_agents_usage_limit_cools_its_account_until_its_reset() -> Non
     assert v.retry_after == pytest.approx(4 * 86400)
     v = classify(summary(agent_error={**error, "reset_at": end - 10, "retry_after": 30}, finished_at=end), CATALOG)
     assert v.retry_after == 30
+
+
+@pytest.mark.parametrize("usage", [{"cost_usd": float("inf"), "output_tokens": 9},
+                                   {"cost_usd": -100.0, "output_tokens": 9}, {"output_tokens": -1}])
+@pytest.mark.parametrize("model", [None, "claude-x"])
+def test_a_refused_usage_record_makes_the_attempt_invalid_with_its_reason(usage: dict[str, Any],
+                                                                          model: str | None) -> None:
+    """Issue 58: whatever the reward and whether the arm names a model, numbers that are no
+    evidence make no row (class ``tool``: the agent wrote them)."""
+    v = classify(summary(usage=usage, model=model), CATALOG)
+    assert not v.valid and v.failure_class == "tool"
+    assert v.message.startswith("usage record refused: ") and ("finite" in v.message or "negative" in v.message)
+
+
+def test_a_retry_after_of_infinity_is_not_taken() -> None:
+    v = classify(summary(agent_error={"type": "rate_limit", "message": "429", "retry_after": float("inf")}), CATALOG)
+    assert v.retry_after is None or v.retry_after < 1e9

@@ -121,3 +121,19 @@ def test_failing_promotion_cli_exits_1_and_lists_gates(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert "FAIL pairs:" in result.stdout and "pass circuit:" in result.stdout
     assert "stays staging: nothing recorded" in result.stderr
+
+
+def test_a_reason_with_bidi_and_control_characters_is_escaped_in_report_md_and_html(tmp_path: Path) -> None:
+    """Issue 58: U+202E typed into --reason reached report.md and report.html raw (the terminal
+    shows it escaped): it reorders what a reader sees ("fault" reads as "tluaf")."""
+    from ray_bench.reports.build import write_report
+
+    root = first_run(tmp_path)
+    record_exclusion(root, "count-words/mcp/1", "wc missing \u202etluaf s'egami\u202c|\x1b[2J", by="ana")
+    write_report(root)
+    for name in ("report.md", "report.html"):
+        text = (root / name).read_text()
+        assert "\u202e" not in text and "\u202c" not in text and "\x1b" not in text, name
+        assert "\\u202etluaf" in text, name
+    md = (root / "report.md").read_text()
+    assert "\\u202c\\|\\x1b[2J" in md  # a pipe in the reason cannot end the table cell

@@ -43,3 +43,27 @@ def test_a_field_that_does_not_fit_is_dropped_not_the_record() -> None:
     assert s.phases == {} and s.reward == 0.5
     assert AttemptSummary.loads("not json") == AttemptSummary()
     assert AttemptSummary.parse([1, 2]) == AttemptSummary()
+
+
+def test_a_usage_record_with_a_number_not_finite_or_negative_is_unknown_and_invalid() -> None:
+    """Issue 58: ``"cost_usd": Infinity`` was summed into the run's and the accounts' spend, a
+    cost of -100 was credited, negative tokens stored. Read from an agent's file or a ledger
+    (``Infinity`` as Python's json writes it), the record keeps no number, only why."""
+    for record in ('{"cost_usd": Infinity, "output_tokens": 5, "model": "m", "request_ids": ["r1"]}',
+                   '{"cost_usd": NaN}', '{"cost_usd": -100}', '{"output_tokens": -3}', '{"cost_usd": "inf"}',
+                   '{"cache_read_tokens": 1e400}'):
+        s = AttemptSummary.loads(json.dumps({**OLD, "usage": None})[:-1] + f', "usage": {record}}}')
+        assert s.usage is not None and s.usage.invalid, record
+        assert not s.usage.known and s.spent_usd is None and s.cost_usd == 0.0, record
+        assert s.usage.output_tokens is None and s.usage.input_tokens is None
+        again = AttemptSummary.loads(s.dumps())  # a refused record reads back as itself
+        assert again.usage == s.usage
+    kept = AttemptSummary.loads(json.dumps({**OLD, "usage": {"cost_usd": float("inf"), "model": "m",
+                                                             "request_ids": ["r1"]}}))
+    assert kept.usage is not None and (kept.usage.model, kept.usage.model_extra) == ("m", {"request_ids": ["r1"]})
+    assert "Infinity" not in kept.dumps()
+
+
+def test_a_usage_record_without_a_problem_keeps_its_shape() -> None:
+    s = AttemptSummary.parse(OLD)
+    assert s.usage is not None and s.usage.invalid is None and "invalid" not in json.loads(s.dumps())["usage"]

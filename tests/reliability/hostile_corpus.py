@@ -209,6 +209,7 @@ def all_cases() -> dict[str, Maker]:
     import hostile_cases_malformed  # noqa: F401
     import hostile_cases_paths  # noqa: F401
     import hostile_cases_plans  # noqa: F401
+    import hostile_cases_round4  # noqa: F401
     import hostile_cases_trees  # noqa: F401
 
     return CASES

@@ -286,3 +286,31 @@ def test_every_account_rejecting_its_credentials_stops_the_run_instead_of_hangin
     assert {a.failure_class for a in attempts} == {"auth"}
     assert not any(a.counts for a in attempts)  # not blamed on the cells: they stay pending
     assert outcome.counts["failed"] == 0 and outcome.counts["pending"] == 4
+
+
+def test_numbers_from_the_world_that_are_not_finite_reach_no_spend_and_no_row(tmp_path: Path) -> None:
+    """Issue 58: a usage.json with ``"cost_usd": Infinity`` stopped the run at "run spend $inf",
+    -100 was credited, and a reward.txt of ``inf`` was a valid (solved) row. Now each such attempt
+    is invalid with its reason, its cost unknown (charged at the expected cost), and the run's
+    spend stays a finite, non-negative amount."""
+    agent = ('case "$(cat "$INSTRUCTION_FILE")" in *Hello*) c=Infinity;; *sum*) c=-100;; *) c=0.01;; esac; '
+             'printf \'{"output_tokens": 9, "cost_usd": %s}\\n\' "$c" > "$LOGS_DIR/agent/usage.json"; '
+             'sh "$SOLUTION_DIR/solve.sh"')
+    suite, accounts = make_suite(
+        tmp_path / "s", tasks=["hello-world", "sum-list", "fizzbuzz"], preflight_cells=0, max_attempts=1,
+        backends=_local(tmp_path), spend_limit_usd=50.0,
+        arms=[_arm("baseline", "baseline", agent, expose_solution=True)])
+    (tmp_path / "s" / "tasks" / "fizzbuzz" / "tests" / "test.sh").write_text(
+        '#!/bin/sh\nmkdir -p "$LOGS_DIR/verifier"; echo inf > "$LOGS_DIR/verifier/reward.txt"\n')
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.stopped is None, outcome
+    attempts, rows = ledger_rows(root)
+    assert len(attempts) == 3 and not rows
+    by_task = {a.task: a for a in attempts}
+    assert by_task["hello-world"].failure_class == "tool" and by_task["sum-list"].failure_class == "tool"
+    assert by_task["hello-world"].cost_usd is None and by_task["sum-list"].cost_usd is None
+    assert by_task["fizzbuzz"].failure_class == "evaluator" and by_task["fizzbuzz"].reward is None
+    assert by_task["fizzbuzz"].cost_usd == 0.01
+    summary = json.loads((root / "attempts" / by_task["fizzbuzz"].attempt_id / "result.json").read_text())
+    assert summary["reward"] is None and "refused" in summary["reward_source"]
+    assert "Infinity" not in (root / "ledger.sqlite").read_bytes().decode(errors="replace")

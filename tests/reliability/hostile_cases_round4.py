@@ -1,0 +1,31 @@
+"""The fourth round of hostile inputs (issue 58), registered into hostile_corpus.CASES: names
+that are not valid UTF-8, credentials typed into every free-text option and held in task files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from hostile_corpus import Case, Env, case
+
+#: A file name as a Linux filesystem may hold it: bytes that are no UTF-8 (Latin-1 "ÿ").
+NOT_UTF8 = os.fsdecode(b"caf\xff")
+
+
+@case("task-dir-name-not-utf8")
+def _(e: Env) -> Case:
+    shutil.copytree(e.tasks / "hello-world", e.tasks / NOT_UTF8)
+    return Case(e.plan_args(), ["task directory caf\\xff has a name that is not valid UTF-8"])
+
+
+@case("task-file-name-not-utf8")
+def _(e: Env) -> Case:
+    (e.tasks / "sum-list" / "tests" / f"{NOT_UTF8}.txt").write_text("x\n")
+    return Case(e.plan_args(), ["tests/caf\\xff.txt has a name that is not valid UTF-8"])
+
+
+@case("suite-path-not-utf8")
+def _(e: Env) -> Case:
+    suite = e.suite.with_name(f"{NOT_UTF8}.yaml")
+    shutil.copy(e.suite, suite)
+    return Case(e.plan_args(suite=suite), ["--suite: the path"])
