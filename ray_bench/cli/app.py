@@ -120,6 +120,9 @@ def plan(
     skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Leave out the tasks the "
                                                    "backend cannot run (listed in the receipt) instead "
                                                    "of refusing the plan.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse the plan where execute would trip (an "
+                                         "absent image, an agent CLI not installed here, a probe host not "
+                                         "reachable) instead of warning in the receipt.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
@@ -136,7 +139,7 @@ def plan(
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
                       task_ids=tuple(task or ()), limit=limit, force_build=force_build,
                       skip_unsupported=skip_unsupported, history=durations_from_runs([*(history or []), *(runs or [])]),
-                      rewards=rewards_from_runs([*(history or []), *(runs or [])]))
+                      rewards=rewards_from_runs([*(history or []), *(runs or [])]), strict=strict)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     paths = RunPaths(result.run_root)
