@@ -20,7 +20,11 @@ def init(
     backend: Annotated[str, typer.Option("--backend", help="Where its cells run: docker, local or daytona.")]
     = "docker",
 ) -> None:
-    """Write a suite that plans and runs offline: two paired arms, two accounts, one task."""
+    """Write a suite to start from, that plans and runs offline.
+
+    Two paired arms (baseline and variant) over a scripted stand-in agent, two accounts with env
+    routes, and one task in Harbor's format; refuses a directory that is not empty.
+    """
     from ray_bench.commands.starter import env_prefix, suite_name, write_starter
 
     written = write_starter(directory, backend)

@@ -82,3 +82,14 @@ def test_the_reference_pages_in_the_repository_are_placeholders() -> None:
     for page in ("cli.md", "config.md"):
         text = (docs / page).read_text()
         assert "generated from the code" in text and "|" not in text
+
+
+def test_the_readme_lists_every_top_level_command() -> None:
+    """The README's table of commands is a summary written by hand: it names every command."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("## The commands", 1)[1].split("\n## ", 1)[0]
+    for path, _ in _commands(typer.main.get_command(app)):
+        if len(path) == 1:
+            assert f"`{path[0]}" in table, f"README's table of commands leaves out {path[0]}"
