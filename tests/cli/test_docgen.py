@@ -9,8 +9,7 @@ import re
 import typer.main
 from pydantic import BaseModel
 
-from ray_bench.cli import docgen
-from ray_bench.cli import app
+from ray_bench.cli import app, docgen
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.suite import Suite
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
