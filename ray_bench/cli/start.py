@@ -26,12 +26,13 @@ def init(
     routes, and one task in Harbor's format; refuses a directory that is not empty.
     """
     from ray_bench.commands.starter import env_prefix, suite_name, write_starter
+    from ray_bench.sandboxes.capabilities import capabilities
 
     written = write_starter(directory, backend)
     for path in written:
         out.print(f"wrote {path}", markup=False)
     prefix = env_prefix(suite_name(directory))
-    steps = [] if backend != "docker" else ["ray-bench image base"]
+    steps = ["ray-bench image base"] if capabilities(backend).local_images else []
     steps += [f"export {prefix}_KEY_A=any-value {prefix}_KEY_B=any-value",
               f"ray-bench plan --suite {directory}/suite.yaml --accounts {directory}/accounts.yaml"]
     out.print("next: " + "; ".join(steps), markup=False)

@@ -18,8 +18,13 @@ from pathlib import Path
 from ray_bench.errors import UserInputError
 from ray_bench.sandboxes.capabilities import BUILTIN, capabilities
 
-#: The files holding ``str.format`` fields, filled in by :func:`write_starter`.
-_TEMPLATED = ("suite.yaml", "accounts.yaml")
+#: The template is a working suite itself, named ``my-suite`` on docker; these are the texts that
+#: :func:`write_starter` makes this directory's, by exact replacement (a template edited so that one
+#: no longer matches fails its test, tests/commands/test_starter.py).
+_TEMPLATE_NAME = "my-suite"
+_TEMPLATE_PREFIX = "MY_SUITE_"
+_TEMPLATE_BACKEND = ("backend: docker\nbackends:\n  docker:\n    max_sandboxes: 2\n"
+                     "    resources: {cpus: 0.5, memory_mb: 256}\n")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -30,7 +35,7 @@ def starter_dir() -> Path:
 def suite_name(target: Path) -> str:
     """The suite's name: the directory's, when it is a valid suite name."""
     name = target.resolve().name
-    return name if _NAME.match(name) else "my-suite"
+    return name if _NAME.match(name) else _TEMPLATE_NAME
 
 
 def env_prefix(name: str) -> str:
@@ -40,10 +45,16 @@ def env_prefix(name: str) -> str:
 
 
 def _backends(backend: str) -> str:
-    lines = [f"  {backend}:", "    max_sandboxes: 2"]
+    lines = [f"backend: {backend}", "backends:", f"  {backend}:", "    max_sandboxes: 2"]
     if capabilities(backend).local_images:  # a container on this host: small, bounded sandboxes
         lines.append("    resources: {cpus: 0.5, memory_mb: 256}")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    if old not in text:  # the template changed under this code
+        raise RuntimeError(f"the starter template no longer holds {old!r}")
+    return text.replace(old, new)
 
 
 def write_starter(target: Path, backend: str = "docker") -> list[Path]:
@@ -55,11 +66,12 @@ def write_starter(target: Path, backend: str = "docker") -> list[Path]:
         raise UserInputError("is not an empty directory", where=str(target),
                              fix="name a new or empty directory")
     name = suite_name(target)
-    fields = {"name": name, "prefix": env_prefix(name), "backend": backend, "backends": _backends(backend),
-              "dir": str(target)}
     source = starter_dir()
+    suite = _replace((source / "suite.yaml").read_text(), f"name: {_TEMPLATE_NAME}\n", f"name: {name}\n")
+    suite = _replace(suite, _TEMPLATE_BACKEND, _backends(backend))
+    suite = _replace(suite, f"{_TEMPLATE_NAME}/", f"{target}/")
+    accounts = _replace((source / "accounts.yaml").read_text(), _TEMPLATE_PREFIX, f"{env_prefix(name)}_")
     shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    for templated in _TEMPLATED:
-        path = target / templated
-        path.write_text((source / templated).read_text().format(**fields))
+    (target / "suite.yaml").write_text(suite)
+    (target / "accounts.yaml").write_text(accounts)
     return sorted(p for p in target.rglob("*") if p.is_file())
