@@ -12,6 +12,8 @@ import pytest
 from support.images import build_base_image, build_tmux_image, images_built_one_at_a_time
 from support.services import require_service
 
+from ray_bench.errors import HostToolMissingError
+
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
@@ -31,7 +33,7 @@ def base_image(docker_client: Any) -> str:
     try:
         with images_built_one_at_a_time():
             return build_base_image(docker_client)
-    except RuntimeError as exc:
+    except HostToolMissingError as exc:
         require_service("busybox", False, str(exc))
         raise
 

@@ -61,7 +61,7 @@ def host_cli(agent: str) -> HostCli | None:
     native = host_binary(agent)
     if native is not None:
         return HostCli(native)
-    entry = _found(agent)
+    entry = find_cli(agent)
     if entry is None or adapter(agent).binary in _NATIVE or not _is_node_script(entry):
         return None  # a package whose Node wrapper starts a native binary is laid by that binary
     package = next((p for p in entry.parents if (p / "package.json").is_file()), None)
@@ -74,7 +74,7 @@ def host_cli(agent: str) -> HostCli | None:
 def host_binary(agent: str) -> Path | None:
     """The native executable of ``agent``'s CLI on this node, or None."""
     binary = adapter(agent).binary
-    found = _found(agent)
+    found = find_cli(agent)
     if found is None:
         return None
     real = found.resolve()
@@ -85,7 +85,7 @@ def host_binary(agent: str) -> Path | None:
     return real if _is_elf(real) else None
 
 
-def _found(agent: str) -> Path | None:
+def find_cli(agent: str) -> Path | None:
     """Where ``agent``'s CLI is installed on this node (resolved), or None."""
     binary = adapter(agent).binary
     if not binary:

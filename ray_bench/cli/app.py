@@ -120,6 +120,9 @@ def plan(
     skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Leave out the tasks the "
                                                    "backend cannot run (listed in the receipt) instead "
                                                    "of refusing the plan.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse the plan where execute would trip (an "
+                                         "absent image, an agent CLI not installed here, a probe host not "
+                                         "reachable) instead of warning in the receipt.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compile a model-free plan and its receipt; print the plan identity."""
@@ -136,7 +139,7 @@ def plan(
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
                       task_ids=tuple(task or ()), limit=limit, force_build=force_build,
                       skip_unsupported=skip_unsupported, history=durations_from_runs([*(history or []), *(runs or [])]),
-                      rewards=rewards_from_runs([*(history or []), *(runs or [])]))
+                      rewards=rewards_from_runs([*(history or []), *(runs or [])]), strict=strict)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     paths = RunPaths(result.run_root)
@@ -227,9 +230,11 @@ def status(
         "--state-root", help="Where the accounts' durable state is (default $RAY_BENCH_STATE_ROOT or "
         "~/.ray-bench).")] = None,
 ) -> None:
-    """State (planned, running, paused, stopped, finished), counts, pace, the accounts' durable
-    state (cooling until, disabled, spend, window use), and the next command that would do
-    something."""
+    """Where a run is, its pace, and the next command that would do something.
+
+    The state (planned, running, paused, stopped, finished), the cell counts, the pace, the accounts'
+    durable state (cooling until, disabled, spend, window use).
+    """
     if watch:
         from ray_bench.cli.watch import watch_run
 
@@ -269,8 +274,11 @@ def report(
                                                     "(one paired report over exactly these run roots).")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Where a lineage report is written.")] = None,
 ) -> None:
-    """Rebuild report.md, .csv, .parquet and .html from the ledger's accepted rows (the run and its
-    reruns, or with --runs the named lineage)."""
+    """Write the paired report of a run (or of a lineage of runs) from its ledger.
+
+    report.md, .csv, .parquet and .html, rebuilt from the accepted rows of the run and its reruns,
+    or with --runs of the named run roots.
+    """
     from ray_bench.reports.build import render_markdown, write_lineage_report, write_report
 
     if runs:
@@ -297,8 +305,10 @@ def audit(
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove what is found.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List (and with --cleanup remove) every sandbox, volume and network labelled with the run.
-    Exits 1 while residue remains."""
+    """List (with --cleanup remove) the sandboxes a run left; exit 1 while any remain.
+
+    Every sandbox, volume and network labelled with the run, on every backend.
+    """
     from ray_bench.api import audit_run, parse_duration
     from ray_bench.metrics.targets import prune_stale_targets
 

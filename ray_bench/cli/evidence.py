@@ -71,7 +71,7 @@ def gaps(
                                    "detects this delta (alpha 0.05, power 0.8), from the runs' spread.")
     ] = None,
 ) -> None:
-    """Selection files for the repetitions missing to reach --target valid rows (or --target-mde)."""
+    """Select the repetitions missing to reach --target (or --target-mde)."""
     from ray_bench.evidence.gaps import find_gaps, target_for_mde, write_selections
 
     if (target is None) == (target_mde is None):
@@ -120,7 +120,10 @@ def regrade(
         bool, typer.Option("--dry-run", help="List reuse / regrade / rerun per cell; write nothing.")
     ] = False,
 ) -> None:
-    """Run a task's changed tests/ on the workspaces its rows kept, as new attempts (no agent runs)."""
+    """Grade kept workspaces again with a task's changed tests/ (no agent runs).
+
+    Each regrade is a new attempt of the cell; the accepted row keeps its source attempt.
+    """
     from ray_bench.commands.regrade import choose, regrade_run
 
     names = [n.strip() for t in tasks or [] for n in t.split(",") if n.strip()] or None

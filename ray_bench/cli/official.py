@@ -30,7 +30,7 @@ def _decide(run_root: Path, cell: str, reason: str, by: str | None, *, include: 
 def exclude(run_root: RunRoot, cell: Cell,
             reason: Annotated[str, typer.Option("--reason", help="Why (recorded with who and when).")],
             by: By = None) -> None:
-    """Take a planned cell out of both denominators, recorded in the ledger (nothing is deleted)."""
+    """Take a cell out of both denominators, on the record (nothing is deleted)."""
     _decide(run_root, cell, reason, by, include=False)
 
 
@@ -81,8 +81,11 @@ def promote(run_root: RunRoot,
             require_settlement: Annotated[bool, typer.Option(
                 "--require-settlement", help="Refuse unless every run that spent money is settled.")] = False,
             ) -> None:
-    """Make a staging run (and its reruns) official once its gates pass; recorded (`demote` undoes
-    it, on the record). Exits 1 with the failed gates, recording nothing."""
+    """Make a staging run (and its reruns) official once its gates pass.
+
+    Recorded in the ledger; `demote` undoes it, on the record. Exits 1 with the failed gates,
+    recording nothing.
+    """
     from ray_bench.evidence.promote import promote_run
 
     result = promote_run(run_root, reason=reason, by=by, max_invalid_rate=max_invalid_rate,
@@ -102,8 +105,11 @@ def demote(run_root: RunRoot,
            reason: Annotated[str, typer.Option("--reason", help="Why the official evidence must change "
                                                               "(recorded with who and when).")],
            by: By = None) -> None:
-    """Take an official run (and its official reruns) back to staging, recorded in the ledger, so
-    that it can be settled, excluded or rerun again; `promote` makes it official again."""
+    """Take an official run (and its official reruns) back to staging.
+
+    Recorded in the ledger, so that it can be settled, excluded or rerun again; `promote` makes it
+    official again.
+    """
     from ray_bench.evidence.promote import demote_run
 
     result = demote_run(run_root, reason=reason, by=by)

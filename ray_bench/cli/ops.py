@@ -28,9 +28,12 @@ def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
                     address: Annotated[str | None, typer.Option("--address", help="Ray cluster whose "
                                                                "account actors to read.")] = None,
                     state_root: StateRootOpt = None) -> None:
-    """State (cooling until, disabled, expired, held), in-flight against limit, tokens, window
-    use, spend, last error, recommended parallelism, login expiry. Reads the shared account
-    actors when a cluster runs them, else the durable state under the state root."""
+    """Each account's state, load, window use, spend and last error.
+
+    State (cooling until, disabled, expired, held), in-flight against limit, tokens, window use,
+    spend, last error, recommended parallelism, login expiry. Reads the shared account actors when a
+    cluster runs them, else the durable state under the state root.
+    """
     from ray_bench.accounts.status import account_status
 
     target = address or os.environ.get("RAY_ADDRESS")
@@ -102,7 +105,7 @@ def accounts_release(accounts: AccountsOpt,
 def accounts_enable(accounts: AccountsOpt,
                     name: Annotated[str, typer.Argument(help="The account to bring back.")],
                     reason: Annotated[str, typer.Option("--reason", help="What changed (recorded).")]) -> None:
-    """Bring back a disabled or expired account; recorded with who and why in the state root."""
+    """Bring back a disabled or expired account (recorded with who and why)."""
     from ray_bench.accounts.status import enable_account
 
     previous = enable_account(accounts, name, reason=reason)
@@ -128,8 +131,11 @@ def simulate(
                                                 "costs (with --plan): dollar windows and budgets bind on it.")] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Capacity planning: the real admission core on a virtual clock, against round-robin and
-    global-semaphore launchers on the same workload."""
+    """Capacity planning: the real scheduler on a virtual clock.
+
+    The admission core on the plan's (or a spec's) workload, against round-robin and
+    global-semaphore launchers on the same workload.
+    """
     from ray_bench.config.bounded import parse_yaml, read_text_bounded
     from ray_bench.plan.store import load_plan_file
     from ray_bench.sim import simulate as run_simulation
@@ -199,7 +205,7 @@ app.add_typer(ledger_app, name="ledger")
 @ledger_app.command("rebuild")
 @guarded
 def ledger_rebuild(run_root: Annotated[Path, typer.Argument(help="runs/ID")]) -> None:
-    """Recreate a lost ledger from the attempt directories' result.json (never over one that exists)."""
+    """Recreate a lost ledger from the attempts' result.json (never over one)."""
     from ray_bench.evidence.rebuild import rebuild_ledger
 
     result = rebuild_ledger(run_root)

@@ -41,6 +41,7 @@ from ray_bench.plan.egress import refuse_unreachable_providers
 from ray_bench.plan.history import expected_seconds, paired_deltas
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import spread_of
+from ray_bench.plan.readiness import Looks, readiness
 from ray_bench.plan.roles import check_role_routes, verifier_route_vars
 from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.capabilities import capabilities
@@ -86,6 +87,11 @@ class PlanRequest:
     #: ``plan --skip-unsupported``: leave out the tasks the backend cannot run (listed in the
     #: receipt with their reasons) instead of refusing the plan.
     skip_unsupported: bool = False
+    #: ``plan --strict``: refuse the plan where execute would trip (:mod:`ray_bench.plan.readiness`)
+    #: instead of warning in the receipt.
+    strict: bool = False
+    #: What is on this machine (images, CLIs, reachable hosts); None asks the machine itself.
+    looks: Looks | None = None
 
 
 def _reward_spread(req: PlanRequest, arms: list[Arm], digests: list[str], tasks: list[TaskRef]) -> RewardSpread | None:
@@ -227,6 +233,11 @@ def compile_plan(req: PlanRequest) -> Plan:
     warnings.extend(derived_warnings(capacity, len(arms), accounts_file.accounts, suite.spend_limit_usd))
     warnings.extend(reserve_warnings(suite.host_reserve_mb, suite.host_reserve_disk_mb, HostResources.read(),
                                      *_disk_mb(tempfile.gettempdir())))
+    findings = readiness(suite, arms, plan_tasks, accounts_file.accounts, req.looks)
+    if req.strict and findings:
+        refused: list[UserInputError] = [ConfigError(f.what, where=f.where, fix=f.fix) for f in findings]
+        raise refused[0] if len(refused) == 1 else MultipleInputErrors(refused)
+    warnings.extend(f.line() for f in findings)
 
     inputs = [_input("suite", suite.name, req.suite), _input("accounts", "accounts", req.accounts)]
     inputs += [InputFile(kind="task", name=t.id, path=t.path, sha256=t.checksum) for t in tasks]

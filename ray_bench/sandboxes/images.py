@@ -17,6 +17,8 @@ from typing import Any
 
 import docker.errors
 
+from ray_bench.errors import HostToolMissingError
+
 BASE_IMAGE = "ray-bench-base:busybox"
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 
@@ -85,7 +87,8 @@ def build_base_image(client: Any, tag: str = BASE_IMAGE, *, rebuild: bool = Fals
         return tag
     busybox = busybox_path()
     if busybox is None:
-        raise RuntimeError("busybox not found: apt-get install busybox-static")
+        raise HostToolMissingError("busybox not found on this machine: apt-get install busybox-static "
+                                   "(or put a static busybox on PATH)")
     repository, _, version = tag.partition(":")
     client.api.import_image_from_data(
         busybox_rootfs_tar(busybox),

@@ -1,0 +1,4 @@
+#!/bin/sh
+# A reference solution, run in the working directory.
+set -e
+echo 'Hello, world!' > hello.txt
