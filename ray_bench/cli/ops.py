@@ -188,7 +188,9 @@ def watch(run_root: Annotated[Path, typer.Argument(help="runs/ID")],
 def accounts_repair(accounts: AccountsOpt,
                     reason: Annotated[str, typer.Option("--reason", help="Why (recorded).")],
                     state_root: StateRootOpt = None) -> None:
-    """Remove stored charges that are not finite (``$inf`` lifetime spend), recorded with who and why."""
+    """Remove stored charges that are not finite, such as a lifetime spend of $inf.
+
+    Each removal is recorded with who did it and why."""
     from ray_bench.accounts.status import repair_spend
 
     removed = repair_spend(accounts, reason=reason, state_root=state_root)
