@@ -27,6 +27,7 @@ from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
+from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.network import phase_network
 from ray_bench.tasks.verifier_env import VerifierApart, handed_over
 
@@ -49,7 +50,10 @@ async def take_handover(sandbox: Sandbox, spec: AttemptSpec, into: Path, room: i
     entries = [e.model_copy(update={"source": sandbox.path(e.source)}) for e in handed_over(spec.task_config)]
     staging = sandbox.path(HANDOVER_DIR)
     script = f"rm -rf {shlex.quote(staging)}; mkdir -p {shlex.quote(staging)}\n" + artifact_script(entries, staging)
-    result = await sandbox.exec(script, timeout=300, env=dict(env), cwd=cwd)
+    # As root where the backend can switch users: Harbor copies artifacts out as root (docker cp,
+    # its ``service_is_dir`` probe as user root), whatever user the image runs as.
+    root = "root" if capabilities(spec.backend).users else None
+    result = await sandbox.exec(script, timeout=300, env=dict(env), cwd=cwd, user=root)
     if result.exit_code != 0:
         raise SandboxError(f"gathering the verifier's handover exited {result.exit_code}: "
                            f"{(result.stderr or result.stdout)[-300:].strip()}")

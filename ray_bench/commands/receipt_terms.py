@@ -55,9 +55,11 @@ def cells_line(plan: Plan) -> str:
 def task_lines(plan: Plan) -> list[str]:
     """The tasks of the plan, with their cells; collapsed past :data:`TASK_LIST_MAX`."""
     per_task = Counter(c.task for c in plan.cells)
+    apart = {t.id for t in plan.tasks if t.config.verifier.separate}
     names = sorted(per_task)
     shown = names if len(names) <= TASK_LIST_MAX else names[:10] + names[-5:]
-    out = [f"- `{name}` ({per_task[name]} cells)" for name in shown]
+    out = [f"- `{name}` ({per_task[name]} cells{'; its verifier runs in a sandbox of its own' * (name in apart)})"
+           for name in shown]
     if len(names) > TASK_LIST_MAX:
         out.insert(10, f"- ... {len(names) - 15} more (the plan file lists every task)")
     return out

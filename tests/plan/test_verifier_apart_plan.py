@@ -42,3 +42,10 @@ def test_local_refuses_a_separate_verifier_in_one_line(tmp_path: Path) -> None:
         _plan(tmp_path, "local")
     assert "task sep: verifier asks for a separate verifier container; backend local does not run one" \
         in str(info.value)
+
+
+def test_the_receipt_says_which_tasks_verify_apart(tmp_path: Path) -> None:
+    from ray_bench.commands.receipt import render_receipt
+
+    receipt = render_receipt(_plan(tmp_path, "docker"), "sha256:x")  # type: ignore[arg-type]
+    assert "- `sep` (1 cells; its verifier runs in a sandbox of its own)" in receipt
