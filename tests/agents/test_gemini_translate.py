@@ -108,6 +108,11 @@ def test_a_loop_the_cli_stopped_itself_is_degenerate_and_at_least_what_its_total
     assert usage.request_ids == [f"req_{n}" for n in range(4)]
     assert report.error is not None and report.error.type == "loop", report.error
     assert "2 of its 6 calls" in report.error.message and "consecutive_identical_tool_calls" in report.error.message
+    # Without its telemetry (a kill of the node one-liner, a read-only LOGS_DIR), the calls it broke
+    # off cannot be counted: still a lower bound, never exact.
+    blind = GEMINI.translate(_run(stdout, chat=None))
+    assert blind.error is not None and blind.error.type == "loop" and blind.usage is not None
+    assert blind.usage.calls_unfinished is None and blind.usage.bounded().bound == "lower_bound"
     # The same run without the loop: every call sent ended, exact.
     clean = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, RESULT),
                                   telemetry=[_request(), *_response("req_a", 350, 20, 50)]))
