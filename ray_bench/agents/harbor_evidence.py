@@ -48,9 +48,11 @@ def harbor_report(trial_dir: Path, model: str | None) -> AgentReport:
         usage = Usage.model_validate({**cli, "request_ids": request_ids, "model": cli.get("model") or model})
     elif context.get("n_input_tokens") is not None or context.get("n_output_tokens") is not None or request_ids:
         total_in, cached = context.get("n_input_tokens"), context.get("n_cache_tokens")
-        # A host-side agent's cache writes, from its LiteLLM calls (Harbor's total holds them,
-        # as LiteLLM's prompt_tokens does); an installed CLI's are not known here.
-        writes = calls.get("cache_write_tokens") if not cli else None
+        # The cache writes Harbor's total holds: a host-side agent's from its LiteLLM calls (as
+        # LiteLLM's prompt_tokens does), an installed CLI's as its adapter read them (Harbor's
+        # Claude Code totals input + cache read + cache creation, harbor/agents/installed/
+        # claude_code.py; Codex's writes are inside its input, 0 apart).
+        writes = (cli or calls).get("cache_write_tokens")
         writes = writes if isinstance(writes, int) else None
         fresh = total_in - (cached or 0) - (writes or 0) if isinstance(total_in, int) else None
         cost = context.get("cost_usd")

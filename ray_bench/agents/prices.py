@@ -28,6 +28,14 @@ class Price:
     output: float
     cache_read: float
     cache_write: float
+    #: The price of a call whose prompt (fresh, cache read and written) is over
+    #: :data:`LONG_PROMPT_TOKENS` (Gemini's pro models), where it differs.
+    long: Price | None = None
+
+
+#: Gemini's pro models bill a call whose prompt is over this many tokens at a higher rate
+#: (https://ai.google.dev/gemini-api/docs/pricing: "prompts <= 200k tokens" / "> 200k").
+LONG_PROMPT_TOKENS = 200_000
 
 
 #: First match wins: a longer name before its prefix (``claude-opus-4-5`` before ``claude-opus-4``).
@@ -56,17 +64,18 @@ PRICES: tuple[tuple[re.Pattern[str], Price], ...] = tuple((re.compile(p), price)
     # gemini-3.8-flash; its helpers (classifier, summaries) to gemini-3.1-flash-lite or
     # gemini-3.5-flash-lite. Thoughts are billed as output (the adapter counts them there); an
     # implicit cache write costs nothing over input (cache_write is the input price) and a cache
-    # read is the context-caching price. The pro models' prices are those of prompts up to 200k
-    # tokens: a call over it is billed 2x input and 1.5x output, which this estimate does not see
-    # (settlement does). gemini-3-flash (Code Assist logins, not billed per token) and the
-    # aliases (auto, pro, flash) have no price: unknown.
-    (r"gemini-3(\.1)?-pro-preview(-customtools)?", Price(2.0, 12.0, 0.20, 2.0)),
+    # read is the context-caching price. The pro models bill a call whose prompt is over 200k
+    # tokens at their ``long`` price: the gemini adapter prices each call by its own prompt and
+    # model (:func:`call_usd`; an aggregate of calls is priced at the base rate). gemini-3-flash
+    # (Code Assist logins, not billed per token) and the aliases (auto, pro, flash) have no
+    # price: unknown.
+    (r"gemini-3(\.1)?-pro-preview(-customtools)?", Price(2.0, 12.0, 0.20, 2.0, Price(4.0, 18.0, 0.40, 4.0))),
     (r"gemini-3-flash-preview", Price(0.50, 3.0, 0.05, 0.50)),
     (r"gemini-3\.5-flash", Price(1.50, 9.0, 0.15, 1.50)),
     (r"gemini-3\.8-flash", Price(0.75, 3.75, 0.075, 0.75)),
     (r"gemini-3\.1-flash-lite(-preview)?", Price(0.25, 1.50, 0.025, 0.25)),
     (r"gemini-3\.5-flash-lite", Price(0.30, 2.50, 0.03, 0.30)),
-    (r"gemini-2\.5-pro", Price(1.25, 10.0, 0.125, 1.25)),
+    (r"gemini-2\.5-pro", Price(1.25, 10.0, 0.125, 1.25, Price(2.50, 15.0, 0.25, 2.50))),
     (r"gemini-2\.5-flash", Price(0.30, 2.50, 0.03, 0.30)),
     (r"gemini-2\.5-flash-lite", Price(0.10, 0.40, 0.01, 0.10)),
 ))
@@ -88,8 +97,23 @@ def estimate_usd(usage: Usage, model: str | None = None) -> float | None:
     if price is None or usage.source == "unknown" or any(c is None for c in counts):
         return None
     fresh, out, read, write = (int(c or 0) for c in counts)
-    micro = fresh * price.input + out * price.output + read * price.cache_read + write * price.cache_write
-    return round(micro / 1e6, 9)
+    return round(_usd(price, fresh, out, read, write), 9)
+
+
+def call_usd(model: str | None, fresh: int, output: int, cache_read: int, cache_write: int = 0) -> float | None:
+    """What one model call costs at list price, at the long-prompt rate where its prompt is over
+    :data:`LONG_PROMPT_TOKENS` (None: the model has no price)."""
+    price = price_of(model)
+    if price is None:
+        return None
+    if price.long is not None and fresh + cache_read + cache_write > LONG_PROMPT_TOKENS:
+        price = price.long
+    return _usd(price, fresh, output, cache_read, cache_write)
+
+
+def _usd(price: Price, fresh: int, output: int, cache_read: int, cache_write: int) -> float:
+    return (fresh * price.input + output * price.output + cache_read * price.cache_read
+            + cache_write * price.cache_write) / 1e6
 
 
 def with_cost(usage: Usage | None, model: str | None) -> Usage | None:

@@ -108,6 +108,11 @@ def test_a_loop_the_cli_stopped_itself_is_degenerate_and_at_least_what_its_total
     assert usage.request_ids == [f"req_{n}" for n in range(4)]
     assert report.error is not None and report.error.type == "loop", report.error
     assert "2 of its 6 calls" in report.error.message and "consecutive_identical_tool_calls" in report.error.message
+    # Without its telemetry (a kill of the node one-liner, a read-only LOGS_DIR), the calls it broke
+    # off cannot be counted: still a lower bound, never exact.
+    blind = GEMINI.translate(_run(stdout, chat=None))
+    assert blind.error is not None and blind.error.type == "loop" and blind.usage is not None
+    assert blind.usage.calls_unfinished is None and blind.usage.bounded().bound == "lower_bound"
     # The same run without the loop: every call sent ended, exact.
     clean = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, RESULT),
                                   telemetry=[_request(), *_response("req_a", 350, 20, 50)]))
@@ -308,3 +313,23 @@ def test_collecting_distills_the_telemetry_and_copies_this_session_s_chat_file(t
     kept_errors = [json.loads(x) for x in (logs / "agent" / "gemini-client-errors.jsonl").read_text().splitlines()]
     assert kept_errors == [{"file": report.name, "message": "exception TypeError: fetch failed", "stack": "at x"}]
     assert list(tmp.iterdir()) == []  # nothing left in the temporary directory
+
+
+def test_each_call_is_priced_at_its_own_model_and_prompt_tier() -> None:
+    """``auto`` routes turns to a pro or a flash model, and a pro call whose prompt is over 200k
+    tokens is billed at the long-prompt rate: priced per call, not the totals at one price."""
+    long_pro = {"event.name": "gemini_cli.api_response", "model": "gemini-2.5-pro", "input_token_count": 250_000,
+                "output_token_count": 100, "cached_content_token_count": 200_000, "thoughts_token_count": 20}
+    flash = {"event.name": "gemini_cli.api_response", "model": "gemini-3-flash-preview", "input_token_count": 1_000,
+             "output_token_count": 10, "cached_content_token_count": 0, "thoughts_token_count": 0}
+    stats = {"total_tokens": 251_130, "input_tokens": 251_000, "output_tokens": 110, "cached": 200_000,
+             "input": 51_000, "models": {"gemini-2.5-pro": {"output_tokens": 100}}}
+    result = {"type": "result", "status": "success", "stats": stats}
+    report = GEMINI.translate(_run(_lines(INIT, PROMPT, TOOL, TOOL_DONE, result), chat=None,
+                                   telemetry=[long_pro, flash]))
+    usage = report.usage
+    assert usage is not None and usage.cost_basis == "estimated"
+    pro = (50_000 * 2.50 + 120 * 15.0 + 200_000 * 0.25) / 1e6  # over 200k: the long-prompt rate
+    assert usage.cost_usd == pytest.approx(pro + (1_000 * 0.50 + 10 * 3.0) / 1e6)
+    # the same tokens at the totals' one price would have been less than half of it
+    assert usage.cost_usd > 1.9 * (51_000 * 1.25 + 130 * 10.0 + 200_000 * 0.125) / 1e6

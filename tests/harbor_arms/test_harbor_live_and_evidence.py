@@ -97,3 +97,14 @@ def test_terminus_cache_writes_are_their_own_column_not_fresh_input(tmp_path: Pa
     (trial / CALLS_FILE).unlink()
     usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
     assert usage is not None and usage.cache_write_tokens is None and usage.input_tokens == 350
+
+
+def test_an_installed_claude_code_s_cache_writes_come_out_of_harbors_input_total(tmp_path: Path) -> None:
+    # Harbor's Claude Code context: n_input_tokens = input + cache read + cache creation.
+    trial = _trial(tmp_path, {"n_input_tokens": 1450, "n_cache_tokens": 1000, "n_output_tokens": 40,
+                              "cost_usd": 0.0021},
+                   {"input_tokens": 400, "output_tokens": 40, "cache_read_tokens": 1000, "cache_write_tokens": 50,
+                    "cost_usd": 0.0021, "source": "result", "request_ids": ["r1"]}, ["r1"])
+    usage = harbor_report(trial, "anthropic/claude-sonnet-4-5").usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (400, 1000, 50)

@@ -118,6 +118,8 @@ class GeminiCli(AgentAdapter):
                 return AgentReport(usage=usage)  # the role's turn bound: the verifier scores the outcome
             return AgentReport(usage=usage, error=error_of(message, run, record.retry))
         if record.loop_stopped:
+            if not record.requests:  # no telemetry to count them: a broken-off call is likely, unseen
+                usage = usage.model_copy(update={"call_under_way": True})
             return AgentReport(usage=usage, error=_loop(record, usage))
         return AgentReport(usage=usage)
 

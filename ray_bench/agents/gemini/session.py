@@ -12,6 +12,7 @@ from ray_bench.agents.base import (
 )
 from ray_bench.agents.gemini.errors import ATTEMPT, Retry, delay_of, status_of
 from ray_bench.agents.gemini.telemetry import TELEMETRY_FILE
+from ray_bench.agents.prices import call_usd
 from ray_bench.models.agent import Usage
 
 #: The stream's warning when the CLI's loop detection ends the run (nonInteractiveCli in 0.61.0's
@@ -140,12 +141,39 @@ class Record:
         models = stats.get("models") or {}
         model = max(models, key=lambda m: int_of((models[m] or {}).get("output_tokens"))) \
             if isinstance(models, dict) and models else self._model()
+        calls = self._calls()
+        agrees = (sum(c["input"] for _, c in calls), sum(c["cached"] for _, c in calls),
+                  sum(c["output"] + c["thoughts"] for _, c in calls)) == (prompt, cached, output)
+        cost = self.cost(calls, model) if agrees else None  # else its totals at one price (prices.with_cost)
         return Usage(input_tokens=fresh, output_tokens=output, cache_read_tokens=cached, model=model,
                      session_id=self.session_id, request_ids=list(self.response_ids),
                      turns=len(self.answers) or len(self.responses) or None, source="result",
+                     cost_usd=cost, cost_basis="estimated" if cost is not None else None,
                      # its totals count the calls it read to their end (uiTelemetryService sums the
                      # api_response events): not those its loop detection broke off
                      calls_unfinished=self.calls_unfinished())
+
+    def _calls(self) -> list[tuple[str | None, dict[str, int]]]:
+        """Each answered call's model and tokens: from the chat file, or the telemetry where it
+        holds more (the chat file writes a function-call answer's tokens only once its tool call
+        is recorded, after the tool ran: an answer whose tool was running at a kill is there)."""
+        chat = [(a.get("model"), a["tokens"]) for a in self.answers.values() if "tokens" in a]
+        told = [(r.get("model"), r) for r in self.responses]
+        return told if len(told) > len(chat) else chat
+
+    @staticmethod
+    def cost(calls: list[tuple[str | None, dict[str, int]]], model: str | None) -> float | None:
+        """The calls at list price, each at its own model's (Gemini CLI's ``auto`` routes a turn
+        to a pro or a flash model) and at the long-prompt rate where its prompt was over 200k
+        tokens (:func:`~ray_bench.agents.prices.call_usd`); None when a model has no price."""
+        total = 0.0
+        for named, c in calls:
+            usd = call_usd(named if isinstance(named, str) else model, max(0, c["input"] - c["cached"]),
+                           c["output"] + c["thoughts"], c["cached"])
+            if usd is None:
+                return None
+            total += usd
+        return total if calls else None
 
     def _model(self) -> str | None:
         by_model: dict[str, int] = {}
@@ -159,10 +187,8 @@ class Record:
         nothing was spent if its calls were refused (a refused call is not billed; the call it was
         retrying when cut was refused too, as Claude Code's adapter counts it), otherwise a call
         may have been under way when it was cut, so what it spent is unknown."""
-        chat = [a["tokens"] for a in self.answers.values() if "tokens" in a]
-        # The chat file writes a function-call answer's tokens only once its tool call is recorded
-        # (after the tool ran): an answer whose tool was running at the kill is in the telemetry.
-        counts = self.responses if len(self.responses) > len(chat) else chat
+        calls = self._calls()
+        counts = [c for _, c in calls]
         if not counts:
             if self.refusals:
                 return Usage(session_id=self.session_id, request_ids=list(self.response_ids), turns=0,
@@ -171,9 +197,12 @@ class Record:
         prompt = sum(c["input"] for c in counts)
         cached = sum(c["cached"] for c in counts)
         output = sum(c["output"] + c["thoughts"] for c in counts)
+        model = self._model()
+        cost = self.cost(calls, model)
         return Usage(input_tokens=max(0, prompt - cached), output_tokens=output, cache_read_tokens=cached,
-                     model=self._model(), session_id=self.session_id, request_ids=list(self.response_ids),
+                     model=model, session_id=self.session_id, request_ids=list(self.response_ids),
                      turns=len(counts), source="session",
+                     cost_usd=cost, cost_basis="estimated" if cost is not None else None,
                      # the telemetry's last 5-s batch (ids of the last answers) is lost at a kill:
                      # no setting of 0.61.0 flushes sooner (BatchLogRecordProcessor's defaults)
                      request_ids_missing=max(0, len(counts) - len(self.response_ids)) or None,
