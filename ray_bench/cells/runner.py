@@ -467,13 +467,13 @@ async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, 
                             progress, agent)
     _score(summary, attempt_dir / "logs" / "verifier")
     _read_agent_record(summary, attempt_dir)
+    _held_to_bounds(spec, summary)
 
 
 def _read_agent_record(summary: AttemptSummary, attempt_dir: Path) -> None:
     """The agent's usage and error, from its collected ``logs/agent``."""
     summary.usage = _open_model(Usage, _read_json_obj(attempt_dir / "logs" / "agent" / "usage.json"))
     summary.agent_error = _open_model(AgentError, _read_json_obj(attempt_dir / "logs" / "agent" / "error.json"))
-    _held_to_bounds(spec, summary)
 
 
 def _held_to_bounds(spec: AttemptSpec, summary: AttemptSummary) -> None:

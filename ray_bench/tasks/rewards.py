@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ray_bench.config.bounded import read_capped
 from ray_bench.models.task import MultiStepRewardStrategy
-from ray_bench.numbers import finite, parse_finite
+from ray_bench.numbers import NotFinite, finite, parse_finite
 
 Rewards = dict[str, float]
 
@@ -77,9 +77,11 @@ def _small_text(path: Path) -> str:
 
 
 def _parse_text(text: str) -> Rewards:
-    try:
+    try:  # ray_bench.numbers: the one finiteness rule
         return {"reward": parse_finite(text.strip())}
-    except ValueError as exc:  # NotFinite included (ray_bench.numbers: the one finiteness rule)
+    except NotFinite:
+        raise _Unreadable("not finite") from None
+    except ValueError as exc:
         raise _Unreadable(str(exc)) from None
 
 
@@ -98,8 +100,8 @@ def _parse_json(text: str) -> Rewards:
             raise _Unreadable(f"{key!r} is not a number")
         try:  # a bool counts as 1 or 0 (pydantic's coercion into VerifierResult.rewards)
             number = finite(int(value) if isinstance(value, bool) else value)
-        except ValueError as exc:
-            raise _Unreadable(f"{key!r}: {exc}") from None
+        except ValueError:  # NotFinite: the only way a number fails here
+            raise _Unreadable(f"{key!r} is not finite") from None
         rewards[str(key)] = number
     return rewards
 

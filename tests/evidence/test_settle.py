@@ -406,6 +406,13 @@ def test_status_shows_the_settled_spend_after_settlement(tmp_path: Path) -> None
     assert f"${15 * 0.5 + unsettled:.2f}" in line and "settled by the provider's charges for 15 of" in line, line
 
 
+def test_settle_keeps_each_attempt_s_cost_at_full_precision() -> None:
+    """A call of a cheap model costs under a micro-dollar (gemini-2.5-flash-lite: 400 tokens in,
+    10 out = $0.000044; one of 3 tokens in: $0.0000003): settle keeps what it read, unrounded."""
+    from ray_bench.evidence.settle import reconcile
+    from ray_bench.evidence.usage_export import Charge, UsageExport
+    from ray_bench.ledger.store import AttemptRow
+
     row = AttemptRow("tiny", "tiny", "t", "c", "a", 1, 1, "acc", "local", "e", False, 1.0, "finished", 2.0,
                      True, 1.0, cost_usd=3e-7)
     summaries = {"tiny": AttemptSummary.parse({"usage": {"output_tokens": 0, "input_tokens": 3, "cost_usd": 3e-7,

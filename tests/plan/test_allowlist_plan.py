@@ -21,7 +21,7 @@ def _plan(tmp: Path, backend: str, **arm: Any) -> Any:
     arms = [{"name": "baseline", "role": "baseline", "command": "true", **arm},
             {"name": "mcp", "role": "variant", "command": "true", **arm}]
     suite, accounts = make_suite(tmp, tasks=["hello-world"], backend=backend, arms=arms,
-                                 backends={backend: {"max_sandboxes": 2}})
+                                 backends={backend: {"max_sandboxes": 2, "image": "debian:bookworm-slim"}})
     toml = tmp / "tasks" / "hello-world" / "task.toml"
     toml.write_text(toml.read_text().replace("[agent]\ntimeout_sec = 60.0\n", "") + ALLOWLIST)
     return CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts), "--run-id", "r1",
