@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray_bench.errors import SandboxError
+from ray_bench.errors import SandboxDeleteRefusedError, SandboxError
 from ray_bench.models.plan import Plan
 from ray_bench.sandboxes import make_backend
 from ray_bench.sandboxes.base import LABEL_RUN, SandboxBackend, SandboxRef
@@ -44,6 +44,9 @@ class AuditReport:
     residue: list[SandboxRef] = field(default_factory=list)
     #: "backend: what failed" for backends that could not be listed or resources not removed.
     errors: list[str] = field(default_factory=list)
+    #: Deletes asked for that the provider still refuses (a Daytona sandbox still coming up:
+    #: the service destroys it by its TTL, a later ``audit --cleanup`` asks again): residue.
+    pending: list[SandboxRef] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -58,6 +61,7 @@ class AuditReport:
             "found": [_ref_json(r) for r in self.found],
             "removed": [_ref_json(r) for r in self.removed],
             "residue": [_ref_json(r) for r in self.residue],
+            "pending_delete": [_ref_json(r) for r in self.pending],
             "errors": list(self.errors),
         }
 
@@ -67,7 +71,11 @@ class AuditReport:
             f"audit of run {self.run_id}: {verdict} - found {len(self.found)}, "
             f"removed {len(self.removed)}, residue {len(self.residue)}"
         ]
-        out += [f"  residue {r.backend} {r.kind} {r.id[:12]} ({r.state})" for r in self.residue]
+        pending = {r.id for r in self.pending}
+        out += [f"  residue {r.backend} {r.kind} {r.id[:12]} ({r.state}"
+                + (", pending delete: still coming up; asked again until its TTL destroys it; "
+                   "`audit --cleanup` again removes it once it is up" if r.id in pending else "") + ")"
+                for r in self.residue]
         out += [f"  error {e}" for e in self.errors]
         if self.residue and not self.cleanup:
             out.append("  (run with --cleanup to remove them)")
@@ -88,12 +96,15 @@ async def settled(
     backend: SandboxBackend, run_id: str, report: AuditReport, settle_sec: float
 ) -> list[SandboxRef] | None:
     """The run's resources once those being removed are gone, or ``settle_sec`` has passed:
-    what is still being removed by then counts too (a deletion stuck for minutes is residue)."""
+    what is still being removed by then counts too (a deletion stuck for minutes is residue).
+    A pending delete (still coming up) is not waited for: it may take an hour."""
     deadline = time.monotonic() + settle_sec
     delay = 0.25
+    pending = {r.id for r in report.pending}
     while True:
         refs = await _list(backend, run_id, report)
-        if refs is None or not any(r.removing for r in refs) or time.monotonic() >= deadline:
+        if (refs is None or not any(r.removing and r.id not in pending for r in refs)
+                or time.monotonic() >= deadline):
             return refs
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
@@ -118,15 +129,20 @@ async def audit(
         if not cleanup:
             report.residue += refs
             continue
-        for ref in sorted(refs, key=lambda r: _REMOVAL_ORDER.get(r.kind, 0)):
-            try:
-                await backend.remove(ref)
-            except SandboxError as exc:
-                report.errors.append(
-                    f"{backend.name}: removing {ref.kind} {ref.id[:12]} failed: {exc}"
-                )
-            else:
-                report.removed.append(ref)
+        for order in sorted({_REMOVAL_ORDER.get(r.kind, 0) for r in refs}):
+            # One kind at a time (containers before their networks), each of a kind at once: a
+            # delete still refused waits its bound (Daytona's REMOVE_WAIT_SEC) beside the others.
+            group = [r for r in refs if _REMOVAL_ORDER.get(r.kind, 0) == order]
+            done = await asyncio.gather(*(backend.remove(r) for r in group), return_exceptions=True)
+            for ref, outcome in zip(group, done, strict=True):
+                if isinstance(outcome, SandboxDeleteRefusedError):
+                    report.pending.append(ref)
+                elif isinstance(outcome, SandboxError):
+                    report.errors.append(f"{backend.name}: removing {ref.kind} {ref.id[:12]} failed: {outcome}")
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
+                    report.removed.append(ref)
         after = await settled(backend, run_id, report, settle_sec)
         if after is not None:
             report.residue += after

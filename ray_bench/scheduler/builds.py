@@ -16,6 +16,7 @@ builds again only what it has no finished build for, or whose snapshot is gone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import time
@@ -45,6 +46,10 @@ DEFAULT_BUILD_TIMEOUT_MIN = 30.0
 #: Daytona's default ``snapshotQuota`` per organisation (``DEFAULT_ORG_QUOTA_SNAPSHOT_QUOTA``,
 #: ``apps/api/src/config/configuration.ts``), when the pool names none.
 DEFAULT_SNAPSHOT_QUOTA = 30
+#: How often the phase asks whether the run is stopping, and how long it then waits for its
+#: abandoned builds and its builder to close: a stop during builds returns within their sum.
+STOP_POLL_SEC = 0.5
+BUILDER_CLOSE_SEC = 5.0
 #: Snapshot states that count against the quota (``SNAPSHOT_STATES_CONSUMING_RESOURCES``,
 #: ``apps/api/src/organization/constants``): not ``inactive``, ``error``, ``build_failed``, ``removing``.
 CONSUMING = frozenset({"building", "pending", "pulling", "active"})
@@ -234,6 +239,8 @@ class BuildOutcome:
     unbuilt: list[str] = field(default_factory=list)
     #: ray-bench's own snapshots deleted to make room.
     deleted: list[str] = field(default_factory=list)
+    #: A stop came during the phase: it returned without waiting for its builds.
+    stopped: bool = False
 
 
 def run_build_phase(
@@ -246,6 +253,7 @@ def run_build_phase(
     concurrency: int = DEFAULT_BUILD_CONCURRENCY,
     timeout_sec: float = DEFAULT_BUILD_TIMEOUT_MIN * 60,
     quota: int = DEFAULT_SNAPSHOT_QUOTA,
+    stopping: Callable[[], bool] | None = None,
 ) -> BuildOutcome:
     """Make every target's snapshot that fits under the organisation's snapshot ``quota``
     (:func:`quota_plan`: ray-bench's own snapshots the plan does not need are deleted, least
@@ -253,7 +261,10 @@ def run_build_phase(
     ``timeout_sec``. A target the ledger says was built is checked, not rebuilt (unless its
     snapshot is gone). A quota refusal (another run took the room) is capacity: room is made
     once more, else the target's cells create from their image; never a failed cell.
-    ``record`` appends a ledger event, ``progress`` prints a line."""
+    ``record`` appends a ledger event, ``progress`` prints a line. ``stopping`` is asked every
+    :data:`STOP_POLL_SEC`: once it says so (a signal, ``pause --now``) the builds in flight are
+    abandoned (the service finishes them; a resume adopts them by name) and the phase returns
+    within :data:`STOP_POLL_SEC` + :data:`BUILDER_CLOSE_SEC`, its cells still pending."""
     outcome = BuildOutcome()
     if not targets:
         return outcome
@@ -319,11 +330,23 @@ def run_build_phase(
                 counts["done"] += 1
                 line(f"no room for {target.snapshot} under the snapshot quota of {quota}: "
                      "its cells create from its image")
-            await asyncio.gather(*(one(builder, gate, t) for t in fit.make))
+            tasks = {asyncio.ensure_future(one(builder, gate, t)) for t in fit.make}
+            while tasks:
+                _, tasks = await asyncio.wait(tasks, timeout=STOP_POLL_SEC)
+                if tasks and stopping is not None and stopping():
+                    outcome.stopped = True
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.wait(tasks, timeout=BUILDER_CLOSE_SEC)
+                    line(f"stopped: {len(tasks)} builds abandoned (a resume adopts what the service finishes)")
+                    break
         finally:
-            await builder.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(builder.close(), BUILDER_CLOSE_SEC)
 
     asyncio.run(main())
+    if outcome.stopped:
+        return outcome  # no snapshot map: nothing runs after a stop, and a resume checks again
     for target in targets:
         if target.snapshot not in outcome.failed and target.snapshot not in outcome.unbuilt:
             outcome.snapshots.update(dict.fromkeys(target.cells, target.snapshot))
@@ -408,9 +431,11 @@ def daytona_builder(plan: Plan) -> Callable[[], SnapshotBuilder]:
 
 
 def build_phase(plan: Plan, ledger: Ledger, state: RunState, observer: RunObserver,
-                builder_factory: Callable[[], SnapshotBuilder] | None = None) -> dict[str, str]:
+                builder_factory: Callable[[], SnapshotBuilder] | None = None,
+                stopping: Callable[[], bool] | None = None) -> dict[str, str]:
     """The driver's hook: build what the pending cells need, fail the cells of a failed build
-    (as ``stack``, once), and return cell id -> snapshot for the rest."""
+    (as ``stack``, once), and return cell id -> snapshot for the rest (none when ``stopping``
+    said so during the phase: the run stops next)."""
     pending = {c for c, s in state.cells.items() if s.state == "pending"}
     settings = build_settings(plan)
     targets = []
@@ -430,7 +455,7 @@ def build_phase(plan: Plan, ledger: Ledger, state: RunState, observer: RunObserv
         targets, builder_factory or daytona_builder(plan),
         ledger_finished=[e.data for e in ledger.events(BUILD_FINISHED)],
         record=ledger.event, progress=progress, concurrency=settings.concurrency,
-        timeout_sec=settings.timeout_sec, quota=settings.snapshot_quota)
+        timeout_sec=settings.timeout_sec, quota=settings.snapshot_quota, stopping=stopping)
     for snapshot, (cells, why) in outcome.failed.items():
         state.fail(cells, "stack", f"snapshot {snapshot} build failed: {why}")
     return outcome.snapshots

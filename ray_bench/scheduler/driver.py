@@ -223,8 +223,10 @@ class Driver:
                                     options=self._shaping_options()))
         self._drive(ledger, cmd.NodesChecked(self.node_checks))
         if self._stopped is None:
-            self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder)
-            self._drive(ledger, cmd.FanOutNears())
+            self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder,
+                                          stopping=self._stop_asked)
+            if not self._stop_asked():  # stopped during the builds: no account is probed for nothing
+                self._drive(ledger, cmd.FanOutNears())
             self._drive(ledger, cmd.PreflightDue(passed=bool(ledger.events(ev.PreflightPassed))))
         self._drive(ledger, self._audited())
         stopped, exit_code, detail = stops.session_end(self._stopped, state, self._signal_name)
@@ -367,6 +369,14 @@ class Driver:
         signal = self.options.stop_signal() if self.options.stop_signal is not None else None
         return cmd.WorldSeen(self.clock.now(), self._disk_full, signal, self._pause_request(),
                          self.supervision.node_count)
+
+    def _stop_asked(self) -> bool:
+        """A signal came, or ``pause --now`` was asked (the build phase's question: the loop then
+        reads the same world and stops the run as it always does)."""
+        if self.options.stop_signal is not None and self.options.stop_signal() is not None:
+            return True
+        pause = self._pause_request()
+        return bool(pause and pause.get("now"))
 
     def _pause_request(self) -> dict[str, Any] | None:
         """The pause file's request ({} when unreadable), None without a pause file, or with one

@@ -24,6 +24,7 @@ from ray_bench.errors import (
     SandboxUnavailableError,
 )
 from ray_bench.sandboxes import backend_names, make_backend
+from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
 from ray_bench.sandboxes.daytona import (
     DaytonaBackend,
@@ -175,6 +176,40 @@ def test_slow_create_waits_for_started_and_cancel_still_cleans_up(
 
     asyncio.run(main())
     time.sleep(1.6)  # let the fake's delayed start run; it must not resurrect the sandbox
+
+
+def test_a_stop_during_a_bring_up_returns_within_its_bound_and_audit_reports_the_pending_delete(
+    server: DaytonaServer, base_image: str
+) -> None:
+    # A bring-up that outlasts the stop (a pull, a build: the API answers DELETE 409 until it
+    # is up). The cancel returns within cancel_grace + stop_delete_sec, the delete left to the
+    # reaper; `audit --cleanup` waits remove_wait_sec for it and reports it as a pending delete;
+    # once it is up, the next audit removes it. Before: each refused delete was asked for
+    # delete_timeout (180 s), and the audit waited on it until its TTL (issue 53).
+    server.faults = Faults(create_delay_sec=6.0)
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+    bound = {"cancel_grace": 0.5, "stop_delete_sec": 1.0, "remove_wait_sec": 1.0}
+
+    async def main() -> None:
+        backend = backend_for(server, **bound)
+        try:
+            task = asyncio.ensure_future(backend.create(spec_for(base_image, run_id)))
+            await asyncio.sleep(0.5)  # made, still coming up
+            began = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - began < 0.5 + 1.0 + 3.0
+            report = await audit([backend_for(server, **bound)], run_id, cleanup=True, settle_sec=1.0)
+            assert [r.state for r in report.pending] and not report.clean, (report.lines(), time.monotonic() - began)
+            assert "pending delete" in "\n".join(report.lines())
+            await asyncio.sleep(6.0)  # up now: deletable
+            report = await audit([backend_for(server)], run_id, cleanup=True, settle_sec=10.0)
+            assert report.clean, report.lines()
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
 
 
 def test_vanished_sandbox_raises_gone(server: DaytonaServer, base_image: str) -> None:

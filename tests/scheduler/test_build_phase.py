@@ -6,6 +6,7 @@ stands in for Daytona; the real driver runs on the in-process pool and a virtual
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.builds import (
     BUILD_FINISHED,
     BUILD_STARTED,
+    BUILDER_CLOSE_SEC,
+    STOP_POLL_SEC,
     BuildTarget,
     build_targets,
     built_before,
@@ -186,6 +189,19 @@ def test_a_build_past_its_timeout_fails_with_the_setting_named() -> None:
                               timeout_sec=0.05)
     assert "build_timeout_min" in outcome.failed["s0"][1]
     assert not outcome.snapshots
+
+
+def test_a_stop_during_the_builds_returns_within_its_bound() -> None:
+    builder = FakeBuilder(delay=60.0)  # builds as slow as a cold multi-GB image
+    events: list[tuple[str, dict[str, Any]]] = []
+    began = time.monotonic()
+    outcome = run_build_phase([_target(i) for i in range(3)], lambda: builder, ledger_finished=[],
+                              record=lambda k, d: events.append((k, d)), progress=lambda _: None,
+                              stopping=lambda: time.monotonic() - began > 0.3)
+    took = time.monotonic() - began
+    assert outcome.stopped and not outcome.snapshots and not outcome.failed
+    assert took < 0.3 + STOP_POLL_SEC + BUILDER_CLOSE_SEC and took < 2.0, took
+    assert builder.closed == 1 and not any(k == BUILD_FINISHED for k, _ in events)
 
 
 def test_progress_line() -> None:

@@ -60,6 +60,17 @@ LABEL_CREATE = "ray-bench.create"
 REAP_MAX_DELAY_SEC = 30.0
 #: How long a reaper keeps trying a sandbox that reports no TTL (a build may take an hour).
 REAP_FALLBACK_SEC = 75 * 60.0
+#: A stop's bound. A stop (a signal, ``pause --now``) cancels the cells coming up: each waits
+#: ``cancel_grace`` (10 s) for its create, asks the delete of what it made for at most
+#: ``STOP_DELETE_SEC`` and hands a refusal (409: a pull or a build still under way, up to an hour)
+#: to the reaper; the end-of-run cleanup then waits at most ``REMOVE_WAIT_SEC`` per sandbox it
+#: still finds refusing, and ``close`` as long for every reaper. What is still refused after
+#: that is left to its TTL (``ttlMinutes``: the service destroys it) and to ``audit --cleanup``,
+#: which asks again and lists it as a pending delete. Issue 53: SIGTERM during a 60 s build exited
+#: after 105 s (each refused delete was asked for ``delete_timeout``, 180 s), and a stuck
+#: 60-minute build held ``execute`` or ``audit --cleanup`` for up to an hour.
+STOP_DELETE_SEC = 5.0
+REMOVE_WAIT_SEC = 20.0
 
 
 def lifetime_minutes(lifetime_sec: float) -> int:
@@ -92,6 +103,8 @@ class DaytonaBackend(SandboxBackend):
         call_timeout: float = 60.0,
         transfer_timeout: float = 300.0,
         delete_timeout: float = 180.0,
+        stop_delete_sec: float = STOP_DELETE_SEC,
+        remove_wait_sec: float = REMOVE_WAIT_SEC,
         pool: DaytonaPool | Mapping[str, Any] | None = None,
         live_poll_sec: float = 5.0,
         connection_pool: int = 250,
@@ -117,6 +130,12 @@ class DaytonaBackend(SandboxBackend):
         self.transfer_timeout = transfer_timeout
         #: Seconds a delete may take to reach ``destroyed``.
         self.delete_timeout = delete_timeout
+        #: Seconds the delete of what a cancelled or failed create made is asked before a
+        #: refusal (409: still coming up) goes to the reaper (see :data:`STOP_DELETE_SEC`).
+        self.stop_delete_sec = stop_delete_sec
+        #: Seconds ``remove`` (the audit, the end-of-run cleanup) and ``close`` wait for deletes
+        #: still refused (see :data:`REMOVE_WAIT_SEC`).
+        self.remove_wait_sec = remove_wait_sec
         #: Seconds between reads of a watched command's output (one toolbox call each; see
         #: DaytonaSandbox.exec for why the output is polled rather than streamed).
         self.live_poll_sec = live_poll_sec
@@ -167,7 +186,10 @@ class DaytonaBackend(SandboxBackend):
     async def close(self) -> None:
         # Deletes still refused for now outlive no run: the reapers finish first (each bounded
         # by its sandbox's TTL).
-        await self.reaper.drain()
+        left = await self.reaper.drain(self.remove_wait_sec)
+        if left:
+            log.warning("Daytona sandboxes %s still refuse deletion (coming up): left to their TTL and to "
+                        "`ray-bench audit --cleanup`", ", ".join(left))
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.close()
@@ -332,13 +354,14 @@ class DaytonaBackend(SandboxBackend):
     async def _sweep(self, name: str, token: str) -> None:
         """Delete what a failed create made: by its name (consistent), then by its label (the
         listing may lag)."""
+        patience = min(self.stop_delete_sec, self.delete_timeout)
         try:
             found = await self.lookup(name)
             if found is not None:
-                await self.delete(found.id, wait=False)
+                await self.delete(found.id, wait=False, patience=patience)
             for ref in await self.list({LABEL_CREATE: token}):
                 if not ref.removing:
-                    await self.delete(ref.id, wait=False)
+                    await self.delete(ref.id, wait=False, patience=patience)
         except Exception as exc:  # the auto-delete safety net still stands behind this
             log.warning(
                 "could not sweep a failed Daytona create (%s): %s", name, type(exc).__name__
@@ -346,27 +369,40 @@ class DaytonaBackend(SandboxBackend):
 
     # ------------------------------------------------------------------ delete, list
 
-    async def delete(self, sandbox_id: str, *, wait: bool) -> None:
-        """Delete one sandbox; one the API refuses for now (409 through ``delete_timeout``: it
-        is still coming up) goes to the :class:`Reaper`, awaited when ``wait`` (the audit, the
-        end-of-run cleanup), else left to run (a cell does not wait out an hour-long build)."""
+    async def delete(self, sandbox_id: str, *, wait: bool, patience: float | None = None) -> None:
+        """Delete one sandbox; one the API refuses for now (409 through ``patience``, else
+        ``delete_timeout``: it is still coming up) goes to the :class:`Reaper`, awaited when
+        ``wait`` (the audit, the end-of-run cleanup) for at most :attr:`remove_wait_sec`, past
+        which :class:`SandboxDeleteRefusedError` says so; else left to run (a cell does not wait
+        out an hour-long build)."""
+        began = time.monotonic()
         if sandbox_id not in self.reaper:
             try:
-                await self.delete_id(sandbox_id)
+                await self.delete_id(sandbox_id, patience=patience)
                 return
             except SandboxDeleteRefusedError as exc:
                 log.info("Daytona sandbox %s refuses deletion while it comes up: reaping", sandbox_id)
                 self.reaper.hand(sandbox_id, exc.until)
         if wait:
-            await self.reaper.wait(sandbox_id)
+            left = max(0.0, self.remove_wait_sec - (time.monotonic() - began))
+            try:
+                await asyncio.wait_for(asyncio.shield(self.reaper.wait(sandbox_id)), left)
+            except TimeoutError:
+                until = self.reaper.until.get(sandbox_id)
+                raise SandboxDeleteRefusedError(
+                    f"Daytona sandbox {sandbox_id} still refuses deletion (coming up) after "
+                    f"{self.remove_wait_sec:g}s: its deletion is asked again until its TTL destroys it",
+                    until=until if until is not None else time.monotonic() + REAP_FALLBACK_SEC) from None
 
-    async def delete_id(self, sandbox_id: str, until: float | None = None) -> None:
+    async def delete_id(self, sandbox_id: str, until: float | None = None, patience: float | None = None) -> None:
         """Delete one sandbox and wait until the API says it is ``destroyed`` or gone: at most
         ``delete_timeout``, or until ``until`` (monotonic) for the reaper. Deletion is
         asynchronous in Daytona: a DELETE while a state change is pending (a bring-up, an
         earlier DELETE) answers 409, which means "ask again". Still refused at the deadline:
         :class:`SandboxDeleteRefusedError`, carrying when the sandbox's TTL destroys it anyway."""
-        deadline = until if until is not None else time.monotonic() + self.delete_timeout
+        hurried = patience is not None  # a stop's or an audit's bound: an accepted DELETE will do
+        patience = self.delete_timeout if patience is None else patience
+        deadline = until if until is not None else time.monotonic() + patience
         requested = refused = False
         delay = 0.2
         while True:
@@ -387,13 +423,15 @@ class DaytonaBackend(SandboxBackend):
                         raise translate(exc, f"delete {sandbox_id}") from exc
                     refused = True
             if time.monotonic() >= deadline:
+                if hurried and requested and until is None:
+                    return  # accepted: the service destroys it (listed as being removed meanwhile)
                 what = f"delete {sandbox_id}: still {state_name(sandbox.state)}"
                 if until is not None:
                     raise SandboxError(f"{what} at its TTL")
                 if refused and not requested:
-                    raise SandboxDeleteRefusedError(f"{what} after {self.delete_timeout:g}s of 409s",
+                    raise SandboxDeleteRefusedError(f"{what} after {patience:g}s of 409s",
                                                     until=self._ttl_deadline(sandbox))
-                raise SandboxError(f"{what} after {self.delete_timeout:g}s")
+                raise SandboxError(f"{what} after {patience:g}s")
             await asyncio.sleep(delay * (1 + 0.2 * random.random()))
             # The first minutes closely; a reaper then backs off to every 30 s.
             delay = min(delay * 1.5, 2.0 if until is None else REAP_MAX_DELAY_SEC)
@@ -432,7 +470,7 @@ class DaytonaBackend(SandboxBackend):
             raise translate(exc, "list") from exc
 
     async def remove(self, ref: SandboxRef) -> None:
-        task = asyncio.ensure_future(self.delete(ref.id, wait=True))
+        task = asyncio.ensure_future(self.delete(ref.id, wait=True, patience=self.remove_wait_sec))
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:

@@ -24,6 +24,8 @@ class Reaper:
         #: (a monotonic time; None for the backend's own bound).
         self._delete = delete
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        #: sandbox id -> when (monotonic) its reaper gives up: its TTL destroys it by then.
+        self.until: dict[str, float | None] = {}
 
     def __contains__(self, sandbox_id: str) -> bool:
         task = self._tasks.get(sandbox_id)
@@ -35,6 +37,7 @@ class Reaper:
             return self._tasks[sandbox_id]
         task = asyncio.ensure_future(self._reap(sandbox_id, until))
         self._tasks[sandbox_id] = task
+        self.until[sandbox_id] = until
         return task
 
     async def _reap(self, sandbox_id: str, until: float | None) -> None:
@@ -54,9 +57,12 @@ class Reaper:
     def pending(self) -> list[str]:
         return [sid for sid in self._tasks if sid in self]
 
-    async def drain(self) -> None:
-        """Until every reaper of the running loop is done (each is bounded by its TTL)."""
+    async def drain(self, timeout: float | None = None) -> list[str]:
+        """Until every reaper of the running loop is done (each is bounded by its TTL), or
+        ``timeout`` s; returns the sandboxes still being reaped then (left to their TTL and to
+        ``audit --cleanup``; their reapers are cancelled with the loop)."""
         loop = asyncio.get_running_loop()
-        mine = [t for t in self._tasks.values() if t.get_loop() is loop and not t.done()]
+        mine = {sid: t for sid, t in self._tasks.items() if t.get_loop() is loop and not t.done()}
         if mine:
-            await asyncio.gather(*mine, return_exceptions=True)
+            await asyncio.wait(set(mine.values()), timeout=timeout)
+        return sorted(sid for sid, t in mine.items() if not t.done())
