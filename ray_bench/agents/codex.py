@@ -233,11 +233,10 @@ def _refused(events: list[dict[str, Any]], run: CliRun) -> list[RefusedCall]:
     out: dict[str, RefusedCall] = {}
     for text in texts:
         found, status = _REQUEST_ID.search(text), _STATUS.search(text)
-        if found is None or found.group(1) in out or (status is None and "high demand" not in text):
-            continue
-        error = _error(text, run)
-        out[found.group(1)] = RefusedCall(request_id=found.group(1), type=error.type,
-                                          status=int(status.group(1)) if status else 500)
+        if found is None or status is None or found.group(1) in out:
+            continue  # its 500s ("high demand", InternalServerError) print no request id
+        out[found.group(1)] = RefusedCall(request_id=found.group(1), type=_error(text, run).type,
+                                          status=int(status.group(1)))
     return list(out.values())
 
 

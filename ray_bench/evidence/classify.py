@@ -242,6 +242,11 @@ def _missing_evidence(summary: AttemptSummary) -> tuple[str, str, str] | None:
     if summary.usage is None:
         return ("tool", "no-usage", f"no usage evidence: the arm runs {summary.model} but the agent "
                 f"({summary.agent_kind or 'command'}) left no usage record")
+    if not summary.usage.known:
+        # Answered (else its adapter had said no_answer) but no record held what it spent: the
+        # agent's records failed, not the provider; it counts, so it is not re-run unbounded.
+        return ("tool", "unknown-usage", f"no usage evidence: what {summary.model} spent is unknown (the "
+                f"agent, {summary.agent_kind or 'command'}, left no record of it)")
     if not summary.usage.output_tokens:
         return ("provider", "zero-output", f"no usage evidence: {summary.model} produced zero output tokens")
     return None

@@ -222,7 +222,11 @@ def test_auth_expiry_is_decided_by_the_classifier(text: str, expired: bool) -> N
     assert (v.effect, v.expired) == ("auth_failed", expired)
 
 
-@pytest.mark.parametrize(("usage", "cls"), [(None, "tool"), ({"input_tokens": 9, "output_tokens": 0}, "provider")])
+UNKNOWN_USAGE = {"input_tokens": None, "output_tokens": None, "source": "unknown"}
+
+
+@pytest.mark.parametrize(("usage", "cls"), [(None, "tool"), ({"input_tokens": 9, "output_tokens": 0}, "provider"),
+                                            (UNKNOWN_USAGE, "tool")])
 def test_an_arm_with_a_model_needs_usage_evidence_whatever_the_reward(usage: Any, cls: str) -> None:
     v = classify(summary(model="claude-sonnet-4-5", agent_kind="claude-code", usage=usage, reward=1.0), CATALOG)
     assert not v.valid and v.failure_class == cls and "no usage evidence" in v.message
