@@ -329,14 +329,18 @@ def _state_of(plan: Plan, attempts: list[AttemptRow]) -> tuple[RunState, set[str
 def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRow], rebuilt: Event,
              pause_requested: bool) -> RunStatus:
     """A ledger made again by ``ledger rebuild``: its attempts are there, the driver's events
-    (its start, stops, pauses) are not. Stopped, with what a resume recovers and runs."""
+    (its start, stops, pauses) are not. Finished when every cell ran out (a valid row, or its
+    attempts spent), as the driver's last session said of it (issue 58: a finished run read
+    `stopped`, so `export` refused what `promote` passed); else stopped, with what a resume
+    recovers and runs."""
     state, open_cells = _state_of(plan, attempts)
     counts = _counts_at_close(state.counts(), open_cells)
     rows = accepted_rows(attempts)
     spend_usd, unknown_cost = known_spend(attempts)
     left = counts["pending"] + counts["running"]
     return RunStatus(
-        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state="stopped",
+        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells),
+        state="stopped" if left or open_cells else "finished",
         counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
         attempts=len(attempts), failures=_failure_counts(attempts), spend_usd=spend_usd,
         unknown_cost=unknown_cost, lower_bound_cost=lower_bound_count(attempts),
