@@ -37,7 +37,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.store import load_plan_file
 from ray_bench.runroot import RunPaths
 from ray_bench.scheduler.runstate import RunState
-from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive
+from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive, pid_suspended
 
 _E = TypeVar("_E", bound=ev.EventPayload)
 
@@ -225,6 +225,12 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         phase = "running"
         notes.append(f"the driver (pid {holder.pid}) is starting, since {_clock(holder.since or now)}: "
                      "its loop has not begun, so no estimate yet")
+    elif last_closed is None and holder.held and holder.pid is not None and pid_suspended(holder.pid):
+        # It holds the lock and lives, but runs nothing until SIGCONT (issue 58: read as running).
+        phase = "stopped"
+        reason = (f"the driver (pid {holder.pid}) is suspended by a signal (SIGSTOP or Ctrl-Z): it holds the "
+                  "run's lock and launches nothing; its running cells go on in their sandboxes")
+        action, why = f"kill -CONT {holder.pid}", "resumes the driver where it was"
     elif last_closed is None and (holder.held or beating):
         phase = "running"
         if driver.heartbeat_stale:
