@@ -17,7 +17,7 @@ from ray_bench.artifacts.store import checked_store
 from ray_bench.cells.nodes import CheckInputs
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan
-from ray_bench.config.secrets import refuse_secret_text, route_values
+from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import MultipleInputErrors, PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
 from ray_bench.files import write_whole
@@ -178,15 +178,12 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     observer exists (Ray takes 10-20 s to start on a loaded host: the operator should know).
     With ``signals`` (the CLI's), SIGTERM, SIGINT and SIGHUP stop the run cleanly from the
     moment the lock is held (ray_bench.scheduler.signals)."""
-    refuse_secret_text(options.hypothesis, "--hypothesis")
-    refuse_secret_text(clearance_reason, "--clearance-reason")
+    typed = {"--hypothesis": options.hypothesis, "--clearance-reason": clearance_reason}
+    refuse_operator_text(typed)
     session_started = time.time() if options.session_started is None else options.session_started
     confirmed = check_confirmation_form(confirm, plan_path)
     plan, identity = load_plan_file(plan_path)
-    # and the values of the plan's routes: a key that has no known shape is still a key
-    values = route_values([a.route.env for a in plan.accounts], os.environ)
-    refuse_secret_text(options.hypothesis, "--hypothesis", values)
-    refuse_secret_text(clearance_reason, "--clearance-reason", values)
+    refuse_operator_text(typed, [a.route.env for a in plan.accounts])  # and the values of its routes
     refuse_drifted_inputs(plan.inputs)
     verify_plan(plan, identity, plan_path)
     check_confirmation(plan_path, identity, confirmed)
@@ -363,7 +360,10 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
     and nothing is written."""
     from ray_bench.status.read import read_status
 
-    refuse_secret_text(reason, "--reason")
+    refuse_operator_text({"--reason": reason})
+    paths = RunPaths(run_root)
+    if paths.plan.is_file():  # and the values of its routes, before anything is read of the run
+        refuse_operator_text({"--reason": reason}, [a.route.env for a in load_plan_file(paths.plan)[0].accounts])
     status = read_status(run_root)
     if status.state != "running":
         fix = {"planned": "nothing to pause: it has not started",
@@ -371,7 +371,6 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
                "paused": "it is already paused",
                "stopped": "nothing to pause: it is not running"}[status.state]
         raise UserInputError(f"run {status.run_id} is {status.state}", where=str(run_root), fix=fix)
-    paths = RunPaths(run_root)
     request = {
         "requested_at": time.time(), "now": now, "reason": reason,
         "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {status.identity}",

@@ -182,6 +182,18 @@ def lock_holder(run_root: Path) -> LockHolder:
     return LockHolder(False, pid)
 
 
+def pid_suspended(pid: int) -> bool:
+    """The process is stopped by a signal (SIGSTOP, Ctrl-Z's SIGTSTP) or a tracer: it lives and
+    holds its locks, and does nothing until SIGCONT. Read from ``/proc/PID/stat``'s state field
+    (``T`` or ``t``, proc(5)); False where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # "pid (comm) state ...": comm may hold spaces and parentheses, so the state follows the last ")"
+    return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
+
+
 def pid_alive(pid: int) -> bool:
     """A process with this pid exists on this host (it may be another program)."""
     try:

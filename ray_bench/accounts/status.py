@@ -16,7 +16,7 @@ from ray_bench.accounts.holds import read_holds, write_hold
 from ray_bench.accounts.probe import run_probe
 from ray_bench.accounts.store import AccountStore, restored_core
 from ray_bench.config.loader import load_accounts
-from ray_bench.config.secrets import refuse_secret_text
+from ray_bench.config.secrets import refuse_operator_text
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.models.accounts import Account
@@ -169,8 +169,9 @@ def probe_accounts(path: Path, *, timeout: float = 30.0) -> list[dict[str, Any]]
 
 def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: str | None = None,
              state_root: Path | None = None) -> list[str]:
-    refuse_secret_text(reason, "--reason")
-    known = {a.name for a in load_accounts(path).accounts}
+    loaded = load_accounts(path).accounts
+    refuse_operator_text({"--reason": reason}, [a.route.env for a in loaded])
+    known = {a.name for a in loaded}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UserInputError(f"unknown account(s) {', '.join(unknown)}", where=str(path),
@@ -186,10 +187,11 @@ def repair_spend(path: Path, *, reason: str, who: str | None = None,
     """Remove the stored charges that are not finite from every account of the accounts file
     (what a ray-bench before issue 58 wrote from an agent's ``"cost_usd": Infinity``), each
     removal recorded with who and why; returns account -> charges removed (those with any)."""
-    refuse_secret_text(reason, "--reason")
+    loaded = load_accounts(path).accounts
+    refuse_operator_text({"--reason": reason}, [a.route.env for a in loaded])
     if not reason.strip():
         raise UserInputError("repair needs a reason", where="--reason", fix="say why, e.g. 'inf spend from run r7'")
-    names = [a.name for a in load_accounts(path).accounts]
+    names = [a.name for a in loaded]
     store = AccountStore(state_root or default_state_root())
     removed = {}
     try:
@@ -209,8 +211,9 @@ def enable_account(path: Path, name: str, *, reason: str, who: str | None = None
     """Record an operator's ``enable`` of a disabled (or expired) account in the state root's
     account store; the account's actor, its one writer, applies it on its next call (or when
     it is next created). Returns the state the account was last saved in."""
-    refuse_secret_text(reason, "--reason")
-    known = {a.name for a in load_accounts(path).accounts}
+    loaded = load_accounts(path).accounts
+    refuse_operator_text({"--reason": reason}, [a.route.env for a in loaded])
+    known = {a.name for a in loaded}
     if name not in known:
         raise UserInputError(f"unknown account {name}", where=str(path), fix=f"choose from {', '.join(sorted(known))}")
     if not reason.strip():

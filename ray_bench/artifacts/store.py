@@ -7,7 +7,9 @@ credential is refused."""
 
 from __future__ import annotations
 
+import queue
 import shutil
+import threading
 import urllib.parse
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -106,13 +108,34 @@ class FsspecStore(ArtifactStore):
             return False
 
     def check(self) -> None:
+        """List the bucket, within :data:`PROBE_TIMEOUT_SEC`: a store that accepts connections
+        and never answers was refused only after botocore's own timeouts and retries (84 s
+        measured, issue 58). The listing is left to end in a daemon thread."""
         bucket = self._root.split("/", 1)[0]
-        try:
-            self._fs.ls(bucket, refresh=True)
-        except Exception as exc:
-            raise ArtifactStoreError(f"cannot reach {self.protocol}://{bucket}: {type(exc).__name__}: "
-                                     f"{str(exc)[:300]}") from exc
+        answer: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
 
+        def listing() -> None:
+            try:
+                self._fs.ls(bucket, refresh=True)
+            except Exception as exc:
+                answer.put(exc)
+            else:
+                answer.put(None)
+
+        threading.Thread(target=listing, name="store-probe", daemon=True).start()
+        try:
+            failed = answer.get(timeout=PROBE_TIMEOUT_SEC)
+        except queue.Empty:
+            raise ArtifactStoreError(f"cannot reach {self.protocol}://{bucket}: no answer within "
+                                     f"{PROBE_TIMEOUT_SEC:.0f} s") from None
+        if failed is not None:
+            raise ArtifactStoreError(f"cannot reach {self.protocol}://{bucket}: {type(failed).__name__}: "
+                                     f"{str(failed)[:300]}") from failed
+
+
+#: How long ``execute`` waits for an artifact store to answer its probe (a listing of the
+#: bucket: one round trip, well under a second on a reachable store).
+PROBE_TIMEOUT_SEC = 10.0
 
 _OPEN: dict[str, ArtifactStore] = {}
 

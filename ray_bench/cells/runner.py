@@ -35,6 +35,7 @@ from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.agents.watchdog import Seen, bound_after, run_agent
+from ray_bench.cells.contract_files import AGENT_JSON_BYTES, bound_contract_files
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.home_logins import tokens_in
 from ray_bench.cells.lifetime import lifetime_sec, step_setups
@@ -268,6 +269,7 @@ async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSum
     if spec.agent == "command":
         room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
         summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room)
+        summary.artifact_bytes -= bound_contract_files(agent_logs.parent)
         usage = _open_model(Usage, _read_json_obj(agent_logs / "usage.json"))
         if usage is None or not usage.known:
             return None
@@ -610,6 +612,7 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     t = time.monotonic()
     room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
     summary.artifact_bytes += await sandbox.take_dir("/logs", attempt_dir / "logs", max_bytes=room)
+    summary.artifact_bytes -= bound_contract_files(attempt_dir / "logs")
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)
         record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
@@ -694,9 +697,6 @@ def _open_model(model: type[_M], data: dict[str, Any] | None) -> _M | None:
     except ValidationError:
         return model.model_validate({"unparseable": json.dumps(data, default=str)[:500]})
 
-
-#: usage.json and error.json are a few hundred bytes; a larger one is not read.
-AGENT_JSON_BYTES = 1024 * 1024
 
 
 def _score(summary: AttemptSummary, verifier_dir: Path) -> None:

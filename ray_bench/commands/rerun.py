@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.commands.receipt import render_receipt
-from ray_bench.config.secrets import refuse_secret_text
+from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import PlanError, UserInputError
 from ray_bench.evidence.catalog import FAILURE_CLASSES
 from ray_bench.evidence.decisions import refuse_official
@@ -152,6 +152,7 @@ def rerun_failed(
     for root in family:
         refuse_official(root, "rerun (its report would change)")
     named = load_epoch(run_root.resolve())
+    refuse_operator_text({"--hypothesis": hypothesis}, [a.route.env for a in named.plan.accounts], environ)
     if not RunPaths(family[0]).ledger.is_file():
         raise UserInputError(
             "this run has not started: there is nothing to rerun",

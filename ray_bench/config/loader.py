@@ -96,4 +96,12 @@ def load_suite(path: Path) -> Suite:
 
 
 def load_accounts(path: Path) -> AccountsFile:
-    return load_model_file(path, AccountsFile)
+    """The accounts file, a relative ``route.home`` resolved from the file's directory (as a
+    suite's ``tasks_dir`` is from the suite's), never from wherever the command runs (issue 58);
+    ``~`` stays for the node that runs the cell to expand."""
+    loaded = load_model_file(path, AccountsFile)
+    base = path.absolute().parent
+    accounts = [a.model_copy(update={"route": a.route.model_copy(update={"home": str(base / a.route.home)})})
+                if a.route.home and not a.route.home.startswith("~") and not Path(a.route.home).is_absolute() else a
+                for a in loaded.accounts]
+    return loaded.model_copy(update={"accounts": accounts})

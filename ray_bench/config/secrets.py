@@ -17,6 +17,7 @@ made only of words, digits and hex runs (an id's shape) is not taken for a key.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -170,6 +171,18 @@ def shown_path(path: str) -> str:
     shown as its fingerprint: an error's "where" must not print what it refuses."""
     return "/".join(f"<{hit[1]}>" if (hit := looks_like_secret(part, entropy=False)) else part
                     for part in path.split("/"))
+
+
+def refuse_operator_text(fields: Mapping[str, str | None], route_envs: Iterable[Mapping[str, str]] = (),
+                         environ: Mapping[str, str] | None = None) -> None:
+    """The one check of free text an operator types (``--reason``, ``--by``, ``--hypothesis``):
+    no credential shape, and none of the values the routes of ``route_envs`` (the plan's or the
+    accounts file's ``route.env``) have in ``environ`` (this process's environment): a live key
+    of no known shape is still a key (issue 58: one pasted into ``pause --reason`` was stored in
+    the pause record and the ledger and printed by ``status``)."""
+    values = route_values(route_envs, os.environ if environ is None else environ)
+    for option, value in fields.items():
+        refuse_secret_text(value, option, values)
 
 
 def refuse_secret_text(value: str | None, option: str, route_values: Iterable[str] = (), *,

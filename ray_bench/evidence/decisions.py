@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ray_bench.config.secrets import refuse_secret_text, route_values
+from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.ledger.events import DemotionData, ExclusionData, InclusionData, PromotionData
 from ray_bench.ledger.store import Event, Ledger
@@ -161,9 +161,7 @@ def record_exclusion(run_root: Path, cell: str, reason: str, *, include: bool = 
     if not reason.strip():
         raise UserInputError("a reason is required", where="--reason",
                              fix=f"say why you {verb} the cell; it is recorded with your name")
-    values = route_values([a.route.env for a in plan.accounts], os.environ)
-    refuse_secret_text(reason, "--reason", values)
-    refuse_secret_text(by, "--by", values)
+    refuse_operator_text({"--reason": reason, "--by": by}, [a.route.env for a in plan.accounts])
     operator(by)  # a key in --by is refused before anything is read or written
     refuse_official(run_root, f"changed by `{verb}`")
     target = resolve_cell(plan, cell)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ray_bench.config.secrets import refuse_secret_text
+from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.circuit import open_scopes_from
 from ray_bench.evidence.decisions import operator, refuse_official
@@ -156,6 +156,8 @@ def promote_run(run_root: Path, *, reason: str, by: str | None = None,
         raise UserInputError(f"--max-invalid-rate {max_invalid_rate} is not a fraction",
                              where="--max-invalid-rate", fix="use a number from 0 to 1")
     family = run_family(run_root)
+    plan, _ = load_plan_file(RunPaths(run_root).plan)
+    refuse_operator_text({"--reason": reason, "--by": by}, [a.route.env for a in plan.accounts])
     for root in family:
         refuse_official(root, "promoted again")
     epochs = [load_epoch(p) for p in family]

@@ -26,7 +26,16 @@ from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.classify import Verdict, classify
 from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.events import LedgerRebuilt
-from ray_bench.ledger.store import REGRADE, RUN, AttemptRow, Ledger
+from ray_bench.ledger.store import (
+    REGRADE,
+    RUN,
+    STALE_CLASS,
+    STALE_FINGERPRINT,
+    STALE_STATUS,
+    AttemptRow,
+    Ledger,
+    stale_summary,
+)
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 from ray_bench.runroot import RESULT_FILE, RunPaths
@@ -42,11 +51,13 @@ class RebuildResult:
     finished: int = 0
     valid: int = 0
     open: int = 0  # in flight when the driver ended: stale on the next execute
+    stale: int = 0  # superseded by a later attempt of its cell: stale, as the resume recorded it
     skipped: list[str] = field(default_factory=list)  # "<dir>: why"
 
     def line(self) -> str:
         skipped = f", {len(self.skipped)} directories skipped" if self.skipped else ""
-        return (f"rebuilt {self.ledger}: {self.finished} finished attempts ({self.valid} valid), "
+        stale = f", {self.stale} stale (superseded by a later attempt)" if self.stale else ""
+        return (f"rebuilt {self.ledger}: {self.finished} finished attempts ({self.valid} valid){stale}, "
                 f"{self.open} left in flight (stale on the next execute){skipped}")
 
 
@@ -87,11 +98,18 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             backend=cell.backend, epoch=identity, preflight=cell.id in plan.preflight, started_at=started,
             kind=REGRADE if summary is not None and summary.regrade_of else RUN,
             source_attempt=summary.regrade_of if summary is not None else None), summary))
+    superseded = _superseded(records, catalog)
     ledger = Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity)
     done = False
     try:
         for row, summary in sorted(records, key=lambda r: (r[0].started_at, r[0].attempt_id)):
             ledger.restore_attempt(row)
+            if row.attempt_id in superseded:  # what the resume that superseded it recorded
+                ledger.finish_attempt(row.attempt_id, status=STALE_STATUS, valid=False, reward=None,
+                                      failure_class=STALE_CLASS, fingerprint=STALE_FINGERPRINT, counts=False,
+                                      cost_usd=None, summary=stale_summary(row, None), now=row.started_at)
+                result.stale += 1
+                continue
             if summary is None:
                 result.open += 1
                 continue
@@ -120,6 +138,26 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             for made in paths.ledger_files():
                 made.unlink(missing_ok=True)
     return result
+
+
+def _superseded(records: list[tuple[AttemptRow, AttemptSummary | None]], catalog: Catalog) -> set[str]:
+    """Attempts their driver gave up on: a later attempt of the cell exists, and this one either
+    left no result.json, or classifies valid (a driver never starts a cell that has a valid row
+    again), or wrote its result.json after the later one started (its runner outlived a killed
+    driver). The resume that started the later attempt had recorded it ``stale``, of unknown
+    cost (ray_bench.ledger.store.stale_summary); read as finished, the rebuild counted such
+    attempts as valid rows and their costs as known (issue 58: 28 valid rows for 24 cells)."""
+    later: dict[str, float] = {}  # cell -> the start of its latest attempt
+    out = set()
+    runs = sorted((r for r in records if r[0].kind == RUN), key=lambda r: r[0].seq, reverse=True)
+    for row, summary in runs:
+        next_start = later.get(row.cell_id)
+        later[row.cell_id] = row.started_at if next_start is None else min(row.started_at, next_start)
+        if next_start is None or (summary is not None and summary.cancelled):
+            continue
+        if summary is None or (summary.finished_at or 0.0) > next_start or classify(summary, catalog).valid:
+            out.add(row.attempt_id)
+    return out
 
 
 def _regrade_verdict(summary: AttemptSummary) -> Verdict:

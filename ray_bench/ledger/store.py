@@ -123,6 +123,20 @@ class AttemptRow:
         return self.status is not None
 
 
+#: How an attempt its driver gave up on is recorded: ``stale``, invalid, this class and
+#: fingerprint, not counted against its cell, of unknown cost (its usage died with its runner;
+#: never $0). Written by the resume (ray_bench.scheduler.session.stale_end) and by
+#: ``ledger rebuild`` for an attempt a later one of its cell superseded.
+STALE_STATUS, STALE_CLASS, STALE_FINGERPRINT = "stale", "executor", "stale-runner"
+
+
+def stale_summary(row: AttemptRow, removed: int | None) -> AttemptSummary:
+    """The terminal summary of a stale attempt (``removed``: its sandboxes removed by label)."""
+    return AttemptSummary(attempt_id=row.attempt_id, cell_id=row.cell_id, task=row.task, arm=row.arm, rep=row.rep,
+                          account=row.account, backend=row.backend, started_at=row.started_at, stale=True,
+                          sandboxes_removed=removed)
+
+
 @dataclass(frozen=True)
 class Event:
     seq: int

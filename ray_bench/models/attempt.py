@@ -98,6 +98,11 @@ class Usage(_Open):
         its model and its request ids. Checked as written and again as read (``"inf"`` as a
         string reads as a float), on every read: an agent's file, a ledger's stored summary."""
         problem = amounts_problem(data) if isinstance(data, dict) else None
+        if problem is None and isinstance(data, dict) and "unparseable" in data:
+            # not JSON, not an object, or not the contract's types (the reader kept its text),
+            # or over its bound (ray_bench.cells.contract_files): no figure in it is evidence
+            note = str(data["unparseable"])
+            problem = "unreadable" + (f" ({note[:80]})" if note.startswith("larger than") else "")
         if problem is None:
             usage: Usage = handler(data)
             problem = amounts_problem({**(usage.model_extra or {}), **{

@@ -166,7 +166,8 @@ def compile_plan(req: PlanRequest) -> Plan:
     # cannot run, the suite's, the accounts' and the agents' problems, and tasks no node fits.
     errors: list[UserInputError] = []
     warnings: list[str] = list(selection.warnings) if selection is not None else []
-    tasks = collect_tasks(roots, only, index, errors)
+    tasks = collect_tasks(roots, only, index, errors,
+                          route_values([a.route.env for a in accounts_file.accounts], req.environ))
     if req.limit is not None:
         tasks = sorted(tasks, key=lambda t: t.id)[: req.limit]
     skipped: list[SkippedTask] = []

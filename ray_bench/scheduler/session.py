@@ -18,8 +18,8 @@ from ray_bench.accounts.health import probe_due, probe_effect, probe_event_kind
 from ray_bench.cells.nodes import NodeCheck, summary_line
 from ray_bench.evidence.circuit import RecoveryCircuit, scope_account
 from ray_bench.ledger import events as ev
+from ray_bench.ledger.store import STALE_CLASS, STALE_FINGERPRINT, STALE_STATUS, stale_summary
 from ray_bench.models.accounts import Account
-from ray_bench.models.attempt import AttemptSummary
 from ray_bench.scheduler import stops
 from ray_bench.scheduler.admission import AccountView
 from ray_bench.scheduler.commands import (
@@ -56,21 +56,8 @@ def stale_end(event: StaleFound) -> list[Command]:
     ran for a while and its usage died with the runner: the cost is unknown (NULL), never $0, so
     the resumed run's spend charges it its cell's expected cost (:meth:`SpendBook.of`)."""
     row = event.row
-    summary = AttemptSummary(
-        attempt_id=row.attempt_id,
-        cell_id=row.cell_id,
-        task=row.task,
-        arm=row.arm,
-        rep=row.rep,
-        account=row.account,
-        backend=row.backend,
-        started_at=row.started_at,
-        stale=True,
-        sandboxes_removed=event.removed,
-    )
-    return [
-        RecordEnd(row.attempt_id, Record("stale", False, None, "executor", "stale-runner", False, None, None, summary))
-    ]
+    return [RecordEnd(row.attempt_id, Record(STALE_STATUS, False, None, STALE_CLASS, STALE_FINGERPRINT, False,
+                                             None, None, stale_summary(row, event.removed)))]
 
 
 def nodes_checked(checks: Sequence[NodeCheck] | None) -> list[Command]:

@@ -20,7 +20,8 @@ from ray_bench.runroot import (
     LockHolder,
     lock_holder,
     pid_alive,
+    pid_suspended,
 )
 
 __all__ = ["HEARTBEAT_EVENT", "HEARTBEAT_SEC", "HEARTBEAT_STALE_SEC", "LOCK_FILE", "LockHolder", "lock_holder",
-           "pid_alive"]
+           "pid_alive", "pid_suspended"]

@@ -38,7 +38,7 @@ from ray_bench.models.plan import Plan
 from ray_bench.plan.store import load_plan_file
 from ray_bench.runroot import RunPaths
 from ray_bench.scheduler.runstate import RunState
-from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive
+from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive, pid_suspended
 
 _E = TypeVar("_E", bound=ev.EventPayload)
 
@@ -232,6 +232,12 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         phase = "running"
         notes.append(f"the driver (pid {holder.pid}) is starting, since {_clock(holder.since or now)}: "
                      "its loop has not begun, so no estimate yet")
+    elif last_closed is None and holder.held and holder.pid is not None and pid_suspended(holder.pid):
+        # It holds the lock and lives, but runs nothing until SIGCONT (issue 58: read as running).
+        phase = "stopped"
+        reason = (f"the driver (pid {holder.pid}) is suspended by a signal (SIGSTOP or Ctrl-Z): it holds the "
+                  "run's lock and launches nothing; its running cells go on in their sandboxes")
+        action, why = f"kill -CONT {holder.pid}", "resumes the driver where it was"
     elif last_closed is None and (holder.held or beating):
         phase = "running"
         if driver.heartbeat_stale:
@@ -348,13 +354,17 @@ def _state_of(plan: Plan, attempts: list[AttemptRow]) -> tuple[RunState, set[str
 def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRow], events: list[Event],
              rebuilt: Event, pause_requested: bool) -> RunStatus:
     """A ledger made again by ``ledger rebuild``: its attempts are there, the driver's events
-    (its start, stops, pauses) are not. Stopped, with what a resume recovers and runs."""
+    (its start, stops, pauses) are not. Finished when every cell ran out (a valid row, or its
+    attempts spent), as the driver's last session said of it (issue 58: a finished run read
+    `stopped`, so `export` refused what `promote` passed); else stopped, with what a resume
+    recovers and runs."""
     state, open_cells = _state_of(plan, attempts)
     counts = _counts_at_close(state.counts(), open_cells)
     rows = accepted_rows(attempts)
     left = counts["pending"] + counts["running"]
     return RunStatus(
-        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state="stopped",
+        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells),
+        state="stopped" if left or open_cells else "finished",
         counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
         attempts=len(attempts), failures=_failure_counts(attempts), **_spend(plan, attempts, events),
         reason=(f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "

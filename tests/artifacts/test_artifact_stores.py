@@ -94,3 +94,29 @@ def test_s3_store_on_moto(tmp_path: Path, moto_s3: MotoS3) -> None:
         checked_store("s3://rb-no-such-bucket/p")
     with pytest.raises(ArtifactStoreError, match="cannot write"):
         FsspecStore(f"s3://{bucket}/pre").put_tree(tmp_path / "missing", "k")
+
+
+def test_a_store_that_never_answers_is_refused_within_the_probe_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 58: an S3 endpoint that accepts connections and never answers was refused only
+    after 84 s (botocore's timeouts and retries)."""
+    import socket
+    import time
+
+    from support.moto_s3 import S3_ENV
+
+    from ray_bench.artifacts import store as stores
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # connections queue in the backlog; nothing ever reads or answers them
+    try:
+        for name, value in {**S3_ENV, "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{listener.getsockname()[1]}"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(stores, "PROBE_TIMEOUT_SEC", 2.0)
+        monkeypatch.setattr(stores, "_OPEN", {})
+        started = time.monotonic()
+        with pytest.raises(UserInputError, match="no answer within 2 s"):
+            checked_store("s3://rb-hanging-bucket/p")
+        assert time.monotonic() - started < 10
+    finally:
+        listener.close()

@@ -113,3 +113,64 @@ def test_status_of_a_rebuilt_ledger_is_stopped_with_its_rows_and_a_resume(tmp_pa
     assert status.reason is not None and "rebuilt from the attempt directories" in status.reason
     assert status.next_action is not None and status.next_action.startswith("ray-bench execute --plan")
     assert status.next_action_why is not None and "recovers 1 attempt left in flight" in status.next_action_why
+
+
+def _record(root: Path) -> tuple[dict[str, tuple[Any, ...]], set[str], tuple[float, int]]:
+    """What a ledger says of its attempts: status, validity, reward, class, cost, whether it
+    counts; the accepted rows; the known spend and the attempts of unknown cost."""
+    from ray_bench.ledger.rows import accepted_rows, known_spend
+
+    ledger = Ledger.open_readonly(root)
+    try:
+        attempts = ledger.attempts()
+    finally:
+        ledger.close()
+    return ({a.attempt_id: (a.status, a.valid, a.reward, a.failure_class, a.cost_usd, a.counts) for a in attempts},
+            {r.attempt_id for r in accepted_rows(attempts).values()}, known_spend(attempts))
+
+
+@pytest.mark.slow
+def test_a_rebuilt_ledger_of_a_finished_run_is_the_ledger_it_replaces(tmp_path: Path) -> None:
+    """Issue 58: the same rows, validity, spend and state (`finished`, so `export` takes it as
+    `promote` does) as the driver's own ledger."""
+    from support.runs import plan_and_run_here
+
+    from ray_bench.exports.source import export_roots
+    from ray_bench.status.read import read_status
+
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world", "sum-list"], preflight_cells=0,
+                                 backends={"local": {"max_sandboxes": 4, "options": {"root": str(tmp_path / "sbx")}}})
+    outcome, root = plan_and_run_here(suite, accounts, tmp_path / "runs")
+    assert outcome.stopped is None and read_status(root).state == "finished"
+    before = _record(root)
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for made in root.glob("ledger.sqlite*"):
+        made.rename(aside / made.name)
+    rebuild_ledger(root)
+    assert _record(root) == before
+    assert read_status(root).state == "finished"
+    assert export_roots([root]) == [root]
+
+
+def test_an_attempt_a_later_one_superseded_is_stale_of_unknown_cost_as_the_resume_recorded(tmp_path: Path) -> None:
+    """Issue 58: attempts in flight when their driver was killed, whose runners wrote result.json
+    after the resume had marked them stale and started their cells again, were rebuilt as valid
+    rows of known cost (28 valid rows for 24 cells, $1.40 where the ledger said at least $1.20
+    with 4 unknown)."""
+    root, cells = _planned(tmp_path)
+    attempts = root / "attempts"
+    usage = {"output_tokens": 9, "cost_usd": 0.05}
+    _result(attempts / f"{cells[0]}-a1", started_at=1000.0, finished_at=1010.0, usage=usage)  # outlived its driver
+    _result(attempts / f"{cells[0]}-a2", started_at=1005.0, finished_at=1020.0, usage=usage)
+    (attempts / f"{cells[1]}-a1").mkdir()                                                    # no result: superseded
+    _result(attempts / f"{cells[1]}-a2", started_at=1030.0, finished_at=1040.0, reward=None, usage=usage)
+    _result(attempts / f"{cells[1]}-a3", started_at=1050.0, finished_at=1060.0, usage=usage)  # a2: a real retry
+    result = rebuild_ledger(root)
+    assert (result.finished, result.valid, result.stale, result.open) == (3, 2, 2, 0)
+    attempts_of, rows, spend = _record(root)
+    assert attempts_of[f"{cells[0]}-a1"] == ("stale", False, None, "executor", None, False)
+    assert attempts_of[f"{cells[1]}-a1"] == ("stale", False, None, "executor", None, False)
+    assert attempts_of[f"{cells[1]}-a2"][:2] == ("finished", False) and attempts_of[f"{cells[1]}-a2"][4] == 0.05
+    assert rows == {f"{cells[0]}-a2", f"{cells[1]}-a3"}
+    assert spend == (pytest.approx(0.15), 2)

@@ -412,3 +412,34 @@ def test_a_spend_of_unknown_costs_alone_is_unknown_never_at_least_zero(run_root:
     assert said_spend(0.0, 3, 0, ".4f", unit="", at_least=">= ") == "unknown"
     assert said_spend(0.02, 1) == "at least $0.02" and said_spend(0.02, 0, 1) == "at least $0.02"
     assert said_spend(0.02, 0) == "$0.02" and said_spend(0.0, 0) == "$0.00"  # known to be nothing
+
+
+def test_a_driver_suspended_by_sigstop_is_stopped_with_kill_cont_as_the_next_action(run_root: Path) -> None:
+    """Issue 58: a SIGSTOPped driver holds its lock and lives, so status said `running`."""
+    import signal
+
+    t0 = time.time() - 100
+    _session(run_root, valid=10, t0=t0, open_attempts=2).close()
+    holder = subprocess.Popen(  # a driver of its own process: it takes the lock, says so, and waits
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"h = open({str(run_root / LOCK_FILE)!r}, 'w'); fcntl.flock(h, fcntl.LOCK_EX)\n"
+         "h.write(str(os.getpid())); h.flush(); print('held', flush=True); time.sleep(300)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        os.utime(run_root / LOCK_FILE, (1.0, 1.0))  # taken before the session began
+        assert read_status(run_root, now=t0 + 100).state == "running"
+        os.kill(holder.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while (status := read_status(run_root, now=t0 + 100)).state != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status.state == "stopped" and status.reason is not None and "suspended" in status.reason
+        assert status.next_action == f"kill -CONT {holder.pid}"
+        os.kill(holder.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while (status := read_status(run_root, now=t0 + 100)).state != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status.state == "running"
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
