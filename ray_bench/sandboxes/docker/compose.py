@@ -177,8 +177,9 @@ def _write_files(spec: SandboxSpec, image: str, name: str) -> Project:
     lifetime = max(1, int(spec.lifetime_sec))
     # As Harbor's docker-compose-build.yaml / -prebuilt.yaml: main and its keep-alive (here ending
     # with the sandbox's lifetime, the single container's safety net), before the task's file.
-    main: dict[str, Any] = {"image": image, "command": ["sh", "-c", f"trap 'exit 0' TERM; sleep {lifetime} & wait $!"],
-                            "environment": dict(spec.env)}
+    main: dict[str, Any] = {"image": image, "command": ["sh", "-c", f"trap 'exit 0' TERM; sleep {lifetime} & wait $!"]}
+    if spec.env:
+        main["environment"] = dict(spec.env)
     if spec.workdir:
         main["working_dir"] = spec.workdir
     base = workdir / "base.json"
