@@ -143,3 +143,23 @@ def test_a_project_left_behind_is_found_and_removed_by_the_audit(tmp_path: Path,
     seen, cleaned, after = asyncio.run(go())
     assert sorted(r.kind for r in seen.found) == ["container", "container", "network", "volume"]
     assert cleaned.clean and len(cleaned.removed) == 4 and after == []
+
+
+def test_a_service_whose_build_fails_is_a_classified_failed_attempt(tmp_path: Path, base_image: str,
+                                                                    docker_client: Any) -> None:
+    """What only a build can tell (here a RUN that fails) fails the attempt with its class, as a
+    task Dockerfile's failed build does, and leaves nothing."""
+    task = compose_task(tmp_path / "suite" / "tasks", "built", base_image, {"services": {
+        "main": {"depends_on": ["fine", "broken"]},
+        "fine": {"build": "./fine", "command": ["sleep", "300"]},
+        "broken": {"build": "./broken", "command": ["sleep", "300"]}}})
+    for name, run in (("fine", "true"), ("broken", "false")):
+        (task / "environment" / name).mkdir()
+        (task / "environment" / name / "Dockerfile").write_text(f"FROM {base_image}\nRUN {run}\n")
+    run_id = f"compose-build-{time.time_ns()}"
+    paths = plan_docker(tmp_path, AGENT, run_id)
+    summary = run_cell(paths, "built")
+    assert summary.reward is None and summary.error is not None
+    assert summary.error.type == "SandboxCreateError" and summary.error.failure_class == "stack"
+    assert "docker compose up" in summary.error.message
+    assert left_by_run(run_id) == []
