@@ -647,10 +647,9 @@ def compose_spec(spec: AttemptSpec) -> ComposeSpec | None:
 
 
 def _switches_network(spec: AttemptSpec) -> bool:
-    """Whether the sandbox's network follows the phases: not where the task's compose file sets
-    main's ``network_mode`` (Harbor's egress control leaves task-authored networking alone:
-    ``DockerEnvironment._egress_controlled_service_names``)."""
-    pinned = spec.compose is not None and spec.compose.main_network_mode is not None
+    """Whether the sandbox's network follows the phases: not where the task's compose file pins
+    main's (:attr:`~ray_bench.models.task.ComposeProject.pinned_network`)."""
+    pinned = spec.compose is not None and spec.compose.pinned_network is not None
     return capabilities(spec.backend).network_per_phase and not pinned
 
 

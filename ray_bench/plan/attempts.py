@@ -69,8 +69,8 @@ class AttemptSpecs:
         if snapshot is not None:
             image, build_context = f"{SNAPSHOT_PREFIX}{snapshot}", None
         judge = judge_account(arm, row.account, self.accounts)
-        # network_mode: none on the compose main wins over every phase, the agent's too (Harbor)
-        offline = task.compose is not None and task.compose.offline
+        # a network_mode on the compose main wins over every phase, the agent's too (Harbor)
+        pinned = task.compose.pinned_network if task.compose is not None else None
         return AttemptSpec(
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=row.account, task_path=task.path,
@@ -84,7 +84,7 @@ class AttemptSpecs:
             verifier_timeout_sec=arm.verifier_timeout_sec or task.verifier_timeout_sec,
             verifier_env=dict(task.verifier_env),
             image=image, build_context=build_context,
-            workdir=task.workdir, network=task.network or (agent_network(arm) and not offline),
+            workdir=task.workdir, network=task.network or (agent_network(arm) and pinned is None),
             cpus=box.cpus, memory_mb=box.memory_mb,
             pids=arm.resources.pids or (defaults.pids if defaults else None),
             expose_solution=arm.expose_solution,
@@ -92,7 +92,7 @@ class AttemptSpecs:
             seed=f"{cell.id}:{row.seq}",
             agent=arm.agent, model=arm.model, agent_args=tuple(arm.agent_args),
             mcp_servers=tuple(s.model_dump(mode="json") for s in [*arm.mcp_servers, *task.mcp_servers]),
-            task_config=task.config, agent_network=agent_network(arm) and not offline,
+            task_config=task.config, agent_network=agent_network(arm) and pinned is not False,
             watchdog=effective_watchdog(arm),
             max_turns=executor_max_turns(arm),
             harbor_agent=arm.harbor_agent, harbor_options=dict(arm.harbor_options),

@@ -598,6 +598,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
     agent_sec = sum(s.agent.timeout_sec or cfg.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC for s in steps) \
         if steps else (cfg.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT_SEC)
     verifier_sec = sum(s.verifier.timeout_sec for s in steps) if steps else cfg.verifier.timeout_sec
+    pinned = task.compose.pinned_network if task.compose is not None else None
     return PlanTask(
         id=task.id,
         path=task.path,
@@ -608,7 +609,7 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
         has_dockerfile=task.has_dockerfile,
         build=builds_dockerfile(task.has_dockerfile, env.docker_image, force_build=force_build),
         has_solution=task.has_solution,
-        network=needs_network(cfg) and not (task.compose is not None and task.compose.offline),
+        network=needs_network(cfg) if pinned is None else pinned,
         workdir=env.workdir,
         resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
         verifier_env=cfg.verifier.env,

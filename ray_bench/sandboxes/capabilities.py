@@ -79,9 +79,10 @@ class Builtin:
 #: The one list of built-in backends (:mod:`ray_bench.sandboxes` registers from it).
 BUILTIN: dict[str, Builtin] = {
     "docker": Builtin("ray_bench.sandboxes.docker", "docker", BackendCapabilities(
-        users=True, network_per_phase=True, isolated_network=True, allowlist=True, memory_limit=True, cpu_limit=True, image=True,
-        agent_layer=True, compose=True, host_admission=True, node_resource=DOCKER_RESOURCE, local_images=True,
-        listed_containers=True, verifier_apart=True, harbor_environment="docker")),
+        users=True, network_per_phase=True, isolated_network=True, allowlist=True, memory_limit=True,
+        cpu_limit=True, image=True, agent_layer=True, compose=True, host_admission=True,
+        node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True, verifier_apart=True,
+        harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
         isolated_network=True, memory_limit=True, cpu_limit=True, disk_limit=True, image=True, default_image=True,

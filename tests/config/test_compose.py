@@ -86,3 +86,11 @@ def test_a_yml_file_is_not_read_as_harbor_does_not_and_is_warned(tmp_path: Path)
     task = load_task(task_with(tmp_path, "services:\n  main: {}\n  db: {image: x}\n", name="docker-compose.yml"))
     assert task.compose is None and not task.has_compose
     assert any("docker-compose.yml is not read" in w for w in task.warnings)
+
+
+@pytest.mark.parametrize(("mode", "pinned"), [(None, None), ("none", False), ("bridge", True), ("host", True)])
+def test_mains_network_mode_pins_its_network_in_every_phase(tmp_path: Path, mode: str | None,
+                                                            pinned: bool | None) -> None:
+    main = {"network_mode": mode} if mode else {}
+    project = read_compose(task_with(tmp_path, yaml.safe_dump({"services": {"main": main}})))
+    assert project is not None and project.pinned_network is pinned and project.offline is (pinned is False)

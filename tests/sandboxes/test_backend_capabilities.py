@@ -38,8 +38,10 @@ def test_every_builtin_backend_declares_its_capabilities() -> None:
     assert daytona.disk_limit and daytona.isolated_network and not daytona.users and not daytona.network_per_phase
     assert not local.image and not local.isolated_network and not local.memory_limit
     assert docker.node_resource == caps.DOCKER_RESOURCE and daytona.node_resource is None
-    assert docker.allowlist and not daytona.allowlist and not local.allowlist  # docker through its egress proxy
-    assert not any(c.gpus for c in caps.CAPABILITIES.values())  # no backend asks for a GPU yet
+    assert not any(c.gpus for c in caps.CAPABILITIES.values())
+    # docker alone enforces an allowlist (its egress proxy) and runs compose projects
+    assert caps.having(caps.BUILTIN, lambda c: c.allowlist) == ["docker"]
+    assert caps.having(caps.BUILTIN, lambda c: c.compose) == ["docker"]
     assert caps.capabilities("no-such-backend") == caps.UNDECLARED == caps.BackendCapabilities()
     assert closed_backends({"docker", "daytona", "local"}) == ["daytona", "docker"]
 

@@ -27,6 +27,15 @@ class ComposeProject(FrozenModel):
 
     @property
     def offline(self) -> bool:
-        """main has no network in any phase (``network_mode: none`` wins over the phases' policies
-        in Harbor: its egress control leaves task-authored networking alone)."""
-        return self.main_network_mode == "none"
+        """main has no network in any phase."""
+        return self.pinned_network is False
+
+    @property
+    def pinned_network(self) -> bool | None:
+        """Whether main has a network in every phase (False: in none), as its ``network_mode`` says;
+        None when the file sets none and the phases decide. A ``network_mode`` wins over the
+        phases' policies in Harbor: its egress control leaves task-authored networking alone
+        (``DockerEnvironment._egress_controlled_service_names``)."""
+        if self.main_network_mode is None:
+            return None
+        return self.main_network_mode != "none"

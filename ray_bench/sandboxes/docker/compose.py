@@ -60,6 +60,8 @@ _DOWN_TIMEOUT_SEC = 120.0
 #: What ``up --wait`` says of a service that never got healthy or ended (Compose v2.40 wording:
 #: "container X is unhealthy", "container X exited (1)", "dependency failed to start").
 _UNWELL = re.compile(r"is unhealthy|exited \(\d+\)|exited with code|dependency failed to start")
+#: The host variables Compose is run with (and every DOCKER_*).
+_HOST_ENV = frozenset({"PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "BUILDKIT_PROGRESS"})
 _LIMIT_KEYS = frozenset({"cpus", "mem_limit", "memswap_limit", "pids_limit", "deploy"})
 
 
@@ -177,8 +179,9 @@ def _write_files(spec: SandboxSpec, image: str, name: str) -> Project:
     lifetime = max(1, int(spec.lifetime_sec))
     # As Harbor's docker-compose-build.yaml / -prebuilt.yaml: main and its keep-alive (here ending
     # with the sandbox's lifetime, the single container's safety net), before the task's file.
-    main: dict[str, Any] = {"image": image, "command": ["sh", "-c", f"trap 'exit 0' TERM; sleep {lifetime} & wait $!"],
-                            "environment": dict(spec.env)}
+    main: dict[str, Any] = {"image": image, "command": ["sh", "-c", f"trap 'exit 0' TERM; sleep {lifetime} & wait $!"]}
+    if spec.env:
+        main["environment"] = dict(spec.env)
     if spec.workdir:
         main["working_dir"] = spec.workdir
     base = workdir / "base.json"
@@ -186,7 +189,10 @@ def _write_files(spec: SandboxSpec, image: str, name: str) -> Project:
     mine = workdir / "ray-bench.yaml"
     mine.write_text(yaml.dump(override(task_file, spec), Dumper=_Dumper, sort_keys=False))
     res = spec.resources
-    env = {**os.environ,
+    # Harbor hands Compose this process's whole environment, so a task's file could interpolate
+    # any host variable into a container; here only what Compose itself needs, never a route's
+    # credential.
+    env = {**{k: v for k, v in os.environ.items() if k in _HOST_ENV or k.startswith("DOCKER_")},
            # Harbor's ComposeInfraEnvVars, which a task's file may name ("0": Compose's no limit)
            "CONTEXT_DIR": str(task_file.parent), "MAIN_IMAGE_NAME": image, "PREBUILT_IMAGE_NAME": image,
            "CPUS": str(res.cpus) if res.cpus is not None else "0",
@@ -198,7 +204,7 @@ async def create_project(backend: DockerBackend, spec: SandboxSpec, image: str) 
     """Bring the project up (healthy), and return the sandbox on its ``main``. A failed or cancelled
     create tears down whatever it made."""
     assert spec.compose is not None
-    compose_command()  # fails before anything is made when there is no Compose v2
+    await backend.call(compose_command)  # fails before anything is made when there is no Compose v2
     project = _write_files(spec, image, f"ray-bench-{uuid.uuid4().hex[:16]}")
     sandbox = ComposeSandbox(backend, "", spec, project)
     try:
