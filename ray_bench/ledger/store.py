@@ -9,6 +9,7 @@ that explains itself, and reports are rebuilt from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -190,12 +191,17 @@ def use_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+#: How long a writer's close waits for a reader to let it remove the -wal and -shm files.
+WAL_SETTLE_SEC = 1.0
+
+
 class Ledger:
     """One run's ledger. Open with :meth:`create` (execute) or :meth:`open_readonly`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, writer: bool = False) -> None:
         self._conn = conn
         self.path = path
+        self._writer = writer
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -223,7 +229,7 @@ class Ledger:
             conn.close()
             raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",
                             where=str(run_root), fix="execute that plan, or plan a new run id")
-        return cls(conn, path)
+        return cls(conn, path, writer=True)
 
     @classmethod
     def open_readonly(cls, run_root: Path) -> Ledger:
@@ -243,7 +249,23 @@ class Ledger:
                                          f"attempts: ray-bench ledger rebuild {run_root}") from None
 
     def close(self) -> None:
+        """Close; a writer's close also leaves no ``-wal``/``-shm`` beside the ledger. SQLite
+        removes them when the last connection closes, so a reader open at that moment (a
+        ``status --watch``, a scrape) kept them for good (issue 58): the close is tried again
+        for up to :data:`WAL_SETTLE_SEC` while that reader finishes."""
         self._conn.close()
+        if not self._writer:
+            return
+        wal = Path(f"{self.path}-wal")
+        deadline = time.monotonic() + WAL_SETTLE_SEC
+        while wal.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(sqlite3.Error):
+                again = sqlite3.connect(self.path, timeout=0.1)
+                try:
+                    again.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # it opens the file; a query must
+                finally:
+                    again.close()  # the last connection to close removes the -wal and -shm
 
     def meta(self) -> dict[str, str]:
         return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
