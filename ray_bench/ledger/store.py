@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 import time
 import urllib.parse
@@ -24,6 +25,7 @@ from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
 from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.events import KINDS, EventPayload, RunEvent, UnknownEvent, event_of, parse_event
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.numbers import MAX_AMOUNT
 
 LEDGER_FILE = runroot.LEDGER_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
@@ -362,8 +364,11 @@ class Ledger:
         out = []
         for r in rows:
             cost = _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0
+            # a reward an older ray-bench stored that is not finite (inf read as solved) is no row
+            reward, finite_reward = r[15], r[15] is None or math.isfinite(r[15])
             out.append(AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
-                                  r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
+                                  r[12], r[13], bool(r[14]) and finite_reward if r[14] is not None else False,
+                                  reward if finite_reward else None, r[16], r[17],
                                   bool(r[18]) if r[18] is not None else False, cost, r[21], r[22], r[23],
                                   lower_bound=cost is not None and r[12] is not None and _usage_lower_bound(r[24])))
         return out
@@ -416,6 +421,8 @@ def _stored_cost(status: str, cost: float | None, summary: str | None) -> float 
     stored an unknown cost as 0; a cancelled one of any version: recorded at $0 before issue 25)
     is read again from the summary (:func:`ray_bench.ledger.cost.attempt_cost`): its usage, or
     whether its agent started, says whether the cost is known. Never a $0 that was not spent."""
+    if cost is not None and not 0 <= cost <= MAX_AMOUNT:  # inf, -100: stored before issue 58, unknown
+        return None
     if summary is None or (cost or 0.0) > 0:
         return cost
     return attempt_cost(AttemptSummary.loads(summary))
