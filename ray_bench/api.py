@@ -362,8 +362,11 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
 
     refuse_operator_text({"--reason": reason})
     paths = RunPaths(run_root)
-    if paths.plan.is_file():  # and the values of its routes, before anything is read of the run
-        refuse_operator_text({"--reason": reason}, [a.route.env for a in load_plan_file(paths.plan)[0].accounts])
+    try:  # and the values of its routes, before anything is read of the run
+        routes = [a.route.env for a in load_plan_file(paths.plan)[0].accounts]
+    except UserInputError:  # a plan edited under a running driver must not keep it from a pause
+        routes = []
+    refuse_operator_text({"--reason": reason}, routes)
     status = read_status(run_root)
     if status.state != "running":
         fix = {"planned": "nothing to pause: it has not started",

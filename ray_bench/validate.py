@@ -10,6 +10,7 @@ from ray_bench.config.loader import load_accounts, load_suite, read_yaml
 from ray_bench.config.selection import load_selection
 from ray_bench.config.tasks import index_tasks, is_task_dir, load_task
 from ray_bench.errors import ConfigError, UserInputError
+from ray_bench.textsafe import is_utf8, shown_name
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ def _task_root(path: Path) -> Iterator[Checked]:
 
 def validate_paths(paths: list[Path]) -> Iterator[Checked]:
     for path in paths:
+        if not is_utf8(str(path)):  # as plan refuses it (ray_bench.api.refuse_undecodable_path)
+            yield Checked(path, "path", ConfigError(f"the path {shown_name(str(path))} is not valid UTF-8",
+                                                    fix="rename it, or copy it to a path whose name is UTF-8 text"))
+            continue
         if not path.exists():
             yield Checked(path, "missing", ConfigError("file not found", where=str(path), fix="check the path"))
             continue

@@ -324,6 +324,9 @@ def numeric_size_spellings(data: dict[str, Any]) -> list[str]:
 
 
 def load_task(task_dir: Path, route_values: Sequence[str] = ()) -> TaskRef:
+    if not is_utf8(task_dir.name):  # named directly (validate), not found below a root
+        raise TaskDirError(f"task directory {shown_name(task_dir.name)} has a name that is not valid UTF-8",
+                           where=shown_name(str(task_dir.parent)), fix="rename it: task ids are UTF-8 text")
     refuse_secret_name(task_dir)
     files = task_files(task_dir)  # every entry checked before any byte of the task is read
     errors: list[UserInputError] = []

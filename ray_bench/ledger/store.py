@@ -9,7 +9,9 @@ that explains itself, and reports are rebuilt from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import sqlite3
 import time
 import urllib.parse
@@ -23,6 +25,7 @@ from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
 from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.events import KINDS, EventPayload, RunEvent, UnknownEvent, event_of, parse_event
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.numbers import MAX_AMOUNT
 
 LEDGER_FILE = runroot.LEDGER_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
@@ -190,12 +193,17 @@ def use_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+#: How long a writer's close waits for a reader to let it remove the -wal and -shm files.
+WAL_SETTLE_SEC = 1.0
+
+
 class Ledger:
     """One run's ledger. Open with :meth:`create` (execute) or :meth:`open_readonly`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, writer: bool = False) -> None:
         self._conn = conn
         self.path = path
+        self._writer = writer
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -223,7 +231,7 @@ class Ledger:
             conn.close()
             raise PlanError(f"this run root belongs to plan {meta.get('plan_identity')}",
                             where=str(run_root), fix="execute that plan, or plan a new run id")
-        return cls(conn, path)
+        return cls(conn, path, writer=True)
 
     @classmethod
     def open_readonly(cls, run_root: Path) -> Ledger:
@@ -243,7 +251,23 @@ class Ledger:
                                          f"attempts: ray-bench ledger rebuild {run_root}") from None
 
     def close(self) -> None:
+        """Close; a writer's close also leaves no ``-wal``/``-shm`` beside the ledger. SQLite
+        removes them when the last connection closes, so a reader open at that moment (a
+        ``status --watch``, a scrape) kept them for good (issue 58): the close is tried again
+        for up to :data:`WAL_SETTLE_SEC` while that reader finishes."""
         self._conn.close()
+        if not self._writer:
+            return
+        wal = Path(f"{self.path}-wal")
+        deadline = time.monotonic() + WAL_SETTLE_SEC
+        while wal.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(sqlite3.Error):
+                again = sqlite3.connect(self.path, timeout=0.1)
+                try:
+                    again.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # it opens the file; a query must
+                finally:
+                    again.close()  # the last connection to close removes the -wal and -shm
 
     def meta(self) -> dict[str, str]:
         return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
@@ -340,8 +364,11 @@ class Ledger:
         out = []
         for r in rows:
             cost = _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0
+            # a reward an older ray-bench stored that is not finite (inf read as solved) is no row
+            reward, finite_reward = r[15], r[15] is None or math.isfinite(r[15])
             out.append(AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
-                                  r[12], r[13], bool(r[14]) if r[14] is not None else False, r[15], r[16], r[17],
+                                  r[12], r[13], bool(r[14]) and finite_reward if r[14] is not None else False,
+                                  reward if finite_reward else None, r[16], r[17],
                                   bool(r[18]) if r[18] is not None else False, cost, r[21], r[22], r[23],
                                   lower_bound=cost is not None and r[12] is not None and _usage_lower_bound(r[24])))
         return out
@@ -394,6 +421,8 @@ def _stored_cost(status: str, cost: float | None, summary: str | None) -> float 
     stored an unknown cost as 0; a cancelled one of any version: recorded at $0 before issue 25)
     is read again from the summary (:func:`ray_bench.ledger.cost.attempt_cost`): its usage, or
     whether its agent started, says whether the cost is known. Never a $0 that was not spent."""
+    if cost is not None and not 0 <= cost <= MAX_AMOUNT:  # inf, -100: stored before issue 58, unknown
+        return None
     if summary is None or (cost or 0.0) > 0:
         return cost
     return attempt_cost(AttemptSummary.loads(summary))

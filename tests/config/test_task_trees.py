@@ -73,3 +73,16 @@ def test_a_key_named_task_is_refused_without_its_name(tmp_path: Path) -> None:
         with pytest.raises((TaskDirError, MultipleInputErrors)) as refused:
             call()
         assert key[4:] not in str(refused.value)
+
+
+def test_a_task_named_directly_whose_name_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Issue 58: its id could be neither hashed into a cell id nor printed."""
+    import os
+
+    from ray_bench.cli.quickstart import example_dir
+
+    task = tmp_path / os.fsdecode(b"caf\xff")
+    shutil.copytree(example_dir() / "tasks" / "hello-world", task)
+    with pytest.raises(TaskDirError, match=r"task directory caf\\xff has a name that is not valid UTF-8") as refused:
+        load_task(task)
+    refused.value.line().encode("utf-8")  # printable as it is

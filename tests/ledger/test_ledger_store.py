@@ -218,3 +218,24 @@ def test_an_invalid_regrade_leaves_the_row_its_own_reward_and_the_latest_valid_o
     (row,) = accepted_rows(ledger.attempts()).values()
     assert (row.reward, row.regraded_by) == (1.0, "cell-a2")
     ledger.close()
+
+
+def test_numbers_an_older_ray_bench_stored_that_are_not_finite_are_refused_when_read(tmp_path: Path) -> None:
+    """Issue 58: a ledger written before the fix holds `cost_usd` inf (the run stopped at
+    "run spend $inf", and every resume would again) and -100 (credited), and a valid row with a
+    reward of inf (counted as solved). Read now: costs unknown, that row no row."""
+    ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:x")
+    rows = [_start(ledger, f"c{i}", 10.0 + i) for i in range(3)]
+    poisoned = [(float("inf"), '{"cost_usd": Infinity, "output_tokens": 3}', 1.0),
+                (-100.0, '{"cost_usd": -100, "output_tokens": 3}', 0.0),
+                (0.25, '{"cost_usd": 0.25, "output_tokens": 3}', float("inf"))]
+    for row, (cost, usage, reward) in zip(rows, poisoned, strict=True):
+        ledger.finish_attempt(row.attempt_id, status="finished", valid=True, reward=reward, failure_class=None,
+                              fingerprint=None, counts=True, cost_usd=cost, now=20.0,
+                              summary=AttemptSummary.loads(f'{{"attempt_id": "{row.attempt_id}", "usage": {usage}}}'))
+    read = {a.cell_id: a for a in ledger.attempts()}
+    ledger.close()
+    assert (read["c0"].cost_usd, read["c1"].cost_usd, read["c2"].cost_usd) == (None, None, 0.25)
+    assert read["c2"].reward is None and not read["c2"].valid
+    assert set(accepted_rows(read.values())) == {read["c0"].cell_id, read["c1"].cell_id}
+    assert known_spend(read.values()) == (0.25, 2)

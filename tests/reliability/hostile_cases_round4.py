@@ -62,3 +62,16 @@ def _(e: Env) -> Case:
     test = e.tasks / "sum-list" / "tests" / "test.sh"
     test.write_text(test.read_text() + f"\ncurl -H 'x-api-key: {ROUTE_VALUE}' https://example.invalid\n")
     return Case(e.plan_args(), ["tests/test.sh:"], secrets=[ROUTE_VALUE])
+
+
+@case("validate-task-dir-not-utf8")
+def _(e: Env) -> Case:
+    shutil.copytree(e.tasks / "hello-world", e.tasks / NOT_UTF8)
+    return Case(["validate", str(e.tasks / NOT_UTF8)], ["caf\\xff is not valid UTF-8"])
+
+
+@case("validate-suite-path-not-utf8")
+def _(e: Env) -> Case:
+    suite = e.suite.with_name(f"{NOT_UTF8}.yaml")
+    shutil.copy(e.suite, suite)
+    return Case(["validate", str(suite)], ["caf\\xff.yaml is not valid UTF-8"])

@@ -1,0 +1,30 @@
+"""A writer's close leaves no -wal/-shm beside the ledger, even when a reader was open at that
+moment and closes just after (issue 58: "the driver leaves -wal/-shm files on some exits")."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ray_bench.ledger.store import Ledger
+
+
+def test_a_reader_open_at_the_writers_close_does_not_keep_the_wal(tmp_path: Path) -> None:
+    writer = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:" + "0" * 64)
+    writer.event("run_started", {})
+    reader = Ledger.open_readonly(tmp_path)  # a status --watch between two of its reads
+    assert [e.kind for e in reader.events("run_started")] == ["run_started"]
+    assert (tmp_path / "ledger.sqlite-wal").exists()
+    timer = threading.Timer(0.2, reader.close)
+    timer.start()
+    try:
+        writer.close()
+    finally:
+        timer.join()
+    assert sorted(p.name for p in tmp_path.glob("ledger.sqlite*")) == ["ledger.sqlite"]
+    again = Ledger.open_readonly(tmp_path)
+    try:
+        assert [e.kind for e in again.events("run_started")] == ["run_started"]
+    finally:
+        again.close()
+    assert sorted(p.name for p in tmp_path.glob("ledger.sqlite*")) == ["ledger.sqlite"]
