@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
-from ray_bench.config.selection import Selection, load_selection, resolve_selection
+from ray_bench.config.selection import Selection, select_in_suite
 from ray_bench.config.tasks import AGENT_LIMITS, collect_tasks, index_tasks, link_problem, task_checksum
 from ray_bench.errors import (
     ConfigError,
@@ -149,17 +149,10 @@ def compile_plan(req: PlanRequest) -> Plan:
     accounts_file = load_accounts(req.accounts)
     roots = suite_roots(suite, req.suite)
     index = index_tasks(roots)
-    selection = load_selection(req.selection) if req.selection else None
+    selection = select_in_suite(req.selection, suite.name, suite.tasks, roots, index) if req.selection else None
     only = suite.tasks
     if selection is not None:
-        selection = resolve_selection(selection, roots, index)
-        known = set(suite.tasks) if suite.tasks is not None else None
-        missing = [t for t in selection.task_ids if known is not None and t not in known]
-        if missing:
-            raise SelectionError(f"tasks not in suite {suite.name}: {', '.join(missing[:5])}",
-                                 where=selection.path, fix="select tasks of this suite")
         only = selection.task_ids
-    if selection is not None:
         _check_selection_arms(selection, suite)
     only = _named_tasks(req, suite.tasks, only)
     # Every problem of every file in one pass: the tasks that do not load, what the backend
