@@ -166,8 +166,10 @@ def compile_plan(req: PlanRequest) -> Plan:
     skipped: list[SkippedTask] = []
     # Every arm opening its agent's phase leaves the task's own policy for that phase unused.
     opened = all(agent_network(a) for a in _select_arms(suite, req.arms))
+    some_opened = any(agent_network(a) for a in _select_arms(suite, req.arms))
     tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None,
-                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)), agent_online=opened)
+                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)), agent_online=opened,
+                         some_agent_online=some_opened)
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
@@ -488,13 +490,14 @@ def _stand_in_image(suite: Suite, arms: list[Arm]) -> bool:
 
 def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str],
                  skipped: list[SkippedTask] | None, *, stand_in_image: bool = False,
-                 agent_online: bool = False) -> list[TaskRef]:
+                 agent_online: bool = False, some_agent_online: bool = False) -> list[TaskRef]:
     """The tasks the backend can run. What it cannot give is refused, one line per reason, or,
     given ``skipped`` (``--skip-unsupported``), the task is left out and listed there. Unknown
     keys and what the backend runs without enforcing are warned."""
     kept: list[TaskRef] = []
     for task in tasks:
-        reasons = refusals(task, backend, stand_in_image=stand_in_image, agent_online=agent_online)
+        reasons = refusals(task, backend, stand_in_image=stand_in_image, agent_online=agent_online,
+                           some_agent_online=some_agent_online)
         if reasons and skipped is not None:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason="; ".join(reasons)))
             continue

@@ -25,11 +25,12 @@ from ray_bench.tasks.network import (
 from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
-def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent_online: bool = False) -> list[str]:
+def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent_online: bool = False,
+             some_agent_online: bool = False) -> list[str]:
     """Why ``backend`` cannot run ``task`` as it is written; empty when it can. ``stand_in_image``:
     an image runs where the task names none (the backend's ``image``, or every arm's). ``agent_online``:
     every arm opens its agent's phase (`network: public`), so the task's own policy for that phase
-    does not apply."""
+    does not apply; ``some_agent_online``: some arm does (its sandbox's phases may then differ)."""
     can = capabilities(backend)
     cfg = task.config
     env = cfg.environment
@@ -67,7 +68,7 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
             opens = " (or give every arm `network: public`, which opens the agent's phase)" \
                 if phase.endswith("agent") else ""
             if can.allowlist_at_create:
-                problem = _create_allowlist(cfg, phase, policy.hosts, agent_online)
+                problem = _create_allowlist(cfg, phase, policy.hosts, agent_online, some_agent_online)
                 if problem is not None:
                     out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); backend "
                                f"{backend} {problem}: run it on {' or '.join(enforcing)}{opens}")
@@ -88,7 +89,8 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
     return out
 
 
-def _create_allowlist(cfg: TaskConfig, phase: str, hosts: tuple[str, ...], agent_online: bool) -> str | None:
+def _create_allowlist(cfg: TaskConfig, phase: str, hosts: tuple[str, ...], agent_online: bool,
+                      some_agent_online: bool = False) -> str | None:
     """Why an allowlist fixed at create (Daytona's ``networkAllowList``) cannot hold ``phase``'s:
     a host name (the list takes IPv4 addresses and CIDRs only), more entries than the API takes, or
     another phase of the same sandbox with another network (it cannot change after create)."""
@@ -99,9 +101,11 @@ def _create_allowlist(cfg: TaskConfig, phase: str, hosts: tuple[str, ...], agent
     if len(hosts) > DAYTONA_MAX_NETWORKS:
         return f"takes at most {DAYTONA_MAX_NETWORKS} networks in an allowlist, not {len(hosts)}"
     apart = cfg.verifier.separate and not cfg.steps and phase == "verifier"
-    if not apart and sandbox_allowlist(in_agent_sandbox(cfg, agent_online)) is None:
-        shared = ", ".join(f"{name} {p.mode.value}" for name, p in in_agent_sandbox(cfg, agent_online))
-        return f"fixes the network at create, and the phases of one sandbox differ ({shared})"
+    for online in sorted({agent_online, agent_online or some_agent_online}):
+        if not apart and sandbox_allowlist(in_agent_sandbox(cfg, online)) is None:
+            shared = ", ".join(f"{name} {p.mode.value}" for name, p in in_agent_sandbox(cfg, online))
+            arm = " for an arm with `network: public`" if online and not agent_online else ""
+            return f"fixes the network at create, and the phases of one sandbox differ{arm} ({shared})"
     return None
 
 

@@ -133,6 +133,10 @@ def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
     if refused is None:
         assert reasons == [] and made == ("10.0.0.0/8", "192.0.2.7/32")
         assert create_allowlist("docker", in_agent_sandbox(task.config)) is None  # docker's proxy, per phase
+        # an arm that opens the agent's phase would leave setup and verifier under another network
+        mixed = [r for r in refusals(task, "daytona", some_agent_online=True) if "allowlist" in r]
+        assert len(mixed) == 1 and "differ for an arm with `network: public` (setup allowlist, agent public" \
+            in mixed[0], mixed
     else:
         assert len(reasons) == 1 and refused in reasons[0] and "run it on docker" in reasons[0], reasons
 
