@@ -197,6 +197,10 @@ def notices(task: TaskRef, backend: str) -> list[str]:
         phases = ", ".join(phase for phase, _ in lists)
         out.append(f"its allowlist ({phases}) is enforced through an HTTP(S) proxy named in HTTPS_PROXY / "
                    "HTTP_PROXY: a client that ignores those variables reaches no host")
+    elif lists and can.allowlist_at_create:
+        phases = ", ".join(phase for phase, _ in lists)
+        out.append(f"its allowlist ({phases}) is set at create as {backend}'s network allow list (IPv4 networks "
+                   "only): a connection to any other address fails")
     if task.compose is not None and not task.compose.main_only and can.compose:
         out.append(f"runs as a compose project ({', '.join(task.compose.services)}): each service is held to "
                    "the cell's cpus and memory unless it sets its own, and host admission counts main only")

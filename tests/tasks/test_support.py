@@ -132,6 +132,7 @@ def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
     made = create_allowlist("daytona", in_agent_sandbox(task.config))
     if refused is None:
         assert reasons == [] and made == ("10.0.0.0/8", "192.0.2.7/32")
+        assert any("set at create as daytona's network allow list" in n for n in notices(task, "daytona"))
         assert create_allowlist("docker", in_agent_sandbox(task.config)) is None  # docker's proxy, per phase
         # an arm that opens the agent's phase would leave setup and verifier under another network
         mixed = [r for r in refusals(task, "daytona", some_agent_online=True) if "allowlist" in r]
