@@ -78,6 +78,7 @@ from ray_bench.sandboxes.base import SANDBOX_HOME, STOP_GRACE_SEC, ComposeSpec, 
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.tasks.envvars import MissingHostVar
 from ray_bench.tasks.mcp import MCP_CONFIG_ENV, MCP_CONFIG_PATH, mcp_config_json
+from ray_bench.tasks.network import create_allowlist, in_agent_sandbox
 from ray_bench.tasks.rewards import headline, read_rewards
 from ray_bench.tasks.verifier_env import VerifierApart, verifier_apart
 
@@ -630,6 +631,7 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         resources=Resources(cpus=spec.cpus, memory_mb=spec.memory_mb, pids=spec.pids,
                             disk_mb=spec.task_config.environment.storage_mb),
         network=spec.network,
+        allowlist=create_allowlist(spec.backend, in_agent_sandbox(spec.task_config, spec.agent_network)),
         workdir=spec.workdir,
         lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec,
                                   step_setups(spec.task_config, Path(spec.task_path))),

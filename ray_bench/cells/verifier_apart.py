@@ -28,7 +28,7 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import Resources, Sandbox, SandboxBackend, SandboxSpec, run_labels
 from ray_bench.sandboxes.base import ExecResult
 from ray_bench.sandboxes.capabilities import capabilities
-from ray_bench.tasks.network import phase_network
+from ray_bench.tasks.network import create_allowlist, phase_network
 from ray_bench.tasks.verifier_env import VerifierApart, handed_over
 
 #: Where the handover is gathered in the agent's sandbox before it leaves (emptied first, so
@@ -97,6 +97,7 @@ def verifier_sandbox_spec(spec: AttemptSpec, apart: VerifierApart) -> SandboxSpe
         labels=run_labels(spec.run_id, spec.cell_id, spec.attempt_id),
         image=image, dockerfile_dir=context, env={}, resources=resources,
         network=phase_network(cfg, "verifier").online,
+        allowlist=create_allowlist(spec.backend, [("verifier", phase_network(cfg, "verifier"))]),
         workdir=apart.config.workdir,
         lifetime_sec=spec.verifier_timeout_sec + TRANSFER_MARGIN_SEC,
         agent_layer=None,

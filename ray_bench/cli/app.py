@@ -24,6 +24,7 @@ from rich.console import Console
 from ray_bench import __version__
 from ray_bench.cells.spec import DEFAULT_RUNNERS_PER_NODE
 from ray_bench.errors import MultipleInputErrors, RayBenchError, UserInputError
+from ray_bench.models.selection import SHAPES as SELECTION_SHAPES
 from ray_bench.models.task.explain import explain_key
 from ray_bench.numbers import strict_json
 from ray_bench.state import default_state_root
@@ -100,7 +101,8 @@ RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where run roots are c
 def plan(
     suite: Annotated[Path, typer.Option("--suite", help="Suite YAML.")],
     accounts: Annotated[Path, typer.Option("--accounts", help="Accounts YAML.")],
-    selection_file: Annotated[Path | None, typer.Option("--selection-file", help="Tasks to select.")] = None,
+    selection_file: Annotated[Path | None, typer.Option("--selection-file",
+                                                        help=f"Tasks to select: {SELECTION_SHAPES}.")] = None,
     reps: Annotated[int | None, typer.Option("--reps", min=1, help="Repetitions (default: the suite's).")] = None,
     baseline_only: Annotated[bool, typer.Option("--baseline-only", help="Gap-fill the baseline arm only.")] = False,
     full_only: Annotated[bool, typer.Option("--full-only", help="Gap-fill the variant arm(s) only.")] = False,

@@ -9,6 +9,7 @@ import typer
 
 from ray_bench.cli.app import app, err, guarded, out
 from ray_bench.errors import UserInputError
+from ray_bench.models.selection import SHAPES as SELECTION_SHAPES
 from ray_bench.runroot import RunPaths, refuse_output_in_run_root
 
 
@@ -70,6 +71,10 @@ def gaps(
         float | None, typer.Option("--target-mde", help="Plan the repetitions whose mean paired delta "
                                    "detects this delta (alpha 0.05, power 0.8), from the runs' spread.")
     ] = None,
+    selection_file: Annotated[
+        Path | None, typer.Option("--selection-file", help=f"Only the tasks of this selection file: {SELECTION_SHAPES} "
+                                  "(its reps and arms are not read).")
+    ] = None,
 ) -> None:
     """Select the repetitions missing to reach --target (or --target-mde)."""
     from ray_bench.evidence.gaps import find_gaps, target_for_mde, write_selections
@@ -79,14 +84,14 @@ def gaps(
                              fix="--target N (repetitions) or --target-mde D (a paired delta)")
     refuse_output_in_run_root(out_path, "gaps --out")  # before the report lines: nothing is written
     if target_mde is not None:
-        mde = target_for_mde(suite, runs, target_mde)
+        mde = target_for_mde(suite, runs, target_mde, selection_file)
         basis = (f"the runs' spread ({mde.spread.pairs} paired rows)" if mde.spread is not None
                  else "the assumed spread (no paired rows yet)")
         err.print(f"--target-mde {target_mde:g}: {mde.reps} repetitions per task and arm over {mde.tasks} tasks, "
                   f"from {basis}", markup=False)
         target = mde.reps
     assert target is not None
-    result = find_gaps(suite, runs, target)
+    result = find_gaps(suite, runs, target, selection_file)
     err.print(
         f"suite {result.suite}: {len(result.run_roots)} compatible run roots, target {target}",
         markup=False,

@@ -22,14 +22,9 @@ from ray_bench.config.harbor_selection import (
 )
 from ray_bench.config.secrets import find_secrets
 from ray_bench.errors import MultipleInputErrors, SelectionError, UserInputError
-from ray_bench.models.selection import Selection, SelectionEntry
+from ray_bench.models.selection import SHAPES, Selection, SelectionEntry
 
-__all__ = ["Selection", "SelectionEntry", "load_selection", "resolve_selection"]
-
-
-#: Every shape a selection file may have, named wherever a file fits none of them.
-SHAPES = ('one task id per line, a YAML list, CodeScaleBench JSON {"tasks": [{"task_id": ..., "task_dir": ...}]}, '
-          "a Harbor dataset.toml or a Harbor job config (YAML or JSON)")
+__all__ = ["Selection", "SelectionEntry", "load_selection", "resolve_selection", "select_in_suite"]
 
 
 def load_selection(path: Path) -> Selection:
@@ -176,6 +171,18 @@ def _entry(item: Any, path: Path, index: int) -> SelectionEntry:
                               arms=tuple(arms) if arms else None, task_dir=task_dir, benchmark=benchmark)
     raise SelectionError(f"cannot read an entry of type {type(item).__name__}", where=where,
                          fix="use a task id or a mapping")
+
+
+def select_in_suite(path: Path, suite_name: str, suite_tasks: list[str] | None, roots: list[Path],
+                    index: dict[str, Path]) -> Selection:
+    """A selection file of any shape, read and resolved against the suite's roots, each task one
+    the suite has: what ``plan --selection-file`` and ``gaps --selection-file`` select."""
+    selection = resolve_selection(load_selection(path), roots, index)
+    missing = [t for t in selection.task_ids if suite_tasks is not None and t not in suite_tasks]
+    if missing:
+        raise SelectionError(f"tasks not in suite {suite_name}: {', '.join(missing[:5])}",
+                             where=selection.path, fix="select tasks of this suite")
+    return selection
 
 
 def resolve_selection(selection: Selection, roots: list[Path], index: dict[str, Path]) -> Selection:

@@ -14,6 +14,10 @@ Gaps go into CodeScaleBench selection files with ``reps`` (and ``arms``) per tas
   valid rows, so that ``plan --baseline-only``/``--full-only --runs ...`` passes the pairing
   guard with them.
 
+``--selection-file F`` (any shape ``plan`` reads: CSB JSON, YAML, a text list, a Harbor
+``dataset.toml`` or job config) narrows the tasks considered to the file's; its ``reps`` and
+``arms`` are not read, the gaps are what is missing of the target.
+
 ``--target-mde D`` sets N to the repetitions whose mean paired delta detects D
 (:func:`target_for_mde`, the receipt's power from the spread of the rows already there).
 """
@@ -26,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ray_bench.config.loader import load_suite
-from ray_bench.config.tasks import load_tasks, task_checksum
+from ray_bench.config.selection import select_in_suite
+from ray_bench.config.tasks import index_tasks, load_tasks, task_checksum
 from ray_bench.errors import ConfigError, SelectionError
 from ray_bench.evidence.rows import build_evidence, default_cohort, load_epochs
 from ray_bench.models.plan import RewardSpread
@@ -61,11 +66,15 @@ class Gaps:
 
 
 def _current_cells(
-    suite_path: Path, target: int
+    suite_path: Path, target: int, selection: Path | None = None
 ) -> tuple[str, list[Arm], str, dict[str, str], dict[tuple[str, str, int], str]]:
     suite = load_suite(suite_path)
     roots = suite_roots(suite, suite_path)
-    tasks = load_tasks(roots, suite.tasks)
+    index = index_tasks(roots)
+    only = suite.tasks
+    if selection is not None:  # any shape `plan` reads: only its tasks are considered
+        only = select_in_suite(selection, suite.name, suite.tasks, roots, index).task_ids
+    tasks = load_tasks(roots, only, index)
     cells: dict[tuple[str, str, int], str] = {}
     for arm in suite.arms:
         checksum = None
@@ -97,13 +106,13 @@ def _under_root(path: Path, roots: list[Path]) -> str:
     return f"{resolved.parent.name}/{resolved.name}"
 
 
-def find_gaps(suite_path: Path, runs: list[Path], target: int) -> Gaps:
+def find_gaps(suite_path: Path, runs: list[Path], target: int, selection: Path | None = None) -> Gaps:
     if target < 1:
         raise SelectionError("target must be at least 1", where="--target", fix="e.g. --target 5")
     if target > MAX_REPS:  # every repetition up to it is listed: a typed 10**9 is refused, not allocated
         raise SelectionError(f"--target {target} is over {MAX_REPS:,}", where="--target",
                              fix=f"a plan runs at most {MAX_REPS:,} repetitions")
-    name, arms, baseline, task_dirs, cells = _current_cells(suite_path, target)
+    name, arms, baseline, task_dirs, cells = _current_cells(suite_path, target, selection)
     epochs = load_epochs(runs)
     evidence = build_evidence(epochs, default_cohort(epochs, name))
     current = set(cells.values())
@@ -150,7 +159,7 @@ class MdeTarget:
     spread: RewardSpread | None  # None: no paired rows yet, the receipt's assumption was used
 
 
-def target_for_mde(suite_path: Path, runs: list[Path], delta: float) -> MdeTarget:
+def target_for_mde(suite_path: Path, runs: list[Path], delta: float, selection: Path | None = None) -> MdeTarget:
     """The repetitions a paired delta ``delta`` needs (alpha 0.05, power 0.8), from the spread of
     the paired rewards the runs already hold for the suite's current cells (else the assumed
     one, :data:`ray_bench.plan.power.ASSUMED`)."""
@@ -159,7 +168,7 @@ def target_for_mde(suite_path: Path, runs: list[Path], delta: float) -> MdeTarge
                              fix="give a mean paired delta between 0 and 1, e.g. --target-mde 0.1")
     epochs = load_epochs(runs)
     seen = max((a.rep for e in epochs for a in e.attempts), default=1)
-    name, arms, baseline, task_dirs, cells = _current_cells(suite_path, min(max(seen, 1), MAX_REPS))
+    name, arms, baseline, task_dirs, cells = _current_cells(suite_path, min(max(seen, 1), MAX_REPS), selection)
     evidence = build_evidence(epochs, default_cohort(epochs, name))
     by_id = {cid: key for key, cid in cells.items()}
     reward = {by_id[r.cell_id]: r.reward for r in evidence.rows.values()

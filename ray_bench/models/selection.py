@@ -7,6 +7,10 @@ from pydantic import Field
 
 from ray_bench.models._base import FrozenModel
 
+#: Every shape a selection file may have, named wherever a file fits none of them and in the CLI's help.
+SHAPES = ('one task id per line, a YAML list, CodeScaleBench JSON {"tasks": [{"task_id": ..., "task_dir": ...}]}, '
+          "a Harbor dataset.toml or a Harbor job config (YAML or JSON)")
+
 
 class SelectionEntry(FrozenModel):
     task_id: str

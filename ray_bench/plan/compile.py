@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from ray_bench import __version__
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
-from ray_bench.config.selection import Selection, load_selection, resolve_selection
+from ray_bench.config.selection import Selection, select_in_suite
 from ray_bench.config.tasks import AGENT_LIMITS, collect_tasks, index_tasks, link_problem, task_checksum
 from ray_bench.errors import (
     ConfigError,
@@ -149,17 +149,10 @@ def compile_plan(req: PlanRequest) -> Plan:
     accounts_file = load_accounts(req.accounts)
     roots = suite_roots(suite, req.suite)
     index = index_tasks(roots)
-    selection = load_selection(req.selection) if req.selection else None
+    selection = select_in_suite(req.selection, suite.name, suite.tasks, roots, index) if req.selection else None
     only = suite.tasks
     if selection is not None:
-        selection = resolve_selection(selection, roots, index)
-        known = set(suite.tasks) if suite.tasks is not None else None
-        missing = [t for t in selection.task_ids if known is not None and t not in known]
-        if missing:
-            raise SelectionError(f"tasks not in suite {suite.name}: {', '.join(missing[:5])}",
-                                 where=selection.path, fix="select tasks of this suite")
         only = selection.task_ids
-    if selection is not None:
         _check_selection_arms(selection, suite)
     only = _named_tasks(req, suite.tasks, only)
     # Every problem of every file in one pass: the tasks that do not load, what the backend
@@ -173,8 +166,10 @@ def compile_plan(req: PlanRequest) -> Plan:
     skipped: list[SkippedTask] = []
     # Every arm opening its agent's phase leaves the task's own policy for that phase unused.
     opened = all(agent_network(a) for a in _select_arms(suite, req.arms))
+    some_opened = any(agent_network(a) for a in _select_arms(suite, req.arms))
     tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None,
-                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)), agent_online=opened)
+                         stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)), agent_online=opened,
+                         some_agent_online=some_opened)
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
@@ -495,13 +490,14 @@ def _stand_in_image(suite: Suite, arms: list[Arm]) -> bool:
 
 def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str],
                  skipped: list[SkippedTask] | None, *, stand_in_image: bool = False,
-                 agent_online: bool = False) -> list[TaskRef]:
+                 agent_online: bool = False, some_agent_online: bool = False) -> list[TaskRef]:
     """The tasks the backend can run. What it cannot give is refused, one line per reason, or,
     given ``skipped`` (``--skip-unsupported``), the task is left out and listed there. Unknown
     keys and what the backend runs without enforcing are warned."""
     kept: list[TaskRef] = []
     for task in tasks:
-        reasons = refusals(task, backend, stand_in_image=stand_in_image, agent_online=agent_online)
+        reasons = refusals(task, backend, stand_in_image=stand_in_image, agent_online=agent_online,
+                           some_agent_online=some_agent_online)
         if reasons and skipped is not None:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason="; ".join(reasons)))
             continue

@@ -105,6 +105,9 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = Resources()
     network: bool = False
+    #: IPv4 CIDRs the sandbox alone may reach, fixed at create (backends whose capabilities say
+    #: ``allowlist_at_create``; :func:`ray_bench.tasks.network.sandbox_allowlist`); None: ``network`` as is.
+    allowlist: tuple[str, ...] | None = None
     #: None: the image's WORKDIR (container backends); ``local`` uses /app.
     workdir: str | None = "/app"
     #: Upper bound on the sandbox's life, for cloud auto-stop / auto-delete safety nets.

@@ -23,6 +23,9 @@ class BackendCapabilities:
     network_per_phase: bool = False  # connect / disconnect the network between phases
     isolated_network: bool = False  # no-network is enforced: a sandbox is closed unless opened
     allowlist: bool = False  # a per-host network allowlist is enforced
+    #: An allowlist of IPv4 addresses and CIDRs, fixed at create (Daytona's ``networkAllowList``):
+    #: honoured where every phase in the sandbox has that one allowlist; host names are not.
+    allowlist_at_create: bool = False
     memory_limit: bool = False
     cpu_limit: bool = False  # a task's cpus are held for its sandbox (docker nano_cpus, a Daytona size)
     disk_limit: bool = False  # a per-sandbox disk quota
@@ -85,7 +88,8 @@ BUILTIN: dict[str, Builtin] = {
         harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
-        isolated_network=True, memory_limit=True, cpu_limit=True, disk_limit=True, image=True, default_image=True,
+        isolated_network=True, allowlist_at_create=True, memory_limit=True, cpu_limit=True, disk_limit=True,
+        image=True, default_image=True,
         quota_pool=True, snapshots=True, prebuild=True, verifier_apart=True, harbor_environment="daytona")),
     # Harbor has no environment for host processes (it would call them docker).
     "local": Builtin("ray_bench.sandboxes.local", None, BackendCapabilities()),

@@ -12,17 +12,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskRef, artifact_entries
+from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskConfig, TaskRef, artifact_entries
 from ray_bench.sandboxes.capabilities import BUILTIN, capabilities, having
-from ray_bench.tasks.network import all_policies, varies
+from ray_bench.tasks.network import (
+    DAYTONA_MAX_NETWORKS,
+    all_policies,
+    in_agent_sandbox,
+    not_cidrs,
+    sandbox_allowlist,
+    varies,
+)
 from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
-def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent_online: bool = False) -> list[str]:
+def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent_online: bool = False,
+             some_agent_online: bool = False) -> list[str]:
     """Why ``backend`` cannot run ``task`` as it is written; empty when it can. ``stand_in_image``:
     an image runs where the task names none (the backend's ``image``, or every arm's). ``agent_online``:
     every arm opens its agent's phase (`network: public`), so the task's own policy for that phase
-    does not apply."""
+    does not apply; ``some_agent_online``: some arm does (its sandbox's phases may then differ)."""
     can = capabilities(backend)
     cfg = task.config
     env = cfg.environment
@@ -59,6 +67,13 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
             enforcing = having(BUILTIN, lambda c: c.allowlist)
             opens = " (or give every arm `network: public`, which opens the agent's phase)" \
                 if phase.endswith("agent") else ""
+            if can.allowlist_at_create:
+                problem = _create_allowlist(cfg, phase, policy.hosts, agent_online, some_agent_online)
+                if problem is not None:
+                    out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); backend "
+                               f"{backend} {problem}: run it on {' or '.join(enforcing)}{opens}")
+                    break
+                continue
             out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); backend "
                        f"{backend} cannot enforce one: run it on {' or '.join(enforcing)}{opens}")
             break
@@ -72,6 +87,26 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
             out.append(f"{where}.user = {user!r}; backend {backend} cannot run a command as another user")
             break
     return out
+
+
+def _create_allowlist(cfg: TaskConfig, phase: str, hosts: tuple[str, ...], agent_online: bool,
+                      some_agent_online: bool = False) -> str | None:
+    """Why an allowlist fixed at create (Daytona's ``networkAllowList``) cannot hold ``phase``'s:
+    a host name (the list takes IPv4 addresses and CIDRs only), more entries than the API takes, or
+    another phase of the same sandbox with another network (it cannot change after create)."""
+    names = not_cidrs(hosts)
+    if names:
+        return (f"fixes an allowlist at create of IPv4 addresses and CIDRs only (networkAllowList), not host "
+                f"names ({', '.join(names[:3])})")
+    if len(hosts) > DAYTONA_MAX_NETWORKS:
+        return f"takes at most {DAYTONA_MAX_NETWORKS} networks in an allowlist, not {len(hosts)}"
+    apart = cfg.verifier.separate and not cfg.steps and phase == "verifier"
+    for online in sorted({agent_online, agent_online or some_agent_online}):
+        if not apart and sandbox_allowlist(in_agent_sandbox(cfg, online)) is None:
+            shared = ", ".join(f"{name} {p.mode.value}" for name, p in in_agent_sandbox(cfg, online))
+            arm = " for an arm with `network: public`" if online and not agent_online else ""
+            return f"fixes the network at create, and the phases of one sandbox differ{arm} ({shared})"
+    return None
 
 
 def _gpu_backends(backend: str) -> str:
@@ -162,6 +197,10 @@ def notices(task: TaskRef, backend: str) -> list[str]:
         phases = ", ".join(phase for phase, _ in lists)
         out.append(f"its allowlist ({phases}) is enforced through an HTTP(S) proxy named in HTTPS_PROXY / "
                    "HTTP_PROXY: a client that ignores those variables reaches no host")
+    elif lists and can.allowlist_at_create:
+        phases = ", ".join(phase for phase, _ in lists)
+        out.append(f"its allowlist ({phases}) is set at create as {backend}'s network allow list (IPv4 networks "
+                   "only): a connection to any other address fails")
     if task.compose is not None and not task.compose.main_only and can.compose:
         out.append(f"runs as a compose project ({', '.join(task.compose.services)}): each service is held to "
                    "the cell's cpus and memory unless it sets its own, and host admission counts main only")

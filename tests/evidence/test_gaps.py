@@ -167,3 +167,23 @@ def test_no_gaps_writes_nothing(world: tuple[Path, Path, Path], tmp_path: Path) 
     gaps.one_arm.clear()
     assert gaps.empty and write_selections(gaps, tmp_path / "none.json") == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gaps_reads_a_harbor_job_config_as_plan_does(world: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    suite, _, runs = world
+    job = suite.parent / "job.yaml"  # Harbor's job config: datasets[].path read against its directory
+    job.write_text("datasets:\n  - path: tasks\n    task_names: ['sum-*']\n")
+    gaps = find_gaps(suite, [runs], target=2, selection=job)
+    assert sorted(gaps.valid) == [("sum-list", "baseline"), ("sum-list", "mcp")]
+    assert gaps.both == {"sum-list": [2]} and gaps.one_arm == {"mcp": {"sum-list": [1]}}
+    shown = CliRunner().invoke(app, ["gaps", "--suite", str(suite), "--runs", str(runs), "--target", "2",
+                                     "--selection-file", str(job), "--out", str(tmp_path / "ok" / "fill.json")])
+    assert shown.exit_code == 0, shown.output
+    assert "sum-list: baseline 1/2, mcp 0/2" in shown.stdout and "hello-world" not in shown.stdout
+    # a task the roots do not hold: one line, exit 2, nothing written
+    (tmp_path / "other.txt").write_text("no-such-task\n")
+    refused = CliRunner().invoke(app, ["gaps", "--suite", str(suite), "--runs", str(runs), "--target", "2",
+                                       "--selection-file", str(tmp_path / "other.txt"),
+                                       "--out", str(tmp_path / "no" / "fill.json")])
+    assert refused.exit_code == 2 and "'no-such-task' is not under the suite's task roots" in refused.output
+    assert not (tmp_path / "no").exists()

@@ -4,10 +4,13 @@ server in ``tests/support/daytona_server.py`` (real Docker containers behind it)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -418,3 +421,49 @@ def test_pool_config_is_strict() -> None:
     backend = make_backend("daytona", pool=pool.model_dump())
     assert isinstance(backend, DaytonaBackend)
     assert backend.pool == pool
+
+
+def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
+    server: DaytonaServer, base_image: str, docker_client: Any
+) -> None:
+    listener = socket.create_server(("0.0.0.0", 0))  # on the host, reached through the bridge's gateway
+    port = listener.getsockname()[1]
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.sendall(b"hi\n")
+                conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Subnet"]
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+    reach = f"nc -w 3 $(ip route | awk '/default/ {{print $3}}') {port} </dev/null"
+
+    async def main() -> tuple[str, int, str]:
+        backend = backend_for(server)
+        try:
+            # the API's own refusals (validateNetworkAllowList), before any sandbox is made
+            with pytest.raises(SandboxError, match="Missing CIDR prefix length"):
+                await backend.create(spec_for(base_image, run_id, network=True, allowlist=("10.0.0.1",)))
+            with pytest.raises(SandboxError, match="cannot contain more than 5 networks"):
+                await backend.create(spec_for(base_image, run_id, network=True,
+                                              allowlist=tuple(f"10.{i}.0.0/16" for i in range(6))))
+            inside = await backend.create(spec_for(base_image, run_id, network=True, allowlist=(bridge,)))
+            listed = await inside.exec(reach, timeout=30)
+            await inside.delete()
+            outside = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("10.9.9.0/24",)))
+            unlisted = await outside.exec(reach, timeout=30)
+            await outside.delete()
+            return listed.stdout, unlisted.exit_code, unlisted.stdout
+        finally:
+            await backend.close()
+
+    try:
+        listed, code, unlisted = asyncio.run(main())
+    finally:
+        listener.close()
+    assert listed == "hi\n" and code != 0 and unlisted == ""
+    body = server.create_requests[-1]
+    assert body["networkAllowList"] == "10.9.9.0/24" and body["networkBlockAll"] is False

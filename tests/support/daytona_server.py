@@ -23,6 +23,12 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   ``pulling_snapshot``, then ``creating``, then ``started`` -- or ``build_failed`` / ``error``.
 - Names are unique per organisation: a second create with a name in use answers 409; ``GET
   /sandbox/{name}`` finds a sandbox by name.
+- ``networkAllowList`` is validated as ``validateNetworkAllowList`` does (``apps/api/src/sandbox/
+  utils/network-validation.util.ts``: IPv4 CIDRs, prefix 0-32, at most 5 networks; 400 with its
+  message) and enforced on the container: its network namespace gets OUTPUT rules (``nsenter``
+  + ``iptables`` on the host, as Daytona's runner firewalls a sandbox's traffic, not the sandbox)
+  that reject all but loopback and the listed networks; a container the rules cannot be set on
+  goes to ``error``, never left open.
 - Organisation quotas (:attr:`Faults.quota_vcpu`, ``quota_memory_gib``, ``quota_disk_gib``)
   answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them.
 - Every sandbox is reported with ``user: daytona`` unless its create names a user, image and
@@ -67,6 +73,7 @@ import re
 import shlex
 import signal
 import socket
+import subprocess
 import tarfile
 import threading
 import time
@@ -85,6 +92,48 @@ import requests
 from aiohttp import web
 
 from ray_bench.sandboxes.docker.streams import exec_output
+
+#: Networks one ``networkAllowList`` may hold (``validateNetworkAllowList``).
+MAX_ALLOWED_NETWORKS = 5
+
+
+def network_allow_list_error(allow: str) -> str | None:
+    """``validateNetworkAllowList`` of daytonaio/daytona (``apps/api/src/sandbox/utils/
+    network-validation.util.ts``): its messages, its order (each entry, then the count, which
+    counts empty entries too)."""
+    networks = [n.strip() for n in allow.split(",")]
+    for network in networks:
+        if not network:
+            continue
+        address, _, prefix = network.partition("/")
+        if not _is_ipv4(address):
+            return f'Invalid IP address: "{address}" in network "{network}". Must be a valid IPv4 address'
+        if not prefix:
+            return f'Invalid network format: "{network}". Missing CIDR prefix length (e.g., /24)'
+        digits = re.match(r"\s*[+-]?\d+", prefix)  # parseInt: the leading integer, NaN passes the range check
+        if digits is not None and not 0 <= int(digits.group()) <= 32:
+            return f"Invalid CIDR prefix length: {network}. Prefix must be between 0 and 32"
+    if len(networks) > MAX_ALLOWED_NETWORKS:
+        return f"Network allow list cannot contain more than {MAX_ALLOWED_NETWORKS} networks"
+    return None
+
+
+def _is_ipv4(text: str) -> bool:
+    """node's ``net.isIPv4``: four decimal parts 0-255, no leading zeros."""
+    parts = text.split(".")
+    return len(parts) == 4 and all(re.fullmatch(r"0|[1-9]\d{0,2}", p) and int(p) <= 255 for p in parts)
+
+
+def _firewall(container_id: str, client: Any, allow: str) -> None:
+    """Only loopback and the allowed networks out of the container's network namespace; the rest
+    rejected (a connection fails at once). Set from the host, so the sandbox cannot undo it."""
+    pid = client.api.inspect_container(container_id)["State"]["Pid"]
+    rules = [["-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"]]
+    rules += [["-A", "OUTPUT", "-d", n.strip(), "-j", "ACCEPT"] for n in allow.split(",") if n.strip()]
+    rules.append(["-A", "OUTPUT", "-j", "REJECT"])
+    for rule in rules:
+        subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", *rule], check=True, capture_output=True,
+                       timeout=30)
 
 MARKER_LABEL = "ray-bench.fake-daytona"
 SANDBOX_ID_LABEL = "ray-bench.fake-daytona.sandbox"
@@ -518,6 +567,7 @@ class DaytonaServer:
             "labels": body.get("labels") or {},
             "public": bool(body.get("public", False)),
             "networkBlockAll": bool(body.get("networkBlockAll", False)),
+            "networkAllowList": body.get("networkAllowList"),
             "kvm": False,
             "target": body.get("target") or "local",
             "gpu": 0,
@@ -614,6 +664,8 @@ class DaytonaServer:
         if self._roll(self.faults.create_5xx_fraction, "create_5xx"):
             self.counts["create_5xx"] += 1
             return self._error(self.faults.error_status, "injected server error")
+        if body.get("networkAllowList") and (invalid := network_allow_list_error(body["networkAllowList"])):
+            return self._error(400, invalid)  # SandboxService.resolveNetworkAllowList: BadRequestError
         name = body.get("name")
         with self._lock:
             taken = name is not None and any(
@@ -826,6 +878,13 @@ class DaytonaServer:
                 box.state, box.error_reason = "error", f"{type(exc).__name__}: {exc}"[:500]
                 return
         box.container = container.id
+        allow = body.get("networkAllowList")
+        if allow and not body.get("networkBlockAll"):
+            try:
+                await asyncio.to_thread(_firewall, container.id, self.docker, allow)
+            except (OSError, subprocess.SubprocessError, docker.errors.DockerException) as exc:
+                box.state, box.error_reason = "error", f"network allow list not applied: {exc}"[:500]
+                return
         box.uid = await asyncio.to_thread(self._uid_of, box.image, kwargs.get("user"))
         box.start_dir = await asyncio.to_thread(self._start_dir, box.image, container.id)
         if box.desired == "destroyed":  # deleted while starting: the destroy task removes it

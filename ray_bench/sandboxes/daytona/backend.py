@@ -255,7 +255,11 @@ class DaytonaBackend(SandboxBackend):
             "labels": dict(labels),
             "env_vars": dict(spec.env),
             "os_user": self.os_user,
-            "network_block_all": not spec.network,
+            # An empty allowlist reaches nothing: blocked, as an empty networkAllowList would not be
+            "network_block_all": not spec.network or spec.allowlist == (),
+            # Daytona's networkAllowList: comma-separated IPv4 CIDRs, fixed at create
+            # (daytona SDK common/daytona.py CreateSandboxBaseParams.network_allow_list)
+            "network_allow_list": ",".join(spec.allowlist) if spec.allowlist else None,
             # Idle-based stop after the lifetime, delete on stop, and a wall-clock cap on top:
             # a driver that died mid-cell leaves a sandbox for at most lifetime + margin.
             "auto_stop_interval": minutes,
