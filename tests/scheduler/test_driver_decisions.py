@@ -312,5 +312,5 @@ def test_numbers_from_the_world_that_are_not_finite_reach_no_spend_and_no_row(tm
     assert by_task["fizzbuzz"].failure_class == "evaluator" and by_task["fizzbuzz"].reward is None
     assert by_task["fizzbuzz"].cost_usd == 0.01
     summary = json.loads((root / "attempts" / by_task["fizzbuzz"].attempt_id / "result.json").read_text())
-    assert summary["reward"] is None and "refused" in summary["reward_source"]
+    assert summary["reward"] is None and "not finite" in summary["reward_source"]
     assert "Infinity" not in (root / "ledger.sqlite").read_bytes().decode(errors="replace")
