@@ -358,22 +358,25 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
     """Ask the run's driver to stop launching. Only a running run can be paused: pausing one
     that is planned, paused, stopped or finished would do nothing, so it is refused (exit 2)
     and nothing is written."""
-    from ray_bench.status.read import read_status
+    from ray_bench.status.read import read_phase
 
     refuse_operator_text({"--reason": reason})
     paths = RunPaths(run_root)
+    loaded = None
     if paths.plan.is_file():  # and the values of its routes, before anything is read of the run
-        refuse_operator_text({"--reason": reason}, [a.route.env for a in load_plan_file(paths.plan)[0].accounts])
-    status = read_status(run_root)
-    if status.state != "running":
+        loaded = load_plan_file(paths.plan)
+        refuse_operator_text({"--reason": reason}, [a.route.env for a in loaded[0].accounts])
+    # the state alone (lock and events): not the cells' counts, which grow with the run
+    state, plan, identity = read_phase(run_root, loaded=loaded)
+    if state != "running":
         fix = {"planned": "nothing to pause: it has not started",
                "finished": "nothing to pause: it has finished",
                "paused": "it is already paused",
-               "stopped": "nothing to pause: it is not running"}[status.state]
-        raise UserInputError(f"run {status.run_id} is {status.state}", where=str(run_root), fix=fix)
+               "stopped": "nothing to pause: it is not running"}[state]
+        raise UserInputError(f"run {plan.run_id} is {state}", where=str(run_root), fix=fix)
     request = {
         "requested_at": time.time(), "now": now, "reason": reason,
-        "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {status.identity}",
+        "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {identity}",
     }
     write_whole(paths.pause, json.dumps(request, indent=2))  # the driver polls it: never half of it
     return request
