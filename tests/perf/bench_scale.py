@@ -65,17 +65,22 @@ class Figures:
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, name: str, sec: float, mib: float | None, note: str = "") -> None:
-        row = {"step": name, "sec": round(sec, 3), "peak_mib": None if mib is None else round(mib, 1),
-               "load": round(load(), 2), "note": note}
+    def add(self, name: str, sec: float, mib: float | None, note: str = "", cpu: float | None = None) -> None:
+        row = {"step": name, "sec": round(sec, 3), "cpu_sec": None if cpu is None else round(cpu, 3),
+               "peak_mib": None if mib is None else round(mib, 1), "load": round(load(), 2), "note": note}
         self.rows.append(row)
         mem = "" if mib is None else f"  peak {mib:7.1f} MiB"
-        print(f"  {name:<24} {sec:8.2f} s{mem}  (load {row['load']:.2f}){'  ' + note if note else ''}",
+        used = "" if cpu is None else f"  cpu {cpu:6.2f} s"
+        print(f"  {name:<24} {sec:8.2f} s{used}{mem}  (load {row['load']:.2f}){'  ' + note if note else ''}",
               flush=True)
 
 
+_CPU: dict[str, float] = {}
+
+
 def run_measured(args: list[str], *, cwd: Path) -> tuple[float, float, str]:
-    """One command, its wall time and its own peak RSS (``wait4``'s ``ru_maxrss``)."""
+    """One command, its wall time and its own peak RSS (``wait4``'s ``ru_maxrss``); its CPU
+    seconds (user + system, steadier than wall time on a loaded machine) in ``_CPU["last"]``."""
     t = time.perf_counter()
     out_path = cwd / ".bench-out"
     with open(out_path, "w") as out, open(cwd / ".bench-err", "w") as err:
@@ -83,6 +88,7 @@ def run_measured(args: list[str], *, cwd: Path) -> tuple[float, float, str]:
                                 start_new_session=True)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
+    _CPU["last"] = usage.ru_utime + usage.ru_stime
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"`ray-bench {' '.join(args)}` exited {proc.returncode}: "
@@ -142,7 +148,7 @@ def execute_until(plan: Path, identity: str, run_root: Path, cwd: Path, figures:
 
 def pause_and_wait(run_root: Path, proc: subprocess.Popen[bytes], cwd: Path, figures: Figures, name: str) -> None:
     wall, mib, _ = run_measured(["pause", str(run_root)], cwd=cwd)
-    figures.add(f"{name}: pause", wall, mib)
+    figures.add(f"{name}: pause", wall, mib, cpu=_CPU["last"])
     t = time.perf_counter()
     peak = hwm_mib(proc.pid)
     proc.wait(timeout=900)
@@ -150,15 +156,16 @@ def pause_and_wait(run_root: Path, proc: subprocess.Popen[bytes], cwd: Path, fig
 
 
 def statuses(run_root: Path, cwd: Path, figures: Figures, name: str, repeat: int) -> None:
-    walls, mibs = [], []
+    walls, mibs, cpus = [], [], []
     for _ in range(repeat):
         wall, mib, _ = run_measured(["status", str(run_root)], cwd=cwd)
         walls.append(wall)
         mibs.append(mib)
+        cpus.append(_CPU["last"])
     figures.add(f"{name}: status", statistics.median(walls), max(mibs),
-                f"median of {repeat}: " + " / ".join(f"{w:.2f}" for w in walls))
+                f"median of {repeat}: " + " / ".join(f"{w:.2f}" for w in walls), cpu=statistics.median(cpus))
     wall, mib, out = run_measured(["status", "--json", str(run_root)], cwd=cwd)
-    figures.add(f"{name}: status --json", wall, mib, f"state {json.loads(out)['state']}")
+    figures.add(f"{name}: status --json", wall, mib, f"state {json.loads(out)['state']}", cpu=_CPU["last"])
 
 
 def fill(run_root: Path) -> int:
@@ -221,7 +228,7 @@ def main() -> int:
         run_id = f"scale{cells}"
         wall, mib, out = run_measured(["plan", "--suite", str(suite), "--accounts", str(accounts),
                                        "--run-id", run_id, "--runs-dir", str(base / "runs")], cwd=base)
-        figures.add("plan", wall, mib)
+        figures.add("plan", wall, mib, cpu=_CPU["last"])
         identity = out.strip().splitlines()[-1]
         run_root = base / "runs" / run_id
         plan = run_root / "launch-plan.json"
@@ -243,7 +250,7 @@ def main() -> int:
             figures.add("fill ledger", time.perf_counter() - t, None, f"{filled:,} finished rows inserted")
             statuses(run_root, base, figures, "filled", args.repeat)
             wall, mib, _ = run_measured(["report", str(run_root)], cwd=base)
-            figures.add("report", wall, mib, f"{cells:,} rows")
+            figures.add("report", wall, mib, f"{cells:,} rows", cpu=_CPU["last"])
     if args.json:
         args.json.write_text(json.dumps({"cells": cells, "figures": figures.rows}, indent=2))
     if not args.goals:
