@@ -15,6 +15,9 @@ local backend, 4 accounts sharing ``--concurrency`` sessions. In order:
               the end would leave), then ``status`` over the whole ledger
     report    ``ray-bench report`` over the filled ledger
 
+With ``--no-ray``: plan, then a paused ledger with a finished row per cell written directly (no
+execute), ``status``, a ``pause`` (refused: paused) and ``report`` on it.
+
     PYTHONPATH=$PWD .venv/bin/python tests/perf/bench_scale.py --cells 10000 [--run-seconds 60]
     PYTHONPATH=$PWD .venv/bin/python tests/perf/bench_scale.py --cells 100000 --json out.json
 
@@ -168,8 +171,9 @@ def statuses(run_root: Path, cwd: Path, figures: Figures, name: str, repeat: int
     figures.add(f"{name}: status --json", wall, mib, f"state {json.loads(out)['state']}", cpu=_CPU["last"])
 
 
-def fill(run_root: Path) -> int:
-    """A finished valid row for every cell that has no attempt yet, as a run to its end leaves."""
+def fill(run_root: Path, epoch: str | None = None) -> int:
+    """A finished valid row for every cell that has no attempt yet, as a run to its end leaves
+    (``epoch``: the plan identity, for a ledger with no attempt yet)."""
     from ray_bench.plan.store import load_plan_file
 
     plan, _ = load_plan_file(run_root / "launch-plan.json")
@@ -177,7 +181,8 @@ def fill(run_root: Path) -> int:
     conn = sqlite3.connect(run_root / "ledger.sqlite")
     try:
         seen = {r[0] for r in conn.execute("SELECT cell_id FROM attempts")}
-        epoch = conn.execute("SELECT epoch FROM attempts LIMIT 1").fetchone()[0]
+        first = conn.execute("SELECT epoch FROM attempts LIMIT 1").fetchone()
+        epoch = first[0] if first else epoch
         summary = json.dumps({"reward": 1.0, "phases": {"agent": 0.1, "verifier": 0.1},
                               "agent": {"exit_code": 0}, "verifier": {"exit_code": 0}})
         now = time.time() - 3600
@@ -199,6 +204,23 @@ def fill(run_root: Path) -> int:
         conn.close()
 
 
+def paused_ledger(run_root: Path, run_id: str, identity: str) -> int:
+    """A ledger as a paused run to its end leaves it, written directly (no Ray): a session, a
+    finished row per cell, the pause and the session's close."""
+    from ray_bench.ledger.store import Ledger
+
+    t0 = time.time() - 3600
+    ledger = Ledger.create(run_root, run_id=run_id, plan_identity=identity)
+    ledger.event("run_started", {"identity": identity, "deadline": None}, now=t0)
+    ledger.close()
+    filled = fill(run_root, epoch=identity)
+    ledger = Ledger.create(run_root, run_id=run_id, plan_identity=identity)
+    ledger.event("paused", {"reason": "bench", "now": False}, now=t0 + 1800)
+    ledger.event("run_finished", {"run_id": run_id, "stopped": "paused", "detail": ""}, now=t0 + 1801)
+    ledger.close()
+    return filled
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=10_000)
@@ -209,6 +231,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="execute to first cell, at most")
     parser.add_argument("--keep", type=Path, help="work here (kept) instead of a temporary directory")
     parser.add_argument("--only-plan", action="store_true", help="plan, then status of the planned run")
+    parser.add_argument("--no-ray", action="store_true", help="no execute: plan, then a paused ledger with "
+                        "a finished row per cell written directly; status, pause (refused: paused), report")
     parser.add_argument("--goals", action="store_true", help="exit 1 when a quiet-machine goal is missed")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -233,7 +257,18 @@ def main() -> int:
         run_root = base / "runs" / run_id
         plan = run_root / "launch-plan.json"
         statuses(run_root, base, figures, "planned", args.repeat)
-        if not args.only_plan:
+        if args.no_ray:
+            t = time.perf_counter()
+            filled = paused_ledger(run_root, run_id, identity)
+            figures.add("fill ledger", time.perf_counter() - t, None, f"{filled:,} finished rows, paused")
+            statuses(run_root, base, figures, "filled", args.repeat)
+            t = time.perf_counter()
+            refused = subprocess.run([str(BIN), "pause", str(run_root)], cwd=base, env=env(), capture_output=True,
+                                     text=True, check=False)
+            figures.add("pause (refused: paused)", time.perf_counter() - t, None, f"exit {refused.returncode}")
+            wall, mib, _ = run_measured(["report", str(run_root)], cwd=base)
+            figures.add("report", wall, mib, f"{cells:,} rows", cpu=_CPU["last"])
+        elif not args.only_plan:
             proc = execute_until(plan, identity, run_root, base, figures, "execute", args.run_seconds, args.timeout)
             try:
                 statuses(run_root, base, figures, "running", args.repeat)
