@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from ray_bench.artifacts.store import checked_store
 from ray_bench.cells.nodes import CheckInputs
+from ray_bench.commands.pause import pause_run  # noqa: F401 - the library's pause (the CLI imports it alone)
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan
 from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import MultipleInputErrors, PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
-from ray_bench.files import write_whole
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
@@ -354,29 +354,3 @@ def run_status(run_root: Path) -> dict[str, Any]:
     return read_status(run_root).to_json()
 
 
-def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[str, Any]:
-    """Ask the run's driver to stop launching. Only a running run can be paused: pausing one
-    that is planned, paused, stopped or finished would do nothing, so it is refused (exit 2)
-    and nothing is written."""
-    from ray_bench.status.read import read_status
-
-    refuse_operator_text({"--reason": reason})
-    paths = RunPaths(run_root)
-    try:  # and the values of its routes, before anything is read of the run
-        routes = [a.route.env for a in load_plan_file(paths.plan)[0].accounts]
-    except UserInputError:  # a plan edited under a running driver must not keep it from a pause
-        routes = []
-    refuse_operator_text({"--reason": reason}, routes)
-    status = read_status(run_root)
-    if status.state != "running":
-        fix = {"planned": "nothing to pause: it has not started",
-               "finished": "nothing to pause: it has finished",
-               "paused": "it is already paused",
-               "stopped": "nothing to pause: it is not running"}[status.state]
-        raise UserInputError(f"run {status.run_id} is {status.state}", where=str(run_root), fix=fix)
-    request = {
-        "requested_at": time.time(), "now": now, "reason": reason,
-        "resume_action": f"ray-bench execute --plan {paths.plan} --confirm {status.identity}",
-    }
-    write_whole(paths.pause, json.dumps(request, indent=2))  # the driver polls it: never half of it
-    return request

@@ -261,7 +261,7 @@ def pause(
     reason: Annotated[str, typer.Option("--reason", help="Why, for the ledger.")] = "",
 ) -> None:
     """Stop launching; running cells finish (or are cancelled with --now)."""
-    from ray_bench.api import pause_run
+    from ray_bench.commands.pause import pause_run
 
     pause_run(run_root, now=now, reason=reason)
     out.print("pause requested: " + ("running cells are cancelled" if now else "running cells finish")

@@ -381,17 +381,31 @@ class Ledger:
         for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
             yield attempt_id, AttemptSummary.loads(text)
 
-    def events(self, kind: str | type[EventPayload] | None = None) -> list[Event]:
-        """Every event in order, or those of one kind (a model of :mod:`ray_bench.ledger.events`)."""
+    def events(self, kind: str | type[EventPayload] | None = None, *,
+               exclude: str | type[EventPayload] | None = None) -> list[Event]:
+        """Every event in order, or those of one kind (a model of :mod:`ray_bench.ledger.events`),
+        or every event but those of kind ``exclude`` (left out by the query, never parsed)."""
         query = "SELECT seq, ts, kind, attempt_id, cell_id, data FROM events"
         args: tuple[str, ...] = ()
-        if isinstance(kind, type):
-            kind = str(kind.model_fields["kind"].default)
         if kind is not None:
             query += " WHERE kind = ?"
-            args = (kind,)
+            args = (_kind_name(kind),)
+        elif exclude is not None:
+            query += " WHERE kind != ?"
+            args = (_kind_name(exclude),)
         return [_event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))
                 for r in self._conn.execute(query + " ORDER BY seq", args)]
+
+    def last_ts(self, kind: str | type[EventPayload], *, after: int) -> float | None:
+        """The latest time of an event of one kind after the event ``after`` (a seq), from the
+        kind's index: a heartbeat every 30 s for days is not read to find the last one."""
+        row = self._conn.execute("SELECT max(ts) FROM events WHERE kind = ? AND seq > ?",
+                                 (_kind_name(kind), after)).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+
+def _kind_name(kind: str | type[EventPayload]) -> str:
+    return str(kind.model_fields["kind"].default) if isinstance(kind, type) else kind
 
 
 def _event(seq: int, ts: float, kind: str, attempt_id: str | None, cell_id: str | None, data: Any) -> Event:

@@ -12,7 +12,12 @@ def canonical_bytes(obj: Any) -> bytes:
 
 
 def identity_of(obj: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical_bytes(obj)).hexdigest()
+    return identity_of_canonical(canonical_bytes(obj))
+
+
+def identity_of_canonical(canonical: bytes) -> str:
+    """The identity of an object whose :func:`canonical_bytes` are ``canonical``."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def cell_id(task_id: str, task_checksum: str, arm_config: dict[str, Any] | bytes, rep: int) -> str:

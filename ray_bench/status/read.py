@@ -36,7 +36,7 @@ from ray_bench.ledger.store import AttemptRow, Event, Ledger
 from ray_bench.metrics.pace import PaceSnapshot, pace_snapshot
 from ray_bench.models.plan import Plan
 from ray_bench.plan.store import load_plan_file
-from ray_bench.runroot import RunPaths
+from ray_bench.runroot import LockHolder, RunPaths
 from ray_bench.scheduler.runstate import RunState
 from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive, pid_suspended
 
@@ -173,27 +173,103 @@ def read_status(run_root: Path, now: float | None = None, *, accounts: bool = Fa
                 state_root: Path | None = None) -> RunStatus:
     """The run's status; with ``accounts``, also its accounts' durable state under the state
     root (cooling until, disabled, spend, window use: ``accounts.sqlite``, cluster or not)."""
-    status = _read_status(run_root, time.time() if now is None else now)
+    loaded = load_plan_file(RunPaths(run_root).plan)  # once: at 100,000 cells a load is a second
+    status = _read_status(run_root, time.time() if now is None else now, loaded)
     if not accounts:
         return status
     from ray_bench.accounts.status import accounts_state
 
-    plan, _ = load_plan_file(RunPaths(run_root).plan)
-    return replace(status, accounts=accounts_state(plan.accounts, state_root=state_root, now=now))
+    return replace(status, accounts=accounts_state(loaded[0].accounts, state_root=state_root, now=now))
 
 
-def _read_status(run_root: Path, now: float) -> RunStatus:
+def read_phase(run_root: Path, now: float | None = None, *,
+               loaded: tuple[Plan, str] | None = None) -> tuple[RunPhase, Plan, str]:
+    """(state, plan, identity): the state :func:`read_status` gives, read from the plan, the lock
+    and the ledger's events, not its attempts (``pause`` asks only this: its cost does not grow
+    with the run). ``loaded``: the plan and identity, when the caller has read them."""
+    plan, identity = loaded or load_plan_file(RunPaths(run_root).plan)
+    now = time.time() if now is None else now
+    view = _session_view(run_root, now)
+    if view is None or view.session is None:  # no ledger, or no session: planned, or a rebuilt ledger
+        return _read_status(run_root, now, (plan, identity)).state, plan, identity
+    return _session_phase(view, now)[0], plan, identity
+
+
+@dataclass(frozen=True)
+class _SessionView:
+    """What the state of a run with a ledger rests on: the lock, the pause request, the events
+    (heartbeats apart), the last session's start and its driver as seen from outside."""
+
+    holder: LockHolder
+    pause_requested: bool
+    events: list[Event]
+    session: Event | None
+    driver: DriverView
+
+
+def _session_view(run_root: Path, now: float) -> _SessionView | None:
+    """``None`` without a ledger; the heartbeats are not read, only the last one's time."""
     paths = RunPaths(run_root)
-    plan, identity = load_plan_file(paths.plan)
     holder = lock_holder(run_root)
     pause_requested = paths.pause.exists()
     if not paths.ledger.exists():
-        return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
+        return None
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        events = ledger.events(exclude=ev.Heartbeat)
+        started = _last(events, ev.RunStarted, after=-1)
+        beat = None if started is None else ledger.last_ts(ev.Heartbeat, after=started[1].seq)
+    finally:
+        ledger.close()
+    if started is None:
+        return _SessionView(holder, pause_requested, events, None, DriverView(holder.held, holder.pid, None, None))
+    session = started[1]
+    last_beat = session.ts if beat is None else max(session.ts, beat)
+    return _SessionView(holder, pause_requested, events, session,
+                        DriverView(holder.held, holder.pid, last_beat, round(now - last_beat, 1)))
+
+
+#: How the last session stands: a driver starting, suspended, running, dead without a record, or
+#: the session closed (paused, stopped or finished, as its ``run_finished`` says).
+_Standing = Literal["starting", "suspended", "running", "dead", "closed"]
+
+
+def _session_phase(view: _SessionView, now: float) -> tuple[RunPhase, _Standing]:
+    """The one rule of a session's state (``status`` and ``pause`` both come here)."""
+    assert view.session is not None
+    holder, driver, session = view.holder, view.driver, view.session
+    last_closed = _last(view.events, ev.RunFinished, after=session.seq)
+    # A driver run from the library (not `execute`) holds no lock: a fresh heartbeat, and no
+    # lock file naming a dead process, says it is alive.
+    beating = (not driver.heartbeat_stale and (driver.heartbeat_age_sec or 0.0) <= HEARTBEAT_STALE_SEC
+               and (holder.pid is None or pid_alive(holder.pid)))
+    # The lock taken after the last session began: a driver starting (a resume's Ray start can
+    # take minutes), whose loop has not written its run_started yet; the pace is the last
+    # session's, so no estimate from it.
+    if holder.held and holder.since is not None and holder.since > session.ts:
+        return "running", "starting"
+    if last_closed is None and holder.held and holder.pid is not None and pid_suspended(holder.pid):
+        # It holds the lock and lives, but runs nothing until SIGCONT (issue 58: read as running).
+        return "stopped", "suspended"
+    if last_closed is None and (holder.held or beating):
+        return "running", "running"
+    if last_closed is None:
+        return "stopped", "dead"
+    stopped = last_closed[0].stopped
+    return ("paused" if stopped == "paused" else "stopped" if stopped else "finished"), "closed"
+
+
+def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunStatus:
+    paths = RunPaths(run_root)
+    plan, identity = loaded
+    view = _session_view(run_root, now)
+    if view is None:
+        holder = lock_holder(run_root)
+        return _planned(plan, identity, run_root, holder.held, holder.pid, paths.pause.exists())
+    holder, pause_requested, events, driver = view.holder, view.pause_requested, view.events, view.driver
     ledger = Ledger.open_readonly(run_root)
     try:
         attempts = ledger.attempts()
-        events = [e for e in ledger.events() if not isinstance(e.event, ev.Heartbeat)]
-        beats = ledger.events(ev.Heartbeat)
     finally:
         ledger.close()
     started = _last(events, ev.RunStarted, after=-1)
@@ -204,8 +280,9 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
     start, session = started
     last_closed = _last(events, ev.RunFinished, after=session.seq)
-    last_beat = max([session.ts, *(b.ts for b in beats if b.seq > session.seq)])
-    driver = DriverView(holder.held, holder.pid, last_beat, round(now - last_beat, 1))
+    last_beat = session.ts if driver.last_heartbeat is None else driver.last_heartbeat
+    phase, standing = _session_phase(view, now)
+    starting = standing == "starting"
 
     state, open_cells = _state_of(plan, attempts)
     counts = state.counts()
@@ -214,39 +291,25 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
     deadline = start.deadline
     resume = f"ray-bench execute --plan {paths.plan} --confirm {identity}"
     notes: list[str] = []
-    phase: RunPhase
     reason: str | None = None
     ended_at: float | None = None
     action: str | None = None
     why: str | None = None
 
-    # A driver run from the library (not `execute`) holds no lock: a fresh heartbeat, and no
-    # lock file naming a dead process, says it is alive.
-    beating = (not driver.heartbeat_stale and (driver.heartbeat_age_sec or 0.0) <= HEARTBEAT_STALE_SEC
-               and (holder.pid is None or pid_alive(holder.pid)))
-    # The lock taken after the last session began: a driver starting (a resume's Ray start can
-    # take minutes), whose loop has not written its run_started yet; the pace is the last
-    # session's, so no estimate from it.
-    starting = holder.held and holder.since is not None and holder.since > session.ts
-    if starting:
-        phase = "running"
+    if standing == "starting":
         notes.append(f"the driver (pid {holder.pid}) is starting, since {_clock(holder.since or now)}: "
                      "its loop has not begun, so no estimate yet")
-    elif last_closed is None and holder.held and holder.pid is not None and pid_suspended(holder.pid):
-        # It holds the lock and lives, but runs nothing until SIGCONT (issue 58: read as running).
-        phase = "stopped"
+    elif standing == "suspended":
         reason = (f"the driver (pid {holder.pid}) is suspended by a signal (SIGSTOP or Ctrl-Z): it holds the "
                   "run's lock and launches nothing; its running cells go on in their sandboxes")
         action, why = f"kill -CONT {holder.pid}", "resumes the driver where it was"
-    elif last_closed is None and (holder.held or beating):
-        phase = "running"
+    elif standing == "running":
         if driver.heartbeat_stale:
             notes.append(f"no heartbeat for {human_span(driver.heartbeat_age_sec or 0)}: the driver "
                          f"(pid {holder.pid}) holds the lock but makes no progress")
         if pause_requested:
             notes.append("pause requested: running cells finish, nothing new starts")
-    elif last_closed is None:
-        phase = "stopped"
+    elif standing == "dead" or last_closed is None:
         # the last sign of life: a heartbeat, or an attempt it recorded after the last one
         ended_at = max([last_beat, *(t for a in attempts for t in (a.started_at, a.finished_at)
                                      if t is not None and t > session.ts)])
@@ -266,21 +329,17 @@ def _read_status(run_root: Path, now: float) -> RunStatus:
         closed, row = last_closed
         ended_at, stopped, detail = row.ts, closed.stopped, closed.detail
         counts = _counts_at_close(counts, open_cells)
-        if stopped == "paused":
-            phase = "paused"
+        if phase == "paused":
             request = _last(events, ev.Paused, after=session.seq)
             said = request[0].reason if request else ""
             reason = f"paused by the operator at {_clock(request[1].ts if request else row.ts)}" + (
                 f" ({said})" if said else "")
-        elif stopped:
-            phase = "stopped"
+        elif phase == "stopped":
             reason = stop_words(str(stopped), detail)
-        else:
-            phase = "finished"
-            if counts["failed"]:
-                reason = detail or f"{counts['failed']} cells failed"
-                action = f"ray-bench rerun {run_root} --failed"
-                why = f"plans the {counts['failed']} failed cells again, as a new run"
+        elif counts["failed"]:  # finished, with failures
+            reason = detail or f"{counts['failed']} cells failed"
+            action = f"ray-bench rerun {run_root} --failed"
+            why = f"plans the {counts['failed']} failed cells again, as a new run"
         if phase in ("paused", "stopped"):
             action, why = _resume_for(str(stopped), detail, counts, resume, run_root)
             if stopped == "preflight" and not _last(events, ev.PreflightPassed, after=-1):

@@ -23,7 +23,8 @@ workdir = "/app"
 VERIFIER = '#!/bin/sh\nmkdir -p "$LOGS_DIR/verifier"; echo 1 > "$LOGS_DIR/verifier/reward.txt"\n'
 #: The suite model's bound on ``reps`` (``models/suite.py``).
 MAX_REPS = 1000
-ROUTES = {"RB_BENCH_KEY_A": "bench-value-a", "RB_BENCH_KEY_B": "bench-value-b"}
+ROUTES = {"RB_BENCH_KEY_A": "bench-value-a", "RB_BENCH_KEY_B": "bench-value-b",
+          "RB_BENCH_KEY_C": "bench-value-c", "RB_BENCH_KEY_D": "bench-value-d"}
 
 
 def write_tasks(tasks_dir: Path, n: int) -> list[str]:
@@ -42,9 +43,10 @@ def write_tasks(tasks_dir: Path, n: int) -> list[str]:
 
 
 def write_suite(root: Path, *, tasks: int, reps: int, concurrency: int, agent: str = "true",
-                local_root: Path | None = None, preflight_cells: int = 1) -> tuple[Path, Path]:
-    """A suite of ``tasks`` no-op tasks x 2 arms x ``reps`` on the local backend, and two
-    accounts of ``concurrency // 2`` sessions each (routes set in this process)."""
+                local_root: Path | None = None, preflight_cells: int = 1,
+                accounts: int = 2) -> tuple[Path, Path]:
+    """A suite of ``tasks`` no-op tasks x 2 arms x ``reps`` on the local backend, and
+    ``accounts`` accounts (2 to 4) sharing ``concurrency`` sessions (routes set in this process)."""
     os.environ.update(ROUTES)
     root.mkdir(parents=True, exist_ok=True)
     if not (root / "tasks").is_dir() or len(list((root / "tasks").iterdir())) != tasks:
@@ -59,15 +61,14 @@ def write_suite(root: Path, *, tasks: int, reps: int, concurrency: int, agent: s
                  {"name": "mcp", "role": "variant", "command": agent}],
         "preflight_cells": preflight_cells, "max_attempts": 2,
     }
-    half = max(1, concurrency // 2)
-    accounts = {"accounts": [
-        {"name": "bench-a", "route": {"env": {"DEMO_API_KEY": "RB_BENCH_KEY_A"}},
-         "limits": {"max_concurrent": half}},
-        {"name": "bench-b", "route": {"env": {"DEMO_API_KEY": "RB_BENCH_KEY_B"}},
-         "limits": {"max_concurrent": concurrency - half}},
-    ]}
+    keys = sorted(ROUTES)[:max(1, min(accounts, len(ROUTES)))]
+    share = [concurrency // len(keys) + (1 if i < concurrency % len(keys) else 0) for i in range(len(keys))]
+    accounts_doc = {"accounts": [
+        {"name": f"bench-{key[-1].lower()}", "route": {"env": {"DEMO_API_KEY": key}},
+         "limits": {"max_concurrent": max(1, n)}}
+        for key, n in zip(keys, share, strict=True)]}
     (root / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
-    (root / "accounts.yaml").write_text(yaml.safe_dump(accounts, sort_keys=False))
+    (root / "accounts.yaml").write_text(yaml.safe_dump(accounts_doc, sort_keys=False))
     return root / "suite.yaml", root / "accounts.yaml"
 
 

@@ -443,3 +443,35 @@ def test_a_driver_suspended_by_sigstop_is_stopped_with_kill_cont_as_the_next_act
     finally:
         holder.kill()
         holder.wait(timeout=30)
+
+
+def test_pause_reads_the_state_from_the_events_not_the_attempts(run_root: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pause` asks the state only (issue 57): it agrees with `status` in every session's state,
+    and reads no attempt, whose number grows with the run; only the last heartbeat's time."""
+    from ray_bench.status.read import read_phase
+
+    t0 = time.time() - 300
+    ledger = _session(run_root, valid=3, t0=t0, open_attempts=1)
+    ledger.event(HEARTBEAT_EVENT, {"pid": os.getpid(), "inflight": 1}, now=time.time() - 5)
+    states = []
+    for when, close in ((time.time(), None), (time.time() + 600, None), (time.time(), "paused"),
+                        (time.time(), "circuit")):
+        if close is not None:
+            _close(ledger, run_root, stopped=close, now=t0 + 200)
+        expected = read_status(run_root, now=when).state
+        with monkeypatch.context() as m:
+            m.setattr(Ledger, "attempts", lambda self: pytest.fail("pause read the attempts"))
+            assert read_phase(run_root, now=when)[0] == expected
+            if when > time.time() + 60:  # pause reads the clock itself: only the state's reader is asked
+                pass
+            elif expected == "running":
+                request = pause_run(run_root)
+                assert request["resume_action"].endswith(_plan(run_root)[1])
+                (run_root / "pause.json").unlink()
+            else:
+                with pytest.raises(UserInputError, match=f"is {expected}"):
+                    pause_run(run_root)
+        states.append(expected)
+    ledger.close()
+    assert states == ["running", "stopped", "paused", "stopped"]
