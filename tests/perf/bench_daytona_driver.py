@@ -4,7 +4,7 @@ SDK, all in this one process (``plan_and_run_here``: no Ray, so the figures are 
 against the local Daytona fixture (``tests/support/daytona_server.py``) in a process of its own,
 so that its CPU is not counted as the driver's.
 
-The suite is the quickstart's 8 tasks x 2 arms x ``reps`` (``ceil(N / 16)``), the scripted agent
+The suite is N cells: ``t`` of the quickstart's 8 tasks x 2 arms x ``N / 2t`` reps, the scripted agent
 holding its sandbox ``--hold`` seconds so that every sandbox is up at once; two accounts and the
 backend's ``max_sandboxes`` admit N at a time.
 
@@ -43,6 +43,7 @@ from support.images import build_base_image
 from support.runs import ledger_rows, plan_and_run_here
 from support.suites import make_suite
 
+from ray_bench.cli.quickstart import example_dir
 from ray_bench.sandboxes.base import LABEL_RUN
 
 KEY_ENV = "RB_BENCH_DAYTONA_DRIVER_KEY"
@@ -116,7 +117,11 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="rb-dt-driver-") as tmp:
             root = Path(tmp)
-            reps = math.ceil(n / 16)
+            # Exactly N cells when N is even: t of the 8 tasks, (N / 2) / t reps of each arm.
+            per_arm = math.ceil(n / 2)
+            ntasks = next(t for t in range(8, 0, -1) if per_arm % t == 0)
+            reps = per_arm // ntasks
+            names = sorted(p.name for p in (example_dir() / "tasks").iterdir())[:ntasks]
             hold = str(int(args.hold))
             arms = [{"name": name, "role": role, "command": 'sh "$AGENT_DIR/scripted-agent.sh"',
                      "agent_dir": "agents", "expose_solution": True,
@@ -128,7 +133,7 @@ def main() -> int:
             options = {"api_url": api_url, "api_key_env": KEY_ENV, "create_timeout": 1800,
                        "max_rate_limit_retries": 50}
             suite, accounts_file = make_suite(
-                root / "suite", reps=reps, arms=arms, accounts=accounts, backend="daytona",
+                root / "suite", tasks=names, reps=reps, arms=arms, accounts=accounts, backend="daytona",
                 backends={"daytona": {"image": image, "max_sandboxes": n, "options": options}},
                 preflight_cells=0, max_attempts=2)
             cpu0, fixture0, wall0 = time.process_time(), _cpu_of(fixture.pid), time.monotonic()
@@ -139,7 +144,7 @@ def main() -> int:
             fixture_cpu = _cpu_of(fixture.pid) - fixture0
             stop.set()
             attempts, rows = ledger_rows(run_root)
-            cells = 16 * reps
+            cells = 2 * ntasks * reps
             valid = len(rows)  # one accepted valid row per cell at most
             left_api = _left(api_url, key)
             left_docker = len(client.containers.list(all=True, filters={"label": f"{CONTAINER_LABEL}={RUN_ID}"}))
