@@ -164,6 +164,14 @@ class SandboxOutOfMemoryError(SandboxGoneError):
     failure_class = "capacity"
 
 
+class SandboxDiskFullError(SandboxError):
+    """The sandbox's disk is full: a command's report could not even be written (the exec wrapper
+    keeps a command's output in the sandbox, as Daytona's runner gives a sandbox one disk of its
+    size). A verdict on the limit, counted as capacity like an out-of-memory sandbox."""
+
+    failure_class = "capacity"
+
+
 class SandboxRateLimitedError(SandboxError):
     """The sandbox provider rate-limited us; ``retry_after`` is in seconds."""
 
@@ -190,6 +198,15 @@ class SandboxQuotaError(SandboxError):
     def __init__(self, message: str, *, resource: str | None = None) -> None:
         super().__init__(message)
         self.resource = resource
+
+
+class SandboxTooLargeError(SandboxError):
+    """The provider refused a sandbox of this size outright: it asks more than one sandbox may
+    have (Daytona's per-sandbox vCPU, memory or disk limit). Nothing was made, and no wait makes it
+    fit: counted against the cell's attempts like a task's own failure. ``plan`` refuses such a
+    task before any spend when the pool names the limits (``max_sandbox_*``)."""
+
+    failure_class = "task"
 
 
 class SandboxAuthError(SandboxError):

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
-from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
+from support.daytona_fixtures import KEY_ENV, backend_for, boxes_of, new_run_id, spec_for
 from support.daytona_server import DaytonaServer, Faults
 from support.late_answers import answers_read_late
 from support.specs import local_spec
@@ -40,11 +40,10 @@ pytestmark = [pytest.mark.daytona, pytest.mark.docker]
 
 
 def _run_id() -> str:
-    return f"dtapi-{uuid.uuid4().hex[:8]}"
+    return new_run_id("dtapi")
 
 
-def _mine(server: DaytonaServer, run_id: str) -> list[dict[str, Any]]:
-    return [b for b in server.boxes() if b["labels"].get(LABEL_RUN) == run_id]
+_mine = boxes_of
 
 
 def test_delete_waits_for_destroyed_and_a_concurrent_409_is_in_progress(

@@ -6,13 +6,14 @@ only by :func:`backend_for`, so that modules without the extra still collect and
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ray_bench.sandboxes import make_backend
-from ray_bench.sandboxes.base import SandboxSpec, run_labels
+from ray_bench.sandboxes.base import LABEL_RUN, SandboxSpec, run_labels
 from support.daytona_server import LIST_PAGE, DaytonaServer, Faults
 
 if TYPE_CHECKING:
@@ -69,3 +70,13 @@ def backend_for(srv: DaytonaServer, **options: Any) -> DaytonaBackend:
 def spec_for(image: str, run_id: str, **kw: Any) -> SandboxSpec:
     """One attempt's sandbox (cell ``cell-1``, attempt ``att-1``) of ``run_id``."""
     return SandboxSpec(labels=run_labels(run_id, "cell-1", "att-1"), image=image, **kw)
+
+
+def new_run_id(prefix: str) -> str:
+    """A run id of its own for one test (``prefix-`` and 8 hex digits)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def boxes_of(srv: DaytonaServer, run_id: str) -> list[dict[str, Any]]:
+    """The fixture's sandboxes of ``run_id``, destroyed ones included."""
+    return [b for b in srv.boxes() if b["labels"].get(LABEL_RUN) == run_id]

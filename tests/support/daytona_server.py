@@ -18,9 +18,10 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   progress".
 - Listing by labels is eventually consistent (:attr:`Faults.list_lag_sec`): a new sandbox shows up
   late, a destroyed one lingers as ``destroying``.
-- A create is ``unknown`` in the POST's answer, then ``pending_build`` / ``building_snapshot`` (a
-  Dockerfile build, really built on the local Docker, logs at ``build-logs-url``) or
-  ``pulling_snapshot``, then ``creating``, then ``started`` -- or ``build_failed`` / ``error``.
+- A create is ``unknown`` in the POST's answer (for :attr:`Faults.unknown_sec`, DELETE 409), then
+  ``pending_build`` / ``building_snapshot`` (a Dockerfile build, really built on the local Docker,
+  logs at ``build-logs-url``) or ``pulling_snapshot`` (:attr:`Faults.pull_sec` the first time a
+  runner meets the snapshot), then ``creating``, then ``started`` -- or ``build_failed`` / ``error``.
 - Names are unique per organisation: a second create with a name in use answers 409; ``GET
   /sandbox/{name}`` finds a sandbox by name.
 - ``networkAllowList`` is validated as ``validateNetworkAllowList`` does (``apps/api/src/sandbox/
@@ -30,7 +31,10 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   that reject all but loopback and the listed networks; a container the rules cannot be set on
   goes to ``error``, never left open.
 - Organisation quotas (:attr:`Faults.quota_vcpu`, ``quota_memory_gib``, ``quota_disk_gib``)
-  answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them.
+  answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them; the
+  per-sandbox limits (:attr:`Faults.max_cpu_per_sandbox`, ...) answer 403 "CPU request 8 exceeds
+  maximum allowed per sandbox (4)." first. A sandbox's disk is enforced where
+  :attr:`Faults.disk_paths` say (ENOSPC past it).
 - Every sandbox is reported with ``user: daytona`` unless its create names a user, image and
   snapshot creates alike, while its commands run as its image's own USER (Daytona's runner sets
   no user): the default snapshot's image (``default_image`` with ``USER 1000:1000``, like
@@ -214,6 +218,32 @@ class Faults:
     quota_vcpu: int | None = None
     quota_memory_gib: int | None = None
     quota_disk_gib: int | None = None
+    #: The organisation's per-sandbox limits (``maxCpuPerSandbox``, ``maxMemoryPerSandbox``,
+    #: ``maxDiskPerSandbox``; None: unlimited): a create asking more, from its own size or its
+    #: snapshot's, is refused 403 before the quotas are counted (``validateOrganizationQuotas`` of
+    #: ``apps/api/src/sandbox/services/sandbox.service.ts``: a ``ForbiddenException``).
+    max_cpu_per_sandbox: int | None = None
+    max_memory_per_sandbox: int | None = None
+    max_disk_per_sandbox: int | None = None
+    #: Seconds a new sandbox stays ``unknown`` (the row the API inserted with ``pending: true``,
+    #: before the sandbox manager hands it to a runner; long when no runner has room). A DELETE
+    #: meanwhile answers 409, as during the rest of the bring-up.
+    unknown_sec: float = 0.0
+    #: Seconds a runner takes to pull a snapshot it does not hold yet: the first sandbox of a
+    #: snapshot on each runner waits this long in ``pulling_snapshot``, later ones on that runner
+    #: start at once (each runner keeps its own ``SnapshotRunner`` row per snapshot ref,
+    #: ``runner.service.ts`` ``getSnapshotRunner(runnerId, snapshotRef)``; a create lands on a
+    #: random available runner, ``getRandomAvailableRunner``).
+    pull_sec: float = 0.0
+    #: The sandbox's disk enforced at these paths of its container (each a tmpfs of the
+    #: sandbox's ``disk`` in :attr:`disk_gib_bytes` units): a write past it fails with ENOSPC,
+    #: as on the real runner, whose container's rootfs has the sandbox's disk size. Not the
+    #: whole rootfs: this host's overlay2 sits on ext4, and Docker's per-container size
+    #: (``storage_opt size``) needs xfs with project quotas; a tmpfs is in memory, so off by
+    #: default (500 sandboxes x 3 GiB). A tmpfs hides what the image has at its path.
+    disk_paths: tuple[str, ...] = ()
+    #: Bytes in one GiB of :attr:`disk_paths` (tests shrink it, as ``minute_sec`` for time).
+    disk_gib_bytes: int = 1 << 30
     #: Fraction of every other authenticated request (get, list, delete, toolbox) answered 429 by
     #: its throttler (`sandbox-lifecycle` for a delete, `authenticated` for the rest).
     throttled_429_fraction: float = 0.0
@@ -308,6 +338,9 @@ class DaytonaServer:
         self.server_id = uuid.uuid4().hex[:12]
         #: Every ``POST /sandbox`` body received, in order (including refused ones).
         self.create_requests: list[dict[str, Any]] = []
+        #: Per runner: snapshot name -> monotonic time its pull ended (:attr:`Faults.pull_sec`).
+        self._runner_pulls: list[dict[str, float]] = [{} for _ in range(self.runners)]
+        self._pull_locks: dict[tuple[int, str], asyncio.Lock] = {}
         self.counts: dict[str, int] = {
             "create_429": 0, "create_5xx": 0, "created": 0, "create_lost": 0, "create_409": 0,
             "quota_400": 0, "delete_409": 0, "exec_lost": 0, "exec_timeout": 0, "exec_timed_out": 0,
@@ -316,6 +349,7 @@ class DaytonaServer:
             "throttled_429": 0,
             "ttl_destroyed": 0, "auto_stopped": 0, "cold_builds": 0, "warm_builds": 0,
             "snapshot_missing_400": 0, "snapshot_activated": 0, "snapshot_quota_400": 0, "snapshot_deleted": 0,
+            "limit_403": 0, "cold_pulls": 0,
         }
         #: (sandbox id, command) of every toolbox execute that ran, in order.
         self.executions: list[tuple[str, str]] = []
@@ -633,6 +667,29 @@ class DaytonaServer:
 
     # ---------------------------------------------------------------- main API
 
+    def _size_asked(self, body: Mapping[str, Any]) -> tuple[int, int, int]:
+        """vCPU, GiB memory and GiB disk a create asks: a snapshot's own size (``createFromSnapshot``
+        takes the snapshot's), else the body's, else Daytona's defaults (1, 1, 3)."""
+        if body.get("snapshot") and not (body.get("buildInfo") or {}).get("dockerfileContent"):
+            return self._snapshot_size(str(body["snapshot"]))
+        return int(body.get("cpu") or 1), int(body.get("memory") or 1), int(body.get("disk") or 3)
+
+    def _limit_refusal(self, body: Mapping[str, Any]) -> str | None:
+        """The per-sandbox check at the head of ``validateOrganizationQuotas``
+        (``apps/api/src/sandbox/services/sandbox.service.ts``), its text verbatim; answered 403."""
+        f = self.faults
+        cpu, memory, disk = self._size_asked(body)
+        more = ("Need higher resource limits per-sandbox? Contact us at support@daytona.io and let us "
+                "know about your use case.")  # PER_SANDBOX_LIMIT_MESSAGE (apps/api/src/common/constants)
+        if f.max_cpu_per_sandbox is not None and cpu > f.max_cpu_per_sandbox:
+            return f"CPU request {cpu} exceeds maximum allowed per sandbox ({f.max_cpu_per_sandbox}).\n{more}"
+        if f.max_memory_per_sandbox is not None and memory > f.max_memory_per_sandbox:
+            return (f"Memory request {memory}GB exceeds maximum allowed per sandbox "
+                    f"({f.max_memory_per_sandbox}GB).\n{more}")
+        if f.max_disk_per_sandbox is not None and disk > f.max_disk_per_sandbox:
+            return f"Disk request {disk}GB exceeds maximum allowed per sandbox ({f.max_disk_per_sandbox}GB).\n{more}"
+        return None
+
     def _quota_refusal(self, body: Mapping[str, Any]) -> str | None:
         """Daytona's organisation quota check (``SandboxService.validateOrganizationQuotas``)."""
         f = self.faults
@@ -696,6 +753,9 @@ class DaytonaServer:
         box = _Box(id=str(uuid.uuid4()), body=body, image=image, user=user)
         if dockerfile:
             box.state, box.building = "pending_build", True
+        if (too_big := self._limit_refusal(body)) is not None:
+            self.counts["limit_403"] += 1
+            return self._error(403, too_big)
         # The quota check and the new sandbox's row in one step, as the API's transaction: checked
         # before the image lookup's await, three creates at once all passed a quota of two (CI).
         with self._lock:
@@ -736,14 +796,30 @@ class DaytonaServer:
             if box.desired == "destroyed":
                 return
         else:
-            await asyncio.sleep(0.01)
+            # `unknown` until the sandbox manager takes the row (`pending`: DELETE answers 409).
+            await asyncio.sleep(max(0.01, f.unknown_sec))
+            if box.desired == "destroyed":
+                return
             box.state = "pulling_snapshot"
+            await self._pull_on_runner(str(box.body.get("snapshot") or box.image))
         if box.desired == "destroyed":
             return
         box.state = "creating"
         await asyncio.sleep(f.create_delay_sec)
         if box.desired != "destroyed" and box.state == "creating":
             await self._start_container(box)
+
+    async def _pull_on_runner(self, snapshot: str) -> None:
+        """A random runner (``getRandomAvailableRunner``) pulls ``snapshot`` once, in
+        :attr:`Faults.pull_sec`; sandboxes of it on that runner meanwhile wait for the same pull."""
+        if self.faults.pull_sec <= 0:
+            return
+        runner = self._die("runner").randrange(self.runners)
+        async with self._pull_locks.setdefault((runner, snapshot), asyncio.Lock()):
+            if snapshot not in self._runner_pulls[runner]:
+                await asyncio.sleep(self.faults.pull_sec)
+                self._runner_pulls[runner][snapshot] = time.monotonic()
+                self.counts["cold_pulls"] += 1
 
     def _pick_runner(self, key: str) -> int:
         """A runner that built ``key`` in the last 24 Daytona hours, else one at random: builds
@@ -867,6 +943,9 @@ class DaytonaServer:
             kwargs["mem_limit"] = f"{int(size['memory'])}g"
         if body.get("networkBlockAll"):
             kwargs["network_mode"] = "none"
+        if self.faults.disk_paths:  # the sandbox's disk, where this host can enforce it (Faults)
+            disk_bytes = self._size_asked(body)[2] * self.faults.disk_gib_bytes
+            kwargs["tmpfs"] = {path: f"size={disk_bytes},mode=1777" for path in self.faults.disk_paths}
         try:
             container = await asyncio.to_thread(self.docker.containers.run, box.image, **kwargs)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -1004,6 +1083,8 @@ class DaytonaServer:
             self.runners = max(1, runners)
         self._runner_cache = [{} for _ in range(self.runners)]
         self._runner_locks.clear()
+        self._runner_pulls = [{} for _ in range(self.runners)]
+        self._pull_locks.clear()
         self.cold_builds.clear()
         self._made_snapshots.clear()
 

@@ -37,6 +37,7 @@ from ray_bench.errors import (
     SandboxGoneError,
     SandboxQuotaError,
     SandboxRateLimitedError,
+    SandboxTooLargeError,
     SandboxUnavailableError,
 )
 from ray_bench.models.build import SNAPSHOT_PREFIX
@@ -298,7 +299,7 @@ class DaytonaBackend(SandboxBackend):
         except asyncio.CancelledError:
             await asyncio.shield(self._undo_create(task, name, token))
             raise
-        except (SandboxRateLimitedError, SandboxQuotaError):
+        except (SandboxRateLimitedError, SandboxQuotaError, SandboxTooLargeError):
             raise  # refused before anything was made
         except BaseException:
             await asyncio.shield(self._sweep(name, token))

@@ -28,6 +28,7 @@ from daytona import (
 )
 
 from ray_bench.errors import (
+    SandboxDiskFullError,
     SandboxError,
     SandboxExecReportError,
     SandboxGoneError,
@@ -560,6 +561,11 @@ def _sh(script: str, *args: str) -> str:
     return " ".join(shlex.quote(a) for a in ("sh", "-c", script, "rb", *args))
 
 
+#: What the wrapper's shell says when a write of its own fails for space (ENOSPC's strerror):
+#: the command's output travels in base64, so plain text here is the wrapper's.
+_DISK_FULL = "No space left on device"
+
+
 def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> ExecResult:
     """The wrapper's report: a header line ``RB rc timed_out out_bytes err_bytes killed``, then
     stdout and stderr (each its first ``cap`` bytes) in base64 around ``RB-SEP``. A report that
@@ -572,6 +578,9 @@ def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> 
     if len(fields) == 5:  # a wrapper that says nothing of a kill (a cd that failed)
         fields.append("0")
     if len(fields) != 6 or fields[0] != "RB" or not all(f.lstrip("-").isdigit() for f in fields[1:]):
+        if _DISK_FULL in text:  # the wrapper's own write failed: its report never existed
+            raise SandboxDiskFullError(_report_problem("without its header: the sandbox's disk is full",
+                                                       text, exit_code))
         raise SandboxExecReportError(_report_problem("without its header", text, exit_code))
     rc, timed_out, out_len, err_len, killed = (int(f) for f in fields[1:])
     out_b64, _, err_b64 = rest.partition("RB-SEP\n")
@@ -582,6 +591,8 @@ def _parse_exec(text: str, exit_code: int | None, cap: int, duration: float) -> 
         raise SandboxExecReportError(_report_problem("with its output garbled", text, exit_code)) from None
     # More than announced is a child still writing between the wrapper's count and its copy.
     if len(stdout) < min(out_len, cap) or len(stderr) < min(err_len, cap):
+        if _DISK_FULL in text:
+            raise SandboxDiskFullError(_report_problem("cut short: the sandbox's disk is full", text, exit_code))
         raise SandboxExecReportError(_report_problem(
             f"cut short ({len(stdout)} of {min(out_len, cap)} bytes of stdout, "
             f"{len(stderr)} of {min(err_len, cap)} of stderr)", text, exit_code))

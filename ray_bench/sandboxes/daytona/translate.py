@@ -15,6 +15,7 @@ from ray_bench.errors import (
     SandboxCreateError,
     SandboxError,
     SandboxQuotaError,
+    SandboxTooLargeError,
     SandboxUnavailableError,
 )
 
@@ -55,6 +56,12 @@ _QUOTA = re.compile(r"Total (CPU|memory|disk|GPU) limit exceeded", re.IGNORECASE
 #: exceeded. Maximum allowed: 30" (400), on a snapshot's create or activation.
 _SNAPSHOT_QUOTA = re.compile(r"Snapshot quota exceeded", re.IGNORECASE)
 
+#: The per-sandbox check of ``validateOrganizationQuotas`` (``apps/api/src/sandbox/services/
+#: sandbox.service.ts``): "CPU request 8 exceeds maximum allowed per sandbox (4).", "Memory request
+#: 16GB exceeds ...", "Disk request 50GB exceeds ..." (a ``ForbiddenException``: 403).
+_PER_SANDBOX = re.compile(r"\b(CPU|Memory|Disk|GPU) request \S+ exceeds maximum allowed per sandbox",
+                          re.IGNORECASE)
+
 
 def state_name(state: Any) -> str:
     return str(getattr(state, "value", state) or "unknown")
@@ -72,12 +79,16 @@ def quota_resource(exc: DaytonaError) -> str | None:
 
 def translate(exc: DaytonaError, what: str, *, create: bool = False) -> SandboxError:
     """The :class:`SandboxError` for ``exc``: unreachable, timed out or 5xx -> unavailable; an
-    organisation quota -> :class:`SandboxQuotaError`; 401/403 -> :class:`SandboxAuthError` (the
+    organisation quota -> :class:`SandboxQuotaError`; a per-sandbox limit ->
+    :class:`SandboxTooLargeError`; 401/403 -> :class:`SandboxAuthError` (the
     backend's key, never a model account's); else a failed create or a plain sandbox error."""
     status = exc.status_code
     message = f"{what}: {exc.message}"
     if (resource := quota_resource(exc)) is not None:
         return SandboxQuotaError(message, resource=resource)
+    if status in (400, 403, None) and _PER_SANDBOX.search(exc.message or ""):
+        # Not the backend's key (403 as a suspended organisation is): this size never fits.
+        return SandboxTooLargeError(f"{message} (set the pool's max_sandbox_* so that plan refuses it)")
     if status in (401, 403):
         # The server's reason is kept (a suspended organisation, a region not available, a key
         # without the permission): "bad key" alone sends the operator the wrong way.
