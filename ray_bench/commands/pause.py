@@ -6,6 +6,7 @@ operator pauses when the machine is busy)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -27,10 +28,10 @@ def pause_run(run_root: Path, *, now: bool = False, reason: str = "") -> dict[st
     refuse_operator_text({"--reason": reason})
     paths = RunPaths(run_root)
     loaded = None
-    try:  # and the values of its routes, before anything is read of the run
+    # and the values of its routes, before anything is read of the run; a plan edited under a
+    # running driver must not keep it from a pause
+    with contextlib.suppress(UserInputError):
         loaded = load_plan_file(paths.plan)
-    except UserInputError:  # a plan edited under a running driver must not keep it from a pause
-        pass
     refuse_operator_text({"--reason": reason}, [a.route.env for a in loaded[0].accounts] if loaded else [])
     # the state alone (lock and events): not the cells' counts, which grow with the run
     state, plan, identity = read_phase(run_root, loaded=loaded)
