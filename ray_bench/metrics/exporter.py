@@ -35,7 +35,9 @@ from prometheus_client import (
     start_http_server,
 )
 
+from ray_bench.accounts.health import reason_class
 from ray_bench.errors import UserInputError
+from ray_bench.evidence.classify import fold_ids
 from ray_bench.metrics.lasting import LastingGauges
 from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
 from ray_bench.metrics.pace_collector import PaceCollector
@@ -82,6 +84,9 @@ CELL_SECONDS_BUCKETS: tuple[float, ...] = (
     1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, float("inf"),
 )  # fmt: skip
 
+#: A reason label's length at most: a class and a sentence, not a stack trace.
+REASON_LABEL_CHARS = 120
+
 #: ``failure_class`` label of an attempt that did not fail.
 NO_FAILURE = "none"
 
@@ -96,6 +101,8 @@ class AccountView:
     state: AccountState
     inflight: int
     limit: int
+    #: The account's last error as its health kept it (folded before it becomes a label).
+    last_error: str = ""
 
 
 class MetricsExporter:
@@ -128,6 +135,8 @@ class MetricsExporter:
         self._remaining = 0
         self._deadline: float | None = None
         self._accounts: set[str] = set()
+        #: account -> the (reason_class, reason) labels its reason series has now.
+        self._reasons: dict[str, tuple[str, str]] = {}
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._scrapes = 0
@@ -168,6 +177,14 @@ class MetricsExporter:
             "raybench_account_state",
             "1 for the account's current health state, 0 for the others.",
             ["account", "state"],
+            registry=r,
+        )
+        self._account_reason = Gauge(
+            "raybench_account_reason_info",
+            "1 for why an account is not healthy: its reason class (auth, rate_limited, server_error, "
+            "operator, other) and its last error with ids, numbers, paths and opaque tokens folded "
+            "(as failure fingerprints fold them, so a repeat is one series and no secret is a label).",
+            ["account", "reason_class", "reason"],
             registry=r,
         )
         self._account_inflight = Gauge(
@@ -404,6 +421,7 @@ class MetricsExporter:
                 self._account_state.labels(view.name, state).set(int(state == view.state))
             self._account_inflight.labels(view.name).set(view.inflight)
             self._account_limit.labels(view.name).set(view.limit)
+            self._set_reason(view)
             self._spend.labels(view.name)  # present at 0 so rate() sees the first spend
             self.lasting.present(accounts=[view.name])
         with self._lock:
@@ -413,6 +431,29 @@ class MetricsExporter:
                 self._account_state.remove(name, state)
             self._account_inflight.remove(name)
             self._account_limit.remove(name)
+            self._drop_reason(name)
+
+    def _set_reason(self, view: AccountView) -> None:
+        """One reason series per account that is not healthy, replaced when the reason changes."""
+        cls = reason_class(view.state, view.last_error) if view.state != "healthy" else ""
+        labels = (cls, fold_ids(view.last_error)[:REASON_LABEL_CHARS].strip() or view.state) if cls else None
+        with self._lock:
+            before = self._reasons.get(view.name)
+            if labels == before:
+                return
+            self._reasons.pop(view.name, None)
+            if labels is not None:
+                self._reasons[view.name] = labels
+        if before is not None:
+            self._account_reason.remove(view.name, *before)
+        if labels is not None:
+            self._account_reason.labels(view.name, *labels).set(1)
+
+    def _drop_reason(self, name: str) -> None:
+        with self._lock:
+            before = self._reasons.pop(name, None)
+        if before is not None:
+            self._account_reason.remove(name, *before)
 
     def set_healthy_capacity(self, n: int) -> None:
         self._healthy_capacity.labels(self.run_id).set(n)

@@ -130,7 +130,7 @@ class MetricsObserver:
         now, accounts = time.time(), event.accounts
         self.exporter.lasting.beat(now)
         self.exporter.set_cells(event.counts)
-        views = [AccountView(a.name, _state(a.state), a.inflight, a.limit) for a in accounts]
+        views = [AccountView(a.name, _state(a.state), a.inflight, a.limit, a.last_error or "") for a in accounts]
         self.exporter.set_accounts(views)
         self.exporter.set_healthy_capacity(sum(a.limit for a in accounts if a.state in USABLE_STATES))
         expiry = self._expiry
