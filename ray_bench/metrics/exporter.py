@@ -137,6 +137,7 @@ class MetricsExporter:
         self._accounts: set[str] = set()
         #: account -> the (reason_class, reason) labels its reason series has now.
         self._reasons: dict[str, tuple[str, str]] = {}
+        self._circuit_reasons: dict[str, tuple[str, str]] = {}  # scope -> (failure_class, reason)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._scrapes = 0
@@ -226,6 +227,13 @@ class MetricsExporter:
             "raybench_circuit_open",
             "1 while the recovery circuit of a scope (account:X, backend:Y, run) is open.",
             [*run, "scope"],
+            registry=r,
+        )
+        self._circuit_reason = Gauge(
+            "raybench_circuit_reason_info",
+            "1 for the failure that opened a scope's circuit: its class and its message folded as "
+            "fingerprints fold it (no id, number, path or opaque token in a label).",
+            [*run, "scope", "failure_class", "reason"],
             registry=r,
         )
         self._halted = Gauge(
@@ -463,9 +471,20 @@ class MetricsExporter:
         for state in {*SANDBOX_STATES, *counts}:
             self._sandboxes.labels(backend, state).set(counts.get(state, 0))
 
-    def set_circuit(self, scope: str, open: bool) -> None:
-        """Open or close the circuit of ``scope``: ``account:X``, ``backend:Y`` or ``run``."""
+    def set_circuit(self, scope: str, open: bool, failure_class: str = "", message: str = "") -> None:
+        """Open or close the circuit of ``scope``: ``account:X``, ``backend:Y`` or ``run``; an
+        open one with the failure that opened it (its reason series, gone when it closes)."""
         self._circuit.labels(self.run_id, scope).set(int(open))
+        labels = ((failure_class or "unknown", fold_ids(message)[:REASON_LABEL_CHARS].strip() or "-")
+                  if open and (failure_class or message) else None)
+        with self._lock:
+            before = self._circuit_reasons.pop(scope, None)
+            if labels is not None:
+                self._circuit_reasons[scope] = labels
+        if before is not None and before != labels:
+            self._circuit_reason.remove(self.run_id, scope, *before)
+        if labels is not None:
+            self._circuit_reason.labels(self.run_id, scope, *labels).set(1)
 
     def set_halted(self, halted: bool) -> None:
         self._halted.labels(self.run_id).set(int(halted))

@@ -332,6 +332,18 @@ def test_an_account_out_of_the_pool_reports_its_reason_folded(exporter: MetricsE
     assert reasons() == {}
 
 
+def test_an_open_circuit_reports_the_failure_that_opened_it(exporter: MetricsExporter) -> None:
+    reasons = lambda: [dict(labels) for (name, labels), _ in scrape(exporter).items()  # noqa: E731
+                       if name == "raybench_circuit_reason_info"]
+    exporter.set_circuit("backend:daytona", True, "capacity",
+                         "Daytona sandbox 3f2a9c1e-beef-4c2d-9a1b-0123456789ab still creating after 15s")
+    assert reasons() == [{"run": exporter.run_id, "scope": "backend:daytona", "failure_class": "capacity",
+                          "reason": "daytona sandbox ID still creating after Ns"}]
+    exporter.set_circuit("backend:daytona", False)
+    assert reasons() == [] and value(scrape(exporter), "raybench_circuit_open", run=exporter.run_id,
+                                     scope="backend:daytona") == 0
+
+
 def test_unknown_account_state_is_rejected(exporter: MetricsExporter) -> None:
     with pytest.raises(ValueError, match="unknown state"):
         exporter.set_accounts([AccountView("acct-a", "asleep", 0, 1)])  # type: ignore[arg-type]
