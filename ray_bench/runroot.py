@@ -19,7 +19,7 @@ import fcntl
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,14 +124,24 @@ def run_root_of(path: Path) -> Path | None:
     return None
 
 
-def refuse_output_in_run_root(path: Path, where: str) -> None:
+def refuse_output_in_run_root(path: Path, where: str, *, runs: Iterable[Path] = ()) -> None:
     """An ``--out`` target (a file or a directory) may not be in a run root: the plan, receipt,
     ledger and attempts there are evidence, and a report or selection beside them is mistaken
-    for one of them."""
+    for one of them. With ``runs`` (``--runs`` as given: run roots, or directories of them), nor
+    anywhere under the directory holding them: ``runs/NEW/launch-plan.json`` names a run root
+    that ``plan`` has not made yet (issue 56)."""
+    fix = "write it outside runs/, e.g. reports/NAME or selections/NAME.json"
     root = run_root_of(path)
     if root is not None:
         raise UserInputError(f"{path} is inside run root {root}, whose files are never written over",
-                             where=where, fix="write it outside runs/, e.g. reports/NAME or selections/NAME.json")
+                             where=where, fix=fix)
+    resolved = path.resolve()
+    for given in runs:
+        runs_dir = given.resolve()
+        runs_dir = runs_dir.parent if run_root_of(runs_dir) == runs_dir else runs_dir
+        if resolved.is_relative_to(runs_dir):
+            raise UserInputError(f"{path} is under the runs directory {runs_dir}, where only run roots belong",
+                                 where=where, fix=fix)
 
 
 def refuse_existing(path: Path, where: str, fix: str) -> None:

@@ -58,6 +58,7 @@ set, and never lifts a hold, a disable or an expiry (those are the operator's); 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -133,6 +134,20 @@ class HealthPolicy:
 
 
 _INERT = (HealthState.EXPIRED, HealthState.DISABLED, HealthState.HELD)
+
+#: The classes :class:`AccountHealth` writes at the head of ``last_error`` when it cools.
+_COOLING_CLASS = re.compile(r"(rate_limited|server_error)\b")
+
+
+def reason_class(state: str, last_error: str) -> str:
+    """Why an account is out of (or short of) the pool, as a class: ``auth`` (disabled by auth
+    failures, or an expired login), ``rate_limited`` / ``server_error`` (cooling, as
+    :meth:`AccountHealth.on_rate_limited` / :meth:`~AccountHealth.on_server_error` wrote it),
+    ``operator`` (held); ``""`` for an account in the pool with nothing to say."""
+    found = _COOLING_CLASS.match(last_error)
+    if found:
+        return found.group(1)
+    return {"disabled": "auth", "expired": "auth", "held": "operator"}.get(state, "other" if last_error else "")
 
 
 class AccountHealth:

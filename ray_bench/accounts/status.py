@@ -1,4 +1,4 @@
-"""`ray-bench accounts status|probe|hold|release`: what an operator asks of accounts."""
+"""`ray-bench accounts status|probe|hold|release|enable`: what an operator asks of accounts."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class AccountStatus:
             what = f"cooling until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.cooling_until))}"
         if self.enable_pending:
             what += " (enable pending)"
-        parts = [f"{self.name}: {what}" + (f" ({self.last_error[:120]})" if self.last_error else "")]
+        parts = [f"{self.name}: {what}" + (f" ({self.last_error})" if self.last_error else "")]
         budget = f" of ${self.budget_usd:.2f}" if self.budget_usd is not None else ""
         parts.append(f"spent {'at least ' if self.spent_lower_bound else ''}${self.spent_usd:.2f}{budget}"
                      + _not_exact(self.spent_lower_bound, self.spent_unknown))
@@ -167,8 +167,10 @@ def probe_accounts(path: Path, *, timeout: float = 30.0) -> list[dict[str, Any]]
             for account in load_accounts(path).accounts]
 
 
-def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: str | None = None,
-             state_root: Path | None = None) -> list[str]:
+def set_hold(path: Path, names: list[str], *, hold: bool, reason: str,
+             state_root: Path | None = None) -> dict[str, bool]:
+    """Hold or release ``names`` (the operator's word, not the health state machine's: a
+    disabled account stays disabled when released); returns name -> whether its hold changed."""
     loaded = load_accounts(path).accounts
     refuse_operator_text({"--reason": reason}, [a.route.env for a in loaded])
     known = {a.name for a in loaded}
@@ -177,9 +179,7 @@ def set_hold(path: Path, names: list[str], *, hold: bool, reason: str, address: 
         raise UserInputError(f"unknown account(s) {', '.join(unknown)}", where=str(path),
                              fix=f"choose from {', '.join(sorted(known))}")
     root = state_root or default_state_root()
-    for name in names:
-        write_hold(root, name, hold=hold, reason=reason)
-    return names
+    return {name: write_hold(root, name, hold=hold, reason=reason) for name in names}
 
 
 def repair_spend(path: Path, *, reason: str, who: str | None = None,

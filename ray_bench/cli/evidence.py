@@ -77,12 +77,12 @@ def gaps(
     ] = None,
 ) -> None:
     """Select the repetitions missing to reach --target (or --target-mde)."""
-    from ray_bench.evidence.gaps import find_gaps, target_for_mde, write_selections
+    from ray_bench.evidence.gaps import find_gaps, next_commands, target_for_mde, write_selections
 
     if (target is None) == (target_mde is None):
         raise UserInputError("give exactly one of --target and --target-mde", where="gaps",
                              fix="--target N (repetitions) or --target-mde D (a paired delta)")
-    refuse_output_in_run_root(out_path, "gaps --out")  # before the report lines: nothing is written
+    refuse_output_in_run_root(out_path, "gaps --out", runs=runs)  # before the report lines: nothing is written
     if target_mde is not None:
         mde = target_for_mde(suite, runs, target_mde, selection_file)
         basis = (f"the runs' spread ({mde.spread.pairs} paired rows)" if mde.spread is not None
@@ -111,6 +111,8 @@ def gaps(
         out.print("no gaps: every task and arm has its target of valid rows", markup=False)
     for path in written:
         out.print(f"wrote {path}", markup=False)
+    for command in next_commands(result, written, suite, runs):
+        out.print(f"next: {command}", markup=False)
 
 
 @app.command()

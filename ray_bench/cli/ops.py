@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,8 @@ AccountsOpt = Annotated[Path, typer.Option("--accounts", help="Accounts YAML.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 StateRootOpt = Annotated[Path | None, typer.Option(
     "--state-root", help="Where accounts.sqlite is (default $RAY_BENCH_STATE_ROOT or ~/.ray-bench).")]
+#: Holds live in the state root, whatever cluster runs: kept, hidden, for scripts that passed it.
+UnusedAddressOpt = Annotated[str | None, typer.Option("--address", hidden=True)]
 
 
 @accounts_app.command("status")
@@ -46,12 +49,16 @@ def accounts_status(accounts: AccountsOpt, as_json: JsonOpt = False,
     if as_json:
         out.print(strict_json([r.to_json() for r in rows], indent=2, default=str), markup=False)
         return
-    out.print(f"{'account':<16} {'state':<9} {'inflight':>8} {'tokens':>7} {'cooldown':>9} {'window':>7} "
+    states = [r.state + (" (enable pending)" if r.enable_pending else "") for r in rows]
+    width = max([9, *map(len, states)])
+    out.print(f"{'account':<16} {'state':<{width}} {'inflight':>8} {'tokens':>7} {'cooling until':<19} {'window':>7} "
               f"{'spent':>9} {'parallel':>8}  route / last error", markup=False)
-    for r in rows:
+    for r, state in zip(rows, states, strict=True):
         spent = ('>=' if r.spent_lower_bound else '') + f"${r.spent_usd:.2f}"
-        out.print(f"{r.name:<16} {r.state:<9} {r.inflight:>3}/{r.limit:<4} {r.tokens:>7} "
-                  f"{r.cooldown_left_sec:>8}s {r.window_used:>7} {spent:>9} "
+        until = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.cooling_until))
+                 if r.cooling_until is not None else "-")
+        out.print(f"{r.name:<16} {state:<{width}} {r.inflight:>3}/{r.limit:<4} {r.tokens:>7} "
+                  f"{until:<19} {r.window_used:>7} {spent:>9} "
                   f"{r.recommended_parallelism:>8}  {r.route}{'  ' + r.last_error if r.last_error else ''}"
                   f"{'  expires ' + r.login_expires if r.login_expires else ''}", markup=False)
     for r in rows:
@@ -80,37 +87,55 @@ def accounts_probe(accounts: AccountsOpt, as_json: JsonOpt = False,
 def accounts_hold(accounts: AccountsOpt,
                   name: Annotated[list[str], typer.Option("--name", help="Account(s) to hold.")],
                   reason: Annotated[str, typer.Option("--reason", help="Why, for the record.")] = "operator",
-                  address: Annotated[str | None, typer.Option("--address")] = None) -> None:
-    """Stop admitting cells on accounts (running cells finish); shared by every run."""
+                  state_root: StateRootOpt = None, address: UnusedAddressOpt = None) -> None:
+    """Stop admitting cells on accounts until `release` (an operator's hold).
+
+    Running cells finish; the hold is shared by every run on the state root.
+    """
     from ray_bench.accounts.status import set_hold
 
-    for account in set_hold(accounts, name, hold=True, reason=reason, address=address):
+    for account in set_hold(accounts, name, hold=True, reason=reason, state_root=state_root):
         out.print(f"held {account}", markup=False)
 
 
 @accounts_app.command("release")
 @guarded
 def accounts_release(accounts: AccountsOpt,
-                     name: Annotated[list[str], typer.Option("--name", help="Account(s) to release.")],
-                     address: Annotated[str | None, typer.Option("--address")] = None) -> None:
-    """Admit cells on held accounts again."""
-    from ray_bench.accounts.status import set_hold
+                     name: Annotated[list[str], typer.Option("--name", help="Held account(s) to release.")],
+                     state_root: StateRootOpt = None, address: UnusedAddressOpt = None) -> None:
+    """Lift an operator's `accounts hold` (not a disabled account: see `enable`).
 
-    for account in set_hold(accounts, name, hold=False, reason="", address=address):
-        out.print(f"released {account}", markup=False)
+    It does not bring back an account its health disabled (auth failures) or whose login
+    expired: that is `accounts enable NAME --accounts A --reason TEXT`.
+    """
+    from ray_bench.accounts.status import account_status, set_hold
+
+    changed = set_hold(accounts, name, hold=False, reason="", state_root=state_root)
+    states = {r.name: r.state for r in account_status(accounts, state_root=state_root)}
+    for account, was_held in changed.items():
+        line = f"released {account} (hold lifted)" if was_held else f"{account} was not held: nothing released"
+        if states.get(account) in ("disabled", "expired"):
+            line += (f"; it is {states[account]}: `ray-bench accounts enable {account} --accounts {accounts} "
+                     "--reason TEXT` brings it back")
+        out.print(line, markup=False)
 
 
 @accounts_app.command("enable")
 @guarded
 def accounts_enable(accounts: AccountsOpt,
                     name: Annotated[str, typer.Argument(help="The account to bring back.")],
-                    reason: Annotated[str, typer.Option("--reason", help="What changed (recorded).")]) -> None:
-    """Bring back a disabled or expired account (recorded with who and why)."""
+                    reason: Annotated[str, typer.Option("--reason", help="What changed (recorded).")],
+                    state_root: StateRootOpt = None) -> None:
+    """Bring back a disabled or expired account (not a held one: see `release`).
+
+    For an account its health disabled (auth failures) or whose login expired, once the
+    credential is fixed; recorded with who and why. Holds are lifted by `accounts release`.
+    """
     from ray_bench.accounts.status import enable_account
 
-    previous = enable_account(accounts, name, reason=reason)
+    previous = enable_account(accounts, name, reason=reason, state_root=state_root)
     out.print(f"enable recorded for {name} (was {previous or 'never saved'}); its actor applies it on its "
-              "next call", markup=False)
+              "next call (`accounts status` shows `enable pending` until then)", markup=False)
 
 
 @app.command()

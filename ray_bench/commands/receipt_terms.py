@@ -46,10 +46,25 @@ def cells_line(plan: Plan) -> str:
     per = Counter((c.task, c.arm) for c in plan.cells)
     reps = sorted(set(per.values()))
     n = len(plan.cells)
+    numbers = sorted({c.rep for c in plan.cells})
+    # a gap-fill's cells are later repetitions (rep 3 of a run that has 1-2): say which
+    adds = "" if numbers == list(range(1, len(numbers) + 1)) else (
+        f" (adds rep{'s' if len(numbers) > 1 else ''} {_spans(numbers)})")
     if len(reps) == 1 and len(per) == len(tasks) * len(arms):
-        return f"cells: {n} = {len(tasks)} tasks x {len(arms)} arms x {reps[0]} reps"
+        return f"cells: {n} = {len(tasks)} tasks x {len(arms)} arms x {reps[0]} reps{adds}"
     return (f"cells: {n} over {len(tasks)} tasks x {len(arms)} arms, {reps[0]}-{reps[-1]} reps per task "
-            "and arm (set by the selection)")
+            f"and arm (set by the selection){adds}")
+
+
+def _spans(numbers: list[int]) -> str:
+    """``[2, 3, 4, 7]`` -> ``2-4, 7``."""
+    spans: list[list[int]] = []
+    for k in numbers:
+        if spans and k == spans[-1][1] + 1:
+            spans[-1][1] = k
+        else:
+            spans.append([k, k])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)
 
 
 def task_lines(plan: Plan) -> list[str]:

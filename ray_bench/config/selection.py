@@ -45,6 +45,7 @@ def load_selection(path: Path) -> Selection:
         items = data["tasks"]
     elif path.suffix in {".yaml", ".yml"} or stripped.startswith("-"):
         _refuse_too_many(sum(1 for line in text.splitlines() if line.lstrip().startswith("- ")), path)
+        _refuse_too_long(text, path)
         items = parse_yaml(text, path, SelectionError)[0]
         if is_job_config(items):
             return _selection(path, _job(items, path))
@@ -84,12 +85,18 @@ def _selection(path: Path, entries: list[SelectionEntry]) -> Selection:
     _refuse_too_many(len(entries), path)
     if not entries:
         raise SelectionError("selection is empty", where=str(path), fix="list at least one task")
-    seen: set[str] = set()
+    # Task ids resolve case-insensitively (`_resolve_entry`'s folded index), so two spellings of
+    # one id would plan its cells twice (issue 56: hello-world and HELLO-WORLD).
+    seen: dict[str, str] = {}
     for entry in entries:
-        if entry.task_id in seen:
+        first = seen.get(entry.task_id.casefold())
+        seen.setdefault(entry.task_id.casefold(), entry.task_id)
+        if first == entry.task_id:
             raise SelectionError(f"task {entry.task_id!r} listed twice", where=str(path),
                                  fix="list each task once")
-        seen.add(entry.task_id)
+        if first is not None:
+            raise SelectionError(f"tasks {first!r} and {entry.task_id!r} are one task (task ids are matched "
+                                 "without regard to case)", where=str(path), fix="list each task once, in one spelling")
     return Selection(path=str(path), entries=tuple(entries))
 
 
@@ -122,6 +129,19 @@ def _refuse_too_many(count: int, path: Path) -> None:
     if count > MAX_SELECTION_ENTRIES:
         raise SelectionError(f"selection lists {count:,} entries, over {MAX_SELECTION_ENTRIES:,}", where=str(path),
                              fix="select fewer tasks per plan")
+
+
+#: Lines a YAML selection may have: the entry bound with four lines an entry. The parser spends
+#: seconds per 100,000 lines of anything, entries or not (800,000 comment lines and one entry:
+#: 3.9 CPU seconds, 15 s at load 5; issue 56's hostile file, over 30), so lines are counted first.
+MAX_SELECTION_LINES = 4 * MAX_SELECTION_ENTRIES
+
+
+def _refuse_too_long(text: str, path: Path) -> None:
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if lines > MAX_SELECTION_LINES:
+        raise SelectionError(f"selection has {lines:,} lines, over {MAX_SELECTION_LINES:,} (4 per entry, "
+                             f"{MAX_SELECTION_ENTRIES:,} entries)", where=str(path), fix="select fewer tasks per plan")
 
 
 def _entry(item: Any, path: Path, index: int) -> SelectionEntry:

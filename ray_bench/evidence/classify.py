@@ -76,12 +76,18 @@ _ID_FORMS = re.compile("|".join((
 )))
 
 
-def fingerprint(failure_class: str, rule: str, text: str) -> str:
-    """Stable across attempts: ids of every format (:data:`_ID_FORMS`), numbers and paths are
-    folded before hashing."""
+def fold_ids(text: str) -> str:
+    """``text`` lower-cased with ids of every format (:data:`_ID_FORMS`), numbers and paths
+    folded: what stays the same when a failure repeats. An opaque token (a key pasted into an
+    error) is folded too, so the result may be shown where a raw message may not (a label)."""
     norm = _ID_FORMS.sub("ID", text.lower())
     norm = re.sub(r"\d+(\.\d+)?", "N", norm)
-    norm = re.sub(r"(/[\w.-]+)+", "/PATH", norm)[:200]
+    return re.sub(r"(/[\w.-]+)+", "/PATH", norm)
+
+
+def fingerprint(failure_class: str, rule: str, text: str) -> str:
+    """Stable across attempts: the hash of the :func:`fold_ids` form."""
+    norm = fold_ids(text)[:200]
     return hashlib.sha256(f"{failure_class}|{rule}|{norm}".encode()).hexdigest()[:12]
 
 

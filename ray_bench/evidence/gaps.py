@@ -25,6 +25,7 @@ Gaps go into CodeScaleBench selection files with ``reps`` (and ``arms``) per tas
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from ray_bench.plan.arm_identity import arm_config
 from ray_bench.plan.compile import MAX_REPS, suite_roots
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.plan.power import ASSUMED, reps_needed, spread_of
-from ray_bench.runroot import refuse_output_in_run_root
+from ray_bench.runroot import RunPaths, refuse_output_in_run_root
 
 
 @dataclass
@@ -193,6 +194,39 @@ def selection_paths(out: Path, gaps: Gaps) -> dict[str | None, Path]:
     for arm in gaps.arms:
         paths[arm] = out.with_name(f"{stem}-{arm}-only.json")
     return paths
+
+
+def _accounts_of(run_roots: list[Path]) -> str:
+    """The accounts file the newest of ``run_roots`` was planned with (its plan's inputs)."""
+    for root in sorted(run_roots, key=lambda r: RunPaths(r).plan.stat().st_mtime if RunPaths(r).plan.exists() else 0,
+                       reverse=True):
+        try:
+            inputs = json.loads(RunPaths(root).plan.read_text()).get("inputs", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        found = [i.get("path") for i in inputs if isinstance(i, dict) and i.get("kind") == "accounts"]
+        if found and isinstance(found[0], str):
+            return found[0]
+    return "ACCOUNTS.yaml"
+
+
+def next_commands(gaps: Gaps, written: list[Path], suite: Path, runs: list[Path]) -> list[str]:
+    """The ``ray-bench plan`` command that fills each written selection: the lineage's runs as
+    ``--history`` (its cost and spread), and for a one-arm file the pairing guard's ``--runs``
+    (the runs holding the other arm's rows)."""
+    accounts = _accounts_of(gaps.run_roots)
+    lineage = [w for r in runs for w in ("--history", str(r))]
+    arm_of = {path: arm for arm, path in selection_paths(written[0], gaps).items()} if written else {}
+    commands = []
+    for path in written:
+        arm = arm_of.get(path)
+        words = ["ray-bench", "plan", "--suite", str(suite), "--accounts", accounts, "--selection-file", str(path),
+                 *lineage]
+        if arm is not None:
+            words += ["--baseline-only" if arm == gaps.baseline else "--full-only",
+                      *[w for r in runs for w in ("--runs", str(r))]]
+        commands.append(shlex.join(words))
+    return commands
 
 
 def write_selections(gaps: Gaps, out: Path) -> list[Path]:

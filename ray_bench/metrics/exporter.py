@@ -35,7 +35,9 @@ from prometheus_client import (
     start_http_server,
 )
 
+from ray_bench.accounts.health import reason_class
 from ray_bench.errors import UserInputError
+from ray_bench.evidence.classify import fold_ids
 from ray_bench.metrics.lasting import LastingGauges
 from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
 from ray_bench.metrics.pace_collector import PaceCollector
@@ -82,6 +84,9 @@ CELL_SECONDS_BUCKETS: tuple[float, ...] = (
     1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, float("inf"),
 )  # fmt: skip
 
+#: A reason label's length at most: a class and a sentence, not a stack trace.
+REASON_LABEL_CHARS = 120
+
 #: ``failure_class`` label of an attempt that did not fail.
 NO_FAILURE = "none"
 
@@ -96,6 +101,8 @@ class AccountView:
     state: AccountState
     inflight: int
     limit: int
+    #: The account's last error as its health kept it (folded before it becomes a label).
+    last_error: str = ""
 
 
 class MetricsExporter:
@@ -128,6 +135,9 @@ class MetricsExporter:
         self._remaining = 0
         self._deadline: float | None = None
         self._accounts: set[str] = set()
+        #: account -> the (reason_class, reason) labels its reason series has now.
+        self._reasons: dict[str, tuple[str, str]] = {}
+        self._circuit_reasons: dict[str, tuple[str, str]] = {}  # scope -> (failure_class, reason)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._scrapes = 0
@@ -170,6 +180,14 @@ class MetricsExporter:
             ["account", "state"],
             registry=r,
         )
+        self._account_reason = Gauge(
+            "raybench_account_reason_info",
+            "1 for why an account is not healthy: its reason class (auth, rate_limited, server_error, "
+            "operator, other) and its last error with ids, numbers, paths and opaque tokens folded "
+            "(as failure fingerprints fold them, so a repeat is one series and no secret is a label).",
+            ["account", "reason_class", "reason"],
+            registry=r,
+        )
         self._account_inflight = Gauge(
             "raybench_account_inflight", "Cells in flight on the account.", ["account"], registry=r
         )
@@ -209,6 +227,13 @@ class MetricsExporter:
             "raybench_circuit_open",
             "1 while the recovery circuit of a scope (account:X, backend:Y, run) is open.",
             [*run, "scope"],
+            registry=r,
+        )
+        self._circuit_reason = Gauge(
+            "raybench_circuit_reason_info",
+            "1 for the failure that opened a scope's circuit: its class and its message folded as "
+            "fingerprints fold it (no id, number, path or opaque token in a label).",
+            [*run, "scope", "failure_class", "reason"],
             registry=r,
         )
         self._halted = Gauge(
@@ -404,6 +429,7 @@ class MetricsExporter:
                 self._account_state.labels(view.name, state).set(int(state == view.state))
             self._account_inflight.labels(view.name).set(view.inflight)
             self._account_limit.labels(view.name).set(view.limit)
+            self._set_reason(view)
             self._spend.labels(view.name)  # present at 0 so rate() sees the first spend
             self.lasting.present(accounts=[view.name])
         with self._lock:
@@ -413,6 +439,29 @@ class MetricsExporter:
                 self._account_state.remove(name, state)
             self._account_inflight.remove(name)
             self._account_limit.remove(name)
+            self._drop_reason(name)
+
+    def _set_reason(self, view: AccountView) -> None:
+        """One reason series per account that is not healthy, replaced when the reason changes."""
+        cls = reason_class(view.state, view.last_error) if view.state != "healthy" else ""
+        labels = (cls, fold_ids(view.last_error)[:REASON_LABEL_CHARS].strip() or view.state) if cls else None
+        with self._lock:
+            before = self._reasons.get(view.name)
+            if labels == before:
+                return
+            self._reasons.pop(view.name, None)
+            if labels is not None:
+                self._reasons[view.name] = labels
+        if before is not None:
+            self._account_reason.remove(view.name, *before)
+        if labels is not None:
+            self._account_reason.labels(view.name, *labels).set(1)
+
+    def _drop_reason(self, name: str) -> None:
+        with self._lock:
+            before = self._reasons.pop(name, None)
+        if before is not None:
+            self._account_reason.remove(name, *before)
 
     def set_healthy_capacity(self, n: int) -> None:
         self._healthy_capacity.labels(self.run_id).set(n)
@@ -422,9 +471,20 @@ class MetricsExporter:
         for state in {*SANDBOX_STATES, *counts}:
             self._sandboxes.labels(backend, state).set(counts.get(state, 0))
 
-    def set_circuit(self, scope: str, open: bool) -> None:
-        """Open or close the circuit of ``scope``: ``account:X``, ``backend:Y`` or ``run``."""
+    def set_circuit(self, scope: str, open: bool, failure_class: str = "", message: str = "") -> None:
+        """Open or close the circuit of ``scope``: ``account:X``, ``backend:Y`` or ``run``; an
+        open one with the failure that opened it (its reason series, gone when it closes)."""
         self._circuit.labels(self.run_id, scope).set(int(open))
+        labels = ((failure_class or "unknown", fold_ids(message)[:REASON_LABEL_CHARS].strip() or "-")
+                  if open and (failure_class or message) else None)
+        with self._lock:
+            before = self._circuit_reasons.pop(scope, None)
+            if labels is not None:
+                self._circuit_reasons[scope] = labels
+        if before is not None and before != labels:
+            self._circuit_reason.remove(self.run_id, scope, *before)
+        if labels is not None:
+            self._circuit_reason.labels(self.run_id, scope, *labels).set(1)
 
     def set_halted(self, halted: bool) -> None:
         self._halted.labels(self.run_id).set(int(halted))

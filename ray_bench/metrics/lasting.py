@@ -20,7 +20,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge
 
 from ray_bench.evidence.circuit import circuit_scopes
-from ray_bench.ledger.events import Audit, StopReason
+from ray_bench.ledger.events import Audit, CircuitOpen, StopReason
 from ray_bench.ledger.rows import accepted_rows, known_spend
 from ray_bench.ledger.store import AttemptRow, Ledger
 from ray_bench.runroot import RunPaths
@@ -40,6 +40,8 @@ class LedgerTotals:
     spend_usd: dict[str, float] = field(default_factory=dict)  # account -> USD of the known costs
     unknown_cost: Counter[str] = field(default_factory=Counter)  # account -> attempts of unknown cost
     circuits: dict[str, bool] = field(default_factory=dict)  # scope -> open
+    #: scope -> (failure class, message) of the circuit_open that last opened it
+    circuit_reasons: dict[str, tuple[str, str]] = field(default_factory=dict)
     residue: int | None = None  # the last end-of-run audit's count
     audited_at: float | None = None  # when that audit ran (unix time)
     ended: list[AttemptRow] = field(default_factory=list)  # the attempts with a terminal record
@@ -69,6 +71,8 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
     # the driver's replay rule: a scope on probation (a hypothesis recorded, its probe not yet
     # valid) stays open; one that opened and reopened is exported as 0
     totals.circuits = {scope: fp is not None for scope, fp in circuit_scopes(events).items()}
+    totals.circuit_reasons = {e.event.scope: (e.event.failure_class, e.event.message)
+                              for e in events if isinstance(e.event, CircuitOpen)}
     audits = [(e.event, e.ts) for e in events if isinstance(e.event, Audit) and e.event.residue is not None]
     if audits:
         (last, totals.audited_at) = audits[-1]

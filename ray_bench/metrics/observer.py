@@ -49,7 +49,7 @@ class MetricsObserver:
             case Tick():
                 self._tick(event)
             case ev.CircuitOpen():
-                self.exporter.set_circuit(event.scope, True)
+                self.exporter.set_circuit(event.scope, True, event.failure_class, event.message)
             case ev.CircuitReopened():
                 self.exporter.set_circuit(event.scope, False)
             case ev.Stop(reason=ev.StopReason.HALT):
@@ -102,7 +102,7 @@ class MetricsObserver:
             totals = ledger_totals(self.run_root)
             exporter.lasting.load(totals, arms, accounts)
             for scope, is_open in totals.circuits.items():  # closed ones are exported as 0
-                exporter.set_circuit(scope, is_open)
+                exporter.set_circuit(scope, is_open, *totals.circuit_reasons.get(scope, ("", "")))
         exporter.lasting.limits(plan.spend_limit_usd, {a.name: a.limits.spend_usd for a in plan.accounts})
         exporter.lasting.stop(None)
         exporter.lasting.beat(time.time())
@@ -130,7 +130,7 @@ class MetricsObserver:
         now, accounts = time.time(), event.accounts
         self.exporter.lasting.beat(now)
         self.exporter.set_cells(event.counts)
-        views = [AccountView(a.name, _state(a.state), a.inflight, a.limit) for a in accounts]
+        views = [AccountView(a.name, _state(a.state), a.inflight, a.limit, a.last_error or "") for a in accounts]
         self.exporter.set_accounts(views)
         self.exporter.set_healthy_capacity(sum(a.limit for a in accounts if a.state in USABLE_STATES))
         expiry = self._expiry

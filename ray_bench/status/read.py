@@ -440,15 +440,22 @@ def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | N
              pause_requested: bool) -> RunStatus:
     n = len(plan.cells)
     starting = held  # a driver holds the lock but has not recorded its start yet
+    paths = RunPaths(run_root)
+    # A confirm is proposed only for what the operator can review: execute refuses a plan whose
+    # receipt is gone (commands/verify.py), so pasting the identity would only be refused (issue 56).
+    reviewable = paths.receipt.is_file()
+    start = None if starting or not reviewable else f"ray-bench execute --plan {paths.plan} --confirm {identity}"
+    notes = (["the driver is starting (Ray, then the ledger)"] if starting else [] if reviewable else
+             [f"no receipt beside the plan ({paths.receipt} is missing): execute refuses it; make a new plan "
+              "from the same suite and accounts (`ray-bench plan --suite S --accounts A`) and review its receipt"])
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=n,
         state="running" if starting else "planned",
         counts={"pending": n, "running": 0, "valid": 0, "failed": 0}, solved=0, attempts=0, failures={},
         spend_usd=0.0, reason=None, ended_at=None,
-        next_action=None if starting else f"ray-bench execute --plan {RunPaths(run_root).plan} --confirm {identity}",
-        next_action_why=None if starting else "starts the run",
+        next_action=start, next_action_why=None if start is None else "starts the run",
         pause_requested=pause_requested, driver=DriverView(held, pid, None, None), pace=None,
-        notes=["the driver is starting (Ray, then the ledger)"] if starting else [])
+        notes=notes)
 
 
 def _counts_at_close(counts: dict[str, int], open_cells: set[str]) -> dict[str, int]:

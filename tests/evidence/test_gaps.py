@@ -187,3 +187,37 @@ def test_gaps_reads_a_harbor_job_config_as_plan_does(world: tuple[Path, Path, Pa
                                        "--out", str(tmp_path / "no" / "fill.json")])
     assert refused.exit_code == 2 and "'no-such-task' is not under the suite's task roots" in refused.output
     assert not (tmp_path / "no").exists()
+
+
+def test_gaps_prints_the_plan_commands_that_fill_them(world: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """Issue 56: from `gaps` to a plan without a flag the output did not give; the plan's receipt
+    names the repetitions it adds."""
+    import shlex
+
+    suite, accounts, runs = world
+    result = CliRunner().invoke(app, ["gaps", "--suite", str(suite), "--runs", str(runs), "--target", "2",
+                                      "--out", str(tmp_path / "sel" / "fill.json")])
+    assert result.exit_code == 0, result.output
+    commands = [line.removeprefix("next: ") for line in result.stdout.splitlines() if line.startswith("next: ")]
+    both, mcp_only = commands
+    assert both == shlex.join(["ray-bench", "plan", "--suite", str(suite), "--accounts", str(accounts),
+                               "--selection-file", str(tmp_path / "sel" / "fill.json"), "--history", str(runs)])
+    assert mcp_only.endswith(f"--full-only --runs {shlex.quote(str(runs))}")
+    for run_id, command in (("fill-both", both), ("fill-mcp", mcp_only)):
+        planned = CliRunner().invoke(app, [*shlex.split(command)[1:], "--runs-dir", str(tmp_path / "runs"),
+                                           "--run-id", run_id])
+        assert planned.exit_code == 0, planned.output
+    receipt = (tmp_path / "runs" / "fill-both" / "receipt.md").read_text()
+    assert "cells: 4 = 2 tasks x 2 arms x 1 reps (adds rep 2)" in receipt
+    # rep 1 of mcp is a first repetition: nothing to say
+    assert "(adds rep" not in (tmp_path / "runs" / "fill-mcp" / "receipt.md").read_text()
+
+
+def test_gaps_out_under_the_runs_directory_is_refused(world: tuple[Path, Path, Path]) -> None:
+    suite, _, runs = world
+    for out in (runs / "NEW" / "launch-plan.json", runs / "gaps.json"):
+        result = CliRunner().invoke(app, ["gaps", "--suite", str(suite), "--runs", str(runs), "--target", "2",
+                                          "--out", str(out)])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1 and "under the runs directory" in result.stderr
+        assert not out.exists() and not (runs / "NEW").exists()

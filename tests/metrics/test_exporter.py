@@ -313,6 +313,37 @@ def test_account_state_is_one_hot_and_withdrawn_accounts_disappear(
     assert value(s, "raybench_account_state", account="acct-b", state="healthy") == 0
 
 
+def test_an_account_out_of_the_pool_reports_its_reason_folded(exporter: MetricsExporter) -> None:
+    """Issue 56: the alert carries the reason; the label holds the fingerprint's folded form, so a
+    key pasted into an error or a request id is never a label and a repeat is one series."""
+    key = "sk-ant-api03-Zq8XbV2mN4pL7rT1yU6wE3sD9fG5hJ0k"
+    reasons = lambda: {labels: v for (name, labels), v in scrape(exporter).items()  # noqa: E731
+                       if name == "raybench_account_reason_info"}
+    exporter.set_accounts([AccountView("a", "disabled", 0, 2, f"401 invalid x-api-key {key} req_011CXyZ12345678ab"),
+                           AccountView("b", "healthy", 0, 2, "cooldown ended early: the probe passed")])
+    (labels,) = reasons()
+    assert dict(labels) == {"account": "a", "reason_class": "auth", "reason": "N invalid x-api-key ID ID"}
+    # the same failure naming another request: the same series, not a second one
+    exporter.set_accounts([AccountView("a", "disabled", 0, 2, f"401 invalid x-api-key {key} req_011CAbC98765432zz")])
+    assert list(reasons()) == [labels]
+    exporter.set_accounts([AccountView("a", "cooling", 0, 2, "rate_limited (retry_after=60s): usage limit")])
+    assert [dict(x)["reason_class"] for x in reasons()] == ["rate_limited"]
+    exporter.set_accounts([AccountView("a", "healthy", 0, 2, "enabled by ops: new key")])
+    assert reasons() == {}
+
+
+def test_an_open_circuit_reports_the_failure_that_opened_it(exporter: MetricsExporter) -> None:
+    reasons = lambda: [dict(labels) for (name, labels), _ in scrape(exporter).items()  # noqa: E731
+                       if name == "raybench_circuit_reason_info"]
+    exporter.set_circuit("backend:daytona", True, "capacity",
+                         "Daytona sandbox 3f2a9c1e-beef-4c2d-9a1b-0123456789ab still creating after 15s")
+    assert reasons() == [{"run": exporter.run_id, "scope": "backend:daytona", "failure_class": "capacity",
+                          "reason": "daytona sandbox ID still creating after Ns"}]
+    exporter.set_circuit("backend:daytona", False)
+    assert reasons() == [] and value(scrape(exporter), "raybench_circuit_open", run=exporter.run_id,
+                                     scope="backend:daytona") == 0
+
+
 def test_unknown_account_state_is_rejected(exporter: MetricsExporter) -> None:
     with pytest.raises(ValueError, match="unknown state"):
         exporter.set_accounts([AccountView("acct-a", "asleep", 0, 1)])  # type: ignore[arg-type]

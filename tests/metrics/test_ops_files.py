@@ -90,8 +90,12 @@ def test_every_alert_has_a_runbook_and_a_severity() -> None:
     }
     used: set[str] = set()
     for rule in rules:
-        url = rule["annotations"]["runbook_url"]
-        assert re.fullmatch(r"ops/runbooks/RayBench[A-Za-z]+\.md", url), url
+        # one configurable base (the external label runbook_base), else relative to the repository
+        template = rule["annotations"]["runbook_url"]
+        found = re.fullmatch(r'\{\{ or \$externalLabels\.runbook_base "ops/runbooks" \}\}/(RayBench[A-Za-z]+\.md)',
+                             template)
+        assert found, template
+        url = f"ops/runbooks/{found.group(1)}"
         text = (REPO_ROOT / url).read_text()
         assert text.startswith("# RayBench")
         # a runbook shared by related alerts names each of them (in its title or text)
@@ -185,7 +189,7 @@ def test_the_dashboard_covers_the_operator_questions() -> None:
 
 def test_every_series_named_in_ops_is_exported(tmp_path: Path) -> None:
     with MetricsExporter("r", tmp_path, arms=["baseline"]) as exporter:
-        exporter.set_accounts([AccountView("a", "healthy", 0, 1)])
+        exporter.set_accounts([AccountView("a", "healthy", 0, 1), AccountView("b", "disabled", 0, 1, "401 bad key")])
         exporter.lasting.limits(10.0, {"a": 5.0})
         exporter.lasting.row("baseline", "a", 0.1, valid=True)
         exporter.lasting.beat(1e9)
@@ -204,4 +208,5 @@ def test_every_series_named_in_ops_is_exported(tmp_path: Path) -> None:
             exported = set(METRIC.findall(resp.read().decode()))
     named = set(METRIC.findall("\n".join(dashboard_exprs())))
     named |= set(METRIC.findall("\n".join(r["expr"] for r in alert_rules())))
+    named |= set(METRIC.findall("\n".join(str(r.get("annotations", {})) for r in alert_rules())))
     assert named - exported == set()

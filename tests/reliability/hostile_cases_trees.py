@@ -144,6 +144,18 @@ def _(e: Env) -> Case:
     return Case(e.plan_args("--selection-file", str(sel)), ["800,000 entries"])
 
 
+@case("selection-800k-comment-lines-yaml")
+def _(e: Env) -> Case:
+    sel = e.file("long.yaml", "# x\n" * 800_000 + "- hello-world\n")  # issue 56: bounded before parsing
+    return Case(e.plan_args("--selection-file", str(sel)), ["800,001 lines"])
+
+
+@case("selection-task-ids-differing-in-case")
+def _(e: Env) -> Case:
+    sel = e.file("case.txt", "hello-world\nHELLO-WORLD\n")  # issue 56: one task, planned twice
+    return Case(e.plan_args("--selection-file", str(sel)), ["'hello-world' and 'HELLO-WORLD' are one task"])
+
+
 @case("selection-reps-list-over-the-cell-bound")
 def _(e: Env) -> Case:
     sel = e.file("reps.json", json.dumps({"tasks": [{"task_id": "hello-world", "reps": list(range(1, 300_001))}]}))

@@ -99,6 +99,16 @@ def test_planned(run_root: Path) -> None:
     assert status.counts["pending"] == 32
 
 
+def test_a_plan_without_its_receipt_proposes_no_confirm(run_root: Path) -> None:
+    """Issue 56: execute refuses a plan whose receipt is gone; status must not hand out its identity."""
+    (run_root / "receipt.md").unlink()
+    status = read_status(run_root)
+    assert status.state == "planned" and status.next_action is None
+    assert any("receipt.md is missing" in note for note in status.notes)
+    text = "\n".join(status_lines(status))
+    assert "--confirm" not in text and "receipt.md is missing" in text
+
+
 def test_running_needs_a_live_lock_holder_and_shows_one_pace(run_root: Path) -> None:
     t0 = time.time() - 100
     ledger = _session(run_root, valid=10, t0=t0, open_attempts=2, deadline=t0 + 400)
