@@ -436,15 +436,19 @@ class DaytonaSandbox(Sandbox):
         # extraction, this bound only keeps a huge log directory from crossing the wire.
         wire_cap = 2 * max(0, max_bytes) + (1 << 20)
         # A contract file over its bound (``bounds``: relative path, bytes) is measured in the
-        # sandbox and left out of the archive, so it never crosses the wire; its note is written
-        # here (issue 58: a 50 MB usage.json was downloaded, then replaced).
+        # sandbox and left out of the archive where its tar can (GNU tar's -X), so it never
+        # crosses the wire; its note is written here (issue 58: a 50 MB usage.json was
+        # downloaded, then replaced). Elsewhere extract_capped writes the note from its header.
         script = _sh(
             '[ -d "$2" ] || { echo RB-NODIR; exit 0; }; mkdir -p "${1%/*}"; t=$1 d=$2 c=$3; shift 3; '
             'x="$t.x"; : >"$x"; while [ $# -ge 2 ]; do '
             'if [ -f "$d/$1" ] && [ ! -L "$d/$1" ]; then n=$(($(wc -c <"$d/$1"))); '
             'if [ "$n" -gt "$2" ]; then echo "RB-BIG $n $1"; printf "%s\n./%s\n" "$1" "$1" >>"$x"; fi; fi; '
             'shift 2; done; '
-            'tar -C "$d" -X "$x" -cf - . 2>/dev/null | head -c "$c" >"$t"; rm -f "$x"; echo RB-OK',
+            # BusyBox tar has no -X (1.35 in Debian's image): there the file crosses, but is not kept
+            'if [ -s "$x" ] && tar -X "$x" -cf /dev/null /dev/null 2>/dev/null; then '
+            'tar -C "$d" -X "$x" -cf - . 2>/dev/null | head -c "$c" >"$t"; '
+            'else tar -C "$d" -cf - . 2>/dev/null | head -c "$c" >"$t"; fi; rm -f "$x"; echo RB-OK',
             tmp,
             sandbox_dir,
             str(wire_cap),
@@ -574,6 +578,8 @@ def _write_notes(report: str, local_dir: Path, bounds: Mapping[str, int]) -> int
         if len(parts) != 3 or parts[0] != "RB-BIG" or parts[2] not in bounds or not parts[1].isdigit():
             continue
         target = local_dir / parts[2]
+        if target.exists():  # it crossed after all (a tar without -X): extract_capped noted it
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         note = over_bound_note(target.name, bounds[parts[2]], int(parts[1]))
         target.write_bytes(note)
