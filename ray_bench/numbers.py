@@ -55,12 +55,49 @@ def parse_finite(text: str) -> float:
 def amount(value: object) -> float:
     """A token count or a USD amount: finite, not negative, at most :data:`MAX_AMOUNT`;
     ``ValueError`` saying why otherwise."""
-    number = finite(value)
+    return _within(finite(value), MAX_AMOUNT, "")
+
+
+def _within(number: float, most: float, unit: str) -> float:
+    """The one range rule of amounts and durations: not negative, at most ``most``."""
     if number < 0:
-        raise ValueError(f"{number:g} is negative")
-    if number > MAX_AMOUNT:
-        raise ValueError(f"{number:g} is larger than {MAX_AMOUNT:g}")
+        raise ValueError(f"{number:g}{unit} is negative")
+    if number > most:
+        raise ValueError(f"{number:g}{unit} is {'longer' if unit else 'larger'} than {most:g}{unit}")
     return number
+
+
+#: The longest wait a provider, a CLI or an agent can plausibly name, in seconds: a weekly usage
+#: window with room to spare (31 days). A ``retry_after`` of ``Infinity`` or ``1e300`` would cool
+#: an account for good; a ``reset_at`` of ``Infinity`` the same.
+MAX_WAIT_SEC = 31 * 86400.0
+
+
+def duration(value: object, *, most: float = MAX_WAIT_SEC) -> float:
+    """A duration in seconds read from the world (an agent's ``retry_after``, a CLI's
+    ``retry_delay_ms`` / 1000, a ``Retry-After`` header, a usage window's reset less now): finite,
+    not negative, at most ``most``; ``ValueError`` saying why otherwise."""
+    return _within(finite(value), most, " s")
+
+
+def duration_or_none(value: object, *, most: float = MAX_WAIT_SEC) -> float | None:
+    """:func:`duration`, or None (unknown: the caller's default wait) for anything it refuses.
+    A wait is advice; one that is no duration is no advice, never a reason to stop."""
+    try:
+        return duration(value, most=most)
+    except ValueError:
+        return None
+
+
+def epoch_or_none(value: object, now: float, *, most: float = MAX_WAIT_SEC) -> float | None:
+    """An epoch second read from the world (a usage window's ``resetsAt``, an error.json's
+    ``reset_at``) when it is finite and at most ``most`` seconds after ``now``; None otherwise.
+    One in the past is kept (the window is open again)."""
+    try:
+        number = finite(value)
+    except ValueError:
+        return None
+    return number if number - now <= most else None
 
 
 #: The usage record's counts and costs by name: ``*_tokens``, ``*_usd`` and these.

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from ray_bench import numbers
 from ray_bench.numbers import MAX_AMOUNT, NotFinite, amount, amounts_problem, finite, parse_finite, strict_json
 
 
@@ -58,3 +59,19 @@ def test_strict_json_writes_null_for_what_is_not_finite() -> None:
     text = strict_json({"tokens": math.inf, "x": [math.nan, 1.5], "n": 2}, indent=2)
     assert "Infinity" not in text and "NaN" not in text
     assert json.loads(text, parse_constant=pytest.fail) == {"tokens": None, "x": [None, 1.5], "n": 2}
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 1e300, True, "5"])
+def test_durations_are_finite_not_negative_and_bounded(value: object) -> None:
+    with pytest.raises(ValueError, match=r"negative|finite|longer|not a number"):
+        numbers.duration(value)
+    assert numbers.duration_or_none(value) is None
+    assert numbers.duration(0) == 0.0 and numbers.duration(7 * 86400) == 7 * 86400
+
+
+def test_an_epoch_from_the_world_is_finite_and_not_past_the_longest_window() -> None:
+    now = 1_796_000_000.0
+    assert numbers.epoch_or_none(now + 3600, now) == now + 3600
+    assert numbers.epoch_or_none(now - 3600, now) == now - 3600  # past: open again, kept
+    for bad in (float("inf"), float("nan"), now + 1e9, "x"):
+        assert numbers.epoch_or_none(bad, now) is None

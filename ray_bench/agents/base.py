@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ray_bench.models.agent import AgentError, AgentReport, McpServer, Usage
+from ray_bench.numbers import duration_or_none, epoch_or_none
 
 #: Where a CLI adapter's raw output is kept inside ``$LOGS_DIR/agent``.
 OUTPUT_FILE = "agent-output.txt"
@@ -313,6 +314,10 @@ def error_from(status: int | None, message: str, run: CliRun, *, reset_at: float
     other 429s a rate limit, 529/503 overload, other 5xx server errors, 401/403 credentials."""
     text = message.strip()[:500] or f"HTTP {status}"
     low = text.lower()
+    # A wait or a reset time the CLI printed is a number from the world: one that is no finite
+    # duration (Infinity, 1e400, NaN, weeks past any window) is unknown, the default wait.
+    retry_after = duration_or_none(retry_after) if retry_after is not None else None
+    reset_at = epoch_or_none(reset_at, run.now) if reset_at is not None else None
     if reset_at is None and (status == 429 or "limit" in low):
         reset_at = reset_time(text, run.now, zone)
     usage_limit = reset_at is not None or any(w in low for w in ("usage limit", "usage_limit", "session limit",

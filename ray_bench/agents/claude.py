@@ -38,6 +38,7 @@ from ray_bench.agents.base import (
     wrap,
 )
 from ray_bench.models.agent import AgentReport, McpServer, Usage
+from ray_bench.numbers import amount, duration_or_none
 
 
 class ClaudeCode(AgentAdapter):
@@ -155,7 +156,7 @@ class _Live(LiveReader):
             for k in _USAGE_KEYS:  # a message's usage so far; each kind only grows
                 value = usage.get(k)
                 if isinstance(value, int) and not isinstance(value, bool):
-                    kinds[k] = max(kinds.get(k, 0), value)
+                    kinds[k] = max(kinds.get(k, 0), _count(value))
             if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
                 self._model = message["model"]
         content = message.get("content")
@@ -239,8 +240,10 @@ class _Record:
         if retry is not None:
             status = retry.get("error_status")
             delay = retry.get("retry_delay_ms")
+            wait = duration_or_none(delay / 1000) if isinstance(delay, int | float) and not isinstance(delay, bool) \
+                else None
             rec.retry = _Retry(status if isinstance(status, int) else None, str(retry.get("error") or ""),
-                               round(delay / 1000, 3) if isinstance(delay, int | float) and delay >= 0 else None,
+                               round(wait, 3) if wait is not None else None,
                                retry.get("attempt"), retry.get("max_retries"), True)
         finals: set[str] = set()
         for _, text in sorted(sessions):
@@ -313,8 +316,16 @@ class _Record:
 
 
 def _tokens(usage: dict[str, Any]) -> int:
-    return sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "output_tokens")
-               if isinstance(usage.get(k) or 0, int | float))
+    """The live count the watchdog bounds: each kind an amount (:func:`ray_bench.numbers.amount`);
+    one that is not (``Infinity``, ``-5``, which ``int()`` would raise on or subtract) counts 0."""
+    return sum(_count(usage.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "output_tokens"))
+
+
+def _count(value: object) -> int:
+    try:
+        return int(amount(value))
+    except ValueError:
+        return 0
 
 
 def _mcp_entry(server: McpServer) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from ray_bench.agents.base import (
     wrap,
 )
 from ray_bench.models.agent import AgentReport, McpServer, RefusedCall, Usage
+from ray_bench.numbers import epoch_or_none
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504|529)\b")
 #: Codex tries the Responses API over a WebSocket first; when the server refuses it (a 404 on
@@ -255,6 +256,7 @@ def _error(message: str, run: CliRun) -> Any:
     if error.type != "usage_limit":
         return error
     exact = _limit_reset(run.sessions, error.reset_at, run.now)
+    exact = epoch_or_none(exact, run.now) if exact is not None else None  # a session file's number
     if exact is None or exact == error.reset_at:
         return error
     return error.model_copy(update={"reset_at": exact, "retry_after": max(0.0, exact - run.now)})

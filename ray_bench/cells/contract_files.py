@@ -8,10 +8,10 @@ finds it unreadable, as it would have by its own bound.
 
 from __future__ import annotations
 
-import json
 import stat
 from pathlib import Path
 
+from ray_bench.sandboxes.archive import over_bound_note
 from ray_bench.tasks.rewards import MAX_REWARD_BYTES
 
 #: usage.json and error.json are a few hundred bytes; a larger one is not read.
@@ -38,9 +38,17 @@ def bound_contract_files(logs: Path) -> int:
             continue
         if not stat.S_ISREG(st.st_mode) or st.st_size <= bound:
             continue
-        note = f"larger than {bound} bytes ({st.st_size} bytes): not kept"
-        text = json.dumps({"unparseable": note}) if name.endswith(".json") else f"not kept: {note}\n"
+        text = over_bound_note(name, bound, st.st_size)
         path.unlink()
-        path.write_text(text)
+        path.write_bytes(text)
         freed += st.st_size - len(text)
     return freed
+
+
+def bounds_below(under: str = "") -> dict[str, int]:
+    """:data:`BOUNDS` by path relative to the directory collected: ``logs/`` itself
+    (``agent/usage.json``) or one of its parts (``under="agent"``: ``usage.json``). A backend
+    that can see a file's size before copying it (a tar header, a ``stat`` in the sandbox)
+    writes the note instead of copying one over its bound."""
+    return {(name if under else f"{part}/{name}"): bound
+            for (part, name), bound in BOUNDS.items() if not under or part == under}

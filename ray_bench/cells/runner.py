@@ -35,7 +35,7 @@ from ray_bench.agents.layer import prepare_layer
 from ray_bench.agents.prices import with_cost
 from ray_bench.agents.runtime import command_for, env_for, record
 from ray_bench.agents.watchdog import Seen, bound_after, run_agent
-from ray_bench.cells.contract_files import AGENT_JSON_BYTES, bound_contract_files
+from ray_bench.cells.contract_files import AGENT_JSON_BYTES, bound_contract_files, bounds_below
 from ray_bench.cells.credentials import CredentialMissing, Credentials, Redactor, resolve
 from ray_bench.cells.home_logins import tokens_in
 from ray_bench.cells.lifetime import lifetime_sec, step_setups
@@ -269,7 +269,8 @@ async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSum
     agent_logs = Path(spec.attempt_dir) / "logs" / "agent"
     if spec.agent == "command":
         room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
-        summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room)
+        summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room,
+                                                         bounds=bounds_below("agent"))
         summary.artifact_bytes -= bound_contract_files(agent_logs.parent)
         usage = _open_model(Usage, _read_json_obj(agent_logs / "usage.json"))
         if usage is None or not usage.known:
@@ -289,7 +290,8 @@ async def _usage_so_far(sandbox: Sandbox, spec: AttemptSpec, summary: AttemptSum
         env, workdir, user = progress.where
         await collect_sessions(sandbox, spec.agent, stdout, env=env, cwd=workdir, user=user)
         room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
-        summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room)
+        summary.artifact_bytes += await sandbox.take_dir("/logs/agent", agent_logs, max_bytes=room,
+                                                         bounds=bounds_below("agent"))
     if ended is not None:  # ended (cut by its timeout or the watchdog), then cancelled
         report = record(spec.agent, ended.stdout, ended.stderr, ended.exit_code, ended.timed_out,
                         ended.duration_sec, agent_logs, ended.stopped, model=spec.model, killed=killed)
@@ -612,7 +614,8 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     attempt_dir = Path(spec.attempt_dir)
     t = time.monotonic()
     room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
-    summary.artifact_bytes += await sandbox.take_dir("/logs", attempt_dir / "logs", max_bytes=room)
+    summary.artifact_bytes += await sandbox.take_dir("/logs", attempt_dir / "logs", max_bytes=room,
+                                                     bounds=bounds_below())
     summary.artifact_bytes -= bound_contract_files(attempt_dir / "logs")
     summary.phases["collect"] = time.monotonic() - t
     if agent is not None:  # the adapter's reading of its CLI's output (usage, errors)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ray_bench.agents.runtime import command_for, record
-from ray_bench.cells.contract_files import bound_contract_files
+from ray_bench.cells.contract_files import bound_contract_files, bounds_below
 from ray_bench.cells.credentials import Redactor
 from ray_bench.cells.lifetime import STEP_SETUP_TIMEOUT_SEC
 from ray_bench.cells.phases import (
@@ -199,7 +199,8 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
     room = max(0, spec.artifact_cap_bytes - summary.artifact_bytes)
     taken = 0
     for name in ("verifier", "agent"):
-        taken += await sandbox.get_dir(f"/logs/{name}", out / name, max_bytes=max(0, room - taken))
+        taken += await sandbox.get_dir(f"/logs/{name}", out / name, max_bytes=max(0, room - taken),
+                                       bounds=bounds_below(name))
     summary.artifact_bytes += taken - bound_contract_files(out)
     record(spec.agent, agent.stdout, agent.stderr, agent.exit_code, agent.timed_out, agent.duration_sec,
            out / "agent", agent.stopped, model=spec.model, killed=agent.killed)

@@ -11,13 +11,13 @@ never a valid row, with a model or without.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ray_bench.evidence.catalog import Catalog, texts_of
 from ray_bench.models.attempt import AttemptSummary, ExecFacts, VerdictRecord
+from ray_bench.numbers import duration_or_none, epoch_or_none
 
 Effect = Literal["success", "rate_limited", "auth_failed", "server_error", "none"]
 
@@ -263,11 +263,13 @@ def _retry_after(summary: AttemptSummary) -> float | None:
     ``reset_at`` (the error contract's epoch, as a ``command`` agent writes it in error.json
     without a ``retry_after``), until then from the attempt's end, whichever is later: a window
     that opens in three days cools its account three days, not the 60 s default."""
-    said = next((float(v) for v in (summary.agent_error.retry_after if summary.agent_error else None,
-                                    summary.error.retry_after if summary.error else None)
-                 if v is not None and math.isfinite(v) and v >= 0), None)  # Infinity would cool it for good
+    # Numbers from the world (ray_bench.numbers): Infinity, or 1e300, would cool it for good
+    said = next((w for v in (summary.agent_error.retry_after if summary.agent_error else None,
+                             summary.error.retry_after if summary.error else None)
+                 if v is not None and (w := duration_or_none(v)) is not None), None)
     reset_at = (summary.agent_error.model_extra or {}).get("reset_at") if summary.agent_error else None
     end = summary.finished_at or summary.started_at
-    if isinstance(reset_at, int | float) and not isinstance(reset_at, bool) and end > 0 and reset_at > end:
-        return max(said or 0.0, float(reset_at) - end)
+    if isinstance(reset_at, int | float) and not isinstance(reset_at, bool) and end > 0 \
+            and (until := epoch_or_none(reset_at, end)) is not None and until > end:
+        return max(said or 0.0, until - end)
     return said

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -176,6 +178,30 @@ def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
     raise AssertionError("unreachable")
 
 
+def _snapshot(path: Path, probe: str) -> sqlite3.Connection:
+    """The database and its ``-wal`` as one in-memory database, read from a copy in a private
+    directory (SQLite applies the WAL there, then removes it), so nothing is created beside
+    ``path``. For a ledger no driver writes (its ``-wal`` left by a killed one)."""
+    with tempfile.TemporaryDirectory(prefix="ray-bench-ledger-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        with contextlib.suppress(FileNotFoundError):  # checkpointed by a writer meanwhile
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        disk = sqlite3.connect(copy)
+        try:
+            disk.execute(probe).fetchall()
+            data = disk.serialize()
+        finally:
+            disk.close()
+    # Header bytes 18 and 19 (the file format's write and read versions) say WAL (2); a database
+    # in memory cannot be one, and SQLite refuses to open it so: 1, rollback, as the copy is.
+    # https://sqlite.org/fileformat.html#file_format_version_numbers
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.deserialize(data[:18] + b"\x01\x01" + data[20:])
+    conn.execute(probe).fetchall()
+    return conn
+
+
 def use_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
     """Put ``conn``'s database in WAL mode. Switching needs the file's exclusive lock, and
     SQLite answers ``database is locked`` at once, without its busy timeout, while another
@@ -239,11 +265,18 @@ class Ledger:
         ``-wal`` and ``-shm`` files when they are absent (and leaves them); ``immutable=1`` reads
         the file alone without locks, which is exact when there is no ``-wal`` (no writer since
         the last clean close). When a ``-wal`` exists (a live or crashed driver) its commits
-        matter, so ``mode=ro`` reads them; the files exist already."""
+        matter, so ``mode=ro`` reads them; the files exist already, except a ``-wal`` without its
+        ``-shm`` (a driver killed at its close): ``mode=ro`` would create the ``-shm`` and leave
+        it (SQLite https://sqlite.org/wal.html#readonly: a reader needs the wal-index, and
+        ``nolock``, ``immutable`` or exclusive locking read no WAL read-only; measured). With no
+        driver holding the run's lock, the ledger and its WAL are read from a private copy."""
         path = runroot.RunPaths(run_root).ledger
         if not path.is_file():
             raise LedgerError(f"no ledger at {path}: the run has not started")
         try:
+            if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists() \
+                    and not runroot.lock_holder(run_root).held:
+                return cls(_snapshot(path, "SELECT 1 FROM meta"), path)
             return cls(connect_readonly(path, "SELECT 1 FROM meta"), path)
         except sqlite3.DatabaseError as exc:
             raise LedgerDamagedError(f"is not a readable ledger ({exc})", where=str(path),

@@ -12,10 +12,11 @@ created; file data stops at the byte cap, streamed a chunk at a time.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import tarfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -45,6 +46,13 @@ def tar_file(data: bytes, arcname: str, mode: int) -> bytes:
     return buf.getvalue()
 
 
+def over_bound_note(name: str, bound: int, size: int) -> bytes:
+    """What stands in for a contract file over its bound (``usage.json``, ``reward.txt``, ...):
+    a few bytes saying so, which its reader finds unreadable, as it would the file itself."""
+    note = f"larger than {bound} bytes ({size} bytes): not kept"
+    return (json.dumps({"unparseable": note}) if name.endswith(".json") else f"not kept: {note}\n").encode()
+
+
 def extract_capped(
     source: bytes | Iterable[bytes],
     dest: Path,
@@ -52,6 +60,7 @@ def extract_capped(
     *,
     top: str | None = None,
     truncated_ok: bool = False,
+    bounds: Mapping[str, int] | None = None,
 ) -> int:
     """Extract the tar stream ``source`` (bytes, or an iterator of byte chunks) into ``dest``:
     directories and regular files only, at most ``max_bytes`` of file data; return the bytes
@@ -65,6 +74,10 @@ def extract_capped(
     ``truncated_ok``: an archive cut short ends the extraction quietly, keeping what was
     written (Daytona caps the archive on the sandbox side); otherwise ``tarfile.ReadError``
     propagates.
+
+    ``bounds``: a file at one of these paths (relative to ``dest``) whose header says it is larger
+    than its bound is not copied: :func:`over_bound_note` is written in its place (issue 58: a
+    50 MB ``usage.json`` was copied whole, then replaced).
     """
     chunks = [bytes(source)] if isinstance(source, (bytes, bytearray, memoryview)) else source
     dest.mkdir(parents=True, exist_ok=True)
@@ -88,6 +101,13 @@ def extract_capped(
                 budget = max_bytes - written
                 if budget <= 0:
                     break
+                bound = (bounds or {}).get(rel.as_posix())
+                if bound is not None and member.size > bound:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    note = over_bound_note(rel.name, bound, member.size)
+                    target.write_bytes(note)
+                    written += len(note)
+                    continue  # the stream skips its data unread
                 source_file = tar.extractfile(member)
                 if source_file is None:
                     continue

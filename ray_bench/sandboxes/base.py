@@ -308,15 +308,20 @@ class Sandbox(abc.ABC):
         """Write ``data`` to ``sandbox_path``, creating parent directories."""
 
     @abc.abstractmethod
-    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int,
+                      bounds: Mapping[str, int] | None = None) -> int:
         """Copy ``sandbox_dir`` into ``local_dir``, at most ``max_bytes`` in all; return the
         bytes written. A missing ``sandbox_dir`` copies nothing. An entry that would land
-        outside ``local_dir`` raises :class:`~ray_bench.errors.ArchiveEscapeError`."""
+        outside ``local_dir`` raises :class:`~ray_bench.errors.ArchiveEscapeError`. ``bounds``
+        (paths relative to ``sandbox_dir``, bytes): a backend that sees a file's size before
+        copying it writes :func:`~ray_bench.sandboxes.archive.over_bound_note` for one over its
+        bound instead (the caller bounds what was copied all the same)."""
 
-    async def take_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+    async def take_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int,
+                       bounds: Mapping[str, int] | None = None) -> int:
         """Collect ``sandbox_dir`` as :meth:`get_dir` does, when the sandbox is done: nothing
         runs in it afterwards, and the backend may move the files rather than copy them."""
-        return await self.get_dir(sandbox_dir, local_dir, max_bytes=max_bytes)
+        return await self.get_dir(sandbox_dir, local_dir, max_bytes=max_bytes, bounds=bounds)
 
     @abc.abstractmethod
     async def delete(self) -> None:

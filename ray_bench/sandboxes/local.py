@@ -216,14 +216,16 @@ class LocalSandbox(Sandbox):
         dest.write_bytes(data)
         dest.chmod(mode)
 
-    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int,
+                      bounds: Mapping[str, int] | None = None) -> int:
         self._check_alive()
         src = self._host(sandbox_dir)
         if not src.is_dir():
             return 0
         return await _off_loop_if_large(src, copy_tree_capped, src, local_dir, max_bytes)
 
-    async def take_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+    async def take_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int,
+                       bounds: Mapping[str, int] | None = None) -> int:
         """Move the directory out when it fits the cap and ``local_dir`` is new and on the same
         filesystem (one rename instead of a copy per file); copy otherwise. The sandbox's
         processes are killed first, so none writes into the collected files afterwards, and

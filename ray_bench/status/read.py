@@ -19,6 +19,7 @@ left and a resume is not refused or stopped again at once), else ``None``.
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ray_bench.clock import human_span
+from ray_bench.config.bounded import load_state_json
 from ray_bench.evidence.circuit import circuit_from, next_probe
 from ray_bench.evidence.decisions import Demotion, Promotion, demotion_of, exclusions_of, promotion_of
 from ray_bench.evidence.rows import SOLVED_AT
@@ -421,19 +423,40 @@ def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRo
     counts = _counts_at_close(state.counts(), open_cells)
     rows = accepted_rows(attempts)
     left = counts["pending"] + counts["running"]
+    reason = (f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
+              "the driver's own record (its start, stops and pauses) did not survive")
+    phase: RunPhase = "stopped" if left or open_cells else "finished"
+    # A paused run keeps its pause request in the run root until the next session archives it
+    # (ray_bench.api.pause writes it; the driver moves it under pauses/ when it resumes): with cells
+    # left, the run stopped at that pause, as the ledger it replaces said.
+    if phase == "stopped" and pause_requested and (request := _pause_record(run_root)) is not None:
+        said = request.get("reason") if isinstance(request.get("reason"), str) else ""
+        at = request.get("requested_at")
+        phase = "paused"
+        reason = ("paused by the operator" + (f" at {_clock(at)}" if isinstance(at, int | float) and not
+                                               isinstance(at, bool) and math.isfinite(at) else "")
+                  + (f" ({said})" if said else "") + f"; {reason}")
     return RunStatus(
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells),
-        state="stopped" if left or open_cells else "finished",
+        state=phase,
         counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
         attempts=len(attempts), failures=_failure_counts(attempts), **_spend(plan, attempts, events),
-        reason=(f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
-                "the driver's own record (its start, stops and pauses) did not survive"),
+        reason=reason,
         ended_at=rebuilt.ts,
         next_action=f"ray-bench execute --plan {RunPaths(run_root).plan} --confirm {identity}" if left else None,
         next_action_why=(f"recovers {len(open_cells)} attempt{'s' if len(open_cells) != 1 else ''} left in "
                          f"flight and runs the {left} cells left") if left else None,
         pause_requested=pause_requested, driver=DriverView(False, None, None, None), pace=None,
         notes=["rebuilt ledger: no events before the rebuild (pace, stops and pauses are unknown)"])
+
+
+def _pause_record(run_root: Path) -> dict[str, Any] | None:
+    """The run root's pause request as ``pause`` wrote it, or None when it cannot be read."""
+    try:
+        request = load_state_json(RunPaths(run_root).pause)
+    except (OSError, ValueError):
+        return None
+    return request if isinstance(request, dict) else None
 
 
 def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,

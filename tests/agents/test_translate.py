@@ -552,3 +552,32 @@ def test_codex_usage_limit_is_read_from_the_message_and_the_exact_second_from_it
                                              "finished_at": NOW, "started_at": NOW - 3})
     verdict = classify(summary, Catalog.default())
     assert verdict.effect == "rate_limited" and verdict.retry_after == pytest.approx(at - NOW)
+
+
+@pytest.mark.parametrize("delay", ["Infinity", "1e400", "-2000", "NaN"])
+def test_claude_retry_delay_that_is_no_duration_is_no_wait(delay: str) -> None:
+    """Issue 58: ``retry_delay_ms`` is the CLI's number; ``Infinity`` (JSON as Python reads it)
+    would cool the account for good. It is unknown: the default wait."""
+    text = (FIXTURES / "http-429.stream.jsonl").read_text()
+    text = re.sub(r'"retry_delay_ms":\s*[0-9.]+', f'"retry_delay_ms": {delay}', text)
+    assert delay in text
+    report = adapter("claude-code").translate(_run(text, code=1))
+    assert report.error is not None and report.error.type == "rate_limit" and report.error.retry_after is None
+
+
+def test_claude_live_tokens_that_are_no_count_neither_crash_nor_subtract() -> None:
+    """Issue 58: the watchdog's live count from the stream: ``Infinity`` made ``int()`` raise,
+    a negative count lowered the total under the bound."""
+    reader = adapter("claude-code").live_reader()
+    line = '{"type": "assistant", "message": {"id": "m1", "usage": {"input_tokens": %s, "output_tokens": 5}}}'
+    for bad in ("Infinity", "NaN", "-1000000", "1e400"):
+        event = reader.read(line % bad)
+        assert event is not None and event.tokens == 5, (bad, event)
+
+
+def test_gemini_retry_delay_of_400_digits_is_no_wait() -> None:
+    from ray_bench.agents.gemini.errors import delay_of
+
+    assert delay_of('"retryDelay": "7s"') == 7.0
+    assert delay_of('"retryDelay": "%ss"' % ("9" * 400)) is None
+    assert delay_of("Please retry in 1.2.3s") is None

@@ -301,3 +301,15 @@ def test_a_refused_usage_record_makes_the_attempt_invalid_with_its_reason(usage:
 def test_a_retry_after_of_infinity_is_not_taken() -> None:
     v = classify(summary(agent_error={"type": "rate_limit", "message": "429", "retry_after": float("inf")}), CATALOG)
     assert v.retry_after is None or v.retry_after < 1e9
+
+
+@pytest.mark.parametrize("reset_at", [float("inf"), 1e300, float("nan")])
+def test_a_reset_at_that_is_no_time_does_not_cool_an_account_for_good(reset_at: float) -> None:
+    """Issue 58: an error.json's ``reset_at`` is a number from the world; ``Infinity`` or
+    ``1e300`` would cool its account for good (``reset_at - end`` seconds). It says nothing."""
+    end = 1_796_000_000.0
+    error = {"type": "usage_limit", "message": "weekly quota used up", "reset_at": reset_at}
+    v = classify(summary(agent_error=error, started_at=end - 30, finished_at=end), CATALOG)
+    assert v.retry_after is None or v.retry_after <= 31 * 86400
+    v = classify(summary(agent_error={**error, "retry_after": 1e300}, finished_at=end), CATALOG)
+    assert v.retry_after is None or v.retry_after <= 31 * 86400

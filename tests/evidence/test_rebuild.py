@@ -174,3 +174,23 @@ def test_an_attempt_a_later_one_superseded_is_stale_of_unknown_cost_as_the_resum
     assert attempts_of[f"{cells[1]}-a2"][:2] == ("finished", False) and attempts_of[f"{cells[1]}-a2"][4] == 0.05
     assert rows == {f"{cells[0]}-a2", f"{cells[1]}-a3"}
     assert spend == (pytest.approx(0.15), 2)
+
+
+def test_a_rebuilt_ledger_of_a_paused_run_reads_paused(tmp_path: Path) -> None:
+    """Issue 58: a paused run's ledger rebuilt read `stopped`. Its pause request survives in the
+    run root (``pause`` writes it; the next session archives it), so the rebuilt run reads
+    `paused` with the operator's reason and the same resume; without cells left it is finished."""
+    from ray_bench.runroot import RunPaths
+    from ray_bench.status.read import read_status
+
+    root, cells = _planned(tmp_path)
+    _result(root / "attempts" / f"{cells[0]}-a1")
+    RunPaths(root).pause.write_text(json.dumps({"requested_at": 1005.0, "now": False, "reason": "lunch",
+                                                "resume_action": "ray-bench execute"}))
+    rebuild_ledger(root)
+    status = read_status(root)
+    assert status.state == "paused", status
+    assert status.reason is not None and status.reason.startswith("paused by the operator")
+    assert "(lunch)" in status.reason
+    assert status.counts["valid"] == 1 and status.counts["pending"] == len(cells) - 1
+    assert status.next_action is not None and status.next_action.startswith("ray-bench execute --plan")

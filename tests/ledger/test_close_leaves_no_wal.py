@@ -28,3 +28,33 @@ def test_a_reader_open_at_the_writers_close_does_not_keep_the_wal(tmp_path: Path
     finally:
         again.close()
     assert sorted(p.name for p in tmp_path.glob("ledger.sqlite*")) == ["ledger.sqlite"]
+
+
+def test_a_read_of_a_killed_drivers_wal_without_its_shm_creates_nothing(tmp_path: Path) -> None:
+    """Issue 58: a ``-wal`` left without its ``-shm`` (the driver killed at its close) was read
+    with ``mode=ro``, which creates the ``-shm`` and leaves it (``status`` recreated it). With no
+    driver holding the run's lock, the read takes a private copy: the WAL's commits are read,
+    nothing is created beside the ledger."""
+    import shutil
+
+    live = tmp_path / "live"
+    live.mkdir()
+    writer = Ledger.create(live, run_id="r", plan_identity="sha256:" + "0" * 64)
+    writer.event("run_started", {})
+    writer.event("run_started", {})
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    try:  # what a SIGKILL leaves: the file and its WAL, the commits only in the WAL
+        shutil.copyfile(live / "ledger.sqlite", dead / "ledger.sqlite")
+        shutil.copyfile(live / "ledger.sqlite-wal", dead / "ledger.sqlite-wal")
+    finally:
+        writer.close()
+    before = sorted(p.name for p in dead.iterdir())
+    assert before == ["ledger.sqlite", "ledger.sqlite-wal"]
+    for _ in range(2):
+        reader = Ledger.open_readonly(dead)
+        try:
+            assert [e.kind for e in reader.events()] == ["run_started", "run_started"]
+        finally:
+            reader.close()
+        assert sorted(p.name for p in dead.iterdir()) == before

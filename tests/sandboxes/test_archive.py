@@ -189,3 +189,27 @@ def test_tar_file_is_one_root_owned_entry() -> None:
         handle = tar.extractfile(info)
         assert handle is not None
         assert handle.read() == b"echo hi\n"
+
+
+def test_a_contract_file_over_its_bound_is_not_copied_but_noted(tmp_path: Path) -> None:
+    """Issue 58: the tar header gives a file's size before its data; a ``usage.json`` over its
+    bound is not written (a 50 MB one was copied whole, then replaced): its note is, the same
+    note ``bound_contract_files`` writes, and the files beside it arrive whole."""
+    from ray_bench.cells.contract_files import AGENT_JSON_BYTES, bound_contract_files, bounds_below
+
+    big = "x" * (AGENT_JSON_BYTES + 1)
+    chunks = _tar(("logs/agent/usage.json", "file", big), ("logs/agent/out.txt", "file", "hello"),
+                  ("logs/verifier/reward.txt", "file", "1"))
+    dest = tmp_path / "logs"
+    written = extract_capped(chunks, dest, 10 << 20, top="logs", bounds=bounds_below())
+    note = (dest / "agent" / "usage.json").read_text()
+    assert "not kept" in note and str(AGENT_JSON_BYTES + 1) in note, note
+    assert written == len(note) + len("hello") + 1
+    assert (dest / "agent" / "out.txt").read_text() == "hello" and (dest / "verifier" / "reward.txt").read_text() == "1"
+    assert bound_contract_files(dest) == 0  # nothing left to replace
+    # the bounds of one part collected alone (``/logs/agent``) are keyed below it
+    assert bounds_below("agent") == {"usage.json": AGENT_JSON_BYTES, "error.json": AGENT_JSON_BYTES}
+    agent = tmp_path / "agent"
+    extract_capped(_tar(("agent/usage.json", "file", big)), agent, 10 << 20, top="agent",
+                   bounds=bounds_below("agent"))
+    assert (agent / "usage.json").read_text() == note

@@ -136,6 +136,10 @@ def test_retry_after_headers_per_throttler() -> None:
     assert retry_after({"x-ratelimit-reset-sandbox-lifecycle": "9"}) == 9
     assert retry_after({"Retry-After": "2", "X-RateLimit-Reset-authenticated": "30"}) == 2
     assert retry_after({"Content-Type": "application/json"}) is None
+    # issue 58: a header is a number from the world; inf, nan or a negative wait is no wait
+    for bad in ("inf", "nan", "-5", "1e400"):
+        assert retry_after({"Retry-After": bad}) is None, bad
+    assert retry_after({"Retry-After": "inf", "Retry-After-authenticated": "3"}) == 3
 
 
 def test_server_errors_on_creates_are_retried(server: DaytonaServer, base_image: str) -> None:

@@ -409,6 +409,16 @@ def test_the_default_snapshot_runs_as_a_non_root_user_and_files_go_where_they_ar
                 out = tmp_path / "out"
                 assert await sbx.get_dir("/logs", out, max_bytes=1 << 20) > 0
                 assert (out / "agent" / "usage.json").read_bytes() == b"x"
+                # issue 58: one over its bound is measured in the sandbox and never downloaded
+                await sbx.put_file(b"y" * 5000, "/logs/agent/usage.json")
+                await sbx.put_file(b"0.5", "/logs/verifier/reward.txt")
+                bounded = tmp_path / "bounded"
+                written = await sbx.get_dir("/logs", bounded, max_bytes=1 << 20,
+                                            bounds={"agent/usage.json": 100, "verifier/reward.txt": 100})
+                note = (bounded / "agent" / "usage.json").read_text()
+                assert "not kept" in note and "5000 bytes" in note, note
+                assert (bounded / "verifier" / "reward.txt").read_bytes() == b"0.5"
+                assert written == len(note) + 3
         finally:
             await backend.close()
 

@@ -310,6 +310,22 @@ def test_get_dir_refuses_link_out_of_directory(
     asyncio.run(_with_backend(body))
 
 
+def test_get_dir_writes_the_note_for_a_contract_file_over_its_bound(
+    base_image: str, run_id: str, tmp_path: Path
+) -> None:
+    """Issue 58: the tar header gives the size; a usage.json over its bound is not copied."""
+    async def body(backend: DockerBackend) -> None:
+        async with live_sandbox(backend, spec(base_image, run_id)) as sbx:
+            await sbx.exec("mkdir -p /logs/agent && head -c 5000 /dev/zero > /logs/agent/usage.json"
+                           " && echo hi > /logs/agent/out.txt", timeout=30)
+            out = tmp_path / "logs"
+            written = await sbx.get_dir("/logs", out, max_bytes=1 << 20, bounds={"agent/usage.json": 100})
+            note = (out / "agent" / "usage.json").read_text()
+            assert "not kept" in note and "5000 bytes" in note and written == len(note) + 3
+
+    asyncio.run(_with_backend(body))
+
+
 def test_daemon_unreachable_is_unavailable(tmp_path: Path, run_id: str) -> None:
     async def body() -> None:
         backend = DockerBackend(base_url=f"unix://{tmp_path}/no-docker.sock")

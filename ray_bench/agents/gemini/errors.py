@@ -13,6 +13,7 @@ from ray_bench.agents.base import (
     error_from,
 )
 from ray_bench.models.agent import AgentError
+from ray_bench.numbers import duration_or_none
 
 _STATUS = re.compile(r"\b(401|403|429|500|502|503|504)\b|RESOURCE_EXHAUSTED|UNAUTHENTICATED|PERMISSION_DENIED|"
                      r"UNAVAILABLE")
@@ -47,8 +48,11 @@ def status_of(message: str) -> int | None:
 def delay_of(message: str) -> float | None:
     for pattern in _DELAY:
         m = pattern.search(message)
-        if m is not None:
-            return float(m.group(1))
+        if m is not None:  # "1.2.3s" or 400 digits is no wait
+            try:
+                return duration_or_none(float(m.group(1)))
+            except ValueError:
+                return None
     return None
 
 

@@ -14,6 +14,7 @@ import aiohttp
 from daytona import DaytonaConnectionError, DaytonaError
 
 from ray_bench.errors import SandboxRateLimitedError, SandboxUnavailableError
+from ray_bench.numbers import duration
 
 T = TypeVar("T")
 
@@ -28,7 +29,7 @@ def retry_after(headers: Mapping[str, Any]) -> float | None:
     for key, value in headers.items():
         name = str(key).lower()
         try:
-            seconds = float(value)
+            seconds = duration(float(value))  # a header is a number from the world: no inf, nan, -1
         except (TypeError, ValueError):
             continue
         if name == "retry-after" or name.startswith("retry-after-"):

@@ -35,7 +35,7 @@ from ray_bench.errors import (
     SandboxRateLimitedError,
     SandboxUnavailableError,
 )
-from ray_bench.sandboxes.archive import extract_capped, root_owned, tar_file
+from ray_bench.sandboxes.archive import extract_capped, over_bound_note, root_owned, tar_file
 from ray_bench.sandboxes.base import (
     DEFAULT_OUTPUT_CAP,
     HARNESS_DIRS,
@@ -430,17 +430,30 @@ class DaytonaSandbox(Sandbox):
                 f"unpacking into {sandbox_dir} failed: {(response.result or '')[-500:]}"
             )
 
-    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int,
+                      bounds: Mapping[str, int] | None = None) -> int:
         tmp = f"{_SCRATCH}/{uuid.uuid4().hex}.tar"
         # Archive headers and padding ride on top of the payload; the cap itself is enforced on
         # extraction, this bound only keeps a huge log directory from crossing the wire.
         wire_cap = 2 * max(0, max_bytes) + (1 << 20)
+        # A contract file over its bound (``bounds``: relative path, bytes) is measured in the
+        # sandbox and left out of the archive where its tar can (GNU tar's -X), so it never
+        # crosses the wire; its note is written here (issue 58: a 50 MB usage.json was
+        # downloaded, then replaced). Elsewhere extract_capped writes the note from its header.
         script = _sh(
-            '[ -d "$2" ] || { echo RB-NODIR; exit 0; }; mkdir -p "${1%/*}"; '
-            'tar -C "$2" -cf - . 2>/dev/null | head -c "$3" >"$1"; echo RB-OK',
+            '[ -d "$2" ] || { echo RB-NODIR; exit 0; }; mkdir -p "${1%/*}"; t=$1 d=$2 c=$3; shift 3; '
+            'x="$t.x"; : >"$x"; while [ $# -ge 2 ]; do '
+            'if [ -f "$d/$1" ] && [ ! -L "$d/$1" ]; then n=$(($(wc -c <"$d/$1"))); '
+            'if [ "$n" -gt "$2" ]; then echo "RB-BIG $n $1"; printf "%s\n./%s\n" "$1" "$1" >>"$x"; fi; fi; '
+            'shift 2; done; '
+            # BusyBox tar has no -X (1.35 in Debian's image): there the file crosses, but is not kept
+            'if [ -s "$x" ] && tar -X "$x" -cf /dev/null /dev/null 2>/dev/null; then '
+            'tar -C "$d" -X "$x" -cf - . 2>/dev/null | head -c "$c" >"$t"; '
+            'else tar -C "$d" -cf - . 2>/dev/null | head -c "$c" >"$t"; fi; rm -f "$x"; echo RB-OK',
             tmp,
             sandbox_dir,
             str(wire_cap),
+            *(arg for rel, bound in sorted((bounds or {}).items()) for arg in (rel, str(bound))),
         )
         response = await self._call(
             "download", lambda: self._sandbox.process.exec(script, timeout=300), timeout=330
@@ -456,9 +469,10 @@ class DaytonaSandbox(Sandbox):
             with contextlib.suppress(Exception):
                 await self._sandbox.process.exec(_sh('rm -f "$1"', tmp), timeout=60)
         # The wire cap above may cut the archive short: what arrived whole is kept.
-        return await asyncio.to_thread(
-            extract_capped, data, local_dir, max_bytes, truncated_ok=True
+        written = await asyncio.to_thread(
+            extract_capped, data, local_dir, max_bytes, truncated_ok=True, bounds=bounds
         )
+        return written + _write_notes(response.result or "", local_dir, bounds or {})
 
     async def delete(self) -> None:
         if self._deleted:
@@ -554,6 +568,24 @@ def _may_have_run(exc: SandboxUnavailableError) -> bool:
     status = getattr(cause, "status_code", None)
     return (isinstance(cause, TimeoutError | DaytonaTimeoutError | DaytonaConnectionError)
             or status == 408 or (status is not None and status >= 500))
+
+
+def _write_notes(report: str, local_dir: Path, bounds: Mapping[str, int]) -> int:
+    """The notes of the contract files the archive left out (``RB-BIG <size> <path>`` lines,
+    each path one of ``bounds``); the bytes written."""
+    written = 0
+    for line in report.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or parts[0] != "RB-BIG" or parts[2] not in bounds or not parts[1].isdigit():
+            continue
+        target = local_dir / parts[2]
+        if target.exists():  # it crossed after all (a tar without -X): extract_capped noted it
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        note = over_bound_note(target.name, bounds[parts[2]], int(parts[1]))
+        target.write_bytes(note)
+        written += len(note)
+    return written
 
 
 def _sh(script: str, *args: str) -> str:

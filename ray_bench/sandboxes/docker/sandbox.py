@@ -319,10 +319,12 @@ class DockerSandbox(Sandbox):
                 raise SandboxGoneError(f"container {self.id[:12]} is gone") from exc
             raise SandboxError(f"copying into container {self.id[:12]} failed: {exc}") from exc
 
-    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int) -> int:
-        return await self._b.call(self._get_dir, sandbox_dir, local_dir, max_bytes)
+    async def get_dir(self, sandbox_dir: str, local_dir: Path, *, max_bytes: int,
+                      bounds: Mapping[str, int] | None = None) -> int:
+        return await self._b.call(self._get_dir, sandbox_dir, local_dir, max_bytes, bounds)
 
-    def _get_dir(self, sandbox_dir: str, local_dir: Path, max_bytes: int) -> int:
+    def _get_dir(self, sandbox_dir: str, local_dir: Path, max_bytes: int,
+                 bounds: Mapping[str, int] | None = None) -> int:
         api = self._b.client().api
         try:
             response = api.get_archive(self.id, sandbox_dir)
@@ -335,7 +337,8 @@ class DockerSandbox(Sandbox):
         chunks, stat = response
         top = str(stat.get("name") or PurePosixPath(sandbox_dir).name)
         try:
-            return extract_capped(chunks, local_dir, max_bytes, top=top)
+            # the tar header gives each file's size before its data: one over its bound is not copied
+            return extract_capped(chunks, local_dir, max_bytes, top=top, bounds=bounds)
         except (tarfile.ReadError, EOFError) as exc:
             # The stream broke mid-archive (the container died, the daemon restarted).
             raise SandboxGoneError(f"logs of container {self.id[:12]} could not be read: {exc}") from exc
