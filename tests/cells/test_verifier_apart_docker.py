@@ -78,11 +78,15 @@ def test_a_separate_verifier_cancelled_mid_run_leaves_nothing(tmp_path: Path, do
         backend = DockerBackend()
         try:
             attempt = asyncio.ensure_future(run_attempt(spec, backend))
-            for _ in range(600):  # until the verifier's own container runs (its image is not the agent's)
+            # until the verifier's own container runs (its image is not the agent's); its build takes
+            # over a minute on a loaded machine, and a cancel before it runs tests something else
+            for _ in range(3000):
                 await asyncio.sleep(0.1)
                 running = docker_client.containers.list(filters={"label": f"{LABEL_RUN}=sepcancel"})
                 if any(c.attrs["Config"]["Image"] != base_image for c in running):
                     break
+            else:
+                pytest.fail("the separate verifier's container never ran")
             attempt.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await attempt
