@@ -37,6 +37,15 @@ def _left(run_id: str) -> list[Any]:
     return asyncio.run(go())
 
 
+def _runs_sleep(container: Any) -> bool:
+    """The verifier's test.sh has reached its ``sleep 120``."""
+    try:
+        top = container.top()
+    except Exception:  # gone, or not yet started: not there yet
+        return False
+    return any("sleep" in " ".join(str(c) for c in proc) for proc in top.get("Processes") or [])
+
+
 def _spec(tmp_path: Path, base_image: str, run_id: str) -> AttemptSpec:
     task = load_task(tmp_path / "sep") if (tmp_path / "sep").is_dir() else \
         load_task(write_separate_verifier_task(tmp_path / "sep", base_image))
@@ -78,15 +87,17 @@ def test_a_separate_verifier_cancelled_mid_run_leaves_nothing(tmp_path: Path, do
         backend = DockerBackend()
         try:
             attempt = asyncio.ensure_future(run_attempt(spec, backend))
-            # until the verifier's own container runs (its image is not the agent's); its build takes
-            # over a minute on a loaded machine, and a cancel before it runs tests something else
+            # until the verifier's tests run in its own container (its image is not the agent's): its
+            # build takes over a minute on a loaded machine, and a cancel while the container is still
+            # being made tests the create's undo, not this (the container listed as running before
+            # create returns was removed, and no verifier sandbox id was recorded)
             for _ in range(3000):
                 await asyncio.sleep(0.1)
                 running = docker_client.containers.list(filters={"label": f"{LABEL_RUN}=sepcancel"})
-                if any(c.attrs["Config"]["Image"] != base_image for c in running):
+                if any(c.attrs["Config"]["Image"] != base_image and _runs_sleep(c) for c in running):
                     break
             else:
-                pytest.fail("the separate verifier's container never ran")
+                pytest.fail("the separate verifier's tests never ran")
             attempt.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await attempt
