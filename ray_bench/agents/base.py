@@ -234,7 +234,10 @@ def wrap(cli: str, setup: str = "", *, live_stderr: bool = False) -> str:
     return (
         f'command -v {binary} >/dev/null 2>&1 || {{ echo "ray-bench: agent CLI {binary} is not '
         f'installed in this sandbox (cli_missing)" >&2; exit 127; }}\n'
-        f'{setup}: >"{logs}/{STARTED_MARK}"\n{run}'
+        f'{setup}: >"{logs}/{STARTED_MARK}"\n'
+        # busybox's find -newer compares whole seconds (findutils/find.c: st_mtime), so a mark
+        # from this second would hide a session written within it: the mark is a second old.
+        f'touch -d "@$(( $(date +%s) - 1 ))" "{logs}/{STARTED_MARK}" 2>/dev/null || :\n{run}'
         f'rc=$(cat "{logs}/.rc" 2>/dev/null); rm -f "{logs}/.rc"\nexit "${{rc:-1}}"\n'
     )
 

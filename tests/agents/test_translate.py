@@ -7,13 +7,14 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ray_bench.agents import ADAPTERS, adapter
-from ray_bench.agents.base import SESSIONS_DIR, STARTED_MARK, CliRun, Invocation, reset_time
+from ray_bench.agents.base import SESSIONS_DIR, STARTED_MARK, CliRun, Invocation, reset_time, wrap
 from ray_bench.agents.prices import estimate_usd, with_cost
 from ray_bench.models.agent import Usage
 
@@ -253,6 +254,35 @@ def test_session_files_are_collected_only_for_the_named_session(tmp_path: Path) 
     got = sorted(str(p.relative_to(logs / "agent" / SESSIONS_DIR)) for p in (logs / "agent").rglob("*.jsonl"))
     assert got == [f"-app/{sid}.jsonl", f"-app/{sid}/subagents/agent-1.jsonl"]
     assert claude.collect_sessions('{"type": "system", "session_id": "$(rm -rf /)"}') is None
+
+
+
+@pytest.mark.skipif(shutil.which("busybox") is None, reason="busybox is not installed (apt-get install busybox-static)")
+def test_a_session_written_in_the_second_the_cli_started_is_collected_under_busybox(tmp_path: Path) -> None:
+    """busybox's ``find -newer`` compares whole seconds: a CLI that starts, writes its session and
+    ends within one second (Codex on a one-answer task: a landing check lost its response ids
+    so) must still have its session collected, in an image whose tools are busybox's alone."""
+    applets = tmp_path / "bin"
+    applets.mkdir()
+    for tool in ("sh", "find", "touch", "date", "cat", "tee", "mkdir", "cp", "rm", "mkfifo"):
+        (applets / tool).symlink_to(shutil.which("busybox"))  # type: ignore[arg-type]
+    sid = "01a23341-876c-74f0-94af-25192b5c9b5b"
+    cli = applets / "codex"
+    cli.write_text(f'#!/bin/sh\nd="$HOME/.codex/sessions/2026/12/07"; mkdir -p "$d"\n'
+                   f'echo "{{}}" >"$d/rollout-{sid}.jsonl"\necho \'{{"type":"thread.started","thread_id":"{sid}"}}\'\n')
+    cli.chmod(0o755)
+    home, logs = tmp_path / "home", tmp_path / "logs"
+    (logs / "agent").mkdir(parents=True)
+    env = {"HOME": str(home), "LOGS_DIR": str(logs), "PATH": str(applets)}
+    codex = adapter("codex")
+    for _ in range(3):  # each run lands within one second of its mark more often than not
+        started = subprocess.run([str(applets / "sh"), "-c", wrap("codex")], env=env, capture_output=True,
+                                 text=True, check=True)
+        line = codex.collect_sessions(started.stdout)
+        assert line is not None, started
+        subprocess.run([str(applets / "sh"), "-c", line], env=env, check=True)
+        assert (logs / "agent" / SESSIONS_DIR / "2026/12/07" / f"rollout-{sid}.jsonl").is_file()
+        shutil.rmtree(logs / "agent" / SESSIONS_DIR)
 
 
 # -- Codex CLI 0.171.0, real output (tests/agents/fixtures/codex-0.171.0/README.md) -----------------
