@@ -27,14 +27,9 @@ from ray_bench.ledger.rows import said_spend, unknown_cost_note
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.arm_identity import refuse_mixed_arms
 from ray_bench.reports import cost, sections
-from ray_bench.reports.paired_section import PairedStats, markdown_lines, paired_stats
-from ray_bench.reports.stats import (
-    BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED,
-    CONFIDENCE,
-    difference_ci,
-    paired_summary,
-)
+from ray_bench.reports.paired import Comparison
+from ray_bench.reports.paired_section import PairedStats, markdown_lines, paired_stats, span
+from ray_bench.reports.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
 from ray_bench.runroot import RunPaths, refuse_output_in_run_root
 from ray_bench.textsafe import table_cell
 
@@ -72,7 +67,7 @@ class Report:
     rows: pd.DataFrame  # one accepted row per cell
     attempts: pd.DataFrame  # every attempt of the cohort, with usage and failure messages
     arms: pd.DataFrame  # per arm: denominators, rates, reward
-    paired: pd.DataFrame  # per task and variant: mean rewards and delta
+    paired: pd.DataFrame  # per task and variant: mean rewards over the pairs, delta and interval
     deltas: pd.DataFrame  # per variant: mean delta, wins/losses/ties, bootstrap interval
     usage: pd.DataFrame  # per account and arm: tokens and cost
     failures: pd.DataFrame  # per failure class
@@ -158,16 +153,17 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
     chosen = {(r.epoch, r.attempt_id) for r in evidence.rows.values()}
     rows = att[[key in chosen for key in zip(att.epoch, att.attempt_id, strict=True)]]
     rows, regraded = _regraded(rows.sort_values(["task", "arm", "rep"]).reset_index(drop=True), evidence)
-    paired = _paired(rows, baseline, variants)
     # a task's benchmark is the directory holding it (as `gaps` writes CodeScaleBench's)
     benchmarks = {t.id: Path(t.path).parent.name for p in plans for t in p.tasks}
+    stats = paired_stats(rows, baseline, variants, benchmarks) if variants else None
+    comparisons = stats.comparisons if stats is not None else []
     return Report(
         run_id=run_id,
         rows=rows,
         attempts=att,
         arms=_arms(evidence, att, settled),
-        paired=paired,
-        deltas=_deltas(paired, variants),
+        paired=_paired(comparisons),
+        deltas=_deltas(comparisons),
         usage=cost.usage_table(att),
         failures=_failures(att),
         fingerprints=_fingerprints(att),
@@ -182,7 +178,7 @@ def report_from_evidence(run_id: str, evidence: Evidence) -> Report:
         settlement=sections.settlements(evidence),
         executions=sections.executions(evidence),
         roles=sections.roles(evidence),
-        paired_stats=paired_stats(rows, baseline, variants, benchmarks) if variants else None,
+        paired_stats=stats,
         regraded=regraded,
     )
 
@@ -280,72 +276,25 @@ def _arms(evidence: Evidence, att: pd.DataFrame, settled: dict[str, float]) -> p
     )
 
 
-_PAIRED_COLUMNS = [
-    "task",
-    "variant",
-    "baseline_rows",
-    "variant_rows",
-    "baseline_reward",
-    "variant_reward",
-    "delta",
-    "ci_low",
-    "ci_high",
-    "outcome",
-]
+_PAIRED_COLUMNS = ["task", "variant", "pairs", "baseline_reward", "variant_reward", "delta", "ci_low", "ci_high",
+                   "outcome"]
+_DELTA_COLUMNS = ["variant", "tasks", "mean_delta", "wins", "losses", "ties", "ci_low", "ci_high"]
 
 
-def _paired(rows: pd.DataFrame, baseline: str, variants: list[str]) -> pd.DataFrame:
-    """Per task: the mean reward over each arm's accepted rows, and variant - baseline. A task
-    enters only when both arms have at least one row."""
-    records: list[dict[str, Any]] = []
-    if len(rows):
-        grouped = rows.groupby(["task", "arm"]).reward.agg(["mean", "count"])
-        rewards = {k: [float(x) for x in g.fillna(0.0)] for k, g in rows.groupby(["task", "arm"]).reward}
-        for variant in variants:
-            for task in sorted(rows.task.unique()):
-                if (task, baseline) not in grouped.index or (task, variant) not in grouped.index:
-                    continue
-                b, v = grouped.loc[(task, baseline)], grouped.loc[(task, variant)]
-                delta = float(v["mean"] - b["mean"])
-                low, high = difference_ci(rewards[(task, baseline)], rewards[(task, variant)])
-                records.append(
-                    {
-                        "task": task,
-                        "variant": variant,
-                        "baseline_rows": int(b["count"]),
-                        "variant_rows": int(v["count"]),
-                        "baseline_reward": float(b["mean"]),
-                        "variant_reward": float(v["mean"]),
-                        "delta": delta,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "outcome": "win" if delta > 0 else "loss" if delta < 0 else "tie",
-                    }
-                )
-    return pd.DataFrame(records, columns=_PAIRED_COLUMNS)
+def _paired(comparisons: list[Comparison]) -> pd.DataFrame:
+    """Per task and variant, the paired figures (:func:`ray_bench.reports.paired.compare`): each
+    arm's mean reward over the pairs, the mean paired delta and its interval."""
+    return pd.DataFrame([{"task": t.task, "variant": c.variant, "pairs": t.pairs, "baseline_reward": t.baseline_mean,
+                          "variant_reward": t.variant_mean, "delta": t.delta, "ci_low": t.ci_low,
+                          "ci_high": t.ci_high, "outcome": t.outcome} for c in comparisons for t in c.tasks],
+                        columns=_PAIRED_COLUMNS)
 
 
-def _deltas(paired: pd.DataFrame, variants: list[str]) -> pd.DataFrame:
-    records = []
-    for variant in variants:
-        mine = paired[paired.variant == variant] if len(paired) else paired
-        s = paired_summary(list(mine.delta) if len(mine) else [])
-        records.append(
-            {
-                "variant": variant,
-                "tasks": s.tasks,
-                "mean_delta": s.mean_delta,
-                "wins": s.wins,
-                "losses": s.losses,
-                "ties": s.ties,
-                "ci_low": s.ci_low,
-                "ci_high": s.ci_high,
-            }
-        )
-    return pd.DataFrame(
-        records,
-        columns=["variant", "tasks", "mean_delta", "wins", "losses", "ties", "ci_low", "ci_high"],
-    )
+def _deltas(comparisons: list[Comparison]) -> pd.DataFrame:
+    """Per variant, the overall paired figures over all its tasks."""
+    return pd.DataFrame([{"variant": c.variant, "tasks": o.tasks, "mean_delta": o.delta, "wins": o.wins,
+                          "losses": o.losses, "ties": o.ties, "ci_low": o.ci_low, "ci_high": o.ci_high}
+                         for c in comparisons for o in (c.headline,)], columns=_DELTA_COLUMNS)
 
 
 def _fingerprints(att: pd.DataFrame) -> pd.DataFrame:
@@ -473,10 +422,11 @@ def render_markdown(report: Report) -> str:
     if len(report.deltas):
         out += [
             "",
-            f"## Paired deltas (variant - {report.baseline}, per task, mean over accepted rows)",
+            f"## Paired deltas (variant - {report.baseline}, per task, mean over the task's pairs)",
             "",
-            f"Interval: {CONFIDENCE:.0%} percentile bootstrap of the mean paired delta over tasks "
-            f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}).",
+            f"Interval: {CONFIDENCE:.0%} percentile bootstrap ({BOOTSTRAP_RESAMPLES} resamples, seed "
+            f"{BOOTSTRAP_SEED}) of the mean paired delta, over tasks overall and over a task's pairs per "
+            "task (a pair: one repetition with a row in both arms).",
             "",
             "| variant | tasks | mean delta | wins | losses | ties | CI low | CI high |",
             "|---|---|---|---|---|---|---|---|",
@@ -490,14 +440,14 @@ def render_markdown(report: Report) -> str:
         if len(report.paired):
             out += [
                 "",
-                "| task | variant | baseline rows | variant rows | baseline | variant | delta | |",
+                "| task | variant | pairs | baseline | variant | delta | 95% interval | |",
                 "|---|---|---|---|---|---|---|---|",
             ]
             for p in report.paired.itertuples():
                 out.append(
-                    f"| {table_cell(str(p.task))} | {p.variant} | {p.baseline_rows} | {p.variant_rows} | "
+                    f"| {table_cell(str(p.task))} | {p.variant} | {p.pairs} | "
                     f"{p.baseline_reward:.2f} | {p.variant_reward:.2f} | "
-                    f"{p.delta:+.2f} | {p.outcome} |"
+                    f"{p.delta:+.3f} | {span(p.ci_low, p.ci_high, '1 pair')} | {p.outcome} |"
                 )
     if report.paired_stats is not None:
         out += markdown_lines(report.paired_stats, report.baseline)

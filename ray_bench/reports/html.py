@@ -139,8 +139,7 @@ ARM_HEADERS = {"arm": "Arm", "cells": "Planned cells (strict)", "valid_rows": "V
                "cost_usd": "Cost, estimated", "settled_usd": "Cost, settled",
                "unknown_cost_attempts": "Attempts of unknown cost",
                "lower_bound_attempts": "Usage a lower bound (cut mid-turn)"}
-PAIRED_HEADERS = {"task": "Task", "variant": "Variant", "baseline_rows": "Baseline rows",
-                  "variant_rows": "Variant rows", "baseline_reward": "Baseline reward",
+PAIRED_HEADERS = {"task": "Task", "variant": "Variant", "pairs": "Pairs", "baseline_reward": "Baseline reward",
                   "variant_reward": "Variant reward", "delta": "Delta", "ci_low": "Interval low",
                   "ci_high": "Interval high", "outcome": "Outcome"}
 EPOCH_HEADERS = {"epoch": "Plan identity", "run_id": "Run", "suite": "Suite", "in_cohort": "In cohort",
@@ -228,9 +227,11 @@ def render_html(report: Report) -> str:
         "<h2>Headline</h2>",
         _headline(report),
         delta_plot(report),
-        f'<p class="note">Per task: the variant\'s mean reward minus the baseline\'s over accepted '
-        f"rows, with a {CONFIDENCE:.0%} bootstrap interval over repetitions ({BOOTSTRAP_RESAMPLES} "
-        "resamples, fixed seed); a dot without whiskers had one repetition per arm.</p>",
+        f'<p class="note">Per task: the mean paired delta (variant minus baseline reward over the '
+        f"task's pairs, a pair being one repetition with a row in both arms), with a {CONFIDENCE:.0%} "
+        f"bootstrap interval over those pairs ({BOOTSTRAP_RESAMPLES} resamples, fixed seed): the "
+        "figures of the paired statistics below. A dot without whiskers had one pair, or pairs that "
+        "all agree.</p>",
         *_paired_stats(report),
         "<h2>Arms</h2>",
         table(_bounded(report.arms, "unknown_cost_attempts", ("cost_usd",), ()), "arms", ARM_HEADERS, money),

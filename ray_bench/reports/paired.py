@@ -11,13 +11,18 @@ resamples tasks (clustered by task), and the test McNemar over the tasks when ea
 one binary pair (then a task is a pair), else the sign flip over the task deltas. Holm's
 correction runs over every overall test of the report (each variant, and each benchmark when
 there are several). Pure functions over typed inputs; the report only formats them.
+
+:func:`compare` is the report's one paired computation: the plot, the markdown and HTML tables,
+``report-paired.csv`` and the claim sentence all show the figures it returns (a second copy
+that resampled each arm's repetitions apart gave a task whose arms agree on every repetition
+an interval of -0.667 to +0.667, against the paired +0.000 to +0.000: issue 56).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -76,6 +81,12 @@ class TaskStats:
     ci_low: float  # NaN with fewer than 2 pairs: no interval
     ci_high: float
     test: PairTest
+    baseline_mean: float  # each arm's mean reward over the pairs (their difference is ``delta``)
+    variant_mean: float
+
+    @property
+    def outcome(self) -> str:
+        return "win" if self.delta > 0 else "loss" if self.delta < 0 else "tie"
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,10 @@ class OverallStats:
     ci_low: float
     ci_high: float
     test: PairTest
+    #: tasks whose delta is above, below, at 0
+    wins: int
+    losses: int
+    ties: int
     p_holm: float = float("nan")
 
 
@@ -133,8 +148,11 @@ def _interval(values: Sequence[float], seed: int) -> tuple[float, float]:
 def task_stats(pairs: TaskPairs, *, seed: int = BOOTSTRAP_SEED) -> TaskStats:
     deltas = pairs.deltas
     low, high = _interval(deltas, seed)
-    return TaskStats(pairs.task, pairs.benchmark, len(deltas), float(np.mean(deltas)) if deltas else float("nan"),
-                     low, high, pair_test(pairs.baseline, pairs.variant, seed=seed))
+    nan = float("nan")
+    return TaskStats(pairs.task, pairs.benchmark, len(deltas), float(np.mean(deltas)) if deltas else nan,
+                     low, high, pair_test(pairs.baseline, pairs.variant, seed=seed),
+                     float(np.mean(pairs.baseline)) if deltas else nan,
+                     float(np.mean(pairs.variant)) if deltas else nan)
 
 
 def overall_stats(tasks: Sequence[TaskPairs], benchmark: str = "all", *, seed: int = BOOTSTRAP_SEED) -> OverallStats:
@@ -148,7 +166,42 @@ def overall_stats(tasks: Sequence[TaskPairs], benchmark: str = "all", *, seed: i
     else:
         test = PairTest(SIGN_FLIP, sign_flip_p(means, seed=seed))
     return OverallStats(benchmark, len(used), sum(len(t.baseline) for t in used),
-                        float(np.mean(means)) if means else float("nan"), low, high, test)
+                        float(np.mean(means)) if means else float("nan"), low, high, test,
+                        sum(1 for m in means if m > 0), sum(1 for m in means if m < 0),
+                        sum(1 for m in means if m == 0))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One variant against the baseline: every paired figure the report shows of it."""
+
+    variant: str
+    tasks: tuple[TaskStats, ...]
+    #: over all tasks first, then each benchmark's when there are several; Holm-adjusted
+    overall: tuple[OverallStats, ...]
+
+    @property
+    def headline(self) -> OverallStats:
+        return self.overall[0]
+
+
+def compare(pairs: Mapping[str, Sequence[TaskPairs]], *, seed: int = BOOTSTRAP_SEED) -> list[Comparison]:
+    """The report's paired figures, per variant (``pairs``: variant -> its tasks' pairs, in the
+    report's order): each task's and the overall ones, Holm's correction across every overall
+    test. A variant without a pair has no comparison."""
+    found: list[tuple[str, tuple[TaskStats, ...], list[OverallStats]]] = []
+    for variant, tasks in pairs.items():
+        used = [t for t in tasks if t.baseline]
+        if not used:
+            continue
+        overall = [overall_stats(used, seed=seed)]
+        names = sorted({t.benchmark for t in used})
+        if len(names) > 1:  # each benchmark its own test too, in the same Holm family
+            overall += [overall_stats([t for t in used if t.benchmark == b], b, seed=seed) for b in names]
+        found.append((variant, tuple(task_stats(t, seed=seed) for t in used), overall))
+    adjusted = iter(holm([o.test.p_value for _, _, overall in found for o in overall]))
+    return [Comparison(variant, tasks, tuple(replace(o, p_holm=next(adjusted)) for o in overall))
+            for variant, tasks, overall in found]
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -16,13 +16,11 @@ import pandas as pd
 
 from ray_bench.reports.paired import (
     MCNEMAR,
-    OverallStats,
+    Comparison,
     TaskPairs,
     claim,
-    holm,
-    overall_stats,
+    compare,
     pass_curve,
-    task_stats,
 )
 
 STATS_COLUMNS = ["scope", "variant", "benchmark", "task", "tasks", "pairs", "paired_delta", "ci_low", "ci_high",
@@ -36,6 +34,8 @@ class PairedStats:
     pass_k: pd.DataFrame  # PASS_COLUMNS
     claim: str
     reps: int  # the fewest accepted rows of a task in an arm (0: nothing paired)
+    #: the figures every table, plot and the claim show (:func:`ray_bench.reports.paired.compare`)
+    comparisons: list[Comparison]
 
 
 def task_pairs(rows: pd.DataFrame, baseline: str, variant: str, benchmarks: Mapping[str, str]) -> list[TaskPairs]:
@@ -64,33 +64,19 @@ def _record(scope: str, variant: str, benchmark: str, task: str, tasks: int, pai
 
 def paired_stats(rows: pd.DataFrame, baseline: str, variants: list[str],
                  benchmarks: Mapping[str, str]) -> PairedStats:
-    task_records: list[dict[str, Any]] = []
-    overall: list[tuple[str, OverallStats]] = []
-    for variant in variants:
-        pairs = task_pairs(rows, baseline, variant, benchmarks)
-        for t in pairs:
-            s = task_stats(t)
-            task_records.append(_record("task", variant, s.benchmark, s.task, 1, s.pairs, s.delta, s.ci_low,
-                                        s.ci_high, s.test, float("nan")))
-        if not pairs:
-            continue
-        overall.append((variant, overall_stats(pairs)))
-        names = sorted({t.benchmark for t in pairs})
-        if len(names) > 1:  # each benchmark its own test too, in the same Holm family
-            overall += [(variant, overall_stats([t for t in pairs if t.benchmark == b], b)) for b in names]
-    adjusted = holm([o.test.p_value for _, o in overall])
-    overall = [(v, OverallStats(o.benchmark, o.tasks, o.pairs, o.delta, o.ci_low, o.ci_high, o.test, p))
-               for (v, o), p in zip(overall, adjusted, strict=True)]
-    overall_records = [_record("overall", v, o.benchmark, "", o.tasks, o.pairs, o.delta, o.ci_low, o.ci_high,
-                               o.test, o.p_holm) for v, o in overall]
+    comparisons = compare({v: task_pairs(rows, baseline, v, benchmarks) for v in variants})
+    task_records = [_record("task", c.variant, s.benchmark, s.task, 1, s.pairs, s.delta, s.ci_low, s.ci_high,
+                            s.test, float("nan")) for c in comparisons for s in c.tasks]
+    overall_records = [_record("overall", c.variant, o.benchmark, "", o.tasks, o.pairs, o.delta, o.ci_low,
+                               o.ci_high, o.test, o.p_holm) for c in comparisons for o in c.overall]
     stats = pd.DataFrame([*overall_records, *task_records], columns=STATS_COLUMNS)
     # counts, blank where the test has none (a sign flip), never 1.0 in the csv
     stats = stats.astype({"variant_only": "Int64", "baseline_only": "Int64"})
     counts = rows.groupby(["task", "arm"]).reward.count() if len(rows) else pd.Series(dtype=int)
     paired_tasks = {t for t in stats.task if t}
     reps = min((int(n) for (t, _), n in counts.items() if t in paired_tasks), default=0)
-    return PairedStats(stats, _pass_k(rows), claim(reps, [(v, o) for v, o in overall if o.benchmark == "all"]),
-                       reps)
+    return PairedStats(stats, _pass_k(rows), claim(reps, [(c.variant, c.headline) for c in comparisons]),
+                       reps, comparisons)
 
 
 def _pass_k(rows: pd.DataFrame) -> pd.DataFrame:
@@ -119,11 +105,14 @@ def _test(r: Any) -> str:
     return str(r.test)
 
 
+def span(low: float, high: float, one: str) -> str:
+    """An interval as every table shows it, or why there is none (``one``: of what there is one)."""
+    return f"none: {one}" if pd.isna(low) else f"{low:+.3f} to {high:+.3f}"
+
+
 def interval(r: Any) -> str:
-    """The interval, or why there is none."""
-    if pd.isna(r.ci_low):
-        return f"none: {'1 task' if r.scope == 'overall' else '1 pair'}"
-    return f"{r.ci_low:+.3f} to {r.ci_high:+.3f}"
+    """A row of :attr:`PairedStats.stats`'s interval, or why there is none."""
+    return span(r.ci_low, r.ci_high, "1 task" if r.scope == "overall" else "1 pair")
 
 
 def markdown_lines(p: PairedStats, baseline: str) -> list[str]:

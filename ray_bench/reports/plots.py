@@ -169,7 +169,7 @@ def delta_plot(report: Report) -> str:
                 f"worse than {escape(report.baseline)}   ←   delta in reward   →   better</text>")
 
     def row(y: float, label: str, value: float, low: float, high: float, color: str, cls: str,
-            tip: str, bold: bool = False) -> None:
+            tip: str, data: str, bold: bool = False) -> None:
         weight = ' font-weight="600"' if bold else ""
         body.append(f"<g><title>{escape(tip)}</title>"
                     f'<text x="{x0 - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end"{weight}>'
@@ -177,8 +177,10 @@ def delta_plot(report: Report) -> str:
         if not pd.isna(low) and high > low:
             body.append(f'<line class="ci" x1="{x_of(low):.1f}" x2="{x_of(high):.1f}" y1="{y:.1f}" '
                         f'y2="{y:.1f}" stroke="{color}" stroke-width="2"/>')
+        # the figures drawn, exact, for a reader (or a test) to check against the tables and CSV
         body.append(f'<circle class="{cls}" cx="{x_of(value):.1f}" cy="{y:.1f}" r="{5 if bold else 4}" '
-                    f'fill="{color}"><title>{escape(tip)}</title></circle>')
+                    f'fill="{color}" {data} data-delta="{value!r}" data-ci-low="{low!r}" '
+                    f'data-ci-high="{high!r}"><title>{escape(tip)}</title></circle>')
         body.append(f'<text x="{width - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
                     f'fill="#555"{weight}>{value:+.2f}</text>')
 
@@ -186,9 +188,10 @@ def delta_plot(report: Report) -> str:
     for p in rows.itertuples():
         color = "#1a7f37" if p.delta > 0 else "#c62828" if p.delta < 0 else "#666"
         label = f"{p.task} ({p.variant})" if several else str(p.task)
-        interval = "" if pd.isna(p.ci_low) else f", interval {p.ci_low:+.2f} to {p.ci_high:+.2f}"
+        interval = "" if pd.isna(p.ci_low) else f", interval {p.ci_low:+.3f} to {p.ci_high:+.3f}"
         row(y, label, float(p.delta), float(p.ci_low), float(p.ci_high), color, "task-delta",
-            f"{p.task} ({p.variant}): {p.delta:+.2f}{interval}; rows {p.baseline_rows} vs {p.variant_rows}")
+            f"{p.task} ({p.variant}): {p.delta:+.3f}{interval}; {p.pairs} pairs",
+            f'data-task="{escape(str(p.task))}" data-variant="{escape(str(p.variant))}"')
         y += ROW_H
     y += ROW_H / 2
     for d in report.deltas.itertuples():
@@ -197,7 +200,8 @@ def delta_plot(report: Report) -> str:
         row(y, f"mean over tasks ({d.variant})" if several else "mean over tasks", float(d.mean_delta),
             float(d.ci_low), float(d.ci_high), "#000", "mean-delta",
             f"{d.variant}: mean {d.mean_delta:+.3f}, interval {d.ci_low:+.3f} to {d.ci_high:+.3f}, "
-            f"{d.wins} better / {d.losses} worse / {d.ties} tied", bold=True)
+            f"{d.wins} better / {d.losses} worse / {d.ties} tied", f'data-variant="{escape(str(d.variant))}"',
+            bold=True)
         y += ROW_H
     return _frame("plot-deltas", title, body, width, height)
 

@@ -13,7 +13,8 @@ from support.ray_local import TEST_ROUTES
 from ray_bench.commands.rerun import RepeatedSignatureError, rerun_failed
 from ray_bench.plan.store import load_plan_file
 from ray_bench.reports.build import build_report, render_markdown, write_report
-from ray_bench.reports.stats import bootstrap_ci, paired_summary
+from ray_bench.reports.paired import TaskPairs, overall_stats
+from ray_bench.reports.stats import bootstrap_ci
 
 
 @pytest.fixture
@@ -108,5 +109,5 @@ def test_bootstrap_is_seeded_and_brackets_the_mean() -> None:
     assert bootstrap_ci([0.1, 0.1, 0.1]) == (pytest.approx(0.1), pytest.approx(0.1))
     assert bootstrap_ci([0.3]) == (0.3, 0.3)
     assert all(math.isnan(v) for v in bootstrap_ci([]))
-    s = paired_summary([1.0, -1.0, 0.0, 0.0])
-    assert (s.wins, s.losses, s.ties, s.mean_delta) == (1, 1, 2, 0.0)
+    s = overall_stats([TaskPairs(f"t{i}", "", (0.0,), (d,)) for i, d in enumerate([1.0, -1.0, 0.0, 0.0])])
+    assert (s.wins, s.losses, s.ties, s.delta) == (1, 1, 2, 0.0)
