@@ -124,16 +124,14 @@ def workspace_lines(plan: Plan) -> list[str]:
 
 
 def power_lines(plan: Plan) -> list[str]:
-    """The smallest mean paired delta the plan's repetitions can detect, and the repetitions a
-    few target deltas need (:mod:`ray_bench.plan.power`)."""
+    """The smallest mean paired delta the lineage can detect once the plan has run (the pairs
+    earlier runs hold of these tasks with the plan's own), or that none the rewards allow can be,
+    and the repetitions a few target deltas need (:mod:`ray_bench.plan.power`)."""
     from ray_bench.plan.power import ALPHA, ASSUMED, POWER, TARGETS, plan_power, reps_needed
 
     arms = {c.arm for c in plan.cells}
     if plan.unpaired or len(arms) < 2:
         return ["- one-arm plan: no paired delta to power (its pairs come from earlier runs)"]
-    per = Counter((c.task, c.arm) for c in plan.cells)
-    tasks = len({c.task for c in plan.cells})
-    reps = min(per.values())
     spread = plan.reward_spread
     if spread is not None:
         basis = (f"- basis: `plan --history`, {spread.pairs} paired rows of {spread.tasks} of these tasks in "
@@ -144,19 +142,41 @@ def power_lines(plan: Plan) -> list[str]:
         basis = (f"- basis: assumed (no paired history; `plan --history runs/` measures it): pass/fail "
                  f"rewards at 50% in both arms, independent, so SD of a paired delta "
                  f"{ASSUMED.within_var ** 0.5:.3f} and no spread between tasks")
+    # the lineage's pairs of each task once this plan has run: its own repetitions with the ones
+    # earlier runs hold paired (a cell is its content: one the history holds is not counted twice)
+    checksum = {t.id: t.checksum for t in plan.tasks}
+    own: dict[str, set[int]] = {}
+    for c in plan.cells:
+        own.setdefault(c.task, set()).add(c.rep)
+    held = {task: set(spread.paired_reps.get(checksum.get(task, ""), [])) for task in own}
+    tasks = len(own)
+    reps = min(len(own[t] | held[t]) for t in own)
+    pairs = sum(len(own[t] | held[t]) for t in own)
+    lines = [basis]
+    if any(held[t] - own[t] for t in own):
+        planned = min(len(v) for v in own.values())
+        lines.append(f"- counted over the lineage: the {sum(len(v) for v in held.values())} pairs earlier runs "
+                     f"hold of these tasks with this plan's {planned} reps per task and arm: {pairs} pairs, "
+                     f"at least {reps} per task")
     power = plan_power(spread, tasks, reps)
     test = f"two-sided alpha {ALPHA:g}, power {POWER:g}, a paired t-test over the tasks' mean deltas"
     if power.mde != power.mde:  # NaN: one task
-        return [basis, f"- {tasks} task: no test across tasks, so no detectable delta (plan 2 tasks or more)"]
-    out = [basis, f"- smallest detectable mean paired delta: {power.mde:.3f} with {tasks} tasks x {reps} reps "
-                  f"per arm ({test})"]
+        return [*lines, f"- {tasks} task: no test across tasks, so no detectable delta (plan 2 tasks or more)"]
+    if not power.detectable:
+        lines.append(f"- smallest detectable mean paired delta: not detectable with {pairs} pairs ({tasks} tasks "
+                     f"x {reps} reps per arm): it would take a mean paired delta above "
+                     f"{power.reward_range:g}, more than rewards from {spread.reward_low:g} to "
+                     f"{spread.reward_high:g} allow ({test}); add tasks or reps")
+    else:
+        lines.append(f"- smallest detectable mean paired delta: {power.mde:.3f} with {tasks} tasks x {reps} reps "
+                     f"per arm ({test})")
     for target in TARGETS:
         need = reps_needed(spread, tasks, target)
-        out.append(f"- a delta of {target:.2f} needs {need} reps per task and arm" if need is not None else
-                   f"- a delta of {target:.2f} is out of reach with {tasks} tasks at any number of reps "
-                   "(the spread between tasks: add tasks)")
-    out.append("- `ray-bench gaps --target-mde D` plans the repetitions a delta D needs")
-    return out
+        lines.append(f"- a delta of {target:.2f} needs {need} reps per task and arm" if need is not None else
+                     f"- a delta of {target:.2f} is out of reach with {tasks} tasks at any number of reps "
+                     "(the spread between tasks: add tasks)")
+    lines.append("- `ray-bench gaps --target-mde D` plans the repetitions a delta D needs")
+    return lines
 
 
 def glossary_lines() -> list[str]:

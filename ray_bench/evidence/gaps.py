@@ -40,7 +40,7 @@ from ray_bench.models.suite import Arm
 from ray_bench.plan.arm_identity import arm_config
 from ray_bench.plan.compile import MAX_REPS, suite_roots
 from ray_bench.plan.identity import canonical_bytes, cell_id
-from ray_bench.plan.power import ASSUMED, reps_needed, spread_of
+from ray_bench.plan.power import ASSUMED, lineage_spread, reps_needed, reward_bounds
 from ray_bench.runroot import RunPaths, refuse_output_in_run_root
 
 
@@ -163,10 +163,11 @@ class MdeTarget:
 def target_for_mde(suite_path: Path, runs: list[Path], delta: float, selection: Path | None = None) -> MdeTarget:
     """The repetitions a paired delta ``delta`` needs (alpha 0.05, power 0.8), from the spread of
     the paired rewards the runs already hold for the suite's current cells (else the assumed
-    one, :data:`ray_bench.plan.power.ASSUMED`)."""
-    if not 0.0 < delta <= 1.0:
+    one, :data:`ray_bench.plan.power.ASSUMED`), over every run of the lineage (a pair's rows may
+    be in two runs). A delta beyond the rewards' range is refused: no mean paired delta reaches it."""
+    if not delta > 0.0:  # NaN too
         raise SelectionError(f"--target-mde {delta:g} is not a delta in reward", where="--target-mde",
-                             fix="give a mean paired delta between 0 and 1, e.g. --target-mde 0.1")
+                             fix="give a positive mean paired delta, e.g. --target-mde 0.1")
     epochs = load_epochs(runs)
     seen = max((a.rep for e in epochs for a in e.attempts), default=1)
     name, arms, baseline, task_dirs, cells = _current_cells(suite_path, min(max(seen, 1), MAX_REPS), selection)
@@ -174,10 +175,15 @@ def target_for_mde(suite_path: Path, runs: list[Path], delta: float, selection: 
     by_id = {cid: key for key, cid in cells.items()}
     reward = {by_id[r.cell_id]: r.reward for r in evidence.rows.values()
               if r.cell_id in by_id and r.reward is not None}
-    deltas = [(task, v - b) for (task, arm, rep), b in reward.items() if arm == baseline
+    deltas = [(task, rep, v - b) for (task, arm, rep), b in reward.items() if arm == baseline
               for other in arms if other.name != baseline
               if (v := reward.get((task, other.name, rep))) is not None]
-    spread = spread_of(deltas)
+    spread = lineage_spread(deltas, reward.values())
+    low, high = reward_bounds(reward.values())
+    if delta > high - low:
+        raise SelectionError(f"--target-mde {delta:g} is not a delta in reward: a mean paired delta lies within "
+                             f"+-{high - low:g} (the rewards range {low:g} to {high:g})", where="--target-mde",
+                             fix=f"give a mean paired delta up to {high - low:g}, e.g. --target-mde 0.1")
     reps = reps_needed(spread or ASSUMED, len(task_dirs), delta, max_reps=MAX_REPS)
     if reps is None:
         raise SelectionError(f"--target-mde {delta:g} is out of reach with {len(task_dirs)} tasks at any number "

@@ -85,6 +85,12 @@ class RewardSpread(FrozenModel):
     between_var: float = Field(description="Variance of the task means beyond what within explains.")
     tasks: int = Field(description="Tasks with at least one pair in the history.")
     pairs: int = Field(description="Paired (task, repetition) rows in the history.")
+    paired_reps: dict[str, list[int]] = Field(default_factory=dict, description="Task checksum -> the "
+                                              "repetitions the history holds in the baseline and a variant "
+                                              "(the lineage's pairs, which the receipt's power counts with "
+                                              "the plan's own).")
+    reward_low: float = Field(default=0.0, description="The lowest reward the history's rows hold (at most 0).")
+    reward_high: float = Field(default=1.0, description="The highest reward the history's rows hold (at least 1).")
 
 
 class Plan(FrozenModel):

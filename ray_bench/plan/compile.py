@@ -40,7 +40,7 @@ from ray_bench.plan.backends import pool_config
 from ray_bench.plan.egress import refuse_unreachable_providers
 from ray_bench.plan.history import expected_seconds, paired_deltas
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
-from ray_bench.plan.power import spread_of
+from ray_bench.plan.power import lineage_spread
 from ray_bench.plan.readiness import Looks, readiness
 from ray_bench.plan.roles import check_role_routes, verifier_route_vars
 from ray_bench.sandboxes import Resources, backend_available, backend_names
@@ -101,7 +101,11 @@ def _reward_spread(req: PlanRequest, arms: list[Arm], digests: list[str], tasks:
     if baseline is None or not req.rewards:
         return None
     variants = [by_role[a.name] for a in arms if a.role != "baseline"]
-    return spread_of(paired_deltas(req.rewards, {t.checksum for t in tasks}, baseline, variants))
+    checksums = {t.checksum for t in tasks}
+    # the range of the rows of these tasks and arms: the largest delta the power can report
+    rewards = [r for (_, key, _), r in req.rewards.items()
+               if key.partition("@")[0] in checksums and key.partition("@")[2] in digests]
+    return lineage_spread(paired_deltas(req.rewards, checksums, baseline, variants), rewards)
 
 
 def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[

@@ -80,28 +80,35 @@ def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
 
 
 def rewards_from_runs(paths: Iterable[Path]) -> dict[tuple[str, str, int], float]:
-    """(run root, :func:`history_key`, repetition) -> reward of its earliest valid attempt: the
-    paired rewards ``plan --history`` gives the receipt's power (pairs are matched within a run)."""
-    out: dict[tuple[str, str, int], tuple[float, float]] = {}
+    """(run root, :func:`history_key`, repetition) -> reward of the cell's earliest valid attempt
+    in any run under ``paths`` (the root: the run holding it): the paired rewards ``plan
+    --history`` gives the receipt's power. A cell is its content, so the runs of a lineage (a run,
+    its gap-fills and one-arm top-ups) hold one row of it, chosen as the report's accepted-row
+    rule does; a pair's two rows may be in two runs."""
+    out: dict[tuple[str, int], tuple[float, str, float]] = {}
     for root in history_roots(paths):
         for digest, row in _valid_rows([root]):
-            key = (str(root), history_key(row.task_checksum, digest), row.rep)
+            key = (history_key(row.task_checksum, digest), row.rep)
             if row.reward is not None and (key not in out or row.started_at < out[key][0]):
-                out[key] = (row.started_at, row.reward)
-    return {k: reward for k, (_, reward) in out.items()}
+                out[key] = (row.started_at, str(root), row.reward)
+    return {(root, key, rep): reward for (key, rep), (_, root, reward) in out.items()}
 
 
 def paired_deltas(rewards: Mapping[tuple[str, str, int], float], tasks: Iterable[str], baseline: str,
-                  variants: Iterable[str]) -> list[tuple[str, float]]:
-    """(task checksum, variant - baseline) of every (run, task, repetition) that has both."""
-    out: list[tuple[str, float]] = []
+                  variants: Iterable[str]) -> list[tuple[str, int, float]]:
+    """(task checksum, repetition, variant - baseline) of every task and repetition that has
+    both, in whichever of the lineage's runs each row is (issue 56: pairing within one run lost
+    a one-arm top-up's pairs)."""
+    by_cell = {(key, rep): reward for (_, key, rep), reward in rewards.items()}
+    tasks = set(tasks)
     variants = list(variants)
-    for (root, key, rep), base in rewards.items():
+    out: list[tuple[str, int, float]] = []
+    for (key, rep), base in sorted(by_cell.items()):
         checksum, _, digest = key.partition("@")
         if digest != baseline or checksum not in tasks:
             continue
         for variant in variants:
-            other = rewards.get((root, history_key(checksum, variant), rep))
+            other = by_cell.get((history_key(checksum, variant), rep))
             if other is not None:
-                out.append((checksum, other - base))
+                out.append((checksum, rep, other - base))
     return out

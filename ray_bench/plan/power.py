@@ -8,6 +8,11 @@ target below what the between-task spread allows is unreachable by repetitions (
 tasks). The t-test's power is R's ``power.t.test`` (two-sided, ``strict = FALSE``) on scipy's
 noncentral t. The spread comes from earlier runs' paired rewards (``plan --history``) or, with
 none, from a stated assumption (:data:`ASSUMED`).
+
+The figure is the lineage's: a task's repetitions are the ones earlier runs already hold paired
+with the ones the plan adds (a gap-fill of one repetition over three is a test of four), and a
+delta no mean paired delta can reach (above the rewards' range, :func:`reward_bounds`) is
+reported as not detectable, never as a number (issue 56: 1.505 on 0/1 rewards).
 """
 
 from __future__ import annotations
@@ -32,6 +37,16 @@ POWER = 0.8
 ASSUMED = RewardSpread(within_var=0.5, between_var=0.0, tasks=0, pairs=0)
 #: The target deltas the receipt prices in repetitions.
 TARGETS = (0.05, 0.10, 0.20)
+#: The rewards a verifier gives unless the rows show others: Harbor's reward.txt holds 1 (solved)
+#: or 0, and graded rewards lie between.
+REWARD_RANGE = (0.0, 1.0)
+
+
+def reward_bounds(rewards: Iterable[float]) -> tuple[float, float]:
+    """The range rewards span: :data:`REWARD_RANGE`, widened to any reward seen outside it. A mean
+    paired delta lies within +-(high - low)."""
+    seen = list(rewards)
+    return min([REWARD_RANGE[0], *seen]), max([REWARD_RANGE[1], *seen])
 
 
 def t_power(n: float, delta: float, sd: float, *, alpha: float = ALPHA, samples: int = 1) -> float:
@@ -75,11 +90,18 @@ class Power:
     reps: int
     sd: float
     mde: float  # NaN with fewer than 2 tasks: no test across tasks
+    #: the largest mean paired delta the rewards allow (high - low)
+    reward_range: float = REWARD_RANGE[1] - REWARD_RANGE[0]
+
+    @property
+    def detectable(self) -> bool:
+        """Some mean paired delta the rewards allow is detected (the MDE is within their range)."""
+        return not math.isnan(self.mde) and self.mde <= self.reward_range
 
 
 def plan_power(spread: RewardSpread, tasks: int, reps: int) -> Power:
     sd = task_sd(spread, reps)
-    return Power(tasks, reps, sd, mde(tasks, sd))
+    return Power(tasks, reps, sd, mde(tasks, sd), spread.reward_high - spread.reward_low)
 
 
 def reps_needed(spread: RewardSpread, tasks: int, target: float, *, max_reps: int = 1000) -> int | None:
@@ -118,3 +140,18 @@ def spread_of(deltas: Iterable[tuple[str, float]]) -> RewardSpread | None:
     within = float(sum(((v - v.mean()) ** 2).sum() for v in repeated)) / dof
     between = max(0.0, spread_of_means - within / (pairs / len(per)))
     return RewardSpread(within_var=within, between_var=between, tasks=len(per), pairs=pairs)
+
+
+def lineage_spread(pairs: Iterable[tuple[str, int, float]], rewards: Iterable[float]) -> RewardSpread | None:
+    """:func:`spread_of` the lineage's pairs, given as (task key, repetition, delta), with the
+    repetitions each task holds paired and the range of ``rewards`` (the rows' rewards)."""
+    found = list(pairs)
+    spread = spread_of((key, d) for key, _, d in found)
+    if spread is None:
+        return None
+    reps: dict[str, set[int]] = {}
+    for key, rep, _ in found:
+        reps.setdefault(key, set()).add(rep)
+    low, high = reward_bounds(rewards)
+    return spread.model_copy(update={"paired_reps": {k: sorted(v) for k, v in sorted(reps.items())},
+                                     "reward_low": low, "reward_high": high})

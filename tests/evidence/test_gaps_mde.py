@@ -72,5 +72,6 @@ def test_gaps_target_mde_bad_input_is_one_line_and_writes_nothing(
 
 def test_target_mde_refuses_a_delta_outside_reward(world: tuple[Path, Path]) -> None:
     suite, runs = world
-    with pytest.raises(SelectionError, match="not a delta"):
+    with pytest.raises(SelectionError, match=r"not a delta in reward: a mean paired delta lies within \+-1 "
+                       r"\(the rewards range 0 to 1\)"):
         target_for_mde(suite, [runs], 1.5)
