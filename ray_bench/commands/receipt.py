@@ -15,6 +15,7 @@ from ray_bench.commands.receipt_terms import (
 )
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
+from ray_bench.plan.arm_diff import render_differences
 from ray_bench.plan.roles import render_roles, render_verifier_routes
 from ray_bench.plan.watchdog import watchdog_lines
 from ray_bench.scheduler.builds import build_settings, build_targets, quota_line
@@ -48,6 +49,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
         shown = arm.command or f"{arm.agent} adapter"
         out.append(f"| {table_cell(arm.name)} | {arm.role} | {code_span(shown)} | {timeout} | "
                    f"{table_cell(', '.join(sorted(arm.env))) or '-'} |")
+    out += ["", *render_differences(plan.arms)]
     out += agents_section(plan)
     out += ["", *workspace_lines(plan)]
     out += ["", *render_roles(plan.arms)]
