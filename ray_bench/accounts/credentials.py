@@ -40,3 +40,16 @@ def _find_expiry(data: object) -> float | None:
             if found is not None:
                 return found
     return None
+
+
+def expired_logins(homes: dict[str, str], now: float) -> dict[str, float]:
+    """Account -> the epoch second its HOME login expired, for each of ``homes`` (account ->
+    HOME) whose login has expired by ``now`` and cannot be refreshed: the driver's expiry watch
+    (:class:`ray_bench.scheduler.admission.ExpiryWatch`) refuses every cell on it, so ``plan``
+    leaves it out of capacity and says so."""
+    out: dict[str, float] = {}
+    for name, home in homes.items():
+        expires = login_expiry(home)
+        if expires is not None and expires <= now:
+            out[name] = expires
+    return out

@@ -78,8 +78,11 @@ def render_receipt(plan: Plan, identity: str) -> str:
                    f"{lim.starts_per_minute or '-'} | {window} | {f'${lim.spend_usd:.2f}' if lim.spend_usd else '-'} |")
     out += ["", "## Backends", ""]
     for name, backend in sorted(plan.backends.items()):
-        out.append(f"- `{name}`: pool {backend.max_sandboxes or 'default'}, options "
-                   f"{', '.join(sorted(backend.options)) or 'none'}")
+        pool = f"pool {backend.max_sandboxes or 'default'}"
+        if name in plan.capacity.backend_pools:  # the limit that binds, not only max_sandboxes
+            binds = plan.capacity.backend_binds.get(name)
+            pool = f"pool {plan.capacity.backend_pools[name]}" + (f" ({binds} binds)" if binds else "")
+        out.append(f"- `{name}`: {pool}, options {', '.join(sorted(backend.options)) or 'none'}")
     settings = build_settings(plan)
     if targets := build_targets(plan, settings.default_size):
         out.append(f"- {quota_line(targets, settings.snapshot_quota)}")

@@ -81,26 +81,40 @@ def task_lines(plan: Plan) -> list[str]:
 
 
 def estimate_lines(plan: Plan) -> list[str]:
-    """Estimated makespan and cost, from the simulator on the plan's history of task durations,
+    """Estimated makespan and cost, from the simulator on the plan's history of task durations
+    and costs (every limit ``simulate --plan`` models, dollar ones priced by the recorded costs),
     or "no history" when there is none to base them on."""
     known = [t for t in plan.tasks if t.expected_sec]
     if not known:
         return ["- no history: no earlier run of these tasks gave durations, so no estimate. "
                 f"`ray-bench simulate --plan runs/{plan.run_id}/launch-plan.json --median-min M` gives "
                 "one under an assumed median cell time"]
-    from ray_bench.sim.from_plan import dollar_limits, estimate_makespan_h
+    from ray_bench.sim.from_plan import dollar_limits, estimate_run
 
-    makespan = estimate_makespan_h(plan)
+    found = estimate_run(plan)
     cover = f"{len(known)} of {len(plan.tasks)} tasks"
-    lines = [f"- history: durations of {cover} from earlier runs"]
-    if makespan is not None:
-        lines.append(f"- estimated makespan: {makespan:.2f} h at capacity {plan.capacity.effective} "
-                     "(the driver on a virtual clock over these cells at their expected durations, "
-                     "under every account limit)")
-        if dollars := dollar_limits(plan):
+    priced = [t for t in known if t.expected_usd is not None]
+    lines = [f"- history: durations of {cover} from earlier runs"
+             + (f", costs of {len(priced)}" if priced else "")]
+    if found is None:
+        return lines
+    left_out = f" ({', '.join(sorted(plan.capacity.left_out))} left out)" if plan.capacity.left_out else ""
+    lines.append(f"- estimated makespan: {found.makespan_h:.2f} h at capacity {plan.capacity.effective}{left_out} "
+                 "(the driver on a virtual clock over these cells at their expected durations, "
+                 "under every account limit)")
+    dollars = dollar_limits(plan)
+    if not priced:
+        if dollars:
             lines.append(f"- the estimate leaves out {', '.join(dollars)}: no cost history to say when "
                          "they bind (`ray-bench simulate --plan ... --usd-per-hour X` models them)")
-    lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
+        lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
+        return lines
+    lines.append(f"- estimated cost: ${found.spend_usd:.2f} at ${found.usd_per_hour:.2f} per running cell-hour "
+                 f"(the costs earlier runs recorded for {len(priced)} of {len(plan.tasks)} tasks)"
+                 + (f"; {', '.join(dollars)} modelled at that price" if dollars else ""))
+    if found.stopped is not None:
+        lines.append(f"- the estimate stops after {found.valid_cells} of {found.cells} cells: "
+                     f"{found.detail or found.stopped}")
     return lines
 
 

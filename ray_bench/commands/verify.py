@@ -175,10 +175,11 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
             derived = plan_task(load_task(Path(task.path)), suite, {}, force_build=plan.force_build)
         except UserInputError:
             return f"task {task.id} no longer loads"
-        if derived.model_copy(update={"expected_sec": task.expected_sec}) != task:
+        if derived.model_copy(update={"expected_sec": task.expected_sec, "expected_usd": task.expected_usd}) != task:
             return f"task {task.id} is not what its directory says"
     cap = plan.capacity
-    if cap.accounts_concurrency != sum(a.limits.max_concurrent for a in accounts.accounts):
+    if cap.accounts_concurrency != sum(a.limits.max_concurrent for a in accounts.accounts
+                                       if a.name not in cap.left_out):
         return "its capacity is not the accounts' concurrency"
     bound = min([cap.accounts_concurrency, *cap.backend_pools.values()]
                 + ([cap.parallel_cap] if cap.parallel_cap is not None else []))
