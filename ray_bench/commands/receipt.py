@@ -9,6 +9,7 @@ from ray_bench.commands.receipt_terms import (
     cells_line,
     estimate_lines,
     glossary_lines,
+    lineage_lines,
     power_lines,
     task_lines,
     workspace_lines,
@@ -29,6 +30,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
     out += [f"- plan identity: `{identity}`", f"- suite: `{plan.suite}`",
             f"- created with: {plan.created_with}",
             f"- {cells_line(plan)}",
+            *(f"- {line}" for line in lineage_lines(plan)),
             f"- preflight cells: {len(plan.preflight)}",
             f"- cells with history (expected duration from earlier runs): {_with_history(plan)}",
             f"- attempts per cell at most: {plan.max_attempts} failing on the cell itself (task, tool, "

@@ -8,6 +8,7 @@ change without touching the others.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from ray_bench.models.plan import Plan
 from ray_bench.textsafe import table_cell
@@ -54,6 +55,30 @@ def cells_line(plan: Plan) -> str:
         return f"cells: {n} = {len(tasks)} tasks x {len(arms)} arms x {reps[0]} reps{adds}"
     return (f"cells: {n} over {len(tasks)} tasks x {len(arms)} arms, {reps[0]}-{reps[-1]} reps per task "
             f"and arm (set by the selection){adds}")
+
+
+def lineage_lines(plan: Plan) -> list[str]:
+    """The runs a gap-fill tops up and the runs its history was read from (issue 56: a gap-fill's
+    receipt named neither, and said "no history" though the lineage ran its tasks)."""
+    out: list[str] = []
+    if plan.tops_up:
+        out.append(f"tops up {len(plan.tops_up)} run{'s' * (len(plan.tops_up) > 1)} (the lineage `ray-bench gaps` "
+                   f"read; `ray-bench report --runs` over them and this run reports the whole): {_paths(plan.tops_up)}")
+    if plan.history_from:
+        source = "the lineage it tops up" if set(plan.history_from) <= set(_resolved(plan.tops_up)) \
+            else "--history and --runs"
+        out.append(f"history read from {len(plan.history_from)} earlier run{'s' * (len(plan.history_from) > 1)} "
+                   f"({source}): {_paths(plan.history_from)}")
+    return out
+
+
+def _resolved(paths: list[str]) -> list[str]:
+    return [str(Path(p).resolve()) for p in paths]
+
+
+def _paths(paths: list[str], most: int = 5) -> str:
+    shown = ", ".join(f"`{table_cell(p)}`" for p in paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
 
 
 def _spans(numbers: list[int]) -> str:

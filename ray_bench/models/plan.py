@@ -122,3 +122,7 @@ class Plan(FrozenModel):
     unpaired: bool = False
     reward_spread: RewardSpread | None = Field(default=None, description="Paired-delta variance "
                                                "from `plan --history`; None: the receipt assumes one.")
+    tops_up: list[str] = Field(default_factory=list, description="A gap-fill's lineage: the run roots its "
+                               "selection (`ray-bench gaps`) tops up.")
+    history_from: list[str] = Field(default_factory=list, description="The earlier run roots durations, "
+                                    "costs and rewards were read from (`--history`, else the lineage; `--runs`).")

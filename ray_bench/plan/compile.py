@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +40,14 @@ from ray_bench.plan.agents import agent_network, check_agents, refuse_long_instr
 from ray_bench.plan.arm_identity import arm_config, arm_digest, run_arm_digests
 from ray_bench.plan.backends import pool_config
 from ray_bench.plan.egress import refuse_unreachable_providers
-from ray_bench.plan.history import expected_value, paired_deltas
+from ray_bench.plan.history import (
+    costs_from_runs,
+    durations_from_runs,
+    expected_value,
+    history_roots,
+    paired_deltas,
+    rewards_from_runs,
+)
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import spread_of
 from ray_bench.plan.readiness import Looks, readiness
@@ -71,6 +78,10 @@ class PlanRequest:
     arms: ArmFilter = "all"
     parallel: int | None = None
     counterpart_runs: list[Path] = field(default_factory=list)
+    #: ``plan --history``: run roots (or directories of them) read for durations, costs and paired
+    #: rewards, with ``counterpart_runs``; None (not given): a gap-fill selection's lineage (its
+    #: ``tops_up``). What they give is added to ``history``, ``costs`` and ``rewards``.
+    history_runs: list[Path] | None = None
     history: Mapping[str, float] = field(default_factory=dict)
     #: Earlier runs' cost per cell (:func:`ray_bench.plan.history.costs_from_runs`, keyed as
     #: ``history``): the receipt's estimate runs the dollar limits on it.
@@ -107,6 +118,26 @@ def _reward_spread(req: PlanRequest, arms: list[Arm], digests: list[str], tasks:
         return None
     variants = [by_role[a.name] for a in arms if a.role != "baseline"]
     return spread_of(paired_deltas(req.rewards, {t.checksum for t in tasks}, baseline, variants))
+
+
+def with_earlier_runs(req: PlanRequest, selection: Selection | None) -> tuple[PlanRequest, list[str]]:
+    """``req`` with the history of its earlier runs read in, and those run roots: ``--history``
+    (else the lineage a gap-fill selection tops up, issue 56: its plan said "no history" though
+    the lineage ran those tasks) and ``--runs``."""
+    lineage = list(selection.tops_up) if selection is not None else []
+    if req.history_runs is None and lineage:
+        gone = [r for r in lineage if not Path(r).is_dir()]
+        if gone:
+            raise SelectionError(f"the run {gone[0]} this gap-fill tops up (its tops_up) is gone",
+                                 where=str(req.selection), fix="give --history with the runs to read instead, "
+                                 "or write the selection again with `ray-bench gaps`")
+    given = req.history_runs if req.history_runs is not None else [Path(r) for r in lineage]
+    roots = history_roots([*given, *req.counterpart_runs])
+    if not roots:
+        return req, []
+    return replace(req, history={**durations_from_runs(roots), **req.history},
+                   costs={**costs_from_runs(roots), **req.costs},
+                   rewards={**rewards_from_runs(roots), **req.rewards}), [str(r.resolve()) for r in roots]
 
 
 def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[
@@ -155,6 +186,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     roots = suite_roots(suite, req.suite)
     index = index_tasks(roots)
     selection = select_in_suite(req.selection, suite.name, suite.tasks, roots, index) if req.selection else None
+    req, history_from = with_earlier_runs(req, selection)
     only = suite.tasks
     if selection is not None:
         only = selection.task_ids
@@ -272,6 +304,8 @@ def compile_plan(req: PlanRequest) -> Plan:
         warnings=warnings,
         unpaired=unpaired,
         reward_spread=_reward_spread(req, arms, digests, tasks) if not unpaired else None,
+        tops_up=list(selection.tops_up) if selection is not None else [],
+        history_from=history_from,
     )
     refuse_route_values(plan, req)
     return plan

@@ -21,7 +21,8 @@ from ray_bench.runroot import RunPaths
 
 
 def history_roots(paths: Iterable[Path]) -> list[Path]:
-    """Each path is a run root (it holds a ledger) or a directory of run roots."""
+    """Each path is a run root (it holds a ledger) or a directory of run roots; a run named twice
+    (``--history runs/`` and a gap-fill's ``--runs runs/r1``) is read once."""
     roots: list[Path] = []
     for path in paths:
         if RunPaths(path).ledger.is_file():
@@ -31,7 +32,10 @@ def history_roots(paths: Iterable[Path]) -> list[Path]:
         else:
             raise UserInputError("not a run root or a directory of run roots", where=str(path),
                                  fix="pass runs/ or runs/<run_id>")
-    return roots
+    unique: dict[Path, Path] = {}
+    for root in roots:
+        unique.setdefault(root.resolve(), root)
+    return list(unique.values())
 
 
 def history_key(task_checksum: str, arm_digest: str) -> str:
