@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from ray_bench.models.plan import Plan
-from ray_bench.textsafe import table_cell
+from ray_bench.textsafe import code_span, table_cell
 
 #: Past this many tasks the receipt lists the first and last few and says how many it left out.
 TASK_LIST_MAX = 20
@@ -77,7 +77,7 @@ def _resolved(paths: list[str]) -> list[str]:
 
 
 def _paths(paths: list[str], most: int = 5) -> str:
-    shown = ", ".join(f"`{table_cell(p)}`" for p in paths[:most])
+    shown = ", ".join(code_span(p) for p in paths[:most])
     return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
 
 

@@ -84,6 +84,9 @@ def _lineage(data: dict[str, Any], path: Path) -> tuple[str, ...]:
             not all(isinstance(r, str) and r and "\0" not in r for r in found):
         raise SelectionError("tops_up is not a list of run roots", where=str(path),
                              fix="`ray-bench gaps` writes it: write the selection again with `ray-bench gaps`")
+    for _, kind, shown in find_secrets(found)[:1]:  # the plan and its receipt name these paths
+        raise SelectionError(f"tops_up holds what looks like {kind} ({shown})", where=str(path),
+                             fix="name run roots there; remove the secret")
     return tuple(found)
 
 
