@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ray_bench import __version__
-from ray_bench.accounts.credentials import expired_logins
+from ray_bench.cells.home_logins import expired_logins
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
 from ray_bench.config.selection import Selection, select_in_suite
