@@ -110,7 +110,8 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
              history: dict[str, float] | None = None, task_ids: tuple[str, ...] = (),
              limit: int | None = None, force_build: bool = False,
              skip_unsupported: bool = False,
-             rewards: dict[tuple[str, str, int], float] | None = None, strict: bool = False) -> PlanResult:
+             rewards: dict[tuple[str, str, int], float] | None = None, strict: bool = False,
+             costs: dict[str, float] | None = None, history_runs: list[Path] | None = None) -> PlanResult:
     refuse_secret_text(run_id, "--run-id")
     for option, path in (("--suite", suite), ("--accounts", accounts), ("--selection-file", selection),
                          ("--runs-dir", runs_dir), *(("--runs", p) for p in counterpart_runs or [])):
@@ -123,7 +124,8 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
                                     reps=reps, arms=arms, parallel=parallel,
                                     counterpart_runs=counterpart_runs or [], history=history or {},
                                     task_ids=task_ids, limit=limit, force_build=force_build,
-                                    skip_unsupported=skip_unsupported, rewards=rewards or {}, strict=strict))
+                                    skip_unsupported=skip_unsupported, rewards=rewards or {}, strict=strict,
+                                    costs=costs or {}, history_runs=history_runs))
     final_id = run_id or default_run_id(plan.suite)
     run_root = runs_dir / final_id
     refuse_unusable_runs_dir(runs_dir)

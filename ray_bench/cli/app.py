@@ -116,7 +116,10 @@ def plan(
                                               "what is selected.")] = None,
     history: Annotated[list[Path] | None, typer.Option("--history", help="Run roots (or a directory of them) "
                                                        "whose durations order the cells, longest first, "
-                                                       "and whose paired rewards give the receipt's power.")] = None,
+                                                       "whose recorded costs price the receipt's estimate "
+                                                       "(dollar windows, budgets, spend limit) and whose "
+                                                       "paired rewards give the receipt's power (default: the "
+                                                       "runs a gap-fill selection tops up).")] = None,
     force_build: Annotated[bool, typer.Option("--force-build", help="Build each task's Dockerfile even "
                                               "where task.toml names a prebuilt docker_image.")] = False,
     skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Leave out the tasks the "
@@ -130,7 +133,6 @@ def plan(
     """Compile a model-free plan and its receipt; print the plan identity."""
     from ray_bench.api import plan_run
     from ray_bench.plan.compile import ArmFilter
-    from ray_bench.plan.history import durations_from_runs, rewards_from_runs
     from ray_bench.runroot import RunPaths
 
     if baseline_only and full_only:
@@ -140,8 +142,7 @@ def plan(
     result = plan_run(suite=suite, accounts=accounts, runs_dir=runs_dir, run_id=run_id, selection=selection_file,
                       reps=reps, arms=arms, parallel=parallel, counterpart_runs=runs or [],
                       task_ids=tuple(task or ()), limit=limit, force_build=force_build,
-                      skip_unsupported=skip_unsupported, history=durations_from_runs([*(history or []), *(runs or [])]),
-                      rewards=rewards_from_runs([*(history or []), *(runs or [])]), strict=strict)
+                      skip_unsupported=skip_unsupported, history_runs=history, strict=strict)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     paths = RunPaths(result.run_root)

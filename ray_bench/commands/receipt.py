@@ -9,12 +9,14 @@ from ray_bench.commands.receipt_terms import (
     cells_line,
     estimate_lines,
     glossary_lines,
+    lineage_lines,
     power_lines,
     task_lines,
     workspace_lines,
 )
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
+from ray_bench.plan.arm_diff import render_differences
 from ray_bench.plan.roles import render_roles, render_verifier_routes
 from ray_bench.plan.watchdog import watchdog_lines
 from ray_bench.scheduler.builds import build_settings, build_targets, quota_line
@@ -28,6 +30,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
     out += [f"- plan identity: `{identity}`", f"- suite: `{plan.suite}`",
             f"- created with: {plan.created_with}",
             f"- {cells_line(plan)}",
+            *(f"- {line}" for line in lineage_lines(plan)),
             f"- preflight cells: {len(plan.preflight)}",
             f"- cells with history (expected duration from earlier runs): {_with_history(plan)}",
             f"- attempts per cell at most: {plan.max_attempts} failing on the cell itself (task, tool, "
@@ -48,6 +51,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
         shown = arm.command or f"{arm.agent} adapter"
         out.append(f"| {table_cell(arm.name)} | {arm.role} | {code_span(shown)} | {timeout} | "
                    f"{table_cell(', '.join(sorted(arm.env))) or '-'} |")
+    out += ["", *render_differences(plan.arms)]
     out += agents_section(plan)
     out += ["", *workspace_lines(plan)]
     out += ["", *render_roles(plan.arms)]
@@ -76,8 +80,11 @@ def render_receipt(plan: Plan, identity: str) -> str:
                    f"{lim.starts_per_minute or '-'} | {window} | {f'${lim.spend_usd:.2f}' if lim.spend_usd else '-'} |")
     out += ["", "## Backends", ""]
     for name, backend in sorted(plan.backends.items()):
-        out.append(f"- `{name}`: pool {backend.max_sandboxes or 'default'}, options "
-                   f"{', '.join(sorted(backend.options)) or 'none'}")
+        pool = f"pool {backend.max_sandboxes or 'default'}"
+        if name in plan.capacity.backend_pools:  # the limit that binds, not only max_sandboxes
+            binds = plan.capacity.backend_binds.get(name)
+            pool = f"pool {plan.capacity.backend_pools[name]}" + (f" ({binds} binds)" if binds else "")
+        out.append(f"- `{name}`: {pool}, options {', '.join(sorted(backend.options)) or 'none'}")
     settings = build_settings(plan)
     if targets := build_targets(plan, settings.default_size):
         out.append(f"- {quota_line(targets, settings.snapshot_quota)}")

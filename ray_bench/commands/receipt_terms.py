@@ -8,9 +8,10 @@ change without touching the others.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from ray_bench.models.plan import Plan
-from ray_bench.textsafe import table_cell
+from ray_bench.textsafe import code_span, table_cell
 
 #: Past this many tasks the receipt lists the first and last few and says how many it left out.
 TASK_LIST_MAX = 20
@@ -56,6 +57,30 @@ def cells_line(plan: Plan) -> str:
             f"and arm (set by the selection){adds}")
 
 
+def lineage_lines(plan: Plan) -> list[str]:
+    """The runs a gap-fill tops up and the runs its history was read from (issue 56: a gap-fill's
+    receipt named neither, and said "no history" though the lineage ran its tasks)."""
+    out: list[str] = []
+    if plan.tops_up:
+        out.append(f"tops up {len(plan.tops_up)} run{'s' * (len(plan.tops_up) > 1)} (the lineage `ray-bench gaps` "
+                   f"read; `ray-bench report --runs` over them and this run reports the whole): {_paths(plan.tops_up)}")
+    if plan.history_from:
+        source = "the lineage it tops up" if set(plan.history_from) <= set(_resolved(plan.tops_up)) \
+            else "--history and --runs"
+        out.append(f"history read from {len(plan.history_from)} earlier run{'s' * (len(plan.history_from) > 1)} "
+                   f"({source}): {_paths(plan.history_from)}")
+    return out
+
+
+def _resolved(paths: list[str]) -> list[str]:
+    return [str(Path(p).resolve()) for p in paths]
+
+
+def _paths(paths: list[str], most: int = 5) -> str:
+    shown = ", ".join(code_span(p) for p in paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
 def _spans(numbers: list[int]) -> str:
     """``[2, 3, 4, 7]`` -> ``2-4, 7``."""
     spans: list[list[int]] = []
@@ -81,26 +106,40 @@ def task_lines(plan: Plan) -> list[str]:
 
 
 def estimate_lines(plan: Plan) -> list[str]:
-    """Estimated makespan and cost, from the simulator on the plan's history of task durations,
+    """Estimated makespan and cost, from the simulator on the plan's history of task durations
+    and costs (every limit ``simulate --plan`` models, dollar ones priced by the recorded costs),
     or "no history" when there is none to base them on."""
     known = [t for t in plan.tasks if t.expected_sec]
     if not known:
         return ["- no history: no earlier run of these tasks gave durations, so no estimate. "
                 f"`ray-bench simulate --plan runs/{plan.run_id}/launch-plan.json --median-min M` gives "
                 "one under an assumed median cell time"]
-    from ray_bench.sim.from_plan import dollar_limits, estimate_makespan_h
+    from ray_bench.sim.from_plan import dollar_limits, estimate_run
 
-    makespan = estimate_makespan_h(plan)
+    found = estimate_run(plan)
     cover = f"{len(known)} of {len(plan.tasks)} tasks"
-    lines = [f"- history: durations of {cover} from earlier runs"]
-    if makespan is not None:
-        lines.append(f"- estimated makespan: {makespan:.2f} h at capacity {plan.capacity.effective} "
-                     "(the driver on a virtual clock over these cells at their expected durations, "
-                     "under every account limit)")
-        if dollars := dollar_limits(plan):
+    priced = [t for t in known if t.expected_usd is not None]
+    lines = [f"- history: durations of {cover} from earlier runs"
+             + (f", costs of {len(priced)}" if priced else "")]
+    if found is None:
+        return lines
+    left_out = f" ({', '.join(sorted(plan.capacity.left_out))} left out)" if plan.capacity.left_out else ""
+    lines.append(f"- estimated makespan: {found.makespan_h:.2f} h at capacity {plan.capacity.effective}{left_out} "
+                 "(the driver on a virtual clock over these cells at their expected durations, "
+                 "under every account limit)")
+    dollars = dollar_limits(plan)
+    if not priced:
+        if dollars:
             lines.append(f"- the estimate leaves out {', '.join(dollars)}: no cost history to say when "
                          "they bind (`ray-bench simulate --plan ... --usd-per-hour X` models them)")
-    lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
+        lines.append("- estimated cost: no cost history (spend is recorded per attempt once the run starts)")
+        return lines
+    lines.append(f"- estimated cost: ${found.spend_usd:.2f} at ${found.usd_per_hour:.2f} per running cell-hour "
+                 f"(the costs earlier runs recorded for {len(priced)} of {len(plan.tasks)} tasks)"
+                 + (f"; {', '.join(dollars)} modelled at that price" if dollars else ""))
+    if found.stopped is not None:
+        lines.append(f"- the estimate stops after {found.valid_cells} of {found.cells} cells: "
+                     f"{found.detail or found.stopped}")
     return lines
 
 

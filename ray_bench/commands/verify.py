@@ -175,10 +175,11 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
             derived = plan_task(load_task(Path(task.path)), suite, {}, force_build=plan.force_build)
         except UserInputError:
             return f"task {task.id} no longer loads"
-        if derived.model_copy(update={"expected_sec": task.expected_sec}) != task:
+        if derived.model_copy(update={"expected_sec": task.expected_sec, "expected_usd": task.expected_usd}) != task:
             return f"task {task.id} is not what its directory says"
     cap = plan.capacity
-    if cap.accounts_concurrency != sum(a.limits.max_concurrent for a in accounts.accounts):
+    if cap.accounts_concurrency != sum(a.limits.max_concurrent for a in accounts.accounts
+                                       if a.name not in cap.left_out):
         return "its capacity is not the accounts' concurrency"
     bound = min([cap.accounts_concurrency, *cap.backend_pools.values()]
                 + ([cap.parallel_cap] if cap.parallel_cap is not None else []))
@@ -233,8 +234,12 @@ def _cell_set(plan: Plan, suite: Suite, suite_path: Path) -> str | None:
         except (OSError, ValueError):  # not JSON (a YAML, text or TOML selection): not a rerun's
             doc = None
         entries = {e.task_id: e for e in selection.entries}
+        if tuple(plan.tops_up) != selection.tops_up:
+            return "the runs it says it tops up are not its selection's"
         if isinstance(doc, dict) and str(doc.get("generated_by", "")).startswith("ray-bench rerun"):
             chosen = {(str(t), str(a), int(r)) for t, a, r in doc.get("cells") or []}
+    elif plan.tops_up:
+        return "it says it tops up runs but has no selection naming them"
     arms = [a.name for a in plan.arms]
     # Repetitions no selection entry names: one count for every task (--reps or the suite's).
     free = [c.rep for c in plan.cells if not (c.task in entries and entries[c.task].reps)]

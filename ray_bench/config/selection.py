@@ -29,6 +29,7 @@ __all__ = ["Selection", "SelectionEntry", "load_selection", "resolve_selection",
 
 def load_selection(path: Path) -> Selection:
     text = read_text_bounded(path, SelectionError, MAX_SELECTION_BYTES)
+    lineage: tuple[str, ...] = ()
     stripped = text.lstrip()
     if not stripped:
         raise SelectionError("selection is empty", where=str(path), fix="list at least one task")
@@ -43,6 +44,7 @@ def load_selection(path: Path) -> Selection:
             raise SelectionError(_not_a_selection(data), where=str(path),
                                  fix=f"name the selection file, not a report or manifest made from one: {SHAPES}")
         items = data["tasks"]
+        lineage = _lineage(data, path)
     elif path.suffix in {".yaml", ".yml"} or stripped.startswith("-"):
         _refuse_too_many(sum(1 for line in text.splitlines() if line.lstrip().startswith("- ")), path)
         _refuse_too_long(text, path)
@@ -65,7 +67,27 @@ def load_selection(path: Path) -> Selection:
             items.append(line)
     _refuse_too_many(len(items), path)
     _refuse_secrets(items, path)
-    return _selection(path, [_entry(item, path, index) for index, item in enumerate(items)])
+    selection = _selection(path, [_entry(item, path, index) for index, item in enumerate(items)])
+    return selection.model_copy(update={"tops_up": lineage}) if lineage else selection
+
+
+#: Run roots a gap-fill selection may name as its lineage.
+_MAX_LINEAGE = 10_000
+
+
+def _lineage(data: dict[str, Any], path: Path) -> tuple[str, ...]:
+    """The run roots a ``ray-bench gaps`` selection tops up (``tops_up``), as written."""
+    found = data.get("tops_up")
+    if found is None:
+        return ()
+    if not isinstance(found, list) or len(found) > _MAX_LINEAGE or \
+            not all(isinstance(r, str) and r and "\0" not in r for r in found):
+        raise SelectionError("tops_up is not a list of run roots", where=str(path),
+                             fix="`ray-bench gaps` writes it: write the selection again with `ray-bench gaps`")
+    for _, kind, shown in find_secrets(found)[:1]:  # the plan and its receipt name these paths
+        raise SelectionError(f"tops_up holds what looks like {kind} ({shown})", where=str(path),
+                             fix="name run roots there; remove the secret")
+    return tuple(found)
 
 
 def _job(data: dict[str, Any], path: Path) -> list[SelectionEntry]:

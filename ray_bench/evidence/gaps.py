@@ -250,6 +250,8 @@ def write_selections(gaps: Gaps, out: Path) -> list[Path]:
             "generated_by": "ray-bench gaps",
             "suite": gaps.suite,
             "target_reps": gaps.target,
+            # the runs this fills: `plan` of it names them and takes its history from them
+            "tops_up": [str(r.resolve()) for r in gaps.run_roots],
             "arms": list(gaps.arms) if arm is None else [arm],
             "plan_with": (
                 "ray-bench plan --selection-file FILE"

@@ -41,6 +41,8 @@ class PlanTask(FrozenModel):
     resources: ResourceLimits
     verifier_env: dict[str, str]
     expected_sec: float | None = Field(default=None, description="From history, for LPT order.")
+    expected_usd: float | None = Field(default=None, description="What a cell of it cost in earlier runs "
+                                       "(history that recorded costs): the estimate's dollar limits.")
     config: TaskConfig = Field(default_factory=TaskConfig, description="The task.toml, as Harbor reads it.")
     warnings: list[str] = Field(default_factory=list, description="Unknown keys in task.toml.")
     mcp_servers: list[McpServer] = Field(default_factory=list, description="[[environment.mcp_servers]], for "
@@ -75,6 +77,11 @@ class Capacity(FrozenModel):
     parallel_cap: int | None
     effective: int
     lines: list[str]
+    backend_binds: dict[str, str] = Field(default_factory=dict, description="Backend -> which of its "
+                                          "limits binds its pool (max_sandboxes, organisation pool, host "
+                                          "admission, host cores); plans before it have none.")
+    left_out: dict[str, str] = Field(default_factory=dict, description="Account -> why it is not counted "
+                                     "(its HOME login had expired at plan time): the estimate leaves it out too.")
 
 
 class RewardSpread(FrozenModel):
@@ -121,3 +128,7 @@ class Plan(FrozenModel):
     unpaired: bool = False
     reward_spread: RewardSpread | None = Field(default=None, description="Paired-delta variance "
                                                "from `plan --history`; None: the receipt assumes one.")
+    tops_up: list[str] = Field(default_factory=list, description="A gap-fill's lineage: the run roots its "
+                               "selection (`ray-bench gaps`) tops up.")
+    history_from: list[str] = Field(default_factory=list, description="The earlier run roots durations, "
+                                    "costs and rewards were read from (`--history`, else the lineage; `--runs`).")

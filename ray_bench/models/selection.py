@@ -33,6 +33,9 @@ class Selection(FrozenModel):
     entries: tuple[SelectionEntry, ...]
     warnings: tuple[str, ...] = Field(default=(), description="What resolving it against the roots "
                                       "noticed (an entry's task_id that is not its task_dir's name).")
+    tops_up: tuple[str, ...] = Field(default=(), description="A gap-fill selection's lineage: the run "
+                                     "roots `ray-bench gaps` read (its `tops_up`), which a plan of it tops up "
+                                     "and, unless `--history` names others, takes its history from.")
 
     @property
     def task_ids(self) -> list[str]:

@@ -8,14 +8,16 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from pydantic import ValidationError
 
 from ray_bench import __version__
+from ray_bench.cells.home_logins import expired_logins
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.secrets import find_secrets, refuse_secret_text, route_values, shown_field
 from ray_bench.config.selection import Selection, select_in_suite
@@ -38,7 +40,14 @@ from ray_bench.plan.agents import agent_network, check_agents, refuse_long_instr
 from ray_bench.plan.arm_identity import arm_config, arm_digest, run_arm_digests
 from ray_bench.plan.backends import pool_config
 from ray_bench.plan.egress import refuse_unreachable_providers
-from ray_bench.plan.history import expected_seconds, paired_deltas
+from ray_bench.plan.history import (
+    costs_from_runs,
+    durations_from_runs,
+    expected_value,
+    history_roots,
+    paired_deltas,
+    rewards_from_runs,
+)
 from ray_bench.plan.identity import canonical_bytes, cell_id, file_sha256
 from ray_bench.plan.power import lineage_spread
 from ray_bench.plan.readiness import Looks, readiness
@@ -69,7 +78,14 @@ class PlanRequest:
     arms: ArmFilter = "all"
     parallel: int | None = None
     counterpart_runs: list[Path] = field(default_factory=list)
+    #: ``plan --history``: run roots (or directories of them) read for durations, costs and paired
+    #: rewards, with ``counterpart_runs``; None (not given): a gap-fill selection's lineage (its
+    #: ``tops_up``). What they give is added to ``history``, ``costs`` and ``rewards``.
+    history_runs: list[Path] | None = None
     history: Mapping[str, float] = field(default_factory=dict)
+    #: Earlier runs' cost per cell (:func:`ray_bench.plan.history.costs_from_runs`, keyed as
+    #: ``history``): the receipt's estimate runs the dollar limits on it.
+    costs: Mapping[str, float] = field(default_factory=dict)
     #: Earlier runs' paired rewards (:func:`ray_bench.plan.history.rewards_from_runs`): the
     #: spread of a paired delta the receipt's power is computed from.
     rewards: Mapping[tuple[str, str, int], float] = field(default_factory=dict)
@@ -106,6 +122,26 @@ def _reward_spread(req: PlanRequest, arms: list[Arm], digests: list[str], tasks:
     rewards = [r for (_, key, _), r in req.rewards.items()
                if key.partition("@")[0] in checksums and key.partition("@")[2] in digests]
     return lineage_spread(paired_deltas(req.rewards, checksums, baseline, variants), rewards)
+
+
+def with_earlier_runs(req: PlanRequest, selection: Selection | None) -> tuple[PlanRequest, list[str]]:
+    """``req`` with the history of its earlier runs read in, and those run roots: ``--history``
+    (else the lineage a gap-fill selection tops up, issue 56: its plan said "no history" though
+    the lineage ran those tasks) and ``--runs``."""
+    lineage = list(selection.tops_up) if selection is not None else []
+    if req.history_runs is None and lineage:
+        gone = [r for r in lineage if not Path(r).is_dir()]
+        if gone:
+            raise SelectionError(f"the run {gone[0]} this gap-fill tops up (its tops_up) is gone",
+                                 where=str(req.selection), fix="give --history with the runs to read instead, "
+                                 "or write the selection again with `ray-bench gaps`")
+    given = req.history_runs if req.history_runs is not None else [Path(r) for r in lineage]
+    roots = history_roots([*given, *req.counterpart_runs])
+    if not roots:
+        return req, []
+    return replace(req, history={**durations_from_runs(roots), **req.history},
+                   costs={**costs_from_runs(roots), **req.costs},
+                   rewards={**rewards_from_runs(roots), **req.rewards}), [str(r.resolve()) for r in roots]
 
 
 def resolve_agent_dirs(arms: list[Arm], suite_path: Path, errors: list[UserInputError]) -> tuple[
@@ -154,6 +190,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     roots = suite_roots(suite, req.suite)
     index = index_tasks(roots)
     selection = select_in_suite(req.selection, suite.name, suite.tasks, roots, index) if req.selection else None
+    req, history_from = with_earlier_runs(req, selection)
     only = suite.tasks
     if selection is not None:
         only = selection.task_ids
@@ -181,7 +218,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     check_role_routes(arms, accounts_file.accounts, req.environ, req.suite, errors)
     force_build = req.force_build or suite.force_build
     digests = [arm_digest(a, agent_sums.get(a.name)) for a in arms]
-    plan_tasks = [plan_task(t, suite, req.history, digests, force_build=force_build) for t in tasks]
+    plan_tasks = [plan_task(t, suite, req.history, digests, force_build=force_build, costs=req.costs) for t in tasks]
     for task, problem in unfit_tasks(suite, arms, plan_tasks):
         if req.skip_unsupported:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason=problem))
@@ -224,7 +261,8 @@ def compile_plan(req: PlanRequest) -> Plan:
                              fix="check reps and arms in the selection")
     cells = cell_order(cells, plan_tasks, arms)
     preflight = pick_preflight(cells, suite.preflight_cells, len(arms))
-    capacity = _capacity(suite, accounts_file.accounts, req.parallel, arms, plan_tasks)
+    left_out = _expired(accounts_file.accounts, warnings)
+    capacity = _capacity(suite, accounts_file.accounts, req.parallel, arms, plan_tasks, left_out)
     if capacity.effective < 1:
         # execute would wait for a slot forever
         raise ConfigError(f"no cell could ever start: {capacity.lines[-1]}",
@@ -270,6 +308,8 @@ def compile_plan(req: PlanRequest) -> Plan:
         warnings=warnings,
         unpaired=unpaired,
         reward_spread=_reward_spread(req, arms, digests, tasks) if not unpaired else None,
+        tops_up=list(selection.tops_up) if selection is not None else [],
+        history_from=history_from,
     )
     refuse_route_values(plan, req)
     return plan
@@ -590,7 +630,7 @@ def builds_dockerfile(has_dockerfile: bool, docker_image: str | None, *, force_b
 
 
 def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_digests: Sequence[str] = (), *,
-              force_build: bool = False) -> PlanTask:
+              force_build: bool = False, costs: Mapping[str, float] | None = None) -> PlanTask:
     cfg = task.config
     env = cfg.environment
     steps = cfg.steps or []
@@ -613,7 +653,8 @@ def plan_task(task: TaskRef, suite: Suite, history: Mapping[str, float], arm_dig
         workdir=env.workdir,
         resources=ResourceLimits(cpus=env.cpus, memory_mb=env.memory_mb),
         verifier_env=cfg.verifier.env,
-        expected_sec=expected_seconds(history, task.id, task.checksum, arm_digests),
+        expected_sec=expected_value(history, task.id, task.checksum, arm_digests),
+        expected_usd=expected_value(costs or {}, task.id, task.checksum, arm_digests),
         config=cfg,
         warnings=list(task.warnings),
         mcp_servers=task_mcp_servers(env.mcp_servers),
@@ -765,36 +806,57 @@ def _daytona_slots(pool: DaytonaPool, suite: Suite, arms: list[Arm], tasks: list
         raise ConfigError("backends.daytona.options.pool: not one sandbox of the plan fits the pool",
                           fix="raise the pool to the organisation's quota or lower the sandboxes' resources")
     disk = f"{math.ceil(each.disk_mb / 1024)}" if each.disk_mb else f"{pool.default_disk_gib}"
+    cpu, memory, disk_gib = pool.asked(each.cpus, each.memory_mb, each.disk_mb)
+    binding = min((pool.vcpu // cpu, "vCPU"), (pool.memory_gib // memory, "memory"),
+                  (pool.disk_gib // disk_gib, "disk"))
     lines.append(f"backend daytona: organisation pool {pool.vcpu} vCPU / {pool.memory_gib} GiB / "
                  f"{pool.disk_gib} GiB disk fits {slots} sandboxes of {each.cpus or pool.default_vcpu} vCPU / "
-                 f"{each.memory_mb or str(pool.default_memory_gib * 1024)} MiB / {disk} GiB disk")
+                 f"{each.memory_mb or str(pool.default_memory_gib * 1024)} MiB / {disk} GiB disk "
+                 f"(its {binding[1]} binds)")
     return slots
 
 
+def _expired(accounts: list[Account], warnings: list[str]) -> dict[str, str]:
+    """Account -> why, for the accounts whose HOME login has already expired (no refresh token):
+    the driver starts no cell on them, so capacity and the estimate leave them out (issue 56)."""
+    homes = {a.name: a.route.home for a in accounts if a.route.home}
+    out: dict[str, str] = {}
+    for name, expires in expired_logins(homes, time.time()).items():
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires))
+        out[name] = f"its HOME login expired at {when}"
+        warnings.append(f"account {name}: {out[name]} and has no refresh token: left out of capacity and the "
+                        f"estimate; log in again in {homes[name]} and plan again")
+    return out
+
+
 def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms: list[Arm],
-              tasks: list[PlanTask]) -> Capacity:
-    accounts_total = sum(a.limits.max_concurrent for a in accounts)
+              tasks: list[PlanTask], left_out: Mapping[str, str] | None = None) -> Capacity:
+    left_out = dict(left_out or {})
+    usable = [a for a in accounts if a.name not in left_out]
+    accounts_total = sum(a.limits.max_concurrent for a in usable)
     pools: dict[str, int] = {}
-    lines = [f"accounts: {' + '.join(f'{a.name} {a.limits.max_concurrent}' for a in accounts)}"
+    binds: dict[str, str] = {}
+    lines = [f"accounts: {' + '.join(f'{a.name} {a.limits.max_concurrent}' for a in usable) or 'none'}"
              f" = {accounts_total} concurrent sessions"]
+    lines += [f"account {name} left out: {why}" for name, why in left_out.items()]
     for name in {suite.backend}:
         config = suite.backends.get(name, BackendConfig())
         can = capabilities(name)
+        # every limit on the backend's sandboxes at once; the smallest binds (issue 56: the receipt
+        # showed max_sandboxes 8 where the organisation pool's 3 bound)
+        limits: list[tuple[str, int]] = []
         if pool_config(suite.backends, name) is not None:
             # The organisation's pool binds even under a max_sandboxes (the smaller wins), and is
             # checked here whole: a field missing is bad input now, not an error in execute.
-            pools[name] = _daytona_slots(_daytona_pool(config), suite, arms, tasks, lines)
-            if config.max_sandboxes is not None:
-                pools[name] = min(pools[name], config.max_sandboxes)
-                lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
-        elif config.max_sandboxes is not None:
-            pools[name] = config.max_sandboxes
+            limits.append(("organisation pool", _daytona_slots(_daytona_pool(config), suite, arms, tasks, lines)))
+        if config.max_sandboxes is not None:
+            limits.append(("max_sandboxes", config.max_sandboxes))
             lines.append(f"backend {name}: max_sandboxes = {config.max_sandboxes}")
-        elif not can.image:  # host processes: one per core
-            pools[name] = os.cpu_count() or 1
-            lines.append(f"backend {name}: host cores = {pools[name]} (set backends.{name}.max_sandboxes to change)")
-        elif not can.host_admission:
-            pools[name] = accounts_total
+        elif not limits and not can.image:  # host processes: one per core
+            limits.append(("host cores", os.cpu_count() or 1))
+            lines.append(f"backend {name}: host cores = {limits[-1][1]} (set backends.{name}.max_sandboxes to change)")
+        elif not limits and not can.host_admission:
+            limits.append(("accounts", accounts_total))
             lines.append(f"backend {name}: no pool set; bounded by accounts")
         if can.host_admission:
             # Host admission: the limits of every running container plus the next stay under
@@ -807,7 +869,12 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
                          f"{each.cpus or 'unlimited (counted as 1)'} CPUs / "
                          f"{each.memory_mb or 'unlimited (counted as 2048)'} MiB each")
             lines.extend(line.removeprefix("- ") for line in render_admission(decision))
-            pools[name] = min(pools.get(name, fits), fits)
+            limits.append(("host admission", fits))
+        if limits:
+            binds[name], pools[name] = min(limits, key=lambda kv: kv[1])
+            if len(limits) > 1:
+                lines.append(f"backend {name}: {pools[name]} sandboxes at once, {binds[name]} binds "
+                             f"(min of {', '.join(f'{what} {n}' for what, n in limits)})")
     effective = min(accounts_total, *pools.values())
     if parallel is not None:
         lines.append(f"--parallel caps it at {parallel}")
@@ -815,4 +882,4 @@ def _capacity(suite: Suite, accounts: list[Account], parallel: int | None, arms:
     lines.append(f"effective parallelism = min({accounts_total}, {', '.join(map(str, pools.values()))}"
                  + (f", {parallel}" if parallel is not None else "") + f") = {effective}")
     return Capacity(accounts_concurrency=accounts_total, backend_pools=pools, parallel_cap=parallel,
-                    effective=effective, lines=lines)
+                    effective=effective, lines=lines, backend_binds=binds, left_out=left_out)

@@ -1,4 +1,4 @@
-"""Expected durations from earlier runs: ``plan --history runs/`` (and a gap-fill's ``--runs``).
+"""Expected durations and costs from earlier runs: ``plan --history runs/`` (and a gap-fill's ``--runs``).
 
 A task's expected duration is the mean time of the valid attempts that ran its exact content
 (the task checksum) in earlier ledgers with an arm of this plan's configuration (its digest,
@@ -11,7 +11,7 @@ they ran is unknown. Cell order uses it (longest first).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ray_bench.errors import LedgerError, UserInputError
@@ -21,7 +21,8 @@ from ray_bench.runroot import RunPaths
 
 
 def history_roots(paths: Iterable[Path]) -> list[Path]:
-    """Each path is a run root (it holds a ledger) or a directory of run roots."""
+    """Each path is a run root (it holds a ledger) or a directory of run roots; a run named twice
+    (``--history runs/`` and a gap-fill's ``--runs runs/r1``) is read once."""
     roots: list[Path] = []
     for path in paths:
         if RunPaths(path).ledger.is_file():
@@ -31,7 +32,10 @@ def history_roots(paths: Iterable[Path]) -> list[Path]:
         else:
             raise UserInputError("not a run root or a directory of run roots", where=str(path),
                                  fix="pass runs/ or runs/<run_id>")
-    return roots
+    unique: dict[Path, Path] = {}
+    for root in roots:
+        unique.setdefault(root.resolve(), root)
+    return list(unique.values())
 
 
 def history_key(task_checksum: str, arm_digest: str) -> str:
@@ -39,10 +43,11 @@ def history_key(task_checksum: str, arm_digest: str) -> str:
     return f"{task_checksum}@{arm_digest}"
 
 
-def expected_seconds(history: Mapping[str, float], task_id: str, task_checksum: str,
-                     arm_digests: Iterable[str]) -> float | None:
-    """A task's expected duration for a plan of these arms: by task id (given through the API),
-    else the mean over the plan's arms that earlier runs ran (None when none did)."""
+def expected_value(history: Mapping[str, float], task_id: str, task_checksum: str,
+                   arm_digests: Iterable[str]) -> float | None:
+    """A task's expected duration (or cost) for a plan of these arms, from ``history`` (seconds
+    or USD per :func:`history_key`): by task id (given through the API), else the mean over the
+    plan's arms that earlier runs ran (None when none did)."""
     if task_id in history:
         return history[task_id]
     means = [history[k] for k in (history_key(task_checksum, d) for d in arm_digests) if k in history]
@@ -71,12 +76,25 @@ def _valid_rows(paths: Iterable[Path]) -> Iterator[tuple[str, AttemptRow]]:
 
 def durations_from_runs(paths: Iterable[Path]) -> dict[str, float]:
     """:func:`history_key` -> mean seconds, from the valid attempts in the ledgers under ``paths``."""
-    per_arm: dict[str, list[float]] = {}
+    return _means(paths, lambda row: None if row.finished_at is None else row.finished_at - row.started_at)
+
+
+def costs_from_runs(paths: Iterable[Path]) -> dict[str, float]:
+    """:func:`history_key` -> mean USD, from the valid attempts in the ledgers under ``paths``
+    that recorded a cost (an unknown cost is left out, never read as 0): what a cell of that task
+    and arm costs, which the receipt's estimate runs the dollar limits on (issue 56)."""
+    return _means(paths, lambda row: row.cost_usd)
+
+
+def _means(paths: Iterable[Path], value: Callable[[AttemptRow], float | None]) -> dict[str, float]:
+    """:func:`history_key` -> the mean ``value`` of the valid finished agent runs (a regrade ran only
+    a verifier: its seconds and cost say nothing of a cell's) under ``paths`` that have one."""
+    per_key: dict[str, list[float]] = {}
     for digest, row in _valid_rows(paths):
-        # A regrade ran only a verifier: its seconds say nothing of how long the cell takes.
-        if row.kind == RUN and row.finished_at is not None and row.finished_at >= row.started_at:
-            per_arm.setdefault(history_key(row.task_checksum, digest), []).append(row.finished_at - row.started_at)
-    return {key: sum(seconds) / len(seconds) for key, seconds in per_arm.items()}
+        if row.kind == RUN and row.finished_at is not None and row.finished_at >= row.started_at \
+                and (found := value(row)) is not None:
+            per_key.setdefault(history_key(row.task_checksum, digest), []).append(found)
+    return {key: sum(values) / len(values) for key, values in per_key.items()}
 
 
 def rewards_from_runs(paths: Iterable[Path]) -> dict[tuple[str, str, int], float]:

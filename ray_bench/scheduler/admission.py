@@ -165,7 +165,7 @@ class ExpiryWatch:
         expires = self.expires_at(account)
         if expires is None or expires > now + horizon_sec:
             return None
-        if expires <= now:
+        if expires <= now:  # what `plan` leaves out of capacity (cells.home_logins.expired_logins)
             return "login expired"
         return (f"login expires in {_duration(expires - now)}, within a cell's "
                 f"{_duration(horizon_sec)} limit")

@@ -141,10 +141,15 @@ def test_the_receipt_is_terminal_safe_and_names_the_real_plan_path(tmp_path: Pat
     receipt = (planned.run_root / "receipt.md").read_text()
     assert "\x1b" not in receipt and "\x07" not in receipt
     assert "\\x1b[2K" in receipt and "\\n" in receipt
-    rows = [line for line in receipt.splitlines() if line.startswith("| ") and ("agent.sh" in line)]
-    assert len(rows) == 2  # the newline forged no row of its own
-    # the pipes inside the command are escaped: the row still has the table's 5 columns
-    assert len(re.split(r"(?<!\\)\|", rows[0])) == 7
+    def rows(section: str) -> list[str]:
+        text = receipt.split(f"## {section}\n")[1].split("\n## ")[0]
+        return [line for line in text.splitlines() if line.startswith("| ") and ("agent.sh" in line)]
+
+    arms_rows, diff_rows = rows("Arms"), rows("What each arm changes from the baseline")
+    assert len(arms_rows) == 2 and len(diff_rows) == 1  # the newline forged no row of its own
+    # the pipes inside the command are escaped: the rows still have their tables' 5 and 4 columns
+    assert len(re.split(r"(?<!\\)\|", arms_rows[0])) == 7
+    assert len(re.split(r"(?<!\\)\|", diff_rows[0])) == 6
     confirm = f"ray-bench execute --plan {runs.resolve()}/r1/launch-plan.json --confirm {planned.identity}"
     assert confirm in receipt and "runs/r1/launch-plan.json" not in receipt.split("## Confirm")[1]
 

@@ -120,3 +120,16 @@ def test_plan_with_a_report_for_its_selection_exits_2_and_writes_nothing(tmp_pat
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith(f"error: {report}: not a selection: a JSON list of 1 items"), lines
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_gap_fill_selections_lineage_is_read_and_bounded(tmp_path: Path) -> None:
+    tasks = [{"task_id": "hello-world", "task_dir": "tasks/hello-world", "reps": [2]}]
+    lineage = [str(tmp_path / "runs" / "r1"), str(tmp_path / "runs" / "r2")]
+    assert load_selection(_write(tmp_path, {"tasks": tasks, "tops_up": lineage})).tops_up == tuple(lineage)
+    assert load_selection(_write(tmp_path, {"tasks": tasks})).tops_up == ()
+    with pytest.raises(SelectionError, match="tops_up is not a list of run roots"):
+        load_selection(_write(tmp_path, {"tasks": tasks, "tops_up": "runs/r1"}))
+    key = "sk-ant-api03-" + "Q7x" * 12
+    with pytest.raises(SelectionError) as info:
+        load_selection(_write(tmp_path, {"tasks": tasks, "tops_up": [f"runs/{key}"]}))
+    assert "tops_up holds what looks like a credential" in info.value.line() and key not in info.value.line()

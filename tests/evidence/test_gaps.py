@@ -221,3 +221,48 @@ def test_gaps_out_under_the_runs_directory_is_refused(world: tuple[Path, Path, P
         assert result.exit_code == 2 and result.stdout == ""
         assert len(result.stderr.strip().splitlines()) == 1 and "under the runs directory" in result.stderr
         assert not out.exists() and not (runs / "NEW").exists()
+
+
+def test_a_gap_fill_plan_names_the_runs_it_tops_up_and_takes_their_history(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Issue 56: the gap-fill receipt said "no history" though its lineage ran those tasks
+    (`--history` had to be given), and named no run it tops up."""
+    from ray_bench.commands.verify import verify_plan
+
+    suite, accounts, runs = world
+    write_selections(find_gaps(suite, [runs], target=2), tmp_path / "sel" / "fill.json")
+    lineage = json.loads((tmp_path / "sel" / "fill.json").read_text())["tops_up"]
+    assert lineage == [str((runs / "r1").resolve())]
+    assert load_selection(tmp_path / "sel" / "fill.json").tops_up == tuple(lineage)
+    # no --history: the lineage is the history
+    planned = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts), "--selection-file",
+                                       str(tmp_path / "sel" / "fill.json"), "--runs-dir", str(tmp_path / "runs"),
+                                       "--run-id", "fill"])
+    assert planned.exit_code == 0, planned.output
+    plan, identity = load_plan_file(tmp_path / "runs" / "fill" / "launch-plan.json")
+    assert plan.tops_up == lineage and plan.history_from == lineage
+    # only the baseline's rows were valid in the lineage: both tasks have its durations
+    assert all(t.expected_sec is not None for t in plan.tasks)
+    receipt = (tmp_path / "runs" / "fill" / "receipt.md").read_text()
+    assert "- tops up 1 run (the lineage `ray-bench gaps` read; " in receipt and f"`{lineage[0]}`" in receipt
+    assert f"- history read from 1 earlier run (the lineage it tops up): `{lineage[0]}`" in receipt
+    assert "no history" not in receipt and "- history: durations of 2 of 2 tasks" in receipt
+    verify_plan(plan, identity, tmp_path / "runs" / "fill" / "launch-plan.json")
+    # --history names others: they are read instead of the lineage (here: none of these tasks)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts), "--selection-file",
+                                     str(tmp_path / "sel" / "fill.json"), "--runs-dir", str(tmp_path / "runs"),
+                                     "--run-id", "fill2", "--history", str(elsewhere)])
+    assert other.exit_code == 0, other.output
+    receipt = (tmp_path / "runs" / "fill2" / "receipt.md").read_text()
+    assert "- tops up 1 run" in receipt and "history read from" not in receipt and "- no history" in receipt
+    # a lineage that is gone: one line, exit 2, nothing written
+    doc = json.loads((tmp_path / "sel" / "fill.json").read_text())
+    (tmp_path / "sel" / "gone.json").write_text(json.dumps({**doc, "tops_up": [str(tmp_path / "no-such-run")]}))
+    gone = CliRunner().invoke(app, ["plan", "--suite", str(suite), "--accounts", str(accounts), "--selection-file",
+                                    str(tmp_path / "sel" / "gone.json"), "--runs-dir", str(tmp_path / "runs"),
+                                    "--run-id", "gone"])
+    assert gone.exit_code == 2 and "this gap-fill tops up (its tops_up) is gone" in gone.output
+    assert len(gone.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs" / "gone").exists()

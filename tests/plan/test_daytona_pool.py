@@ -63,3 +63,19 @@ def test_a_task_bigger_than_one_sandbox_may_be_is_refused_in_one_line(tmp_path: 
     line = info.value.line()
     assert "task hello-world: asks 20 GiB disk per sandbox; Daytona allows at most 10" in line
     assert "\n" not in line
+
+
+def test_the_receipt_shows_the_limit_that_binds_not_max_sandboxes(tmp_path: Path) -> None:
+    # issue 56: max_sandboxes 8 was shown where the organisation pool's 3 bound
+    plan = _plan(tmp_path, {"max_sandboxes": 8, "options": {"pool": {**POOL, "vcpu": 3}}})
+    assert plan["capacity"]["backend_pools"] == {"daytona": 3}
+    assert plan["capacity"]["backend_binds"] == {"daytona": "organisation pool"}
+    receipt = plan["receipt"]
+    assert "- `daytona`: pool 3 (organisation pool binds), options pool" in receipt
+    assert "fits 3 sandboxes of 1 vCPU / 1024 MiB / 3 GiB disk (its vCPU binds)" in receipt
+    assert ("- backend daytona: 3 sandboxes at once, organisation pool binds "
+            "(min of organisation pool 3, max_sandboxes 8)") in receipt
+    # the other way round: max_sandboxes binds under a larger pool
+    plan = _plan(tmp_path / "b", {"max_sandboxes": 2, "options": {"pool": POOL}})
+    assert plan["capacity"]["backend_binds"] == {"daytona": "max_sandboxes"}
+    assert "- `daytona`: pool 2 (max_sandboxes binds)" in plan["receipt"]

@@ -9,8 +9,9 @@ from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
 
 
-def earlier_rows(root: Path, seconds: dict[tuple[str, str], list[float | None]]) -> None:
-    """``seconds``: (task, arm) -> durations of its attempts (None: a failed attempt)."""
+def earlier_rows(root: Path, seconds: dict[tuple[str, str], list[float | None]], usd_per_hour: float = 0.0) -> None:
+    """``seconds``: (task, arm) -> durations of its attempts (None: a failed attempt), each
+    costing ``usd_per_hour`` while it ran."""
     plan, identity = load_plan_file(root / "launch-plan.json")
     sums = {t.id: t.checksum for t in plan.tasks}
     cells = {(c.task, c.arm): c for c in plan.cells}
@@ -22,7 +23,8 @@ def earlier_rows(root: Path, seconds: dict[tuple[str, str], list[float | None]])
                                        now=1000.0 * i)
             ledger.finish_attempt(row.attempt_id, status="finished", valid=d is not None, reward=1.0 if d else None,
                                   failure_class=None if d else "task", fingerprint=None if d else "f", counts=d is None,
-                                  cost_usd=0.0, summary=AttemptSummary(), now=1000.0 * i + (d or 5000.0))
+                                  cost_usd=(d or 0.0) * usd_per_hour / 3600, summary=AttemptSummary(),
+                                  now=1000.0 * i + (d or 5000.0))
     ledger.close()
 
 
