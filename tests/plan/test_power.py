@@ -144,9 +144,10 @@ def test_gap_fill_receipt_powers_the_lineage_not_the_one_rep_it_adds(tmp_path: P
     figure = plan_power(spread, 4, 4)
     assert figure.detectable and f"smallest detectable mean paired delta: {figure.mde:.3f} with 4 tasks x 4 reps" \
         in power
-    # without the lineage's rows: the one repetition alone, which no delta of 0/1 rewards can pass
+    # without the lineage's rows (an explicit empty history: by default a gap-fill reads the runs
+    # it tops up): the one repetition alone, which no delta of 0/1 rewards can pass
     alone = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="alone",
-                     selection=selection)
+                     selection=selection, history_runs=[])
     text = _power((alone.run_root / "receipt.md").read_text())
     assert "not detectable with 4 pairs (4 tasks x 1 reps per arm)" in text and "1.505" not in text
 
