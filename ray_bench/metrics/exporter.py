@@ -242,9 +242,10 @@ class MetricsExporter:
         self._finished = Gauge(
             "raybench_run_finished", "1 once the run has ended (success or stop).", run, registry=r
         )
-        started = Gauge(
+        self._session_start = Gauge(
             "raybench_run_started_timestamp_seconds",
-            "Unix time the run (this driver session) started.",
+            "Unix time this driver session started (the ledger's run_started): pace counts from here, "
+            "in the exporter, the recording rules and `status` alike.",
             run,
             registry=r,
         )
@@ -261,7 +262,7 @@ class MetricsExporter:
         self._healthy_capacity.labels(run_id).set(0)
         self._halted.labels(run_id).set(0)
         self._finished.labels(run_id).set(0)
-        started.labels(run_id).set(self._pace.started_at)
+        self._session_start.labels(run_id).set(self._pace.started_at)
 
     def declare(self, *, arms: Sequence[str], accounts: Sequence[str], backends: Sequence[str],
                 failure_classes: Sequence[str]) -> None:
@@ -497,9 +498,12 @@ class MetricsExporter:
 
     def session_started(self, ts: float) -> None:
         """This driver session's start (the ledger's ``run_started``): pace counts from here,
-        exactly as ``status`` does."""
+        exactly as ``status`` does, and so do the recording rules, which read it from
+        ``raybench_run_started_timestamp_seconds`` (until now the gauge kept the exporter's
+        construction, a Ray start earlier than the start the exporter's own pace used)."""
         with self._lock:
             self._pace.started_at = ts
+        self._session_start.labels(self.run_id).set(ts)
 
     def set_finished(self, finished: bool = True) -> None:
         """Mark the run ended; live sandboxes after this are residue."""

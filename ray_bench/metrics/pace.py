@@ -1,5 +1,8 @@
 """Observed pace, from the timestamps of valid rows only: the one formula that ``status``,
-``watch`` and the Prometheus exporter all call.
+``watch`` and the Prometheus exporter all call, and that the recording rules
+``run:raybench_valid_rows_per_minute:*`` (ops/prometheus/alerts.yml) compute in PromQL from
+the newest session's ``raybench_valid_rows_total`` and ``raybench_run_started_timestamp_seconds``
+(tests/metrics/test_pace_resume.py holds the two together on a real Prometheus).
 
 Pace is what the run has *delivered*, so it is computed from when valid rows finished,
 never from scheduler state (in-flight cells, admitted slots): a run whose every account

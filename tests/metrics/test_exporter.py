@@ -232,6 +232,15 @@ def test_fresh_exporter_reports_zeros_not_nothing(exporter: MetricsExporter) -> 
         assert absent not in names(s)
 
 
+def test_the_session_start_the_rules_read_is_the_one_pace_counts_from(exporter: MetricsExporter) -> None:
+    # The recording rules divide by the age of raybench_run_started_timestamp_seconds: it must
+    # move with the ledger's run_started, as the exporter's own pace does (it kept the
+    # exporter's construction, a Ray start earlier).
+    exporter.session_started(T0 + 48)
+    assert value(scrape(exporter), "raybench_run_started_timestamp_seconds", run=RUN) == T0 + 48
+    assert exporter.refresh(T0 + 108).started_at == T0 + 48
+
+
 def test_attempts_rows_reward_spend_and_phases(exporter: MetricsExporter) -> None:
     finish(exporter, cost=0.25, phases={"agent": 100.0, "total": 130.0})
     finish(exporter, arm="mcp", account="acct-b", cost=0.5)
