@@ -147,7 +147,7 @@ class MetricsObserver:
         if self.run_root is not None:
             totals = ledger_totals(self.run_root)
             self.exporter.lasting.audit(totals.residue, totals.audited_at)
-        self.exporter.set_finished(True)
+        self.exporter.set_finished(True, outcome.phase)
 
     def _sandboxes(self) -> None:
         for backend in self._backends:
