@@ -318,10 +318,11 @@ class MetricsExporter:
 
     def start(self) -> None:
         """Serve ``/metrics`` and write this run's file_sd target file. Targets left by dead
-        drivers on this host are removed first."""
+        drivers on this host are removed first, once their DriverDown alert had time to fire
+        (this run's own at once: this exporter replaces it)."""
         if self._server is not None:
             return
-        prune_stale_targets(self.state_root)
+        prune_stale_targets(self.state_root, over=(self.run_id,))
         try:
             server, thread = start_http_server(
                 self._requested_port, addr=self.host, registry=self.registry
