@@ -41,6 +41,33 @@ RATE = "$__rate_interval"
 PER_MIN = "suffix: /min"
 ROWS_PER_MIN = "suffix: rows/min"
 
+#: The exporters serving a live driver session (`raybench_run_phase`, as `status` says; one
+#: series per run and instance): live signals (pace, finish estimate, heartbeat age, account
+#: state) keep to these, so that with "All" runs a finished run's linger shows no red heartbeat, a
+#: paused one no finish estimate, and an account a newer run has healthy is not shown disabled by
+#: an older run's last report (issue 56). Per instance: a resumed run's new driver and the linger
+#: of its paused session serve the same run at once.
+RUNNING = f'(raybench_run_phase{{{RUN},phase="running"}} == 1)'
+#: The runs no exporter of which serves a live session.
+NOT_RUNNING = f"(max by (run) (raybench_run_phase{{{RUN}}}) unless on (run) {RUNNING})"
+#: What a live stat shows for a running run without a value yet (-1), and for a run that is
+#: not running (-2); mappings turn them into words.
+NONE_YET, NOT_LIVE = -1, -2
+
+
+def _live(expr: str, on: str = "run, instance") -> str:
+    """``expr``'s series served by a live session (``on="run"``: an aggregate of a running run)."""
+    return f"(({expr}) and on ({on}) {RUNNING})"
+
+
+def _live_stat(expr: str, none_yet: bool = True) -> str:
+    """``max by (run)`` of ``expr`` over live sessions; NONE_YET for a running run without it;
+    NOT_LIVE for a run that is not running."""
+    codes = [(f"max by (run) {RUNNING}", NONE_YET)] if none_yet else []
+    return " or on (run) ".join([f"max by (run) {_live(expr)}",
+                                 *(f"({which} * 0 + ({code}))" for which, code in [*codes, (NOT_RUNNING, NOT_LIVE)])])
+
+
 #: Account states as numbers for one state-timeline row per account (a mapping turns them
 #: back into words and colours).
 STATE_COLOURS = {"healthy": "green", "degraded": "yellow", "cooling": "orange", "expired": "purple",
@@ -121,47 +148,52 @@ def build() -> dashboard.Dashboard:
               description="Accepted rows in the ledger, every driver session (survives a resume)."),
         _stat("Remaining cells", f"max by (run) (raybench_remaining_cells{{{RUN}}})", "{{run}}",
               GridPos(h=4, w=4, x=4, y=0), "short"),
-        _stat("Finish estimate", f"max by (run) (raybench_finish_estimate_seconds{{{RUN}}}) or on (run) "
-              f"(max by (run) (raybench_remaining_cells{{{RUN}}}) * 0 - 1)", "{{run}}",
-              GridPos(h=4, w=4, x=8, y=0), "s",
+        _stat("Finish estimate", _live_stat(f"raybench_finish_estimate_seconds{{{RUN}}}"),
+              "{{run}}", GridPos(h=4, w=4, x=8, y=0), "s",
               description="At the estimated pace; -1 (shown as 'no estimate yet') until a window holds enough "
-                          "valid rows.",
-              mappings=_words({"-1": ("no estimate yet", "text")})),
-        _stat("Deadline gap", f"max by (run) (raybench_deadline_gap_rows{{{RUN}}}) or on (run) "
-              f"(max by (run) (raybench_remaining_cells{{{RUN}}}) * 0 - 1)", "{{run}}",
+                          "valid rows; none for a paused, stopped or finished run.",
+              mappings=_words({str(NONE_YET): ("no estimate yet", "text"), str(NOT_LIVE): ("not running", "text")})),
+        _stat("Deadline gap", _live_stat(f"raybench_deadline_gap_rows{{{RUN}}}"), "{{run}}",
               GridPos(h=4, w=4, x=12, y=0), "suffix: rows short",
               description="Rows the estimated pace leaves undone at the deadline; -1: no deadline or no "
-                          "estimate yet.",
+                          "estimate yet; none for a run that is not running.",
               thresholds=_thresholds((None, "green"), (1, "red")),
-              mappings=_words({"-1": ("-", "text"), "0": ("on track", "green")}),
+              mappings=_words({str(NONE_YET): ("-", "text"), "0": ("on track", "green"),
+                               str(NOT_LIVE): ("not running", "text")}),
               runbook="RayBenchPaceBelowRequired"),
         _stat("Driver heartbeat age",
-              f"max by (run) (time() - raybench_driver_heartbeat_timestamp_seconds{{{RUN}}})", "{{run}}",
+              _live_stat(f"time() - raybench_driver_heartbeat_timestamp_seconds{{{RUN}}}",
+                         none_yet=False), "{{run}}",
               GridPos(h=4, w=4, x=16, y=0), "s",
+              description="Of running runs (a finished or paused run's driver is gone by design; a killed one "
+                          "pages RayBenchDriverDown).",
               thresholds=_thresholds((None, "green"), (60, "orange"), (120, "red")),
+              mappings=_words({str(NOT_LIVE): ("not running", "text")}),
               runbook="RayBenchDriverDown"),
         _stat("Halted", f"max by (run) (raybench_halted{{{RUN}}})", "{{run}}", GridPos(h=4, w=4, x=20, y=0),
               "none", mappings=_words({"0": ("no", "green"), "1": ("HALTED", "red")}), runbook="RayBenchHalted"),
         _series("Pace against required pace", [
-            (f"raybench_pace_rows_per_minute{{{RUN}}}", "{{run}} observed {{window}}"),
-            (f"raybench_pace_estimate_rows_per_minute{{{RUN}}}", "{{run}} estimate ({{window}})"),
-            (f"raybench_required_pace_rows_per_minute{{{RUN}}}", "{{run}} required"),
-            (f"run:raybench_valid_rows_per_minute:rate15m{{{RUN}}}", "{{run}} Prometheus 15m"),
+            (_live(f"raybench_pace_rows_per_minute{{{RUN}}}"), "{{run}} observed {{window}}"),
+            (_live(f"raybench_pace_estimate_rows_per_minute{{{RUN}}}"), "{{run}} estimate ({{window}})"),
+            (_live(f"raybench_required_pace_rows_per_minute{{{RUN}}}"), "{{run}} required"),
+            (_live(f"run:raybench_valid_rows_per_minute:rate15m{{{RUN}}}", on="run"), "{{run}} Prometheus 15m"),
         ], GridPos(h=9, w=12, x=0, y=4), ROWS_PER_MIN, min_val=0, runbook="RayBenchPaceBelowRequired",
-            description="Valid rows per minute: observed over each window (span covered by this driver "
-                        "session), the estimate the finish time uses, and what the deadline needs."),
+            description="Valid rows per minute of running runs: observed over each window (span covered by "
+                        "this driver session; the recording rule is the same definition), the estimate the "
+                        "finish time uses, and what the deadline needs."),
         _series("Cells by state", [(f"sum by (run, state) (raybench_cells{{{RUN}}})", "{{run}} {{state}}")],
                 GridPos(h=9, w=12, x=12, y=4), "short", min_val=0),
         _series("Account in flight against limit", [
-            (f"max by (account) (raybench_account_inflight{{{RUN}}})", "{{account}} in flight"),
-            (f"max by (account) (raybench_account_limit{{{RUN}}})", "{{account}} limit"),
+            ("max by (account) " + _live(f"raybench_account_inflight{{{RUN}}}"), "{{account}} in flight"),
+            ("max by (account) " + _live(f"raybench_account_limit{{{RUN}}}"), "{{account}} limit"),
         ], GridPos(h=9, w=12, x=0, y=13), "short", min_val=0),
         _extras(statetimeline.Panel().title("Account state").datasource(DS).grid_pos(GridPos(h=9, w=12, x=12, y=13))
                 .unit("none").show_value(VisibilityMode.AUTO)
-                .with_target(_q(f"max by (account) ({account_code})", "{{account}}")),
+                .with_target(_q(f"max by (account) {_live(account_code)}", "{{account}}")),
                 mappings=_words({str(i + 1): (s, STATE_COLOURS[s]) for i, s in enumerate(ACCOUNT_STATES)}),
                 runbook="RayBenchNoUsableAccount",
-                description="One row per account, coloured by its health state."),
+                description="One row per account, coloured by its health state as the running runs report it "
+                            "(a finished run's last report does not outlive it)."),
         _series("Rate-limit signals", [
             (f"sum by (account, source) (rate(raybench_rate_limit_signals_total{{{RUN}}}[{RATE}])) * 60",
              "{{account}} {{source}}"),
@@ -171,11 +203,13 @@ def build() -> dashboard.Dashboard:
         _series("Failed attempts by class", [
             (f'sum by (failure_class) (rate(raybench_attempts_total{{{RUN},failure_class!="none"}}[{RATE}])) * 60',
              "{{failure_class}}")], GridPos(h=8, w=12, x=12, y=22), PER_MIN, min_val=0),
-        _stat("Cool-down ends", f"max by (account) (raybench_account_cooldown_end_timestamp_seconds{{{RUN}}}) "
-              f"* 1000 or on () vector(0)", "{{account}}", GridPos(h=4, w=6, x=0, y=30), "dateTimeFromNow",
+        _stat("Cool-down ends", "max by (account) "
+              + _live(f"raybench_account_cooldown_end_timestamp_seconds{{{RUN}}}") +
+              " * 1000 or on () vector(0)", "{{account}}", GridPos(h=4, w=6, x=0, y=30), "dateTimeFromNow",
               mappings=_words({"0": ("none cooling", "green")}), runbook="RayBenchNoUsableAccount"),
-        _stat("Login expiries", f"min by (account) (raybench_account_login_expiry_timestamp_seconds{{{RUN}}}) "
-              f"* 1000 or on () vector(0)", "{{account}}", GridPos(h=4, w=6, x=6, y=30), "dateTimeFromNow",
+        _stat("Login expiries", "min by (account) "
+              + _live(f"raybench_account_login_expiry_timestamp_seconds{{{RUN}}}") +
+              " * 1000 or on () vector(0)", "{{account}}", GridPos(h=4, w=6, x=6, y=30), "dateTimeFromNow",
               mappings=_words({"0": ("no HOME login", "text")}), runbook="RayBenchAccountLoginExpired"),
         _stat("Audit residue", f"max by (run) (raybench_audit_residue_sandboxes{{{RUN}}})", "{{run}}",
               GridPos(h=4, w=6, x=12, y=30), "suffix: sandboxes",

@@ -324,7 +324,8 @@ def audit(
         # Served for a while beside the run's target, so RayBenchSandboxResidue follows this audit.
         publish_audit(default_state_root(), result.run_id, residue=len(result.residue), at=time.time(),
                       linger_sec=linger)
-    for gone in prune_stale_targets(default_state_root()):
+    # this run's dead target goes at once (its operator is on it); others' once DriverDown could fire
+    for gone in prune_stale_targets(default_state_root(), over=(result.run_id,)):
         err.print(f"removed the metrics target of run {gone}: its driver is gone", markup=False)
     if as_json:
         out.print(strict_json(result.to_json(), indent=2), markup=False)

@@ -96,6 +96,10 @@ class RunStarted(EventPayload):
     options: RunOptionsRecord | None = None
 
 
+#: What a closed session leaves its run as: ``status``'s state, and ``raybench_run_phase``.
+ClosedPhase = Literal["paused", "stopped", "finished"]
+
+
 class RunFinished(EventPayload):
     """``run_finished``: the session's outcome (``stopped`` None: every cell ran out)."""
 
@@ -110,6 +114,11 @@ class RunFinished(EventPayload):
     stale_recovered: int | None = None
     attempts_run: int | None = None
     wall_sec: float | None = None
+
+    @property
+    def phase(self) -> ClosedPhase:
+        """An operator's pause leaves the run paused, any other stop stopped, none finished."""
+        return "paused" if self.stopped == StopReason.PAUSED else "stopped" if self.stopped else "finished"
 
 
 class Stop(EventPayload):

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -38,6 +38,7 @@ from prometheus_client import (
 from ray_bench.accounts.health import reason_class
 from ray_bench.errors import UserInputError
 from ray_bench.evidence.classify import fold_ids
+from ray_bench.ledger.events import ClosedPhase
 from ray_bench.metrics.lasting import LastingGauges
 from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
 from ray_bench.metrics.pace_collector import PaceCollector
@@ -83,6 +84,10 @@ SANDBOX_STATES: tuple[str, ...] = ("creating", "running", "deleting", "orphaned"
 CELL_SECONDS_BUCKETS: tuple[float, ...] = (
     1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, float("inf"),
 )  # fmt: skip
+
+#: Values of ``raybench_run_phase{phase}``: ``status``'s states of a run that has a session
+#: (a driver starting counts as running, as ``status`` says).
+RUN_PHASES: tuple[str, ...] = ("running", *get_args(ClosedPhase))
 
 #: A reason label's length at most: a class and a sentence, not a stack trace.
 REASON_LABEL_CHARS = 120
@@ -134,6 +139,7 @@ class MetricsExporter:
         self._pace = PaceTracker(clock, started_at=started_at)
         self._remaining = 0
         self._deadline: float | None = None
+        self._live = True
         self._accounts: set[str] = set()
         #: account -> the (reason_class, reason) labels its reason series has now.
         self._reasons: dict[str, tuple[str, str]] = {}
@@ -242,9 +248,17 @@ class MetricsExporter:
         self._finished = Gauge(
             "raybench_run_finished", "1 once the run has ended (success or stop).", run, registry=r
         )
-        started = Gauge(
+        self._phase = Gauge(
+            "raybench_run_phase",
+            "1 for the run's phase as `status` says it (running, paused, stopped, finished), 0 for the "
+            "others: live panels (pace, finish estimate, heartbeat age, account state) show running runs only.",
+            [*run, "phase"],
+            registry=r,
+        )
+        self._session_start = Gauge(
             "raybench_run_started_timestamp_seconds",
-            "Unix time the run (this driver session) started.",
+            "Unix time this driver session started (the ledger's run_started): pace counts from here, "
+            "in the exporter, the recording rules and `status` alike.",
             run,
             registry=r,
         )
@@ -261,7 +275,8 @@ class MetricsExporter:
         self._healthy_capacity.labels(run_id).set(0)
         self._halted.labels(run_id).set(0)
         self._finished.labels(run_id).set(0)
-        started.labels(run_id).set(self._pace.started_at)
+        self._set_phase("running")
+        self._session_start.labels(run_id).set(self._pace.started_at)
 
     def declare(self, *, arms: Sequence[str], accounts: Sequence[str], backends: Sequence[str],
                 failure_classes: Sequence[str]) -> None:
@@ -303,10 +318,11 @@ class MetricsExporter:
 
     def start(self) -> None:
         """Serve ``/metrics`` and write this run's file_sd target file. Targets left by dead
-        drivers on this host are removed first."""
+        drivers on this host are removed first, once their DriverDown alert had time to fire
+        (this run's own at once: this exporter replaces it)."""
         if self._server is not None:
             return
-        prune_stale_targets(self.state_root)
+        prune_stale_targets(self.state_root, over=(self.run_id,))
         try:
             server, thread = start_http_server(
                 self._requested_port, addr=self.host, registry=self.registry
@@ -497,13 +513,24 @@ class MetricsExporter:
 
     def session_started(self, ts: float) -> None:
         """This driver session's start (the ledger's ``run_started``): pace counts from here,
-        exactly as ``status`` does."""
+        exactly as ``status`` does, and so do the recording rules, which read it from
+        ``raybench_run_started_timestamp_seconds`` (until now the gauge kept the exporter's
+        construction, a Ray start earlier than the start the exporter's own pace used)."""
         with self._lock:
             self._pace.started_at = ts
+        self._session_start.labels(self.run_id).set(ts)
 
-    def set_finished(self, finished: bool = True) -> None:
-        """Mark the run ended; live sandboxes after this are residue."""
+    def set_finished(self, finished: bool = True, phase: ClosedPhase = "finished") -> None:
+        """Mark the run's session ended, leaving the run ``phase``; live sandboxes after this are
+        residue, and its pace is history (no finish estimate nor deadline gap, as ``status``)."""
         self._finished.labels(self.run_id).set(int(finished))
+        self._set_phase(phase if finished else "running")
+
+    def _set_phase(self, phase: str) -> None:
+        with self._lock:
+            self._live = phase == "running"
+        for known in RUN_PHASES:
+            self._phase.labels(self.run_id, known).set(int(known == phase))
 
     def refresh(self, now: float | None = None) -> PaceSnapshot:
         """The pace-derived values a scrape at ``now`` shows (default: the clock).
@@ -511,7 +538,8 @@ class MetricsExporter:
         Scrapes compute them anyway; this is for ``status`` output and tests.
         """
         with self._lock:
-            return self._pace.snapshot(self._remaining, self._deadline, now)
+            snap = self._pace.snapshot(self._remaining, self._deadline, now)
+            return snap if self._live else snap.history()
 
     # -- internals ---------------------------------------------------------------------
 

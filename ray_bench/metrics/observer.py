@@ -123,7 +123,10 @@ class MetricsObserver:
         self.exporter.attempt_finished(
             row.arm, row.account, row.backend, outcome=outcome, failure_class=failure_class,
             valid=valid, reward=summary.reward, phase_seconds=phases, cost_usd=cost,
-            finished_at=summary.finished_at or row.started_at)
+            # when the driver recorded the end (the ledger's finished_at, milliseconds ago), which
+            # `status` counts and when raybench_valid_rows_total moves: the summary's is another
+            # node's clock, read before the artifacts travelled back
+            finished_at=time.time())
         self._sandboxes()
 
     def _tick(self, event: Tick) -> None:
@@ -147,7 +150,7 @@ class MetricsObserver:
         if self.run_root is not None:
             totals = ledger_totals(self.run_root)
             self.exporter.lasting.audit(totals.residue, totals.audited_at)
-        self.exporter.set_finished(True)
+        self.exporter.set_finished(True, outcome.phase)
 
     def _sandboxes(self) -> None:
         for backend in self._backends:

@@ -1,5 +1,8 @@
 """Observed pace, from the timestamps of valid rows only: the one formula that ``status``,
-``watch`` and the Prometheus exporter all call.
+``watch`` and the Prometheus exporter all call, and that the recording rules
+``run:raybench_valid_rows_per_minute:*`` (ops/prometheus/alerts.yml) compute in PromQL from
+the newest session's ``raybench_valid_rows_total`` and ``raybench_run_started_timestamp_seconds``
+(tests/metrics/test_pace_resume.py holds the two together on a real Prometheus).
 
 Pace is what the run has *delivered*, so it is computed from when valid rows finished,
 never from scheduler state (in-flight cells, admitted slots): a run whose every account
@@ -26,7 +29,7 @@ import bisect
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ray_bench.clock import human_span
 
@@ -94,6 +97,12 @@ class PaceSnapshot:
     @property
     def estimate_rows_per_minute(self) -> float | None:
         return None if self.estimate is None else self.estimate.rows_per_minute
+
+    def history(self) -> PaceSnapshot:
+        """The pace of a session that is over (paused, stopped, finished) or not yet begun: what
+        it had, and no finish estimate nor deadline gap from it (``status`` and the exporter
+        alike; a paused run's linger kept serving a finish estimate, issue 56)."""
+        return replace(self, finish_estimate_seconds=None, deadline_gap_rows=None)
 
     def basis(self) -> str:
         """Where the estimate comes from, or why there is none yet."""

@@ -257,8 +257,7 @@ def _session_phase(view: _SessionView, now: float) -> tuple[RunPhase, _Standing]
         return "running", "running"
     if last_closed is None:
         return "stopped", "dead"
-    stopped = last_closed[0].stopped
-    return ("paused" if stopped == "paused" else "stopped" if stopped else "finished"), "closed"
+    return last_closed[0].phase, "closed"
 
 
 def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunStatus:
@@ -362,7 +361,7 @@ def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunSta
         remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
     )
     if phase != "running" or starting:  # the pace it had is history: no estimate from it
-        pace = replace(pace, finish_estimate_seconds=None, deadline_gap_rows=None)
+        pace = pace.history()
     checked = _last(events, ev.NodeCheck, after=session.seq)
     nodes: list[dict[str, Any]] = [dict(n) for n in checked[0].nodes] if checked else []
     notes += [f"node {n.get('address')} ({str(n.get('node_id'))[:8]}) gets no cells: "

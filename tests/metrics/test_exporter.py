@@ -24,6 +24,7 @@ from ray_bench.metrics import (
     MetricsExporter,
     target_file,
 )
+from ray_bench.metrics.exporter import RUN_PHASES
 from ray_bench.metrics.pace import MIN_ROWS
 
 T0 = 1_700_000_000.0
@@ -232,6 +233,15 @@ def test_fresh_exporter_reports_zeros_not_nothing(exporter: MetricsExporter) -> 
         assert absent not in names(s)
 
 
+def test_the_session_start_the_rules_read_is_the_one_pace_counts_from(exporter: MetricsExporter) -> None:
+    # The recording rules divide by the age of raybench_run_started_timestamp_seconds: it must
+    # move with the ledger's run_started, as the exporter's own pace does (it kept the
+    # exporter's construction, a Ray start earlier).
+    exporter.session_started(T0 + 48)
+    assert value(scrape(exporter), "raybench_run_started_timestamp_seconds", run=RUN) == T0 + 48
+    assert exporter.refresh(T0 + 108).started_at == T0 + 48
+
+
 def test_attempts_rows_reward_spend_and_phases(exporter: MetricsExporter) -> None:
     finish(exporter, cost=0.25, phases={"agent": 100.0, "total": 130.0})
     finish(exporter, arm="mcp", account="acct-b", cost=0.5)
@@ -400,6 +410,26 @@ def test_pace_decays_between_events(exporter: MetricsExporter, clock: FakeClock)
     s = scrape(exporter)
     for window in ("5m", "15m", "60m"):
         assert value(s, "raybench_pace_rows_per_minute", run=RUN, window=window) == 0
+
+
+def test_a_closed_session_has_a_phase_and_no_estimate(exporter: MetricsExporter, clock: FakeClock) -> None:
+    # A paused run's final figures (served by its linger) keep the pace it had and drop the
+    # finish estimate and deadline gap, as `status` does: one rule, PaceSnapshot.history.
+    exporter.set_cells({"pending": 10})
+    exporter.set_deadline(clock.now + 3600)
+    for _ in range(10):
+        clock.now += 30
+        finish(exporter, at=clock.now)
+    s = scrape(exporter)
+    assert value(s, "raybench_run_phase", run=RUN, phase="running") == 1
+    assert value(s, "raybench_finish_estimate_seconds", run=RUN) is not None
+    exporter.set_finished(True, "paused")
+    s = scrape(exporter)
+    assert {p: value(s, "raybench_run_phase", run=RUN, phase=p) for p in RUN_PHASES} == {
+        "running": 0, "paused": 1, "stopped": 0, "finished": 0}
+    assert value(s, "raybench_pace_rows_per_minute", run=RUN, window="5m") == pytest.approx(2.0)
+    assert "raybench_finish_estimate_seconds" not in names(s)
+    assert "raybench_deadline_gap_rows" not in names(s)
 
 
 def test_deadline_gauges(exporter: MetricsExporter, clock: FakeClock) -> None:

@@ -11,9 +11,21 @@ import time
 import urllib.request
 from pathlib import Path
 
+import yaml
+from support.prometheus import SCRAPE_CONFIG, alert_rules
+
 from ray_bench.metrics import MetricsExporter
 from ray_bench.metrics.linger import publish_audit
-from ray_bench.metrics.targets import audit_target_file, owner, pid_file, prune_stale_targets, target_file, write_target
+from ray_bench.metrics.targets import (
+    DEAD_TARGET_KEEP_SEC,
+    audit_target_file,
+    dead_file,
+    owner,
+    pid_file,
+    prune_stale_targets,
+    target_file,
+    write_target,
+)
 
 
 def _dead_pid() -> int:
@@ -22,22 +34,62 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_prune_removes_targets_of_dead_servers_only(tmp_path: Path) -> None:
+def test_prune_removes_targets_of_dead_servers_only_once_their_alert_could_fire(tmp_path: Path) -> None:
     write_target(target_file(tmp_path, "dead"), "127.0.0.1:1", "dead", _dead_pid())
     write_target(target_file(tmp_path, "alive"), "127.0.0.1:2", "alive", os.getpid())
     foreign = target_file(tmp_path, "foreign")
     foreign.write_text("[]")  # no pid file: not ours to judge
     audit = audit_target_file(tmp_path, "audited")
     write_target(audit, "127.0.0.1:3", "audited", _dead_pid())  # an audit's server that died
-    assert prune_stale_targets(tmp_path) == ["dead"]  # only runs are reported
-    assert not audit.exists() and not pid_file(audit).exists()
-    assert not target_file(tmp_path, "dead").exists() and not pid_file(target_file(tmp_path, "dead")).exists()
+    t0 = 1_700_000_000.0
+    # Found dead: kept (its `up == 0` is what pages RayBenchDriverDown), the finding noted.
+    assert prune_stale_targets(tmp_path, now=t0) == []
+    assert target_file(tmp_path, "dead").exists() and dead_file(target_file(tmp_path, "dead")).exists()
+    assert not audit.exists() and not pid_file(audit).exists()  # no alert reads an audit server's `up`
+    # Later calls count from the first finding, not from themselves.
+    assert prune_stale_targets(tmp_path, now=t0 + DEAD_TARGET_KEEP_SEC - 1) == []
+    assert prune_stale_targets(tmp_path, now=t0 + DEAD_TARGET_KEEP_SEC) == ["dead"]  # only runs are reported
+    dead = target_file(tmp_path, "dead")
+    assert not dead.exists() and not pid_file(dead).exists() and not dead_file(dead).exists()
     assert target_file(tmp_path, "alive").exists() and foreign.exists()
 
 
-def test_a_starting_exporter_prunes_dead_targets(tmp_path: Path) -> None:
+def test_the_keep_outlasts_the_driver_down_alert() -> None:
+    # The alert's `for:` plus a scrape interval and a rule evaluation of the shipped config, and
+    # Alertmanager's default group_wait (30 s), all fit in the keep.
+    (rule,) = [r for r in alert_rules() if r["alert"] == "RayBenchDriverDown"]
+    scrape = yaml.safe_load(SCRAPE_CONFIG.read_text())["global"]
+    fired = (_seconds(rule["for"]) + _seconds(scrape["scrape_interval"]) + _seconds(scrape["evaluation_interval"])
+             + 30)
+    assert fired < DEAD_TARGET_KEEP_SEC
+
+
+def _seconds(duration: str) -> float:
+    return float(duration[:-1]) * {"s": 1, "m": 60}[duration[-1]]
+
+
+def test_a_dead_target_goes_at_once_for_the_run_named(tmp_path: Path) -> None:
+    # `ray-bench audit runs/X` of that run (its operator is on it), or a resume of X replacing it.
+    for run in ("x", "y"):
+        write_target(target_file(tmp_path, run), "127.0.0.1:1", run, _dead_pid())
+    assert prune_stale_targets(tmp_path, over=("x",)) == ["x"]
+    assert target_file(tmp_path, "y").exists()
+
+
+def test_a_new_owner_clears_the_last_ones_death(tmp_path: Path) -> None:
+    target = target_file(tmp_path, "r")
+    write_target(target, "127.0.0.1:1", "r", _dead_pid())
+    prune_stale_targets(tmp_path, now=1.0)
+    write_target(target, "127.0.0.1:2", "r", os.getpid())  # a linger, or a resumed driver
+    assert not dead_file(target).exists()
+
+
+def test_a_starting_exporter_keeps_a_dead_run_until_its_alert_could_fire(tmp_path: Path) -> None:
     write_target(target_file(tmp_path, "dead"), "127.0.0.1:1", "dead", _dead_pid())
     with MetricsExporter("new", tmp_path):
+        assert target_file(tmp_path, "dead").exists()
+    dead_file(target_file(tmp_path, "dead")).write_text(repr(time.time() - DEAD_TARGET_KEEP_SEC))
+    with MetricsExporter("newer", tmp_path):
         assert not target_file(tmp_path, "dead").exists()
 
 
