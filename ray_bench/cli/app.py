@@ -228,7 +228,7 @@ def status(
     run_root: Annotated[Path, typer.Argument(help="runs/ID")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     watch: Annotated[bool, typer.Option(
-        "--watch", help="A live view until the run finishes (a planned run is waited for).")] = False,
+        "--watch", help="A live view until the run ends (a run not yet started or resumed is waited for).")] = False,
     state_root: Annotated[Path | None, typer.Option(
         "--state-root", help="Where the accounts' durable state is (default $RAY_BENCH_STATE_ROOT or "
         "~/.ray-bench).")] = None,

@@ -205,8 +205,9 @@ def watch(run_root: Annotated[Path, typer.Argument(help="runs/ID")],
           state_root: StateRootOpt = None) -> None:
     """A live terminal view of a run (same as `status --watch`).
 
-    A planned run is waited for (5 min); then each change is said once: the counts, each
-    account's state and until when, a new note; it ends with the run.
+    A run not taken up yet (planned, or paused or stopped with a resume to run) is waited for
+    (5 min, then exit 2); then each change is said once: the counts, each account's state and
+    until when, a new note; it ends with the run.
     """
     from ray_bench.cli.watch import watch_run
 

@@ -4,8 +4,9 @@ Everything it shows comes from :func:`ray_bench.status.read.read_status` (the sa
 counts and pace as `status` and the exporter) and the accounts' durable state under the state
 root. On a terminal it redraws in place; when stdout is a pipe or a file it writes the lines
 :func:`ray_bench.status.watchlines.changed_lines` gives (what changed, once), so
-`watch ... | tee log` and CI logs get something to read. A planned run is waited for (one
-line), as long as :data:`~ray_bench.status.watchlines.START_TIMEOUT_SEC`."""
+`watch ... | tee log` and CI logs get something to read. A run a driver may be about to take
+up (planned, or paused or stopped with a resume to run) is waited for (one line), as long as
+:data:`~ray_bench.status.watchlines.START_TIMEOUT_SEC`."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def watch_run(run_root: Path, *, every: float = 2.0, iterations: int | None = No
               clock: Callable[[], float] = time.time, start_timeout: float = START_TIMEOUT_SEC,
               state_root: Path | None = None) -> int:
     """Until the run is no longer running (or ``iterations`` refreshes); the exit code (1: its
-    driver left before the run began). A planned run is waited for up to ``start_timeout``
+    driver left before the run began). A run not taken up yet is waited for up to ``start_timeout``
     seconds; :class:`~ray_bench.errors.UserInputError` if it does not start by then."""
     stream = sys.stdout if stream is None else stream
 
@@ -120,7 +121,7 @@ def _watch_plain(view: WatchView, read: Callable[[], WatchView], every: float, i
     before: WatchView | None = None
     count = 0
     while True:
-        if view.status.state == "planned":  # it was running: the driver let the lock go unbegun
+        if before is not None and view.status.state == "planned":  # the driver let the lock go unbegun
             _say(stream, [left_before_start(view.status)])
             return 1
         _say(stream, changed_lines(before, view))

@@ -7,8 +7,9 @@ and no account's state): the progress line once per change of the counts or the 
 new note once, each account's state (healthy / cooling until 18:03:10 (rate_limited) /
 disabled (auth) / held (operator)) when it changes, never a countdown.
 
-A run that is planned but not begun yet (``execute`` verifies the plan, then takes the lock,
-then starts Ray, then writes the ledger) is waited for: :func:`awaits_start` says so,
+A run that is planned but not begun yet, or paused or stopped with a resume to run
+(``execute`` verifies the plan, then takes the lock, then starts Ray, then writes the ledger),
+is waited for: :func:`awaits_start` says so,
 :func:`waiting_line` says it once, :func:`never_started` says why the watch gave up.
 """
 
@@ -70,13 +71,10 @@ class WatchView:
 
 
 def progress_line(status: RunStatus) -> str:
-    """The run's counts, with the pace while it runs and why it stopped once it did."""
-    parts = [headline(status)]
+    """The run's counts, with the pace while it runs (why it ended is in :func:`end_lines`)."""
     if status.pace is not None and status.state == "running":
-        parts.append(pace_line(status.pace))
-    if status.reason:
-        parts.append(status.reason)
-    return " | ".join(parts)
+        return f"{headline(status)} | {pace_line(status.pace)}"
+    return headline(status)
 
 
 def changed_lines(before: WatchView | None, now: WatchView) -> list[str]:
@@ -98,21 +96,28 @@ def end_lines(view: WatchView) -> list[str]:
 
 
 def awaits_start(status: RunStatus) -> bool:
-    """A plan no driver has taken up yet (``execute`` takes the lock before Ray starts; until
-    then the run reads ``planned``)."""
-    return status.state == "planned"
+    """A run a driver may be about to take up: planned, or paused or stopped with a resume to
+    run (``execute`` verifies the plan and its inputs, seconds to minutes, before it takes the
+    lock; until then the run reads as it was)."""
+    return status.state == "planned" or (status.state in ("paused", "stopped") and _resumes(status))
+
+
+def _resumes(status: RunStatus) -> bool:
+    return status.next_action is not None and status.next_action.startswith("ray-bench execute ")
 
 
 def waiting_line(status: RunStatus, at: float, timeout: float) -> str:
-    return (f"{_clock(at)} | waiting for run {status.run_id} to start (planned, no driver holds its lock yet); "
-            f"gives up at {_clock(at + timeout)}")
+    what = "start" if status.state == "planned" else "resume"
+    return (f"{_clock(at)} | waiting for run {status.run_id} to {what} ({status.state}, no driver holds its lock "
+            f"yet); gives up at {_clock(at + timeout)}")
 
 
 def never_started(status: RunStatus, timeout: float) -> UserInputError:
     """The one line a watch exits 2 with when the run it waited for did not start."""
-    fix = (f"start it with `{status.next_action}`" if status.next_action else
+    what = "start" if status.state == "planned" else "resume"
+    fix = (f"{what} it with `{status.next_action}`" if status.next_action else
            f"`ray-bench status {status.run_root}` says what it needs")
-    return UserInputError(f"run {status.run_id} did not start within {human_span(timeout)} (still planned)",
+    return UserInputError(f"run {status.run_id} did not {what} within {human_span(timeout)} (still {status.state})",
                           where=str(status.run_root), fix=fix)
 
 

@@ -3,6 +3,7 @@ says what the run does, once per change, and ends with the run."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import subprocess
 import time
@@ -99,3 +100,19 @@ def test_a_run_that_never_starts_is_one_line_after_the_timeout(tmp_path: Path) -
                   state_root=tmp_path / "state")
     assert "ray-bench execute --plan" in raised.value.line()
     assert len(stream.getvalue().splitlines()) == 1  # the waiting line, once
+
+
+def test_a_driver_that_lets_the_lock_go_before_the_run_began_ends_the_watch_with_1(tmp_path: Path) -> None:
+    """Ray's start failed, say: the lock was taken and let go, and no ledger was ever written."""
+    root = _planned(tmp_path)
+    driver = contextlib.ExitStack()
+    turns = iter([lambda: driver.enter_context(hold_lock(root)), driver.close])
+
+    def sleep(_seconds: float) -> None:
+        next(turns)()
+
+    stream = io.StringIO()
+    assert watch_run(root, every=0.0, stream=stream, sleep=sleep, state_root=tmp_path / "state") == 1
+    body = [line.split(" | ", 1)[-1] for line in stream.getvalue().splitlines()]
+    assert body[0].startswith("waiting for run w1 to start") and "the driver is starting (Ray, then the ledger)" in body
+    assert body[-1].startswith("run w1: its driver exited before the run began")
