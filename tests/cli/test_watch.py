@@ -87,19 +87,29 @@ def test_a_watch_started_before_the_run_waits_then_prints_its_lines_once(tmp_pat
     assert body.count("account acct-b healthy") == 1
 
 
-def test_a_run_that_never_starts_is_one_line_after_the_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("state", "verb"), [("planned", "start"), ("paused", "resume")])
+def test_a_run_that_never_starts_is_one_line_after_the_timeout(tmp_path: Path, state: str, verb: str) -> None:
+    """A paused run too: `execute` verifies its inputs before it takes the lock, and a watch
+    started then read the run as it was and left at once."""
     root = _planned(tmp_path)
+    if state == "paused":
+        plan, identity = load_plan_file(RunPaths(root).plan)
+        ledger = Ledger.create(root, run_id=plan.run_id, plan_identity=identity)
+        ledger.event("run_started", {"identity": identity})
+        ledger.event("run_finished", {"run_id": plan.run_id, "stopped": "paused", "detail": ""})
+        ledger.close()
     now = [time.time()]
 
     def sleep(seconds: float) -> None:
         now[0] += seconds
 
     stream = io.StringIO()
-    with pytest.raises(UserInputError, match=r"run w1 did not start within 1 min \(still planned\)") as raised:
+    with pytest.raises(UserInputError, match=rf"run w1 did not {verb} within 1 min \(still {state}\)") as raised:
         watch_run(root, every=2.0, stream=stream, sleep=sleep, clock=lambda: now[0], start_timeout=60,
                   state_root=tmp_path / "state")
-    assert "ray-bench execute --plan" in raised.value.line()
-    assert len(stream.getvalue().splitlines()) == 1  # the waiting line, once
+    assert f"{verb} it with `ray-bench execute --plan" in raised.value.line()
+    (line,) = stream.getvalue().splitlines()  # the waiting line, once
+    assert f"waiting for run w1 to {verb} ({state}, no driver holds its lock yet); gives up at " in line
 
 
 def test_a_driver_that_lets_the_lock_go_before_the_run_began_ends_the_watch_with_1(tmp_path: Path) -> None:

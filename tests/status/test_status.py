@@ -291,28 +291,6 @@ def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path, tmp_pat
     assert lines[-1].startswith("next: the inputs changed since planning")  # no resume: nothing to wait for
 
 
-def test_a_watch_of_a_paused_run_waits_for_its_resume_then_gives_up_in_one_line(run_root: Path,
-                                                                               tmp_path: Path) -> None:
-    """Issue 56: a watch started while `execute` verified its inputs, before it took the lock,
-    read the run as it was and left at once."""
-    t0 = time.time() - 300
-    ledger = _session(run_root, valid=7, t0=t0)
-    _close(ledger, run_root, stopped="paused", now=t0 + 100)
-    ledger.close()
-    now = [time.time()]
-
-    def sleep(seconds: float) -> None:
-        now[0] += seconds
-
-    stream = io.StringIO()
-    with pytest.raises(UserInputError, match=r"run r1 did not resume within 2 min \(still paused\)") as raised:
-        watch_run(run_root, every=5.0, stream=stream, sleep=sleep, clock=lambda: now[0], start_timeout=120,
-                  state_root=tmp_path / "st")
-    assert "resume it with `ray-bench execute --plan" in raised.value.line()
-    (line,) = stream.getvalue().splitlines()
-    assert "waiting for run r1 to resume (paused, no driver holds its lock yet); gives up at " in line
-
-
 def test_status_json_is_typed_and_complete(run_root: Path) -> None:
     ledger = _session(run_root, valid=2, t0=time.time() - 30)
     ledger.close()
