@@ -75,6 +75,11 @@ def _safe(text: str, most: int) -> str:
     return _UNSAFE.sub("-", text)[:most].strip(".-") or "x"
 
 
+def attempt_id_of(cell_id: str, seq: int) -> str:
+    """The ledger's id of attempt ``seq`` of a cell (and its directory's name before issue 56)."""
+    return f"{cell_id}-a{seq}"
+
+
 def attempt_dir_name(task: str, arm: str, rep: int, seq: int, cell_id: str) -> str:
     """``<task>__<arm>__r<rep>__a<seq>__<cell id[:8]>``: a person finds an attempt by task, arm,
     rep and attempt (issue 56: they were named by hash alone); the hash keeps it unique on a
@@ -160,7 +165,7 @@ class RunPaths:
         issue 56, by its attempt id (``<cell id>-a<seq>``) when that one exists and the named
         one does not (the ledger records no directory: every reader comes here)."""
         named = self.attempts / attempt_dir_name(task, arm, rep, seq, cell_id)
-        legacy = self.attempts / f"{cell_id}-a{seq}"
+        legacy = self.attempts / attempt_id_of(cell_id, seq)
         return legacy if not named.exists() and legacy.is_dir() else named
 
     def attempt_dirs(self) -> list[Path]:

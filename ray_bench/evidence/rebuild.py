@@ -37,7 +37,7 @@ from ray_bench.ledger.store import (
 )
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
-from ray_bench.runroot import RESULT_FILE, RunPaths, attempt_dir_key, parse_attempt_dir
+from ray_bench.runroot import RESULT_FILE, RunPaths, attempt_dir_key, attempt_id_of, parse_attempt_dir
 
 #: A result.json is a few kB; a cap keeps a damaged one from costing memory.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -84,7 +84,7 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
             result.skipped.append(f"{path.name}: not an attempt of this plan's cells")
             continue
         cell, seq = cells[found[0]], found[1]
-        attempt_id = f"{cell.id}-a{seq}"
+        attempt_id = attempt_id_of(cell.id, seq)
         summary = _summary(path)
         if summary is not None and summary.attempt_id not in ("", attempt_id):
             result.skipped.append(f"{path.name}: its result.json is of attempt {summary.attempt_id}")

@@ -321,7 +321,7 @@ class Ledger:
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE cell_id = ?", (cell_id,)).fetchone()
             while taken is not None and taken(seq):
                 seq += 1
-            attempt_id = f"{cell_id}-a{seq}"
+            attempt_id = runroot.attempt_id_of(cell_id, seq)
             self._conn.execute(
                 "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend, epoch,
