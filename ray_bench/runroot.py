@@ -17,11 +17,13 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ray_bench.errors import UserInputError
 from ray_bench.textsafe import escape_controls
@@ -37,6 +39,72 @@ RESULT_FILE = "result.json"
 HALT_FILE = "resource-halt.json"
 HALTS_DIR = "halts"
 PAUSES_DIR = "pauses"
+
+
+class AttemptRef(Protocol):
+    """What names an attempt's directory (a ledger's ``AttemptRow`` has it)."""
+
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def rep(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+
+
+#: How much of the task id and the arm name a directory name keeps (the name stays far below
+#: the 255 bytes a filesystem allows a name: 60 + 40 + reps, seqs, the hash and separators).
+TASK_NAME_CHARS = 60
+ARM_NAME_CHARS = 40
+#: The cell id's first characters that end every name: two names that differ only in case, or
+#: in what was cut or replaced, are two cells with two ids (a collision of 8 hex digits between
+#: two cells of the same task, arm and rep is 1 in 4 billion).
+CELL_HASH_CHARS = 8
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_NAMED = re.compile(rf"^(?P<key>.+)__a(?P<seq>[1-9][0-9]{{0,8}})__(?P<hash>[0-9a-f]{{{CELL_HASH_CHARS}}})$")
+_LEGACY = re.compile(r"^(?P<key>.+)-a(?P<seq>[1-9][0-9]{0,8})$")
+
+
+def _safe(text: str, most: int) -> str:
+    """``text`` in the characters every filesystem takes (runs of others become one ``-``), cut
+    to ``most``, never empty nor a dot name."""
+    return _UNSAFE.sub("-", text)[:most].strip(".-") or "x"
+
+
+def attempt_id_of(cell_id: str, seq: int) -> str:
+    """The ledger's id of attempt ``seq`` of a cell (and its directory's name before issue 56)."""
+    return f"{cell_id}-a{seq}"
+
+
+def attempt_dir_name(task: str, arm: str, rep: int, seq: int, cell_id: str) -> str:
+    """``<task>__<arm>__r<rep>__a<seq>__<cell id[:8]>``: a person finds an attempt by task, arm,
+    rep and attempt (issue 56: they were named by hash alone); the hash keeps it unique on a
+    case-insensitive filesystem and when ids are cut or hold odd characters."""
+    return f"{_stem(task, arm, rep)}__a{seq}__{cell_id[:CELL_HASH_CHARS]}"
+
+
+def attempt_dir_key(task: str, arm: str, rep: int, cell_id: str) -> str:
+    """What a directory name says of its cell (all but the attempt's number): the key that
+    :func:`parse_attempt_dir` gives back."""
+    return f"{_stem(task, arm, rep)}__{cell_id[:CELL_HASH_CHARS]}"
+
+
+def _stem(task: str, arm: str, rep: int) -> str:
+    return f"{_safe(task, TASK_NAME_CHARS)}__{_safe(arm, ARM_NAME_CHARS)}__r{rep}"
+
+
+def parse_attempt_dir(name: str) -> tuple[str, int] | None:
+    """(key, seq) of an attempt directory's name: the key is :func:`attempt_dir_key` of its
+    cell, or, for a directory named before issue 56, the cell id itself; ``None``: no attempt's."""
+    named = _NAMED.match(name)
+    if named is not None:
+        return f"{named['key']}__{named['hash']}", int(named["seq"])
+    legacy = _LEGACY.match(name)
+    return None if legacy is None else (legacy["key"], int(legacy["seq"]))
 
 
 @dataclass(frozen=True)
@@ -88,8 +156,17 @@ class RunPaths:
     def attempts(self) -> Path:
         return self.root / ATTEMPTS_DIR
 
-    def attempt(self, attempt_id: str) -> Path:
-        return self.attempts / attempt_id
+    def attempt(self, row: AttemptRef) -> Path:
+        """Attempt ``row``'s directory (:func:`attempt_dir_name`)."""
+        return self.attempt_of(row.task, row.arm, row.rep, row.seq, row.cell_id)
+
+    def attempt_of(self, task: str, arm: str, rep: int, seq: int, cell_id: str) -> Path:
+        """The directory of attempt ``seq`` of a cell: by name, or, in a run made before
+        issue 56, by its attempt id (``<cell id>-a<seq>``) when that one exists and the named
+        one does not (the ledger records no directory: every reader comes here)."""
+        named = self.attempts / attempt_dir_name(task, arm, rep, seq, cell_id)
+        legacy = self.attempts / attempt_id_of(cell_id, seq)
+        return legacy if not named.exists() and legacy.is_dir() else named
 
     def attempt_dirs(self) -> list[Path]:
         """Every attempt directory, sorted by name (none when there is no ``attempts/``)."""

@@ -13,7 +13,7 @@ import hashlib
 import shutil
 import tempfile
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from ray_bench.artifacts.bundle import FIRST, Bundle, Returned, pack, unpack
@@ -30,7 +30,7 @@ from ray_bench.cells.runner import (
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import ArtifactStoreError
 from ray_bench.models.attempt import ArtifactPlace, AttemptError, AttemptSummary
-from ray_bench.runroot import DISK_FULL_ERROR, is_disk_full
+from ray_bench.runroot import ATTEMPTS_DIR, DISK_FULL_ERROR, is_disk_full
 from ray_bench.sandboxes import SandboxBackend
 
 #: What travels back besides the collected ``/logs`` (already under the artifact cap): the
@@ -43,8 +43,8 @@ _FETCHING: dict[str, asyncio.Lock] = {}
 
 
 def store_key(spec: AttemptSpec) -> str:
-    """Where an attempt's directory goes in a store: the run root's own layout."""
-    return f"{spec.run_id}/attempts/{spec.attempt_id}"
+    """Where an attempt's directory goes in a store: the run root's own layout (its name too)."""
+    return f"{spec.run_id}/{ATTEMPTS_DIR}/{PurePath(spec.attempt_dir).name}"
 
 
 def sees(probe: str, token: str) -> bool:

@@ -228,7 +228,8 @@ def execute(
 def status(
     run_root: Annotated[Path, typer.Argument(help="runs/ID")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    watch: Annotated[bool, typer.Option("--watch", help="A live view until the run finishes.")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="A live view until the run ends (a run not yet started or resumed is waited for).")] = False,
     state_root: Annotated[Path | None, typer.Option(
         "--state-root", help="Where the accounts' durable state is (default $RAY_BENCH_STATE_ROOT or "
         "~/.ray-bench).")] = None,
@@ -241,7 +242,9 @@ def status(
     if watch:
         from ray_bench.cli.watch import watch_run
 
-        watch_run(run_root)
+        code = watch_run(run_root, state_root=state_root)
+        if code:
+            raise typer.Exit(code)
         return
     from ray_bench.status.read import read_status
     from ray_bench.status.text import status_lines

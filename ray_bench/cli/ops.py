@@ -201,11 +201,19 @@ def simulate(
 @app.command()
 @guarded
 def watch(run_root: Annotated[Path, typer.Argument(help="runs/ID")],
-          every: Annotated[float, typer.Option("--every", help="Seconds between refreshes.")] = 2.0) -> None:
-    """A live terminal view of a run (same as `status --watch`)."""
+          every: Annotated[float, typer.Option("--every", help="Seconds between refreshes.")] = 2.0,
+          state_root: StateRootOpt = None) -> None:
+    """A live terminal view of a run (same as `status --watch`).
+
+    A run not taken up yet (planned, or paused or stopped with a resume to run) is waited for
+    (5 min, then exit 2); then each change is said once: the counts, each account's state and
+    until when, a new note; it ends with the run.
+    """
     from ray_bench.cli.watch import watch_run
 
-    watch_run(run_root, every=every)
+    code = watch_run(run_root, every=every, state_root=state_root)
+    if code:
+        raise typer.Exit(code)
 
 
 @accounts_app.command("repair")

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.ledger import events as ev
+from ray_bench.scheduler.launch import waiting_subject
 from ray_bench.scheduler.observers import AttemptFinished, BuildProgress, Observed, Tick
 
 
@@ -19,6 +20,7 @@ class ConsoleProgress:
         self._last = 0.0
         self._total = 0
         self._last_note: str | None = None
+        self._last_line = ""
 
     def _print(self, text: str) -> None:
         if not self.quiet:
@@ -83,15 +85,21 @@ class ConsoleProgress:
                         f"({message[:100]}) on {row.account} -> cell {event.cell_state}")
 
     def _tick(self, event: Tick) -> None:
+        """A wait once (not its countdown each turn), the counts at most every ``every`` seconds
+        and only when they or an account's load or state changed."""
         now, note = time.monotonic(), event.note
-        if note and note != self._last_note:
+        subject = waiting_subject(note) if note else None
+        if note and subject != self._last_note:
             self._print(f"  {note}")
-        self._last_note = note
+        self._last_note = subject
         if now - self._last < self.every:
             return
-        self._last = now
         c = event.counts
         acc = ", ".join(f"{a.name} {a.inflight}/{a.limit}{'' if a.state == 'healthy' else ' ' + a.state}"
                         for a in event.accounts)
-        self._print(f"[{c['valid'] + c['failed']}/{self._total}] valid {c['valid']} failed {c['failed']} "
-                    f"running {c['running']} pending {c['pending']} | {acc}")
+        line = (f"[{c['valid'] + c['failed']}/{self._total}] valid {c['valid']} failed {c['failed']} "
+                f"running {c['running']} pending {c['pending']} | {acc}")
+        if line != self._last_line:
+            self._last = now
+            self._last_line = line
+            self._print(line)

@@ -209,7 +209,7 @@ async def _regrade_all(ledger: Ledger, plan: Plan, identity: str, result: Regrad
             assert choice.row is not None
             source = ledger.summary(choice.row.attempt_id) or AttemptSummary()
             workspace = source.workspace
-            tarball = paths.attempt(choice.row.attempt_id) / (workspace.file or "-") if workspace else None
+            tarball = paths.attempt(choice.row) / (workspace.file or "-") if workspace else None
             if workspace is None or tarball is None or not _intact(tarball, workspace.sha256):
                 result.choices[result.choices.index(choice)] = CellChoice(
                     choice.cell, "rerun", f"the kept workspace of {choice.row.attempt_id} is missing or does not "
@@ -240,8 +240,8 @@ async def _regrade_one(ledger: Ledger, plan: Plan, identity: str, paths: RunPath
     row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=choice.task_sha256, arm=cell.arm,
                                rep=cell.rep, account=account.name, backend=cell.backend, epoch=identity,
                                preflight=False, kind=REGRADE, source_attempt=src.attempt_id,
-                               taken=lambda attempt_id: paths.attempt(attempt_id).exists())
-    attempt_dir = paths.attempt(row.attempt_id)
+                               taken=lambda seq: paths.attempt_of(cell.task, cell.arm, cell.rep, seq, cell.id).exists())
+    attempt_dir = paths.attempt(row)
     spec = AttemptSpecs(plan, paths).of(row, cell)
     summary = await run_attempt(spec, backend, ArtifactPlace(via="run-root", uri=str(attempt_dir)), where)
     # Judged as the trial it stands for: the source's agent run, graded by the new verifier.

@@ -16,7 +16,6 @@ Its account is not known (recorded as an empty name, never as some account).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,9 +37,8 @@ from ray_bench.ledger.store import (
 )
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import load_plan_file
-from ray_bench.runroot import RESULT_FILE, RunPaths
+from ray_bench.runroot import RESULT_FILE, RunPaths, attempt_dir_key, attempt_id_of, parse_attempt_dir
 
-_ATTEMPT = re.compile(r"^(?P<cell>.+)-a(?P<seq>[1-9][0-9]{0,8})$")
 #: A result.json is a few kB; a cap keeps a damaged one from costing memory.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
 
@@ -74,27 +72,29 @@ def rebuild_ledger(run_root: Path, catalog: Catalog | None = None) -> RebuildRes
     if not dirs:
         raise UserInputError("no attempt directories to rebuild a ledger from", where=str(paths.attempts),
                              fix=f"a run that never started needs no ledger: `ray-bench execute --plan {paths.plan}`")
-    cells = {c.id: c for c in plan.cells}
+    cells = {c.id: c for c in plan.cells}  # a directory named before issue 56: by attempt id
+    cells.update({attempt_dir_key(c.task, c.arm, c.rep, c.id): c for c in plan.cells})
     tasks = {t.id: t for t in plan.tasks}
     catalog = catalog or Catalog.default()
     result = RebuildResult(paths.ledger)
     records: list[tuple[AttemptRow, AttemptSummary | None]] = []
     for path in dirs:
-        found = _ATTEMPT.match(path.name)
-        if found is None or found["cell"] not in cells:
+        found = parse_attempt_dir(path.name)
+        if found is None or found[0] not in cells:
             result.skipped.append(f"{path.name}: not an attempt of this plan's cells")
             continue
-        cell = cells[found["cell"]]
+        cell, seq = cells[found[0]], found[1]
+        attempt_id = attempt_id_of(cell.id, seq)
         summary = _summary(path)
-        if summary is not None and summary.attempt_id not in ("", path.name):
+        if summary is not None and summary.attempt_id not in ("", attempt_id):
             result.skipped.append(f"{path.name}: its result.json is of attempt {summary.attempt_id}")
             continue
         started = summary.started_at if summary is not None and summary.started_at else path.stat().st_mtime
         records.append((AttemptRow(
-            attempt_id=path.name, cell_id=cell.id, task=cell.task,
+            attempt_id=attempt_id, cell_id=cell.id, task=cell.task,
             task_checksum=(summary.regrade_task_sha256 if summary is not None and summary.regrade_task_sha256
                            else tasks[cell.task].checksum),
-            arm=cell.arm, rep=cell.rep, seq=int(found["seq"]), account=summary.account if summary else "",
+            arm=cell.arm, rep=cell.rep, seq=seq, account=summary.account if summary else "",
             backend=cell.backend, epoch=identity, preflight=cell.id in plan.preflight, started_at=started,
             kind=REGRADE if summary is not None and summary.regrade_of else RUN,
             source_attempt=summary.regrade_of if summary is not None else None), summary))

@@ -153,7 +153,7 @@ def load_suites(roots: list[Path]) -> list[SuiteExport]:
         dirs: dict[str, Path] = {}
         for epoch in members:
             summaries.update(epoch.summaries())
-            dirs.update({a.attempt_id: RunPaths(epoch.run_root).attempt(a.attempt_id) for a in epoch.attempts})
+            dirs.update({a.attempt_id: RunPaths(epoch.run_root).attempt(a) for a in epoch.attempts})
         by_cell: dict[str, list[AttemptRow]] = {}
         every: dict[str, list[AttemptSummary]] = {}
         for attempt in sorted(evidence.attempts(), key=lambda a: (a.started_at, a.epoch, a.attempt_id)):

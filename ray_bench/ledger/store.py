@@ -309,9 +309,9 @@ class Ledger:
 
     def start_attempt(self, *, cell_id: str, task: str, task_checksum: str, arm: str, rep: int,
                       account: str, backend: str, epoch: str, preflight: bool,
-                      now: float | None = None, taken: Callable[[str], bool] | None = None,
+                      now: float | None = None, taken: Callable[[int], bool] | None = None,
                       kind: str = RUN, source_attempt: str | None = None) -> AttemptRow:
-        """Record an attempt as started. Called before its sandbox exists. An attempt id that
+        """Record an attempt as started. Called before its sandbox exists. An attempt number that
         ``taken`` says is in use (its directory exists: an older ledger, a partial copy) is
         skipped, so that no attempt writes into another's directory. ``kind`` ``regrade``: a
         verifier run on ``source_attempt``'s kept workspace (an attempt of the same cell)."""
@@ -319,9 +319,9 @@ class Ledger:
         with self._conn:
             (seq,) = self._conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE cell_id = ?", (cell_id,)).fetchone()
-            while taken is not None and taken(f"{cell_id}-a{seq}"):
+            while taken is not None and taken(seq):
                 seq += 1
-            attempt_id = f"{cell_id}-a{seq}"
+            attempt_id = runroot.attempt_id_of(cell_id, seq)
             self._conn.execute(
                 "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (attempt_id, cell_id, task, task_checksum, arm, rep, seq, account, backend, epoch,

@@ -75,7 +75,7 @@ class AttemptSpecs:
             run_id=self.plan.run_id, attempt_id=row.attempt_id, cell_id=cell.id, task_id=cell.task,
             arm=cell.arm, rep=cell.rep, account=row.account, task_path=task.path,
             stage_key=f"{task.checksum}:{self._agent_sums.get(cell.arm, '')}",
-            attempt_dir=str(self.paths.attempt(row.attempt_id)),  # <cell>-a<seq>: one directory made
+            attempt_dir=str(self.paths.attempt(row)),  # <task>__<arm>__r<rep>__a<seq>__<cell hash>
             backend=cell.backend, backend_options=dict(backend_cfg.options) if backend_cfg else {},
             agent_command=arm.command or "", agent_env=dict(arm.env), agent_dir=arm.agent_dir,
             route_env=dict(acc.route.env),

@@ -355,7 +355,8 @@ class Driver:
         row = ledger.start_attempt(cell_id=cell.id, task=cell.task, task_checksum=task.checksum, arm=cell.arm,
                                    rep=cell.rep, account=account, backend=cell.backend, epoch=self.identity,
                                    preflight=cell.id in self.plan.preflight, now=self.clock.wall(),
-                                   taken=lambda attempt_id: self.paths.attempt(attempt_id).exists())
+                                   taken=lambda seq: self.paths.attempt_of(cell.task, cell.arm, cell.rep, seq,
+                                                                           cell.id).exists())
         spec = self.specs.of(row, cell, self._snapshots.get(cell.id))
         self.inflight[self.pool.submit(spec)] = request.lease_id
         self.attempts_run += 1

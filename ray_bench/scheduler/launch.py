@@ -41,7 +41,17 @@ AT_LIMIT = "waiting: every account is at its limit"
 def waiting_note(what: str, seconds: float) -> str:
     """``waiting: every account is cooling (next in 40 s)``; a moment already passed is 0 s
     (the loop asks again at once), never "-0s"."""
-    return f"waiting: {what} (next in {human_span(max(0.0, seconds))})"
+    return f"waiting: {what}{_COUNTDOWN}{human_span(max(0.0, seconds))})"
+
+
+_COUNTDOWN = " (next in "
+
+
+def waiting_subject(note: str) -> str:
+    """What a note waits on, without its countdown (``waiting: every account is cooling``): the
+    loop's note counts down each turn, and the same wait said each second is one wait (issue 56:
+    118 lines in 2 minutes)."""
+    return note.split(_COUNTDOWN, 1)[0]
 
 
 # -- commands: what the driver executes -------------------------------------------------------

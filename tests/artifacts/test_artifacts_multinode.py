@@ -21,6 +21,7 @@ from ray_bench.api import plan_run
 from ray_bench.artifacts.store import open_store
 from ray_bench.ledger import Ledger
 from ray_bench.models.attempt import AttemptSummary
+from ray_bench.runroot import RunPaths
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 __all__ = ["moto_s3"]
@@ -57,7 +58,8 @@ def _run(hidden: tuple[MultiNode, Path], name: str, artifacts: str) -> tuple[Pat
     finally:
         ledger.close()
     assert len([a for a in attempts if a.valid]) == 8
-    valid = {a.attempt_id: summaries[a.attempt_id] for a in attempts if a.valid}
+    # by the attempt's directory name: the run root's and the store's layout
+    valid = {RunPaths(planned.run_root).attempt(a).name: summaries[a.attempt_id] for a in attempts if a.valid}
     report = run_cli("report", str(planned.run_root), env=cli_env())
     assert report.returncode == 0, report.stderr[-2000:]
     return planned.run_root, valid
@@ -68,8 +70,8 @@ def test_no_shared_run_root(hidden: tuple[MultiNode, Path]) -> None:
     vias = {s.artifacts.via for s in valid.values() if s.artifacts is not None}
     # The worker nodes could not read the driver's token: their attempts came back through Ray.
     assert "ray" in vias and vias <= {"ray", "run-root"}, vias
-    for attempt_id, summary in valid.items():
-        adir = root / "attempts" / attempt_id
+    for name, summary in valid.items():
+        adir = root / "attempts" / name
         assert float((adir / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
         assert (adir / "result.json").is_file()
 
@@ -80,11 +82,11 @@ def test_artifacts_in_s3(hidden: tuple[MultiNode, Path], moto_s3: MotoS3) -> Non
     assert not (root / "attempts").exists()
     keys = moto_s3.keys(bucket)
     store = open_store(f"s3://{bucket}/runs")
-    for attempt_id, summary in valid.items():
+    for name, summary in valid.items():
         assert summary.artifacts is not None and summary.artifacts.via == "store"
-        assert summary.artifacts.uri == f"s3://{bucket}/runs/s3run/attempts/{attempt_id}"
-        assert f"runs/s3run/attempts/{attempt_id}/result.json" in keys
-        got = store.get_tree(f"s3run/attempts/{attempt_id}", root.parent / "read" / attempt_id)
+        assert summary.artifacts.uri == f"s3://{bucket}/runs/s3run/attempts/{name}"
+        assert f"runs/s3run/attempts/{name}/result.json" in keys
+        got = store.get_tree(f"s3run/attempts/{name}", root.parent / "read" / name)
         assert float((got / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
 
 

@@ -20,6 +20,7 @@ from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import RayPool
 from ray_bench.plan.store import confirm_plan
 from ray_bench.reports.build import write_report
+from ray_bench.runroot import RunPaths
 from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -48,14 +49,23 @@ def _run(tmp_path: Path, setting: str, store: str | None = None) -> tuple[Path, 
     return planned.run_root, summaries
 
 
+def _dir(root: Path, attempt_id: str) -> str:
+    """The attempt's directory name (the run root's layout, which a store keeps)."""
+    ledger = Ledger.open_readonly(root)
+    try:
+        return next(RunPaths(root).attempt(a).name for a in ledger.attempts() if a.attempt_id == attempt_id)
+    finally:
+        ledger.close()
+
+
 def test_artifacts_come_back_through_ray(tmp_path: Path) -> None:
     root, summaries = _run(tmp_path, "ray")
     assert not (root / PROBE_FILE).exists()  # `ray`: no node is asked
     for attempt_id, summary in summaries.items():
         place = summary.artifacts
-        assert place is not None and place.via == "ray" and place.uri == str(root / "attempts" / attempt_id)
+        adir = root / "attempts" / _dir(root, attempt_id)
+        assert place is not None and place.via == "ray" and place.uri == str(adir)
         assert place.error is None and place.omitted_files == 0
-        adir = root / "attempts" / attempt_id
         assert float((adir / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
         written = json.loads((adir / "result.json").read_text())
         assert written["artifacts"]["via"] == "ray" and written["attempt_id"] == attempt_id
@@ -73,8 +83,8 @@ def test_artifacts_go_to_a_store(tmp_path: Path) -> None:
     for attempt_id, summary in summaries.items():
         place = summary.artifacts
         assert place is not None and place.via == "store"
-        assert place.uri == store.uri_of(f"art/attempts/{attempt_id}")
-        got = store.get_tree(f"art/attempts/{attempt_id}", tmp_path / "read" / attempt_id)
+        assert place.uri == store.uri_of(f"art/attempts/{_dir(root, attempt_id)}")
+        got = store.get_tree(f"art/attempts/{_dir(root, attempt_id)}", tmp_path / "read" / attempt_id)
         assert float((got / "logs" / "verifier" / "reward.txt").read_text()) == summary.reward
 
 
@@ -86,7 +96,7 @@ def test_a_node_that_sees_the_run_root_writes_there(tmp_path: Path) -> None:
     # once it has answered, the runner writes into the run root itself.
     assert len(vias) == 4 and vias.count("run-root") >= 1 and set(vias) <= {"run-root", "ray"}
     for attempt_id in summaries:
-        assert (root / "attempts" / attempt_id / "result.json").is_file()
+        assert (root / "attempts" / _dir(root, attempt_id) / "result.json").is_file()
 
 
 def _paused_mid_agent(tmp_path: Path, setting: str, store: str | None) -> tuple[Path, str, AttemptSummary]:
@@ -143,7 +153,7 @@ def test_a_paused_attempts_files_go_to_the_store_and_its_row_points_at_them(tmp_
     store_root = tmp_path / "store"
     run_root, attempt_id, summary = _paused_mid_agent(tmp_path, str(store_root), str(store_root))
     place = summary.artifacts
-    key = f"art/attempts/{attempt_id}"
+    key = f"art/attempts/{_dir(run_root, attempt_id)}"
     assert place is not None and place.via == "store" and place.error is None, place
     assert place.uri == open_store(str(store_root)).uri_of(key)
     assert (store_root / key / "result.json").is_file()
@@ -161,7 +171,7 @@ def test_a_paused_attempts_files_come_back_through_ray(tmp_path: Path) -> None:
 
     run_root, attempt_id, summary = _paused_mid_agent(tmp_path, "ray", None)
     place = summary.artifacts
-    adir = run_root / "attempts" / attempt_id
+    adir = run_root / "attempts" / _dir(run_root, attempt_id)
     assert place is not None and place.via == "ray" and place.error is None, place
     assert place.uri == str(adir)
     assert json.loads((adir / "logs" / "agent" / "usage.json").read_text())["cost_usd"] == 0.07

@@ -20,7 +20,7 @@ from ray_bench.ledger import Ledger, accepted_rows
 from ray_bench.ledger.events import Regraded
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.plan.store import PLAN_FILE, load_plan_file
-from ray_bench.runroot import hold_lock
+from ray_bench.runroot import RunPaths, hold_lock
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.driver import Driver, RunOptions
 from ray_bench.sim.driven import roomy_host
@@ -58,11 +58,11 @@ def test_kept_workspaces_are_hashed_in_the_summary_and_hold_the_agents_files(fin
     attempts = attempt_rows(root)
     assert len(attempts) == 4 and all(a.valid and a.kind == "run" for a in attempts)
     for a in attempts:
-        summary = AttemptSummary.parse(json.loads((root / "attempts" / a.attempt_id / "result.json").read_text()))
+        summary = AttemptSummary.parse(json.loads((RunPaths(root).attempt(a) / "result.json").read_text()))
         ws = summary.workspace
         assert ws is not None and ws.kept and ws.file == "workspace.tar.gz" and ws.workdir == "/app"
         assert len(ws.sha256 or "") == 64 and ws.bytes > 0 and set(ws.task_parts) >= {"tests", "instruction"}
-        with tarfile.open(root / "attempts" / a.attempt_id / ws.file) as tar:
+        with tarfile.open(RunPaths(root).attempt(a) / ws.file) as tar:
             names = tar.getnames()
         if a.task == "hello-world" and a.arm == "mcp":
             assert "hello.txt" in names  # what the solving agent wrote, before the verifier ran
@@ -172,7 +172,7 @@ def test_a_live_driver_or_a_tampered_workspace_is_refused(finished_run: tuple[Pa
         code, _, err = invoke("regrade", str(root))
     assert code == 2 and "live `ray-bench execute` holds this run" in err and err.count("\n") == 1
     source = next(a for a in before if a.task == "hello-world" and a.arm == "mcp")
-    with (root / "attempts" / source.attempt_id / "workspace.tar.gz").open("ab") as tarball:
+    with (RunPaths(root).attempt(source) / "workspace.tar.gz").open("ab") as tarball:
         tarball.write(b"\0")  # no longer the workspace its summary hashed
     code, out, err = invoke("regrade", str(root))
     assert code == 0, err

@@ -16,6 +16,7 @@ from ray_bench.errors import UserInputError
 from ray_bench.evidence.rebuild import rebuild_ledger
 from ray_bench.ledger.store import Ledger
 from ray_bench.plan.store import load_plan_file
+from ray_bench.runroot import RunPaths, attempt_dir_name
 from ray_bench.scheduler.runstate import RunState
 
 
@@ -90,10 +91,34 @@ def test_a_new_attempt_never_takes_an_existing_directory(tmp_path: Path) -> None
     try:
         row = ledger.start_attempt(cell_id=cells[0], task="t", task_checksum="c", arm="baseline", rep=1,
                                    account="acct-a", backend="local", epoch="e", preflight=False,
-                                   taken=lambda a: (root / "attempts" / a).exists())
+                                   taken=lambda seq: RunPaths(root).attempt_of("t", "baseline", 1, seq,
+                                                                               cells[0]).exists())
+        (root / "attempts" / attempt_dir_name("t", "baseline", 1, 2, cells[0])).mkdir()  # and a new-named one
+        again = ledger.start_attempt(cell_id=cells[0], task="t", task_checksum="c", arm="baseline", rep=1,
+                                     account="acct-a", backend="local", epoch="e", preflight=False,
+                                     taken=lambda seq: RunPaths(root).attempt_of("t", "baseline", 1, seq,
+                                                                                 cells[0]).exists())
     finally:
         ledger.close()
-    assert row.attempt_id == f"{cells[0]}-a2"
+    assert row.attempt_id == f"{cells[0]}-a2" and again.attempt_id == f"{cells[0]}-a3"
+
+
+def test_rebuild_reads_directories_named_by_task_arm_and_rep_and_old_ones_alike(tmp_path: Path) -> None:
+    """Issue 56: a run root may hold both layouts (a run made before, resumed after)."""
+    root, _ = _planned(tmp_path)
+    plan, _ = load_plan_file(root / "launch-plan.json")
+    first, second = plan.cells[:2]
+    _result(root / "attempts" / f"{first.id}-a1", reward=None)  # the old layout: failed, superseded
+    _result(RunPaths(root).attempt_of(first.task, first.arm, first.rep, 2, first.id),  # the new: solved
+            attempt_id=f"{first.id}-a2")  # the runner writes the ledger's id, not the directory's name
+    (RunPaths(root).attempt_of(second.task, second.arm, second.rep, 1, second.id)).mkdir()  # in flight
+    result = rebuild_ledger(root)
+    assert (result.finished, result.valid, result.open, result.stale, result.skipped) == (1, 1, 1, 1, [])
+    rows = {a.attempt_id: a for a in Ledger.open_readonly(root).attempts()}
+    assert rows[f"{first.id}-a2"].valid and rows[f"{first.id}-a2"].seq == 2
+    assert not rows[f"{first.id}-a1"].valid and not rows[f"{second.id}-a1"].terminal
+    # every reader finds each row's directory under whichever name it has
+    assert {RunPaths(root).attempt(r).name for r in rows.values()} == {p.name for p in RunPaths(root).attempt_dirs()}
 
 
 def test_status_of_a_rebuilt_ledger_is_stopped_with_its_rows_and_a_resume(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from support.runs import plan_and_run_here as plan_and_run
 from support.suites import make_suite
 
 from ray_bench.ledger import Ledger
+from ray_bench.runroot import RunPaths
 from ray_bench.scheduler.driver import RunOptions
 
 WATCH = {"output_repeats": 25, "idle_minutes": 1, "poll_sec": 1}
@@ -53,5 +54,5 @@ def test_a_looping_arm_fails_its_cells_as_behaviour_after_max_attempts(tmp_path:
         assert summary.watchdog is not None and summary.watchdog.rule == "repeated_output"
         assert summary.watchdog.evidence[0] == "retrying the same fix"
         assert summary.verifier is None
-        assert (root / "attempts" / attempt.attempt_id / "watchdog.json").is_file()
+        assert (RunPaths(root).attempt(attempt) / "watchdog.json").is_file()
     assert outcome.counts.get("failed") == 1, outcome

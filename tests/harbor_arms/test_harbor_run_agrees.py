@@ -21,6 +21,7 @@ from support.harbor_run import harbor_oracle_rewards
 from support.ray_local import set_test_routes
 from support.runs import ledger_rows, plan_and_run
 
+from ray_bench.runroot import RunPaths
 from ray_bench.sandboxes.base import LABEL_RUN
 from ray_bench.tasks.rewards import headline
 
@@ -84,7 +85,7 @@ def _ray_bench(tmp_path: Path, tasks: Path, backend: str, options: dict[str, Any
     ours: dict[str, dict[str, float]] = {}
     for row in rows.values():
         if row.valid:
-            summary = json.loads((root / "attempts" / row.attempt_id / "result.json").read_text())
+            summary = json.loads((RunPaths(root).attempt(row) / "result.json").read_text())
             ours[row.task] = summary["rewards"]
             assert row.reward == headline(summary["rewards"])  # the row's one number: correctness here
     return (outcome.detail, [(a.task, a.failure_class) for a in attempts]), ours

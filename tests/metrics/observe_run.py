@@ -26,10 +26,11 @@ from support.ray_local import ensure_ray
 from support.suites import make_suite
 
 from ray_bench.api import MetricsSettings, execute_run, plan_run
-from ray_bench.cli.watch import plain_line, snapshot
+from ray_bench.cli.watch import snapshot
 from ray_bench.metrics.exporter import MetricsExporter
 from ray_bench.scheduler.driver import RunOptions
 from ray_bench.status.read import read_status
+from ray_bench.status.watchlines import progress_line
 
 
 def _exported(url: str) -> dict[str, float]:
@@ -80,7 +81,7 @@ def main() -> int:
                 print(f"status:     state={status.state} valid={status.counts['valid']} remaining={status.remaining} "
                       f"pace15m={pace.rows_per_minute['15m']:.2f} estimate={pace.finish_estimate_seconds} "
                       f"({pace.basis()})")
-                print(f"watch:      {plain_line(snapshot(planned.run_root))}")
+                print(f"watch:      {progress_line(snapshot(planned.run_root).status)}")
                 print(f"exporter:   {_exported(url)}")
                 prom_pace = prom.scalar('raybench_pace_rows_per_minute{run="observed",window="15m"}')
                 rule = prom.scalar('run:raybench_valid_rows_per_minute:rate5m{run="observed"}')

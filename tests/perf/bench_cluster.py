@@ -129,6 +129,7 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     from ray_bench.onray.gate import actor_gate
     from ray_bench.onray.pool import NAMESPACE, RayPool
     from ray_bench.plan.store import confirm_plan
+    from ray_bench.runroot import RunPaths
     from ray_bench.sandboxes.supervisor import HostSupervision
     from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -202,7 +203,7 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
     lags = [start - started[att] for att, start in data["starts"] if att in started]
     valid = [a for a in attempts if a.valid]
     missing = [a.attempt_id for a in valid
-               if not (planned.run_root / "attempts" / a.attempt_id / "result.json").is_file()]
+               if not (RunPaths(planned.run_root).attempt(a) / "result.json").is_file()]
     vias: dict[str, int] = {}
     for s in summaries.values():
         key = s.artifacts.via if s.artifacts else "none"

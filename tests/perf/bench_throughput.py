@@ -52,6 +52,7 @@ from ray_bench.onray.gate import actor_gate
 from ray_bench.onray.pool import NAMESPACE, RayPool
 from ray_bench.onray.start import init_ray
 from ray_bench.plan.store import confirm_plan
+from ray_bench.runroot import RunPaths
 from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.driver import Driver, RunOptions
 
@@ -126,7 +127,7 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
     ledger.close()
     want = {"ray"} if artifacts == "ray" else {"run-root", "ray"}  # auto: the first few may leave before the probe
     assert vias <= want, vias
-    assert all((planned.run_root / "attempts" / a.attempt_id / "result.json").is_file() for a in attempts)
+    assert all((RunPaths(planned.run_root).attempt(a) / "result.json").is_file() for a in attempts)
     span = max(a.finished_at or 0 for a in attempts) - min(a.started_at for a in attempts)
     return wall, span, outcome.counts["valid"], cpu_kids, cpu_self
 

@@ -60,10 +60,10 @@ def test_a_verifier_gets_its_credential_from_the_judge_route_by_name(
     assert JUDGE_VALUE not in receipt and JUDGE_VALUE not in plan.model_dump_json()
 
     outcome, root = plan_and_run_here(suite, accounts, tmp_path / "runs")
-    results = [json.loads(p.read_text()) for p in (root / "attempts").glob("*/result.json")]
+    results = {p.parent: json.loads(p.read_text()) for p in (root / "attempts").glob("*/result.json")}
     assert len(results) == 2 and outcome.exit_code == 0
-    for result in results:
+    for adir, result in results.items():
         assert result["reward"] == 1.0 and result["verifier_account"] == "judge"
-        seen = (root / "attempts" / result["attempt_id"] / "logs" / "verifier" / "judge-key.txt").read_text()
+        seen = (adir / "logs" / "verifier" / "judge-key.txt").read_text()
         assert seen == "[redacted]"  # the verifier had the value; nothing written keeps it
     assert not any(JUDGE_VALUE in p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())

@@ -19,6 +19,7 @@ from support.runs import plan_and_run_here as plan_and_run
 from support.suites import make_suite
 
 from ray_bench.ledger import Ledger
+from ray_bench.runroot import RunPaths
 
 pytestmark = [pytest.mark.slow]
 
@@ -311,6 +312,47 @@ def test_numbers_from_the_world_that_are_not_finite_reach_no_spend_and_no_row(tm
     assert by_task["hello-world"].cost_usd is None and by_task["sum-list"].cost_usd is None
     assert by_task["fizzbuzz"].failure_class == "evaluator" and by_task["fizzbuzz"].reward is None
     assert by_task["fizzbuzz"].cost_usd == 0.01
-    summary = json.loads((root / "attempts" / by_task["fizzbuzz"].attempt_id / "result.json").read_text())
+    summary = json.loads((RunPaths(root).attempt(by_task["fizzbuzz"]) / "result.json").read_text())
     assert summary["reward"] is None and "not finite" in summary["reward_source"]
     assert "Infinity" not in (root / "ledger.sqlite").read_bytes().decode(errors="replace")
+
+
+def test_a_run_made_with_hash_named_directories_resumes_and_every_reader_finds_them(tmp_path: Path) -> None:
+    """Issue 56: attempt directories are named ``<task>__<arm>__r<rep>__a<n>__<hash>``. A run made
+    before (``<cell id>-a<n>``), whose driver died with an attempt in flight and whose ledger was
+    rebuilt, resumes: its new attempt takes the new name, and the ledger's old rows still lead
+    to their directories (export, report)."""
+    from ray_bench.evidence.rebuild import rebuild_ledger
+    from ray_bench.exports.source import load_suites
+    from ray_bench.plan.store import load_plan_file
+    from ray_bench.reports.build import write_report
+
+    suite, accounts = make_suite(tmp_path / "s", tasks=["hello-world"], preflight_cells=0, backends=_local(tmp_path))
+    outcome, root = plan_and_run(suite, accounts, tmp_path / "runs")
+    assert outcome.exit_code == 0
+    paths = RunPaths(root)
+    attempts, _ = ledger_rows(root)
+    assert sorted(p.name for p in paths.attempt_dirs()) == sorted(
+        f"hello-world__{a.arm}__r1__a1__{a.cell_id[:8]}" for a in attempts)
+    # the run as a ray-bench before issue 56 left it: directories by attempt id, one in flight
+    for a in attempts:
+        paths.attempt(a).rename(paths.attempts / a.attempt_id)
+    lost = attempts[0]
+    (paths.attempts / lost.attempt_id / "result.json").unlink()
+    for file in paths.ledger_files():
+        file.unlink(missing_ok=True)
+    rebuild_ledger(root)
+
+    resumed = execute(root, load_plan_file(paths.plan)[1])
+    assert resumed.exit_code == 0 and resumed.counts["valid"] == len(attempts), resumed
+    after, _ = ledger_rows(root)
+    again = next(a for a in after if a.cell_id == lost.cell_id and a.seq == 2)
+    assert paths.attempt(again).name == f"hello-world__{lost.arm}__r1__a2__{lost.cell_id[:8]}"
+    assert (paths.attempts / lost.attempt_id).is_dir()  # the old one is kept, never written over
+    for a in after:
+        if a.status == "finished":
+            assert (paths.attempt(a) / "result.json").is_file(), a.attempt_id
+    (exported,) = load_suites([root])
+    dirs = {c.attempt_dir.name for c in exported.cells if c.attempt_dir is not None}
+    assert dirs == {paths.attempt(a).name for a in after if a.status == "finished"}
+    assert write_report(root) is not None

@@ -15,6 +15,7 @@ from support.runs import execute, ledger_rows, plan_and_run
 from support.suites import make_suite
 
 from ray_bench.ledger import Ledger
+from ray_bench.runroot import RunPaths
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -40,9 +41,9 @@ def test_full_run_one_accepted_row_per_cell_on_both_runners_and_a_resume_runs_no
     attempts, rows = ledger_rows(root)
     assert len(rows) == 12 and len(attempts) == 12
     for row in attempts:
-        assert (root / "attempts" / row.attempt_id / "result.json").is_file()
+        assert (RunPaths(root).attempt(row) / "result.json").is_file()
     assert list((tmp_path / "sbx").iterdir()) == []
-    pids = {json.loads((root / "attempts" / a.attempt_id / "result.json").read_text())["pid"]
+    pids = {json.loads((RunPaths(root).attempt(a) / "result.json").read_text())["pid"]
             for a in attempts}
     assert len(pids) == 2  # both runner processes ran cells
     plan_identity = Ledger.open_readonly(root).meta()["plan_identity"]

@@ -278,16 +278,17 @@ def test_a_pause_is_never_read_half_written(run_root: Path) -> None:
     assert not [p.name for p in run_root.iterdir() if p.name.startswith(".pause.json")]  # no temporary left
 
 
-def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path) -> None:
+def test_watch_writes_plain_lines_when_not_on_a_terminal(run_root: Path, tmp_path: Path) -> None:
     t0 = time.time() - 300
     ledger = _session(run_root, valid=7, t0=t0)
-    _close(ledger, run_root, stopped="paused", now=t0 + 100)
+    _close(ledger, run_root, stopped="drift", detail="task t changed", now=t0 + 100)
     ledger.close()
     stream = io.StringIO()
-    watch_run(run_root, every=0.01, stream=stream, sleep=lambda _s: None)
+    assert watch_run(run_root, every=0.01, stream=stream, sleep=lambda _s: None, state_root=tmp_path / "st") == 0
     lines = stream.getvalue().splitlines()
-    assert lines and "run r1 (paused, staging): 32 cells: 7 valid rows" in lines[0]
-    assert any(line.startswith("next: ray-bench execute") for line in lines)
+    assert lines and "run r1 (stopped, staging): 32 cells: 7 valid rows" in lines[0]
+    assert "last stop: inputs changed: task t changed" in lines  # once: not in the progress line too
+    assert lines[-1].startswith("next: the inputs changed since planning")  # no resume: nothing to wait for
 
 
 def test_status_json_is_typed_and_complete(run_root: Path) -> None:
