@@ -26,6 +26,9 @@ class BackendCapabilities:
     #: An allowlist of IPv4 addresses and CIDRs, fixed at create (Daytona's ``networkAllowList``):
     #: honoured where every phase in the sandbox has that one allowlist; host names are not.
     allowlist_at_create: bool = False
+    #: That allowlist takes host names and ``*.suffix`` too (Daytona's ``domainAllowList`` beside its
+    #: ``networkAllowList``; daytonaio/daytona f250f7d39 "sandbox domain allow list").
+    allowlist_names_at_create: bool = False
     memory_limit: bool = False
     cpu_limit: bool = False  # a task's cpus are held for its sandbox (docker nano_cpus, a Daytona size)
     disk_limit: bool = False  # a per-sandbox disk quota
@@ -88,7 +91,8 @@ BUILTIN: dict[str, Builtin] = {
         harbor_environment="docker")),
     # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
-        isolated_network=True, allowlist_at_create=True, memory_limit=True, cpu_limit=True, disk_limit=True,
+        isolated_network=True, allowlist_at_create=True, allowlist_names_at_create=True, memory_limit=True,
+        cpu_limit=True, disk_limit=True,
         image=True, default_image=True,
         quota_pool=True, snapshots=True, prebuild=True, verifier_apart=True, harbor_environment="daytona")),
     # Harbor has no environment for host processes (it would call them docker).

@@ -427,11 +427,10 @@ def test_pool_config_is_strict() -> None:
     assert backend.pool == pool
 
 
-def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
-    server: DaytonaServer, base_image: str, docker_client: Any
-) -> None:
-    listener = socket.create_server(("0.0.0.0", 0))  # on the host, reached through the bridge's gateway
-    port = listener.getsockname()[1]
+def _answering_listener() -> socket.socket:
+    """A TCP server on the host (reached from a sandbox through the bridge's gateway) that answers
+    each connection ``hi``."""
+    listener = socket.create_server(("0.0.0.0", 0))
 
     def answer() -> None:
         with contextlib.suppress(OSError):
@@ -441,6 +440,73 @@ def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
                 conn.close()
 
     threading.Thread(target=answer, daemon=True).start()
+    return listener
+
+
+def test_a_domain_allow_list_reaches_its_hosts_only_at_create_and_after_an_update(
+    server: DaytonaServer, base_image: str, docker_client: Any
+) -> None:
+    listener = _answering_listener()
+    port = listener.getsockname()[1]
+    gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    # a second host, at an address of its own (the lists are enforced per address, as iptables does)
+    other = docker_client.containers.run(base_image, ["sh", "-c", f"while :; do echo hi | nc -l -p {port}; done"],
+                                         detach=True, labels={"ray-bench.test": "domain-allow-list"})
+    other.reload()
+    # what the sandboxes' name lookups answer
+    server.dns.update({"api.listed.test": gateway, "unlisted.test": other.attrs["NetworkSettings"]["IPAddress"]})
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    def reach(host: str) -> str:
+        return f"nc -w 3 {host} {port} </dev/null"
+
+    async def main() -> dict[str, Any]:
+        backend = backend_for(server)
+        seen: dict[str, Any] = {}
+        try:
+            # the API's own refusals (validateDomainAllowList), before any sandbox is made
+            with pytest.raises(SandboxError, match=r'Invalid domain: "localhost"\. Must be a valid domain name'):
+                await backend.create(spec_for(base_image, run_id, network=True, allowlist=("localhost",)))
+            with pytest.raises(SandboxError, match="cannot contain more than 10 domains"):
+                await backend.create(spec_for(base_image, run_id, network=True,
+                                              allowlist=tuple(f"h{i}.example.com" for i in range(11))))
+            box = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("*.listed.test",)))
+            seen["body"] = dict(server.create_requests[-1])
+            seen["listed"] = (await box.exec(reach("api.listed.test"), timeout=30)).stdout
+            seen["unlisted"] = (await box.exec(reach("unlisted.test"), timeout=30)).exit_code
+            # the same sandbox moved to another list (POST /sandbox/{id}/network-settings)
+            sdk = box._sandbox  # type: ignore[attr-defined]
+            with pytest.raises(Exception, match="Invalid domain"):
+                await sdk.update_network_settings(domain_allow_list="not a domain")
+            await sdk.update_network_settings(domain_allow_list="unlisted.test")
+            seen["kept"] = sdk.domain_allow_list
+            seen["swapped"] = ((await box.exec(reach("api.listed.test"), timeout=30)).exit_code,
+                               (await box.exec(reach("unlisted.test"), timeout=30)).stdout)
+            await sdk.update_network_settings(network_block_all=True)
+            seen["blocked"] = (await box.exec(reach("unlisted.test"), timeout=30)).exit_code
+            await box.delete()
+        finally:
+            await backend.close()
+        return seen
+
+    try:
+        seen = asyncio.run(main())
+    finally:
+        listener.close()
+        other.remove(force=True)
+    body = seen["body"]
+    assert body["domainAllowList"] == "*.listed.test" and body.get("networkAllowList") is None
+    assert body["networkBlockAll"] is False
+    assert seen["listed"] == "hi\n" and seen["unlisted"] != 0
+    assert seen["kept"] == "unlisted.test" and seen["swapped"][0] != 0 and seen["swapped"][1] == "hi\n"
+    assert seen["blocked"] != 0
+
+
+def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
+    server: DaytonaServer, base_image: str, docker_client: Any
+) -> None:
+    listener = _answering_listener()
+    port = listener.getsockname()[1]
     bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Subnet"]
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
     reach = f"nc -w 3 $(ip route | awk '/default/ {{print $3}}') {port} </dev/null"
@@ -451,9 +517,9 @@ def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
             # the API's own refusals (validateNetworkAllowList), before any sandbox is made
             with pytest.raises(SandboxError, match="Missing CIDR prefix length"):
                 await backend.create(spec_for(base_image, run_id, network=True, allowlist=("10.0.0.1",)))
-            with pytest.raises(SandboxError, match="cannot contain more than 5 networks"):
+            with pytest.raises(SandboxError, match="cannot contain more than 10 networks"):
                 await backend.create(spec_for(base_image, run_id, network=True,
-                                              allowlist=tuple(f"10.{i}.0.0/16" for i in range(6))))
+                                              allowlist=tuple(f"10.{i}.0.0/16" for i in range(11))))
             inside = await backend.create(spec_for(base_image, run_id, network=True, allowlist=(bridge,)))
             listed = await inside.exec(reach, timeout=30)
             await inside.delete()

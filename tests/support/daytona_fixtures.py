@@ -35,6 +35,7 @@ def reset(srv: DaytonaServer) -> None:
     srv.faults = Faults()
     srv.list_page = LIST_PAGE
     srv.snapshot_quota = 30
+    srv.dns.clear()
     srv.create_requests.clear()
     srv.executions.clear()
     srv.reset_builds(1)

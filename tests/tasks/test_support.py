@@ -10,6 +10,7 @@ import pytest
 
 from ray_bench.config.tasks import load_task
 from ray_bench.models.task import MultiStepRewardStrategy, NetworkMode
+from ray_bench.models.task.network import split_networks
 from ray_bench.tasks.envvars import MissingHostVar, resolve_env, template_names
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import (
@@ -18,6 +19,7 @@ from ray_bench.tasks.network import (
     in_agent_sandbox,
     needs_network,
     phase_network,
+    unsayable,
     varies,
 )
 from ray_bench.tasks.rewards import below_min, combine
@@ -103,12 +105,13 @@ def test_an_allowlist_runs_on_docker_and_elsewhere_the_hint_can_be_followed() ->
     task = load_task(CORPUS / "harbor-examples/hello-allowlist")
     assert refusals(task, "docker") == []
     assert any("allowlist (agent) is enforced through an HTTP(S) proxy" in n for n in notices(task, "docker"))
-    for backend, why in (("daytona", "fixes an allowlist at create of IPv4 addresses and CIDRs only "
-                                     "(networkAllowList), not host names (api.anthropic.com, *.pypi.org)"),
+    # Daytona takes its host names (domainAllowList), not its phases' differing networks
+    for backend, why in (("daytona", "fixes the network at create, and the phases of one sandbox differ "
+                                     "(setup no-network, agent allowlist"),
                          ("local", "cannot enforce one")):
         reasons = [r for r in refusals(task, backend) if "allowlist" in r]
         assert len(reasons) == 1 and "(api.anthropic.com, *.pypi.org, 10.0.0.0/8)" in reasons[0], reasons
-        assert f"backend {backend} {why}: run it on docker" in reasons[0]
+        assert f"backend {backend} {why}" in reasons[0] and "run it on docker" in reasons[0], reasons
     # the task's allowlist is its agent's phase: an arm that opens that phase leaves it unused
     assert [p for p, pol in all_policies(task.config) if pol.mode == NetworkMode.ALLOWLIST] == ["agent"]
     assert "network: public" in reasons[0]
@@ -120,10 +123,15 @@ def test_an_allowlist_runs_on_docker_and_elsewhere_the_hint_can_be_followed() ->
     ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["10.0.0.0/8", "192.0.2.7"]\n', None),
     ('[environment]\nnetwork_mode = "no-network"\n[agent]\nnetwork_mode = "allowlist"\n'
      'allowed_hosts = ["10.0.0.0/8"]\n', "the phases of one sandbox differ (setup no-network, agent allowlist"),
-    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [' + ", ".join(f'"10.{i}.0.0/16"' for i in range(6))
-     + "]\n", "takes at most 5 networks in an allowlist, not 6"),
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [' + ", ".join(f'"10.{i}.0.0/16"' for i in range(11))
+     + "]\n", "takes at most 10 networks in an allowlist, not 11"),
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [' + ", ".join(f'"h{i}.ex.com"' for i in range(11))
+     + ', "10.0.0.0/8"]\n', "takes at most 10 domains in an allowlist, not 11"),
+    # Harbor takes a single label; Daytona's domainAllowList wants a dot and an alphabetic TLD
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org", "localhost", "fd00::/8"]\n',
+     "(domainAllowList), not localhost, fd00::/8"),
 ])
-def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
+def test_daytona_takes_an_allowlist_every_phase_of_its_sandbox_shares(
         tmp_path: Path, network: str, refused: str | None) -> None:
     shutil.copytree(CORPUS / "harbor-examples/hello-allowlist", tmp_path / "t")
     (tmp_path / "t" / "task.toml").write_text('schema_version = "1.4"\n[task]\nname = "a/t"\n' + network)
@@ -132,7 +140,7 @@ def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
     made = create_allowlist("daytona", in_agent_sandbox(task.config))
     if refused is None:
         assert reasons == [] and made == ("10.0.0.0/8", "192.0.2.7/32")
-        assert any("set at create as daytona's network allow list" in n for n in notices(task, "daytona"))
+        assert any("set at create as daytona's network and domain allow lists" in n for n in notices(task, "daytona"))
         assert create_allowlist("docker", in_agent_sandbox(task.config)) is None  # docker's proxy, per phase
         # an arm that opens the agent's phase would leave setup and verifier under another network
         mixed = [r for r in refusals(task, "daytona", some_agent_online=True) if "allowlist" in r]
@@ -140,6 +148,20 @@ def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
             in mixed[0], mixed
     else:
         assert len(reasons) == 1 and refused in reasons[0] and "run it on docker" in reasons[0], reasons
+
+
+def test_daytona_takes_host_names_and_suffixes_at_create_beside_networks(tmp_path: Path) -> None:
+    shutil.copytree(CORPUS / "harbor-examples/hello-allowlist", tmp_path / "t")
+    (tmp_path / "t" / "task.toml").write_text(
+        'schema_version = "1.4"\n[task]\nname = "a/t"\n[environment]\nnetwork_mode = "allowlist"\n'
+        'allowed_hosts = ["api.anthropic.com", "*.pypi.org", "Files.PythonHosted.org.", "10.0.0.0/8"]\n')
+    task = load_task(tmp_path / "t")
+    assert [r for r in refusals(task, "daytona") if "allowlist" in r] == []
+    made = create_allowlist("daytona", in_agent_sandbox(task.config))
+    assert made == ("api.anthropic.com", "*.pypi.org", "files.pythonhosted.org", "10.0.0.0/8")
+    assert split_networks(made) == (("10.0.0.0/8",), ("api.anthropic.com", "*.pypi.org", "files.pythonhosted.org"))
+    # a backend whose list takes networks only still refuses the names (capabilities decide)
+    assert unsayable(made) == ["api.anthropic.com", "*.pypi.org", "files.pythonhosted.org"]
 
 
 def test_users_and_network_changes_need_docker() -> None:
