@@ -653,9 +653,11 @@ def compose_spec(spec: AttemptSpec) -> ComposeSpec | None:
 
 def _switches_network(spec: AttemptSpec) -> bool:
     """Whether the sandbox's network follows the phases: not where the task's compose file pins
-    main's (:attr:`~ray_bench.models.task.ComposeProject.pinned_network`)."""
+    main's (:attr:`~ray_bench.models.task.ComposeProject.pinned_network`), nor where the sandbox was
+    made with the one allowlist all its phases share (:func:`create_allowlist`)."""
     pinned = spec.compose is not None and spec.compose.pinned_network is not None
-    return capabilities(spec.backend).network_per_phase and not pinned
+    made_with = create_allowlist(spec.backend, in_agent_sandbox(spec.task_config, spec.agent_network))
+    return capabilities(spec.backend).network_per_phase and not pinned and made_with is None
 
 
 def layer_agent(spec: AttemptSpec) -> str:

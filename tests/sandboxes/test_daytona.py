@@ -8,6 +8,7 @@ import contextlib
 import socket
 import threading
 import time
+import tomllib
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -16,9 +17,11 @@ import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
+from daytona import DaytonaBadRequestError
 from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
 from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Faults
 
+from ray_bench.cells.phases import NetworkSwitch
 from ray_bench.errors import (
     SandboxCreateError,
     SandboxError,
@@ -26,6 +29,7 @@ from ray_bench.errors import (
     SandboxRateLimitedError,
     SandboxUnavailableError,
 )
+from ray_bench.models.task import TaskConfig
 from ray_bench.sandboxes import backend_names, make_backend
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
@@ -34,6 +38,7 @@ from ray_bench.sandboxes.daytona import (
     DaytonaPool,
     retry_after,
 )
+from ray_bench.tasks.network import create_allowlist, in_agent_sandbox, needs_network
 
 from .conformance import BackendFactory, SandboxConformance, SpecFactory
 
@@ -443,7 +448,22 @@ def _answering_listener() -> socket.socket:
     return listener
 
 
-def test_a_domain_allow_list_reaches_its_hosts_only_at_create_and_after_an_update(
+#: Setup offline, the agent on a list of host names, the verifier public: a sandbox whose network
+#: changes between phases (update_network_settings).
+PHASES = """schema_version = "1.4"
+[task]
+name = "a/phases"
+[environment]
+network_mode = "no-network"
+[agent]
+network_mode = "allowlist"
+allowed_hosts = ["*.listed.test"]
+[verifier]
+network_mode = "public"
+"""
+
+
+def test_host_name_allowlists_at_create_and_between_phases_reach_listed_hosts_only(
     server: DaytonaServer, base_image: str, docker_client: Any
 ) -> None:
     listener = _answering_listener()
@@ -456,9 +476,13 @@ def test_a_domain_allow_list_reaches_its_hosts_only_at_create_and_after_an_updat
     # what the sandboxes' name lookups answer
     server.dns.update({"api.listed.test": gateway, "unlisted.test": other.attrs["NetworkSettings"]["IPAddress"]})
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+    cfg = TaskConfig.model_validate(tomllib.loads(PHASES))
 
-    def reach(host: str) -> str:
-        return f"nc -w 3 {host} {port} </dev/null"
+    async def reach(box: Any) -> tuple[str, str]:
+        """What ``api.listed.test`` and ``unlisted.test`` answer ("" when the connection fails)."""
+        out = [await box.exec(f"nc -w 3 {host} {port} </dev/null", timeout=30)
+               for host in ("api.listed.test", "unlisted.test")]
+        return out[0].stdout.strip(), out[1].stdout.strip()
 
     async def main() -> dict[str, Any]:
         backend = backend_for(server)
@@ -470,20 +494,21 @@ def test_a_domain_allow_list_reaches_its_hosts_only_at_create_and_after_an_updat
             with pytest.raises(SandboxError, match="cannot contain more than 10 domains"):
                 await backend.create(spec_for(base_image, run_id, network=True,
                                               allowlist=tuple(f"h{i}.example.com" for i in range(11))))
-            box = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("*.listed.test",)))
+            # every phase on one list: set at create
+            box = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("api.listed.test",)))
             seen["body"] = dict(server.create_requests[-1])
-            seen["listed"] = (await box.exec(reach("api.listed.test"), timeout=30)).stdout
-            seen["unlisted"] = (await box.exec(reach("unlisted.test"), timeout=30)).exit_code
-            # the same sandbox moved to another list (POST /sandbox/{id}/network-settings)
-            sdk = box._sandbox  # type: ignore[attr-defined]
-            with pytest.raises(Exception, match="Invalid domain"):
-                await sdk.update_network_settings(domain_allow_list="not a domain")
-            await sdk.update_network_settings(domain_allow_list="unlisted.test")
-            seen["kept"] = sdk.domain_allow_list
-            seen["swapped"] = ((await box.exec(reach("api.listed.test"), timeout=30)).exit_code,
-                               (await box.exec(reach("unlisted.test"), timeout=30)).stdout)
-            await sdk.update_network_settings(network_block_all=True)
-            seen["blocked"] = (await box.exec(reach("unlisted.test"), timeout=30)).exit_code
+            seen["at create"] = await reach(box)
+            with pytest.raises(DaytonaBadRequestError, match="Invalid domain"):  # the route validates as create
+                await box._sandbox.update_network_settings(domain_allow_list="not a domain")  # type: ignore[attr-defined]
+            await box.delete()
+            # phases that differ: made as the runner makes it, then switched per phase
+            box = await backend.create(spec_for(base_image, run_id, network=needs_network(cfg),
+                                                allowlist=create_allowlist("daytona", in_agent_sandbox(cfg))))
+            seen["made with"] = dict(server.create_requests[-1])
+            switch = NetworkSwitch(box, cfg, online=needs_network(cfg))
+            for phase in ("setup", "agent", "verifier"):
+                await switch.enter(phase)  # type: ignore[arg-type]
+                seen[phase] = await reach(box)
             await box.delete()
         finally:
             await backend.close()
@@ -495,11 +520,11 @@ def test_a_domain_allow_list_reaches_its_hosts_only_at_create_and_after_an_updat
         listener.close()
         other.remove(force=True)
     body = seen["body"]
-    assert body["domainAllowList"] == "*.listed.test" and body.get("networkAllowList") is None
+    assert body["domainAllowList"] == "api.listed.test" and body.get("networkAllowList") is None
     assert body["networkBlockAll"] is False
-    assert seen["listed"] == "hi\n" and seen["unlisted"] != 0
-    assert seen["kept"] == "unlisted.test" and seen["swapped"][0] != 0 and seen["swapped"][1] == "hi\n"
-    assert seen["blocked"] != 0
+    assert seen["at create"] == ("hi", "")
+    assert seen["made with"].get("domainAllowList") is None
+    assert seen["setup"] == ("", "") and seen["agent"] == ("hi", "") and seen["verifier"] == ("hi", "hi")
 
 
 def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(

@@ -72,17 +72,3 @@ def host_allowed(host: str, addresses: Iterable[str], entries: Iterable[str]) ->
             return True
     return False
 
-
-def split_networks(entries: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """An allowlist's (networks, names): its IP addresses and CIDRs, and its host names and
-    ``*.suffix`` entries, each in order."""
-    nets = tuple(e for e in entries if _is_network(e))
-    return nets, tuple(e for e in entries if e not in nets)
-
-
-def _is_network(entry: str) -> bool:
-    try:
-        ip_network(entry, strict=False)
-    except ValueError:
-        return False
-    return True

@@ -41,7 +41,6 @@ from ray_bench.errors import (
     SandboxUnavailableError,
 )
 from ray_bench.models.build import SNAPSHOT_PREFIX
-from ray_bench.models.task.network import split_networks
 from ray_bench.sandboxes.base import Sandbox, SandboxBackend, SandboxRef, SandboxSpec
 from ray_bench.sandboxes.daytona.clients import ClientPool
 from ray_bench.sandboxes.daytona.create import create_once
@@ -50,6 +49,7 @@ from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.reaper import Reaper
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
 from ray_bench.sandboxes.daytona.translate import GONE_STATES, state_name, translate
+from ray_bench.sandboxes.daytona_lists import split_networks
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 T = TypeVar("T")
