@@ -4,11 +4,8 @@ server in ``tests/support/daytona_server.py`` (real Docker containers behind it)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-import threading
 import time
-import tomllib
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -18,10 +15,9 @@ import pytest
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
 from daytona import DaytonaBadRequestError
-from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
+from support.daytona_fixtures import KEY_ENV, answering_listener, backend_for, spec_for, two_hosts
 from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Faults
 
-from ray_bench.cells.phases import NetworkSwitch
 from ray_bench.errors import (
     SandboxCreateError,
     SandboxError,
@@ -29,7 +25,6 @@ from ray_bench.errors import (
     SandboxRateLimitedError,
     SandboxUnavailableError,
 )
-from ray_bench.models.task import TaskConfig
 from ray_bench.sandboxes import backend_names, make_backend
 from ray_bench.sandboxes.audit import audit
 from ray_bench.sandboxes.base import LABEL_RUN, Resources, SandboxSpec, run_labels
@@ -38,7 +33,6 @@ from ray_bench.sandboxes.daytona import (
     DaytonaPool,
     retry_after,
 )
-from ray_bench.tasks.network import create_allowlist, in_agent_sandbox, needs_network
 
 from .conformance import BackendFactory, SandboxConformance, SpecFactory
 
@@ -432,59 +426,12 @@ def test_pool_config_is_strict() -> None:
     assert backend.pool == pool
 
 
-def _answering_listener() -> socket.socket:
-    """A TCP server on the host (reached from a sandbox through the bridge's gateway) that answers
-    each connection ``hi``."""
-    listener = socket.create_server(("0.0.0.0", 0))
-
-    def answer() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = listener.accept()
-                conn.sendall(b"hi\n")
-                conn.close()
-
-    threading.Thread(target=answer, daemon=True).start()
-    return listener
-
-
-#: Setup offline, the agent on a list of host names, the verifier public: a sandbox whose network
-#: changes between phases (update_network_settings).
-PHASES = """schema_version = "1.4"
-[task]
-name = "a/phases"
-[environment]
-network_mode = "no-network"
-[agent]
-network_mode = "allowlist"
-allowed_hosts = ["*.listed.test"]
-[verifier]
-network_mode = "public"
-"""
-
-
-def test_host_name_allowlists_at_create_and_between_phases_reach_listed_hosts_only(
+def test_a_host_name_allowlist_set_at_create_reaches_listed_hosts_only(
     server: DaytonaServer, base_image: str, docker_client: Any
 ) -> None:
-    listener = _answering_listener()
-    port = listener.getsockname()[1]
-    gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
-    # a second host, at an address of its own (the lists are enforced per address, as iptables does)
-    other = docker_client.containers.run(base_image, ["sh", "-c", f"while :; do echo hi | nc -l -p {port}; done"],
-                                         detach=True, labels={"ray-bench.test": "domain-allow-list"})
-    other.reload()
-    # what the sandboxes' name lookups answer
-    server.dns.update({"api.listed.test": gateway, "unlisted.test": other.attrs["NetworkSettings"]["IPAddress"]})
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
-    cfg = TaskConfig.model_validate(tomllib.loads(PHASES))
 
-    async def reach(box: Any) -> tuple[str, str]:
-        """What ``api.listed.test`` and ``unlisted.test`` answer ("" when the connection fails)."""
-        out = [await box.exec(f"nc -w 3 {host} {port} </dev/null", timeout=30)
-               for host in ("api.listed.test", "unlisted.test")]
-        return out[0].stdout.strip(), out[1].stdout.strip()
-
-    async def main() -> dict[str, Any]:
+    async def main(port: int) -> dict[str, Any]:
         backend = backend_for(server)
         seen: dict[str, Any] = {}
         try:
@@ -494,43 +441,29 @@ def test_host_name_allowlists_at_create_and_between_phases_reach_listed_hosts_on
             with pytest.raises(SandboxError, match="cannot contain more than 10 domains"):
                 await backend.create(spec_for(base_image, run_id, network=True,
                                               allowlist=tuple(f"h{i}.example.com" for i in range(11))))
-            # every phase on one list: set at create
-            box = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("api.listed.test",)))
+            box = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("*.listed.test",)))
             seen["body"] = dict(server.create_requests[-1])
-            seen["at create"] = await reach(box)
+            seen["reached"] = [(await box.exec(f"nc -w 3 {host} {port} </dev/null", timeout=30)).stdout.strip()
+                               for host in ("api.listed.test", "unlisted.test")]
             with pytest.raises(DaytonaBadRequestError, match="Invalid domain"):  # the route validates as create
                 await box._sandbox.update_network_settings(domain_allow_list="not a domain")  # type: ignore[attr-defined]
-            await box.delete()
-            # phases that differ: made as the runner makes it, then switched per phase
-            box = await backend.create(spec_for(base_image, run_id, network=needs_network(cfg),
-                                                allowlist=create_allowlist("daytona", in_agent_sandbox(cfg))))
-            seen["made with"] = dict(server.create_requests[-1])
-            switch = NetworkSwitch(box, cfg, online=needs_network(cfg))
-            for phase in ("setup", "agent", "verifier"):
-                await switch.enter(phase)  # type: ignore[arg-type]
-                seen[phase] = await reach(box)
             await box.delete()
         finally:
             await backend.close()
         return seen
 
-    try:
-        seen = asyncio.run(main())
-    finally:
-        listener.close()
-        other.remove(force=True)
+    with two_hosts(server, docker_client, base_image) as port:
+        seen = asyncio.run(main(port))
     body = seen["body"]
-    assert body["domainAllowList"] == "api.listed.test" and body.get("networkAllowList") is None
+    assert body["domainAllowList"] == "*.listed.test" and body.get("networkAllowList") is None
     assert body["networkBlockAll"] is False
-    assert seen["at create"] == ("hi", "")
-    assert seen["made with"].get("domainAllowList") is None
-    assert seen["setup"] == ("", "") and seen["agent"] == ("hi", "") and seen["verifier"] == ("hi", "hi")
+    assert seen["reached"] == ["hi", ""]
 
 
 def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
     server: DaytonaServer, base_image: str, docker_client: Any
 ) -> None:
-    listener = _answering_listener()
+    listener = answering_listener()
     port = listener.getsockname()[1]
     bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Subnet"]
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
