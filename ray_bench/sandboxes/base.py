@@ -128,6 +128,9 @@ class ComposeSpec:
     file: Path
     #: How long ``up`` may wait for the services to be healthy.
     wait_sec: float = 300.0
+    #: The task's ``[environment] env`` (templates filled), for the file's ``${VAR}`` interpolation,
+    #: as Harbor hands it to Compose (``DockerEnvironment._compose_task_env``).
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
