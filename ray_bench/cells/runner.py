@@ -20,7 +20,7 @@ import socket
 import tempfile
 import time
 import traceback
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -150,7 +150,7 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
         redactor = Redactor([*creds.secrets(), *judge.secrets(), *(tokens_in(creds.home) if creds.home else []),
                              *task_env.secrets])
         t = time.monotonic()
-        sandbox = await backend.create(_sandbox_spec(spec))
+        sandbox = await backend.create(_sandbox_spec(spec, task_env.environment))
         summary.sandbox_id = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
         if regrade is None:
@@ -625,7 +625,9 @@ async def _collect_logs(sandbox: Sandbox, spec: AttemptSpec, redactor: Redactor,
     progress.logs_redacted = True
 
 
-def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
+def _sandbox_spec(spec: AttemptSpec, task_env: Mapping[str, str] | None = None) -> SandboxSpec:
+    """The agent's sandbox; ``task_env``: the task's ``[environment] env``, filled (a compose
+    project's interpolation gets it; commands get it with each exec)."""
     return SandboxSpec(
         labels=run_labels(spec.run_id, spec.cell_id, spec.attempt_id),
         image=spec.image,
@@ -639,23 +641,25 @@ def _sandbox_spec(spec: AttemptSpec) -> SandboxSpec:
         lifetime_sec=lifetime_sec(spec.task_config, spec.agent_timeout_sec, spec.verifier_timeout_sec,
                                   step_setups(spec.task_config, Path(spec.task_path))),
         agent_layer=prepare_layer(layer_agent(spec)) if capabilities(spec.backend).agent_layer else None,
-        compose=compose_spec(spec),
+        compose=compose_spec(spec, task_env or {}),
     )
 
 
-def compose_spec(spec: AttemptSpec) -> ComposeSpec | None:
-    """The task's compose project, run beside main; None for one container (no file, or one that
-    only restates Harbor's main: :mod:`ray_bench.config.compose`)."""
+def compose_spec(spec: AttemptSpec, task_env: Mapping[str, str]) -> ComposeSpec | None:
+    """The task's compose project, run beside main, its file interpolated with ``task_env``; None
+    for one container (no file, or one that only restates Harbor's main: :mod:`ray_bench.config.compose`)."""
     if spec.compose is None or spec.compose.main_only:
         return None
-    return ComposeSpec(file=Path(spec.task_path) / "environment" / COMPOSE_FILE)
+    return ComposeSpec(file=Path(spec.task_path) / "environment" / COMPOSE_FILE, env=dict(task_env))
 
 
 def _switches_network(spec: AttemptSpec) -> bool:
     """Whether the sandbox's network follows the phases: not where the task's compose file pins
-    main's (:attr:`~ray_bench.models.task.ComposeProject.pinned_network`)."""
+    main's (:attr:`~ray_bench.models.task.ComposeProject.pinned_network`), nor where the sandbox was
+    made with the one allowlist all its phases share (:func:`create_allowlist`)."""
     pinned = spec.compose is not None and spec.compose.pinned_network is not None
-    return capabilities(spec.backend).network_per_phase and not pinned
+    made_with = create_allowlist(spec.backend, in_agent_sandbox(spec.task_config, spec.agent_network))
+    return capabilities(spec.backend).network_per_phase and not pinned and made_with is None
 
 
 def layer_agent(spec: AttemptSpec) -> str:

@@ -105,8 +105,9 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = Resources()
     network: bool = False
-    #: IPv4 CIDRs the sandbox alone may reach, fixed at create (backends whose capabilities say
-    #: ``allowlist_at_create``; :func:`ray_bench.tasks.network.sandbox_allowlist`); None: ``network`` as is.
+    #: What the sandbox alone may reach, set at create (backends whose capabilities say
+    #: ``allowlist_at_create``: IPv4 CIDRs, and host names / ``*.suffix`` where
+    #: ``allowlist_names_at_create``; :func:`ray_bench.tasks.network.sandbox_allowlist`); None: ``network`` as is.
     allowlist: tuple[str, ...] | None = None
     #: None: the image's WORKDIR (container backends); ``local`` uses /app.
     workdir: str | None = "/app"
@@ -128,6 +129,9 @@ class ComposeSpec:
     file: Path
     #: How long ``up`` may wait for the services to be healthy.
     wait_sec: float = 300.0
+    #: The task's ``[environment] env`` (templates filled), for the file's ``${VAR}`` interpolation,
+    #: as Harbor hands it to Compose (``DockerEnvironment._compose_task_env``).
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,14 @@ class BackendCapabilities:
     network_per_phase: bool = False  # connect / disconnect the network between phases
     isolated_network: bool = False  # no-network is enforced: a sandbox is closed unless opened
     allowlist: bool = False  # a per-host network allowlist is enforced
-    #: An allowlist of IPv4 addresses and CIDRs, fixed at create (Daytona's ``networkAllowList``):
-    #: honoured where every phase in the sandbox has that one allowlist; host names are not.
+    #: An allowlist the provider holds (Daytona's ``networkAllowList``): set at create where every
+    #: phase in the sandbox has that one allowlist, else, where ``network_per_phase``, changed between
+    #: phases (else such a task is refused); IPv4 addresses and CIDRs only, host names too where
+    #: ``allowlist_names_at_create``; the provider's limits apply (:mod:`ray_bench.sandboxes.daytona_lists`).
     allowlist_at_create: bool = False
+    #: That allowlist takes host names and ``*.suffix`` too (Daytona's ``domainAllowList`` beside its
+    #: ``networkAllowList``; daytonaio/daytona f250f7d39 "sandbox domain allow list").
+    allowlist_names_at_create: bool = False
     memory_limit: bool = False
     cpu_limit: bool = False  # a task's cpus are held for its sandbox (docker nano_cpus, a Daytona size)
     disk_limit: bool = False  # a per-sandbox disk quota
@@ -86,10 +91,11 @@ BUILTIN: dict[str, Builtin] = {
         cpu_limit=True, image=True, agent_layer=True, compose=True, host_admission=True,
         node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True, verifier_apart=True,
         harbor_environment="docker")),
-    # Daytona's exec has no user switch and its network is fixed at create (network_block_all).
+    # Daytona's exec has no user switch; its network is set at create and changed between phases
+    # (update_network_settings: network_block_all, network_allow_list, domain_allow_list).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(
-        isolated_network=True, allowlist_at_create=True, memory_limit=True, cpu_limit=True, disk_limit=True,
-        image=True, default_image=True,
+        network_per_phase=True, isolated_network=True, allowlist_at_create=True, allowlist_names_at_create=True,
+        memory_limit=True, cpu_limit=True, disk_limit=True, image=True, default_image=True,
         quota_pool=True, snapshots=True, prebuild=True, verifier_apart=True, harbor_environment="daytona")),
     # Harbor has no environment for host processes (it would call them docker).
     "local": Builtin("ray_bench.sandboxes.local", None, BackendCapabilities()),

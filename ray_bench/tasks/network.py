@@ -9,11 +9,11 @@ own route to its model provider is the agent adapter's business (agents issue), 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ipaddress import IPv4Network, ip_network
 from typing import Literal
 
 from ray_bench.models.task import NetworkMode, StepConfig, TaskConfig
 from ray_bench.sandboxes.capabilities import capabilities
+from ray_bench.sandboxes.daytona_lists import create_entries
 
 Phase = Literal["setup", "agent", "verifier"]
 
@@ -78,43 +78,21 @@ def varies(config: TaskConfig, agent_online: bool = False) -> bool:
     return len({policy.online for _, policy in in_agent_sandbox(config, agent_online)}) > 1
 
 
-#: Entries Daytona's ``networkAllowList`` takes: IPv4 CIDRs, at most 5 (daytonaio/daytona
-#: apps/api/src/sandbox/utils/network-validation.util.ts, ``validateNetworkAllowList``).
-DAYTONA_MAX_NETWORKS = 5
-
-
-def create_cidrs(hosts: tuple[str, ...]) -> tuple[str, ...] | None:
-    """An allowlist as the IPv4 CIDRs a backend that fixes it at create takes (an address is the
-    network of one, its /32); None when an entry is a host name or an IPv6 address, which such a list cannot say."""
-    out: list[str] = []
-    for host in hosts:
-        try:
-            net = ip_network(host, strict=True)
-        except ValueError:
-            return None
-        if not isinstance(net, IPv4Network):
-            return None
-        out.append(net.with_prefixlen)
-    return tuple(out)
-
-
-def not_cidrs(hosts: tuple[str, ...]) -> list[str]:
-    """The entries of an allowlist that are not IPv4 addresses or CIDRs."""
-    return [h for h in hosts if create_cidrs((h,)) is None]
-
-
-def sandbox_allowlist(policies: list[tuple[str, NetworkPolicy]]) -> tuple[str, ...] | None:
+def sandbox_allowlist(policies: list[tuple[str, NetworkPolicy]], names: bool = False) -> tuple[str, ...] | None:
     """The allowlist one sandbox is made with where the network is fixed at create: every phase in
-    it has the same allowlist (else None: no allowlist, or phases that differ, which plan refuses)."""
+    it has the same allowlist (else None: no allowlist, or phases that differ, which plan refuses).
+    ``names``: the backend's list takes host names too (``allowlist_names_at_create``)."""
     kinds = {policy for _, policy in policies}
     if len(kinds) != 1:
         return None
     (policy,) = kinds
-    return create_cidrs(policy.hosts) if policy.mode == NetworkMode.ALLOWLIST else None
+    return create_entries(policy.hosts, names) if policy.mode == NetworkMode.ALLOWLIST else None
 
 
 def create_allowlist(backend: str, policies: list[tuple[str, NetworkPolicy]]) -> tuple[str, ...] | None:
     """What a sandbox of ``backend`` holding ``policies`` is made with: the one allowlist of its phases
     where the backend fixes allowlists at create and enforces none per phase, else None."""
     can = capabilities(backend)
-    return sandbox_allowlist(policies) if can.allowlist_at_create and not can.allowlist else None
+    if not can.allowlist_at_create or can.allowlist:
+        return None
+    return sandbox_allowlist(policies, can.allowlist_names_at_create)

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskConfig, TaskRef, artifact_entries
 from ray_bench.sandboxes.capabilities import BUILTIN, capabilities, having
-from ray_bench.tasks.network import (
+from ray_bench.sandboxes.daytona_lists import (
+    DAYTONA_MAX_DOMAINS,
     DAYTONA_MAX_NETWORKS,
-    all_policies,
-    in_agent_sandbox,
-    not_cidrs,
-    sandbox_allowlist,
-    varies,
+    create_entries,
+    split_networks,
+    unsayable,
 )
+from ray_bench.tasks.network import all_policies, in_agent_sandbox, sandbox_allowlist, varies
 from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
@@ -64,11 +64,14 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
         out.append(f"an artifact names a compose service; ray-bench collects artifacts from '{MAIN_SERVICE}' only")
     for phase, policy in all_policies(cfg, agent_online):
         if policy.mode == NetworkMode.ALLOWLIST and not can.allowlist:
-            enforcing = having(BUILTIN, lambda c: c.allowlist)
+            # the backends that hold any allowlist a task may write (the provider-held ones have limits)
+            enforcing = [b for b in having(BUILTIN, lambda c: c.allowlist or (
+                c.allowlist_at_create and c.allowlist_names_at_create and c.network_per_phase)) if b != backend]
             opens = " (or give every arm `network: public`, which opens the agent's phase)" \
                 if phase.endswith("agent") else ""
             if can.allowlist_at_create:
-                problem = _create_allowlist(cfg, phase, policy.hosts, agent_online, some_agent_online)
+                problem = _create_allowlist(cfg, phase, policy.hosts, agent_online, some_agent_online,
+                                            names=can.allowlist_names_at_create, per_phase=can.network_per_phase)
                 if problem is not None:
                     out.append(f"{phase} network is an allowlist ({', '.join(policy.hosts) or 'no hosts'}); backend "
                                f"{backend} {problem}: run it on {' or '.join(enforcing)}{opens}")
@@ -90,19 +93,29 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
 
 
 def _create_allowlist(cfg: TaskConfig, phase: str, hosts: tuple[str, ...], agent_online: bool,
-                      some_agent_online: bool = False) -> str | None:
-    """Why an allowlist fixed at create (Daytona's ``networkAllowList``) cannot hold ``phase``'s:
-    a host name (the list takes IPv4 addresses and CIDRs only), more entries than the API takes, or
-    another phase of the same sandbox with another network (it cannot change after create)."""
-    names = not_cidrs(hosts)
-    if names:
+                      some_agent_online: bool = False, *, names: bool = False, per_phase: bool = False) -> str | None:
+    """Why an allowlist the provider holds (Daytona's ``networkAllowList``, and ``domainAllowList``
+    where ``names``) cannot hold ``phase``'s: an entry the lists cannot say (IPv6, a host name where
+    only networks are taken, a name the API's rule refuses), more entries than the API takes, or,
+    where the lists are fixed at create (not ``per_phase``), another phase of the same sandbox with
+    another network."""
+    bad = unsayable(hosts, names)
+    if bad and names:
+        return (f"sets an allowlist at create of IPv4 addresses, CIDRs (networkAllowList) and domain names with "
+                f"a dot and an alphabetic TLD, optionally '*.'-prefixed (domainAllowList), not {', '.join(bad[:3])}")
+    if bad:
         return (f"fixes an allowlist at create of IPv4 addresses and CIDRs only (networkAllowList), not host "
-                f"names ({', '.join(names[:3])})")
-    if len(hosts) > DAYTONA_MAX_NETWORKS:
-        return f"takes at most {DAYTONA_MAX_NETWORKS} networks in an allowlist, not {len(hosts)}"
+                f"names ({', '.join(bad[:3])})")
+    networks, domains = split_networks(create_entries(hosts, names) or ())
+    if len(networks) > DAYTONA_MAX_NETWORKS:
+        return f"takes at most {DAYTONA_MAX_NETWORKS} networks in an allowlist, not {len(networks)}"
+    if len(domains) > DAYTONA_MAX_DOMAINS:
+        return f"takes at most {DAYTONA_MAX_DOMAINS} domains in an allowlist, not {len(domains)}"
     apart = cfg.verifier.separate and not cfg.steps and phase == "verifier"
+    if per_phase:
+        return None
     for online in sorted({agent_online, agent_online or some_agent_online}):
-        if not apart and sandbox_allowlist(in_agent_sandbox(cfg, online)) is None:
+        if not apart and sandbox_allowlist(in_agent_sandbox(cfg, online), names) is None:
             shared = ", ".join(f"{name} {p.mode.value}" for name, p in in_agent_sandbox(cfg, online))
             arm = " for an arm with `network: public`" if online and not agent_online else ""
             return f"fixes the network at create, and the phases of one sandbox differ{arm} ({shared})"
@@ -199,8 +212,11 @@ def notices(task: TaskRef, backend: str) -> list[str]:
                    "HTTP_PROXY: a client that ignores those variables reaches no host")
     elif lists and can.allowlist_at_create:
         phases = ", ".join(phase for phase, _ in lists)
-        out.append(f"its allowlist ({phases}) is set at create as {backend}'s network allow list (IPv4 networks "
-                   "only): a connection to any other address fails")
+        what = ("network and domain allow lists (IPv4 networks, host names)" if can.allowlist_names_at_create
+                else "network allow list (IPv4 networks only)")
+        when = "at create, and changed between phases" if can.network_per_phase else "at create"
+        out.append(f"its allowlist ({phases}) is set {when} as {backend}'s {what}: a connection to any other "
+                   "host fails")
     if task.compose is not None and not task.compose.main_only and can.compose:
         out.append(f"runs as a compose project ({', '.join(task.compose.services)}): each service is held to "
                    "the cell's cpus and memory unless it sets its own, and host admission counts main only")

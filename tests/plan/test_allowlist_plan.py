@@ -1,5 +1,5 @@
-"""A task whose agent phase has an allowlist: docker plans it (it enforces one); a backend that
-cannot says so in one line naming docker, and the hint it gives can be followed: arms that open
+"""A task whose agent phase has an allowlist: docker and daytona plan it (they enforce one); a backend
+that cannot says so in one line naming them, and the hint it gives can be followed: arms that open
 the agent's phase (`network: public`) leave the task's list unused, and the plan goes through."""
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def _plan(tmp: Path, backend: str, **arm: Any) -> Any:
                                     "--runs-dir", str(tmp / "runs")], env=dict(TEST_ROUTES))
 
 
-def test_docker_plans_an_agent_allowlist(tmp_path: Path) -> None:
-    result = _plan(tmp_path, "docker")
+@pytest.mark.parametrize("backend", ["docker", "daytona"])
+def test_docker_and_daytona_plan_an_agent_allowlist_of_host_names(tmp_path: Path, backend: str) -> None:
+    result = _plan(tmp_path, backend)
     assert result.exit_code == 0, result.output
 
 
@@ -38,7 +39,7 @@ def test_a_backend_without_one_refuses_in_one_line_naming_docker_and_network_pub
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if "allowlist" in line]
     assert len(lines) == 1, result.stderr
-    assert "backend local cannot enforce one: run it on docker" in lines[0] and "network: public" in lines[0]
+    assert "backend local cannot enforce one: run it on daytona or docker" in lines[0] and "network: public" in lines[0]
     assert not (tmp_path / "runs").exists()
 
 

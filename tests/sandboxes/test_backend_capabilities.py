@@ -35,7 +35,7 @@ def test_every_builtin_backend_declares_its_capabilities() -> None:
     docker, daytona, local = (caps.capabilities(n) for n in ("docker", "daytona", "local"))
     assert docker.users and docker.network_per_phase and docker.agent_layer and docker.host_admission
     assert not docker.disk_limit and not daytona.host_admission
-    assert daytona.disk_limit and daytona.isolated_network and not daytona.users and not daytona.network_per_phase
+    assert daytona.disk_limit and daytona.isolated_network and not daytona.users and daytona.network_per_phase
     assert not local.image and not local.isolated_network and not local.memory_limit
     assert docker.node_resource == caps.DOCKER_RESOURCE and daytona.node_resource is None
     assert not any(c.gpus for c in caps.CAPABILITIES.values())

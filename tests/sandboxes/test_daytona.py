@@ -4,9 +4,7 @@ server in ``tests/support/daytona_server.py`` (real Docker containers behind it)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -16,7 +14,8 @@ import pytest
 
 pytest.importorskip("daytona", reason="the daytona extra is not installed")
 
-from support.daytona_fixtures import KEY_ENV, backend_for, spec_for
+from daytona import DaytonaBadRequestError
+from support.daytona_fixtures import KEY_ENV, answering_listener, backend_for, spec_for, two_hosts
 from support.daytona_server import LABEL_PREFIX, MARKER_LABEL, DaytonaServer, Faults
 
 from ray_bench.errors import (
@@ -427,20 +426,45 @@ def test_pool_config_is_strict() -> None:
     assert backend.pool == pool
 
 
+def test_a_host_name_allowlist_set_at_create_reaches_listed_hosts_only(
+    server: DaytonaServer, base_image: str, docker_client: Any
+) -> None:
+    run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
+
+    async def main(port: int) -> dict[str, Any]:
+        backend = backend_for(server)
+        seen: dict[str, Any] = {}
+        try:
+            # the API's own refusals (validateDomainAllowList), before any sandbox is made
+            with pytest.raises(SandboxError, match=r'Invalid domain: "localhost"\. Must be a valid domain name'):
+                await backend.create(spec_for(base_image, run_id, network=True, allowlist=("localhost",)))
+            with pytest.raises(SandboxError, match="cannot contain more than 10 domains"):
+                await backend.create(spec_for(base_image, run_id, network=True,
+                                              allowlist=tuple(f"h{i}.example.com" for i in range(11))))
+            box = await backend.create(spec_for(base_image, run_id, network=True, allowlist=("*.listed.test",)))
+            seen["body"] = dict(server.create_requests[-1])
+            seen["reached"] = [(await box.exec(f"nc -w 3 {host} {port} </dev/null", timeout=30)).stdout.strip()
+                               for host in ("api.listed.test", "unlisted.test")]
+            with pytest.raises(DaytonaBadRequestError, match="Invalid domain"):  # the route validates as create
+                await box._sandbox.update_network_settings(domain_allow_list="not a domain")  # type: ignore[attr-defined]
+            await box.delete()
+        finally:
+            await backend.close()
+        return seen
+
+    with two_hosts(server, docker_client, base_image) as port:
+        seen = asyncio.run(main(port))
+    body = seen["body"]
+    assert body["domainAllowList"] == "*.listed.test" and body.get("networkAllowList") is None
+    assert body["networkBlockAll"] is False
+    assert seen["reached"] == ["hi", ""]
+
+
 def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
     server: DaytonaServer, base_image: str, docker_client: Any
 ) -> None:
-    listener = socket.create_server(("0.0.0.0", 0))  # on the host, reached through the bridge's gateway
+    listener = answering_listener()
     port = listener.getsockname()[1]
-
-    def answer() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = listener.accept()
-                conn.sendall(b"hi\n")
-                conn.close()
-
-    threading.Thread(target=answer, daemon=True).start()
     bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Subnet"]
     run_id = f"daytonatest-{uuid.uuid4().hex[:8]}"
     reach = f"nc -w 3 $(ip route | awk '/default/ {{print $3}}') {port} </dev/null"
@@ -451,9 +475,9 @@ def test_a_network_allow_list_is_validated_and_enforced_as_daytona_does(
             # the API's own refusals (validateNetworkAllowList), before any sandbox is made
             with pytest.raises(SandboxError, match="Missing CIDR prefix length"):
                 await backend.create(spec_for(base_image, run_id, network=True, allowlist=("10.0.0.1",)))
-            with pytest.raises(SandboxError, match="cannot contain more than 5 networks"):
+            with pytest.raises(SandboxError, match="cannot contain more than 10 networks"):
                 await backend.create(spec_for(base_image, run_id, network=True,
-                                              allowlist=tuple(f"10.{i}.0.0/16" for i in range(6))))
+                                              allowlist=tuple(f"10.{i}.0.0/16" for i in range(11))))
             inside = await backend.create(spec_for(base_image, run_id, network=True, allowlist=(bridge,)))
             listed = await inside.exec(reach, timeout=30)
             await inside.delete()

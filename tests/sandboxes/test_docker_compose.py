@@ -48,23 +48,29 @@ def test_main_and_a_healthchecked_service_run_as_one_project(tmp_path: Path, bas
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent finds db healthy; a collect hook runs in db (the verifier reads what it wrote
     there over http); a fixed container_name and a host port do not stop two attempts; the
-    file cannot interpolate a host variable (a credential) into a container."""
+    file cannot interpolate a host variable (a credential) into a container, only what the task's
+    [environment] env names, under Harbor's infrastructure variables."""
     monkeypatch.setenv("RB_COMPOSE_SECRET", "rb-canary-9f3e")
     tasks = tmp_path / "suite" / "tasks"
     task = compose_task(tasks, "with-db", base_image, {"services": {
         "main": {"depends_on": {"db": {"condition": "service_healthy"}},
-                 "environment": {"LEAK": "${RB_COMPOSE_SECRET:-unset}"}},
+                 "environment": {"LEAK": "${RB_COMPOSE_SECRET:-unset}", "GREETING": "${TASK_GREETING:-unset}",
+                                 "INFRA": "${MAIN_IMAGE_NAME:-unset}"}},
         "db": {**db_service(base_image), "container_name": "fixed-name", "ports": ["18080:8080"]},
     }}, passes=REACHED + ' && [ -n "$(wget -q -O- http://db:8080/collected)" ]')
     with (task / "task.toml").open("a") as toml:
         toml.write('[[verifier.collect]]\ncommand = "hostname > /www/collected"\nservice = "db"\n')
+        # Harbor hands the task's env to Compose; its own infrastructure variables win
+        toml.write('[environment.env]\nTASK_GREETING = "hello"\nMAIN_IMAGE_NAME = "not-this"\n')
     run_id = f"compose-{time.time_ns()}"
-    paths = plan_docker(tmp_path, AGENT + '; echo "leak=$LEAK"', run_id)
+    paths = plan_docker(tmp_path, AGENT + '; echo "leak=$LEAK greeting=$GREETING infra=$INFRA"', run_id)
     started = time.monotonic()
     summary = run_cell(paths, "with-db")
     assert summary.error is None, summary.error
     assert summary.agent is not None and "pong" in summary.agent.output_tail  # healthy before the agent
-    assert "leak=unset" in summary.agent.output_tail
+    assert "leak=unset greeting=hello infra=" in summary.agent.output_tail
+    infra = summary.agent.output_tail.split("infra=", 1)[1].split()[0]
+    assert infra not in ("not-this", "unset")  # the task's image, as Compose got it from ray-bench
     assert summary.reward == 1.0
     assert [(c.exit_code, c.timed_out) for c in summary.collect] == [(0, False)]
     assert time.monotonic() - started < 60

@@ -6,6 +6,9 @@ only by :func:`backend_for`, so that modules without the extra still collect and
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,6 +38,7 @@ def reset(srv: DaytonaServer) -> None:
     srv.faults = Faults()
     srv.list_page = LIST_PAGE
     srv.snapshot_quota = 30
+    srv.dns.clear()
     srv.create_requests.clear()
     srv.executions.clear()
     srv.reset_builds(1)
@@ -80,3 +84,39 @@ def new_run_id(prefix: str) -> str:
 def boxes_of(srv: DaytonaServer, run_id: str) -> list[dict[str, Any]]:
     """The fixture's sandboxes of ``run_id``, destroyed ones included."""
     return [b for b in srv.boxes() if b["labels"].get(LABEL_RUN) == run_id]
+
+
+def answering_listener() -> socket.socket:
+    """A TCP server on the host (reached from a sandbox through the bridge's gateway) that answers
+    each connection ``hi``."""
+    listener = socket.create_server(("0.0.0.0", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.sendall(b"hi\n")
+                conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return listener
+
+
+@contextlib.contextmanager
+def two_hosts(srv: DaytonaServer, docker_client: Any, image: str) -> Iterator[int]:
+    """``api.listed.test`` (a listener on the host, through the bridge's gateway) and
+    ``unlisted.test`` (a container of its own, at an address of its own: the server's lists are
+    enforced per address), both answering ``hi`` on the port yielded, as the sandboxes' name
+    lookups answer them (:attr:`DaytonaServer.dns`)."""
+    listener = answering_listener()
+    port = listener.getsockname()[1]
+    other = docker_client.containers.run(image, ["sh", "-c", f"while :; do echo hi | nc -l -p {port}; done"],
+                                         detach=True, labels={"ray-bench.test": "two-hosts"})
+    try:
+        other.reload()
+        gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+        srv.dns.update({"api.listed.test": gateway, "unlisted.test": other.attrs["NetworkSettings"]["IPAddress"]})
+        yield port
+    finally:
+        listener.close()
+        other.remove(force=True)

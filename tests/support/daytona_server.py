@@ -24,12 +24,20 @@ Behaviours of the real API (``apps/api`` of daytonaio/daytona, last public relea
   runner meets the snapshot), then ``creating``, then ``started`` -- or ``build_failed`` / ``error``.
 - Names are unique per organisation: a second create with a name in use answers 409; ``GET
   /sandbox/{name}`` finds a sandbox by name.
-- ``networkAllowList`` is validated as ``validateNetworkAllowList`` does (``apps/api/src/sandbox/
-  utils/network-validation.util.ts``: IPv4 CIDRs, prefix 0-32, at most 5 networks; 400 with its
-  message) and enforced on the container: its network namespace gets OUTPUT rules (``nsenter``
-  + ``iptables`` on the host, as Daytona's runner firewalls a sandbox's traffic, not the sandbox)
-  that reject all but loopback and the listed networks; a container the rules cannot be set on
-  goes to ``error``, never left open.
+- ``networkAllowList`` and ``domainAllowList`` are validated as ``validateNetworkAllowList`` and
+  ``validateDomainAllowList`` do (``apps/api/src/sandbox/utils/network-validation.util.ts``: IPv4
+  CIDRs, prefix 0-32, at most 10 networks; domain names, optionally ``*.``-prefixed, at most 10;
+  400 with their messages) and enforced on the container: its network namespace gets OUTPUT rules
+  (``nsenter`` + ``iptables`` on the host, as Daytona's runner firewalls a sandbox's traffic, not
+  the sandbox) that reject all but loopback, the listed networks and the addresses of the listed
+  domains; a container the rules cannot be set on goes to ``error``, never left open. Domains
+  resolve through :attr:`DaytonaServer.dns` (written into each container's ``/etc/hosts``): an
+  entry ``name`` admits that name's address, ``*.suffix`` the addresses of the names below it; a
+  listed name not in it admits nothing (its lookup is rejected like any other traffic). The rules
+  are per address: two names at one address are one host to them.
+  ``POST /sandbox/{id}/network-settings`` changes them on a running sandbox as
+  ``SandboxService.updateNetworkSettings`` does (``networkBlockAll`` is a rule that rejects all
+  but loopback, so it can be lifted).
 - Organisation quotas (:attr:`Faults.quota_vcpu`, ``quota_memory_gib``, ``quota_disk_gib``)
   answer 400 "Total CPU limit exceeded. Maximum allowed: N." when a create would pass them; the
   per-sandbox limits (:attr:`Faults.max_cpu_per_sandbox`, ...) answer 403 "CPU request 8 exceeds
@@ -97,8 +105,14 @@ from aiohttp import web
 
 from ray_bench.sandboxes.docker.streams import exec_output
 
-#: Networks one ``networkAllowList`` may hold (``validateNetworkAllowList``).
-MAX_ALLOWED_NETWORKS = 5
+#: Networks one ``networkAllowList`` may hold, domains one ``domainAllowList`` may hold (10 each
+#: since daytonaio/daytona d7b6b0e3b "increase network allow list limit to 10" and f250f7d39
+#: "sandbox domain allow list").
+MAX_ALLOWED_NETWORKS = 10
+MAX_ALLOWED_DOMAINS = 10
+#: ``validateDomainAllowList``'s ``domainRegex``: hostname labels, an alphabetic TLD, optionally a
+#: leading ``*.``.
+_DOMAIN = re.compile(r"(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,}")
 
 
 def network_allow_list_error(allow: str) -> str | None:
@@ -122,19 +136,51 @@ def network_allow_list_error(allow: str) -> str | None:
     return None
 
 
+def domain_allow_list_error(allow: str) -> str | None:
+    """``validateDomainAllowList`` (same file): each entry against ``domainRegex``, then the count
+    (empty entries counted)."""
+    domains = [d.strip() for d in allow.split(",")]
+    for domain in domains:
+        if domain and not _DOMAIN.fullmatch(domain):
+            return f'Invalid domain: "{domain}". Must be a valid domain name'
+    if len(domains) > MAX_ALLOWED_DOMAINS:
+        return f"Domain allow list cannot contain more than {MAX_ALLOWED_DOMAINS} domains"
+    return None
+
+
 def _is_ipv4(text: str) -> bool:
     """node's ``net.isIPv4``: four decimal parts 0-255, no leading zeros."""
     parts = text.split(".")
     return len(parts) == 4 and all(re.fullmatch(r"0|[1-9]\d{0,2}", p) and int(p) <= 255 for p in parts)
 
 
-def _firewall(container_id: str, client: Any, allow: str) -> None:
-    """Only loopback and the allowed networks out of the container's network namespace; the rest
-    rejected (a connection fails at once). Set from the host, so the sandbox cannot undo it."""
+def domain_addresses(domains: str, dns: Mapping[str, str]) -> list[str]:
+    """The addresses a ``domainAllowList`` admits: each listed name's, each ``*.suffix``'s names
+    below the suffix (not the suffix itself), as ``dns`` resolves them."""
+    out: list[str] = []
+    for entry in (d.strip().lower() for d in domains.split(",")):
+        if not entry:
+            continue
+        for name, address in ((n.lower(), a) for n, a in dns.items()):
+            if (name.endswith(entry[1:]) if entry.startswith("*.") else name == entry) and address not in out:
+                out.append(address)
+    return out
+
+
+def _firewall(container_id: str, client: Any, allow: str | None, domains: str | None, dns: Mapping[str, str],
+              block_all: bool = False) -> None:
+    """Only loopback, the allowed networks and the allowed domains' addresses out of the
+    container's network namespace; the rest rejected (a connection fails at once). ``block_all``:
+    loopback only. No list and no block: the rules are removed. Set from the host, so the sandbox
+    cannot undo it; each call replaces the rules before it."""
     pid = client.api.inspect_container(container_id)["State"]["Pid"]
-    rules = [["-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"]]
-    rules += [["-A", "OUTPUT", "-d", n.strip(), "-j", "ACCEPT"] for n in allow.split(",") if n.strip()]
-    rules.append(["-A", "OUTPUT", "-j", "REJECT"])
+    rules = [["-F", "OUTPUT"]]
+    if block_all or allow or domains:
+        rules.append(["-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"])
+        if not block_all:
+            rules += [["-A", "OUTPUT", "-d", n.strip(), "-j", "ACCEPT"] for n in (allow or "").split(",") if n.strip()]
+            rules += [["-A", "OUTPUT", "-d", a, "-j", "ACCEPT"] for a in domain_addresses(domains or "", dns)]
+        rules.append(["-A", "OUTPUT", "-j", "REJECT"])
     for rule in rules:
         subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", *rule], check=True, capture_output=True,
                        timeout=30)
@@ -335,6 +381,9 @@ class DaytonaServer:
         self.default_snapshot_user = default_snapshot_user
         self._default_snapshot: str | None = None
         self.faults = faults or Faults()
+        #: Host name -> IPv4 address: what a sandbox's name lookups answer (its ``/etc/hosts``,
+        #: written at create) and what a ``domainAllowList`` entry admits.
+        self.dns: dict[str, str] = {}
         self.server_id = uuid.uuid4().hex[:12]
         #: Every ``POST /sandbox`` body received, in order (including refused ones).
         self.create_requests: list[dict[str, Any]] = []
@@ -453,6 +502,7 @@ class DaytonaServer:
         app.router.add_get("/api/sandbox/{id}", self._get)
         app.router.add_delete("/api/sandbox/{id}", self._delete)
         app.router.add_get("/api/sandbox/{id}/toolbox-proxy-url", self._proxy_url)
+        app.router.add_post("/api/sandbox/{id}/network-settings", self._network_settings)
         app.router.add_get("/api/snapshots/{name}", self._snapshot)
         app.router.add_post("/api/snapshots", self._create_snapshot)
         app.router.add_post("/api/snapshots/{id}/activate", self._activate_snapshot)
@@ -602,6 +652,7 @@ class DaytonaServer:
             "public": bool(body.get("public", False)),
             "networkBlockAll": bool(body.get("networkBlockAll", False)),
             "networkAllowList": body.get("networkAllowList"),
+            "domainAllowList": body.get("domainAllowList"),
             "kvm": False,
             "target": body.get("target") or "local",
             "gpu": 0,
@@ -723,6 +774,8 @@ class DaytonaServer:
             return self._error(self.faults.error_status, "injected server error")
         if body.get("networkAllowList") and (invalid := network_allow_list_error(body["networkAllowList"])):
             return self._error(400, invalid)  # SandboxService.resolveNetworkAllowList: BadRequestError
+        if body.get("domainAllowList") is not None and (invalid := domain_allow_list_error(body["domainAllowList"])):
+            return self._error(400, invalid)  # resolveDomainAllowList, after the networks (SandboxService.create)
         name = body.get("name")
         with self._lock:
             taken = name is not None and any(
@@ -943,6 +996,8 @@ class DaytonaServer:
             kwargs["mem_limit"] = f"{int(size['memory'])}g"
         if body.get("networkBlockAll"):
             kwargs["network_mode"] = "none"
+        if self.dns:  # the names the sandbox resolves (what DNS would answer it)
+            kwargs["extra_hosts"] = dict(self.dns)
         if self.faults.disk_paths:  # the sandbox's disk, where this host can enforce it (Faults)
             disk_bytes = self._size_asked(body)[2] * self.faults.disk_gib_bytes
             kwargs["tmpfs"] = {path: f"size={disk_bytes},mode=1777" for path in self.faults.disk_paths}
@@ -957,10 +1012,10 @@ class DaytonaServer:
                 box.state, box.error_reason = "error", f"{type(exc).__name__}: {exc}"[:500]
                 return
         box.container = container.id
-        allow = body.get("networkAllowList")
-        if allow and not body.get("networkBlockAll"):
+        allow, domains = body.get("networkAllowList"), body.get("domainAllowList")
+        if (allow or domains) and not body.get("networkBlockAll"):
             try:
-                await asyncio.to_thread(_firewall, container.id, self.docker, allow)
+                await asyncio.to_thread(_firewall, container.id, self.docker, allow, domains, dict(self.dns))
             except (OSError, subprocess.SubprocessError, docker.errors.DockerException) as exc:
                 box.state, box.error_reason = "error", f"network allow list not applied: {exc}"[:500]
                 return
@@ -997,6 +1052,58 @@ class DaytonaServer:
             return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
         await asyncio.to_thread(self._refresh, box)
         return web.json_response(self._dto(box))
+
+    async def _network_settings(self, request: web.Request) -> web.StreamResponse:
+        """``POST /sandbox/{id}/network-settings``: ``SandboxController.updateNetworkSettings`` and
+        ``SandboxService.updateNetworkSettings`` (daytonaio/daytona f250f7d39): an empty list clears
+        it, ``networkBlockAll: true`` clears the network list (not the domain list), a network list
+        lifts the block, ``networkBlockAll: false`` alone clears the network list; the runner then
+        gets the effective settings (here: the container's rules replaced)."""
+        if (denied := self._auth(request)) is not None:
+            return denied
+        body = await request.json()
+        block, allow, domains = (body.get(k) for k in ("networkBlockAll", "networkAllowList", "domainAllowList"))
+        if block is None and allow is None and domains is None:
+            return self._error(400, "At least one of networkBlockAll, networkAllowList or domainAllowList "
+                                    "must be provided")
+        box = self._find(request)
+        if box is None:
+            return self._error(404, f"Sandbox with ID or name {request.match_info['id']} not found")
+        now = {k: box.body.get(k) for k in ("networkBlockAll", "networkAllowList", "domainAllowList")}
+        if domains is not None:
+            if domains.strip() and (invalid := domain_allow_list_error(domains)):
+                return self._error(400, invalid)
+            now["domainAllowList"] = domains if domains.strip() else None
+        if block is not None:
+            now["networkBlockAll"] = block
+            if block:
+                now["networkAllowList"] = None
+        if allow is not None:
+            if not allow.strip():
+                now["networkAllowList"] = None
+            elif invalid := network_allow_list_error(allow):
+                return self._error(400, invalid)
+            else:
+                now["networkAllowList"], now["networkBlockAll"] = allow, False
+        elif block is False:
+            now["networkAllowList"] = None
+        if box.container is not None:
+            try:
+                await asyncio.to_thread(self._apply_network, box.container, now)
+            except (OSError, subprocess.SubprocessError, docker.errors.DockerException) as exc:
+                return self._error(500, f"network settings not applied: {exc}"[:500])
+        box.body = {**box.body, **now}  # not the recorded create request
+        return web.json_response(self._dto(box))
+
+    def _apply_network(self, container_id: str, now: Mapping[str, Any]) -> None:
+        """The runner's side: a container made with no network (a create's ``networkBlockAll``)
+        joins the bridge when the block is lifted; the rules then say the rest."""
+        attrs = self.docker.api.inspect_container(container_id)
+        if not now.get("networkBlockAll") and attrs["HostConfig"]["NetworkMode"] == "none":
+            self.docker.api.disconnect_container_from_network(container_id, "none")
+            self.docker.api.connect_container_to_network(container_id, "bridge")
+        _firewall(container_id, self.docker, now.get("networkAllowList"), now.get("domainAllowList"),
+                  dict(self.dns), block_all=bool(now.get("networkBlockAll")))
 
     async def _snapshot(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._auth(request)) is not None:

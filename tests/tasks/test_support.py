@@ -4,12 +4,15 @@ config file and multi-step rewards."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ray_bench.config.tasks import load_task
 from ray_bench.models.task import MultiStepRewardStrategy, NetworkMode
+from ray_bench.sandboxes.capabilities import CAPABILITIES
+from ray_bench.sandboxes.daytona_lists import split_networks, unsayable
 from ray_bench.tasks.envvars import MissingHostVar, resolve_env, template_names
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import (
@@ -99,16 +102,28 @@ def test_a_compose_project_runs_on_docker_only_and_says_why_elsewhere() -> None:
         assert any("collect runs in compose service 'db'" in r for r in reasons), reasons
 
 
-def test_an_allowlist_runs_on_docker_and_elsewhere_the_hint_can_be_followed() -> None:
+@pytest.fixture
+def fixed_at_create(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A backend whose allowlist is fixed at create (Daytona's lists without update_network_settings)."""
+    monkeypatch.setitem(CAPABILITIES, "fixed", replace(CAPABILITIES["daytona"], network_per_phase=False))
+    return "fixed"
+
+
+def test_an_allowlist_runs_on_docker_and_daytona_and_elsewhere_the_hint_can_be_followed(
+        fixed_at_create: str) -> None:
     task = load_task(CORPUS / "harbor-examples/hello-allowlist")
-    assert refusals(task, "docker") == []
+    assert refusals(task, "docker") == [] and refusals(task, "daytona") == []
     assert any("allowlist (agent) is enforced through an HTTP(S) proxy" in n for n in notices(task, "docker"))
-    for backend, why in (("daytona", "fixes an allowlist at create of IPv4 addresses and CIDRs only "
-                                     "(networkAllowList), not host names (api.anthropic.com, *.pypi.org)"),
-                         ("local", "cannot enforce one")):
+    assert any("allowlist (agent) is set at create, and changed between phases as daytona's network and domain "
+               "allow lists" in n for n in notices(task, "daytona"))
+    # Daytona takes its host names (domainAllowList) and its phases' differing networks (network-settings)
+    for backend, why, hint in (
+            (fixed_at_create, "fixes the network at create, and the phases of one sandbox differ "
+                              "(setup no-network, agent allowlist", "run it on daytona or docker"),
+            ("local", "cannot enforce one", "run it on daytona or docker")):
         reasons = [r for r in refusals(task, backend) if "allowlist" in r]
         assert len(reasons) == 1 and "(api.anthropic.com, *.pypi.org, 10.0.0.0/8)" in reasons[0], reasons
-        assert f"backend {backend} {why}: run it on docker" in reasons[0]
+        assert f"backend {backend} {why}" in reasons[0] and hint in reasons[0], reasons
     # the task's allowlist is its agent's phase: an arm that opens that phase leaves it unused
     assert [p for p, pol in all_policies(task.config) if pol.mode == NetworkMode.ALLOWLIST] == ["agent"]
     assert "network: public" in reasons[0]
@@ -116,15 +131,18 @@ def test_an_allowlist_runs_on_docker_and_elsewhere_the_hint_can_be_followed() ->
 
 
 @pytest.mark.parametrize(("network", "refused"), [
-    # every phase of the one sandbox has the list: fixed at create (an address is its /32)
+    # every phase of the one sandbox has the list: set at create (an address is its /32)
     ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["10.0.0.0/8", "192.0.2.7"]\n', None),
-    ('[environment]\nnetwork_mode = "no-network"\n[agent]\nnetwork_mode = "allowlist"\n'
-     'allowed_hosts = ["10.0.0.0/8"]\n', "the phases of one sandbox differ (setup no-network, agent allowlist"),
-    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [' + ", ".join(f'"10.{i}.0.0/16"' for i in range(6))
-     + "]\n", "takes at most 5 networks in an allowlist, not 6"),
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [' + ", ".join(f'"10.{i}.0.0/16"' for i in range(11))
+     + "]\n", "takes at most 10 networks in an allowlist, not 11"),
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [' + ", ".join(f'"h{i}.ex.com"' for i in range(11))
+     + ', "10.0.0.0/8"]\n', "takes at most 10 domains in an allowlist, not 11"),
+    # Harbor takes a single label; Daytona's domainAllowList wants a dot and an alphabetic TLD
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org", "localhost", "fd00::/8"]\n',
+     "(domainAllowList), not localhost, fd00::/8"),
 ])
-def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
-        tmp_path: Path, network: str, refused: str | None) -> None:
+def test_daytona_takes_an_allowlist_its_lists_can_say(tmp_path: Path, network: str, refused: str | None,
+                                                       fixed_at_create: str) -> None:
     shutil.copytree(CORPUS / "harbor-examples/hello-allowlist", tmp_path / "t")
     (tmp_path / "t" / "task.toml").write_text('schema_version = "1.4"\n[task]\nname = "a/t"\n' + network)
     task = load_task(tmp_path / "t")
@@ -132,22 +150,48 @@ def test_daytona_takes_an_ip_allowlist_every_phase_of_its_sandbox_shares(
     made = create_allowlist("daytona", in_agent_sandbox(task.config))
     if refused is None:
         assert reasons == [] and made == ("10.0.0.0/8", "192.0.2.7/32")
-        assert any("set at create as daytona's network allow list" in n for n in notices(task, "daytona"))
         assert create_allowlist("docker", in_agent_sandbox(task.config)) is None  # docker's proxy, per phase
-        # an arm that opens the agent's phase would leave setup and verifier under another network
-        mixed = [r for r in refusals(task, "daytona", some_agent_online=True) if "allowlist" in r]
+        # an arm that opens the agent's phase leaves setup and verifier under another network: Daytona
+        # changes it between phases; a backend whose list is fixed at create cannot
+        assert [r for r in refusals(task, "daytona", some_agent_online=True) if "allowlist" in r] == []
+        mixed = [r for r in refusals(task, fixed_at_create, some_agent_online=True) if "allowlist" in r]
         assert len(mixed) == 1 and "differ for an arm with `network: public` (setup allowlist, agent public" \
             in mixed[0], mixed
     else:
         assert len(reasons) == 1 and refused in reasons[0] and "run it on docker" in reasons[0], reasons
 
 
-def test_users_and_network_changes_need_docker() -> None:
+def test_phases_that_differ_make_the_sandbox_without_a_list_and_switch(tmp_path: Path, fixed_at_create: str) -> None:
+    shutil.copytree(CORPUS / "harbor-examples/hello-allowlist", tmp_path / "t")
+    (tmp_path / "t" / "task.toml").write_text(
+        'schema_version = "1.4"\n[task]\nname = "a/t"\n[environment]\nnetwork_mode = "no-network"\n'
+        '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["10.0.0.0/8", "pypi.org"]\n')
+    task = load_task(tmp_path / "t")
+    assert refusals(task, "daytona") == [] and create_allowlist("daytona", in_agent_sandbox(task.config)) is None
+    reasons = [r for r in refusals(task, fixed_at_create) if "allowlist" in r]
+    assert len(reasons) == 1 and "the phases of one sandbox differ (setup no-network, agent allowlist" in reasons[0]
+
+
+def test_daytona_takes_host_names_and_suffixes_at_create_beside_networks(tmp_path: Path) -> None:
+    shutil.copytree(CORPUS / "harbor-examples/hello-allowlist", tmp_path / "t")
+    (tmp_path / "t" / "task.toml").write_text(
+        'schema_version = "1.4"\n[task]\nname = "a/t"\n[environment]\nnetwork_mode = "allowlist"\n'
+        'allowed_hosts = ["api.anthropic.com", "*.pypi.org", "Files.PythonHosted.org.", "10.0.0.0/8"]\n')
+    task = load_task(tmp_path / "t")
+    assert [r for r in refusals(task, "daytona") if "allowlist" in r] == []
+    made = create_allowlist("daytona", in_agent_sandbox(task.config))
+    assert made == ("api.anthropic.com", "*.pypi.org", "files.pythonhosted.org", "10.0.0.0/8")
+    assert split_networks(made) == (("10.0.0.0/8",), ("api.anthropic.com", "*.pypi.org", "files.pythonhosted.org"))
+    # a backend whose list takes networks only still refuses the names (capabilities decide)
+    assert unsayable(made) == ["api.anthropic.com", "*.pypi.org", "files.pythonhosted.org"]
+
+
+def test_users_need_docker_and_network_changes_a_backend_that_switches(fixed_at_create: str) -> None:
     users = load_task(CORPUS / "harbor-examples/hello-users")
     phases = load_task(CORPUS / "harbor-examples/hello-network-phases")
-    assert refusals(users, "docker") == [] and refusals(phases, "docker") == []
+    assert refusals(users, "docker") == [] and refusals(phases, "docker") == [] and refusals(phases, "daytona") == []
     assert any("agent.user = 'agent'" in r for r in refusals(users, "daytona"))
-    assert any("phases differ in network" in r for r in refusals(phases, "daytona"))
+    assert any("phases differ in network" in r for r in refusals(phases, fixed_at_create))
     assert any("cannot run a command as another user" in r for r in refusals(users, "local"))
 
 

@@ -71,3 +71,4 @@ def host_allowed(host: str, addresses: Iterable[str], entries: Iterable[str]) ->
         elif name == entry:
             return True
     return False
+

@@ -49,6 +49,7 @@ from ray_bench.sandboxes.daytona.ratelimit import call_with_retries
 from ray_bench.sandboxes.daytona.reaper import Reaper
 from ray_bench.sandboxes.daytona.sandbox import DaytonaSandbox
 from ray_bench.sandboxes.daytona.translate import GONE_STATES, state_name, translate
+from ray_bench.sandboxes.daytona_lists import split_networks
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
 
 T = TypeVar("T")
@@ -77,6 +78,17 @@ REMOVE_WAIT_SEC = 20.0
 def lifetime_minutes(lifetime_sec: float) -> int:
     """Whole minutes covering ``lifetime_sec`` (at least 1: Daytona reads 0 as "disabled")."""
     return max(1, math.ceil(lifetime_sec / 60))
+
+
+def kept_lists(params: CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams, made: AsyncSandbox) -> None:
+    """Raise when the sandbox does not hold the allow lists its create asked for: an API from before
+    ``domainAllowList`` (daytonaio/daytona f250f7d39) drops the field and would run it open, so the
+    create fails (and is swept) instead. The API stores the lists as sent (``resolveDomainAllowList``)."""
+    for field, what in (("network_allow_list", "networkAllowList"), ("domain_allow_list", "domainAllowList")):
+        asked = getattr(params, field)
+        if asked and getattr(made, field, None) != asked:
+            raise SandboxCreateError(f"Daytona sandbox {made.id} does not hold the {what} its create asked for "
+                                     f"({asked}): this Daytona API does not enforce it, so it is not used")
 
 
 class DaytonaBackend(SandboxBackend):
@@ -251,6 +263,7 @@ class DaytonaBackend(SandboxBackend):
     ) -> CreateSandboxFromImageParams | CreateSandboxFromSnapshotParams:
         """The SDK's create parameters for ``spec`` (public so tests can check the safety net)."""
         minutes = lifetime_minutes(spec.lifetime_sec)
+        networks, domains = split_networks(spec.allowlist or ())
         common: dict[str, Any] = {
             "name": name,
             "labels": dict(labels),
@@ -258,9 +271,11 @@ class DaytonaBackend(SandboxBackend):
             "os_user": self.os_user,
             # An empty allowlist reaches nothing: blocked, as an empty networkAllowList would not be
             "network_block_all": not spec.network or spec.allowlist == (),
-            # Daytona's networkAllowList: comma-separated IPv4 CIDRs, fixed at create
-            # (daytona SDK common/daytona.py CreateSandboxBaseParams.network_allow_list)
-            "network_allow_list": ",".join(spec.allowlist) if spec.allowlist else None,
+            # Daytona's networkAllowList (comma-separated IPv4 CIDRs) and domainAllowList (names,
+            # `*.suffix`), set at create (daytona SDK common/daytona.py CreateSandboxBaseParams;
+            # daytonaio/daytona apps/api/src/sandbox/services/sandbox.service.ts, create)
+            "network_allow_list": ",".join(networks) or None,
+            "domain_allow_list": ",".join(domains) or None,
             # Idle-based stop after the lifetime, delete on stop, and a wall-clock cap on top:
             # a driver that died mid-cell leaves a sandbox for at most lifetime + margin.
             "auto_stop_interval": minutes,
@@ -338,7 +353,9 @@ class DaytonaBackend(SandboxBackend):
         ``daytona`` for every create that names no user, whatever the image runs as."""
         lease = self.clients().lease()
         try:
-            sandbox = DaytonaSandbox(self, await create_once(self, params, name, lease.client), spec, lease)
+            made = await create_once(self, params, name, lease.client)
+            kept_lists(params, made)
+            sandbox = DaytonaSandbox(self, made, spec, lease)
             await sandbox.probe_user()
         except BaseException:
             lease.release()

@@ -53,6 +53,7 @@ from ray_bench.sandboxes.base import (
 from ray_bench.sandboxes.daytona.harness import PREPARE
 from ray_bench.sandboxes.daytona.ratelimit import http_status, retry_after
 from ray_bench.sandboxes.daytona.translate import translate
+from ray_bench.sandboxes.daytona_lists import create_entries, split_networks, unsayable
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.daytona.backend import DaytonaBackend
@@ -473,6 +474,31 @@ class DaytonaSandbox(Sandbox):
             extract_capped, data, local_dir, max_bytes, truncated_ok=True, bounds=bounds
         )
         return written + _write_notes(response.result or "", local_dir, bounds or {})
+
+    async def set_network(self, online: bool) -> None:
+        # POST /sandbox/{id}/network-settings (daytona SDK Sandbox.update_network_settings;
+        # daytonaio/daytona SandboxService.updateNetworkSettings): networkBlockAll true clears the
+        # network list, false clears it too and opens; the domain list is kept unless sent empty.
+        await self._network_settings(network_block_all=not online, domain_allow_list="")
+
+    async def set_allowlist(self, hosts: tuple[str, ...]) -> None:
+        entries = create_entries(hosts, names=True)
+        if entries is None:  # plan refuses such lists on daytona
+            raise SandboxError(f"Daytona's allow lists cannot hold {', '.join(unsayable(hosts, names=True))}")
+        if not entries:  # an empty allowlist reaches nothing
+            await self.set_network(False)
+            return
+        networks, domains = split_networks(entries)
+        # A network list lifts the block; with names only, networkBlockAll false lifts it (a domain
+        # list alone does not) and clears the network list.
+        await self._network_settings(network_block_all=False, network_allow_list=",".join(networks) or None,
+                                     domain_allow_list=",".join(domains))
+
+    async def _network_settings(self, *, network_block_all: bool, domain_allow_list: str,
+                                network_allow_list: str | None = None) -> None:
+        await self._call("update network settings", lambda: self._sandbox.update_network_settings(
+            network_block_all=network_block_all, network_allow_list=network_allow_list,
+            domain_allow_list=domain_allow_list))
 
     async def delete(self) -> None:
         if self._deleted:

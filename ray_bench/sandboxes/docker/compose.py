@@ -7,8 +7,10 @@
   the labels of every container, network and named volume (``ray-bench audit`` finds them by
   ``ray-bench.run``), the sandbox's limits on every service that sets none of its own, and no
   fixed ``container_name`` or published ``ports`` (two attempts of one task run side by side);
-- Harbor's infrastructure variables for the task's file (``CONTEXT_DIR``, ``MAIN_IMAGE_NAME``,
-  ``PREBUILT_IMAGE_NAME``, ``CPUS``, ``MEMORY``: ``ComposeInfraEnvVars``);
+- the task's ``[environment] env`` for the file's ``${VAR}`` interpolation, then Harbor's
+  infrastructure variables over it (``CONTEXT_DIR``, ``MAIN_IMAGE_NAME``, ``PREBUILT_IMAGE_NAME``,
+  ``CPUS``, ``MEMORY``: ``ComposeInfraEnvVars``; a task variable of those names is ignored with a
+  warning, ``harbor/environments/docker/compose_env.py``, ``merge_compose_env``);
 - ``up --detach --wait``: every service started and healthy before the agent starts (Harbor's
   ``runtime.up_args``); a service that never gets healthy fails the create, so the attempt fails
   with its class, not the run;
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -50,6 +53,8 @@ from ray_bench.sandboxes.docker.sandbox import DockerSandbox
 
 if TYPE_CHECKING:
     from ray_bench.sandboxes.docker.backend import DockerBackend
+
+log = logging.getLogger(__name__)
 
 #: The label Compose puts on every container, network and volume of a project.
 PROJECT_LABEL = "com.docker.compose.project"
@@ -189,14 +194,18 @@ def _write_files(spec: SandboxSpec, image: str, name: str) -> Project:
     mine = workdir / "ray-bench.yaml"
     mine.write_text(yaml.dump(override(task_file, spec), Dumper=_Dumper, sort_keys=False))
     res = spec.resources
+    # Harbor's ComposeInfraEnvVars, which a task's file may name ("0": Compose's no limit)
+    infra = {"CONTEXT_DIR": str(task_file.parent), "MAIN_IMAGE_NAME": image, "PREBUILT_IMAGE_NAME": image,
+             "CPUS": str(res.cpus) if res.cpus is not None else "0",
+             "MEMORY": f"{res.memory_mb}M" if res.memory_mb is not None else "0"}
+    if taken := sorted(set(spec.compose.env) & set(infra)):
+        log.warning("task env vars %s are reserved by the compose infrastructure and ignored", ", ".join(taken))
     # Harbor hands Compose this process's whole environment, so a task's file could interpolate
-    # any host variable into a container; here only what Compose itself needs, never a route's
-    # credential.
+    # any host variable into a container; here only what Compose itself needs and what the task's
+    # [environment] env names (its own choice), never a route's credential. Harbor's order:
+    # the task's variables, then the infrastructure's (DockerEnvironment._compose_env_vars).
     env = {**{k: v for k, v in os.environ.items() if k in _HOST_ENV or k.startswith("DOCKER_")},
-           # Harbor's ComposeInfraEnvVars, which a task's file may name ("0": Compose's no limit)
-           "CONTEXT_DIR": str(task_file.parent), "MAIN_IMAGE_NAME": image, "PREBUILT_IMAGE_NAME": image,
-           "CPUS": str(res.cpus) if res.cpus is not None else "0",
-           "MEMORY": f"{res.memory_mb}M" if res.memory_mb is not None else "0"}
+           **spec.compose.env, **infra}
     return Project(name=name, files=[base, task_file, mine], env=env, directory=task_file.parent, workdir=workdir)
 
 
