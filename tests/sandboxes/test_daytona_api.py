@@ -508,15 +508,17 @@ async def _until_destroyed(server: DaytonaServer, run_id: str, within: float = 1
 def test_the_fixture_auto_stops_an_idle_sandbox_but_not_a_long_command_and_deletes_it(
     server: DaytonaServer, base_image: str
 ) -> None:
-    server.faults = Faults(minute_sec=1.0)  # a Daytona minute is a second here
+    # A Daytona minute is 2.5 s here: long enough that a loaded host's pause between the create's
+    # answer and the exec (measured over 2 s at load 18) is not idleness past the bound.
+    server.faults = Faults(minute_sec=2.5)
     run_id = _run_id()
 
     async def main() -> None:
         backend = backend_for(server)
         try:
-            # 120 s of lifetime: auto-stop after 2 idle "minutes"; the command runs twice that.
+            # 120 s of lifetime: auto-stop after 2 idle "minutes" (5 s); the command outlasts them.
             sbx = await backend.create(spec_for(base_image, run_id, lifetime_sec=120))
-            got = await sbx.exec("sleep 4; echo done", timeout=30)
+            got = await sbx.exec("sleep 7; echo done", timeout=30)
             assert (got.exit_code, got.stdout) == (0, "done\n")
             # Then idle: stopped, and deleted at once (autoDeleteInterval 0).
             assert await _until_destroyed(server, run_id) == ["destroyed"]
