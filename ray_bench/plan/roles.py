@@ -11,6 +11,8 @@ from ray_bench.agents.prices import price_of
 from ray_bench.errors import ConfigError, UserInputError
 from ray_bench.models.accounts import Account
 from ray_bench.models.suite import Arm
+from ray_bench.models.task.harbor import TaskConfig
+from ray_bench.tasks.envvars import template_names
 
 #: The route of a role that uses the credentials of the account its cell runs on.
 CELL_ACCOUNT = "accounts"
@@ -52,6 +54,23 @@ def judge_account(arm: Arm, cell_account: str, accounts: Mapping[str, Account]) 
     if route == CELL_ACCOUNT:
         return cell_account
     return route if route is not None and route in accounts else None
+
+
+def verifier_names(config: TaskConfig) -> set[str]:
+    """The variables a task's verifiers fill from templates (``[verifier].env`` and each step's)."""
+    return {name for env in [config.verifier.env, *(s.verifier.env for s in config.steps or [])]
+            for name in template_names(env)}
+
+
+def judge_lease_account(arm: Arm, config: TaskConfig, accounts: Mapping[str, Account]) -> str | None:
+    """The account a cell of ``arm`` on a task of ``config`` holds a second lease on, for its
+    verifier's credentials: the arm's judge role routed to a named account whose route supplies a
+    variable the task's verifier names. None: no judge role, one routed by a variable, one routed
+    to ``accounts`` (the cell's own lease counts it), or a verifier that names none of its variables."""
+    route = _judge_route(arm)
+    if route is None or route == CELL_ACCOUNT or route not in accounts:
+        return None
+    return route if verifier_names(config) & set(accounts[route].route.env) else None
 
 
 def verifier_route_vars(arm: Arm, accounts: Mapping[str, Account]) -> dict[str, set[str]]:

@@ -28,6 +28,7 @@ from ray_bench.evidence.circuit import RecoveryCircuit, scope_account
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
+from ray_bench.plan.roles import judge_lease_account
 from ray_bench.scheduler.admission import AccountView, budget_only
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.quota_fit import QuotaFit
@@ -110,6 +111,10 @@ class LaunchCore:
         self.horizons = {(c.task, c.arm): (arms[c.arm].agent_timeout_sec or tasks[c.task].agent_timeout_sec)
                          + (arms[c.arm].verifier_timeout_sec or tasks[c.task].verifier_timeout_sec)
                          for c in plan.cells}
+        accounts = {a.name: a for a in plan.accounts}
+        #: (task, arm) -> the account its verifier's credentials come from, holding a lease too.
+        self.judges = {(t, a): judge_lease_account(arms[a], tasks[t].config, accounts)
+                       for t, a in {(c.task, c.arm) for c in plan.cells}}
         self.leases = 0
         #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
         self.probe_leases: dict[str, list[str]] = {}
@@ -170,7 +175,7 @@ class LaunchCore:
             cell_state = state.cells[cell.id]
             request = LeaseRequest(f"{self.run_id}/{cell.id}#{self.leases}", cell,
                                    self.horizons[(cell.task, cell.arm)], expected_sec, cell_state.last_account,
-                                   typical, expected.usd, cell_state.shuns)
+                                   typical, expected.usd, cell_state.shuns, self.judges[(cell.task, cell.arm)])
             requests.append(request)
             costed[request.lease_id] = known_sec
             asked_usd += expected.usd
