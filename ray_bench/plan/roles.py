@@ -104,7 +104,30 @@ def render_verifier_routes(arms: list[Arm], accounts: list[Account], wanted: Map
     return ["## Verifier credentials", "",
             "Each cell's verifier gets these from its arm's judge route, resolved on the node that runs it "
             "(recorded by name; the attempt's summary names the account).", "",
-            "| arm | variable | account | route | tasks |", "|---|---|---|---|---|", *rows]
+            "| arm | variable | account | route | tasks |", "|---|---|---|---|---|", *rows, "",
+            *_counted_lines(arms, by_name, set(wanted))]
+
+
+def _counted_lines(arms: list[Arm], accounts: Mapping[str, Account], wanted: set[str]) -> list[str]:
+    """How the verifiers' use of each judge account is counted: on the cell's own lease (``route:
+    accounts``), or by a second lease on the named account, held for the cell's life, so that
+    its limits bound how many such cells run at once."""
+    out: list[str] = []
+    named = {route for arm in arms if (route := _judge_route(arm)) is not None and route in accounts}
+    for name in sorted(named):
+        if not wanted & set(accounts[name].route.env):
+            continue
+        lim = accounts[name].limits
+        others = sum(a.limits.max_concurrent for a in accounts.values() if a.name != name)
+        window = (f", {lim.window.max_cells} per {lim.window.hours:g}h"
+                  if lim.window is not None and lim.window.max_cells else "")
+        rate = f", {lim.starts_per_minute:g} starts/min" if lim.starts_per_minute else ""
+        out.append(f"- counted on `{name}`: each cell whose verifier uses it holds a lease there too, from its "
+                   f"start to its end: at most {lim.max_concurrent} such cells at a time{rate}{window}"
+                   + (f" (the other accounts could run {others})" if lim.max_concurrent < others else ""))
+    if any(_judge_route(arm) == CELL_ACCOUNT for arm in arms):
+        out.append(f"- `route: {CELL_ACCOUNT}`: counted on the cell's own lease (its verifier runs within it)")
+    return out
 
 
 def executor_max_turns(arm: Arm) -> int | None:
