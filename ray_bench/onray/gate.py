@@ -35,6 +35,7 @@ from ray_bench.scheduler.admission import (
     blocked_until,
     candidate_of,
     judges_of,
+    judges_stalled,
     live_accounts,
     released_outcome,
     stalled,
@@ -327,12 +328,13 @@ class ActorGate:
         usable = [s for n, s in self._snaps.items() if n not in self._holds]
         return blocked_until(usable, now)
 
-    def stalled(self, now: float, horizon_sec: float = 0.0,
-                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0, exclude: set[str] | frozenset[str] = frozenset(),
+                judges: frozenset[str] = frozenset()) -> str | None:
         self._refresh(now, force=True)
         unusable = self.expiry.refusals(self._snaps, horizon_sec, now)
-        unusable |= {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
-        return stalled(list(self._snaps.values()), unusable, exclude)
+        held = {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
+        return (stalled(list(self._snaps.values()), unusable | held, exclude)
+                or judges_stalled(self._snaps, judges, held))
 
     def views(self, now: float) -> list[AccountView]:
         self._refresh(now)

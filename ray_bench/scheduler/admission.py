@@ -66,10 +66,11 @@ class Gate(Protocol):
         ...
 
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
-    def stalled(self, now: float, horizon_sec: float = 0.0,
-                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0, exclude: set[str] | frozenset[str] = frozenset(),
+                judges: frozenset[str] = frozenset()) -> str | None:
         """Why no account can admit a cell of ``horizon_sec`` without an operator (None: one can,
-        or will by itself). ``exclude``: accounts whose recovery circuit is open."""
+        or will by itself). ``exclude``: accounts whose recovery circuit is open; ``judges``: the
+        judge accounts every waiting cell needs a lease on too (:func:`judges_stalled`)."""
         ...
 
     def views(self, now: float) -> list[AccountView]: ...
@@ -255,10 +256,11 @@ class CoreGate:
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
-    def stalled(self, now: float, horizon_sec: float = 0.0,
-                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0, exclude: set[str] | frozenset[str] = frozenset(),
+                judges: frozenset[str] = frozenset()) -> str | None:
         unusable = self.expiry.refusals(self.cores, horizon_sec, now)
-        return stalled([c.snapshot(now) for c in self.cores.values()], unusable, exclude)
+        snaps = {name: core.snapshot(now) for name, core in self.cores.items()}
+        return stalled(list(snaps.values()), unusable, exclude) or judges_stalled(snaps, judges, {})
 
     def views(self, now: float) -> list[AccountView]:
         return [view_of(c.snapshot(now)) for c in self.cores.values()]
@@ -291,6 +293,19 @@ def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str],
             return None
         reasons.append(f"{snap.name} {snap.admit.reason}")
     return ", ".join(reasons) if reasons else None
+
+
+def judges_stalled(snapshots: Mapping[str, AccountSnapshot], judges: Iterable[str],
+                   unusable: Mapping[str, str]) -> str | None:
+    """Why the judge accounts every waiting cell needs a lease on will not admit again without an
+    operator (``unusable``: held), or None: while the cells' own accounts admit, the run would
+    otherwise wait on them for ever. A judge's recovery circuit and login expiry do not count: the
+    verifier only takes a key from its route."""
+    chosen = [snapshots[j] for j in sorted(judges) if j in snapshots]
+    if not chosen:
+        return None
+    why = stalled(chosen, {j: unusable[j] for j in judges if j in unusable})
+    return None if why is None else f"{why} (the judge account of every waiting cell)"
 
 
 def budget_only(stalled: str) -> bool:

@@ -72,6 +72,8 @@ class AskGate:
 
     horizon_sec: float
     exclude: frozenset[str]
+    #: The judge accounts the waiting cells need a lease on too, when every one of them does.
+    judges: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,9 @@ class LaunchCore:
         if blocked and blocked >= self.accounts:
             return Halt(ev.StopReason.ACCOUNTS, "no account can be admitted: the recovery circuit is open for every "
                                     "account; resume with --hypothesis TEXT")
-        return AskGate(min(r.horizon_sec for r in round_.requests), blocked)
+        judges = [r.judge for r in round_.requests]
+        return AskGate(min(r.horizon_sec for r in round_.requests), blocked,
+                       frozenset(j for j in judges if j is not None) if None not in judges else frozenset())
 
     def when_idle(self, blocked: tuple[float, str] | None, stalled: str | None, now: float) -> Wait | Halt:
         """Nothing runs and nothing could start: wait for the account that frees itself first,

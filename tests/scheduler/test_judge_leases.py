@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ray_bench.accounts.keepers import AccountGrants
+from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account, AccountLimits
 from ray_bench.models.plan import PlanCell
@@ -17,6 +18,12 @@ from ray_bench.models.task.harbor import TaskConfig
 from ray_bench.plan.roles import judge_lease_account
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.core import Candidate, LeaseRequest, assign, judge_lease
+from ray_bench.scheduler.launch import AskGate, LaunchCore, Round
+from ray_bench.scheduler.quota_fit import QuotaFit
+from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.spend import SpendBook
+from ray_bench.sim.driven import plan_for
+from ray_bench.sim.workload import build_workload, parse_spec
 
 NOW = 1_800_000_000.0
 
@@ -119,3 +126,36 @@ def test_a_stopped_driver_and_a_resumed_run_leave_no_judge_lease() -> None:
     started, _ = keeper.acquire_many("r", [(judge_lease("r/c0#0"), "c0", 0.0)])
     assert started == [judge_lease("r/c0#0")] and keeper.core.inflight == 1
     assert keeper.abandon_run("r") == 1 and keeper.core.inflight == 0
+
+
+def test_a_judge_no_one_will_free_is_a_stall_not_a_wait_for_ever() -> None:
+    gate = _gate()
+    gate.cores["judge"].health.hold()
+    assert gate.acquire_many([_request(0)], NOW, exclude={"judge"}) == {}
+    assert gate.blocked_until(NOW) is None and gate.stalled(NOW, 60) is None  # agents would take it
+    assert gate.stalled(NOW, 60, judges=frozenset({"judge"})) == "judge held (the judge account of every waiting cell)"
+    gate.cores["judge"].health.release(NOW)
+    assert gate.stalled(NOW, 60, judges=frozenset({"judge"})) is None
+
+
+def test_a_round_asks_for_the_judge_lease_and_the_gate_about_the_judges_when_every_cell_needs_one() -> None:
+    # arm mcp's verifiers take their key from ``judge``; baseline's need none
+    spec = parse_spec({"seed": 1, "suite": {"tasks": 2, "arms": ["baseline", "mcp"]},
+                       "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
+                       "accounts": [{"name": "agents", "max_concurrent": 4}, {"name": "judge", "max_concurrent": 1}],
+                       "judges": [{"arm": "mcp", "account": "judge"}]})
+    plan = plan_for(spec, build_workload(spec))
+
+    def round_of(arms: set[str]) -> tuple[Round, LaunchCore]:
+        picked = plan.model_copy(update={"cells": [c for c in plan.cells if c.arm in arms]})
+        launch = LaunchCore(picked, 4, RecoveryCircuit(), QuotaFit(ceiling=4), SpendBook.of(picked, ()))
+        return launch.plan_round(RunState(picked, []), (), 0, NOW), launch
+
+    round_, launch = round_of({"mcp"})
+    assert [r.judge for r in round_.requests] == ["judge", "judge"]
+    asked = launch.conclude(round_, waiting=2, inflight=0, now=NOW)
+    assert isinstance(asked, AskGate) and asked.judges == {"judge"}
+    round_, launch = round_of({"baseline", "mcp"})
+    assert sorted(str(r.judge) for r in round_.requests) == ["None", "None", "judge", "judge"]
+    asked = launch.conclude(round_, waiting=4, inflight=0, now=NOW)
+    assert isinstance(asked, AskGate) and asked.judges == frozenset()  # baseline's cells wait on no judge

@@ -92,3 +92,12 @@ def test_cells_judged_on_a_one_slot_account_never_run_together_and_a_killed_driv
     assert judged and _overlap(judged + [row for row in r.rows if row.account == "judge"]) == 1
     free = drive(Faults(), accounts=accounts)  # the same cells without a judge: mcp's overlap
     assert _overlap([row for row in free.rows if row.arm == "mcp"]) > 1
+
+
+def test_a_run_whose_every_cell_waits_on_a_held_judge_stops_instead_of_waiting_for_ever() -> None:
+    accounts = [*SPEC["accounts"], {"name": "judge", "max_concurrent": 1}]
+    r = drive(Faults(), accounts=accounts, judges=[{"arm": a, "account": "judge"} for a in ("baseline", "mcp")],
+              events=[{"kind": "hold", "account": "judge", "start_h": 0, "length_min": 6000}])
+    # (the first cell may start before the hold does; none after it)
+    assert r.stopped == "accounts" and r.attempts <= 1, r.detail
+    assert "judge held (the judge account of every waiting cell)" in r.detail
