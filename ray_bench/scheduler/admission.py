@@ -305,7 +305,7 @@ def judges_stalled(snapshots: Mapping[str, AccountSnapshot], judges: Iterable[st
     if not chosen:
         return None
     why = stalled(chosen, {j: unusable[j] for j in judges if j in unusable})
-    return None if why is None else f"{why} (the judge account of every waiting cell)"
+    return None if why is None else f"the waiting cells' judge accounts: {why}"  # budget_only reads the ends
 
 
 def budget_only(stalled: str) -> bool:

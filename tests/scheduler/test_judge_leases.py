@@ -16,7 +16,7 @@ from ray_bench.models.plan import PlanCell
 from ray_bench.models.suite import Arm
 from ray_bench.models.task.harbor import TaskConfig
 from ray_bench.plan.roles import judge_lease_account
-from ray_bench.scheduler.admission import CoreGate
+from ray_bench.scheduler.admission import CoreGate, budget_only
 from ray_bench.scheduler.core import Candidate, LeaseRequest, assign, judge_lease
 from ray_bench.scheduler.launch import AskGate, LaunchCore, Round
 from ray_bench.scheduler.quota_fit import QuotaFit
@@ -133,7 +133,7 @@ def test_a_judge_no_one_will_free_is_a_stall_not_a_wait_for_ever() -> None:
     gate.cores["judge"].health.hold()
     assert gate.acquire_many([_request(0)], NOW, exclude={"judge"}) == {}
     assert gate.blocked_until(NOW) is None and gate.stalled(NOW, 60) is None  # agents would take it
-    assert gate.stalled(NOW, 60, judges=frozenset({"judge"})) == "judge held (the judge account of every waiting cell)"
+    assert gate.stalled(NOW, 60, judges=frozenset({"judge"})) == "the waiting cells' judge accounts: judge held"
     gate.cores["judge"].health.release(NOW)
     assert gate.stalled(NOW, 60, judges=frozenset({"judge"})) is None
 
@@ -159,3 +159,12 @@ def test_a_round_asks_for_the_judge_lease_and_the_gate_about_the_judges_when_eve
     assert sorted(str(r.judge) for r in round_.requests) == ["None", "None", "judge", "judge"]
     asked = launch.conclude(round_, waiting=4, inflight=0, now=NOW)
     assert isinstance(asked, AskGate) and asked.judges == frozenset()  # baseline's cells wait on no judge
+
+
+def test_a_judge_out_of_its_budget_stops_the_run_as_budget() -> None:
+    judge = Account.model_validate({"name": "judge", "route": {"env": {"ANTHROPIC_API_KEY": "RB_TEST_JUDGE_KEY"}},
+                                    "limits": {"max_concurrent": 1, "spend_usd": 1.0}})
+    gate = CoreGate([_account("agents", 4), judge], now=NOW)
+    gate.cores["judge"].spent_usd = 1.0
+    why = gate.stalled(NOW, 60, judges=frozenset({"judge"}))
+    assert why == "the waiting cells' judge accounts: judge budget" and budget_only(why)

@@ -100,4 +100,4 @@ def test_a_run_whose_every_cell_waits_on_a_held_judge_stops_instead_of_waiting_f
               events=[{"kind": "hold", "account": "judge", "start_h": 0, "length_min": 6000}])
     # (the first cell may start before the hold does; none after it)
     assert r.stopped == "accounts" and r.attempts <= 1, r.detail
-    assert "judge held (the judge account of every waiting cell)" in r.detail
+    assert "the waiting cells' judge accounts: judge held" in r.detail
