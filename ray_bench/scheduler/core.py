@@ -25,7 +25,10 @@ The rules, in order:
   lease there as well, for the cell's life: it goes only to an account where both fit (its
   judge's slots are counted with that account's own cells), and the gates start both or neither
   (:func:`judge_leases`), the judge's first. Nothing is held while waiting for the other, so two
-  cells cannot each hold what the other waits for.
+  cells cannot each hold what the other waits for. For the cell's life, not its verifier's: a
+  lease asked for when the agent is done would have the cell wait holding its account and sandbox
+  (or lose its workspace), and the verifier must follow its agent at once; the price is a judge
+  slot idle during the agent phase (its ``max_concurrent`` bounds the cells that use it).
 
 Which cells the driver asks for (:func:`reserve_below`): while the long cells left are more
 than the window-bound accounts can use, everyone takes the longest first. Once they are not,
