@@ -20,7 +20,7 @@ spend) and does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ray_bench.clock import human_span
@@ -37,6 +37,9 @@ from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import Expected, SpendBook
 
 AT_LIMIT = "waiting: every account is at its limit"
+#: The most cells a round passes over because their judge account is full of this run's cells,
+#: looking for cells behind them that can start (a bound on a round's work, not a limit).
+PASS_OVER = 256
 
 
 def waiting_note(what: str, seconds: float) -> str:
@@ -117,6 +120,7 @@ class LaunchCore:
         #: (task, arm) -> the account its verifier's credentials come from, holding a lease too.
         self.judges = {(t, a): judge_lease_account(arms[a], tasks[t].config, accounts)
                        for t, a in {(c.task, c.arm) for c in plan.cells}}
+        self.judge_slots = {j: accounts[j].limits.max_concurrent for j in self.judges.values() if j is not None}
         self.leases = 0
         #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
         self.probe_leases: dict[str, list[str]] = {}
@@ -129,10 +133,32 @@ class LaunchCore:
         """Whether :meth:`plan_round` reads the accounts' views (the reservation does)."""
         return bool(self.window_rates) and bool(state.pending) and inflight < self.capacity
 
-    def plan_round(self, state: RunState, views: Sequence[AccountView], inflight: int, now: float) -> Round:
+    def holding(self, running: Iterable[tuple[str, PlanCell]]) -> dict[str, int]:
+        """Account -> the slots ``running`` (account, cell) hold there: their own, and their judges'."""
+        out: dict[str, int] = {}
+        for account, cell in running:
+            out[account] = out.get(account, 0) + 1
+            judge = self.judges.get((cell.task, cell.arm))
+            if judge is not None and judge != account:
+                out[judge] = out.get(judge, 0) + 1
+        return out
+
+    def plan_round(self, state: RunState, views: Sequence[AccountView], inflight: int, now: float,
+                   holding: Mapping[str, int] | None = None) -> Round:
         """Take the free slots' worth of cells, in queue order, until a limit holds: the
         backends' create rates, the run's spend limit, a circuit scope open or on probation (a
-        scope on probation takes one cell at a time, alone in its batch: its probe)."""
+        scope on probation takes one cell at a time, alone in its batch: its probe). A cell whose
+        judge account this run's running cells fill (``holding``: :meth:`holding`) is passed over,
+        so that the cells behind it take the free slots, and stays first in line."""
+        judge_free = {j: n - (holding or {}).get(j, 0) for j, n in self.judge_slots.items()}
+        passed: list[PlanCell] = []
+        try:
+            return self._plan_round(state, views, inflight, now, judge_free, passed)
+        finally:
+            state.put_back(passed)
+
+    def _plan_round(self, state: RunState, views: Sequence[AccountView], inflight: int, now: float,
+                    judge_free: dict[str, int], passed: list[PlanCell]) -> Round:
         requests: list[LeaseRequest] = []
         checked: list[PlanCell] = []
         costed: dict[str, float] = {}
@@ -149,6 +175,12 @@ class LaunchCore:
         while inflight + len(requests) - shunning < capacity and (cell := (
                 state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
                 else state.take(now, reserve.below))) is not None:
+            judge = self.judges[(cell.task, cell.arm)]
+            if judge is not None and judge_free[judge] <= 0:
+                passed.append(cell)
+                if len(passed) >= PASS_OVER:
+                    break
+                continue
             if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
                 state.put_back([cell])
                 paced = cell.backend
@@ -177,7 +209,9 @@ class LaunchCore:
             cell_state = state.cells[cell.id]
             request = LeaseRequest(f"{self.run_id}/{cell.id}#{self.leases}", cell,
                                    self.horizons[(cell.task, cell.arm)], expected_sec, cell_state.last_account,
-                                   typical, expected.usd, cell_state.shuns, self.judges[(cell.task, cell.arm)])
+                                   typical, expected.usd, cell_state.shuns, judge)
+            if judge is not None:
+                judge_free[judge] -= 1
             requests.append(request)
             costed[request.lease_id] = known_sec
             asked_usd += expected.usd

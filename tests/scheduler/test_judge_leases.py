@@ -142,7 +142,7 @@ def test_a_round_asks_for_the_judge_lease_and_the_gate_about_the_judges_when_eve
     # arm mcp's verifiers take their key from ``judge``; baseline's need none
     spec = parse_spec({"seed": 1, "suite": {"tasks": 2, "arms": ["baseline", "mcp"]},
                        "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
-                       "accounts": [{"name": "agents", "max_concurrent": 4}, {"name": "judge", "max_concurrent": 1}],
+                       "accounts": [{"name": "agents", "max_concurrent": 4}, {"name": "judge", "max_concurrent": 2}],
                        "judges": [{"arm": "mcp", "account": "judge"}]})
     plan = plan_for(spec, build_workload(spec))
 
@@ -168,3 +168,20 @@ def test_a_judge_out_of_its_budget_stops_the_run_as_budget() -> None:
     gate.cores["judge"].spent_usd = 1.0
     why = gate.stalled(NOW, 60, judges=frozenset({"judge"}))
     assert why == "the waiting cells' judge accounts: judge budget" and budget_only(why)
+
+
+def test_a_round_passes_over_cells_whose_judge_this_runs_cells_fill_and_keeps_them_first() -> None:
+    spec = parse_spec({"seed": 1, "suite": {"tasks": 3, "arms": ["baseline", "mcp"]},
+                       "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
+                       "accounts": [{"name": "agents", "max_concurrent": 4}, {"name": "judge", "max_concurrent": 1}],
+                       "judges": [{"arm": "mcp", "account": "judge"}]})
+    plan = plan_for(spec, build_workload(spec))
+    launch = LaunchCore(plan, 4, RecoveryCircuit(), QuotaFit(ceiling=4), SpendBook.of(plan, ()))
+    state = RunState(plan, [])
+    running = next(c for c in plan.cells if c.arm == "mcp")
+    assert launch.holding([("agents", running)]) == {"agents": 1, "judge": 1}
+    round_ = launch.plan_round(state, (), 1, NOW, launch.holding([("agents", running)]))
+    assert {r.cell.arm for r in round_.requests} == {"baseline"} and len(round_.requests) == 3
+    state.put_back([r.cell for r in round_.requests])
+    first = launch.plan_round(state, (), 0, NOW, {})  # the judge free again: mcp's cells are asked for
+    assert sum(r.cell.arm == "mcp" for r in first.requests) == 1 and len(first.requests) == 4
