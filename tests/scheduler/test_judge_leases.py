@@ -12,7 +12,7 @@ from ray_bench.accounts.keepers import AccountGrants
 from ray_bench.evidence.circuit import RecoveryCircuit
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account, AccountLimits
-from ray_bench.models.plan import PlanCell
+from ray_bench.models.plan import Plan, PlanCell
 from ray_bench.models.suite import Arm
 from ray_bench.models.task.harbor import TaskConfig
 from ray_bench.plan.roles import judge_lease_account
@@ -138,13 +138,18 @@ def test_a_judge_no_one_will_free_is_a_stall_not_a_wait_for_ever() -> None:
     assert gate.stalled(NOW, 60, judges=frozenset({"judge"})) is None
 
 
-def test_a_round_asks_for_the_judge_lease_and_the_gate_about_the_judges_when_every_cell_needs_one() -> None:
-    # arm mcp's verifiers take their key from ``judge``; baseline's need none
-    spec = parse_spec({"seed": 1, "suite": {"tasks": 2, "arms": ["baseline", "mcp"]},
+def _judged_plan(tasks: int, judge_slots: int) -> Plan:
+    """A simulated plan whose arm mcp's verifiers take their key from ``judge``; baseline's need none."""
+    spec = parse_spec({"seed": 1, "suite": {"tasks": tasks, "arms": ["baseline", "mcp"]},
                        "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
-                       "accounts": [{"name": "agents", "max_concurrent": 4}, {"name": "judge", "max_concurrent": 2}],
+                       "accounts": [{"name": "agents", "max_concurrent": 4},
+                                    {"name": "judge", "max_concurrent": judge_slots}],
                        "judges": [{"arm": "mcp", "account": "judge"}]})
-    plan = plan_for(spec, build_workload(spec))
+    return plan_for(spec, build_workload(spec))
+
+
+def test_a_round_asks_for_the_judge_lease_and_the_gate_about_the_judges_when_every_cell_needs_one() -> None:
+    plan = _judged_plan(tasks=2, judge_slots=2)
 
     def round_of(arms: set[str]) -> tuple[Round, LaunchCore]:
         picked = plan.model_copy(update={"cells": [c for c in plan.cells if c.arm in arms]})
@@ -171,11 +176,7 @@ def test_a_judge_out_of_its_budget_stops_the_run_as_budget() -> None:
 
 
 def test_a_round_passes_over_cells_whose_judge_this_runs_cells_fill_and_keeps_them_first() -> None:
-    spec = parse_spec({"seed": 1, "suite": {"tasks": 3, "arms": ["baseline", "mcp"]},
-                       "durations": {"lognormal": {"median_s": 60, "sigma": 0}},
-                       "accounts": [{"name": "agents", "max_concurrent": 4}, {"name": "judge", "max_concurrent": 1}],
-                       "judges": [{"arm": "mcp", "account": "judge"}]})
-    plan = plan_for(spec, build_workload(spec))
+    plan = _judged_plan(tasks=3, judge_slots=1)
     launch = LaunchCore(plan, 4, RecoveryCircuit(), QuotaFit(ceiling=4), SpendBook.of(plan, ()))
     state = RunState(plan, [])
     running = next(c for c in plan.cells if c.arm == "mcp")
