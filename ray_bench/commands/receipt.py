@@ -17,11 +17,10 @@ from ray_bench.commands.receipt_terms import (
 from ray_bench.models.plan import Plan
 from ray_bench.plan.agents import agents_section
 from ray_bench.plan.arm_diff import render_differences
-from ray_bench.plan.roles import render_roles, render_verifier_routes
+from ray_bench.plan.roles import render_roles, render_verifier_routes, verifier_names
 from ray_bench.plan.watchdog import watchdog_lines
 from ray_bench.scheduler.builds import build_settings, build_targets, quota_line
 from ray_bench.scheduler.runstate import attempt_cap
-from ray_bench.tasks.envvars import template_names
 from ray_bench.textsafe import code_span, escape_controls, table_cell
 
 
@@ -57,7 +56,7 @@ def render_receipt(plan: Plan, identity: str) -> str:
     out += ["", *render_roles(plan.arms)]
     wanted: dict[str, list[str]] = {}
     for task in plan.tasks:
-        for var in template_names(task.config.verifier.env):
+        for var in sorted(verifier_names(task.config)):
             wanted.setdefault(var, []).append(task.id)
     routes = render_verifier_routes(plan.arms, plan.accounts, wanted)
     if routes:

@@ -34,13 +34,15 @@ from ray_bench.scheduler.admission import (
     ExpiryWatch,
     blocked_until,
     candidate_of,
+    judges_of,
+    judges_stalled,
     live_accounts,
     released_outcome,
     stalled,
     typical_sec,
     view_of,
 )
-from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
+from ray_bench.scheduler.core import Candidate, LeaseRequest, assign, judge_lease, judge_leases
 from ray_bench.state import default_state_root
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,7 @@ class ActorGate:
         self._fetched = 0.0
         self._renewed = 0.0
         self._pool_of: dict[str, str] = {}
+        self._judges: dict[str, str] = {}  # lease -> the judge account it holds a lease on too
         self._freed: dict[str, int] = {}  # account -> finishes since its last snapshot
         self._finishes: dict[str, list[tuple[str, Outcome | None]]] = {}
         self._pool_releases: dict[str, list[str]] = {}
@@ -166,12 +169,9 @@ class ActorGate:
         horizon = max(r.horizon_sec for r in requests)
         candidates: list[Candidate] = []
         for name, snap in self._snaps.items():
-            if name in exclude or name in self._holds or not self.expiry.admits(name, horizon, now):
+            if name in exclude or not self.expiry.admits(name, horizon, now):
                 continue
-            room = snap.headroom
-            if not isinstance(snap.admit, Admit) and snap.admit.reason is RefusalReason.CONCURRENCY:
-                room = self._freed.get(name, 0)  # full at the snapshot; cells finished since
-            if room > 0:
+            if (room := self._room(name)) > 0:
                 candidates.append(candidate_of(snap, self.accounts_cfg[name], room))
         # a shunning request may wait for a busy account: it holds no account's room
         wanted = requests[: sum(c.headroom for c in candidates) + sum(r.shun for r in requests)]
@@ -196,8 +196,12 @@ class ActorGate:
         inpool = [r for r in wanted if r.lease_id in pooled]
         live = live_accounts({n: str(s.state) for n, s in self._snaps.items()}, lambda n: n not in exclude
                              and n not in self._holds and self.expiry.admits(n, horizon, now))
-        shares = assign(inpool, candidates, typical_sec(inpool), live)
-        names = list(shares)
+        judge_room = {j: self._room(j) for j in judges_of(inpool) if j in self._snaps}
+        shares = assign(inpool, candidates, typical_sec(inpool), live, judge_room)
+        judged = self._start_judges(judge_leases(shares))  # first: a cell starts with both or neither
+        shares = {n: [r for r in share if r.judge in (None, n) or r.lease_id in judged]
+                  for n, share in shares.items()}
+        names = [n for n, share in shares.items() if share]
         sent = {n: self._finishes.pop(n, None) for n in names}
         answers = settle([self.actors[n].acquire_many.remote(
             self.run_id, [(r.lease_id, r.cell.id, r.expected_usd) for r in shares[n]], sent[n]) for n in names])
@@ -213,6 +217,11 @@ class ActorGate:
             self._snaps[name] = snap
             self._freed.pop(name, None)
             granted.update({lease: name for lease in started})
+        for lease, judge in judged.items():
+            if lease in granted:
+                self._judges[lease] = judge
+            else:  # its own account refused it after all: the judge's slot is given back
+                self._finish(judge, judge_lease(lease), None)
         self.flush()
         by_lease = {r.lease_id: r for r in wanted}
         unused = [lease for lease in pooled if lease not in granted]
@@ -224,11 +233,47 @@ class ActorGate:
             self._pool_of[lease] = by_lease[lease].cell.backend
         return granted
 
-    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float,
-                usd_bound: str = "exact") -> None:
-        outcome = released_outcome(verdict, usd, usd_bound)
+    def _room(self, name: str) -> int:
+        """The slots ``name`` has free as the cached snapshot and the finishes since say (none
+        while the operator holds it)."""
+        snap = self._snaps[name]
+        if name in self._holds:
+            return 0
+        if not isinstance(snap.admit, Admit) and snap.admit.reason is RefusalReason.CONCURRENCY:
+            return self._freed.get(name, 0)  # full at the snapshot; cells finished since
+        return snap.headroom
+
+    def _start_judges(self, wanted: dict[str, list[LeaseRequest]]) -> dict[str, str]:
+        """Start the judge leases of ``wanted`` (judge account -> requests), one call per
+        account, in order while it admits; lease id -> judge account of those started."""
+        names = list(wanted)
+        sent = {n: self._finishes.pop(n, None) for n in names}
+        answers = settle([self.actors[n].acquire_many.remote(
+            self.run_id, [(judge_lease(r.lease_id), r.cell.id, 0.0) for r in wanted[n]], sent[n]) for n in names])
+        judged: dict[str, str] = {}
+        for name, answer in zip(names, answers, strict=True):
+            if isinstance(answer, RayActorError):  # as for a cell's own lease: freed, sent again
+                self._finishes.setdefault(name, []).extend(
+                    [*(sent[name] or []), *((judge_lease(r.lease_id), None) for r in wanted[name])])
+                self._fetched = 0.0
+                continue
+            started, snap = answer
+            self._snaps[name] = snap
+            self._freed.pop(name, None)
+            by_id = {judge_lease(r.lease_id): r.lease_id for r in wanted[name]}
+            judged.update({by_id[lease]: name for lease in started})
+        return judged
+
+    def _finish(self, account: str, lease_id: str, outcome: Outcome | None) -> None:
         self._finishes.setdefault(account, []).append((lease_id, outcome))
         self._freed[account] = self._freed.get(account, 0) + 1
+
+    def release(self, account: str, lease_id: str, verdict: Verdict | None, usd: float, now: float,
+                usd_bound: str = "exact") -> None:
+        self._finish(account, lease_id, released_outcome(verdict, usd, usd_bound))
+        judge = self._judges.pop(lease_id, None)
+        if judge is not None:  # its verifier's slot: judged by no one, charged nothing
+            self._finish(judge, judge_lease(lease_id), None)
         backend = self._pool_of.pop(lease_id, None)
         if backend is not None and backend in self.pools:
             self._pool_releases.setdefault(backend, []).append(lease_id)
@@ -283,12 +328,13 @@ class ActorGate:
         usable = [s for n, s in self._snaps.items() if n not in self._holds]
         return blocked_until(usable, now)
 
-    def stalled(self, now: float, horizon_sec: float = 0.0,
-                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0, exclude: set[str] | frozenset[str] = frozenset(),
+                judges: frozenset[str] = frozenset()) -> str | None:
         self._refresh(now, force=True)
         unusable = self.expiry.refusals(self._snaps, horizon_sec, now)
-        unusable |= {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
-        return stalled(list(self._snaps.values()), unusable, exclude)
+        held = {n: f"held ({self._holds[n].get('reason', 'operator')})" for n in self._snaps if n in self._holds}
+        return (stalled(list(self._snaps.values()), unusable | held, exclude)
+                or judges_stalled(self._snaps, judges, held))
 
     def views(self, now: float) -> list[AccountView]:
         self._refresh(now)

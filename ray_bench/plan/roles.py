@@ -11,6 +11,8 @@ from ray_bench.agents.prices import price_of
 from ray_bench.errors import ConfigError, UserInputError
 from ray_bench.models.accounts import Account
 from ray_bench.models.suite import Arm
+from ray_bench.models.task.harbor import TaskConfig
+from ray_bench.tasks.envvars import template_names
 
 #: The route of a role that uses the credentials of the account its cell runs on.
 CELL_ACCOUNT = "accounts"
@@ -54,6 +56,23 @@ def judge_account(arm: Arm, cell_account: str, accounts: Mapping[str, Account]) 
     return route if route is not None and route in accounts else None
 
 
+def verifier_names(config: TaskConfig) -> set[str]:
+    """The variables a task's verifiers fill from templates (``[verifier].env`` and each step's)."""
+    return {name for env in [config.verifier.env, *(s.verifier.env for s in config.steps or [])]
+            for name in template_names(env)}
+
+
+def judge_lease_account(arm: Arm, config: TaskConfig, accounts: Mapping[str, Account]) -> str | None:
+    """The account a cell of ``arm`` on a task of ``config`` holds a second lease on, for its
+    verifier's credentials: the arm's judge role routed to a named account whose route supplies a
+    variable the task's verifier names. None: no judge role, one routed by a variable, one routed
+    to ``accounts`` (the cell's own lease counts it), or a verifier that names none of its variables."""
+    route = _judge_route(arm)
+    if route is None or route == CELL_ACCOUNT or route not in accounts:
+        return None
+    return route if verifier_names(config) & set(accounts[route].route.env) else None
+
+
 def verifier_route_vars(arm: Arm, accounts: Mapping[str, Account]) -> dict[str, set[str]]:
     """Per account an arm's verifiers may take credentials from (its judge route: one account,
     or every account of the pool when routed to ``accounts``), the variable names that route
@@ -85,7 +104,30 @@ def render_verifier_routes(arms: list[Arm], accounts: list[Account], wanted: Map
     return ["## Verifier credentials", "",
             "Each cell's verifier gets these from its arm's judge route, resolved on the node that runs it "
             "(recorded by name; the attempt's summary names the account).", "",
-            "| arm | variable | account | route | tasks |", "|---|---|---|---|---|", *rows]
+            "| arm | variable | account | route | tasks |", "|---|---|---|---|---|", *rows, "",
+            *_counted_lines(arms, by_name, set(wanted))]
+
+
+def _counted_lines(arms: list[Arm], accounts: Mapping[str, Account], wanted: set[str]) -> list[str]:
+    """How the verifiers' use of each judge account is counted: on the cell's own lease (``route:
+    accounts``), or by a second lease on the named account, held for the cell's life, so that
+    its limits bound how many such cells run at once."""
+    out: list[str] = []
+    named = {route for arm in arms if (route := _judge_route(arm)) is not None and route in accounts}
+    for name in sorted(named):
+        if not wanted & set(accounts[name].route.env):
+            continue
+        lim = accounts[name].limits
+        others = sum(a.limits.max_concurrent for a in accounts.values() if a.name != name)
+        window = (f", {lim.window.max_cells} per {lim.window.hours:g}h"
+                  if lim.window is not None and lim.window.max_cells else "")
+        rate = f", {lim.starts_per_minute:g} starts/min" if lim.starts_per_minute else ""
+        out.append(f"- counted on `{name}`: each cell whose verifier uses it holds a lease there too, from its "
+                   f"start to its end: at most {lim.max_concurrent} such cells at a time{rate}{window}"
+                   + (f" (the other accounts could run {others})" if lim.max_concurrent < others else ""))
+    if any(_judge_route(arm) == CELL_ACCOUNT for arm in arms):
+        out.append(f"- `route: {CELL_ACCOUNT}`: counted on the cell's own lease (its verifier runs within it)")
+    return out
 
 
 def executor_max_turns(arm: Arm) -> int | None:

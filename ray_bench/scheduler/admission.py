@@ -31,7 +31,7 @@ from ray_bench.accounts.limits import window_rate
 from ray_bench.accounts.outcome import unjudged_outcome
 from ray_bench.evidence.classify import Verdict
 from ray_bench.models.accounts import Account
-from ray_bench.scheduler.core import Candidate, LeaseRequest, assign
+from ray_bench.scheduler.core import Candidate, LeaseRequest, assign, judge_lease, judge_leases
 
 #: How long a login-expiry reading is trusted before the file is read again.
 _EXPIRY_RECHECK_SEC = 60.0
@@ -66,10 +66,11 @@ class Gate(Protocol):
         ...
 
     def blocked_until(self, now: float) -> tuple[float, str] | None: ...
-    def stalled(self, now: float, horizon_sec: float = 0.0,
-                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0, exclude: set[str] | frozenset[str] = frozenset(),
+                judges: frozenset[str] = frozenset()) -> str | None:
         """Why no account can admit a cell of ``horizon_sec`` without an operator (None: one can,
-        or will by itself). ``exclude``: accounts whose recovery circuit is open."""
+        or will by itself). ``exclude``: accounts whose recovery circuit is open; ``judges``: the
+        judge accounts every waiting cell needs a lease on too (:func:`judges_stalled`)."""
         ...
 
     def views(self, now: float) -> list[AccountView]: ...
@@ -117,6 +118,11 @@ def candidate_of(snapshot: AccountSnapshot, account: Account, headroom: int | No
     probe = isinstance(snapshot.admit, Admit) and snapshot.admit.probe
     return Candidate(snapshot.name, snapshot.headroom if headroom is None else headroom,
                      max(1, snapshot.limit), probe, rate)
+
+
+def judges_of(requests: Iterable[LeaseRequest]) -> set[str]:
+    """The accounts the requests name as their verifier's judge."""
+    return {r.judge for r in requests if r.judge is not None}
 
 
 def typical_sec(requests: list[LeaseRequest]) -> float:
@@ -190,6 +196,7 @@ class CoreGate:
             a.name: AccountCore(a.name, a.limits, now=start) for a in accounts}
         self.expiry = ExpiryWatch(accounts, clock=clock)
         self._held: dict[str, str] = {}  # lease -> account, for close()
+        self._judges: dict[str, str] = {}  # lease -> the judge account it holds a lease on too
 
     def acquire_many(self, requests: list[LeaseRequest], now: float,
                      exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
@@ -201,9 +208,21 @@ class CoreGate:
                       and (snap := core.snapshot(now)).headroom > 0]
         live = live_accounts({n: str(c.health.tick(now)) for n, c in self.cores.items()},
                              lambda n: n not in exclude and self.expiry.admits(n, horizon, now))
-        granted: dict[str, str] = {}
-        for name, share in assign(requests, candidates, typical_sec(requests), live).items():
+        room = {j: self.cores[j].snapshot(now).headroom for j in judges_of(requests) if j in self.cores}
+        shares = assign(requests, candidates, typical_sec(requests), live, room)
+        judged: dict[str, str] = {}  # the judge's lease first: a cell starts with both or neither
+        for judge, share in judge_leases(shares).items():
             for request in share:
+                try:
+                    self.cores[judge].on_start(now, Lease(judge_lease(request.lease_id), request.cell.id, judge))
+                except AdmissionRefused:
+                    break
+                judged[request.lease_id] = judge
+        granted: dict[str, str] = {}
+        for name, share in shares.items():
+            for request in share:
+                if request.judge not in (None, name) and request.lease_id not in judged:
+                    continue
                 try:
                     self.cores[name].on_start(now, Lease(request.lease_id, request.cell.id, name,
                                                          request.expected_usd))
@@ -211,6 +230,11 @@ class CoreGate:
                     break
                 granted[request.lease_id] = name
                 self._held[request.lease_id] = name
+        for lease, judge in judged.items():
+            if lease in granted:
+                self._judges[lease] = judge
+            else:  # its own account refused it after all: the judge's slot is given back
+                self.cores[judge].abandon(judge_lease(lease))
         return granted
 
     def flush(self) -> None:
@@ -225,14 +249,18 @@ class CoreGate:
             core.abandon(lease_id)
         else:
             core.on_finish(now, Lease(lease_id, "", account), outcome)
+        judge = self._judges.pop(lease_id, None)
+        if judge is not None:  # its verifier's slot: judged by no one, charged nothing
+            self.cores[judge].abandon(judge_lease(lease_id))
 
     def blocked_until(self, now: float) -> tuple[float, str] | None:
         return blocked_until([c.snapshot(now) for c in self.cores.values()], now)
 
-    def stalled(self, now: float, horizon_sec: float = 0.0,
-                exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+    def stalled(self, now: float, horizon_sec: float = 0.0, exclude: set[str] | frozenset[str] = frozenset(),
+                judges: frozenset[str] = frozenset()) -> str | None:
         unusable = self.expiry.refusals(self.cores, horizon_sec, now)
-        return stalled([c.snapshot(now) for c in self.cores.values()], unusable, exclude)
+        snaps = {name: core.snapshot(now) for name, core in self.cores.items()}
+        return stalled(list(snaps.values()), unusable, exclude) or judges_stalled(snaps, judges, {})
 
     def views(self, now: float) -> list[AccountView]:
         return [view_of(c.snapshot(now)) for c in self.cores.values()]
@@ -241,7 +269,10 @@ class CoreGate:
         """Give back the leases still held (a driver that stops owns none afterwards)."""
         for lease, account in self._held.items():
             self.cores[account].abandon(lease)
+        for lease, judge in self._judges.items():
+            self.cores[judge].abandon(judge_lease(lease))
         self._held = {}
+        self._judges = {}
 
 
 def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str],
@@ -262,6 +293,19 @@ def stalled(snapshots: list[AccountSnapshot], unusable: Mapping[str, str],
             return None
         reasons.append(f"{snap.name} {snap.admit.reason}")
     return ", ".join(reasons) if reasons else None
+
+
+def judges_stalled(snapshots: Mapping[str, AccountSnapshot], judges: Iterable[str],
+                   unusable: Mapping[str, str]) -> str | None:
+    """Why the judge accounts every waiting cell needs a lease on will not admit again without an
+    operator (``unusable``: held), or None: while the cells' own accounts admit, the run would
+    otherwise wait on them for ever. A judge's recovery circuit and login expiry do not count: the
+    verifier only takes a key from its route."""
+    chosen = [snapshots[j] for j in sorted(judges) if j in snapshots]
+    if not chosen:
+        return None
+    why = stalled(chosen, {j: unusable[j] for j in judges if j in unusable})
+    return None if why is None else f"the waiting cells' judge accounts: {why}"  # budget_only reads the ends
 
 
 def budget_only(stalled: str) -> bool:

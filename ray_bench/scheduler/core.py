@@ -20,6 +20,15 @@ The rules, in order:
   within a cell's time limit is no candidate at all: the gates leave it out.)
 - **Headroom.** Among the rest, the account with the largest free fraction of its limit,
   then the most free slots, then the name (deterministic).
+- **A judge account's slot too.** A cell whose verifier takes its credentials from another
+  account (``LeaseRequest.judge``: the arm's judge role routed to a named account) holds a
+  lease there as well, for the cell's life: it goes only to an account where both fit (its
+  judge's slots are counted with that account's own cells), and the gates start both or neither
+  (:func:`judge_leases`), the judge's first. Nothing is held while waiting for the other, so two
+  cells cannot each hold what the other waits for. For the cell's life, not its verifier's: a
+  lease asked for when the agent is done would have the cell wait holding its account and sandbox
+  (or lose its workspace), and the verifier must follow its agent at once; the price is a judge
+  slot idle during the agent phase (its ``max_concurrent`` bounds the cells that use it).
 
 Which cells the driver asks for (:func:`reserve_below`): while the long cells left are more
 than the window-bound accounts can use, everyone takes the longest first. Once they are not,
@@ -33,7 +42,7 @@ slot-hours, nearly all after hour 19 of 28.6).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ray_bench.accounts.limits import window_bound
@@ -59,6 +68,26 @@ class LeaseRequest:
     #: ``avoid`` failed the cell by its own fault: never back there while another live
     #: account could take it.
     shun: bool = False
+    #: The account the cell's verifier takes its credentials from, when not the one it runs on
+    #: (:func:`ray_bench.plan.roles.judge_lease_account`): the cell holds a lease there too.
+    judge: str | None = None
+
+
+def judge_lease(lease_id: str) -> str:
+    """The id of the second lease a cell holds on its judge account (its run's prefix kept, so
+    that a resumed run's ``abandon_run`` and the renewal's expiry free it with the first)."""
+    return f"{lease_id}/judge"
+
+
+def judge_leases(shares: Mapping[str, Sequence[LeaseRequest]]) -> dict[str, list[LeaseRequest]]:
+    """Judge account -> the requests of ``shares`` (account -> its requests, as :func:`assign`
+    answers) that hold a lease there too: those whose judge is not the account they run on."""
+    out: dict[str, list[LeaseRequest]] = {}
+    for name, share in shares.items():
+        for request in share:
+            if request.judge is not None and request.judge != name:
+                out.setdefault(request.judge, []).append(request)
+    return out
 
 
 @dataclass(frozen=True)
@@ -79,29 +108,48 @@ class Candidate:
 
 
 def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
-           typical_sec: float, live: Iterable[str] = ()) -> dict[str, list[LeaseRequest]]:
+           typical_sec: float, live: Iterable[str] = (),
+           judge_room: Mapping[str, int] | None = None) -> dict[str, list[LeaseRequest]]:
     """Account name -> the requests it should start, in request order. The window-bound
     accounts' room is reserved for the batch's longest requests first; the others take the
     requests in order while they have room. ``live``: the accounts that will admit cells
-    again without an operator (room now or not), for ``shun``."""
+    again without an operator (room now or not), for ``shun``. ``judge_room``: the slots the
+    accounts named as a request's ``judge`` have free (a held or refusing one: none); a request
+    goes to its judge account, or to another while its judge has a slot left, which it takes."""
     live = frozenset(live)
     room = {c.name: c.headroom for c in candidates if c.headroom > 0}
+    slots = dict(judge_room or {})  # free slots of the judge accounts, whatever uses them
     by_name = {c.name: c for c in candidates}
     bound = {c.name for c in candidates if c.window_bound(typical_sec)}
+    bound_room = {n: room[n] for n in bound if n in room}
+
+    def judged(request: LeaseRequest, name: str) -> bool:
+        return request.judge is None or request.judge == name or slots.get(request.judge, 0) > 0
+
+    def take(request: LeaseRequest, name: str) -> None:
+        for rooms in (room, bound_room):
+            if name in rooms:
+                rooms[name] -= 1
+        if name in slots:
+            slots[name] -= 1
+        judge = request.judge
+        if judge is not None and judge != name:
+            slots[judge] -= 1
+            for rooms in (room, bound_room):
+                if judge in rooms:
+                    rooms[judge] = min(rooms[judge], slots[judge])
+
     # The window-bound accounts' share goes to the longest requests of the batch.
     longest = sorted(range(len(requests)), key=lambda i: (-requests[i].expected_sec, i))
     reserved: dict[int, str] = {}
-    bound_room = {n: room[n] for n in bound if n in room}
     for i in longest:
         request = requests[i]
-        fits = [n for n, left in bound_room.items() if left > 0 and n != request.avoid]
+        fits = [n for n, left in bound_room.items() if left > 0 and n != request.avoid and judged(request, n)]
         if not fits:
             continue
         name = max(fits, key=lambda n: _key(by_name[n], bound_room[n]))
         reserved[i] = name
-        bound_room[name] -= 1
-    for name in reserved.values():
-        room[name] -= 1  # what is left is for the other requests
+        take(request, name)  # what is left of ``room`` is for the other requests
     out: dict[str, list[LeaseRequest]] = {}
     for i, request in enumerate(requests):
         chosen = reserved.get(i)
@@ -109,12 +157,13 @@ def assign(requests: Sequence[LeaseRequest], candidates: Sequence[Candidate],
             open_ = [n for n, left in room.items() if left > 0 and n not in bound]
             if not open_:  # only window-bound room is left: better used than idle
                 open_ = [n for n, left in room.items() if left > 0]
+            open_ = [n for n in open_ if judged(request, n)]
             others = [n for n in open_ if n != request.avoid]
             open_ = others if others or (request.shun and live - {request.avoid}) else open_
             if not open_:
                 continue  # no room for it; a reserved longer cell further on may still go
             chosen = max(open_, key=lambda n: _key(by_name[n], room[n]))
-            room[chosen] -= 1
+            take(request, chosen)
         out.setdefault(chosen, []).append(request)
     return out
 

@@ -286,7 +286,8 @@ class Driver:
                 return self._start(ledger, request, account)
             case cmd.AskWhy(ask=ask, now=now):
                 blocked = self.gate.blocked_until(now)
-                stalled = None if blocked is not None else self.gate.stalled(now, ask.horizon_sec, ask.exclude)
+                stalled = (None if blocked is not None
+                           else self.gate.stalled(now, ask.horizon_sec, ask.exclude, ask.judges))
                 return cmd.GateSaid(blocked, stalled)
             case cmd.Supervise():
                 return cmd.Supervised(self.supervision.check(), self.supervision.node_count)

@@ -20,7 +20,7 @@ spend) and does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ray_bench.clock import human_span
@@ -28,6 +28,7 @@ from ray_bench.evidence.circuit import RecoveryCircuit, scope_account
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan, PlanCell
+from ray_bench.plan.roles import judge_lease_account
 from ray_bench.scheduler.admission import AccountView, budget_only
 from ray_bench.scheduler.core import LeaseRequest
 from ray_bench.scheduler.quota_fit import QuotaFit
@@ -36,6 +37,9 @@ from ray_bench.scheduler.runstate import RunState
 from ray_bench.scheduler.spend import Expected, SpendBook
 
 AT_LIMIT = "waiting: every account is at its limit"
+#: The most cells a round passes over because their judge account is full of this run's cells,
+#: looking for cells behind them that can start (a bound on a round's work, not a limit).
+PASS_OVER = 256
 
 
 def waiting_note(what: str, seconds: float) -> str:
@@ -81,6 +85,8 @@ class AskGate:
 
     horizon_sec: float
     exclude: frozenset[str]
+    #: The judge accounts the waiting cells need a lease on too, when every one of them does.
+    judges: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,11 @@ class LaunchCore:
         self.horizons = {(c.task, c.arm): (arms[c.arm].agent_timeout_sec or tasks[c.task].agent_timeout_sec)
                          + (arms[c.arm].verifier_timeout_sec or tasks[c.task].verifier_timeout_sec)
                          for c in plan.cells}
+        accounts = {a.name: a for a in plan.accounts}
+        #: (task, arm) -> the account its verifier's credentials come from, holding a lease too.
+        self.judges = {(t, a): judge_lease_account(arms[a], tasks[t].config, accounts)
+                       for t, a in {(c.task, c.arm) for c in plan.cells}}
+        self.judge_slots = {j: accounts[j].limits.max_concurrent for j in self.judges.values() if j is not None}
         self.leases = 0
         #: Lease id -> the probing circuit scopes its cell is the probe of (until it starts).
         self.probe_leases: dict[str, list[str]] = {}
@@ -132,10 +143,32 @@ class LaunchCore:
         """Whether :meth:`plan_round` reads the accounts' views (the reservation does)."""
         return bool(self.window_rates) and bool(state.pending) and inflight < self.capacity
 
-    def plan_round(self, state: RunState, views: Sequence[AccountView], inflight: int, now: float) -> Round:
+    def holding(self, running: Iterable[tuple[str, PlanCell]]) -> dict[str, int]:
+        """Account -> the slots ``running`` (account, cell) hold there: their own, and their judges'."""
+        out: dict[str, int] = {}
+        for account, cell in running:
+            out[account] = out.get(account, 0) + 1
+            judge = self.judges.get((cell.task, cell.arm))
+            if judge is not None and judge != account:
+                out[judge] = out.get(judge, 0) + 1
+        return out
+
+    def plan_round(self, state: RunState, views: Sequence[AccountView], inflight: int, now: float,
+                   holding: Mapping[str, int] | None = None) -> Round:
         """Take the free slots' worth of cells, in queue order, until a limit holds: the
         backends' create rates, the run's spend limit, a circuit scope open or on probation (a
-        scope on probation takes one cell at a time, alone in its batch: its probe)."""
+        scope on probation takes one cell at a time, alone in its batch: its probe). A cell whose
+        judge account this run's running cells fill (``holding``: :meth:`holding`) is passed over,
+        so that the cells behind it take the free slots, and stays first in line."""
+        judge_free = {j: n - (holding or {}).get(j, 0) for j, n in self.judge_slots.items()}
+        passed: list[PlanCell] = []
+        try:
+            return self._plan_round(state, views, inflight, now, judge_free, passed)
+        finally:
+            state.put_back(passed)
+
+    def _plan_round(self, state: RunState, views: Sequence[AccountView], inflight: int, now: float,
+                    judge_free: dict[str, int], passed: list[PlanCell]) -> Round:
         requests: list[LeaseRequest] = []
         checked: list[PlanCell] = []
         costed: dict[str, float] = {}
@@ -152,6 +185,12 @@ class LaunchCore:
         while inflight + len(requests) - shunning < capacity and (cell := (
                 state.take(now, reserve.long_from, long=True) if len(requests) < reserve.long_slots
                 else state.take(now, reserve.below))) is not None:
+            judge = self.judges[(cell.task, cell.arm)]
+            if judge is not None and judge_free[judge] <= 0:
+                passed.append(cell)
+                if len(passed) >= PASS_OVER:
+                    break
+                continue
             if creates[cell.backend] <= 0:  # the provider's create rate: wait for the next one
                 state.put_back([cell])
                 paced = cell.backend
@@ -180,7 +219,9 @@ class LaunchCore:
             cell_state = state.cells[cell.id]
             request = LeaseRequest(f"{self.run_id}/{cell.id}#{self.leases}", cell,
                                    self.horizons[(cell.task, cell.arm)], expected_sec, cell_state.last_account,
-                                   typical, expected.usd, cell_state.shuns)
+                                   typical, expected.usd, cell_state.shuns, judge)
+            if judge is not None:
+                judge_free[judge] -= 1
             requests.append(request)
             costed[request.lease_id] = known_sec
             asked_usd += expected.usd
@@ -262,7 +303,9 @@ class LaunchCore:
         if blocked and blocked >= self.accounts:
             return Halt(ev.StopReason.ACCOUNTS, "no account can be admitted: the recovery circuit is open for every "
                                     "account; resume with --hypothesis TEXT")
-        return AskGate(min(r.horizon_sec for r in round_.requests), blocked)
+        judges = [r.judge for r in round_.requests]
+        return AskGate(min(r.horizon_sec for r in round_.requests), blocked,
+                       frozenset(j for j in judges if j is not None) if None not in judges else frozenset())
 
     def when_idle(self, blocked: tuple[float, str] | None, stalled: str | None, now: float) -> Wait | Halt:
         """Nothing runs and nothing could start: wait for the account that frees itself first,

@@ -194,7 +194,8 @@ class RunCore:
         return self._open
 
     def _begin(self, event: RoundBegins) -> list[Command]:
-        round_ = self.launch.plan_round(self.state, event.views, len(self.running), event.now)
+        round_ = self.launch.plan_round(self.state, event.views, len(self.running), event.now,
+                                        self.launch.holding((row.account, cell) for row, cell in self.running.values()))
         self._open = _Open(round_, event.now)
         if round_.checked:
             return [CheckInputs(round_.checked)]

@@ -36,6 +36,7 @@ from ray_bench.models.accounts import Account
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.models.plan import Capacity, Plan, PlanCell, PlanTask
 from ray_bench.models.suite import Arm, BackendConfig, ResourceLimits
+from ray_bench.models.task.harbor import TaskConfig
 from ray_bench.sandboxes.supervisor import HostSupervision
 from ray_bench.scheduler.admission import CoreGate
 from ray_bench.scheduler.builds import InstantBuilder
@@ -47,6 +48,8 @@ from ray_bench.sim.world import SimWorld
 
 #: A cell may hold its account this long (the plan's agent + verifier limits).
 HORIZON_SEC = 6 * 3600.0
+#: The key a simulated LLM-judge verifier names; a judge account's route supplies it.
+JUDGE_VAR = "JUDGE_KEY"
 
 
 @dataclass(frozen=True)
@@ -166,21 +169,32 @@ class _FaultyPool(InProcessPool):
 
 def plan_for(spec: SimSpec, workload: Workload, *, preflight: int = 0, max_attempts: int = 3) -> Plan:
     """A plan with the workload's cells: synthetic tasks (nothing on disk; no drift inputs)."""
+    judges = {j.account for j in spec.judges}
     accounts = [Account.model_validate({
-        "name": a.name, "route": {"env": {"API_KEY": "SIM_KEY"}},
+        "name": a.name, "route": {"env": {"API_KEY": "SIM_KEY", **({JUDGE_VAR: "SIM_JUDGE_KEY"} if a.name in judges
+                                                                   else {})}},
         "limits": a.limits}) for a in spec.accounts]
     history = workload.history or {}
     tasks = sorted({c.task for c in workload.cells})
+    # a task's verifier names the judge's key when some arm's judge covers it; an arm without
+    # a judge role then gets none (plan/roles.py judge_lease_account)
+    judged = {t for t in tasks for j in spec.judges if j.tasks is None or t in j.tasks}
+    verifier_env = {JUDGE_VAR: f"${{{JUDGE_VAR}}}"}
     plan_tasks = [PlanTask(id=t, path=f"/sim/{t}", checksum=hashlib.sha256(t.encode()).hexdigest(),
                            agent_timeout_sec=HORIZON_SEC - 600, verifier_timeout_sec=600, image=None,
                            has_dockerfile=False, has_solution=False, network=False, workdir="/app",
-                           resources=ResourceLimits(), verifier_env={}, expected_sec=history.get(t))
+                           resources=ResourceLimits(), verifier_env=verifier_env if t in judged else {},
+                           config=TaskConfig.model_validate({"verifier": {"env": verifier_env}}) if t in judged
+                           else TaskConfig(), expected_sec=history.get(t))
                   for t in tasks]
     cells = [PlanCell(id=c.cell_id, task=c.task, arm=c.arm, rep=c.rep, backend="local") for c in workload.cells]
     roles = ([{"role": "executor", "model": "sim", "billing": "api", "max_spend_usd": spec.executor_max_usd}]
              if spec.executor_max_usd is not None else [])
+    judge_of = {j.arm: j.account for j in spec.judges}
     arms = [Arm.model_validate({"name": a, "role": "baseline" if i == 0 else "variant", "command": "true",
-                                "roles": roles}) for i, a in enumerate(spec.suite.arms)]
+                                "roles": roles + ([{"role": "judge", "model": "sim", "billing": "api",
+                                                    "route": judge_of[a]}] if a in judge_of else [])})
+            for i, a in enumerate(spec.suite.arms)]
     total = sum(a.limits.max_concurrent for a in spec.accounts)
     effective = total if spec.backend_slots is None else min(total, spec.backend_slots)
     first: dict[str, str] = {}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ray_bench.models.plan import Plan
+from ray_bench.plan.roles import judge_lease_account
 from ray_bench.scheduler.order import CellRef
 from ray_bench.sim.driven import run_driven
 from ray_bench.sim.workload import Workload, parse_spec
@@ -33,11 +34,28 @@ def spec_from_plan(plan: Plan, *, durations: dict[str, Any], events: list[dict[s
         "backend_slots": min(plan.capacity.backend_pools.values()) if plan.capacity.backend_pools else None,
         "spend_limit_usd": plan.spend_limit_usd,
     }
+    judges = [j for j in judge_specs(plan) if j["account"] not in plan.capacity.left_out]
+    if judges:
+        spec["judges"] = judges
     if history:
         spec["history"] = {"noise_sigma": 0.3}
     if deadline_h is not None:
         spec["deadline_h"] = deadline_h
     return spec
+
+
+def judge_specs(plan: Plan) -> list[dict[str, Any]]:
+    """The plan's judge leases as the simulator's ``judges``: per arm and judge account, the
+    tasks whose cells hold one (ray_bench/plan/roles.py ``judge_lease_account``)."""
+    accounts = {a.name: a for a in plan.accounts}
+    tasks = {t.id: t for t in plan.tasks}
+    found: dict[tuple[str, str], set[str]] = {}
+    for arm in plan.arms:
+        for task in {c.task for c in plan.cells if c.arm == arm.name}:
+            account = judge_lease_account(arm, tasks[task].config, accounts)
+            if account is not None:
+                found.setdefault((arm.name, account), set()).add(task)
+    return [{"arm": arm, "account": account, "tasks": sorted(ts)} for (arm, account), ts in sorted(found.items())]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ A spec is YAML or JSON (see ``configs/sim/reference.yaml``)::
       - {kind: storm, account: a2, start_h: 0, length_min: 600, answer: server_error}
       - {kind: auth_loss, account: a2, at_h: 5}
       - {kind: hold, account: a3, start_h: 1, length_min: 45}   # the operator's
+    judges:                             # mcp's verifiers hold a lease on a3 too (adaptive only)
+      - {arm: mcp, account: a3}         # optional tasks: [...]
     backend_slots: null                 # the sandbox pools, if they are smaller
     deadline_h: 24                      # optional: does each policy finish in time?
 
@@ -132,6 +134,18 @@ class HoldEvent(_Model):
 Event = Annotated[StormEvent | AuthLossEvent | HoldEvent, Field(discriminator="kind")]
 
 
+class JudgeSpec(_Model):
+    """An arm whose verifiers take their key from ``account`` (its judge role routed there,
+    ray_bench/plan/roles.py ``judge_lease_account``): each of its cells on ``tasks`` (None: every
+    task) holds a lease on that account too, for the cell's life, as a run's do (a task one judge
+    covers names the key for every arm with a judge role). Only the driven (adaptive) policy
+    models it; the reference policies and the lower bound know no judge."""
+
+    arm: str
+    account: str
+    tasks: list[str] | None = None
+
+
 class SimSpec(_Model):
     seed: int = 0
     suite: SuiteSpec
@@ -144,6 +158,8 @@ class SimSpec(_Model):
     executor_max_usd: float | None = Field(default=None, gt=0, description="The arms' executor role's "
                                            "max_spend_usd (the spend admission's bound per cell).")
     deadline_h: float | None = Field(default=None, gt=0)
+    judges: list[JudgeSpec] = Field(default_factory=list, description="Arms whose verifiers hold a "
+                                    "judge account's lease too.")
     policies: list[Literal["adaptive", "round-robin", "global-semaphore"]] = [
         "adaptive", "round-robin", "global-semaphore"]
     health: dict[str, float] = Field(default_factory=dict, description="HealthPolicy "
@@ -173,6 +189,10 @@ def parse_spec(raw: Mapping[str, Any], *, where: str = "spec") -> SimSpec:
     for ev in spec.events:
         if ev.account not in names:
             raise ConfigError(f"event names unknown account {ev.account!r}", where=where)
+    for judge in spec.judges:
+        if judge.account not in names or judge.arm not in spec.suite.arms:
+            raise ConfigError(f"judge names unknown {'account' if judge.account not in names else 'arm'} "
+                              f"{judge.account if judge.account not in names else judge.arm!r}", where=where)
     if spec.durations.lognormal is None and spec.durations.csv is None:
         raise ConfigError("durations need `lognormal` or `csv`", where=where)
     return spec

@@ -67,3 +67,11 @@ def test_a_verifier_gets_its_credential_from_the_judge_route_by_name(
         seen = (adir / "logs" / "verifier" / "judge-key.txt").read_text()
         assert seen == "[redacted]"  # the verifier had the value; nothing written keeps it
     assert not any(JUDGE_VALUE in p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
+
+
+def test_the_receipt_says_the_judge_accounts_limits_bound_the_cells_that_use_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    suite, accounts = _suite(tmp_path, monkeypatch, roles=[JUDGE])
+    receipt = render_receipt(compile_plan(PlanRequest(suite=suite, accounts=accounts, run_id="r")), "sha256:x")
+    assert ("- counted on `judge`: each cell whose verifier uses it holds a lease there too, from its start to its "
+            "end: at most 2 such cells at a time") in receipt

@@ -67,3 +67,45 @@ def test_an_operator_hold_stops_starts_on_its_account_until_released() -> None:
     assert not [t for t in on_b if 30 * 60 <= t < 45 * 60], on_b
     assert any(t < 30 * 60 for t in on_b) and any(t >= 45 * 60 for t in on_b), on_b
     assert r.wasted_attempts == 0  # a hold is the operator's, not a failure: nothing is spent on it
+
+
+def _overlap(rows: list[Any]) -> int:
+    """The most attempts of ``rows`` running at one instant."""
+    edges = sorted([(r.started_at, 1) for r in rows] + [(r.finished_at, -1) for r in rows], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_cells_judged_on_a_one_slot_account_never_run_together_and_a_killed_driver_keeps_none() -> None:
+    # mcp's verifiers take their key from judge (one slot, no cells of its own to speak of): its
+    # cells hold a lease there for their life, so they run one at a time on a and b's five slots,
+    # the baseline's beside them; a driver killed twice leaves no judge lease behind (or the
+    # rest of mcp's cells could never start)
+    accounts = [*SPEC["accounts"], {"name": "judge", "max_concurrent": 1}]
+    r = drive(Faults(driver_kills=(300.0, 1200.0)), accounts=accounts,
+              judges=[{"arm": "mcp", "account": "judge"}])
+    assert (r.valid_cells, r.duplicate_rows, r.violations, r.resumes) == (24, 0, [], 2)
+    judged = [row for row in r.rows if row.arm == "mcp" and row.account != "judge"]
+    assert judged and _overlap(judged + [row for row in r.rows if row.account == "judge"]) == 1
+    free = drive(Faults(), accounts=accounts)  # the same cells without a judge: mcp's overlap
+    assert _overlap([row for row in free.rows if row.arm == "mcp"]) > 1
+    # mcp's cells waiting on the judge do not hold the baseline's back (they were first in line:
+    # its last cell ended at 1.97 h of the judged run, against 0.54 h once they are passed over)
+    judged_run = drive(Faults(), accounts=accounts, judges=[{"arm": "mcp", "account": "judge"}])
+
+    def baseline_done(rows: list[Any]) -> float:
+        return max(r.finished_at for r in rows if r.arm == "baseline") - min(r.started_at for r in rows)
+
+    assert baseline_done(judged_run.rows) <= baseline_done(free.rows)
+
+
+def test_a_run_whose_every_cell_waits_on_a_held_judge_stops_instead_of_waiting_for_ever() -> None:
+    accounts = [*SPEC["accounts"], {"name": "judge", "max_concurrent": 1}]
+    r = drive(Faults(), accounts=accounts, judges=[{"arm": a, "account": "judge"} for a in ("baseline", "mcp")],
+              events=[{"kind": "hold", "account": "judge", "start_h": 0, "length_min": 6000}])
+    # (the first cell may start before the hold does; none after it)
+    assert r.stopped == "accounts" and r.attempts <= 1, r.detail
+    assert "the waiting cells' judge accounts: judge held" in r.detail

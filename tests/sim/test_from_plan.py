@@ -106,3 +106,20 @@ def test_simulate_plan_runs_exactly_the_plans_cells_not_the_cross_product() -> N
     report = simulate(spec).to_dict()
     assert report["cells"] == 2
     assert sorted(parse_spec(spec).suite.cells or []) == [("t0", "a", 3), ("t1", "a", 3)]
+
+
+def test_a_plans_judge_leases_reach_the_estimate() -> None:
+    # arm b's verifiers take their key from j (one slot): the plan says so, the spec made from it
+    # carries it, and the estimate runs b's four one-hour cells one at a time (4 h, not 2)
+    spec = parse_spec({**SPEC.model_dump(), "accounts": [{"name": "x", "max_concurrent": 4},
+                                                         {"name": "j", "max_concurrent": 1}],
+                       "judges": [{"arm": "b", "account": "j"}]})
+    cells = [CellRef(f"t{t}/{a}/1", f"t{t}", a, 1) for t in range(4) for a in ("a", "b")]
+    judged = plan_for(spec, Workload(cells, {c.cell_id: 1.0 for c in cells}, {f"t{t}": 3600.0 for t in range(4)}))
+    made = spec_from_plan(judged, durations={"lognormal": {"median_s": 3600, "sigma": 0}})
+    assert made["judges"] == [{"arm": "b", "account": "j", "tasks": ["t0", "t1", "t2", "t3"]}]
+    free = plan_for(SPEC.model_copy(update={"accounts": spec.accounts}),
+                    Workload(cells, {c.cell_id: 1.0 for c in cells}, {f"t{t}": 3600.0 for t in range(4)}))
+    assert "judges" not in spec_from_plan(free, durations={"lognormal": {"median_s": 3600, "sigma": 0}})
+    slow, fast = estimate_makespan_h(judged), estimate_makespan_h(free)
+    assert fast is not None and slow is not None and round(fast) == 2 and round(slow) == 4
