@@ -54,6 +54,10 @@ def write_plan(plan: Plan, run_root: Path, receipt: str) -> str:
         receipt_path = runroot.RunPaths(run_root).receipt
         if not same or not receipt_path.exists():
             write_whole(receipt_path, receipt)
+        if not same or not runroot.RunPaths(run_root).plan_brief.exists():
+            from ray_bench.plan.brief import write_brief
+
+            write_brief(plan, identity, run_root)
     except OSError as exc:
         raise PlanError(f"cannot write the plan: {exc.strerror or exc}", where=str(run_root),
                         fix="choose a writable --runs-dir") from None
