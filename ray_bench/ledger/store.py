@@ -518,6 +518,14 @@ class Ledger:
         table (grouped), the rest from one table at a time. ``None`` where it cannot be exact, and
         the caller reads :meth:`attempts`: a ledger without the table, of an older schema (its
         costs are read otherwise), or with a regrade (which re-scores an accepted row)."""
+        # one read transaction: a driver writing meanwhile is seen at one moment by every query
+        self._conn.execute("BEGIN")
+        try:
+            return self._tally(solved_at)
+        finally:
+            self._conn.execute("ROLLBACK")
+
+    def _tally(self, solved_at: float) -> LedgerTally | None:
         if self.meta().get("schema") != SCHEMA_VERSION or not _keeps_cells(self._conn) or \
                 self._conn.execute("SELECT 1 FROM attempts WHERE kind != 'run' LIMIT 1").fetchone():
             return None
