@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 import time
@@ -26,12 +25,11 @@ from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
 from ray_bench.plan.drift import DriftGuard
-from ray_bench.plan.identity import identity_of
 from ray_bench.plan.store import (
     check_confirmation,
     check_confirmation_form,
     load_plan_file,
-    plan_bytes,
+    sealed_plan,
     write_plan,
 )
 from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full
@@ -130,12 +128,12 @@ def plan_run(*, suite: Path, accounts: Path, runs_dir: Path, run_id: str | None 
     run_root = runs_dir / final_id
     refuse_unusable_runs_dir(runs_dir)
     plan = plan.model_copy(update={"run_id": final_id, "run_root": str(run_root.resolve())})
-    identity = identity_of(json.loads(plan_bytes(plan)))
+    data, identity = sealed_plan(plan)
     if RunPaths(run_root).ledger.exists():
         raise PlanError("this run has already started", where=str(run_root),
                         fix="plan a new --run-id (or use `ray-bench rerun`)")
     RunPaths(run_root).refuse_orphaned_attempts()
-    write_plan(plan, run_root, render_receipt(plan, identity))
+    write_plan(plan, run_root, render_receipt(plan, identity), data)
     return PlanResult(run_root, identity, len(plan.cells), plan.warnings)
 
 

@@ -30,6 +30,7 @@ from ray_bench.textsafe import escape_controls
 
 PLAN_FILE = "launch-plan.json"
 RECEIPT_FILE = "receipt.md"
+PLAN_BRIEF_FILE = "plan-brief.json"
 LEDGER_FILE = "ledger.sqlite"
 LOCK_FILE = ".execute.lock"
 PAUSE_FILE = "pause.json"
@@ -120,6 +121,11 @@ class RunPaths:
     @property
     def receipt(self) -> Path:
         return self.root / RECEIPT_FILE
+
+    @property
+    def plan_brief(self) -> Path:
+        """What ``status`` and ``pause`` read of the plan (:mod:`ray_bench.plan.brief`)."""
+        return self.root / PLAN_BRIEF_FILE
 
     @property
     def ledger(self) -> Path:

@@ -35,8 +35,7 @@ from ray_bench.ledger.rows import start_order
 from ray_bench.ledger.store import AttemptRow
 from ray_bench.models.plan import Plan
 from ray_bench.plan.compile import PlanRequest, compile_plan
-from ray_bench.plan.identity import identity_of
-from ray_bench.plan.store import plan_bytes, write_plan
+from ray_bench.plan.store import sealed_plan, write_plan
 from ray_bench.runroot import RunPaths
 
 RERUN_SELECTION = "rerun-selection.json"
@@ -206,9 +205,9 @@ def rerun_failed(
         )
         warnings = _check_repeats(plan, failed, signatures, evidence, hypothesis)
         plan = plan.model_copy(update={"warnings": [*plan.warnings, *warnings]})
-        identity = identity_of(json.loads(plan_bytes(plan)))
+        data, identity = sealed_plan(plan)
         receipt = _with_rerun_section(render_receipt(plan, identity), context)
-        write_plan(plan, new_root, receipt)
+        write_plan(plan, new_root, receipt, data)
     except BaseException:
         shutil.rmtree(new_root, ignore_errors=True)  # refused or failed: nothing written
         raise

@@ -106,34 +106,41 @@ def looks_like_secret(value: str, route_values: Iterable[str] = (), *,
     return None
 
 
-def _walk(data: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """Every string (keys too) in parsed YAML/JSON, in document order. Aliases were bounded by
-    the loader; shared nodes are visited once."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, loc)]
+def _walk(data: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
+    """Every string (keys too) in parsed YAML/JSON, in document order, with whether its field
+    :func:`reaches_a_command` (carried down the walk: a plan's tens of thousands of fields are
+    not each searched from the top). Aliases were bounded by the loader; shared nodes are
+    visited once."""
+    stack: list[tuple[Any, tuple[str | int, ...], bool]] = [(data, loc, reaches_a_command(loc))]
     seen: set[int] = set()
     while stack:
-        item, where = stack.pop()
+        item, where, reaches = stack.pop()
         if isinstance(item, (dict, list)):
             if id(item) in seen:
                 continue
             seen.add(id(item))
-        children: list[tuple[Any, tuple[str | int, ...]]] = []
+        children: list[tuple[Any, tuple[str | int, ...], bool]] = []
         if isinstance(item, str):
-            yield where, item
+            yield where, item, reaches
         elif isinstance(item, dict):
             for key, value in item.items():
+                below = reaches or _names_a_command(str(key))
                 if isinstance(key, str):
-                    children.append((key, (*where, key)))
-                children.append((value, (*where, str(key))))
+                    children.append((key, (*where, key), below))
+                children.append((value, (*where, str(key)), below))
         elif isinstance(item, list):
-            children = [(value, (*where, i)) for i, value in enumerate(item)]
+            children = [(value, (*where, i), reaches) for i, value in enumerate(item)]
         stack.extend(reversed(children))  # popped in the file's order: problems read top to bottom
 
 
+def _names_a_command(part: str | int) -> bool:
+    return isinstance(part, str) and part in AGENT_FIELDS
+
+
 def reaches_a_command(loc: tuple[str | int, ...]) -> bool:
-    """Whether the field at ``loc`` is handed to an agent or a command (see AGENT_FIELDS)."""
-    return any(isinstance(part, str) and part in AGENT_FIELDS for part in loc[:-1]) or \
-        (bool(loc) and isinstance(loc[-1], str) and loc[-1] in AGENT_FIELDS)
+    """Whether the field at ``loc`` is handed to an agent or a command (see AGENT_FIELDS): a part
+    of its path names one."""
+    return any(_names_a_command(part) for part in loc)
 
 
 def find_secrets(data: Any, route_values: Iterable[str] = (), *, everywhere: bool = False) -> list[
@@ -143,11 +150,19 @@ def find_secrets(data: Any, route_values: Iterable[str] = (), *, everywhere: boo
     with ``everywhere``)."""
     values = [v for v in route_values if len(v) >= _MIN_ROUTE_VALUE]
     found = []
-    for loc, text in _walk(data, ()):
-        hit = looks_like_secret(text, values, entropy=everywhere or reaches_a_command(loc))
+    # a plan repeats its strings (5,000 tasks' same defaults): each judged once per kind of look
+    judged: dict[tuple[str, bool], tuple[str, str] | None] = {}
+    for loc, text, reaches in _walk(data, ()):
+        entropy = everywhere or reaches
+        hit = judged.get((text, entropy), _UNJUDGED)
+        if hit is _UNJUDGED:
+            hit = judged[(text, entropy)] = looks_like_secret(text, values, entropy=entropy)
         if hit is not None:
             found.append((loc, *hit))
     return found
+
+
+_UNJUDGED: Any = object()
 
 
 def route_values(route_envs: Iterable[Mapping[str, str]], environ: Mapping[str, str]) -> list[str]:

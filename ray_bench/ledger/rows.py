@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from ray_bench.ledger.store import LEDGER_FILE, REGRADE, AttemptRow, Ledger
+from ray_bench.ledger.store import LEDGER_FILE, REGRADE, AttemptRow, CostRow, Ledger
 from ray_bench.runroot import RunPaths
 
 
@@ -41,22 +42,25 @@ def accepted_rows(attempts: Iterable[AttemptRow], cohort: set[str] | None = None
     return chosen
 
 
-def known_spend(attempts: Iterable[AttemptRow], settled: Mapping[str, float] | None = None) -> tuple[float, int]:
+def known_spend(attempts: Iterable[AttemptRow | CostRow], settled: Mapping[str, float] | None = None,
+                plain: Iterable[float] = ()) -> tuple[float, int]:
     """(USD of the attempts whose cost is known, attempts of unknown cost): the first is a lower
     bound whenever the second is above 0, and every reader that shows a spend says so beside it
     (an unknown cost is never read as $0). ``settled``: attempt id -> the provider's charge, from
     the latest settlement (``Settlement.charged``), which counts instead of the estimate."""
-    known, unknown = 0.0, 0
+    known: list[float] = list(plain)  # known costs of attempts not in ``attempts`` and not settled
+    unknown = 0
     for row in attempts:
         cost = (settled or {}).get(row.attempt_id, row.cost_usd)
         if cost is None:
             unknown += 1
         else:
-            known += cost
-    return known, unknown
+            known.append(cost)
+    # fsum: the sum whatever the rows' order (status reads them in two orders: issue 57)
+    return math.fsum(known), unknown
 
 
-def lower_bound_count(attempts: Iterable[AttemptRow], settled: Mapping[str, float] | None = None) -> int:
+def lower_bound_count(attempts: Iterable[AttemptRow | CostRow], settled: Mapping[str, float] | None = None) -> int:
     """Attempts whose known cost is only a lower bound (:attr:`AttemptRow.lower_bound`): their
     cost counts in :func:`known_spend` in full, and the sum is then at least that. A settled
     attempt's charge is exact."""

@@ -87,6 +87,70 @@ CREATE INDEX IF NOT EXISTS attempts_cell ON attempts (cell_id);
 CREATE INDEX IF NOT EXISTS events_kind ON events (kind);
 """
 
+#: A result's validity as :meth:`Ledger.attempts` reads it: stored valid, and a reward that is
+#: finite or none (an infinite one, stored before issue 58, is no row; SQLite stores NaN as NULL).
+_VALID = "({r}.valid != 0 AND ({r}.reward IS NULL OR abs({r}.reward) <= 1.7976931348623157e308))"
+
+#: One row per cell with an attempt, kept by triggers in the transaction of each attempt's start
+#: and end (issue 57: ``status`` counts cells from it instead of folding every attempt row), the
+#: one table that is updated: an index of ``attempts`` and ``results``, never evidence of its own.
+#: ``open``: attempts of any kind without a terminal record; ``valid``, ``failures`` (finished and
+#: invalid), ``counted`` (of those, counted against ``max_attempts``): of ``run`` attempts, as
+#: :class:`ray_bench.scheduler.runstate.RunState` folds them; ``accepted``: the valid ``run``
+#: attempt that started first (``accepted_rows``' order: started, epoch, id) and its reward.
+#: Created, and filled from the rows already there, when a writer opens a ledger without it
+#: (:func:`_keep_cells`); a reader of a ledger without it reads every attempt, as before.
+_CELLS = f"""
+CREATE TABLE IF NOT EXISTS cells (
+    cell_id          TEXT PRIMARY KEY,
+    open             INTEGER NOT NULL DEFAULT 0,
+    valid            INTEGER NOT NULL DEFAULT 0,
+    failures         INTEGER NOT NULL DEFAULT 0,
+    counted          INTEGER NOT NULL DEFAULT 0,
+    accepted         TEXT,
+    accepted_started REAL,
+    accepted_epoch   TEXT,
+    accepted_reward  REAL
+);
+CREATE TRIGGER IF NOT EXISTS cells_started AFTER INSERT ON attempts BEGIN
+    INSERT INTO cells (cell_id, open) VALUES (NEW.cell_id, 1)
+    ON CONFLICT (cell_id) DO UPDATE SET open = open + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS cells_ended AFTER INSERT ON results BEGIN
+    UPDATE cells SET
+        open = open - 1,
+        valid = valid + (a.run AND {_VALID.format(r="NEW")}),
+        failures = failures + (a.run AND NEW.status = 'finished' AND NOT {_VALID.format(r="NEW")}),
+        counted = counted + (a.run AND NEW.status = 'finished' AND NOT {_VALID.format(r="NEW")} AND NEW.counts != 0),
+        accepted = CASE WHEN a.first THEN NEW.attempt_id ELSE accepted END,
+        accepted_started = CASE WHEN a.first THEN a.started_at ELSE accepted_started END,
+        accepted_epoch = CASE WHEN a.first THEN a.epoch ELSE accepted_epoch END,
+        accepted_reward = CASE WHEN a.first THEN NEW.reward ELSE accepted_reward END
+    FROM (SELECT x.cell_id, x.started_at, x.epoch, x.kind = 'run' AS run,
+                 x.kind = 'run' AND {_VALID.format(r="NEW")} AND (c.accepted IS NULL OR
+                     (x.started_at, x.epoch, x.attempt_id) < (c.accepted_started, c.accepted_epoch, c.accepted))
+                     AS first
+          FROM attempts x JOIN cells c USING (cell_id) WHERE x.attempt_id = NEW.attempt_id) AS a
+    WHERE cells.cell_id = a.cell_id;
+END;
+"""
+
+#: The cells of the rows already there (:func:`_keep_cells`): the same fold as the triggers'.
+_CELLS_FILL = f"""
+INSERT INTO cells (cell_id, open, valid, failures, counted)
+SELECT a.cell_id,
+       sum(r.attempt_id IS NULL),
+       sum(coalesce(a.kind = 'run' AND {_VALID.format(r="r")}, 0)),
+       sum(coalesce(a.kind = 'run' AND r.status = 'finished' AND NOT {_VALID.format(r="r")}, 0)),
+       sum(coalesce(a.kind = 'run' AND r.status = 'finished' AND NOT {_VALID.format(r="r")} AND r.counts != 0, 0))
+FROM attempts a LEFT JOIN results r USING (attempt_id) GROUP BY a.cell_id;
+UPDATE cells SET (accepted, accepted_started, accepted_epoch, accepted_reward) = (
+    SELECT a.attempt_id, a.started_at, a.epoch, r.reward FROM attempts a JOIN results r USING (attempt_id)
+    WHERE a.cell_id = cells.cell_id AND a.kind = 'run' AND {_VALID.format(r="r")}
+    ORDER BY a.started_at, a.epoch, a.attempt_id LIMIT 1)
+WHERE valid > 0;
+"""
+
 
 @dataclass(frozen=True)
 class AttemptRow:
@@ -126,6 +190,47 @@ class AttemptRow:
     @property
     def terminal(self) -> bool:
         return self.status is not None
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """An attempt's cost as :class:`AttemptRow` reads it (what the spend readers need of a row)."""
+
+    attempt_id: str
+    cost_usd: float | None
+    lower_bound: bool = False
+
+
+@dataclass(frozen=True)
+class CellGroup:
+    """Cells alike in what decides their state (:meth:`Ledger.tally`): ``valid`` (a valid ``run``
+    attempt), ``counted`` and ``failures`` (finished invalid ``run`` attempts, and of those the
+    counted ones), ``open`` (an attempt without a terminal record); ``solved``: of them, those
+    whose accepted row's reward reached the ``solved_at`` asked."""
+
+    valid: bool
+    counted: int
+    failures: int
+    open: bool
+    cells: int
+    solved: int
+
+
+@dataclass(frozen=True)
+class LedgerTally:
+    """What ``status`` counts of a ledger, read without its attempt rows (:meth:`Ledger.tally`):
+    the cells that have an attempt, grouped; every attempt's number, failure classes and cost; the
+    valid rows' finish times (the pace); the latest start and finish."""
+
+    groups: list[CellGroup]
+    attempts: int
+    failures: dict[str, int]
+    #: The attempts whose cost is not a plain known figure, and the plain figures of the others.
+    costs: list[CostRow]
+    plain_costs: list[float]
+    valid_finished: list[float]
+    last_started: float | None
+    last_finished: float | None
 
 
 #: How an attempt its driver gave up on is recorded: ``stale``, invalid, this class and
@@ -250,6 +355,8 @@ class Ledger:
                     conn.executemany("INSERT INTO meta VALUES (?, ?)", [
                         ("schema", SCHEMA_VERSION), ("run_id", run_id), ("plan_identity", plan_identity),
                         ("created_at", repr(time.time()))])
+            if not meta or meta.get("plan_identity") == plan_identity:
+                _keep_cells(conn)
         except BaseException:
             conn.close()  # no handle left open on the run root (a full disk, a damaged file)
             raise
@@ -406,6 +513,50 @@ class Ledger:
                                   lower_bound=cost is not None and r[12] is not None and _usage_lower_bound(r[24])))
         return out
 
+    def tally(self, solved_at: float) -> LedgerTally | None:
+        """What ``status`` counts, without reading every attempt row: the cells from the ``cells``
+        table (grouped), the rest from one table at a time. ``None`` where it cannot be exact, and
+        the caller reads :meth:`attempts`: a ledger without the table, of an older schema (its
+        costs are read otherwise), or with a regrade (which re-scores an accepted row)."""
+        # one read transaction: a driver writing meanwhile is seen at one moment by every query
+        self._conn.execute("BEGIN")
+        try:
+            return self._tally(solved_at)
+        finally:
+            self._conn.execute("ROLLBACK")
+
+    def _tally(self, solved_at: float) -> LedgerTally | None:
+        if self.meta().get("schema") != SCHEMA_VERSION or not _keeps_cells(self._conn) or \
+                self._conn.execute("SELECT 1 FROM attempts WHERE kind != 'run' LIMIT 1").fetchone():
+            return None
+        groups = [CellGroup(bool(r[0]), r[1], r[2], bool(r[3]), r[4], r[5]) for r in self._conn.execute(
+            "SELECT valid > 0, counted, failures, open > 0, count(*), sum(valid > 0 AND coalesce(accepted_reward, 0.0)"
+            " >= ?) FROM cells GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4", (solved_at,))]
+        failures = dict(self._conn.execute(
+            f"SELECT failure_class, count(*) FROM results r WHERE status = 'finished' AND NOT {_VALID.format(r='r')}"
+            " AND failure_class IS NOT NULL AND failure_class != '' GROUP BY failure_class ORDER BY failure_class"
+        ).fetchall())
+        # a row whose cost is a plain known figure is summed from its column; the others (unknown, out of
+        # range, cancelled at $0, a usage that may be a lower bound) are read as :meth:`attempts` reads them
+        plain = (f"r.cost_usd IS NOT NULL AND r.cost_usd BETWEEN 0 AND {MAX_AMOUNT!r} AND NOT (r.status = 'cancelled'"
+                 f" AND r.cost_usd = 0) AND NOT {_MAYBE_LOWER}")
+        plain_costs = [r[0] for r in self._conn.execute(f"SELECT r.cost_usd FROM results r WHERE {plain}")]
+        query = (f"SELECT r.attempt_id, r.status, r.cost_usd, {_CANCELLED_AT_ZERO}, {_USAGE} FROM results r"
+                 f" WHERE NOT ({plain})")
+        costs = [CostRow(r[0], cost := _stored_cost(r[1], r[2], r[3]), cost is not None and _usage_lower_bound(r[4]))
+                 for r in self._conn.execute(query)]
+        # attempts without a terminal record cost $0 until they have one (as :meth:`attempts` reads them)
+        costs += [CostRow(r[0], 0.0, False) for r in self._conn.execute(
+            "SELECT attempt_id FROM attempts WHERE cell_id IN (SELECT cell_id FROM cells WHERE open > 0)"
+            " AND attempt_id NOT IN (SELECT attempt_id FROM results)")]
+        return LedgerTally(
+            groups=groups, attempts=self._conn.execute("SELECT count(*) FROM attempts").fetchone()[0],
+            failures=failures, costs=costs, plain_costs=plain_costs,
+            valid_finished=[r[0] for r in self._conn.execute(
+                f"SELECT finished_at FROM results r WHERE {_VALID.format(r='r')}")],
+            last_started=self._conn.execute("SELECT max(started_at) FROM attempts").fetchone()[0],
+            last_finished=self._conn.execute("SELECT max(finished_at) FROM results").fetchone()[0])
+
     def summary(self, attempt_id: str) -> AttemptSummary | None:
         row = self._conn.execute("SELECT summary FROM results WHERE attempt_id = ?", (attempt_id,)).fetchone()
         return AttemptSummary.loads(row[0]) if row else None
@@ -450,6 +601,13 @@ def _event(seq: int, ts: float, kind: str, attempt_id: str | None, cell_id: str 
 #: attempt, which drivers before issue 25 recorded at $0 whatever its agent had spent.
 _CANCELLED_AT_ZERO = "CASE WHEN r.status = 'cancelled' AND r.cost_usd = 0 THEN r.summary END"
 
+
+#: A result whose usage may be a lower bound (:attr:`Usage.lower_bound`: its ``bound`` says so, or,
+#: without one, it names an unfinished message or a call under way); a superset, read in full.
+_MAYBE_LOWER = ("coalesce(json_valid(r.summary) AND (json_extract(r.summary, '$.usage.bound') IS 'lower_bound' OR"
+                " (json_extract(r.summary, '$.usage.bound') IS NULL AND"
+                " (json_extract(r.summary, '$.usage.unfinished_messages') IS NOT NULL OR"
+                " json_extract(r.summary, '$.usage.call_under_way') IS NOT NULL))), 1)")
 
 #: A result's usage record (its JSON text), which says whether its figures are a lower bound.
 _USAGE = "CASE WHEN json_valid(r.summary) THEN json_extract(r.summary, '$.usage') END"
@@ -505,6 +663,26 @@ def _migrate(conn: sqlite3.Connection, schema: str) -> None:
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
+        raise
+
+
+def _keeps_cells(conn: sqlite3.Connection) -> bool:
+    found = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN "
+                         "('cells_started', 'cells_ended')").fetchone()[0]
+    return int(found) == 2
+
+
+def _keep_cells(conn: sqlite3.Connection) -> None:
+    """Give a ledger the ``cells`` table and its triggers, filled from the rows already there, in
+    one transaction (a crash leaves the ledger without them, and readers read every attempt).
+    After :func:`_migrate`, whose copy of ``results`` would drop a trigger on it."""
+    if _keeps_cells(conn):
+        return
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE; DROP TABLE IF EXISTS cells; {_CELLS} {_CELLS_FILL} COMMIT;")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
 
 

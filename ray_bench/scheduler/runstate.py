@@ -72,13 +72,23 @@ class CellState:
 
     @property
     def state(self) -> str:
-        if self.valid:
-            return "valid"
-        if self.running:
-            return "running"
-        if self.failed:
-            return "failed"
-        return "pending"
+        return cell_phase(valid=self.valid, running=self.running, failed=self.failed)
+
+
+def cell_phase(*, valid: bool, running: bool, failed: bool) -> str:
+    """A cell's state: ``valid`` first, then ``running``, ``failed``, else ``pending``."""
+    if valid:
+        return "valid"
+    if running:
+        return "running"
+    if failed:
+        return "failed"
+    return "pending"
+
+
+def exhausted(counted: int, failures: int, max_attempts: int) -> bool:
+    """A cell without a valid row is failed: its counted attempts or all its failures are spent."""
+    return counted >= max_attempts or failures >= attempt_cap(max_attempts)
 
 
 class RunState:
@@ -113,8 +123,7 @@ class RunState:
         self._starts: dict[str, float] = {}
 
     def _settle(self, state: CellState) -> None:
-        if not state.valid and (state.counted >= self.max_attempts or
-                                state.failures >= attempt_cap(self.max_attempts)):
+        if not state.valid and exhausted(state.counted, state.failures, self.max_attempts):
             state.failed = True
 
     def preflight(self, cell_ids: Iterable[str]) -> PreflightGate:

@@ -19,9 +19,11 @@ left and a resume is not refused or stopped again at once), else ``None``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -34,12 +36,13 @@ from ray_bench.evidence.rows import SOLVED_AT
 from ray_bench.evidence.settle import settlement_of
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.rows import accepted_rows, known_spend, lower_bound_count
-from ray_bench.ledger.store import AttemptRow, Event, Ledger
+from ray_bench.ledger.store import AttemptRow, CostRow, Event, Ledger, LedgerTally
 from ray_bench.metrics.pace import PaceSnapshot, pace_snapshot
 from ray_bench.models.plan import Plan
+from ray_bench.plan.brief import PlanBrief, read_brief
 from ray_bench.plan.store import load_plan_file
 from ray_bench.runroot import LockHolder, RunPaths
-from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.runstate import RunState, cell_phase, exhausted
 from ray_bench.status.liveness import HEARTBEAT_STALE_SEC, lock_holder, pid_alive, pid_suspended
 
 _E = TypeVar("_E", bound=ev.EventPayload)
@@ -172,29 +175,87 @@ class RunStatus:
 
 
 def read_status(run_root: Path, now: float | None = None, *, accounts: bool = False,
-                state_root: Path | None = None) -> RunStatus:
+                state_root: Path | None = None, whole: bool = False) -> RunStatus:
     """The run's status; with ``accounts``, also its accounts' durable state under the state
-    root (cooling until, disabled, spend, window use: ``accounts.sqlite``, cluster or not)."""
-    loaded = load_plan_file(RunPaths(run_root).plan)  # once: at 100,000 cells a load is a second
-    status = _read_status(run_root, time.time() if now is None else now, loaded)
+    root (cooling until, disabled, spend, window use: ``accounts.sqlite``, cluster or not).
+
+    Read from the plan's brief and the ledger's ``cells`` table where both are there (issue 57:
+    at 100,000 cells the whole plan is ~9 MiB of JSON and the attempts 100,000 rows), else, or
+    with ``whole``, from the whole plan and every attempt row: the same answer either way."""
+    at = time.time() if now is None else now
+    brief = None if whole else read_brief(run_root)
+    status = None
+    if brief is not None:
+        with contextlib.suppress(_Whole):
+            status = _read_status(run_root, at, _Source(brief, None))
+    if status is None or brief is None:
+        plan, identity = load_plan_file(RunPaths(run_root).plan)  # once: at 100,000 cells a load is a second
+        brief = PlanBrief.of(plan, identity)
+        status = _read_status(run_root, at, _Source(brief, plan))
     if not accounts:
         return status
     from ray_bench.accounts.status import accounts_state
 
-    return replace(status, accounts=accounts_state(loaded[0].accounts, state_root=state_root, now=now))
+    return replace(status, accounts=accounts_state(brief.accounts, state_root=state_root, now=now))
+
+
+class _Whole(Exception):
+    """What is asked needs the whole plan or every attempt row."""
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The plan as status reads it: its brief, and the whole plan when it was read (``None``:
+    a reading that needs it raises :class:`_Whole`, and it is read)."""
+
+    brief: PlanBrief
+    whole: Plan | None
+
+    @property
+    def plan(self) -> Plan:
+        if self.whole is None:
+            raise _Whole
+        return self.whole
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """What status counts of the ledger's attempts: from every row (:func:`_figures_of`) or from
+    the ledger's tally (:func:`_figures_tallied`), alike."""
+
+    counts: dict[str, int]
+    #: Cells with an attempt still open (any state).
+    open_cells: int
+    solved: int
+    attempts: int
+    failures: dict[str, int]
+    spend: dict[str, Any]
+    valid_finished: list[float]
+    #: The latest start or finish of any attempt.
+    last_activity: float | None
 
 
 def read_phase(run_root: Path, now: float | None = None, *,
-               loaded: tuple[Plan, str] | None = None) -> tuple[RunPhase, Plan, str]:
-    """(state, plan, identity): the state :func:`read_status` gives, read from the plan, the lock
-    and the ledger's events, not its attempts (``pause`` asks only this: its cost does not grow
-    with the run). ``loaded``: the plan and identity, when the caller has read them."""
-    plan, identity = loaded or load_plan_file(RunPaths(run_root).plan)
+               brief: PlanBrief | None = None) -> tuple[RunPhase, PlanBrief]:
+    """(state, the plan's brief): the state :func:`read_status` gives, read from the plan's brief
+    (or the whole plan where the brief is not there), the lock and the ledger's events, not its
+    attempts (``pause`` asks only this: its cost does not grow with the run). ``brief``: when the
+    caller has read it."""
+    brief = brief or plan_brief(run_root)
     now = time.time() if now is None else now
     view = _session_view(run_root, now)
     if view is None or view.session is None:  # no ledger, or no session: planned, or a rebuilt ledger
-        return _read_status(run_root, now, (plan, identity)).state, plan, identity
-    return _session_phase(view, now)[0], plan, identity
+        try:
+            return _read_status(run_root, now, _Source(brief, None)).state, brief
+        except _Whole:
+            return _read_status(run_root, now, _Source(brief, load_plan_file(RunPaths(run_root).plan)[0])).state, brief
+    return _session_phase(view, now)[0], brief
+
+
+def plan_brief(run_root: Path) -> PlanBrief:
+    """The plan's brief, from its file where it is the plan's, else from the whole plan (refused
+    as :func:`load_plan_file` refuses it)."""
+    return read_brief(run_root) or PlanBrief.of(*load_plan_file(RunPaths(run_root).plan))
 
 
 @dataclass(frozen=True)
@@ -260,35 +321,31 @@ def _session_phase(view: _SessionView, now: float) -> tuple[RunPhase, _Standing]
     return last_closed[0].phase, "closed"
 
 
-def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunStatus:
+def _read_status(run_root: Path, now: float, source: _Source) -> RunStatus:
     paths = RunPaths(run_root)
-    plan, identity = loaded
+    brief = source.brief
+    identity = brief.identity
     view = _session_view(run_root, now)
     if view is None:
         holder = lock_holder(run_root)
-        return _planned(plan, identity, run_root, holder.held, holder.pid, paths.pause.exists())
+        return _planned(brief, run_root, holder.held, holder.pid, paths.pause.exists())
     holder, pause_requested, events, driver = view.holder, view.pause_requested, view.events, view.driver
-    ledger = Ledger.open_readonly(run_root)
-    try:
-        attempts = ledger.attempts()
-    finally:
-        ledger.close()
     started = _last(events, ev.RunStarted, after=-1)
     if started is None:
         rebuilt = _last(events, ev.LedgerRebuilt, after=-1)
-        if rebuilt is not None and attempts and not holder.held:
-            return _rebuilt(plan, identity, run_root, attempts, events, rebuilt[1], pause_requested)
-        return _planned(plan, identity, run_root, holder.held, holder.pid, pause_requested)
+        if rebuilt is not None and not holder.held:
+            attempts = _attempts(run_root)
+            if attempts:
+                return _rebuilt(source.plan, identity, run_root, attempts, events, rebuilt[1], pause_requested)
+        return _planned(brief, run_root, holder.held, holder.pid, pause_requested)
+    figures = _figures(run_root, source, events)
     start, session = started
     last_closed = _last(events, ev.RunFinished, after=session.seq)
     last_beat = session.ts if driver.last_heartbeat is None else driver.last_heartbeat
     phase, standing = _session_phase(view, now)
     starting = standing == "starting"
 
-    state, open_cells = _state_of(plan, attempts)
-    counts = state.counts()
-    rows = accepted_rows(attempts)
-    solved = sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT)
+    counts = figures.counts
     deadline = start.deadline
     resume = f"ray-bench execute --plan {paths.plan} --confirm {identity}"
     notes: list[str] = []
@@ -312,8 +369,8 @@ def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunSta
             notes.append("pause requested: running cells finish, nothing new starts")
     elif standing == "dead" or last_closed is None:
         # the last sign of life: a heartbeat, or an attempt it recorded after the last one
-        ended_at = max([last_beat, *(t for a in attempts for t in (a.started_at, a.finished_at)
-                                     if t is not None and t > session.ts)])
+        # (last_beat is at least session.ts: an attempt's time before it changes nothing)
+        ended_at = max(last_beat, figures.last_activity or last_beat)
         reason = (f"the driver died or was killed (no live process holds the run's lock; last "
                   f"heartbeat {_clock(last_beat)}, {human_span(now - last_beat)} ago)")
         full = _last(events, ev.Stop, after=session.seq)
@@ -323,13 +380,13 @@ def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunSta
             # a ledger that met a full disk could not record why: the free space says it
             reason = (f"disk full: the driver stopped when the run root's disk filled ({free:.0f} MiB free "
                       f"now); free space, then resume")
-        in_flight = len(open_cells)
+        in_flight = figures.open_cells
         action, why = resume, (f"recovers {in_flight} attempt{'s' if in_flight != 1 else ''} left in flight "
                                f"and runs the {counts['pending'] + counts['running']} cells left")
     else:
         closed, row = last_closed
         ended_at, stopped, detail = row.ts, closed.stopped, closed.detail
-        counts = _counts_at_close(counts, open_cells)
+        counts = _counts_at_close(counts)
         if phase == "paused":
             request = _last(events, ev.Paused, after=session.seq)
             said = request[0].reason if request else ""
@@ -344,19 +401,20 @@ def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunSta
         if phase in ("paused", "stopped"):
             action, why = _resume_for(str(stopped), detail, counts, resume, run_root)
             if stopped == "preflight" and not _last(events, ev.PreflightPassed, after=-1):
-                spent = state.preflight(plan.preflight).spent
+                plan = source.plan
+                spent = _state_of(plan, _attempts(run_root))[0].preflight(plan.preflight).spent
                 if spent:  # a resume runs the preflight again, and it has no attempt left
                     action = f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
                     why = (f"{len(spent)} preflight cell{'s' if len(spent) != 1 else ''} used every attempt, "
                            "so a resume would stop at once; plans every cell without a valid row as a new run")
             elif stopped == "accounts" and action == resume:
-                accounts = next((i.path for i in plan.inputs if i.kind == "accounts"), "ACCOUNTS")
+                accounts = next((i.path for i in source.plan.inputs if i.kind == "accounts"), "ACCOUNTS")
                 action = f"ray-bench accounts status --accounts {accounts}"
                 why = ("a resume would stop again at once: release, enable or log in an account it shows "
                        "as unusable, then resume")
 
     pace = pace_snapshot(
-        (a.finished_at for a in attempts if a.valid and a.finished_at is not None),
+        figures.valid_finished,
         now=now if ended_at is None else ended_at, started_at=session.ts,
         remaining_cells=counts["pending"] + counts["running"], deadline=deadline,
     )
@@ -374,28 +432,84 @@ def _read_status(run_root: Path, now: float, loaded: tuple[Plan, str]) -> RunSta
                "halted": h.reason} for h in halts.values()]
     notes += [f"node halted, gets no more cells: {n['halted']}" for n in nodes if n.get("halted")]
     notes.extend(circuit_notes(events))
-    promotion = promotion_of(plan.run_id, events)
+    promotion = promotion_of(brief.run_id, events)
     if promotion is not None:  # official evidence changes only after a demotion: nothing to resume or rerun
         action, why = None, None
     return RunStatus(
-        run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells), state=phase,
-        counts=counts, solved=solved, attempts=len(attempts), failures=_failure_counts(attempts),
-        **_spend(plan, attempts, events),
+        run_id=brief.run_id, identity=identity, run_root=run_root, cells=brief.cell_count, state=phase,
+        counts=counts, solved=figures.solved, attempts=figures.attempts, failures=figures.failures,
+        **figures.spend,
         reason=reason, ended_at=ended_at,
         next_action=action, next_action_why=why, pause_requested=pause_requested, driver=driver,
         pace=pace, deadline=deadline, notes=notes, nodes=nodes,
         category="official" if promotion is not None else "staging", promotion=promotion,
-        demotion=demotion_of(plan.run_id, events), excluded=len(exclusions_of(plan.run_id, events)))
+        demotion=demotion_of(brief.run_id, events), excluded=len(exclusions_of(brief.run_id, events)))
 
 
-def _spend(plan: Plan, attempts: list[AttemptRow], events: list[Event]) -> dict[str, Any]:
+def _attempts(run_root: Path) -> list[AttemptRow]:
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        return ledger.attempts()
+    finally:
+        ledger.close()
+
+
+def _figures(run_root: Path, source: _Source, events: list[Event]) -> _Figures:
+    """From the ledger's tally with the plan's brief alone, else from every attempt row."""
+    if source.whole is not None:
+        return _figures_of(source.whole, _attempts(run_root), events)
+    ledger = Ledger.open_readonly(run_root)
+    try:
+        if ledger.meta().get("plan_identity") != source.brief.identity:  # not this plan's cells
+            raise _Whole
+        tally = ledger.tally(SOLVED_AT)
+    finally:
+        ledger.close()
+    if tally is None:
+        raise _Whole
+    return _figures_tallied(source.brief, tally, events)
+
+
+def _figures_of(plan: Plan, attempts: list[AttemptRow], events: list[Event]) -> _Figures:
+    state, open_cells = _state_of(plan, attempts)
+    rows = accepted_rows(attempts)
+    times = [t for a in attempts for t in (a.started_at, a.finished_at) if t is not None]
+    return _Figures(
+        counts=state.counts(), open_cells=len(open_cells),
+        solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT), attempts=len(attempts),
+        failures=_failure_counts(attempts), spend=_spend(plan.run_id, attempts, events),
+        valid_finished=[a.finished_at for a in attempts if a.valid and a.finished_at is not None],
+        last_activity=max(times) if times else None)
+
+
+def _figures_tallied(brief: PlanBrief, tally: LedgerTally, events: list[Event]) -> _Figures:
+    """:func:`_figures_of` from the tally: each group of cells takes the state :class:`RunState`
+    gives such a cell (``_state_of``: running only where it would be pending)."""
+    counts = {"pending": brief.cell_count - sum(g.cells for g in tally.groups), "running": 0, "valid": 0,
+              "failed": 0}
+    for g in tally.groups:
+        failed = exhausted(g.counted, g.failures, brief.max_attempts)
+        counts[cell_phase(valid=g.valid, running=g.open and not failed, failed=failed)] += g.cells
+    times = [t for t in (tally.last_started, tally.last_finished) if t is not None]
+    return _Figures(
+        counts=counts, open_cells=sum(g.cells for g in tally.groups if g.open),
+        solved=sum(g.solved for g in tally.groups), attempts=tally.attempts, failures=tally.failures,
+        spend=_spend(brief.run_id, tally.costs, events, tally.plain_costs), valid_finished=tally.valid_finished,
+        last_activity=max(times) if times else None)
+
+
+def _spend(run_id: str, attempts: Sequence[AttemptRow | CostRow], events: list[Event],
+           plain: list[float] | None = None) -> dict[str, Any]:
     """The run's spend as status shows it: the provider's charge for each attempt the latest
     settlement settled, the estimate for the others (unknown ones apart, never $0), and the
-    estimates' own sum beside it once anything is settled."""
-    settlement = settlement_of(plan.run_id, events)
+    estimates' own sum beside it once anything is settled. ``plain``: the known costs of the
+    attempts left out of ``attempts`` (the ledger's tally); a settlement needs every attempt."""
+    settlement = settlement_of(run_id, events)
+    if plain is not None and settlement is not None:
+        raise _Whole
     ids = {a.attempt_id for a in attempts}
     charged = {k: v for k, v in (settlement.charged() if settlement is not None else {}).items() if k in ids}
-    spend_usd, unknown_cost = known_spend(attempts, charged)
+    spend_usd, unknown_cost = known_spend(attempts, charged, plain or ())
     return {"spend_usd": spend_usd, "unknown_cost": unknown_cost,
             "lower_bound_cost": lower_bound_count(attempts, charged), "settled_attempts": len(charged),
             "estimated_usd": known_spend(attempts)[0] if charged else None}
@@ -419,7 +533,7 @@ def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRo
     `stopped`, so `export` refused what `promote` passed); else stopped, with what a resume
     recovers and runs."""
     state, open_cells = _state_of(plan, attempts)
-    counts = _counts_at_close(state.counts(), open_cells)
+    counts = _counts_at_close(state.counts())
     rows = accepted_rows(attempts)
     left = counts["pending"] + counts["running"]
     reason = (f"the ledger was rebuilt from the attempt directories at {_clock(rebuilt.ts)}; "
@@ -439,7 +553,7 @@ def _rebuilt(plan: Plan, identity: str, run_root: Path, attempts: list[AttemptRo
         run_id=plan.run_id, identity=identity, run_root=run_root, cells=len(plan.cells),
         state=phase,
         counts=counts, solved=sum(1 for r in rows.values() if (r.reward or 0.0) >= SOLVED_AT),
-        attempts=len(attempts), failures=_failure_counts(attempts), **_spend(plan, attempts, events),
+        attempts=len(attempts), failures=_failure_counts(attempts), **_spend(plan.run_id, attempts, events),
         reason=reason,
         ended_at=rebuilt.ts,
         next_action=f"ray-bench execute --plan {RunPaths(run_root).plan} --confirm {identity}" if left else None,
@@ -458,9 +572,9 @@ def _pause_record(run_root: Path) -> dict[str, Any] | None:
     return request if isinstance(request, dict) else None
 
 
-def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | None,
+def _planned(brief: PlanBrief, run_root: Path, held: bool, pid: int | None,
              pause_requested: bool) -> RunStatus:
-    n = len(plan.cells)
+    n, identity = brief.cell_count, brief.identity
     starting = held  # a driver holds the lock but has not recorded its start yet
     paths = RunPaths(run_root)
     # A confirm is proposed only for what the operator can review: execute refuses a plan whose
@@ -471,7 +585,7 @@ def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | N
              [f"no receipt beside the plan ({paths.receipt} is missing): execute refuses it; make a new plan "
               "from the same suite and accounts (`ray-bench plan --suite S --accounts A`) and review its receipt"])
     return RunStatus(
-        run_id=plan.run_id, identity=identity, run_root=run_root, cells=n,
+        run_id=brief.run_id, identity=identity, run_root=run_root, cells=n,
         state="running" if starting else "planned",
         counts={"pending": n, "running": 0, "valid": 0, "failed": 0}, solved=0, attempts=0, failures={},
         spend_usd=0.0, reason=None, ended_at=None,
@@ -480,7 +594,7 @@ def _planned(plan: Plan, identity: str, run_root: Path, held: bool, pid: int | N
         notes=notes)
 
 
-def _counts_at_close(counts: dict[str, int], open_cells: set[str]) -> dict[str, int]:
+def _counts_at_close(counts: dict[str, int]) -> dict[str, int]:
     # A closed session has nothing running: a cell still open in the ledger waits for a resume.
     out = dict(counts)
     out["pending"] += out.get("running", 0)
@@ -550,11 +664,12 @@ def _last(events: list[Event], kind: type[_E], *, after: int) -> tuple[_E, Event
 
 
 def _failure_counts(attempts: list[AttemptRow]) -> dict[str, int]:
+    """Failed attempts by class, in the classes' order (as the ledger's tally gives them)."""
     out: dict[str, int] = {}
     for a in attempts:
         if a.status == "finished" and not a.valid and a.failure_class:
             out[a.failure_class] = out.get(a.failure_class, 0) + 1
-    return out
+    return dict(sorted(out.items()))
 
 
 def _clock(ts: float) -> str:

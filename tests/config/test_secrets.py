@@ -85,3 +85,18 @@ def test_secret_check_errors_come_in_file_order(tmp_path: Path) -> None:
         load_suite(path)
     lines = [e.line() for e in caught.value.errors]
     assert [int(line.split(f"{path}:")[1].split(":")[0]) for line in lines] == [6, 7, 9]
+
+
+def test_each_field_is_judged_as_its_path_says_and_a_repeated_string_alike() -> None:
+    """A token is looked at for entropy only where a part of its path reaches a command (the
+    walk carries that down; issue 57), and the same string is judged the same wherever it
+    repeats (it is judged once)."""
+    token = "Zq8vX2mN4pL7rT1wY6bK3hJ9dF5gS0aE"  # 32 characters of three classes
+    data = {"arms": [{"name": token, "env": {"K": token}, "probe": {"command": [token, "ok"]}}],
+            "tasks": {7: {"config": {"verifier": {"env": {"X": token}}}, "note": token}},
+            token: "x"}
+    found = [loc for loc, _, _ in find_secrets(data)]
+    assert found == [("arms", 0, "env", "K"), ("arms", 0, "probe", "command", 0),
+                     ("tasks", "7", "config", "verifier", "env", "X")]
+    assert [loc for loc, _, _ in find_secrets(data, everywhere=True)] == [
+        ("arms", 0, "name"), *found[:2], *found[2:], ("tasks", "7", "note"), (token,)]

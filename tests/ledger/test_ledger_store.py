@@ -4,6 +4,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support.older_ledgers import OLDER_THAN_CELLS
 
 from ray_bench.errors import LedgerError, PlanError
 from ray_bench.ledger import Ledger, accepted_rows, known_spend
@@ -180,6 +181,7 @@ def _v2_ledger(root: Path) -> None:
     ledger.close()
     conn = sqlite3.connect(root / "ledger.sqlite")
     with conn:
+        conn.executescript(OLDER_THAN_CELLS)  # which came after version 3
         conn.execute("ALTER TABLE attempts DROP COLUMN kind")
         conn.execute("ALTER TABLE attempts DROP COLUMN source_attempt")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")

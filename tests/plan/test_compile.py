@@ -179,3 +179,17 @@ def test_existing_run_root_with_other_plan_refused(tmp_path: Path) -> None:
     suite.write_text(suite.read_text().replace("reps: 1", "reps: 2"))
     with pytest.raises(PlanError, match="already holds plan"):
         plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r1")
+
+
+def test_the_sealed_plan_is_the_file_plan_writes_and_its_identity_the_one_read_back(tmp_path: Path) -> None:
+    """``plan`` takes the identity from one dump (issue 57): it is what reading the file gives."""
+    from ray_bench.api import plan_run
+    from ray_bench.plan.identity import identity_of
+    from ray_bench.plan.store import load_plan_file, sealed_plan
+
+    suite, accounts = make_suite(tmp_path / "s")
+    result = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="r")
+    plan, identity = load_plan_file(result.run_root / "launch-plan.json")
+    data, sealed = sealed_plan(plan)
+    assert sealed == identity == result.identity == identity_of(plan.model_dump(mode="json"))
+    assert data == (result.run_root / "launch-plan.json").read_bytes()
