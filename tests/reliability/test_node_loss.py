@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.driver_process import DriverProcess, cli_env, ledger_query, wait_for
@@ -22,6 +23,16 @@ from ray_bench.api import plan_run
 from ray_bench.ledger import Ledger
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _read_ledger(root: Path, *kinds: str) -> tuple[list[Any], dict[str, Any], dict[str, list[Any]]]:
+    """The run's attempts, their summaries, and the data of its events of ``kinds``."""
+    ledger = Ledger.open_readonly(root)
+    try:
+        return (ledger.attempts(), dict(ledger.summaries()),
+                {kind: [e.data for e in ledger.events(kind)] for kind in kinds})
+    finally:
+        ledger.close()
 
 
 def _alive(multinode: MultiNode, node: dict[str, object]) -> bool:
@@ -61,15 +72,8 @@ def test_an_idle_worker_lost_mid_run_keeps_exit_0_and_a_clean_audit(tmp_path: Pa
     finally:
         driver.reap()
 
-    ledger = Ledger.open_readonly(root)
-    try:
-        attempts = ledger.attempts()
-        summaries = dict(ledger.summaries())
-        audits = [e.data for e in ledger.events("audit")]
-        lost = [e.data for e in ledger.events("node_lost")]
-        stops = [e.data for e in ledger.events("stop")]
-    finally:
-        ledger.close()
+    attempts, summaries, events = _read_ledger(root, "audit", "node_lost", "stop")
+    audits, lost, stops = events["audit"], events["node_lost"], events["stop"]
     assert len(attempts) == 4 and all(a.valid for a in attempts)  # nothing was lost with the node
     assert all(summaries[a.attempt_id].ray_node != victim["NodeID"] for a in attempts)  # it was idle
     assert audits == [{"removed": 0, "residue": 0}]
@@ -122,12 +126,7 @@ def test_worker_raylet_killed_mid_run(tmp_path: Path, multinode: MultiNode) -> N
     finally:
         driver.reap()
 
-    ledger = Ledger.open_readonly(root)
-    try:
-        attempts = ledger.attempts()
-        summaries = dict(ledger.summaries())
-    finally:
-        ledger.close()
+    attempts, summaries, _ = _read_ledger(root)
     lost = [a for a in attempts if not a.valid]
     assert lost, "the killed node held attempts"
     assert {a.failure_class for a in lost} == {"executor"}
