@@ -101,7 +101,9 @@ fi
 # The full suite, in three passes:
 #   main    every test not marked harbor or serial, on $RAY_BENCH_TEST_WORKERS (2) pytest-xdist
 #           workers, a test file to a worker (--dist loadfile: a module's fixtures, such as a
-#           multi-node cluster or the Daytona fixture server, start once). Each worker is its own
+#           multi-node cluster or the Daytona fixture server, start once), the slow files first
+#           (tests/conftest.py, _slow_files_first; --no-loadscope-reorder keeps that order where
+#           xdist would sort the files by test count). Each worker is its own
 #           process with its own local Ray (support/ray_local.py); the session's images are built
 #           under a machine lock (support/images.py). Most tests wait on Ray, Docker, CLIs and
 #           sleeps rather than burn a core, so two workers on two cores nearly halve the pass.
@@ -129,7 +131,7 @@ fi
 
 status=0
 .venv/bin/pytest -q --basetemp "$base/main" -n "${RAY_BENCH_TEST_WORKERS:-2}" --dist loadfile \
-    -m "$(with_mark "not serial")" "${args[@]}" || status=$?
+    --no-loadscope-reorder -m "$(with_mark "not serial")" "${args[@]}" || status=$?
 
 if [ -n "$harbor_pid" ]; then
     wait "$harbor_pid" || harbor_status=$?

@@ -65,16 +65,41 @@ def harbor_importable() -> bool:
     return True
 
 
+#: Markers of the tests that take seconds to minutes each: a Ray, dockerd, Prometheus or Daytona
+#: fixture, or ``slow``.
+_SERVICES = frozenset({"docker", "ray", "prometheus", "daytona"})
+
+
+def _file_tier(items: list[pytest.Item]) -> int:
+    """0: a file with a test marked ``slow``; 1: one needing a service; 2: the pure rest."""
+    names = {mark.name for item in items for mark in item.iter_markers()}
+    return 0 if "slow" in names else 1 if names & _SERVICES else 2
+
+
+def _slow_files_first(items: list[pytest.Item]) -> None:
+    """The files ordered slow, then service, then pure (collection order within each tier; a file's
+    tests stay together and in order), so that the scheduler of the main pass (``--dist loadfile
+    --no-loadscope-reorder``, scripts/test.sh) hands the long files out first and the many
+    sub-second ones fill the end. xdist's default order (files by test count, descending) put the
+    one-test files last, among them the longest of the suite (node loss, signals, driver crash:
+    40-90 s each), so one worker ran them while the other idled."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    items[:] = [item for group in sorted(files.values(), key=_file_tier) for item in group]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``harbor`` run Harbor's own code, which needs Python >= 3.12: where Harbor
     cannot be imported (the 3.11 venv) they are deselected, not skipped, because scripts/test.sh
-    runs them in a second pass in .venv-harbor, where they must pass (under CI=true too)."""
-    if harbor_importable():
-        return
-    deselected = [item for item in items if item.get_closest_marker("harbor")]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("harbor")]
+    runs them in a second pass in .venv-harbor, where they must pass (under CI=true too). Then
+    the slow files go first (``_slow_files_first``)."""
+    if not harbor_importable():
+        deselected = [item for item in items if item.get_closest_marker("harbor")]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker("harbor")]
+    _slow_files_first(items)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,7 +1,9 @@
-"""Two ``execute``s, each with its own local Ray instance, on one state root and the same
+"""Two ``execute``s, each on a Ray instance of its own, on one state root and the same
 accounts: the limits hold across both (they are granted through ``accounts.sqlite``, not by
 either cluster's actors alone), and a slot one run frees goes to the other run's waiting cells
-at once, not after the first run's leases time out.
+at once, not after the first run's leases time out. The first joins the session's shared Ray
+(``--address``), the second starts a local one: still two clusters, each with its own admission
+actor for the state root, at one local start (30-70 s here) where two took twice that.
 
 Measured three ways: the leases live in the state root, sampled every 50 ms while both run (an
 upper bound of what ran: a lease is granted before its cell's sandbox and released after it);
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.driver_process import DriverProcess, cli_env, ledger_query, wait_for
+from support.ray_local import shared_address
 from support.shared_limits import idle_gaps, intervals, peak, sample_leases
 from support.suites import make_suite
 
@@ -33,7 +36,7 @@ TASKS = ["hello-world", "sum-list", "fizzbuzz"]
 CELLS = len(TASKS) * 2 * 2  # per run: tasks x arms x reps
 
 
-@pytest.mark.timeout(1800)  # two local Ray starts: minutes each on a loaded 2-core host
+@pytest.mark.timeout(1800)  # a local Ray start: minutes on a loaded 2-core host
 def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> None:
     state = tmp_path / "state"
     accounts = [
@@ -41,7 +44,7 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
         {"name": WINDOW, "route": {"env": {"DEMO_API_KEY": "RB_TEST_KEY_B"}},
          "limits": {"max_concurrent": 3, "window": {"hours": 5, "max_cells": WINDOW_CELLS}}},
     ]
-    # The agents wait until both drivers have their Ray (a local start takes 10 s to minutes on
+    # The agents wait until both drivers have their Ray (the local start takes 10 s to minutes on
     # a loaded host): the first run's cells hold their leases meanwhile, and the two compete
     # for every slot after.
     go = tmp_path / "go"
@@ -49,6 +52,7 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
            "agent_dir": "agents", "expose_solution": True}
     drivers: dict[str, DriverProcess] = {}
     roots: dict[str, Path] = {}
+    joined = {"one": ("--address", shared_address()), "two": ()}
     for name in ("one", "two"):
         suite, accounts_file = make_suite(
             tmp_path / name, tasks=TASKS, reps=2, preflight_cells=0, accounts=accounts,
@@ -58,7 +62,7 @@ def test_two_executes_on_two_rays_share_the_accounts_limits(tmp_path: Path) -> N
         roots[name] = planned.run_root
         drivers[name] = DriverProcess(planned.run_root / "launch-plan.json", planned.identity, tmp_path / "logs",
                                       name=name, env=cli_env({"RAY_BENCH_STATE_ROOT": str(state)}),
-                                      extra_args=("--no-metrics",))
+                                      extra_args=("--no-metrics", *joined[name]))
     samples: list[dict[str, int]] = []
     stop = threading.Event()
     sampler = threading.Thread(target=sample_leases, args=(state, stop, samples))

@@ -19,30 +19,45 @@ from ray_bench.scheduler.driver import RunOptions
 pytestmark = [pytest.mark.prometheus, pytest.mark.ray, pytest.mark.slow]
 
 
+#: Agents that start after this many others wait until the probe below has read the dashboard:
+#: the first ones give the pace estimate its MIN_ROWS rows, the rest keep the run going through
+#: the probe. (Every agent slept 3 s, so that the run outlasted the probe: 39 s a run.)
+HELD_AFTER = MIN_ROWS + 3
+
+
 def test_pace_and_dashboard_from_a_real_run(tmp_path: Path, prometheus: PrometheusServer) -> None:
     ensure_ray()
+    started, probed = tmp_path / "started", tmp_path / "probed"
+    started.mkdir()
+    # held until the probe is done (it touches ``probed`` whatever its outcome), at most until
+    # a deadline; done.wait below says whether it read the dashboard
+    agent = (f'n=$(ls {started} | wc -l); mktemp -p {started} >/dev/null; '
+             f'if [ "$n" -ge {HELD_AFTER} ]; then '
+             f'until [ -e {probed} ] || [ "$(date +%s)" -ge {int(time.time()) + 600} ]; do sleep 0.1; done; fi; '
+             'sleep 0.5; sh "$SOLUTION_DIR/solve.sh"')
     suite, accounts = make_suite(
         tmp_path / "s", reps=2, preflight_cells=0,
         backends={"local": {"max_sandboxes": 3, "options": {"root": str(tmp_path / "sbx")}}},
-        arms=[{"name": "baseline", "role": "baseline", "command": "sleep 3; sh \"$SOLUTION_DIR/solve.sh\"",
-               "expose_solution": True},
-              {"name": "mcp", "role": "variant", "command": "sleep 3; sh \"$SOLUTION_DIR/solve.sh\"",
-               "expose_solution": True}])
+        arms=[{"name": "baseline", "role": "baseline", "command": agent, "expose_solution": True},
+              {"name": "mcp", "role": "variant", "command": agent, "expose_solution": True}])
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="metrics-run")
     seen: list[str] = []
     empty: dict[str, list[str]] = {}
     done = threading.Event()
 
     def probe_while_running() -> None:
-        # Instant queries only see a target while it is up: probe mid-run, once rows flow.
-        prometheus.wait_for_target("metrics-run", timeout=60)
-        # enough rows for a pace estimate (the estimate series is absent before)
-        prometheus.wait_for_data(f'sum(raybench_valid_rows_total{{run="metrics-run"}}) > {MIN_ROWS}', timeout=90)
-        time.sleep(3)  # a few scrapes, so rate() and increase() have two points
-        empty["dashboard"] = [e for e in dashboard_exprs(run="metrics-run") if not prometheus.query(e)]
-        empty["debug"] = [str(prometheus.query(
-            '{__name__=~"raybench_(remaining_cells|pace_rows_per_minute|finish_estimate_seconds)"}'))]
-        done.set()
+        try:
+            # Instant queries only see a target while it is up: probe mid-run, once rows flow.
+            prometheus.wait_for_target("metrics-run", timeout=60)
+            # enough rows for a pace estimate (the estimate series is absent before)
+            prometheus.wait_for_data(f'sum(raybench_valid_rows_total{{run="metrics-run"}}) > {MIN_ROWS}', timeout=90)
+            time.sleep(3)  # a few scrapes, so rate() and increase() have two points
+            empty["dashboard"] = [e for e in dashboard_exprs(run="metrics-run") if not prometheus.query(e)]
+            empty["debug"] = [str(prometheus.query(
+                '{__name__=~"raybench_(remaining_cells|pace_rows_per_minute|finish_estimate_seconds)"}'))]
+            done.set()
+        finally:
+            probed.touch()
 
     def during(exporter: object) -> None:
         seen.append(str(exporter.url))
