@@ -56,11 +56,11 @@ from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.sandboxes.daytona_lookup import check_snapshots
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
-from ray_bench.sandboxes.gpus import DaemonGpus, daemon_gpus
+from ray_bench.sandboxes.gpus import DaemonGpus, attempt_gpus, daemon_gpus
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
-from ray_bench.tasks.support import asks_gpus, notices, refusals
+from ray_bench.tasks.support import notices, refusals
 
 ArmFilter = Literal["all", "baseline-only", "full-only"]
 UNPAIRED_ENV = "ALLOW_UNPAIRED_SINGLE_CONFIG"
@@ -536,7 +536,7 @@ def _stand_in_image(suite: Suite, arms: list[Arm]) -> bool:
 def _daemon_gpus(suite: Suite, tasks: list[TaskRef]) -> DaemonGpus | None:
     """The backend's daemon's GPU runtimes, asked (one ``docker info``) only when a task asks for
     GPUs on a backend whose GPUs are its daemon's."""
-    if not capabilities(suite.backend).gpus_by_daemon or not any(asks_gpus(t.config) for t in tasks):
+    if not capabilities(suite.backend).gpus_by_daemon or not any(attempt_gpus(t.config) for t in tasks):
         return None
     config = suite.backends.get(suite.backend)
     url = config.options.get("base_url") if config is not None else None

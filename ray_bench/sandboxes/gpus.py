@@ -12,8 +12,11 @@ override reserves the GPUs and the start fails where none are
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ray_bench.models.task import TaskConfig
 
 #: A runtime name that serves GPU device requests (``nvidia``, ``nvidia-cdi``, ``nvidia-legacy``).
 GPU_RUNTIME = "nvidia"
@@ -34,6 +37,12 @@ class DaemonGpus:
             return f"{backend}'s daemon did not answer `docker info`, so no GPU runtime is known"
         return (f"{backend}'s runtimes here: {', '.join(self.runtimes) or 'none'} (no {GPU_RUNTIME} runtime: "
                 "install the NVIDIA Container Toolkit there, or run it on a daemon that has one)")
+
+
+def attempt_gpus(cfg: TaskConfig) -> int:
+    """The most GPUs one sandbox of an attempt asks for: the agent's, or a separate verifier's own."""
+    own = cfg.verifier.environment if cfg.verifier.separate else None
+    return max(cfg.environment.gpus or 0, (own.gpus or 0) if own is not None else 0)
 
 
 def daemon_gpus(base_url: str | None = None) -> DaemonGpus:
@@ -60,3 +69,15 @@ def device_requests(gpus: int | None) -> list[Any]:
     import docker.types
 
     return [docker.types.DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+
+
+def on_gpu_nodes(want: int | None, candidates: Sequence[int], node_of: Sequence[str],
+                 node_gpus: Mapping[str, float]) -> list[int]:
+    """The runners (indices into ``node_of``) a cell asking for ``want`` GPUs may go to: those on a
+    node whose Ray resource ``GPU`` (what Ray detected there) holds as many, when any does; else all
+    ``candidates`` (Ray sees no GPU where the daemon's runtime does, as on a remote daemon: plan
+    asked that daemon, and a node whose daemon has none fails the create as ``task``). Like the
+    ``docker`` node resource, this routes cells; it does not count GPUs already held."""
+    if not want:
+        return list(candidates)
+    return [i for i in candidates if node_gpus.get(node_of[i], 0) >= want] or list(candidates)

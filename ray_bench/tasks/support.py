@@ -128,12 +128,6 @@ def gives_gpus(can: BackendCapabilities, daemon: DaemonGpus | None) -> bool:
     return can.gpus or (can.gpus_by_daemon and daemon is not None and daemon.gives)
 
 
-def asks_gpus(cfg: TaskConfig) -> bool:
-    """The task, or its separate verifier's own environment, asks for GPUs."""
-    own = cfg.verifier.environment if cfg.verifier.separate else None
-    return bool(cfg.environment.gpus or (own is not None and own.gpus))
-
-
 def _gpu_backends(backend: str, daemon: DaemonGpus | None) -> str:
     """What this backend has instead, and where GPUs could come from."""
     if capabilities(backend).gpus_by_daemon:
