@@ -204,7 +204,9 @@ class SandboxTooLargeError(SandboxError):
     """The provider refused a sandbox of this size outright: it asks more than one sandbox may
     have (Daytona's per-sandbox vCPU, memory or disk limit). Nothing was made, and no wait makes it
     fit: counted against the cell's attempts like a task's own failure. ``plan`` refuses such a
-    task before any spend when the pool names the limits (``max_sandbox_*``)."""
+    task before any spend when the pool names the limits (``max_sandbox_*``). Also a GPU request on
+    a Docker daemon with no GPU device driver ("could not select device driver"): plan refuses it
+    where its own daemon has no GPU runtime; a node of the cluster may still lack one."""
 
     failure_class = "task"
 

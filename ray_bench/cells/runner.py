@@ -634,7 +634,7 @@ def _sandbox_spec(spec: AttemptSpec, task_env: Mapping[str, str] | None = None) 
         dockerfile_dir=Path(spec.build_context) if spec.build_context else None,
         env={},
         resources=Resources(cpus=spec.cpus, memory_mb=spec.memory_mb, pids=spec.pids,
-                            disk_mb=spec.task_config.environment.storage_mb),
+                            disk_mb=spec.task_config.environment.storage_mb, gpus=spec.task_config.environment.gpus),
         network=spec.network,
         allowlist=create_allowlist(spec.backend, in_agent_sandbox(spec.task_config, spec.agent_network)),
         workdir=spec.workdir,

@@ -90,9 +90,10 @@ def verifier_sandbox_spec(spec: AttemptSpec, apart: VerifierApart) -> SandboxSpe
         image, context = apart.image, apart.build_context
     if own is None:
         resources = Resources(cpus=spec.cpus, memory_mb=spec.memory_mb, pids=spec.pids,
-                              disk_mb=cfg.environment.storage_mb)
+                              disk_mb=cfg.environment.storage_mb, gpus=cfg.environment.gpus)
     else:
-        resources = Resources(cpus=own.cpus, memory_mb=own.memory_mb, pids=spec.pids, disk_mb=own.storage_mb)
+        resources = Resources(cpus=own.cpus, memory_mb=own.memory_mb, pids=spec.pids, disk_mb=own.storage_mb,
+                              gpus=own.gpus)
     return SandboxSpec(
         labels=run_labels(spec.run_id, spec.cell_id, spec.attempt_id),
         image=image, dockerfile_dir=context, env={}, resources=resources,

@@ -28,6 +28,7 @@ from ray_bench.onray.start import init_ray
 from ray_bench.sandboxes import run_labels
 from ray_bench.sandboxes.base import LABEL_ATTEMPT
 from ray_bench.sandboxes.capabilities import NODE_RESOURCES, capabilities
+from ray_bench.sandboxes.gpus import attempt_gpus, on_gpu_nodes
 
 if TYPE_CHECKING:
     from ray_bench.onray.artifact_ship import Shipper
@@ -105,6 +106,9 @@ class RayPool:
         #: advertise it; when any does, that backend's cells go only there.
         self._resource_nodes = {resource: {n["NodeID"] for n in alive if n.get("Resources", {}).get(resource)}
                                 for resource in NODE_RESOURCES}
+        #: Per node, the GPUs Ray detected there (its resource ``GPU``): cells asking for GPUs go to
+        #: a node with as many when any has (:func:`ray_bench.sandboxes.gpus.on_gpu_nodes`).
+        self._node_gpus = {n["NodeID"]: float(n.get("Resources", {}).get("GPU", 0)) for n in alive}
         for node in alive:
             for _ in range(max(1, runners_per_node)):
                 self._spawn(node["NodeID"])
@@ -155,6 +159,7 @@ class RayPool:
         resource = capabilities(spec.backend).node_resource
         if resource is not None and (nodes_with := self._resource_nodes.get(resource)):
             eligible = [i for i in eligible if self._nodes[i] in nodes_with] or eligible
+        eligible = on_gpu_nodes(attempt_gpus(spec.task_config), eligible, self._nodes, self._node_gpus)
         ready = [i for i in eligible if self._ready(i)]
         if not ready:  # every runner is suspect or new: wait (bounded) until one answers
             self._settle(SETTLE_SEC)
@@ -384,5 +389,4 @@ def cancelled_summary_of(runner: Any, spec: AttemptSpec) -> AttemptSummary:
     if kept is None or kept.attempt_id != spec.attempt_id:
         return new_summary(spec).model_copy(update={"cancelled": True})
     return kept.model_copy(update={"cancelled": True})
-
 

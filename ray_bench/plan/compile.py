@@ -56,6 +56,7 @@ from ray_bench.sandboxes import Resources, backend_available, backend_names
 from ray_bench.sandboxes.capabilities import capabilities
 from ray_bench.sandboxes.daytona_lookup import check_snapshots
 from ray_bench.sandboxes.daytona_pool import DaytonaPool
+from ray_bench.sandboxes.gpus import DaemonGpus, attempt_gpus, daemon_gpus
 from ray_bench.sandboxes.host import HostResources, admit, max_concurrent, render_admission
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import needs_network
@@ -210,7 +211,7 @@ def compile_plan(req: PlanRequest) -> Plan:
     some_opened = any(agent_network(a) for a in _select_arms(suite, req.arms))
     tasks = _check_tasks(tasks, suite.backend, errors, warnings, skipped if req.skip_unsupported else None,
                          stand_in_image=_stand_in_image(suite, _select_arms(suite, req.arms)), agent_online=opened,
-                         some_agent_online=some_opened)
+                         some_agent_online=some_opened, daemon=_daemon_gpus(suite, tasks))
     _check_backends(suite, req.suite, errors)
     _check_routes(accounts_file.accounts, req.accounts, req.environ, errors, warnings)
     arms, agent_sums = resolve_agent_dirs(_select_arms(suite, req.arms), req.suite, errors)
@@ -532,16 +533,27 @@ def _stand_in_image(suite: Suite, arms: list[Arm]) -> bool:
     return bool(config is not None and config.image) or (bool(arms) and all(a.image for a in arms))
 
 
+def _daemon_gpus(suite: Suite, tasks: list[TaskRef]) -> DaemonGpus | None:
+    """The backend's daemon's GPU runtimes, asked (one ``docker info``) only when a task asks for
+    GPUs on a backend whose GPUs are its daemon's."""
+    if not capabilities(suite.backend).gpus_by_daemon or not any(attempt_gpus(t.config) for t in tasks):
+        return None
+    config = suite.backends.get(suite.backend)
+    url = config.options.get("base_url") if config is not None else None
+    return daemon_gpus(str(url) if url else None)
+
+
 def _check_tasks(tasks: list[TaskRef], backend: str, errors: list[UserInputError], warnings: list[str],
                  skipped: list[SkippedTask] | None, *, stand_in_image: bool = False,
-                 agent_online: bool = False, some_agent_online: bool = False) -> list[TaskRef]:
+                 agent_online: bool = False, some_agent_online: bool = False,
+                 daemon: DaemonGpus | None = None) -> list[TaskRef]:
     """The tasks the backend can run. What it cannot give is refused, one line per reason, or,
     given ``skipped`` (``--skip-unsupported``), the task is left out and listed there. Unknown
     keys and what the backend runs without enforcing are warned."""
     kept: list[TaskRef] = []
     for task in tasks:
         reasons = refusals(task, backend, stand_in_image=stand_in_image, agent_online=agent_online,
-                           some_agent_online=some_agent_online)
+                           some_agent_online=some_agent_online, daemon=daemon)
         if reasons and skipped is not None:
             skipped.append(SkippedTask(id=task.id, path=task.path, reason="; ".join(reasons)))
             continue

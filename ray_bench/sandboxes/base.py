@@ -92,6 +92,8 @@ class Resources:
     memory_mb: int | None = None
     pids: int | None = None
     disk_mb: int | None = None
+    #: GPUs passed through (a device request on docker: :mod:`ray_bench.sandboxes.gpus`).
+    gpus: int | None = None
 
 
 @dataclass(frozen=True)

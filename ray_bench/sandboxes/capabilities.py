@@ -35,6 +35,9 @@ class BackendCapabilities:
     cpu_limit: bool = False  # a task's cpus are held for its sandbox (docker nano_cpus, a Daytona size)
     disk_limit: bool = False  # a per-sandbox disk quota
     gpus: bool = False
+    #: GPUs where the backend's daemon has a GPU runtime (docker's device requests), asked once
+    #: at plan (:mod:`ray_bench.sandboxes.gpus`), not known from the backend alone.
+    gpus_by_daemon: bool = False
     #: Runs a task's compose project (several services; :mod:`ray_bench.sandboxes.docker.compose`).
     compose: bool = False
     image: bool = False  # runs a container image (False: host processes)
@@ -90,7 +93,7 @@ BUILTIN: dict[str, Builtin] = {
         users=True, network_per_phase=True, isolated_network=True, allowlist=True, memory_limit=True,
         cpu_limit=True, image=True, agent_layer=True, compose=True, host_admission=True,
         node_resource=DOCKER_RESOURCE, local_images=True, listed_containers=True, verifier_apart=True,
-        harbor_environment="docker")),
+        gpus_by_daemon=True, harbor_environment="docker")),
     # Daytona's exec has no user switch; its network is set at create and changed between phases
     # (update_network_settings: network_block_all, network_allow_list, domain_allow_list).
     "daytona": Builtin("ray_bench.sandboxes.daytona", "daytona", BackendCapabilities(

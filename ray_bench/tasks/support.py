@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ray_bench.models.task import MAIN_SERVICE, NetworkMode, TaskConfig, TaskRef, artifact_entries
-from ray_bench.sandboxes.capabilities import BUILTIN, capabilities, having
+from ray_bench.sandboxes.capabilities import BUILTIN, BackendCapabilities, capabilities, having
 from ray_bench.sandboxes.daytona_lists import (
     DAYTONA_MAX_DOMAINS,
     DAYTONA_MAX_NETWORKS,
@@ -21,12 +21,13 @@ from ray_bench.sandboxes.daytona_lists import (
     split_networks,
     unsayable,
 )
+from ray_bench.sandboxes.gpus import DaemonGpus
 from ray_bench.tasks.network import all_policies, in_agent_sandbox, sandbox_allowlist, varies
 from ray_bench.tasks.verifier_env import has_verifier_compose
 
 
 def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent_online: bool = False,
-             some_agent_online: bool = False) -> list[str]:
+             some_agent_online: bool = False, daemon: DaemonGpus | None = None) -> list[str]:
     """Why ``backend`` cannot run ``task`` as it is written; empty when it can. ``stand_in_image``:
     an image runs where the task names none (the backend's ``image``, or every arm's). ``agent_online``:
     every arm opens its agent's phase (`network: public`), so the task's own policy for that phase
@@ -41,15 +42,15 @@ def refusals(task: TaskRef, backend: str, *, stand_in_image: bool = False, agent
         out.append(f"names neither [environment] docker_image nor environment/Dockerfile, and backend {backend} "
                    "has no image to stand in: nothing to start its container from (give it one of those, or "
                    f"set backends.{backend}.image)")
-    if env.gpus and not can.gpus:
+    if env.gpus and not gives_gpus(can, daemon):
         out.append(f"asks for {env.gpus} GPU(s){' of ' + '/'.join(env.gpu_types) if env.gpu_types else ''}; "
-                   f"{_gpu_backends(backend)}")
+                   f"{_gpu_backends(backend, daemon)}")
     if env.tpu is not None:
         out.append(f"asks for a TPU ({env.tpu.type} {env.tpu.topology}); backend {backend} has none")
     if env.os != "linux":
         out.append(f"asks for os = {env.os!r}; backend {backend} runs Linux containers only")
     out.extend(compose_refusals(task, backend))
-    out.extend(_verifier_apart(task, backend))
+    out.extend(_verifier_apart(task, backend, daemon))
     verifiers = [("verifier", cfg.verifier)] + [(f"steps.{s.name}.verifier", s.verifier) for s in cfg.steps or []]
     for where, verifier in verifiers:
         if verifier.continuous.enabled:
@@ -122,18 +123,23 @@ def _create_allowlist(cfg: TaskConfig, phase: str, hosts: tuple[str, ...], agent
     return None
 
 
-def _gpu_backends(backend: str) -> str:
-    """Where GPUs could come from instead: the backends that give sandboxes GPUs, or that none does."""
+def gives_gpus(can: BackendCapabilities, daemon: DaemonGpus | None) -> bool:
+    """The backend gives sandboxes GPUs: always, or where its daemon said it has a GPU runtime."""
+    return can.gpus or (can.gpus_by_daemon and daemon is not None and daemon.gives)
+
+
+def _gpu_backends(backend: str, daemon: DaemonGpus | None) -> str:
+    """What this backend has instead, and where GPUs could come from."""
+    if capabilities(backend).gpus_by_daemon:
+        return daemon.have(backend) if daemon is not None else f"{backend}'s daemon was not asked for its runtimes"
     givers = having(BUILTIN, lambda c: c.gpus)
-    if givers:
-        return f"backend {backend} gives sandboxes none; {', '.join(givers)} can"
-    # Docker could pass a GPU through (a device request on a daemon with the nvidia runtime);
-    # ray-bench's docker backend does not ask for one yet.
-    return (f"no ray-bench backend gives a sandbox GPUs ({', '.join(sorted(BUILTIN))} have none), "
-            "so no suite here can run it")
+    by_daemon = having(BUILTIN, lambda c: c.gpus_by_daemon)
+    where = [*givers, *(f"{b} (where its daemon has the nvidia runtime)" for b in by_daemon)]
+    return f"backend {backend} gives sandboxes none; {', '.join(where)} can" if where else \
+        f"no ray-bench backend gives a sandbox GPUs ({', '.join(sorted(BUILTIN))} have none)"
 
 
-def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
+def _verifier_apart(task: TaskRef, backend: str, daemon: DaemonGpus | None = None) -> list[str]:
     """A separate verifier: a second sandbox where the backend makes one per attempt (docker,
     daytona); ``local`` runs host processes, with no image to make a second from."""
     cfg = task.config
@@ -153,8 +159,8 @@ def _verifier_apart(task: TaskRef, backend: str) -> list[str]:
         out.append("tests/docker-compose.yaml makes the separate verifier a compose project; "
                    f"backend {backend} runs one container for it")
     own = cfg.verifier.environment
-    if own is not None and own.gpus and not capabilities(backend).gpus:
-        out.append(f"verifier.environment asks for {own.gpus} GPU(s); backend {backend} has none")
+    if own is not None and own.gpus and not gives_gpus(capabilities(backend), daemon):
+        out.append(f"verifier.environment asks for {own.gpus} GPU(s); {_gpu_backends(backend, daemon)}")
     if own is not None and (own.os != "linux" or own.tpu is not None):
         out.append(f"verifier.environment asks for {'a TPU' if own.tpu is not None else f'os = {own.os!r}'}; "
                    f"backend {backend} runs Linux containers without TPUs only")
@@ -223,6 +229,10 @@ def notices(task: TaskRef, backend: str) -> list[str]:
     if task.compose is not None and task.compose.offline:
         out.append("its compose main has network_mode: none: no phase has a network, the agent's neither "
                    "(as in Harbor)")
+    if env.gpus and env.gpu_types and can.gpus_by_daemon:
+        # As Harbor's docker environment, which logs that it ignores them (harbor/environments/docker/docker.py)
+        out.append(f"gpu_types = {'/'.join(env.gpu_types)} is not selected on {backend}: a device request asks "
+                   f"for any {env.gpus} GPU(s) the daemon has")
     if env.skills_dir is not None:
         out.append(f"skills_dir = {env.skills_dir!r} is passed to the agent as RAY_BENCH_SKILLS_DIR only")
     return out

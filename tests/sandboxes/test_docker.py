@@ -21,6 +21,7 @@ from ray_bench.errors import (
     SandboxCreateError,
     SandboxGoneError,
     SandboxOutOfMemoryError,
+    SandboxTooLargeError,
     SandboxUnavailableError,
 )
 from ray_bench.sandboxes import make_backend
@@ -440,3 +441,22 @@ def test_a_create_whose_answer_is_lost_leaves_no_container(
     # ...and the backend found it by name and removed it.
     labelled = docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
     assert labelled == [], labelled
+
+
+def test_a_gpu_request_where_the_daemon_has_no_gpu_runtime_fails_as_task_and_leaves_nothing(
+        base_image: str, run_id: str, docker_client: Any) -> None:
+    """The daemon refuses the device request at start ("could not select device driver"): the
+    create is not a crash nor a retry without bound, but a failure counted against the cell's
+    attempts (class ``task``: no wait on this node makes it fit), and the container is removed
+    (the autouse fixture finds none)."""
+    if any("nvidia" in r for r in docker_client.info().get("Runtimes") or {}):
+        pytest.skip("this daemon has a GPU runtime")
+
+    async def body(backend: DockerBackend) -> SandboxTooLargeError:
+        with pytest.raises(SandboxTooLargeError) as info:
+            await backend.create(spec(base_image, run_id, resources=Resources(cpus=1, memory_mb=128, gpus=1)))
+        return info.value
+
+    err = asyncio.run(_with_backend(body))
+    assert err.failure_class == "task"
+    assert "could not select device driver" in str(err) and "[[gpu]]" in str(err), err

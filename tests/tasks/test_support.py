@@ -13,6 +13,7 @@ from ray_bench.config.tasks import load_task
 from ray_bench.models.task import MultiStepRewardStrategy, NetworkMode
 from ray_bench.sandboxes.capabilities import CAPABILITIES
 from ray_bench.sandboxes.daytona_lists import split_networks, unsayable
+from ray_bench.sandboxes.gpus import DaemonGpus
 from ray_bench.tasks.envvars import MissingHostVar, resolve_env, template_names
 from ray_bench.tasks.mcp import task_mcp_servers
 from ray_bench.tasks.network import (
@@ -54,12 +55,20 @@ def test_a_task_with_no_image_and_no_dockerfile_is_refused_where_nothing_stands_
     assert refusals(task, "local") == []
 
 
-def test_a_gpu_refusal_says_no_backend_here_gives_gpus() -> None:
-    task = load_task(CORPUS / "refused/gpu-training")
-    for backend in ("docker", "daytona", "local"):
+def test_a_gpu_task_runs_on_docker_only_where_its_daemon_has_a_gpu_runtime() -> None:
+    task = load_task(CORPUS / "refused/gpu-training")  # gpus = 1, gpu_types = H100/A100
+    here = DaemonGpus(("io.containerd.runc.v2", "runc"))
+    (line,) = [r for r in refusals(task, "docker", daemon=here) if "GPU" in r]
+    assert line == ("asks for 1 GPU(s) of H100/A100; docker's runtimes here: io.containerd.runc.v2, runc (no nvidia "
+                    "runtime: install the NVIDIA Container Toolkit there, or run it on a daemon that has one)")
+    assert not [r for r in refusals(task, "docker", daemon=DaemonGpus(("nvidia", "runc"))) if "GPU" in r]
+    assert any("did not answer" in r for r in refusals(task, "docker", daemon=DaemonGpus(None)))
+    for backend in ("daytona", "local"):
         (line,) = [r for r in refusals(task, backend) if "GPU" in r]
-        assert line.endswith("no ray-bench backend gives a sandbox GPUs (daytona, docker, local have none), "
-                             "so no suite here can run it"), line
+        assert line.endswith(f"backend {backend} gives sandboxes none; docker (where its daemon has the nvidia "
+                             "runtime) can"), line
+    assert "gpu_types = H100/A100 is not selected on docker: a device request asks for any 1 GPU(s) the daemon " \
+           "has" in notices(task, "docker")
 
 
 def test_local_says_per_task_that_its_dockerfile_is_not_built_and_cpus_not_held() -> None:
@@ -257,5 +266,8 @@ def test_a_separate_verifier_asking_for_a_gpu_is_refused_where_there_is_none(tmp
     shutil.copytree(CORPUS / "refused/separate-verifier", tmp_path / "t")
     toml = tmp_path / "t" / "task.toml"
     toml.write_text(toml.read_text() + "gpus = 1\n")  # under [verifier.environment], the last table
-    assert refusals(load_task(tmp_path / "t"), "docker") == [
-        "verifier.environment asks for 1 GPU(s); backend docker has none"]
+    task = load_task(tmp_path / "t")
+    assert refusals(task, "docker", daemon=DaemonGpus(("runc",))) == [
+        "verifier.environment asks for 1 GPU(s); docker's runtimes here: runc (no nvidia runtime: install the "
+        "NVIDIA Container Toolkit there, or run it on a daemon that has one)"]
+    assert refusals(task, "docker", daemon=DaemonGpus(("nvidia", "runc"))) == []

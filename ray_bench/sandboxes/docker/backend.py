@@ -20,11 +20,12 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from ray_bench.errors import SandboxCreateError, SandboxError, SandboxUnavailableError
+from ray_bench.errors import SandboxCreateError, SandboxError, SandboxTooLargeError, SandboxUnavailableError
 from ray_bench.sandboxes.base import Resources, Sandbox, SandboxBackend, SandboxRef, SandboxSpec
 from ray_bench.sandboxes.docker import images
 from ray_bench.sandboxes.docker.compose import create_project
 from ray_bench.sandboxes.docker.sandbox import DockerSandbox
+from ray_bench.sandboxes.gpus import device_requests
 
 T = TypeVar("T")
 
@@ -118,7 +119,7 @@ class DockerBackend(SandboxBackend):
         answered = True
         try:
             await made
-        except SandboxCreateError:
+        except (SandboxCreateError, SandboxTooLargeError):
             pass  # the daemon refused; _create_container removed what it had made
         except BaseException:  # any other failure: the answer may be lost
             answered = False
@@ -180,6 +181,12 @@ class DockerBackend(SandboxBackend):
                 raise
             with contextlib.suppress(docker.errors.APIError):
                 self.client().api.remove_container(name, force=True, v=True)
+            if spec.resources.gpus and _NO_GPU_DRIVER in str(exc):
+                # The daemon has no driver for the device request (no NVIDIA runtime on this node):
+                # no retry here makes it fit (moby daemon/devices.go: errConflict "could not select
+                # device driver ... with capabilities").
+                raise SandboxTooLargeError(f"asks for {spec.resources.gpus} GPU(s); this node's docker daemon "
+                                           f"gives none: {exc}") from exc
             raise SandboxCreateError(f"creating a container from {image} failed: {exc}") from exc
         return str(created["Id"])
 
@@ -243,6 +250,10 @@ class DockerBackend(SandboxBackend):
             self._client.close()
 
 
+#: What the daemon says to a device request it has no driver for.
+_NO_GPU_DRIVER = "could not select device driver"
+
+
 def _limits(res: Resources) -> dict[str, Any]:
     limits: dict[str, Any] = {}
     if res.memory_mb is not None:
@@ -253,4 +264,6 @@ def _limits(res: Resources) -> dict[str, Any]:
         limits["nano_cpus"] = int(res.cpus * 1e9)
     if res.pids is not None:
         limits["pids_limit"] = res.pids
+    if res.gpus:
+        limits["device_requests"] = device_requests(res.gpus)
     return limits

@@ -127,6 +127,14 @@ class Project:
         return proc.returncode or 0, out.decode(errors="replace")
 
 
+def _selects_gpus(body: dict[str, Any]) -> bool:
+    """A service's own GPU selection (``gpus:``, or a device reservation with a gpu capability)."""
+    deploy = body.get("deploy") or {}
+    devices = ((deploy.get("resources") or {}).get("reservations") or {}).get("devices") or []
+    return bool(body.get("gpus")) or any(c == "gpu" or str(c).startswith("nvidia-")
+                                         for d in devices for c in (d or {}).get("capabilities") or ())
+
+
 def _limits(res: Resources) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if res.memory_mb is not None:
@@ -167,6 +175,12 @@ def override(task_file: Path, spec: SandboxSpec) -> dict[str, Any]:
         out[name] = mine
     main = out.setdefault(MAIN_SERVICE, {"labels": labels, **_limits(spec.resources)})
     main_body = services.get(MAIN_SERVICE) or {}
+    if spec.resources.gpus and not _selects_gpus(main_body):
+        # Harbor's shape: an nvidia device reservation on main, unless the task's compose file
+        # selects GPUs itself (harbor/environments/docker/__init__.py write_resources_compose_file;
+        # docker.py _write_resources_compose_file, Harbor 0.26).
+        main["deploy"] = {"resources": {"reservations": {"devices": [
+            {"driver": "nvidia", "count": spec.resources.gpus, "capabilities": ["gpu"]}]}}}
     if not spec.network and "network_mode" not in main_body and "networks" not in main_body:
         main["network_mode"] = "none"  # no phase is online
     result: dict[str, Any] = {"services": out, "networks": {"default": {"labels": labels}}}
