@@ -69,6 +69,9 @@ def test_a_watch_started_before_the_run_waits_then_prints_its_lines_once(tmp_pat
                                       failure_class=None, fingerprint=None, counts=True, cost_usd=0.0,
                                       summary=AttemptSummary(), now=time.time())
             _wait_for(out, f"{len(plan.cells)} valid rows")
+            # said by a refresh that read the state root after the save (the fast tier, loaded,
+            # once ended the run before any refresh had printed it)
+            _wait_for(out, "account acct-a cooling until")
             time.sleep(3)  # refreshes that change nothing print nothing
             ledger.event("run_finished", {"run_id": plan.run_id, "stopped": None, "detail": ""})
             ledger.close()
