@@ -38,12 +38,14 @@ def _left(run_id: str) -> list[Any]:
 
 
 def _runs_sleep(container: Any) -> bool:
-    """The verifier's test.sh has reached its ``sleep 120``."""
+    """The verifier's test.sh has reached its ``sleep 120`` (not the container's own keep-alive,
+    PID 1's ``sleep <lifetime>``, which runs from the start, inside ``create``: a CI run under load
+    cancelled there, the create's undo, and recorded no verifier id)."""
     try:
         top = container.top()
     except Exception:  # gone, or not yet started: not there yet
         return False
-    return any("sleep" in " ".join(str(c) for c in proc) for proc in top.get("Processes") or [])
+    return any(str(proc[-1]).split() == ["sleep", "120"] for proc in top.get("Processes") or [] if proc)
 
 
 def _spec(tmp_path: Path, base_image: str, run_id: str) -> AttemptSpec:
