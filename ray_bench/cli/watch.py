@@ -45,11 +45,7 @@ def snapshot(run_root: Path, now: float | None = None, *, state_root: Path | Non
     status = read_status(run_root, now, accounts=True, state_root=state_root)
     attempts = []
     if RunPaths(run_root).ledger.exists():
-        ledger = Ledger.open_readonly(run_root)
-        try:
-            attempts = ledger.attempts()
-        finally:
-            ledger.close()
+        attempts = Ledger.read_attempts(run_root)
     live = status.state == "running"
     inflight = Counter(a.account for a in attempts if not a.terminal) if live else Counter[str]()
     failures = [a for a in attempts if a.status == "finished" and not a.valid][-5:]

@@ -87,13 +87,10 @@ def choose(run_root: Path, tasks: list[str] | None = None) -> tuple[Plan, str, l
     if unknown:
         raise UserInputError(f"no task {', '.join(unknown)} in this run's plan", where="--tasks",
                              fix=f"name tasks of the plan: {', '.join(sorted(known)[:8])}")
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         attempts = ledger.attempts()
         rows = accepted_rows(attempts, {identity})
         summaries = {a: ledger.summary(a) for a in {r.attempt_id for r in rows.values()}}
-    finally:
-        ledger.close()
     by_id = {t.id: t for t in plan.tasks}
     now: dict[str, tuple[str, dict[str, str]] | str] = {}
     choices: list[CellChoice] = []

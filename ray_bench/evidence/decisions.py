@@ -116,11 +116,8 @@ def _standing(run_id: str, events: Iterable[Event]) -> tuple[Promotion | None, D
 def read_events(run_root: Path) -> list[Event]:
     if not RunPaths(run_root).ledger.is_file():
         return []
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         return ledger.events()
-    finally:
-        ledger.close()
 
 
 def refuse_official(run_root: Path, action: str,

@@ -71,11 +71,8 @@ class Epoch:
         """attempt id -> terminal summary (read from the ledger on demand)."""
         if not RunPaths(self.run_root).ledger.is_file():
             return {}
-        ledger = Ledger.open_readonly(self.run_root)
-        try:
+        with Ledger.reading(self.run_root) as ledger:
             return dict(ledger.summaries())
-        finally:
-            ledger.close()
 
 
 @dataclass(frozen=True)
@@ -117,12 +114,9 @@ def load_epoch(run_root: Path) -> Epoch:
     attempts: tuple[AttemptRow, ...] = ()
     events: tuple[Event, ...] = ()
     if RunPaths(run_root).ledger.is_file():
-        ledger = Ledger.open_readonly(run_root)
-        try:
+        with Ledger.reading(run_root) as ledger:
             attempts = tuple(ledger.attempts())
             events = tuple(ledger.events())
-        finally:
-            ledger.close()
     return Epoch(identity, plan.run_id, run_root, plan, attempts, events)
 
 

@@ -217,12 +217,9 @@ def settle_run(run_root: Path, usage: Path, *, by: str | None = None) -> Settlem
     # An official run's costs are part of its evidence: a new settlement would change them.
     refuse_official(run_root, "settled again (its reported costs would change)",
                     fix=f"demote it first, on the record: ray-bench demote {run_root} --reason TEXT")
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         attempts = ledger.attempts()
         summaries = dict(ledger.summaries())
-    finally:
-        ledger.close()
     settled, unmatched, unmatched_usd = reconcile(attempts, summaries, export)
     if unmatched == len(export.charges):
         # Recording it would make a settlement of nothing the latest one, and mark every

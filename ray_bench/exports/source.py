@@ -124,11 +124,8 @@ def _refuse_unfinished(root: Path) -> None:
     if not RunPaths(root).ledger.is_file():
         raise UserInputError("the run has not started, so there is nothing to export", where=str(root),
                              fix="execute the plan first (its receipt names the command)")
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         schema = ledger.meta().get("schema")
-    finally:
-        ledger.close()
     if schema not in READ_SCHEMAS - {"1"}:  # version 1's costs are read again only by a migration
         raise UserInputError(f"ledger format {schema!r} is not one this version reads ({SCHEMA_VERSION!r})",
                              where=str(RunPaths(root).ledger), fix="export it with the ray-bench that wrote it")

@@ -104,14 +104,10 @@ def valid_rows_by_task_arm(run_root: Path, arm_digests: Callable[[Path], dict[st
     counts: dict[tuple[str, str, str, str], int] = {}
     for root in roots:
         digests = arm_digests(root)
-        ledger = Ledger.open_readonly(root)
-        try:
-            for row in accepted_rows(ledger.attempts()).values():
-                digest = digests.get(row.arm)
-                if digest is None:
-                    continue
-                key = (row.task, row.task_checksum, row.arm, digest)
-                counts[key] = counts.get(key, 0) + 1
-        finally:
-            ledger.close()
+        for row in accepted_rows(Ledger.read_attempts(root)).values():
+            digest = digests.get(row.arm)
+            if digest is None:
+                continue
+            key = (row.task, row.task_checksum, row.arm, digest)
+            counts[key] = counts.get(key, 0) + 1
     return counts

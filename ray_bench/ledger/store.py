@@ -390,6 +390,23 @@ class Ledger:
                                      fix="restore it from a copy, or move it aside and rebuild it from the "
                                          f"attempts: ray-bench ledger rebuild {run_root}") from None
 
+    @classmethod
+    @contextlib.contextmanager
+    def reading(cls, run_root: Path) -> Iterator[Ledger]:
+        """The ledger opened as :meth:`open_readonly` does, closed when the block ends: the one
+        way a reader reads a ledger (a handle left open keeps a writer's ``-wal`` for good)."""
+        ledger = cls.open_readonly(run_root)
+        try:
+            yield ledger
+        finally:
+            ledger.close()
+
+    @classmethod
+    def read_attempts(cls, run_root: Path) -> list[AttemptRow]:
+        """Every attempt of the run root's ledger (:meth:`attempts`), read and closed."""
+        with cls.reading(run_root) as ledger:
+            return ledger.attempts()
+
     def close(self) -> None:
         """Close; a writer's close also leaves no ``-wal``/``-shm`` beside the ledger. SQLite
         removes them when the last connection closes, so a reader open at that moment (a

@@ -51,12 +51,9 @@ def ledger_totals(run_root: Path) -> LedgerTotals:
     totals = LedgerTotals()
     if not RunPaths(run_root).ledger.exists():
         return totals
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         attempts = ledger.attempts()
         events = ledger.events()
-    finally:
-        ledger.close()
     totals.ended = [a for a in attempts if a.terminal]
     for row in accepted_rows(attempts).values():
         totals.valid_rows[row.arm] += 1

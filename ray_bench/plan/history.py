@@ -59,15 +59,11 @@ def _valid_rows(paths: Iterable[Path]) -> Iterator[tuple[str, AttemptRow]]:
     for root in history_roots(paths):
         digests = run_arm_digests(root)
         try:
-            ledger = Ledger.open_readonly(root)
+            rows = Ledger.read_attempts(root)
         except LedgerError as exc:  # bad input here, not a broken run: one line, exit 2
             detail = exc.what if isinstance(exc, UserInputError) else str(exc)
             raise UserInputError(f"the ledger of this earlier run cannot be read ({detail})", where=str(root),
                                  fix="leave this run out of --history / --runs") from None
-        try:
-            rows = ledger.attempts()
-        finally:
-            ledger.close()
         for row in rows:
             digest = digests.get(row.arm)
             if digest is not None and row.valid and row.finished_at is not None:

@@ -245,11 +245,7 @@ def run_driven(spec: SimSpec, workload: Workload, faults: Faults | None = None, 
 
 def _result(plan: Plan, workload: Workload, run_root: Path, world: SimWorld, pool: _FaultyPool,
             stopped: str | None, detail: str) -> DrivenResult:
-    ledger = Ledger.open_readonly(run_root)
-    try:
-        rows = ledger.attempts()
-    finally:
-        ledger.close()
+    rows = Ledger.read_attempts(run_root)
     valid: dict[str, int] = {}
     last: dict[str, AttemptRow] = {}
     for row in rows:

@@ -277,13 +277,10 @@ def _session_view(run_root: Path, now: float) -> _SessionView | None:
     pause_requested = paths.pause.exists()
     if not paths.ledger.exists():
         return None
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         events = ledger.events(exclude=ev.Heartbeat)
         started = _last(events, ev.RunStarted, after=-1)
         beat = None if started is None else ledger.last_ts(ev.Heartbeat, after=started[1].seq)
-    finally:
-        ledger.close()
     if started is None:
         return _SessionView(holder, pause_requested, events, None, DriverView(holder.held, holder.pid, None, None))
     session = started[1]
@@ -334,7 +331,7 @@ def _read_status(run_root: Path, now: float, source: _Source) -> RunStatus:
     if started is None:
         rebuilt = _last(events, ev.LedgerRebuilt, after=-1)
         if rebuilt is not None and not holder.held:
-            attempts = _attempts(run_root)
+            attempts = Ledger.read_attempts(run_root)
             if attempts:
                 return _rebuilt(source.plan, identity, run_root, attempts, events, rebuilt[1], pause_requested)
         return _planned(brief, run_root, holder.held, holder.pid, pause_requested)
@@ -402,7 +399,7 @@ def _read_status(run_root: Path, now: float, source: _Source) -> RunStatus:
             action, why = _resume_for(str(stopped), detail, counts, resume, run_root)
             if stopped == "preflight" and not _last(events, ev.PreflightPassed, after=-1):
                 plan = source.plan
-                spent = _state_of(plan, _attempts(run_root))[0].preflight(plan.preflight).spent
+                spent = _state_of(plan, Ledger.read_attempts(run_root))[0].preflight(plan.preflight).spent
                 if spent:  # a resume runs the preflight again, and it has no attempt left
                     action = f"ray-bench rerun {run_root} --failed --hypothesis TEXT"
                     why = (f"{len(spent)} preflight cell{'s' if len(spent) != 1 else ''} used every attempt, "
@@ -446,25 +443,14 @@ def _read_status(run_root: Path, now: float, source: _Source) -> RunStatus:
         demotion=demotion_of(brief.run_id, events), excluded=len(exclusions_of(brief.run_id, events)))
 
 
-def _attempts(run_root: Path) -> list[AttemptRow]:
-    ledger = Ledger.open_readonly(run_root)
-    try:
-        return ledger.attempts()
-    finally:
-        ledger.close()
-
-
 def _figures(run_root: Path, source: _Source, events: list[Event]) -> _Figures:
     """From the ledger's tally with the plan's brief alone, else from every attempt row."""
     if source.whole is not None:
-        return _figures_of(source.whole, _attempts(run_root), events)
-    ledger = Ledger.open_readonly(run_root)
-    try:
+        return _figures_of(source.whole, Ledger.read_attempts(run_root), events)
+    with Ledger.reading(run_root) as ledger:
         if ledger.meta().get("plan_identity") != source.brief.identity:  # not this plan's cells
             raise _Whole
         tally = ledger.tally(SOLVED_AT)
-    finally:
-        ledger.close()
     if tally is None:
         raise _Whole
     return _figures_tallied(source.brief, tally, events)

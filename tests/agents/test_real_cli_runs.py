@@ -136,11 +136,8 @@ def test_a_weekly_limit_cools_its_login_until_the_reset_without_burning_the_cell
     # the cell's attempts; no cell started on that login after it.
     assert len(limited) == 1, [(a.account, a.failure_class, a.started_at) for a in attempts]
     assert limited[0].failure_class == "provider" and not limited[0].counts and not limited[0].valid, limited[0]
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         summary = ledger.summary(limited[0].attempt_id)
-    finally:
-        ledger.close()
     assert summary is not None and summary.agent_error is not None, summary
     error = summary.to_json()["agent_error"]
     assert error["type"] == "usage_limit" and "weekly limit" in error["message"], error

@@ -51,12 +51,9 @@ def _run(hidden: tuple[MultiNode, Path], name: str, artifacts: str) -> tuple[Pat
                    "--no-metrics", "--quiet", "--runners-per-node", "1",
                    env=cli_env({**cluster.env, "RAY_BENCH_STATE_ROOT": str(base / "st")}), timeout=480)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
-    ledger = Ledger.open_readonly(planned.run_root)
-    try:
+    with Ledger.reading(planned.run_root) as ledger:
         attempts = ledger.attempts()
         summaries = dict(ledger.summaries())
-    finally:
-        ledger.close()
     assert len([a for a in attempts if a.valid]) == 8
     # by the attempt's directory name: the run root's and the store's layout
     valid = {RunPaths(planned.run_root).attempt(a).name: summaries[a.attempt_id] for a in attempts if a.valid}

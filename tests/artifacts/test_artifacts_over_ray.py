@@ -39,23 +39,17 @@ def _run(tmp_path: Path, setting: str, store: str | None = None) -> tuple[Path, 
     outcome = Driver(plan, identity, planned.run_root, pool, actor_gate(plan), HostSupervision.of(plan),
                      options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     assert outcome.exit_code == 0, outcome
-    ledger = Ledger.open_readonly(planned.run_root)
-    try:
+    with Ledger.reading(planned.run_root) as ledger:
         summaries = dict(ledger.summaries())
         assert all(a.valid for a in ledger.attempts())
-    finally:
-        ledger.close()
     assert len(summaries) == 4
     return planned.run_root, summaries
 
 
 def _dir(root: Path, attempt_id: str) -> str:
     """The attempt's directory name (the run root's layout, which a store keeps)."""
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return next(RunPaths(root).attempt(a).name for a in ledger.attempts() if a.attempt_id == attempt_id)
-    finally:
-        ledger.close()
 
 
 def test_artifacts_come_back_through_ray(tmp_path: Path) -> None:
@@ -132,12 +126,9 @@ def _paused_mid_agent(tmp_path: Path, setting: str, store: str | None) -> tuple[
                      options=RunOptions(tick_sec=0.1, artifacts=setting)).run()
     thread.join()
     assert marker.exists() and outcome.stopped == "paused", outcome
-    ledger = Ledger.open_readonly(planned.run_root)
-    try:
+    with Ledger.reading(planned.run_root) as ledger:
         attempts = list(ledger.attempts())
         summaries = dict(ledger.summaries())
-    finally:
-        ledger.close()
     assert [a.status for a in attempts] == ["cancelled"], attempts
     (attempt_id, summary), = summaries.items()
     assert summary.cancelled

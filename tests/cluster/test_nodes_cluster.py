@@ -79,11 +79,8 @@ def _suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reps: int) -> tuple[
 
 
 def _ledger(root: Path) -> tuple[list[AttemptRow], dict[str, AttemptSummary], list[Event]]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return ledger.attempts(), dict(ledger.summaries()), ledger.events()
-    finally:
-        ledger.close()
 
 
 def test_short_and_unready_nodes_get_no_cells_and_the_run_finishes(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from support.bridge import bridge_gateway
 from support.local_pool import InProcessPool
-from support.regrades import FAST, LENIENT, attempt_rows, invoke
+from support.regrades import FAST, LENIENT, invoke
 from support.suites import make_suite
 
 from ray_bench.ledger import Ledger
@@ -86,11 +86,8 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _summary(root: Path, attempt_id: str) -> AttemptSummary:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         summary = ledger.summary(attempt_id)
-    finally:
-        ledger.close()
     assert summary is not None
     return summary
 
@@ -168,7 +165,7 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
         _execute(stopped, pool, tmp_path, stop="SIGTERM")
     finally:
         pool.close()
-    before = attempt_rows(root)
+    before = Ledger.read_attempts(root)
     assert len(before) == 4 and all(a.valid and a.kind == "run" and a.backend == backend_name for a in before)
     assert sorted(counter.hits) == ["/agent/0", "/agent/0", "/agent/100", "/agent/100"]
     baseline = next(a for a in before if a.task == "hello-world" and a.arm == "baseline")
@@ -177,10 +174,10 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
     as_run = _files(root)
 
     # Not finished: one line, exit 2, nothing written.
-    left, stopped_files = attempt_rows(stopped), _files(stopped)
+    left, stopped_files = Ledger.read_attempts(stopped), _files(stopped)
     code, out, err = invoke("regrade", str(stopped))
     assert code == 2 and err.count("\n") == 1 and out == "" and "not finished" in err, err
-    assert attempt_rows(stopped) == left and _files(stopped) == stopped_files
+    assert Ledger.read_attempts(stopped) == left and _files(stopped) == stopped_files
 
     (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
     instruction = tasks / "count-words" / "instruction.md"
@@ -195,12 +192,12 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
         assert code == 2 and err.count("\n") == 1 and out == "", err
         assert "2 cells of count-words changed beyond tests/ (environment, instruction): they need a rerun" in err
         assert ("--tasks hello-world" in err) == (not args)
-    assert attempt_rows(root) == before and _files(root) == as_run
+    assert Ledger.read_attempts(root) == before and _files(root) == as_run
     assert len(counter.hits) == 4
 
     code, out, err = invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0, err
-    after = attempt_rows(root)
+    after = Ledger.read_attempts(root)
     assert after[:len(before)] == before  # the source attempts untouched: their rows and their files
     assert {k: v for k, v in _files(root).items() if k.split("/")[0] in {a.attempt_id for a in before}} == {
         k: v for k, v in as_run.items() if k.split("/")[0] in {a.attempt_id for a in before}}
@@ -228,4 +225,4 @@ def _regrade_end_to_end(tmp_path: Path, counter: Counter, backend_name: str, bac
     environment.rmdir()
     code, _, err = invoke("regrade", str(root))
     assert code == 0 and "nothing to regrade" in err, err
-    assert len(attempt_rows(root)) == len(after) and len(counter.hits) == 4
+    assert len(Ledger.read_attempts(root)) == len(after) and len(counter.hits) == 4

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.local_pool import LocalRunPool
-from support.regrades import FAST, LENIENT, attempt_rows, invoke
+from support.regrades import FAST, LENIENT, invoke
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
@@ -55,7 +55,7 @@ def finished_run(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_kept_workspaces_are_hashed_in_the_summary_and_hold_the_agents_files(finished_run: tuple[Path, Path]) -> None:
     root, _ = finished_run
-    attempts = attempt_rows(root)
+    attempts = Ledger.read_attempts(root)
     assert len(attempts) == 4 and all(a.valid and a.kind == "run" for a in attempts)
     for a in attempts:
         summary = AttemptSummary.parse(json.loads((RunPaths(root).attempt(a) / "result.json").read_text()))
@@ -77,7 +77,7 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
     (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
     instruction = tasks / "count-words" / "instruction.md"
     instruction.write_text(instruction.read_text() + "\nCount hyphenated words once.\n")
-    before = attempt_rows(root)
+    before = Ledger.read_attempts(root)
 
     code, out, err = invoke("regrade", str(root), "--dry-run")
     assert code == 0, err
@@ -85,17 +85,17 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
     assert lines == {"hello-world/baseline/1": "regrade", "hello-world/mcp/1": "regrade",
                      "count-words/baseline/1": "rerun", "count-words/mcp/1": "rerun"}
     assert "instruction changed" in out and "2 reuse" not in err and "2 regrade, 2 rerun" in err
-    assert attempt_rows(root) == before  # a dry run writes nothing
+    assert Ledger.read_attempts(root) == before  # a dry run writes nothing
 
     # count-words' instruction changed: a rerun's case. Asked for, it is refused whole.
     code, out, err = invoke("regrade", str(root))
     assert code == 2 and err.count("\n") == 1 and out == ""
     assert "2 cells of count-words changed beyond tests/ (instruction)" in err and "--tasks hello-world" in err
-    assert attempt_rows(root) == before
+    assert Ledger.read_attempts(root) == before
 
     code, out, err = invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0, err
-    after = attempt_rows(root)
+    after = Ledger.read_attempts(root)
     assert after[:len(before)] == before  # the original rows as they were
     regrades = [a for a in after if a.kind == "regrade"]
     assert len(after) == len(before) + 2 and len(regrades) == 2
@@ -127,27 +127,24 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
     assert code == 2 and err.count("\n") == 1 and "need a rerun, not a regrade" in err and "--tasks" not in err
     code, _, err = invoke("regrade", str(root), "--tasks", "hello-world")
     assert code == 0 and "nothing to regrade" in err  # graded by these tests already: reuse
-    assert len(attempt_rows(root)) == len(after)
+    assert len(Ledger.read_attempts(root)) == len(after)
 
     status = read_status(root)  # the ledger still folds: the regrades are not cells' attempts
     assert status.state == "finished" and status.counts["valid"] == 4 and status.counts["pending"] == 0
     assert status.solved == 3 and status.attempts == 6  # the regraded baseline row is solved now
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         events = [e.event for e in ledger.events(Regraded)]
-    finally:
-        ledger.close()
     assert sorted((e.task, e.arm, e.reward_before, e.reward_after) for e in events if isinstance(e, Regraded)) == [
         ("hello-world", "baseline", 0.0, 1.0), ("hello-world", "mcp", 1.0, 1.0)]
 
     # A lost ledger rebuilt from the attempts' result.json keeps the regrades as regrades.
     rows_before = {c: (r.attempt_id, r.reward, r.regraded_by, r.task_checksum)
-                   for c, r in accepted_rows(attempt_rows(root)).items()}
+                   for c, r in accepted_rows(Ledger.read_attempts(root)).items()}
     for made in root.glob("ledger.sqlite*"):
         made.rename(root.parent / made.name)
     code, _, err = invoke("ledger", "rebuild", str(root))
     assert code == 0, err
-    rebuilt = attempt_rows(root)
+    rebuilt = Ledger.read_attempts(root)
     assert sorted((a.attempt_id, a.kind, a.source_attempt, a.valid, a.reward) for a in rebuilt) == sorted(
         (a.attempt_id, a.kind, a.source_attempt, a.valid, a.reward) for a in after)
     assert {c: (r.attempt_id, r.reward, r.regraded_by, r.task_checksum)  # the regrades' checksums too
@@ -156,18 +153,18 @@ def test_regrade_runs_only_changed_tests_as_new_attempts_and_the_report_uses_the
 
 def test_bad_input_is_one_line_and_writes_nothing(finished_run: tuple[Path, Path], tmp_path: Path) -> None:
     root, _ = finished_run
-    before = attempt_rows(root)
+    before = Ledger.read_attempts(root)
     code, _, err = invoke("regrade", str(root), "--tasks", "no-such-task")
     assert code == 2 and err.count("\n") == 1 and "no task no-such-task" in err
     code, _, err = invoke("regrade", str(tmp_path / "nowhere"))
     assert code == 2 and "Traceback" not in err
-    assert attempt_rows(root) == before
+    assert Ledger.read_attempts(root) == before
 
 
 def test_a_live_driver_or_a_tampered_workspace_is_refused(finished_run: tuple[Path, Path]) -> None:
     root, tasks = finished_run
     (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
-    before = attempt_rows(root)
+    before = Ledger.read_attempts(root)
     with hold_lock(root):  # what a running `execute` holds
         code, _, err = invoke("regrade", str(root))
     assert code == 2 and "live `ray-bench execute` holds this run" in err and err.count("\n") == 1
@@ -178,7 +175,7 @@ def test_a_live_driver_or_a_tampered_workspace_is_refused(finished_run: tuple[Pa
     assert code == 0, err
     assert f"kept workspace of {source.attempt_id} is missing or does not match the sha256" in err
     assert "hello-world/baseline/1:" in out and "hello-world/mcp/1:" not in out
-    assert len(attempt_rows(root)) == len(before) + 1
+    assert len(Ledger.read_attempts(root)) == len(before) + 1
 
 
 def test_a_row_that_kept_no_workspace_needs_a_rerun(tmp_path: Path) -> None:
@@ -187,4 +184,4 @@ def test_a_row_that_kept_no_workspace_needs_a_rerun(tmp_path: Path) -> None:
     (tasks / "hello-world" / "tests" / "test.sh").write_text(LENIENT)
     code, _, err = invoke("regrade", str(root))
     assert code == 0 and "kept no workspace" in err and "keep_workspace" in err and "nothing to regrade" in err
-    assert all(a.kind == "run" for a in attempt_rows(root))
+    assert all(a.kind == "run" for a in Ledger.read_attempts(root))

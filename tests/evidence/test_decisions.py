@@ -17,11 +17,8 @@ from ray_bench.reports.build import build_report, render_markdown
 
 
 def _ledger_state(root: Path) -> tuple[int, int, bytes]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return len(ledger.attempts()), len(ledger.events()), (root / "ledger.sqlite").read_bytes()
-    finally:
-        ledger.close()
 
 
 def _no_residue(_root: Path) -> int:

@@ -55,9 +55,8 @@ def test_real_run_settles_promotes_and_becomes_official(tmp_path: Path) -> None:
 
     # the provider's export, from the request ids the agent reported
     attempts, _rows = ledger_rows(root)
-    ledger = Ledger.open_readonly(root)
-    summaries = dict(ledger.summaries())
-    ledger.close()
+    with Ledger.reading(root) as ledger:
+        summaries = dict(ledger.summaries())
     records = [{"request_id": rid, "spend": 0.02, "model": "scripted-demo"}
                for a in attempts for rid in _usage(summaries[a.attempt_id])["request_ids"]]
     assert len(records) == len(attempts) == 4

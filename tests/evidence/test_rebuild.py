@@ -48,12 +48,9 @@ def test_rebuild_keeps_finished_cells_and_leaves_the_open_one_for_stale_recovery
     result = rebuild_ledger(root)
     assert (result.finished, result.valid, result.open) == (2, 1, 1)
     assert result.skipped == ["not-an-attempt: not an attempt of this plan's cells"]
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         rows = {a.attempt_id: a for a in ledger.attempts()}
         rebuilt = ledger.events("ledger_rebuilt")
-    finally:
-        ledger.close()
     assert rows[f"{cells[0]}-a1"].valid and rows[f"{cells[0]}-a1"].account == "acct-a"
     assert rows[f"{cells[1]}-a1"].status == "finished" and not rows[f"{cells[1]}-a1"].valid
     assert not rows[f"{cells[1]}-a2"].terminal and rows[f"{cells[1]}-a2"].seq == 2
@@ -114,7 +111,7 @@ def test_rebuild_reads_directories_named_by_task_arm_and_rep_and_old_ones_alike(
     (RunPaths(root).attempt_of(second.task, second.arm, second.rep, 1, second.id)).mkdir()  # in flight
     result = rebuild_ledger(root)
     assert (result.finished, result.valid, result.open, result.stale, result.skipped) == (1, 1, 1, 1, [])
-    rows = {a.attempt_id: a for a in Ledger.open_readonly(root).attempts()}
+    rows = {a.attempt_id: a for a in Ledger.read_attempts(root)}
     assert rows[f"{first.id}-a2"].valid and rows[f"{first.id}-a2"].seq == 2
     assert not rows[f"{first.id}-a1"].valid and not rows[f"{second.id}-a1"].terminal
     # every reader finds each row's directory under whichever name it has
@@ -145,11 +142,8 @@ def _record(root: Path) -> tuple[dict[str, tuple[Any, ...]], set[str], tuple[flo
     counts; the accepted rows; the known spend and the attempts of unknown cost."""
     from ray_bench.ledger.rows import accepted_rows, known_spend
 
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         attempts = ledger.attempts()
-    finally:
-        ledger.close()
     return ({a.attempt_id: (a.status, a.valid, a.reward, a.failure_class, a.cost_usd, a.counts) for a in attempts},
             {r.attempt_id for r in accepted_rows(attempts).values()}, known_spend(attempts))
 

@@ -24,19 +24,13 @@ from ray_bench.reports.build import build_report, render_markdown
 
 def _charged(root: Path) -> list[str]:
     """Attempt ids that recorded usage (every finished attempt; the stale one did not)."""
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return sorted(a for a, s in ledger.summaries() if s.usage is not None)
-    finally:
-        ledger.close()
 
 
 def _events(root: Path) -> int:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return len(ledger.events())
-    finally:
-        ledger.close()
 
 
 def test_csv_export_settles_flags_missing_and_disputed(tmp_path: Path) -> None:
@@ -397,7 +391,7 @@ def test_status_shows_the_settled_spend_after_settlement(tmp_path: Path) -> None
     export.write_text("request_id,cost_usd\n" + "".join(f"req_{a},0.5\n" for a in ids[2:]))  # two unbilled yet
     settle_run(root, export, by="fin")
     after = read_status(root)
-    estimates = {a.attempt_id: a.cost_usd for a in Ledger.open_readonly(root).attempts()}
+    estimates = {a.attempt_id: a.cost_usd for a in Ledger.read_attempts(root)}
     unsettled = sum(estimates[a] or 0.0 for a in estimates if a not in ids[2:])
     assert after.settled_attempts == 15 and after.estimated_usd == pytest.approx(before.spend_usd)
     assert after.spend_usd == pytest.approx(15 * 0.5 + unsettled)

@@ -44,11 +44,8 @@ def test_a_looping_arm_fails_its_cells_as_behaviour_after_max_attempts(tmp_path:
     scored = [a for a in attempts if a.arm == "mcp"]
     assert len(scored) == 1 and scored[0].valid and scored[0].reward == 1.0
 
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         summaries = dict(ledger.summaries())
-    finally:
-        ledger.close()
     for attempt in looping:
         summary = summaries[attempt.attempt_id]
         assert summary.watchdog is not None and summary.watchdog.rule == "repeated_output"

@@ -69,11 +69,8 @@ def test_cancelled_costs_round_trip_through_the_ledger_and_an_old_zero_is_read_a
     # what a driver before issue 25 stored: $0 for an agent cancelled mid-run
     _cancelled(ledger, "old", AttemptSummary.parse({"cancelled": True}), 0.0)
     ledger.close()
-    ledger = Ledger.open_readonly(tmp_path)
-    try:
+    with Ledger.reading(tmp_path) as ledger:
         rows = {r.cell_id: r for r in ledger.attempts()}
-    finally:
-        ledger.close()
     assert {c: r.cost_usd for c, r in rows.items()} == {"known": 0.07, "unread": None, "never": 0.0,
                                                         "old": None}
     assert rows["unread"].charged_usd == 0.25  # what admission charged it, for a resume
@@ -97,10 +94,7 @@ def test_rebuild_keeps_what_a_cancelled_attempt_cost(tmp_path: Path) -> None:
     _result(attempts / f"{first}-a2", agent_started=False)
     _result(attempts / f"{second}-a1", agent_started=True)
     rebuild_ledger(planned.run_root)
-    ledger = Ledger.open_readonly(planned.run_root)
-    try:
+    with Ledger.reading(planned.run_root) as ledger:
         costs = {r.attempt_id: (r.status, r.cost_usd) for r in ledger.attempts()}
-    finally:
-        ledger.close()
     assert costs == {f"{first}-a1": ("cancelled", 0.07), f"{first}-a2": ("cancelled", 0.0),
                      f"{second}-a1": ("cancelled", None)}

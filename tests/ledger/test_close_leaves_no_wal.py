@@ -22,11 +22,8 @@ def test_a_reader_open_at_the_writers_close_does_not_keep_the_wal(tmp_path: Path
     finally:
         timer.join()
     assert sorted(p.name for p in tmp_path.glob("ledger.sqlite*")) == ["ledger.sqlite"]
-    again = Ledger.open_readonly(tmp_path)
-    try:
+    with Ledger.reading(tmp_path) as again:
         assert [e.kind for e in again.events("run_started")] == ["run_started"]
-    finally:
-        again.close()
     assert sorted(p.name for p in tmp_path.glob("ledger.sqlite*")) == ["ledger.sqlite"]
 
 
@@ -52,9 +49,6 @@ def test_a_read_of_a_killed_drivers_wal_without_its_shm_creates_nothing(tmp_path
     before = sorted(p.name for p in dead.iterdir())
     assert before == ["ledger.sqlite", "ledger.sqlite-wal"]
     for _ in range(2):
-        reader = Ledger.open_readonly(dead)
-        try:
+        with Ledger.reading(dead) as reader:
             assert [e.kind for e in reader.events()] == ["run_started", "run_started"]
-        finally:
-            reader.close()
         assert sorted(p.name for p in dead.iterdir()) == before

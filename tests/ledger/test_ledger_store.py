@@ -146,10 +146,9 @@ _V1_COSTS = {"known": 0.25, "unknown": None, "cancelled": None, "silent": 0.0}
 
 def test_a_version_1_ledger_is_read_as_it_is_and_migrated_by_execute_keeping_its_rows(tmp_path: Path) -> None:
     _v1_ledger(tmp_path)
-    readonly = Ledger.open_readonly(tmp_path)
-    assert _costs(readonly) == _V1_COSTS
-    assert readonly.meta()["schema"] == "1"  # a reader changes nothing
-    readonly.close()
+    with Ledger.reading(tmp_path) as readonly:
+        assert _costs(readonly) == _V1_COSTS
+        assert readonly.meta()["schema"] == "1"  # a reader changes nothing
     ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
     assert ledger.meta()["schema"] == SCHEMA_VERSION
     assert _costs(ledger) == _V1_COSTS
@@ -190,11 +189,10 @@ def _v2_ledger(root: Path) -> None:
 
 def test_a_version_2_ledger_reads_as_runs_and_is_migrated_to_take_a_regrade(tmp_path: Path) -> None:
     _v2_ledger(tmp_path)
-    readonly = Ledger.open_readonly(tmp_path)
-    assert [(r.attempt_id, r.kind, r.source_attempt, r.reward) for r in readonly.attempts()] == [
-        ("cell-a1", "run", None, 0.0)]
-    assert readonly.meta()["schema"] == "2"  # a reader changes nothing
-    readonly.close()
+    with Ledger.reading(tmp_path) as readonly:
+        assert [(r.attempt_id, r.kind, r.source_attempt, r.reward) for r in readonly.attempts()] == [
+            ("cell-a1", "run", None, 0.0)]
+        assert readonly.meta()["schema"] == "2"  # a reader changes nothing
     ledger = Ledger.create(tmp_path, run_id="r", plan_identity="sha256:p")
     assert ledger.meta()["schema"] == SCHEMA_VERSION == "3"
     regrade = ledger.start_attempt(cell_id="cell", task="t", task_checksum="c2", arm="a", rep=1, account="acc",

@@ -98,11 +98,8 @@ def run(tmp_path: Path) -> Path:
 
 
 def test_the_ledger_row_says_its_cost_is_a_lower_bound_and_it_still_counts(run: Path) -> None:
-    ledger = Ledger.open_readonly(run)
-    try:
+    with Ledger.reading(run) as ledger:
         rows = {r.task: r for r in ledger.attempts()}
-    finally:
-        ledger.close()
     assert {t: r.lower_bound for t, r in rows.items()} == {
         "hello-world": True, "fizzbuzz": False, "sum-list": True, "count-words": False}
     known, unknown = known_spend(rows.values())

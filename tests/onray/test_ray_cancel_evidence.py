@@ -66,11 +66,8 @@ def test_a_ray_cancelled_attempt_records_the_usage_its_agent_produced(tmp_path: 
     attempts, _ = ledger_rows(root)
     by_arm = {a.arm: a for a in attempts}
     assert {a.status for a in attempts} == {"cancelled"} and set(by_arm) == {"baseline", "mcp"}
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         summaries = {arm: ledger.summary(a.attempt_id) for arm, a in by_arm.items()}
-    finally:
-        ledger.close()
     # The CLI cut mid-run: its stream's usage, request ids, a lower bound; never unknown, never $0.
     claude, cmd = summaries["baseline"], summaries["mcp"]
     assert claude is not None and claude.cancelled and claude.agent_started is True

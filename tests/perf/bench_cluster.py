@@ -192,12 +192,9 @@ def drive(args: argparse.Namespace, address: str, private: Path) -> int:
         Path(mon_stop).write_text("")
         mon.wait(timeout=120)
         ray.shutdown()
-    ledger = Ledger.open_readonly(planned.run_root)
-    try:
+    with Ledger.reading(planned.run_root) as ledger:
         attempts = ledger.attempts()
         summaries = dict(ledger.summaries())
-    finally:
-        ledger.close()
     data = json.loads(Path(mon_out).read_text())
     started = {a.attempt_id: a.started_at for a in attempts}
     lags = [start - started[att] for att, start in data["starts"] if att in started]

@@ -111,10 +111,10 @@ def main() -> int:
 
         def finished() -> int:
             try:
-                ledger = Ledger.open_readonly(run_root)
+                attempts = Ledger.read_attempts(run_root)
             except Exception:
                 return 0
-            return sum(1 for a in ledger.attempts() if a.status == "finished" and a.valid)
+            return sum(1 for a in attempts if a.status == "finished" and a.valid)
 
         def pause_at_half() -> None:
             while finished() < total // 2:
@@ -132,7 +132,7 @@ def main() -> int:
               f"{(first.stdout + first.stderr).strip().splitlines()[-1:]}")
 
         before = {n: 0 for n in names}
-        for attempt in Ledger.open_readonly(run_root).attempts():
+        for attempt in Ledger.read_attempts(run_root):
             before[attempt.account] += 1
         probe = (
             "import json, sys\n"
@@ -159,7 +159,7 @@ def main() -> int:
         print(f"resume: exit {second.returncode}; wall {time.time() - t0:.0f} s: "
               f"{(second.stdout + second.stderr).strip().splitlines()[-1:]}")
 
-        attempts = Ledger.open_readonly(run_root).attempts()
+        attempts = Ledger.read_attempts(run_root)
         report = build_report(run_root)
         usage = report.usage
         in_report = int(usage["input_tokens"].sum()), int(usage["output_tokens"].sum())

@@ -60,19 +60,13 @@ def _local(base: Path, pool: int) -> dict[str, Any]:
 
 
 def _events(root: Path, kind: str) -> list[dict[str, Any]]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return [dict(e.data) for e in ledger.events(kind)]
-    finally:
-        ledger.close()
 
 
 def _attempts(root: Path) -> list[Any]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return list(ledger.attempts())
-    finally:
-        ledger.close()
 
 
 # -- 1. two runs, two Rays, one state root --------------------------------------------------------

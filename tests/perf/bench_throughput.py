@@ -121,10 +121,9 @@ def run_driver(root: Path, n: int, concurrency: int, profile: str | None,
         profiler.dump_stats(profile)
     wall = time.perf_counter() - t
     assert outcome.exit_code == 0, outcome
-    ledger = Ledger.open_readonly(planned.run_root)
-    attempts = ledger.attempts()
-    vias = {s.artifacts.via if s.artifacts else "none" for _, s in ledger.summaries()}
-    ledger.close()
+    with Ledger.reading(planned.run_root) as ledger:
+        attempts = ledger.attempts()
+        vias = {s.artifacts.via if s.artifacts else "none" for _, s in ledger.summaries()}
     want = {"ray"} if artifacts == "ray" else {"run-root", "ray"}  # auto: the first few may leave before the probe
     assert vias <= want, vias
     assert all((RunPaths(planned.run_root).attempt(a) / "result.json").is_file() for a in attempts)

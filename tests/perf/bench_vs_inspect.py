@@ -172,11 +172,8 @@ def run_raybench(code: Path, wl: Workload, root: Path) -> RayBenchRun:
 def _attempt_times(run_root: Path) -> tuple[list[float], list[float], int]:
     from ray_bench.ledger import Ledger  # this process's checkout: the ledger's format is shared
 
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         attempts = ledger.attempts()
-    finally:
-        ledger.close()
     return ([a.started_at for a in attempts], [a.finished_at or a.started_at for a in attempts],
             sum(1 for a in attempts if a.valid))
 

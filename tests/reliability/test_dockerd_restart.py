@@ -281,11 +281,8 @@ def _fanned_out(root: Path) -> bool:
 
 
 def _read(root: Path) -> tuple[list[Any], dict[str, dict[str, Any]], list[Any]]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return ledger.attempts(), dict(ledger.summaries()), ledger.events()
-    finally:
-        ledger.close()
 
 
 def test_dockerd_killed_mid_run_opens_circuit_then_resumes(

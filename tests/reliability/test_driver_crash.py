@@ -97,11 +97,8 @@ def _crash_at(point: str, driver: DriverProcess, root: Path, nth: int) -> Crash:
     # before it) is done by then, so what is open and running is this driver's.
     wait_for(lambda: _runs_started(root) >= nth and POINTS[point](root, MARKER), 300, point, alive=driver)
     driver.kill()
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         before = ledger.attempts()
-    finally:
-        ledger.close()
     driver.reap()  # the Ray instance the dead driver started (its own process group)
     crash = Crash(point, {a.attempt_id for a in before}, {a.cell_id for a in before if a.valid},
                   {a.attempt_id for a in before if not a.terminal})
@@ -142,13 +139,10 @@ def test_sigkilled_driver_resumes_cleanly_at_every_point(tmp_path: Path) -> None
         for driver in (*drivers, final):
             driver.reap()
 
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         after = ledger.attempts()
         started = ledger.events("run_started")
         finished = ledger.events("run_finished")
-    finally:
-        ledger.close()
     by_id = {a.attempt_id: a for a in after}
     # every cell: exactly one valid attempt, which is its accepted row
     valid_per_cell: dict[str, int] = {}

@@ -204,11 +204,8 @@ def test_the_read_only_ledger_sees_a_live_writer(base: Path, tmp_path: Path) -> 
     writer.commit()
     try:
         assert (run_root / "ledger.sqlite-wal").exists()
-        reader = Ledger.open_readonly(run_root)
-        try:
+        with Ledger.reading(run_root) as reader:
             assert [e.kind for e in reader.events("live")] == ["live"]
-        finally:
-            reader.close()
     finally:
         writer.close()
 

@@ -27,12 +27,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 def _read_ledger(root: Path, *kinds: str) -> tuple[list[Any], dict[str, Any], dict[str, list[Any]]]:
     """The run's attempts, their summaries, and the data of its events of ``kinds``."""
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return (ledger.attempts(), dict(ledger.summaries()),
                 {kind: [e.data for e in ledger.events(kind)] for kind in kinds})
-    finally:
-        ledger.close()
 
 
 def _alive(multinode: MultiNode, node: dict[str, object]) -> bool:

@@ -55,7 +55,7 @@ def test_every_create_timing_out_stops_the_run_with_the_circuit_open() -> None:
                         options=RunOptions(tick_sec=30.0, supervisor_every_sec=3600.0, state_root=tmp / "state"),
                         clock=clock)
         outcome = driver.run()
-        rows = Ledger.open_readonly(tmp / "run").attempts()
+        rows = Ledger.read_attempts(tmp / "run")
     assert outcome.stopped == "circuit" and "--hypothesis" in outcome.detail
     assert len({r.fingerprint for r in rows}) == 1  # one signature, whichever sandbox it named
     per_cell = Counter(r.cell_id for r in rows)

@@ -254,11 +254,8 @@ def _run(planned: tuple[Plan, str, Path], world: _World, builder: FakeBuilder) -
 
 
 def _events(root: Path, kind: str) -> list[dict[str, Any]]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return [e.data for e in ledger.events(kind)]
-    finally:
-        ledger.close()
 
 
 def test_the_driver_builds_once_and_every_cell_creates_from_the_snapshot(tmp_path: Path) -> None:

@@ -57,11 +57,8 @@ def _execute(planned: tuple[Plan, str, Path], world: _World, clock: FakeClock) -
 
 
 def _attempts(root: Path) -> list[tuple[str, bool]]:
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         return [(a.cell_id, a.preflight) for a in ledger.attempts()]
-    finally:
-        ledger.close()
 
 
 def test_a_resume_after_a_spent_preflight_starts_nothing(planned: tuple[Plan, str, Path]) -> None:
@@ -109,8 +106,5 @@ def test_a_passed_preflight_is_recorded_once_and_not_run_again(planned: tuple[Pl
     assert outcome.stopped is None and outcome.counts["valid"] == len(plan.cells)
     again = _execute(planned, world, clock)
     assert again.stopped is None and again.attempts_run == 0
-    ledger = Ledger.open_readonly(root)
-    try:
+    with Ledger.reading(root) as ledger:
         assert len(ledger.events("preflight_passed")) == 1
-    finally:
-        ledger.close()

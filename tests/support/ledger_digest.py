@@ -44,14 +44,11 @@ def _normalised(value: Any) -> Any:
 
 def ledger_lines(run_root: Path) -> list[str]:
     """The ledger as canonical lines: the events in order, then the attempts with their records."""
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         lines = [json.dumps(_normalised([e.kind, e.attempt_id, e.cell_id, e.data])) for e in ledger.events()]
         summaries = {attempt_id: summary.model_dump(mode="json") for attempt_id, summary in ledger.summaries()}
         for row in ledger.attempts():
             lines.append(json.dumps(_normalised([vars(row), summaries.get(row.attempt_id)]), default=str))
-    finally:
-        ledger.close()
     return lines
 
 

@@ -3,13 +3,9 @@ in-process, and a run's attempt rows."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from typer.testing import CliRunner
 
 from ray_bench.cli import app
-from ray_bench.ledger import Ledger
-from ray_bench.ledger.store import AttemptRow
 
 #: The scripted agent with no sleep.
 FAST = {"SCRIPTED_MIN_SEC": "0", "SCRIPTED_MAX_SEC": "0"}
@@ -28,9 +24,3 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def attempt_rows(root: Path) -> list[AttemptRow]:
-    ledger = Ledger.open_readonly(root)
-    try:
-        return ledger.attempts()
-    finally:
-        ledger.close()

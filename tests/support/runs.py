@@ -70,9 +70,6 @@ def execute_here(run_root: Path, identity: str, options: RunOptions | None = Non
 
 
 def ledger_rows(run_root: Path) -> tuple[list[Any], dict[str, Any]]:
-    ledger = Ledger.open_readonly(run_root)
-    try:
+    with Ledger.reading(run_root) as ledger:
         attempts = ledger.attempts()
-    finally:
-        ledger.close()
     return attempts, accepted_rows(attempts)

@@ -63,8 +63,4 @@ class Run:
         return Ledger.open_readonly(self.root)
 
     def attempts(self) -> list[AttemptRow]:
-        ledger = self.ledger()
-        try:
-            return ledger.attempts()
-        finally:
-            ledger.close()
+        return Ledger.read_attempts(self.root)
