@@ -185,7 +185,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     plan, identity = load_plan_file(plan_path)
     refuse_operator_text(typed, [a.route.env for a in plan.accounts])  # and the values of its routes
     refuse_drifted_inputs(plan.inputs)
-    verify_plan(plan, identity, plan_path)
+    receipt = verify_plan(plan, identity, plan_path)
     check_confirmation(plan_path, identity, confirmed)
     if metrics is not None:
         check_port(metrics.port)
@@ -267,7 +267,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
 
                     refuse_unshared_store(store, plan.run_id, [(c.node_id, c.address) for c in passed])
                 driver = Driver(plan, identity, run_root, pool, actor_gate(plan, options.state_root), supervision,
-                                observer=observer, options=options, node_checks=checks)
+                                observer=observer, options=options, node_checks=checks, receipt=receipt)
                 return driver.run()
         except Exception as exc:
             # A full disk met by whatever process of the run (the admission actor's accounts.sqlite

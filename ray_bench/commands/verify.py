@@ -14,7 +14,10 @@ names (their checksums were re-checked just before), and refuses any difference:
   selection's per task; a rerun's cells are its selection's), in the order `plan` sorts them,
   the preflight is the one `plan` picks from those cells, "paired" is what the arms and the
   selection make it, and the warnings that follow from the plan's content are there;
-- the receipt the operator reviewed states every fact of this plan.
+- the receipt the operator reviewed states every fact of this plan: rendered by this version and
+  matched line by line before the first session; a resume matches the receipt's digest that the
+  first session recorded instead (a newer version renders lines an earlier one did not write,
+  and the run already started on that check), see :func:`_receipt`.
 
 A refusal never shows an identity to paste: it names the receipt to review and the `plan`
 command that makes a new plan.
@@ -22,6 +25,7 @@ command that makes a new plan.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from ray_bench.commands.receipt import render_receipt
@@ -29,8 +33,10 @@ from ray_bench.config.bounded import load_state_json
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.selection import SelectionEntry, load_selection, resolve_selection
 from ray_bench.config.tasks import index_tasks, load_task
-from ray_bench.errors import PlanError, UserInputError
+from ray_bench.errors import LedgerError, PlanError, UserInputError
 from ray_bench.harbor.arms import HOW_TO_GET, interpreter_refusal
+from ray_bench.ledger import Ledger
+from ray_bench.ledger.events import RunStarted
 from ray_bench.models.accounts import AccountsFile
 from ray_bench.models.plan import InputFile, Plan
 from ray_bench.models.suite import BackendConfig, Suite
@@ -64,8 +70,9 @@ def refusal(plan: Plan, plan_path: Path, what: str) -> PlanError:
                      fix=f"review {receipt} and make a new plan: {replan_command(plan)}")
 
 
-def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
-    """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs."""
+def verify_plan(plan: Plan, identity: str, plan_path: Path) -> str:
+    """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs; return
+    the digest of the receipt checked (the session records it for its resumes)."""
     elsewhere = _bound_to_root(plan, plan_path)
     if elsewhere is not None:
         raise PlanError(elsewhere, where=str(plan_path),
@@ -82,10 +89,12 @@ def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
             raise refusal(plan, plan_path, f"its inputs no longer load ({exc.line()[:200]})") from None
         problem = (_rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
                    or _cell_set(plan, suite, suite_path))
+    receipt = ""
     if problem is None:
-        problem = _receipt(plan, identity, plan_path)
+        problem, receipt = _receipt(plan, identity, plan_path)
     if problem is not None:
         raise refusal(plan, plan_path, problem)
+    return receipt
 
 
 def _refuse_harbor_here(plan: Plan, plan_path: Path) -> None:
@@ -277,16 +286,48 @@ def _cell_set(plan: Plan, suite: Suite, suite_path: Path) -> str | None:
     return None
 
 
-def _receipt(plan: Plan, identity: str, plan_path: Path) -> str | None:
-    """Every line of the receipt this plan renders is in the receipt on disk, in order (a
-    rerun's receipt adds a section; nothing may be missing or different)."""
-    path = RunPaths(plan_path.resolve().parent).receipt
+def _receipt(plan: Plan, identity: str, plan_path: Path) -> tuple[str | None, str]:
+    """(the problem, the receipt's ``sha256:`` digest). Before the first session of this plan:
+    every line of the receipt this version renders is in the receipt on disk, in order (a rerun's
+    receipt adds a section; nothing may be missing or different). A resume (the ledger holds this
+    identity and a ``run_started`` of it, written after that check passed): the receipt on disk is
+    byte for byte the one the first session recorded, and it states this identity. It is not
+    rendered again: a newer version renders lines the receipt of an earlier one lacks (each
+    upgrade refused every run it met half-way), and the run started on the check of its time."""
+    root = plan_path.resolve().parent
+    path = RunPaths(root).receipt
     try:
-        on_disk = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
+        on_disk = data.decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return f"its receipt {path} is missing or unreadable"
+        return f"its receipt {path} is missing or unreadable", ""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    started = _sessions(root, identity)
+    if started is not None:
+        recorded = next((s.receipt for s in started if s.receipt is not None), None)
+        if recorded is not None and recorded != digest:
+            return "its receipt is not the one its run started with (the receipt was edited)", digest
+        if f"- plan identity: `{identity}`" not in on_disk:
+            return "its receipt does not state this plan's identity (the plan or the receipt was edited)", digest
+        return None, digest
     lines = iter(on_disk)
     for line in render_receipt(plan, identity).splitlines():
         if not any(line == other for other in lines):
-            return "its receipt does not state what the plan holds (the plan or the receipt was edited)"
-    return None
+            return "its receipt does not state what the plan holds (the plan or the receipt was edited)", digest
+    return None, digest
+
+
+def _sessions(run_root: Path, identity: str) -> list[RunStarted] | None:
+    """The ``run_started`` records of plan ``identity`` in the run root's ledger, oldest first;
+    None when no session of it started (no ledger, another plan's, or none readable)."""
+    if not RunPaths(run_root).ledger.is_file():
+        return None
+    try:
+        with Ledger.reading(run_root) as ledger:
+            if ledger.meta().get("plan_identity") != identity:
+                return None
+            started = [e.event for e in ledger.events(RunStarted)]
+    except LedgerError:  # a damaged ledger: the whole check, as before any session
+        return None
+    sessions = [s for s in started if isinstance(s, RunStarted) and s.identity in ("", identity)]
+    return sessions or None

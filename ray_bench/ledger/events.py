@@ -94,6 +94,10 @@ class RunStarted(EventPayload):
     deadline: float | None = None
     counts: dict[str, int] = Field(default_factory=dict)
     options: RunOptionsRecord | None = None
+    #: ``sha256:<hex>`` of the receipt the plan check passed before this session (None: an earlier
+    #: version's session, or a driver started without the check): a resume matches it
+    #: (:func:`ray_bench.commands.verify.verify_plan`) instead of rendering the receipt anew.
+    receipt: str | None = None
 
 
 #: What a closed session leaves its run as: ``status``'s state, and ``raybench_run_phase``.

@@ -129,9 +129,11 @@ class Driver:
     def __init__(self, plan: Plan, identity: str, run_root: Path, pool: RunnerPool, gate: Gate,
                  supervision: Supervision, *, observer: RunObserver | None = None,
                  options: RunOptions | None = None, clock: Clock | None = None,
-                 node_checks: Sequence[NodeCheck] | None = None) -> None:
+                 node_checks: Sequence[NodeCheck] | None = None, receipt: str | None = None) -> None:
         self.plan = plan
         self.identity = identity
+        #: The digest of the receipt ``execute``'s plan check passed (recorded in ``run_started``).
+        self.receipt = receipt
         self.run_root = run_root
         self.paths = RunPaths(run_root)
         self.pool = pool
@@ -220,7 +222,7 @@ class Driver:
         self._drive(ledger, cmd.CircuitReplayed(circuit_from(ledger.events())))
         ledger.append(ev.RunStarted(identity=self.identity, run_id=self.plan.run_id, resumed_stale=stale,
                                     deadline=self.options.deadline, counts=state.counts(),
-                                    options=self._shaping_options()))
+                                    options=self._shaping_options(), receipt=self.receipt))
         self._drive(ledger, cmd.NodesChecked(self.node_checks))
         if self._stopped is None:
             self._snapshots = build_phase(self.plan, ledger, state, self.observer, self.snapshot_builder,
