@@ -26,6 +26,7 @@ from ray_bench import runroot
 from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
 from ray_bench.ledger.cost import attempt_cost
 from ray_bench.ledger.events import KINDS, EventPayload, RunEvent, UnknownEvent, event_of, parse_event
+from ray_bench.ledger.wal import wal_adds_nothing
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.numbers import MAX_AMOUNT
 
@@ -283,28 +284,41 @@ def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
     raise AssertionError("unreachable")
 
 
-def _snapshot(path: Path, probe: str) -> sqlite3.Connection:
-    """The database and its ``-wal`` as one in-memory database, read from a copy in a private
-    directory (SQLite applies the WAL there, then removes it), so nothing is created beside
-    ``path``. For a ledger no driver writes (its ``-wal`` left by a killed one)."""
-    with tempfile.TemporaryDirectory(prefix="ray-bench-ledger-") as tmp:
-        copy = Path(tmp) / path.name
+def _immutable(path: Path, probe: str) -> sqlite3.Connection:
+    """The file alone, without locks: exact when no writer writes it and its WAL adds nothing."""
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?immutable=1", uri=True,
+                           check_same_thread=False)
+    try:
+        conn.execute(probe).fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _snapshot(path: Path, probe: str) -> tuple[sqlite3.Connection, tempfile.TemporaryDirectory[str]]:
+    """The database and its ``-wal`` read from a copy in a private directory (SQLite applies the
+    WAL there), so nothing is created beside ``path``; the directory lives as long as the
+    connection (:meth:`Ledger.close` removes it). For a ledger no driver writes whose ``-wal``
+    holds commits the file lacks (its ``-shm`` lost). The copy stays on disk: read into memory
+    (serialized, then deserialized) it was three times the ledger there, 320 MiB of ``status``
+    on the 75 MB ledger of 100,000 rows (tests/perf/README.md)."""
+    scratch = tempfile.TemporaryDirectory(prefix="ray-bench-ledger-")
+    try:
+        copy = Path(scratch.name) / path.name
         shutil.copyfile(path, copy)
         with contextlib.suppress(FileNotFoundError):  # checkpointed by a writer meanwhile
             shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-        disk = sqlite3.connect(copy)
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(copy))}?mode=ro", uri=True, check_same_thread=False)
         try:
-            disk.execute(probe).fetchall()
-            data = disk.serialize()
-        finally:
-            disk.close()
-    # Header bytes 18 and 19 (the file format's write and read versions) say WAL (2); a database
-    # in memory cannot be one, and SQLite refuses to open it so: 1, rollback, as the copy is.
-    # https://sqlite.org/fileformat.html#file_format_version_numbers
-    conn = sqlite3.connect(":memory:", check_same_thread=False)
-    conn.deserialize(data[:18] + b"\x01\x01" + data[20:])
-    conn.execute(probe).fetchall()
-    return conn
+            conn.execute(probe).fetchall()
+        except BaseException:
+            conn.close()
+            raise
+    except BaseException:
+        scratch.cleanup()
+        raise
+    return conn, scratch
 
 
 def use_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
@@ -331,10 +345,12 @@ WAL_SETTLE_SEC = 1.0
 class Ledger:
     """One run's ledger. Open with :meth:`create` (execute) or :meth:`open_readonly`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, *, writer: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, writer: bool = False,
+                 scratch: tempfile.TemporaryDirectory[str] | None = None) -> None:
         self._conn = conn
         self.path = path
         self._writer = writer
+        self._scratch = scratch  # a private copy read instead of path (:func:`_snapshot`)
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -376,15 +392,22 @@ class Ledger:
         ``-shm`` (a driver killed at its close): ``mode=ro`` would create the ``-shm`` and leave
         it (SQLite https://sqlite.org/wal.html#readonly: a reader needs the wal-index, and
         ``nolock``, ``immutable`` or exclusive locking read no WAL read-only; measured). With no
-        driver holding the run's lock, the ledger and its WAL are read from a private copy."""
+        driver holding the run's lock: when the WAL holds no commit the file lacks (a driver killed
+        at its close checkpointed it before removing the ``-shm``; SQLite removes both on a clean
+        close, measured), the file alone is read (``immutable=1``); else the ledger and its WAL
+        are read from a private copy on disk."""
         path = runroot.RunPaths(run_root).ledger
         if not path.is_file():
             raise LedgerError(f"no ledger at {path}: the run has not started")
+        probe = "SELECT 1 FROM meta"
         try:
             if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists() \
                     and not runroot.lock_holder(run_root).held:
-                return cls(_snapshot(path, "SELECT 1 FROM meta"), path)
-            return cls(connect_readonly(path, "SELECT 1 FROM meta"), path)
+                if wal_adds_nothing(path):
+                    return cls(_immutable(path, probe), path)
+                conn, scratch = _snapshot(path, probe)
+                return cls(conn, path, scratch=scratch)
+            return cls(connect_readonly(path, probe), path)
         except sqlite3.DatabaseError as exc:
             raise LedgerDamagedError(f"is not a readable ledger ({exc})", where=str(path),
                                      fix="restore it from a copy, or move it aside and rebuild it from the "
@@ -413,6 +436,8 @@ class Ledger:
         ``status --watch``, a scrape) kept them for good (issue 58): the close is tried again
         for up to :data:`WAL_SETTLE_SEC` while that reader finishes."""
         self._conn.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
         if not self._writer:
             return
         wal = Path(f"{self.path}-wal")

@@ -1,5 +1,5 @@
-"""What the regrade tests share: a verifier that flips hello-world's unsolved row, the CLI run
-in-process, and a run's attempt rows."""
+"""What the regrade tests share: a verifier that flips hello-world's unsolved row and the CLI run
+in-process (a run's attempt rows: ``Ledger.read_attempts``)."""
 
 from __future__ import annotations
 
