@@ -140,7 +140,7 @@ def ray_bench_round(args: argparse.Namespace, base: Path, suite: Path, accounts:
     cmd = [str(args.bin), "plan", "--suite", str(suite), "--accounts", str(accounts), "--run-id", run_id,
            "--runs-dir", str(base / "runs")]
     t = time.time()
-    plan = subprocess.run(cmd, cwd=base, env=env(), capture_output=True, text=True)
+    plan = subprocess.run(cmd, check=False, cwd=base, env=env(), capture_output=True, text=True)
     plan_sec = time.time() - t
     if plan.returncode != 0:
         raise SystemExit(f"plan exited {plan.returncode}: {plan.stderr[-800:]}")
@@ -151,7 +151,7 @@ def ray_bench_round(args: argparse.Namespace, base: Path, suite: Path, accounts:
     typed = time.time()
     done = subprocess.run([str(args.bin), "execute", "--plan", str(run_root / "launch-plan.json"),
                            "--confirm", identity, "--state-root", str(base / "state")],
-                          cwd=base, env=env(), capture_output=True, text=True)
+                          check=False, cwd=base, env=env(), capture_output=True, text=True)
     exited = time.time()
     if done.returncode != 0:
         raise SystemExit(f"execute exited {done.returncode}: {(done.stdout + done.stderr)[-1500:]}")
@@ -178,7 +178,8 @@ async def bare_cell(image: str, task: Path, logs: Path, run_id: str) -> None:
         image, "sh", "-c", "sh /solution/solve.sh; sh /tests/test.sh",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await proc.communicate()
-    reward = (logs / "verifier" / "reward.txt").read_text().strip() if (logs / "verifier" / "reward.txt").is_file() else ""
+    found = logs / "verifier" / "reward.txt"
+    reward = found.read_text().strip() if found.is_file() else ""
     if proc.returncode != 0 or reward != "1":
         raise SystemExit(f"bare {task.name}: exit {proc.returncode}, reward {reward!r}: {out.decode()[-400:]}")
 
