@@ -7,7 +7,7 @@ ray-bench's own oracle path, a ``command`` arm running the task's solution
 (``sh "$SOLUTION_DIR/solve.sh"`` with ``expose_solution: true``, as tests/tasks/test_oracle_runs.py
 does), not Harbor's ``oracle`` agent: no Harbor venv, the same work in the sandbox.
 
-Each round, in this order:
+Each round (ray-bench first in even rounds, last in odd ones):
 
 (a) ray-bench as a user types it: ``ray-bench plan ...`` then ``ray-bench execute --plan ...
     --confirm ...`` (a local Ray started by execute, metrics on as by default). Timed: plan;
@@ -17,13 +17,19 @@ Each round, in this order:
     solution, then the tests, in one container: ray-bench's verifier is a second exec in the
     agent's container, not a second container), the task's solution/ and tests/ bind-mounted
     read-only and /logs a host directory; at the peak concurrency ray-bench reached in (a).
+(c) the backend's calls alone: per cell, the daemon calls a ray-bench docker cell makes (create,
+    start, put the instruction and solution, exec, put the tests, exec, get /logs, remove),
+    made directly through the SDK from threads at the same concurrency: the floor those calls
+    set, without ray-bench's runner, driver or Ray around them.
 
 Container-seconds, for both, are each container's own ``create`` -> ``destroy`` taken from one
 ``docker events --filter label=...`` stream per mode: the daemon's own timestamps (nanoseconds),
-the same clock for both modes, no poll that could miss a sub-second container (a ``docker
+the same clock for every mode, no poll that could miss a sub-second container (a ``docker
 inspect`` after the fact finds a removed container gone; the ledger's attempt rows time the
 runner's work, not the container). Rounds alternate the two modes so that drift in the shared
-daemon hits them alike. Exit 1 when a goal is missed:
+daemon hits them alike. Each mode's seconds between its containers' consecutive events are
+printed (``start -> extract-to-dir``: the put after start; ``archive-path -> kill``: the get of
+/logs until the removal begins): where the container-seconds went. Exit 1 when a goal is missed:
 
 - fixed cost (command to first cell + last cell to exit), median over rounds: at most 5 s;
 - each cell's container-seconds over bare Docker's: the ratio of the medians at most 1.5 (and
@@ -40,6 +46,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import itertools
 import json
 import os
 import shutil
@@ -47,9 +55,11 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +107,9 @@ class Events:
             ["docker", "events", "--filter", f"label={label}", "--filter", "type=container",
              "--format", "{{json .}}"], stdout=subprocess.PIPE, text=True)
         self.times: dict[str, dict[str, float]] = {}
+        #: Every event of each container, in order: (time, action), ``exec_start: sh -c ...`` cut
+        #: to ``exec_start``.
+        self.steps: dict[str, list[tuple[float, str]]] = {}
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -104,6 +117,7 @@ class Events:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             event = json.loads(line)
+            self.steps.setdefault(event["id"], []).append((event["timeNano"] / 1e9, event["Action"].split(":")[0]))
             if event.get("Action") in ("create", "destroy"):
                 self.times.setdefault(event["id"], {})[event["Action"]] = event["timeNano"] / 1e9
 
@@ -118,6 +132,18 @@ class Events:
         if len(spans) != expect:
             raise SystemExit(f"docker events: {len(spans)} containers created and destroyed, expected {expect}")
         return sorted(spans)
+
+
+def step_gaps(steps: dict[str, list[tuple[float, str]]]) -> dict[str, list[float]]:
+    """Seconds between each container's consecutive events, by pair (``create -> start``,
+    ``exec_die -> extract-to-dir``, ...): where its container-seconds went, in the daemon's
+    words (``extract-to-dir`` is a put, ``archive-path`` a get, ``kill`` the removal's start)."""
+    gaps: dict[str, list[float]] = {}
+    for events in steps.values():
+        events.sort()
+        for (t1, a1), (t2, a2) in itertools.pairwise(events):
+            gaps.setdefault(f"{a1} -> {a2}", []).append(t2 - t1)
+    return gaps
 
 
 def peak(spans: list[tuple[float, float]]) -> int:
@@ -164,7 +190,8 @@ def ray_bench_round(args: argparse.Namespace, base: Path, suite: Path, accounts:
     first, last = spans[0][0], max(b for _, b in spans)
     return {"plan_sec": plan_sec, "to_first_cell_sec": first - typed, "run_loop_sec": last - first,
             "last_cell_to_exit_sec": exited - last, "fixed_sec": (first - typed) + (exited - last),
-            "execute_sec": exited - typed, "peak": peak(spans), "container_sec": [b - a for a, b in spans]}
+            "execute_sec": exited - typed, "peak": peak(spans), "container_sec": [b - a for a, b in spans],
+            "steps": step_gaps(events.steps)}
 
 
 async def bare_cell(image: str, task: Path, logs: Path, run_id: str) -> None:
@@ -200,7 +227,68 @@ def bare_round(image: str, tasks: list[Path], reps: int, base: Path, run_id: str
     asyncio.run(all_cells())
     wall = time.time() - t
     spans = events.close(len(tasks) * reps)
-    return {"wall_sec": wall, "peak": peak(spans), "container_sec": [b - a for a, b in spans]}
+    return {"wall_sec": wall, "peak": peak(spans), "container_sec": [b - a for a, b in spans],
+            "steps": step_gaps(events.steps)}
+
+
+def _tar(files: dict[str, Path | None]) -> bytes:
+    """A tar laid at ``/``: each name a file copied from its path, or a directory (None)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, path in files.items():
+            if path is None:
+                info = tarfile.TarInfo(name)
+                info.type, info.mode = tarfile.DIRTYPE, 0o777
+                tar.addfile(info)
+            else:
+                tar.add(path, arcname=name)
+    return buf.getvalue()
+
+
+def calls_cell(api: Any, image: str, task: Path, run_id: str) -> None:
+    """The daemon calls a ray-bench docker cell makes (ray_bench/sandboxes/docker), made here
+    directly: create and start (the same limits and PID 1), put the instruction, log directories
+    and solution, exec the solution, put the tests, exec them, get /logs, remove."""
+    host = api.create_host_config(network_mode="none", mem_limit=f"{LIMITS['memory_mb']}m",
+                                  memswap_limit=f"{LIMITS['memory_mb']}m", nano_cpus=int(LIMITS["cpus"] * 1e9),
+                                  pids_limit=LIMITS["pids"])
+    cid = api.create_container(image, ["sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait $!"],
+                               labels={LABEL: run_id}, working_dir="/app", host_config=host)["Id"]
+    try:
+        api.start(cid)
+        api.put_archive(cid, "/", _tar({"task": None, "task/instruction.md": task / "instruction.md", "logs": None,
+                                        "logs/agent": None, "logs/verifier": None, "solution": None,
+                                        "solution/solve.sh": task / "solution" / "solve.sh"}))
+        for command in ("sh /solution/solve.sh", None, "sh /tests/test.sh"):
+            if command is None:
+                api.put_archive(cid, "/", _tar({"tests": None, "tests/test.sh": task / "tests" / "test.sh"}))
+                continue
+            exec_id = api.exec_create(cid, ["sh", "-c", f"mkdir -p /app; cd /app; {command}"])["Id"]
+            api.exec_start(exec_id)
+            if api.exec_inspect(exec_id)["ExitCode"] != 0:
+                raise SystemExit(f"calls {task.name}: {command} failed")
+        chunks, _ = api.get_archive(cid, "/logs")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+            got = tar.extractfile("logs/verifier/reward.txt")
+            if got is None or got.read().strip() != b"1":
+                raise SystemExit(f"calls {task.name}: no reward 1")
+    finally:
+        api.remove_container(cid, force=True, v=True)
+
+
+def calls_round(image: str, tasks: list[Path], reps: int, run_id: str, concurrency: int) -> dict[str, Any]:
+    events = Events(f"{LABEL}={run_id}")
+    time.sleep(0.3)
+    client = docker.from_env()
+    t = time.time()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda task: calls_cell(client.api, image, task, run_id),
+                      [task for task in tasks for _ in range(reps)]))
+    wall = time.time() - t
+    client.close()
+    spans = events.close(len(tasks) * reps)
+    return {"wall_sec": wall, "peak": peak(spans), "container_sec": [b - a for a, b in spans],
+            "steps": step_gaps(events.steps)}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -221,6 +309,7 @@ def main() -> int:
     image = build_base_image(client)
     client.close()
     rounds: list[dict[str, Any]] = []
+    rb: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rb-bench-small-") as tmp:
         base = args.keep or Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
@@ -231,16 +320,26 @@ def main() -> int:
         stamp = time.strftime("%H%M%S")
         for r in range(args.rounds):
             before = load()
-            rb = ray_bench_round(args, base, suite, accounts, f"small-{stamp}-{r}", cells)
-            bare = bare_round(image, tasks, args.reps, base, f"bare-{stamp}-{r}", rb["peak"])
-            rounds.append({"round": r, "load_before": before, "load_after": load(), "ray_bench": rb, "bare": bare})
+            # ray-bench first in even rounds, last in odd ones (at the concurrency it reached before),
+            # so that a load rising or falling through a round does not favour one mode
+            if r % 2 == 0:
+                rb = ray_bench_round(args, base, suite, accounts, f"small-{stamp}-{r}", cells)
+            at_once = rb["peak"]
+            bare = bare_round(image, tasks, args.reps, base, f"bare-{stamp}-{r}", at_once)
+            calls = calls_round(image, tasks, args.reps, f"calls-{stamp}-{r}", at_once)
+            if r % 2 == 1:
+                rb = ray_bench_round(args, base, suite, accounts, f"small-{stamp}-{r}", cells)
+            rounds.append({"round": r, "load_before": before, "load_after": load(), "ray_bench": rb, "bare": bare,
+                           "calls": calls})
             print(f"round {r} (load {before} -> {load()}): plan {rb['plan_sec']:.2f} s, first cell "
                   f"{rb['to_first_cell_sec']:.2f} s, run loop {rb['run_loop_sec']:.2f} s, exit "
                   f"{rb['last_cell_to_exit_sec']:.2f} s at {rb['peak']} at once; container-s/cell median "
                   f"{statistics.median(rb['container_sec']):.3f}; bare wall {bare['wall_sec']:.2f} s, "
-                  f"container-s/cell median {statistics.median(bare['container_sec']):.3f}", flush=True)
+                  f"container-s/cell median {statistics.median(bare['container_sec']):.3f}; the backend's calls "
+                  f"alone {statistics.median(calls['container_sec']):.3f}", flush=True)
     rb_cs = [c for r in rounds for c in r["ray_bench"]["container_sec"]]
     bare_cs = [c for r in rounds for c in r["bare"]["container_sec"]]
+    calls_cs = [c for r in rounds for c in r["calls"]["container_sec"]]
     fixed = statistics.median(r["ray_bench"]["fixed_sec"] for r in rounds)
     ratio = statistics.median(rb_cs) / statistics.median(bare_cs)
     summary = {
@@ -255,8 +354,21 @@ def main() -> int:
         "bare_container_sec": {"median": statistics.median(bare_cs), "p90": pct(bare_cs, 0.9),
                                "mean": statistics.fmean(bare_cs)},
         "bare_wall_sec": statistics.median(r["bare"]["wall_sec"] for r in rounds),
+        "calls_container_sec": {"median": statistics.median(calls_cs), "p90": pct(calls_cs, 0.9),
+                                "mean": statistics.fmean(calls_cs)},
         "ratio_median": ratio, "ratio_p90": pct(rb_cs, 0.9) / pct(bare_cs, 0.9),
     }
+    for mode in ("ray_bench", "calls", "bare"):
+        gaps: dict[str, list[float]] = {}
+        for one in rounds:
+            for pair, got in one[mode]["steps"].items():
+                gaps.setdefault(pair, []).extend(got)
+        cells_seen = sum(len(one[mode]["container_sec"]) for one in rounds)
+        per_cell = {pair: sum(got) / cells_seen for pair, got in gaps.items()}
+        print(f"{mode}: seconds a cell between the container's events (mean over cells; median of those seen)")
+        for pair, sec in sorted(per_cell.items(), key=lambda kv: -kv[1]):
+            if sec >= 0.001:
+                print(f"  {pair:32s} {sec:6.3f}   median {statistics.median(gaps[pair]):6.3f} x{len(gaps[pair])}")
     rounded = {k: round(v, 3) if isinstance(v, float) else
                ({kk: round(vv, 3) for kk, vv in v.items()} if isinstance(v, dict) else v) for k, v in summary.items()}
     print(json.dumps(rounded, indent=2))
