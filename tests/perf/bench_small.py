@@ -46,11 +46,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import itertools
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -161,6 +163,19 @@ def env() -> dict[str, str]:
     return out
 
 
+def end_lingers(state: Path) -> None:
+    """End the metrics linger an ``execute`` left serving its final figures (15 min by default,
+    detached: not in execute's time): this run's, found by its state root, never another's."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ray_bench.metrics.linger" in argv and any(a.startswith(str(state).encode()) for a in argv):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(proc.name), signal.SIGTERM)
+
+
 def ray_bench_round(args: argparse.Namespace, base: Path, suite: Path, accounts: Path, run_id: str,
                     cells: int) -> dict[str, Any]:
     cmd = [str(args.bin), "plan", "--suite", str(suite), "--accounts", str(accounts), "--run-id", run_id,
@@ -182,6 +197,7 @@ def ray_bench_round(args: argparse.Namespace, base: Path, suite: Path, accounts:
     if done.returncode != 0:
         raise SystemExit(f"execute exited {done.returncode}: {(done.stdout + done.stderr)[-1500:]}")
     spans = events.close(cells)
+    end_lingers(base / "state")
     with sqlite3.connect(run_root / "ledger.sqlite") as conn:
         rewards = [r[0] for r in conn.execute("SELECT reward FROM results WHERE valid = 1")]
     if rewards != [1.0] * cells:
