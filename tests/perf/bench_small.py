@@ -38,8 +38,7 @@ printed (``start -> extract-to-dir``: the put after start; ``archive-path -> kil
     .venv/bin/python tests/perf/bench_small.py [--rounds 2] [--reps 3] [--max-sandboxes 4]
                                                [--json out.json] [--keep DIR]
 
-With ``PYTHONPATH=<other tree>`` and ``--bin`` pointing at a ray-bench that imports it, it
-measures that tree (how the before/after in tests/perf/README.md was taken).
+``--bin`` names another ray-bench command (another tree's venv) for mode (a).
 """
 
 from __future__ import annotations
