@@ -33,6 +33,9 @@ from ray_bench.tasks.network import varies as network_varies
 #: Where artifacts are copied inside the sandbox: under /logs, so they travel back with the
 #: logs, under the same artifact cap (Harbor's convention directory is /logs/artifacts too).
 ARTIFACTS_DIR = "/logs/artifacts"
+#: The verifier every Harbor task runs: its ``tests/test.sh``, put at /tests (Harbor's
+#: ``EnvironmentPaths.tests_dir``), in the agent's sandbox or one of its own.
+VERIFIER_SCRIPT = "/tests/test.sh"
 _DEFAULT_WORKDIR = "/app"
 
 

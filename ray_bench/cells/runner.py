@@ -41,6 +41,7 @@ from ray_bench.cells.home_logins import tokens_in
 from ray_bench.cells.lifetime import lifetime_sec, step_setups
 from ray_bench.cells.logins import bring_back_login
 from ray_bench.cells.phases import (
+    VERIFIER_SCRIPT,
     NetworkSwitch,
     collect_hooks,
     collect_sessions,
@@ -85,7 +86,6 @@ from ray_bench.tasks.verifier_env import VerifierApart, verifier_apart
 RESULT_FILE = runroot.RESULT_FILE  # the run-root layout has one definition (ray_bench.runroot)
 
 #: The verifier, run as Harbor runs it (``bash /tests/test.sh``; ``sh`` without bash).
-VERIFIER_SCRIPT = "/tests/test.sh"
 
 
 def _paths(sandbox: Sandbox, workdir: str) -> dict[str, str]:

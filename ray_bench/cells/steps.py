@@ -26,6 +26,7 @@ from ray_bench.cells.credentials import Redactor
 from ray_bench.cells.lifetime import STEP_SETUP_TIMEOUT_SEC
 from ray_bench.cells.phases import (
     ARTIFACTS_DIR,
+    VERIFIER_SCRIPT,
     NetworkSwitch,
     collect_hooks,
     collect_sessions,
@@ -190,7 +191,7 @@ async def _run_step(run: StepRun, step: StepConfig, facts: StepFacts,
         await sandbox.put_dir(step_dir / "tests", "/tests")
     verifier_env = run.task_env.step_verifier.get(step.name, run.task_env.verifier)
     user = step.verifier.user if step.verifier.user is not None else cfg.verifier.user
-    verifier = await sandbox.exec_script("/tests/test.sh", timeout=step.verifier.timeout_sec,
+    verifier = await sandbox.exec_script(VERIFIER_SCRIPT, timeout=step.verifier.timeout_sec,
                                          env={**run.base_env, **verifier_env}, cwd=run.workdir, user=user_of(user))
     facts.phases["verifier"] = time.monotonic() - t
     facts.verifier = _exec_facts(verifier, run.redactor, 2000)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from ray_bench.cells.lifetime import TRANSFER_MARGIN_SEC
-from ray_bench.cells.phases import artifact_script, resolve_workdir, user_of
+from ray_bench.cells.phases import VERIFIER_SCRIPT, artifact_script, resolve_workdir, user_of
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import SandboxError
 from ray_bench.models.attempt import AttemptSummary
@@ -34,7 +34,6 @@ from ray_bench.tasks.verifier_env import VerifierApart, handed_over
 #: Where the handover is gathered in the agent's sandbox before it leaves (emptied first, so
 #: nothing the agent planted there reaches the verifier).
 HANDOVER_DIR = "/tmp/.ray-bench-handover"
-VERIFIER_SCRIPT = "/tests/test.sh"
 
 
 class HandoverTooLargeError(SandboxError):
