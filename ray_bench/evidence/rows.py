@@ -24,7 +24,7 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,13 +67,13 @@ class Epoch:
         with the options that shaped it."""
         return [e.data for e in self.events if isinstance(e.event, RunStarted)]
 
-    def summaries(self) -> dict[str, AttemptSummary]:
-        """attempt id -> terminal summary (read from the ledger on demand)."""
+    def summaries(self, fields: Collection[str] | None = None) -> dict[str, AttemptSummary]:
+        """attempt id -> terminal summary (read from the ledger on demand; ``fields``: only these)."""
         if not RunPaths(self.run_root).ledger.is_file():
             return {}
         ledger = Ledger.open_readonly(self.run_root)
         try:
-            return dict(ledger.summaries())
+            return dict(ledger.summaries(fields))
         finally:
             ledger.close()
 

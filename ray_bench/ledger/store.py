@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -561,9 +561,10 @@ class Ledger:
         row = self._conn.execute("SELECT summary FROM results WHERE attempt_id = ?", (attempt_id,)).fetchone()
         return AttemptSummary.loads(row[0]) if row else None
 
-    def summaries(self) -> Iterator[tuple[str, AttemptSummary]]:
+    def summaries(self, fields: Collection[str] | None = None) -> Iterator[tuple[str, AttemptSummary]]:
+        """Every terminal summary (``fields``: only these read, :meth:`AttemptSummary.loads`)."""
         for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
-            yield attempt_id, AttemptSummary.loads(text)
+            yield attempt_id, AttemptSummary.loads(text, fields)
 
     def events(self, kind: str | type[EventPayload] | None = None, *,
                exclude: str | type[EventPayload] | None = None) -> list[Event]:
