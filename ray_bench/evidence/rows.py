@@ -69,11 +69,16 @@ class Epoch:
 
     def summaries(self, fields: Collection[str] | None = None) -> dict[str, AttemptSummary]:
         """attempt id -> terminal summary (read from the ledger on demand; ``fields``: only these)."""
+        return dict(self.each_summary(fields))
+
+    def each_summary(self, fields: Collection[str] | None = None) -> Iterator[tuple[str, AttemptSummary]]:
+        """(attempt id, terminal summary), one at a time from the ledger: a reader that keeps a
+        few figures of each need not hold 100,000 models at once (issue 57)."""
         if not RunPaths(self.run_root).ledger.is_file():
-            return {}
+            return
         ledger = Ledger.open_readonly(self.run_root)
         try:
-            return dict(ledger.summaries(fields))
+            yield from ledger.summaries(fields)
         finally:
             ledger.close()
 

@@ -223,17 +223,23 @@ def _attempts_frame(evidence: Evidence, settled: dict[str, float]) -> pd.DataFra
         columns["run_id"] += [epoch.run_id] * len(epoch.attempts)
         for name in fields:
             columns[name] += [getattr(a, name) for a in epoch.attempts]
-        summaries = epoch.summaries(SUMMARY_FIELDS)
+        # what each summary says, kept as a few values (the models are read one at a time)
+        facts = {attempt_id: _facts(summary, settled.get(attempt_id))
+                 for attempt_id, summary in epoch.each_summary(SUMMARY_FIELDS)}
         for a in epoch.attempts:
-            summary = summaries.get(a.attempt_id) or empty
-            # the ledger's cost column says 0 for an attempt without usage: unknown, not $0
-            for column, value in zip(usage_columns, cost.usage_values(summary, settled.get(a.attempt_id)),
-                                     strict=True):
+            values, message = facts.get(a.attempt_id) or _facts(empty, settled.get(a.attempt_id))
+            for column, value in zip(usage_columns, values, strict=True):
                 column.append(value)
-            verdict = summary.verdict.message if summary.verdict is not None else ""
-            columns["message"].append(verdict or ("stale runner" if summary.stale else ""))
-        del summaries
+            columns["message"].append(message)
+        del facts
     return cost.typed(pd.DataFrame(columns))
+
+
+def _facts(summary: AttemptSummary, settled_usd: float | None) -> tuple[tuple[Any, ...], str]:
+    """An attempt's usage and cost fields (the ledger's cost column says 0 for an attempt without
+    usage: unknown, not $0), and its message: the verdict's, or why it has none."""
+    verdict = summary.verdict.message if summary.verdict is not None else ""
+    return cost.usage_values(summary, settled_usd), verdict or ("stale runner" if summary.stale else "")
 
 
 def _failed(att: pd.DataFrame) -> pd.DataFrame:
