@@ -24,7 +24,7 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,12 +67,17 @@ class Epoch:
         with the options that shaped it."""
         return [e.data for e in self.events if isinstance(e.event, RunStarted)]
 
-    def summaries(self) -> dict[str, AttemptSummary]:
-        """attempt id -> terminal summary (read from the ledger on demand)."""
+    def summaries(self, fields: Collection[str] | None = None) -> dict[str, AttemptSummary]:
+        """attempt id -> terminal summary (read from the ledger on demand; ``fields``: only these)."""
+        return dict(self.each_summary(fields))
+
+    def each_summary(self, fields: Collection[str] | None = None) -> Iterator[tuple[str, AttemptSummary]]:
+        """(attempt id, terminal summary), one at a time from the ledger: a reader that keeps a
+        few figures of each need not hold 100,000 models at once (issue 57)."""
         if not RunPaths(self.run_root).ledger.is_file():
-            return {}
+            return
         with Ledger.reading(self.run_root) as ledger:
-            return dict(ledger.summaries())
+            yield from ledger.summaries(fields)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -544,14 +544,20 @@ class Ledger:
             + ("r.summary, NULL" if old else f"{_CANCELLED_AT_ZERO}, r.charged_usd") + f", {kinds}, {_USAGE}"
             + " FROM attempts a LEFT JOIN results r USING (attempt_id) ORDER BY a.started_at, a.attempt_id")
         out = []
+        # one object per distinct task, arm, account, epoch... (SQLite gives a new str per row):
+        # ~500 bytes a row, 50 MB of a report's 100,000 rows (issue 57)
+        same: dict[Any, Any] = {}
+        one = same.setdefault
         for r in rows:
             cost = _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0
             # a reward an older ray-bench stored that is not finite (inf read as solved) is no row
             reward, finite_reward = r[15], r[15] is None or math.isfinite(r[15])
-            out.append(AttemptRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11],
-                                  r[12], r[13], bool(r[14]) and finite_reward if r[14] is not None else False,
-                                  reward if finite_reward else None, r[16], r[17],
-                                  bool(r[18]) if r[18] is not None else False, cost, r[21], r[22], r[23],
+            out.append(AttemptRow(r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5], r[6],
+                                  one(r[7], r[7]), one(r[8], r[8]), one(r[9], r[9]), bool(r[10]), r[11],
+                                  one(r[12], r[12]), r[13],
+                                  bool(r[14]) and finite_reward if r[14] is not None else False,
+                                  reward if finite_reward else None, one(r[16], r[16]), one(r[17], r[17]),
+                                  bool(r[18]) if r[18] is not None else False, cost, r[21], one(r[22], r[22]), r[23],
                                   lower_bound=cost is not None and r[12] is not None and _usage_lower_bound(r[24])))
         return out
 
@@ -603,9 +609,10 @@ class Ledger:
         row = self._conn.execute("SELECT summary FROM results WHERE attempt_id = ?", (attempt_id,)).fetchone()
         return AttemptSummary.loads(row[0]) if row else None
 
-    def summaries(self) -> Iterator[tuple[str, AttemptSummary]]:
+    def summaries(self, fields: Collection[str] | None = None) -> Iterator[tuple[str, AttemptSummary]]:
+        """Every terminal summary (``fields``: only these read, :meth:`AttemptSummary.loads`)."""
         for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
-            yield attempt_id, AttemptSummary.loads(text)
+            yield attempt_id, AttemptSummary.loads(text, fields)
 
     def events(self, kind: str | type[EventPayload] | None = None, *,
                exclude: str | type[EventPayload] | None = None) -> list[Event]:

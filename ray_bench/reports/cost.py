@@ -13,6 +13,7 @@ lower bound (``usage_bound``): it is in the sums, and every sum it is in reads `
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -33,23 +34,32 @@ USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "sett
 
 def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> dict[str, Any]:
     """The token and cost fields of one attempt's report record."""
+    return dict(zip(USAGE_FIELDS, usage_values(summary, settled_usd), strict=True))
+
+
+#: The fields :func:`usage_values` gives, in its order.
+USAGE_FIELDS = (*TOKEN_COLUMNS, *COST_COLUMNS)
+
+
+def usage_values(summary: AttemptSummary | None, settled_usd: float | None) -> tuple[Any, ...]:
+    """The token and cost fields of one attempt (:data:`USAGE_FIELDS`), as a tuple: a report of
+    100,000 attempts builds its columns from them (a dict and a ``model_dump`` each was 5 %)."""
     record = summary.usage if summary is not None else None
     # ``source: unknown``: the adapter could not tell what the attempt spent; no number is shown
-    usage = record.model_dump() if record is not None and record.known else {}
-    out: dict[str, Any] = {}
-    for column in TOKEN_COLUMNS:
-        value = usage.get(column)
-        out[column] = int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    known = record is not None and record.known
+    # what ``model_dump`` gives of these keys: the fields, and the extras (cache tokens) as stored
+    extra = (record.model_extra or {}) if known and record is not None else {}
+    usage = {"input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
+             "cost_usd": record.cost_usd, "cost_basis": record.cost_basis} if known and record is not None else {}
+    tokens = tuple(int(v) if isinstance(v := usage[c] if c in usage else extra.get(c), int | float)
+                   and not isinstance(v, bool) else None for c in TOKEN_COLUMNS)
     estimate = usage.get("cost_usd")
-    out["cost_usd"] = float(estimate) if isinstance(estimate, int | float) else float("nan")
-    out["settled_usd"] = float("nan") if settled_usd is None else float(settled_usd)
-    out["cost_status"] = ("settled" if settled_usd is not None else
-                          "estimated" if not pd.isna(out["cost_usd"]) else "unknown")
+    cost = float(estimate) if isinstance(estimate, int | float) else math.nan
+    status = "settled" if settled_usd is not None else "estimated" if not math.isnan(cost) else "unknown"
     basis = usage.get("cost_basis")
-    out["cost_basis"] = basis if isinstance(basis, str) and not pd.isna(out["cost_usd"]) else None
-    out["usage_bound"] = (None if record is None or not record.known else
-                          "lower_bound" if record.lower_bound else "exact")
-    return out
+    return (*tokens, cost, math.nan if settled_usd is None else float(settled_usd), status,
+            basis if isinstance(basis, str) and not math.isnan(cost) else None,
+            None if not known or record is None else "lower_bound" if record.lower_bound else "exact")
 
 
 def typed(att: pd.DataFrame) -> pd.DataFrame:

@@ -45,12 +45,16 @@ def task_pairs(rows: pd.DataFrame, baseline: str, variant: str, benchmarks: Mapp
     known = rows[rows.reward.notna()]
     reward = {(t, a, int(r)): float(x) for t, a, r, x in zip(known.task, known.arm, known.rep, known.reward,
                                                            strict=True)}
+    # one pass over the rewards (a scan of them per task took 2 s at 500 tasks, minutes at 5,000)
+    paired: dict[str, list[int]] = {}
+    for t, a, r in reward:
+        if a == baseline and (t, variant, r) in reward:
+            paired.setdefault(t, []).append(r)
     out = []
-    for task in sorted(known.task.unique()):
-        reps = sorted(r for (t, a, r) in reward if t == task and a == baseline and (t, variant, r) in reward)
-        if reps:
-            out.append(TaskPairs(task, benchmarks.get(task, ""), tuple(reward[(task, baseline, r)] for r in reps),
-                                 tuple(reward[(task, variant, r)] for r in reps)))
+    for task in sorted(paired):
+        reps = sorted(paired[task])
+        out.append(TaskPairs(task, benchmarks.get(task, ""), tuple(reward[(task, baseline, r)] for r in reps),
+                             tuple(reward[(task, variant, r)] for r in reps)))
     return out
 
 
@@ -84,8 +88,10 @@ def _pass_k(rows: pd.DataFrame) -> pd.DataFrame:
     records: list[dict[str, Any]] = []
     if len(rows):
         known = rows[rows.reward.notna()]
-        for arm, group in known.groupby("arm", sort=True):
-            trials = [(len(g), int((g.reward >= 1).sum())) for _, g in group.groupby("task")]
+        # per (arm, task): trials and solved, in one grouping (a frame per task cost 1 s at 5,000 tasks)
+        solved = (known.reward >= 1).groupby([known.arm, known.task], sort=True).agg(["size", "sum"])
+        for arm, group in solved.groupby(level=0, sort=True):
+            trials = [(int(n), int(c)) for n, c in zip(group["size"], group["sum"], strict=True)]
             records += [{"arm": arm, "k": p.k, "tasks": p.tasks, "pass_at_k": p.pass_at, "pass_hat_k": p.pass_hat}
                         for p in pass_curve(trials)]
     return pd.DataFrame(records, columns=PASS_COLUMNS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ray_bench.models.attempt import AttemptSummary
 
 #: A result.json as the first-round runner wrote it (dict built by hand, every key present).
@@ -67,3 +69,18 @@ def test_a_usage_record_with_a_number_not_finite_or_negative_is_unknown_and_inva
 def test_a_usage_record_without_a_problem_keeps_its_shape() -> None:
     s = AttemptSummary.parse(OLD)
     assert s.usage is not None and s.usage.invalid is None and "invalid" not in json.loads(s.dumps())["usage"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"usage": {"input_tokens": 5, "cost_usd": 0.5, "cache_read_tokens": 7}, "verdict": {"message": "ok"},'
+    ' "rep": "not a number", "stale": true}',
+    '{"usage": {"input_tokens": -5}, "verdict": {"valid": "maybe"}, "phases": {"agent": "x"}}',
+    '{"usage": {"cost_usd": Infinity, "model": "m"}, "stale": "yes", "reward": NaN}',
+    '[1, 2]', 'not json', '{"usage": null, "verdict": {"message": "m", "flags": [1]}}',
+])
+def test_a_summary_read_for_some_fields_reads_them_as_the_whole_summary_does(text: str) -> None:
+    """Issue 57: the report reads three fields of 100,000 summaries; each must be what the whole
+    read gives, a bad field beside it or not."""
+    whole, part = AttemptSummary.loads(text), AttemptSummary.loads(text, ("usage", "verdict", "stale"))
+    assert (part.usage, part.verdict, part.stale) == (whole.usage, whole.verdict, whole.stale)
+    assert part.rep == 0 and part.phases == {}

@@ -25,6 +25,7 @@ from ray_bench.reports.paired import (
     sign_flip_p,
     task_stats,
 )
+from ray_bench.reports.stats import BOOTSTRAP_SEED, bootstrap_ci
 
 
 def test_exact_mcnemar_matches_fagerland_et_al_2013() -> None:
@@ -136,3 +137,28 @@ def test_report_carries_the_paired_statistics(tmp_path: Path) -> None:
     assert "| mcp | 2 | 3 | 0.667 | 0.667 |" in md  # pass@2 and pass^2 of the mcp arm
     html = (root / "report.html").read_text()
     assert 'id="paired-overall"' in html and 'id="pass-k"' in html and "What the data can claim" in html
+
+
+@pytest.mark.parametrize("size", [2, 10, 257, 1200])
+def test_the_bootstrap_drawn_in_blocks_or_kept_is_the_one_draw_of_every_resample(size: int) -> None:
+    """Issue 57: a task's draw is kept and reused, the tasks' is drawn block by block; both must
+    give the interval one draw of every resample gives, bit for bit (any change moves a report)."""
+    values = np.random.default_rng(size).normal(size=size) / 3
+    for seed in (BOOTSTRAP_SEED, 7):
+        means = values[np.random.default_rng(seed).integers(0, size, size=(5000, size))].mean(axis=1)
+        alpha = (1.0 - 0.95) / 2.0  # as the report computes it (not 0.025 exactly)
+        low, high = (float(q) for q in np.quantile(means, [alpha, 1.0 - alpha]))
+        mean = float(values.mean())
+        assert bootstrap_ci(values, seed=seed) == (min(low, mean), max(high, mean))
+        assert bootstrap_ci(list(values), seed=seed) == (min(low, mean), max(high, mean))  # again: kept
+
+
+def test_the_sign_flip_in_small_batches_is_the_one_in_scipy_s_batches_of_4096() -> None:
+    """Issue 57: the batch is bounded by its flips (memory); the p-value must not move."""
+    from scipy import stats as sps
+
+    deltas = np.random.default_rng(5).integers(-2, 3, 3000) / 10 + 0.01
+    whole = sps.permutation_test((deltas,), np.mean, permutation_type="samples", vectorized=True,
+                                 n_resamples=9999, batch=4096, alternative="two-sided",
+                                 rng=np.random.default_rng(BOOTSTRAP_SEED))
+    assert sign_flip_p(deltas) == float(min(1.0, whole.pvalue))

@@ -129,3 +129,23 @@ def test_report_html_renders_its_plots_offline(tmp_path: Path) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / "report-html.png")
     shutil.copy(root / "report.html", ARTIFACTS / "report.html")
+
+
+def test_a_pace_line_of_many_rows_keeps_the_ends_of_each_vertical_step_and_a_short_one_every_point() -> None:
+    """Issue 57: 100,000 rows drew 200,000 points; the line is the same to the tenth of a pixel."""
+    from ray_bench.reports.plots import PACE_POINTS, _drawn
+
+    xs = [f"{44 + i // 50 / 10:.1f}" for i in range(2 * PACE_POINTS)]  # 50 rows finish at each x
+    points = [("44.0", "216.0")]
+    for n, x in enumerate(xs, 1):
+        points += [(x, points[-1][1]), (x, f"{216 - 200 * n / len(xs):.1f}")]
+    kept = [tuple(p.split(",")) for p in _drawn(points)]
+    assert kept[0] == points[0] and kept[-1] == points[-1] and len(kept) < len(points) / 20
+    # every point dropped lies on the vertical segment between the kept points of its x
+    by_x: dict[str, list[float]] = {}
+    for x, y in kept:
+        by_x.setdefault(x, []).append(float(y))
+    for x, y in points:
+        assert min(by_x[x]) <= float(y) <= max(by_x[x])
+    short = points[:PACE_POINTS]
+    assert _drawn(short) == [f"{x},{y}" for x, y in short]
