@@ -44,7 +44,7 @@ def test_bad_suite_is_one_line_per_problem_and_writes_nothing(tmp_path: Path) ->
 
 
 # The quickstart end to end (its output, report, receipt and `status --json`) is checked on the
-# first of the three quickstarts in tests/cli/test_quickstart_state.py: one driver's start and
+# first of the three quickstarts in tests/cli/test_quickstart_state.py: one local Ray start and
 # 32-cell run fewer than a quickstart of its own.
 
 

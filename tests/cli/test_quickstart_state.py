@@ -70,7 +70,7 @@ def test_on_one_shared_state_root_the_demo_budgets_would_run_out() -> None:
 
 def _check_end_to_end(stdout: str, workdir: Path, env: dict[str, str]) -> None:
     """The first quickstart end to end: its output, report, receipt and `status --json` (checked
-    here rather than in a quickstart of its own: each costs a driver's start and 32 cells)."""
+    here rather than in a quickstart of its own: each costs a local Ray start and 32 cells)."""
     assert "plan identity: sha256:" in stdout
     assert "ray-bench execute --plan" in stdout and "--confirm sha256:" in stdout
     assert "| baseline | 16 | 16 |" in stdout.replace("  ", " ") or "baseline" in stdout
@@ -98,15 +98,13 @@ def test_three_quickstarts_on_one_machine_all_finish(tmp_path: Path) -> None:
     set_test_routes()
     machine = tmp_path / "machine-state"  # the machine's state root, shared by every run
     env = {**os.environ, **TEST_ROUTES, "RAY_BENCH_STATE_ROOT": str(machine)}
-    # All three join the session's shared Ray, which saves three local starts (10 s each quiet,
-    # ~40 s loaded). Where Ray runs does not touch what is checked (each run's demo state in its
-    # own state root, the first run end to end), and on a cluster the detached admission actors
-    # outlive each quickstart: named by state root (onray.admission.admission_name), so each run
-    # still starts from whole demo budgets. The quickstart's own local start is run by the
-    # Daytona quickstart (tests/sandboxes/test_daytona_runs.py) and the tutorial
-    # (tests/docs/test_tutorial.py); a local execute's, by tests/onray/test_ray_start.py.
-    joined = ["--address", shared_address()]
+    # The first quickstart is the laptop's (a local Ray of its own, checked end to end); the next
+    # two join the session's shared Ray, which saves two local starts (~40 s each here). Where Ray
+    # runs does not touch what is checked (each run's demo state in its own state root), and on a
+    # cluster the detached admission actors outlive each quickstart: named by state root
+    # (onray.admission.admission_name), each run still starts from whole demo budgets.
     for n in range(3):
+        joined = ["--address", shared_address()] if n else []
         done = subprocess.run([RAY_BENCH, "quickstart", "--workdir", str(tmp_path / "qs"), *joined], env=env,
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, f"quickstart {n + 1}: " + done.stdout[-2000:] + done.stderr[-2000:]
