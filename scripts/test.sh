@@ -8,9 +8,9 @@
 # Arguments go to pytest (a -m is combined with each pass's own). "No tests collected" (pytest
 # exit 5) in every pass counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 1,167 tests, 110 s here on 7 Dec
-#            on two pytest-xdist workers). No Docker, Ray, Prometheus or Daytona
-#            fixture is started, under CI=true too. RAY_BENCH_TEST_WORKERS=0 runs it in one process
+#            core, config, plan, evidence, reports, the simulator; 1,560 tests, 292 s here on the
+#            evening of 7 Dec at load 9-14, on two pytest-xdist workers: docs/performance.md).
+#            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too. RAY_BENCH_TEST_WORKERS=0 runs it in one process
 #            (for a debugger, or -x on the first failure in order).
 # Without --fast: the full suite (1,628 tests + 48 harbor + 1 serial), what .ci/run runs; 20.5 min on
 # a quiet 2-core machine (7 Dec), budget 20 for the main pass (figures: docs/performance.md).

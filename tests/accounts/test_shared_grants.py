@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.shared_limits import drive_grants
 
 from ray_bench.accounts import store as store_module
 from ray_bench.accounts.core import Running
@@ -219,39 +220,13 @@ def test_a_backend_pools_slots_are_shared_and_free_when_released(tmp_path: Path)
     assert one.abandon_run("run-b") == 2 and two.usage() == (0, 2)
 
 
-def _drive(root: str, run: str, cells: int, limits: dict[str, Any], out: Any) -> None:
-    """A driver in its own process: its own account actor (as its own Ray would have) granting
-    through ``root``; each cell holds its lease 0.3 s. Puts (run, granted_at, released_at) per
-    cell, and the starts it was refused by the window."""
-    actor = AccountGrants(NAME, AccountLimits.model_validate(limits), root)
-    held: dict[str, float] = {}
-    done, i, deadline = 0, 0, time.time() + 60
-    rows: list[tuple[str, float, float]] = []
-    while done < cells and time.time() < deadline:
-        now = time.time()
-        for lease, at in list(held.items()):
-            if now - at >= 0.3:
-                actor.finish_many(run, [(lease, Outcome.success())])
-                rows.append((run, at, time.time()))
-                del held[lease]
-                done += 1
-        if done + len(held) < cells:
-            started, snap = actor.acquire_many(run, [(f"{run}/c{i}#{i}", f"c{i}", 0.0)])
-            if started:
-                held[started[0]] = time.time()
-                i += 1
-            elif snap.window_used >= limits.get("window", {}).get("max_cells", 10**9) and not held:
-                break  # the window is spent: nothing of this run can start for hours
-        time.sleep(0.02)
-    out.put(rows)
-
-
 def _two_processes(root: Path, cells: int, limits: dict[str, Any]) -> list[tuple[str, float, float]]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_drive, args=(str(root), run, cells, limits, out)) for run in ("one", "two")]
+    procs = [ctx.Process(target=drive_grants, args=(str(root), NAME, run, cells, limits, out))
+             for run in ("one", "two")]
     for p in procs:
         p.start()
     rows = [row for _ in procs for row in out.get(timeout=120)]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 import urllib.parse
@@ -15,7 +16,11 @@ from support.servers import free_port, get_json, viewer
 from ray_bench.exports.inspect import export_inspect
 from ray_bench.reports.build import build_report
 
-pytest.importorskip("inspect_ai")
+# Looked up, not imported: importing inspect_ai (its __init__ loads its eval machinery, 3-12 s
+# of CPU here) at collection cost every pytest worker that collects this file, not only the
+# one that runs it; the tests import what they read.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("inspect_ai") is None,
+                                reason="the inspect extra is not installed")
 
 
 @pytest.fixture

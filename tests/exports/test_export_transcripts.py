@@ -4,13 +4,18 @@ messages that inspect_ai's own writer and reader keep."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from ray_bench.exports.transcripts import inspect_messages, turns_of
 
-pytest.importorskip("inspect_ai")
+# Looked up, not imported: importing inspect_ai (its __init__ loads its eval machinery, 3-12 s
+# of CPU here) at collection cost every pytest worker that collects this file, not only the
+# one that runs it; the tests import what they read.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("inspect_ai") is None,
+                                reason="the inspect extra is not installed")
 
 FIXTURES = Path(__file__).parents[1] / "agents" / "fixtures"
 #: adapter -> its recorded tool-call stream, the call it made (function, the argument that names

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.driver_process import DriverProcess, cli_env, run_cli
 from support.prometheus import PrometheusServer, alert_expr
+from support.ray_local import shared_address
 from support.suites import make_suite
 
 from ray_bench.api import plan_run
@@ -26,7 +27,11 @@ def test_a_killed_driver_pages_and_its_target_is_pruned(tmp_path: Path, promethe
         arms=[{"name": "baseline", "role": "baseline", **arm}, {"name": "mcp", "role": "variant", **arm}])
     planned = plan_run(suite=suite, accounts=accounts, runs_dir=tmp_path / "runs", run_id="killed")
     env = cli_env({"RAY_BENCH_STATE_ROOT": str(prometheus.state_root)})
-    driver = DriverProcess(planned.run_root / "launch-plan.json", planned.identity, tmp_path / "logs", env=env)
+    # The driver joins the session's shared Ray: what is checked is its exporter's target, its
+    # ledger and the audit, not Ray's start (a local one cost 10-40 s here). Its SIGKILL ends
+    # its Ray job, whose runner actors Ray then ends; the admission actors are its state root's.
+    driver = DriverProcess(planned.run_root / "launch-plan.json", planned.identity, tmp_path / "logs", env=env,
+                           extra_args=("--address", shared_address()))
     target = target_file(prometheus.state_root, "killed")
     try:
         driver.start()

@@ -1,6 +1,7 @@
 """Readings of account limits shared by two runs on one state root (issue 29): the leases
 live in ``accounts.sqlite`` and both ledgers' attempt intervals. Used by
-``tests/accounts/test_two_rays_share_limits.py`` and ``tests/perf/bench_ops.py``."""
+``tests/accounts/test_two_rays_share_limits.py`` and ``tests/perf/bench_ops.py``; ``drive_grants``,
+a driver's grants in a process of its own, by ``tests/accounts/test_shared_grants.py``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from ray_bench.accounts.keepers import LEASE_TTL_SEC
+from ray_bench.accounts.keepers import LEASE_TTL_SEC, AccountGrants
+from ray_bench.accounts.outcome import Outcome
+from ray_bench.models.accounts import AccountLimits
 from support.driver_process import ledger_query
 
 
@@ -67,3 +71,32 @@ def idle_gaps(runs: dict[str, list[tuple[str, float, float]]], account: str,
         if who != run:
             crossed.append(at - finished)
     return gaps, crossed
+
+
+def drive_grants(root: str, account: str, run: str, cells: int, limits: dict[str, Any], out: Any) -> None:
+    """A driver in its own process: its own account actor (as its own Ray would have) granting
+    through ``root``; each cell holds its lease 0.3 s. Puts (run, granted_at, released_at) per
+    cell, and the starts it was refused by the window. Here, not in the test module, so that a
+    spawned process imports only this (the test module brings pytest and the Ray wing's gate:
+    ~1.5 s more per process, twice per test, loaded)."""
+    actor = AccountGrants(account, AccountLimits.model_validate(limits), root)
+    held: dict[str, float] = {}
+    done, i, deadline = 0, 0, time.time() + 60
+    rows: list[tuple[str, float, float]] = []
+    while done < cells and time.time() < deadline:
+        now = time.time()
+        for lease, at in list(held.items()):
+            if now - at >= 0.3:
+                actor.finish_many(run, [(lease, Outcome.success())])
+                rows.append((run, at, time.time()))
+                del held[lease]
+                done += 1
+        if done + len(held) < cells:
+            started, snap = actor.acquire_many(run, [(f"{run}/c{i}#{i}", f"c{i}", 0.0)])
+            if started:
+                held[started[0]] = time.time()
+                i += 1
+            elif snap.window_used >= limits.get("window", {}).get("max_cells", 10**9) and not held:
+                break  # the window is spent: nothing of this run can start for hours
+        time.sleep(0.02)
+    out.put(rows)
