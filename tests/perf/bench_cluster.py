@@ -217,7 +217,7 @@ def drive_cli(args: argparse.Namespace, address: str, gate: Path, fifo: Path, ru
     driver = subprocess.Popen([*prefix, str(exe), "execute", "--plan", str(run_root / "launch-plan.json"), "--confirm",
                                identity, "--address", address, "--runners-per-node", str(args.runners),
                                "--no-metrics", "--state-root", str(state_root)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              stdout=subprocess.DEVNULL, stderr=(gate / "execute.err").open("wb"))
     reached, peak, code = None, 0, 1
     try:
         while time.time() - t0 < args.wait and driver.poll() is None:
@@ -231,8 +231,8 @@ def drive_cli(args: argparse.Namespace, address: str, gate: Path, fifo: Path, ru
               + f"; load {os.getloadavg()[0]:.1f}", flush=True)
         release(gate, fifo)
         t_release = time.time()
-        _, err = driver.communicate(timeout=3600)
-        code = driver.returncode
+        code = driver.wait(timeout=3600)
+        err = (gate / "execute.err").read_bytes()
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         print(f"execute: exit {code}, drain {time.time() - t_release:.1f} s; its CPU "
               f"{usage.ru_utime + usage.ru_stime:.1f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MiB"
