@@ -43,6 +43,12 @@ CANCEL_RESEND_SEC = 1.0
 #: How many times it is sent again at most (the race is at the task's start; the runner's
 #: clean-up of a cancelled attempt is shielded from every one of them).
 CANCEL_RESENDS = 5
+#: How often, at most, the runners' pending answers to "do you see the run root?" are looked at
+#: while attempts are sent (one ``ray.wait`` for all of them). Asked at every submit, they cost
+#: ``execute`` ~1 ms a cell on a loaded host while the runners were starting (py-spy of a
+#: 2,000-cell launch on three nodes: 111 of 462 samples of ``submit``; tests/perf/README.md,
+#: "cluster57").
+SEES_POLL_SEC = 0.05
 #: How long an audit waits for a replacement runner; Ray declares a lost node dead in ~10-30 s.
 SETTLE_SEC = 60.0
 #: How long an audit waits for Ray to declare dead a node whose runner no longer answers.
@@ -96,6 +102,8 @@ class RayPool:
         self._ship = artifacts
         #: Per runner: its answer to "do you see the driver's run root?" (a ref until it comes).
         self._sees: list[Any] = []
+        #: When the pending answers were last looked at (monotonic; :data:`SEES_POLL_SEC`).
+        self._sees_polled = float("-inf")
         #: Nodes an attempt was lost on (died with its runner or node): what they held is unknown.
         self._lost_work: set[str] = set()
         #: Nodes found dead by an audit with no attempt lost on them (:meth:`lost_nodes`).
@@ -166,12 +174,28 @@ class RayPool:
             ready = [i for i in eligible if self._ready(i)]
         index = min(ready or eligible, key=lambda i: self._load[i])
         if self._ship is not None:
-            self._sees[index] = self._ship.answer(self._sees[index])
+            self._poll_sees()
             spec = self._ship.route(spec, self._sees[index] is True)
         ref = self._runners[index].run.remote(spec)
         self._owner[ref] = (index, self._runners[index], spec)
         self._load[index] += 1
         return ref
+
+    def _poll_sees(self) -> None:
+        """Take the runners' answers that have come (a pending one routes through Ray: slower,
+        never wrong), looking at most every :data:`SEES_POLL_SEC`."""
+        now = time.monotonic()
+        if self._ship is None or now - self._sees_polled < SEES_POLL_SEC:
+            return
+        self._sees_polled = now
+        pending = [i for i, asked in enumerate(self._sees) if asked is not None and not isinstance(asked, bool)]
+        if not pending:
+            return
+        done, _ = ray.wait([self._sees[i] for i in pending], num_returns=len(pending), timeout=0)
+        came = {ref.hex() for ref in done}
+        for i in pending:
+            if self._sees[i].hex() in came:
+                self._sees[i] = self._ship.answer(self._sees[i])
 
     def wait(self, refs: Collection[Any], timeout: float) -> list[tuple[Any, AttemptSummary]]:
         if not refs:
