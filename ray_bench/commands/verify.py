@@ -64,8 +64,10 @@ def refusal(plan: Plan, plan_path: Path, what: str) -> PlanError:
                      fix=f"review {receipt} and make a new plan: {replan_command(plan)}")
 
 
-def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
-    """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs."""
+def verify_plan(plan: Plan, identity: str, plan_path: Path, *, receipt: bool = True) -> None:
+    """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs. With
+    ``receipt=False`` the receipt is left to :func:`verify_receipt`: ``execute`` checks it while
+    Ray starts (rendering it imports scipy for the power figures, ~1.7 s of CPU)."""
     elsewhere = _bound_to_root(plan, plan_path)
     if elsewhere is not None:
         raise PlanError(elsewhere, where=str(plan_path),
@@ -82,8 +84,16 @@ def verify_plan(plan: Plan, identity: str, plan_path: Path) -> None:
             raise refusal(plan, plan_path, f"its inputs no longer load ({exc.line()[:200]})") from None
         problem = (_rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
                    or _cell_set(plan, suite, suite_path))
-    if problem is None:
+    if problem is None and receipt:
         problem = _receipt(plan, identity, plan_path)
+    if problem is not None:
+        raise refusal(plan, plan_path, problem)
+
+
+def verify_receipt(plan: Plan, identity: str, plan_path: Path) -> None:
+    """Refuse (PlanError) a plan whose receipt does not state it: the last check of
+    :func:`verify_plan`, for a plan that passed the others."""
+    problem = _receipt(plan, identity, plan_path)
     if problem is not None:
         raise refusal(plan, plan_path, problem)
 
