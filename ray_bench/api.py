@@ -32,7 +32,7 @@ from ray_bench.plan.store import (
     sealed_plan,
     write_plan,
 )
-from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full, refuse_held_lock
+from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full, refuse_unlockable
 from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
@@ -201,7 +201,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     if (clear_halt is not None or clearance_reason is not None) and (clear_halt is None or not clearance_reason):
         raise UserInputError("--clear-halt and --clearance-reason go together", where="execute",
                              fix="name the halt file and say why it is safe to go on")
-    refuse_held_lock(run_root)
+    refuse_unlockable(run_root)
     options = session_options(options, session_started, metrics, signals)
     if say is not None:
         say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")

@@ -367,11 +367,18 @@ def held_elsewhere(run_root: Path) -> UserInputError:
                           fix="wait for it, or `ray-bench pause` it")
 
 
-def refuse_held_lock(run_root: Path) -> None:
-    """Refuse now, writing nothing, when another driver holds the run (:func:`lock_holder`):
-    ``execute`` asks before it starts Ray; :func:`hold_lock` stays the rule that counts."""
+def refuse_unlockable(run_root: Path) -> None:
+    """Refuse now, writing nothing, what :func:`hold_lock` would refuse: a run another driver
+    holds (:func:`lock_holder`), a run root (or its lock) this process cannot write. ``execute``
+    asks before it starts Ray; :func:`hold_lock` stays the rule that counts."""
     if lock_holder(run_root).held:
         raise held_elsewhere(run_root)
+    lock = RunPaths(run_root).lock
+    target = lock if lock.exists() else run_root
+    if target.exists() and not os.access(target, os.W_OK):
+        read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+        code = errno.EROFS if read_only else errno.EACCES
+        raise unwritable(run_root, OSError(code, os.strerror(code)))
 
 
 @contextlib.contextmanager

@@ -70,7 +70,7 @@ from typing import Any
 from ray_bench.cells.credentials import Redactor
 from ray_bench.errors import RayStartError
 from ray_bench.onray import start_watchdog
-from ray_bench.onray.agent_ports import agents_not_awaited, api_server_not_started
+from ray_bench.onray.agent_ports import agents_not_awaited, api_server_not_started, monitor_not_started
 from ray_bench.onray.start_watchdog import kill_sessions
 
 logger = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         watchdog = StartWatchdog(timeout)
         try:
-            with watchdog, agents_not_awaited(), api_server_not_started():
+            with watchdog, agents_not_awaited(), api_server_not_started(), monitor_not_started():
                 ray.init(address="local", include_dashboard=False, _system_config=system, **kwargs)
             return
         except Exception as exc:  # Ray raises a bare Exception for the startup timeout
