@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -112,27 +112,16 @@ def agents_not_awaited() -> Iterator[dict[str, int]]:
 def api_server_not_started() -> Iterator[bool]:
     """While one ``ray.init(include_dashboard=False)`` starts a local instance: the head node
     starts no API server and nothing waits for one. Yields whether the start is patched."""
-    if os.environ.get(API_SERVER) == "1":
-        yield False
-        return
-    try:
-        from ray._private.node import Node
 
-        start_api_server = Node.start_api_server
-    except (ImportError, AttributeError) as exc:  # a Ray that moved it: start unpatched
-        logger.debug("starting Ray with its API server: %s", exc)
-        yield False
-        return
+    def instead(start_api_server: Callable[..., None]) -> Callable[..., None]:
+        def start_unless_dashboard_off(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
+            if include_dashboard is not False:  # a dashboard asked for: Ray's own start
+                start_api_server(self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
 
-    def start_unless_dashboard_off(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
-        if include_dashboard is not False:  # a dashboard asked for: Ray's own start
-            start_api_server(self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
+        return start_unless_dashboard_off
 
-    Node.start_api_server = start_unless_dashboard_off  # type: ignore[method-assign]
-    try:
-        yield True
-    finally:
-        Node.start_api_server = start_api_server  # type: ignore[method-assign]
+    with _node_start_replaced("start_api_server", API_SERVER, instead) as patched:
+        yield patched
 
 
 @contextmanager
@@ -140,23 +129,35 @@ def monitor_not_started() -> Iterator[bool]:
     """While one ``ray.init`` starts a local instance: the head node starts no autoscaler monitor
     (Ray's own ``RayParams.no_monitor``, which ``ray.init`` does not expose). Yields whether the
     start is patched."""
-    if os.environ.get(MONITOR) == "1":
+
+    def instead(start_monitor: Callable[..., None]) -> Callable[..., None]:
+        def no_monitor(self: Any) -> None:
+            return None
+
+        return no_monitor
+
+    with _node_start_replaced("start_monitor", MONITOR, instead) as patched:
+        yield patched
+
+
+@contextmanager
+def _node_start_replaced(method: str, keep: str, instead: Callable[[Callable[..., None]], Callable[..., None]],
+                         ) -> Iterator[bool]:
+    """Ray's ``Node.<method>`` replaced by ``instead(the original)`` for one start, unless the
+    environment sets ``keep`` to 1 or Ray moved it; yields whether it was replaced."""
+    if os.environ.get(keep) == "1":
         yield False
         return
     try:
         from ray._private.node import Node
 
-        start_monitor = Node.start_monitor
+        original = getattr(Node, method)
     except (ImportError, AttributeError) as exc:  # a Ray that moved it: start unpatched
-        logger.debug("starting Ray with its monitor: %s", exc)
+        logger.debug("starting Ray with its own %s: %s", method, exc)
         yield False
         return
-
-    def no_monitor(self: Any) -> None:
-        return None
-
-    Node.start_monitor = no_monitor  # type: ignore[method-assign]
+    setattr(Node, method, instead(original))
     try:
         yield True
     finally:
-        Node.start_monitor = start_monitor  # type: ignore[method-assign]
+        setattr(Node, method, original)
