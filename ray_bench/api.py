@@ -16,7 +16,7 @@ from ray_bench.artifacts.store import checked_store
 from ray_bench.cells.nodes import CheckInputs
 from ray_bench.commands.pause import pause_run  # noqa: F401 - the library's pause (the CLI imports it alone)
 from ray_bench.commands.receipt import render_receipt
-from ray_bench.commands.verify import verify_plan
+from ray_bench.commands.verify import verify_plan, verify_receipt
 from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import MultipleInputErrors, PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
@@ -32,7 +32,7 @@ from ray_bench.plan.store import (
     sealed_plan,
     write_plan,
 )
-from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full
+from ray_bench.runroot import RunPaths, disk_full_detail, hold_lock, is_disk_full, refuse_unlockable
 from ray_bench.sandboxes.audit import audit_plan
 from ray_bench.sandboxes.host import read_available_mb
 from ray_bench.sandboxes.supervisor import clear_halt as archive_halt
@@ -44,6 +44,7 @@ from ray_bench.textsafe import is_utf8, shown_name
 
 if TYPE_CHECKING:
     from ray_bench.models.plan import Plan
+    from ray_bench.onray.starting import RayStart
     from ray_bench.onray.supervisors import RaySupervision
     from ray_bench.scheduler.signals import SignalStop
 
@@ -185,7 +186,7 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     plan, identity = load_plan_file(plan_path)
     refuse_operator_text(typed, [a.route.env for a in plan.accounts])  # and the values of its routes
     refuse_drifted_inputs(plan.inputs)
-    receipt = verify_plan(plan, identity, plan_path)
+    verify_plan(plan, identity, plan_path, receipt=False)  # the receipt: while Ray starts (below)
     check_confirmation(plan_path, identity, confirmed)
     if metrics is not None:
         check_port(metrics.port)
@@ -197,17 +198,45 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     run_root = plan_path.resolve().parent
     refuse_official(run_root, "executed again")
     RunPaths(run_root).refuse_orphaned_attempts()
+    if (clear_halt is not None or clearance_reason is not None) and (clear_halt is None or not clearance_reason):
+        raise UserInputError("--clear-halt and --clearance-reason go together", where="execute",
+                             fix="name the halt file and say why it is safe to go on")
+    refuse_unlockable(run_root)
     options = session_options(options, session_started, metrics, signals)
+    if say is not None:
+        say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
+    ray_started = time.monotonic()
+    from ray_bench.onray.start import RAY_MESSAGES_FILE, send_ray_messages_to  # neither imports Ray
+    from ray_bench.onray.starting import RayStart
+
+    # a dead node's raylet report, not stdout; the accounts' credential values scrubbed
+    send_ray_messages_to(run_root / RAY_MESSAGES_FILE,
+                         [os.environ.get(v, "") for a in plan.accounts for v in a.route.env.values()])
+    # Ray comes up on a thread of its own while the receipt is checked, the lock taken and the
+    # exporter started (ray_bench.onray.starting); a refusal from here stops it again.
+    start = RayStart(options.address)
+    try:
+        receipt = verify_receipt(plan, identity, plan_path)
+        return _execute_started(plan, identity, run_root, start, ray_started, options, receipt, observer=observer,
+                                clear_halt=clear_halt, clearance_reason=clearance_reason, metrics=metrics,
+                                on_metrics=on_metrics, say=say, signals=signals, store=store)
+    finally:
+        start.stop()  # Ray's end (join_ray stopped it already) or a refusal's
+
+
+def _execute_started(plan: Plan, identity: str, run_root: Path, start: RayStart, ray_started: float,
+                     options: RunOptions, receipt: str, *, observer: RunObserver | None, clear_halt: Path | None,
+                     clearance_reason: str | None, metrics: MetricsSettings | None, on_metrics: Any,
+                     say: Callable[[str], None] | None, signals: SignalStop | None,
+                     store: Any) -> RunOutcome:
+    """The run, from its lock on, while Ray starts (:func:`execute_run`); ``receipt``: the digest
+    of the receipt checked, recorded in ``run_started`` for the run's resumes."""
     with hold_lock(run_root), _handling(signals):
-        if clear_halt is not None or clearance_reason is not None:
-            if clear_halt is None or not clearance_reason:
-                raise UserInputError("--clear-halt and --clearance-reason go together", where="execute",
-                                     fix="name the halt file and say why it is safe to go on")
+        if clear_halt is not None:
+            assert clearance_reason  # execute_run checked both
             archived = archive_halt(run_root, clear_halt, clearance_reason)
             Ledger.create(run_root, run_id=plan.run_id, plan_identity=identity).event(
                 "halt_cleared", {"archived": str(archived), "reason": clearance_reason})
-        from ray_bench.onray.pool import RayPool  # Ray: ~640 ms of CPU, only `execute` pays it
-
         exporter = metrics_observer = None
         if metrics is not None:
             # prometheus_client: ~45 ms of CPU on top of this module; only a run with metrics pays it
@@ -229,23 +258,16 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
             metrics_observer.prime()  # the run as its ledger has it, while Ray starts
             observer = Observers(observer or NullObserver(), metrics_observer)
         try:
-            if say is not None:
-                say(f"starting Ray ({'joining ' + options.address if options.address else 'a local instance'})")
-            ray_started = time.monotonic()
-            from ray_bench.onray.start import RAY_MESSAGES_FILE, send_ray_messages_to  # Ray (above)
-
-            # a dead node's raylet report, not stdout; the accounts' credential values scrubbed
-            send_ray_messages_to(run_root / RAY_MESSAGES_FILE,
-                                 [os.environ.get(v, "") for a in plan.accounts for v in a.route.env.values()])
-            with join_ray(options.address):
+            with join_ray(options.address, start):
                 if signals is not None:
-                    signals.install()  # again: Ray's init replaces the SIGTERM handler with its own
+                    signals.install()  # again: a Ray started on this thread replaces the SIGTERM handler
                 if say is not None:
                     say(f"Ray ready in {time.monotonic() - ray_started:.1f} s")
-                from ray_bench.onray.admission import admission_actor  # these import Ray (above)
+                from ray_bench.onray.admission import admission_actor  # these import Ray (started above)
                 from ray_bench.onray.artifact_ship import Shipper
                 from ray_bench.onray.gate import actor_gate
                 from ray_bench.onray.nodes import check_nodes, ray_nodes
+                from ray_bench.onray.pool import RayPool
 
                 # Every actor the start waits for is asked for at once, before anything is awaited:
                 # each is a worker process that takes seconds to start on a loaded host
@@ -321,14 +343,19 @@ def node_supervision(plan: Plan, nodes: list[tuple[str, str]], options: RunOptio
 
 
 @contextlib.contextmanager
-def join_ray(address: str | None) -> Iterator[None]:
-    """Ray for the run; failing to join or start it is one line, not a traceback (exit 2 for an
-    --address that does not work, 1 when a local Ray cannot start)."""
+def join_ray(address: str | None, start: RayStart | None = None) -> Iterator[None]:
+    """Ray for the run (the one ``start`` began, else started here); failing to join or start
+    it is one line, not a traceback (exit 2 for an --address that does not work, 1 when a local
+    Ray cannot start)."""
     from ray_bench.onray.pool import RayContext  # Ray: ~640 ms of CPU, only `execute` pays it
 
-    context = RayContext(address)
+    context = None if start is not None else RayContext(address)
     try:
-        context.__enter__()
+        if start is not None:
+            start.wait()
+        else:
+            assert context is not None
+            context.__enter__()
     except Exception as exc:  # Ray's own startup failures are bare Exceptions
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         if address:
@@ -338,7 +365,11 @@ def join_ray(address: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        context.__exit__(None, None, None)
+        if start is not None:
+            start.stop()
+        else:
+            assert context is not None
+            context.__exit__(None, None, None)
 
 
 def audit_run(run_root: Path, *, cleanup: bool) -> Any:

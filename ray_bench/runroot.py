@@ -361,6 +361,26 @@ def unwritable(run_root: Path, exc: OSError) -> UserInputError:
                           fix="make it writable (or copy the run root to a writable place) and execute again")
 
 
+def held_elsewhere(run_root: Path) -> UserInputError:
+    """The refusal of a second driver of one run."""
+    return UserInputError("another `ray-bench execute` is running this plan", where=str(run_root),
+                          fix="wait for it, or `ray-bench pause` it")
+
+
+def refuse_unlockable(run_root: Path) -> None:
+    """Refuse now, writing nothing, what :func:`hold_lock` would refuse: a run another driver
+    holds (:func:`lock_holder`), a run root (or its lock) this process cannot write. ``execute``
+    asks before it starts Ray; :func:`hold_lock` stays the rule that counts."""
+    if lock_holder(run_root).held:
+        raise held_elsewhere(run_root)
+    lock = RunPaths(run_root).lock
+    target = lock if lock.exists() else run_root
+    if target.exists() and not os.access(target, os.W_OK):
+        read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+        code = errno.EROFS if read_only else errno.EACCES
+        raise unwritable(run_root, OSError(code, os.strerror(code)))
+
+
 @contextlib.contextmanager
 def hold_lock(run_root: Path) -> Iterator[None]:
     """One driver per run root: a second `execute` of the same run is refused, so no cell can
@@ -374,8 +394,7 @@ def hold_lock(run_root: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserInputError("another `ray-bench execute` is running this plan", where=str(run_root),
-                                 fix="wait for it, or `ray-bench pause` it") from None
+            raise held_elsewhere(run_root) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         yield

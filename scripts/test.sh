@@ -8,8 +8,8 @@
 # Arguments go to pytest (a -m is combined with each pass's own). "No tests collected" (pytest
 # exit 5) in every pass counts as a failure.
 #   --fast   the edit-test tier: every test that needs no service and is not marked slow (the pure
-#            core, config, plan, evidence, reports, the simulator; 1,560 tests, 292 s here on the
-#            evening of 7 Dec at load 9-14, on two pytest-xdist workers: docs/performance.md).
+#            core, config, plan, evidence, reports, the simulator; 1,583 tests, 118 s here on the
+#            evening of 7 Dec at load 3-6, on four pytest-xdist workers: docs/performance.md).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too. RAY_BENCH_TEST_WORKERS=0 runs it in one process
 #            (for a debugger, or -x on the first failure in order).
 # Without --fast: the full suite (1,628 tests + 48 harbor + 1 serial), what .ci/run runs; 20.5 min on
@@ -88,8 +88,11 @@ if [ "${#fast[@]}" -gt 0 ]; then
     # The caller's -m, if any, replaces the tier's (pytest's last -m wins), as it always has.
     [ -z "$mark" ] || fast=(-m "$mark")
     status=0
-    # Two workers, a test file to each (as the main pass): 109 s against 189 s on one, 6 Dec.
-    .venv/bin/pytest -q --basetemp "$base/main" -n "${RAY_BENCH_TEST_WORKERS:-2}" --dist loadfile \
+    # Four workers, a test file to each: the tier's tests mostly wait (a metrics target's serving
+    # window, a timeout, a SIGTERM's grace), so four overlap their waits on two cores where two
+    # idle them: 118 s against 157 s on two (7 Dec, 21:05-21:10, load 3-6, 1,583 tests; each
+    # worker's collection costs ~19 s of CPU, which is why not more).
+    .venv/bin/pytest -q --basetemp "$base/main" -n "${RAY_BENCH_TEST_WORKERS:-4}" --dist loadfile \
         "${fast[@]}" "${args[@]}" || status=$?
     if [ "$status" -eq 5 ]; then
         echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2

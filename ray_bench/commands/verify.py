@@ -70,9 +70,11 @@ def refusal(plan: Plan, plan_path: Path, what: str) -> PlanError:
                      fix=f"review {receipt} and make a new plan: {replan_command(plan)}")
 
 
-def verify_plan(plan: Plan, identity: str, plan_path: Path) -> str:
+def verify_plan(plan: Plan, identity: str, plan_path: Path, *, receipt: bool = True) -> str:
     """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs; return
-    the digest of the receipt checked (the session records it for its resumes)."""
+    the digest of the receipt checked (the session records it for its resumes). With
+    ``receipt=False`` the receipt is left to :func:`verify_receipt` (and "" returned): ``execute``
+    checks it while Ray starts (rendering it imports scipy for the power figures, ~1.7 s of CPU)."""
     elsewhere = _bound_to_root(plan, plan_path)
     if elsewhere is not None:
         raise PlanError(elsewhere, where=str(plan_path),
@@ -89,12 +91,21 @@ def verify_plan(plan: Plan, identity: str, plan_path: Path) -> str:
             raise refusal(plan, plan_path, f"its inputs no longer load ({exc.line()[:200]})") from None
         problem = (_rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
                    or _cell_set(plan, suite, suite_path))
-    receipt = ""
-    if problem is None:
-        problem, receipt = _receipt(plan, identity, plan_path)
+    digest = ""
+    if problem is None and receipt:
+        problem, digest = _receipt(plan, identity, plan_path)
     if problem is not None:
         raise refusal(plan, plan_path, problem)
-    return receipt
+    return digest
+
+
+def verify_receipt(plan: Plan, identity: str, plan_path: Path) -> str:
+    """Refuse (PlanError) a plan whose receipt does not state it: the last check of
+    :func:`verify_plan`, for a plan that passed the others; return the receipt's digest."""
+    problem, digest = _receipt(plan, identity, plan_path)
+    if problem is not None:
+        raise refusal(plan, plan_path, problem)
+    return digest
 
 
 def _refuse_harbor_here(plan: Plan, plan_path: Path) -> None:

@@ -22,14 +22,21 @@ module loaded, ``--disable-frontend``) and ``ray.init`` waits, polling every 0.1
 60 s, until that process has imported Ray's dashboard package and written its address. ray-bench
 uses none of what it serves (the Jobs and State APIs, usage stats): nodes and actors come from
 the GCS. ``RAY_BENCH_RAY_API_SERVER=1`` starts it as Ray does (``ray list`` or ``ray job submit``
-against a local instance)."""
+against a local instance).
+
+Nor does a local start run Ray's autoscaler monitor (:func:`monitor_not_started`): a local
+instance has nothing to scale, and the monitor is one more Python process importing Ray as the
+node starts (on 2 cores, beside the GCS, the raylet and the first workers) that then ignores
+SIGTERM: ``ray.shutdown`` waits its full second before it kills it (``_kill_process_impl`` in
+``ray/_private/node.py``; measured here: 1.01 s of a 1.77 s shutdown, every time).
+``RAY_BENCH_RAY_MONITOR=1`` starts it as Ray does (``ray status`` against a local instance)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -39,6 +46,8 @@ logger = logging.getLogger(__name__)
 AWAIT_AGENTS = "RAY_BENCH_AWAIT_RAY_AGENTS"
 #: Set to 1 to start Ray's API server (dashboard head) in a local start, as Ray does.
 API_SERVER = "RAY_BENCH_RAY_API_SERVER"
+#: Set to 1 to start Ray's autoscaler monitor in a local start, as Ray does.
+MONITOR = "RAY_BENCH_RAY_MONITOR"
 #: The ``RayParams`` fields of the agents' ports.
 PORT_FIELDS = ("metrics_agent_port", "metrics_export_port", "runtime_env_agent_port", "dashboard_agent_listen_port")
 
@@ -103,24 +112,52 @@ def agents_not_awaited() -> Iterator[dict[str, int]]:
 def api_server_not_started() -> Iterator[bool]:
     """While one ``ray.init(include_dashboard=False)`` starts a local instance: the head node
     starts no API server and nothing waits for one. Yields whether the start is patched."""
-    if os.environ.get(API_SERVER) == "1":
+
+    def instead(start_api_server: Callable[..., None]) -> Callable[..., None]:
+        def start_unless_dashboard_off(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
+            if include_dashboard is not False:  # a dashboard asked for: Ray's own start
+                start_api_server(self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
+
+        return start_unless_dashboard_off
+
+    with _node_start_replaced("start_api_server", API_SERVER, instead) as patched:
+        yield patched
+
+
+@contextmanager
+def monitor_not_started() -> Iterator[bool]:
+    """While one ``ray.init`` starts a local instance: the head node starts no autoscaler monitor
+    (Ray's own ``RayParams.no_monitor``, which ``ray.init`` does not expose). Yields whether the
+    start is patched."""
+
+    def instead(start_monitor: Callable[..., None]) -> Callable[..., None]:
+        def no_monitor(self: Any) -> None:
+            return None
+
+        return no_monitor
+
+    with _node_start_replaced("start_monitor", MONITOR, instead) as patched:
+        yield patched
+
+
+@contextmanager
+def _node_start_replaced(method: str, keep: str, instead: Callable[[Callable[..., None]], Callable[..., None]],
+                         ) -> Iterator[bool]:
+    """Ray's ``Node.<method>`` replaced by ``instead(the original)`` for one start, unless the
+    environment sets ``keep`` to 1 or Ray moved it; yields whether it was replaced."""
+    if os.environ.get(keep) == "1":
         yield False
         return
     try:
         from ray._private.node import Node
 
-        start_api_server = Node.start_api_server
+        original = getattr(Node, method)
     except (ImportError, AttributeError) as exc:  # a Ray that moved it: start unpatched
-        logger.debug("starting Ray with its API server: %s", exc)
+        logger.debug("starting Ray with its own %s: %s", method, exc)
         yield False
         return
-
-    def start_unless_dashboard_off(self: Any, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
-        if include_dashboard is not False:  # a dashboard asked for: Ray's own start
-            start_api_server(self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
-
-    Node.start_api_server = start_unless_dashboard_off  # type: ignore[method-assign]
+    setattr(Node, method, instead(original))
     try:
         yield True
     finally:
-        Node.start_api_server = start_api_server  # type: ignore[method-assign]
+        setattr(Node, method, original)

@@ -67,12 +67,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import ray
-
 from ray_bench.cells.credentials import Redactor
 from ray_bench.errors import RayStartError
 from ray_bench.onray import start_watchdog
-from ray_bench.onray.agent_ports import agents_not_awaited, api_server_not_started
+from ray_bench.onray.agent_ports import agents_not_awaited, api_server_not_started, monitor_not_started
 from ray_bench.onray.start_watchdog import kill_sessions
 
 logger = logging.getLogger(__name__)
@@ -96,9 +94,11 @@ KILLED_GRACE_SEC = 60.0
 #: Ray warnings ray-bench cannot act on, by the start of their message: the notice every local
 #: start logs (``ray/_private/authentication/authentication_token_setup.py``); ray-bench's own
 #: instance is token-protected by it, and an operator can do nothing about it.
-UNACTIONABLE = ("Token authentication is enabled for this Ray cluster",)
-#: The Ray logger that logs them.
-_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+UNACTIONABLE = ("Token authentication is enabled for this Ray cluster",
+                "SIGTERM handler is not set because current thread is not the main thread")
+#: The Ray loggers that log them: the notice's, and ``ray.init``'s own (the SIGTERM warning of a
+#: start on a thread of its own, whose handler :mod:`ray_bench.onray.starting` sets instead).
+_UNACTIONABLE_LOGGERS = ("ray._private.authentication.authentication_token_setup", "ray._private.worker")
 #: The run root's file for Ray's messages to the driver.
 RAY_MESSAGES_FILE = "ray-driver.log"
 
@@ -128,9 +128,10 @@ def send_ray_messages_to(path: Path | None, secrets: Iterable[str] = ()) -> None
 def quiet_ray() -> None:
     """Filter the unactionable warnings and route Ray's messages to the driver to a file.
     Idempotent; called by :func:`init_ray`."""
-    token_logger = logging.getLogger(_TOKEN_LOGGER)
-    if not any(isinstance(f, _Unactionable) for f in token_logger.filters):
-        token_logger.addFilter(_Unactionable())
+    for name in _UNACTIONABLE_LOGGERS:
+        ray_logger = logging.getLogger(name)
+        if not any(isinstance(f, _Unactionable) for f in ray_logger.filters):
+            ray_logger.addFilter(_Unactionable())
     from ray._private import worker
 
     # listen_error_messages looks print_to_stdstream up by name at each message.
@@ -158,7 +159,9 @@ def _write_ray_messages(data: Mapping[str, Any], ignore_prefix: bool = False) ->
 
 def _session_messages_file() -> Path | None:
     try:
-        node = ray._private.worker.global_worker.node
+        from ray._private import worker
+
+        node = worker.global_worker.node
         return None if node is None else Path(node.get_logs_dir_path()) / "ray-bench-driver.log"
     except Exception:  # a Ray that moved it: the messages go to the debug log
         return None
@@ -275,6 +278,8 @@ class StartWatchdog:
 
 
 def init_ray(address: str | None, **kwargs: Any) -> None:
+    import ray  # here, not above: `execute` routes Ray's messages (this module) before importing Ray
+
     quiet_ray()
     if address and address != "local":
         use_token_if_there()
@@ -288,7 +293,7 @@ def init_ray(address: str | None, **kwargs: Any) -> None:
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         watchdog = StartWatchdog(timeout)
         try:
-            with watchdog, agents_not_awaited(), api_server_not_started():
+            with watchdog, agents_not_awaited(), api_server_not_started(), monitor_not_started():
                 ray.init(address="local", include_dashboard=False, _system_config=system, **kwargs)
             return
         except Exception as exc:  # Ray raises a bare Exception for the startup timeout
