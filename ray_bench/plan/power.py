@@ -18,14 +18,15 @@ reported as not detectable, never as a number (issue 56: 1.505 on 0/1 rewards).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ray_bench.models.plan import RewardSpread
 
-# scipy is imported in the functions that use it, not here: ray_bench.api imports this module
+# scipy.special is imported in the functions that use it, not here: ray_bench.api imports this module
 # through plan.compile, so every `ray-bench execute` (and each test's subprocess driver) paid
 # scipy.optimize + scipy.stats, 3.5-4 s of CPU at load 5 on the 2-core host against 0.4-0.7 s
 # for numpy alone, for figures only plan, gaps and the receipt compute.
@@ -56,27 +57,62 @@ def t_power(n: float, delta: float, sd: float, *, alpha: float = ALPHA, samples:
     if df <= 0 or sd <= 0:
         return float("nan")
     ncp = math.sqrt(n / samples) * abs(delta) / sd
-    from scipy import stats as sps
+    nct_sf, stdtrit = _t_functions()
+    return float(np.clip(nct_sf(-stdtrit(df, alpha / 2), df, ncp), 0.0, 1.0))
 
-    return float(sps.nct.sf(sps.t.isf(alpha / 2, df), df, ncp))
+
+def _t_functions() -> tuple[Any, Any]:
+    """The functions ``scipy.stats``' ``nct.sf`` and ``t.isf`` call (scipy 1.17,
+    ``stats/_continuous_distns.py``: ``nct_gen._sf`` is ``clip(scu._nct_sf(x, df, nc), 0, 1)``,
+    ``t_gen._isf`` is ``-sc.stdtrit(df, q)``), from ``scipy.special`` alone: importing
+    ``scipy.stats`` costs ~1.8 s of CPU here against ~0.7 s, paid by every ``plan`` and every
+    ``execute``'s receipt check. A scipy without the private ufunc: ``scipy.stats``' own."""
+    from scipy import special
+
+    nct_sf = getattr(special._ufuncs, "_nct_sf", None)
+    if nct_sf is None:  # pragma: no cover - another scipy's layout
+        from scipy import stats as sps
+
+        return sps.nct.sf, special.stdtrit
+    return nct_sf, special.stdtrit
+
+
+def _root(f: Callable[[float], float], low: float, high: float, xtol: float) -> float:
+    """A root of ``f`` in [low, high] within ``xtol``, by bisection (``scipy.optimize.brentq``'s
+    contract and its ValueError when the ends do not bracket one; importing ``scipy.optimize``
+    costs ~1.1 s of CPU for a search of a few dozen cheap steps)."""
+    f_low, f_high = f(low), f(high)
+    if f_low == 0:
+        return low
+    if f_high == 0:
+        return high
+    if (f_low > 0) == (f_high > 0):
+        raise ValueError("f(a) and f(b) must have different signs")
+    while high - low > xtol:
+        mid = low + (high - low) / 2
+        if mid in (low, high):
+            break  # the floats between them are exhausted
+        f_mid = f(mid)
+        if f_mid == 0:
+            return mid
+        if (f_mid > 0) == (f_low > 0):
+            low, f_low = mid, f_mid
+        else:
+            high = mid
+    return low + (high - low) / 2
 
 
 def t_n(delta: float, sd: float, *, alpha: float = ALPHA, power: float = POWER, samples: int = 1) -> float:
     """R's ``power.t.test(delta, sd, power)``'s n (not rounded up)."""
-    from scipy import optimize
-
-    return float(optimize.brentq(lambda n: t_power(n, delta, sd, alpha=alpha, samples=samples) - power,
-                                 1.0 + 1e-9, 1e7, xtol=1e-10))
+    return _root(lambda n: t_power(n, delta, sd, alpha=alpha, samples=samples) - power, 1.0 + 1e-9, 1e7,
+                 xtol=1e-10)
 
 
 def mde(n: int, sd: float, *, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest |delta| a paired t-test over n units of this SD detects at this power."""
     if n < 2 or sd <= 0:
         return float("nan")
-    from scipy import optimize
-
-    return float(optimize.brentq(lambda d: t_power(n, d, sd, alpha=alpha) - power, 1e-12, 1e3 * sd,
-                                 xtol=1e-12))
+    return _root(lambda d: t_power(n, d, sd, alpha=alpha) - power, 1e-12, 1e3 * sd, xtol=1e-12)
 
 
 def task_sd(spread: RewardSpread, reps: int) -> float:
