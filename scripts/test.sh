@@ -12,8 +12,8 @@
 #            evening of 7 Dec at load 3-6, on four pytest-xdist workers: docs/performance.md).
 #            No Docker, Ray, Prometheus or Daytona fixture is started, under CI=true too. RAY_BENCH_TEST_WORKERS=0 runs it in one process
 #            (for a debugger, or -x on the first failure in order).
-# Without --fast: the full suite (1,628 tests + 48 harbor + 1 serial), what .ci/run runs; 20.5 min on
-# a quiet 2-core machine (7 Dec), budget 20 for the main pass (figures: docs/performance.md).
+# Without --fast: the full suite (2,098 tests + 74 harbor + 1 serial), what .ci/run runs; the main
+# pass 22 min on a quiet 2-core machine (7 Dec, evening), budget 20 (figures: docs/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
