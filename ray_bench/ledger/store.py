@@ -268,15 +268,11 @@ def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
     """A read-only connection to a WAL database that leaves nothing behind (see
     :meth:`Ledger.open_readonly`): ``immutable=1`` when there is no ``-wal``, else ``mode=ro``.
     ``probe`` is a query that must answer; raises ``sqlite3.DatabaseError`` when none does."""
-    quoted = urllib.parse.quote(str(path.resolve()))
     modes = ["immutable=1", "mode=ro"] if not Path(f"{path}-wal").exists() else ["mode=ro"]
     for i, mode in enumerate(modes):
-        conn = sqlite3.connect(f"file:{quoted}?{mode}", uri=True, check_same_thread=False)
         try:
-            conn.execute(probe).fetchall()
-            return conn
+            return _probed(path, mode, probe)
         except sqlite3.DatabaseError:
-            conn.close()
             # mode=ro only if a writer started between the check and the read (its -wal is
             # there now): on a damaged file it would create the -wal and -shm and leave them
             if i == len(modes) - 1 or not Path(f"{path}-wal").exists():
@@ -284,9 +280,11 @@ def connect_readonly(path: Path, probe: str) -> sqlite3.Connection:
     raise AssertionError("unreachable")
 
 
-def _immutable(path: Path, probe: str) -> sqlite3.Connection:
-    """The file alone, without locks: exact when no writer writes it and its WAL adds nothing."""
-    conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?immutable=1", uri=True,
+def _probed(path: Path, mode: str, probe: str) -> sqlite3.Connection:
+    """``path`` opened with the URI parameter ``mode`` (``immutable=1``: the file alone, without
+    locks, exact when no writer writes it and its WAL adds nothing; ``mode=ro``), once ``probe``
+    answered; closed again when it does not."""
+    conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?{mode}", uri=True,
                            check_same_thread=False)
     try:
         conn.execute(probe).fetchall()
@@ -309,12 +307,7 @@ def _snapshot(path: Path, probe: str) -> tuple[sqlite3.Connection, tempfile.Temp
         shutil.copyfile(path, copy)
         with contextlib.suppress(FileNotFoundError):  # checkpointed by a writer meanwhile
             shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(copy))}?mode=ro", uri=True, check_same_thread=False)
-        try:
-            conn.execute(probe).fetchall()
-        except BaseException:
-            conn.close()
-            raise
+        conn = _probed(copy, "mode=ro", probe)
     except BaseException:
         scratch.cleanup()
         raise
@@ -404,7 +397,7 @@ class Ledger:
             if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists() \
                     and not runroot.lock_holder(run_root).held:
                 if wal_adds_nothing(path):
-                    return cls(_immutable(path, probe), path)
+                    return cls(_probed(path, "immutable=1", probe), path)
                 conn, scratch = _snapshot(path, probe)
                 return cls(conn, path, scratch=scratch)
             return cls(connect_readonly(path, probe), path)
