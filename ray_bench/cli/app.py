@@ -175,8 +175,9 @@ def execute(
     deadline: Annotated[str | None, typer.Option("--deadline", help="When the run must finish: an ISO "
                                                  "time or a duration like 36h; gives a required pace.")] = None,
     metrics_linger: Annotated[str, typer.Option("--metrics-linger", envvar="RAY_BENCH_METRICS_LINGER",
-                                                help="How long a finished run's target keeps serving its "
-                                                "final figures (0: withdraw at once).")]
+                                                help="At most how long a finished run's target keeps "
+                                                "serving its final figures: it ends once Prometheus has "
+                                                "scraped them (0: withdraw at once).")]
     = "15m",
     metrics_final_scrape: Annotated[str, typer.Option(
         "--metrics-final-scrape", envvar="RAY_BENCH_METRICS_FINAL_SCRAPE",

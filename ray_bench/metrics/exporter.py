@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 from wsgiref.simple_server import WSGIServer
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from prometheus_client import (
     CollectorRegistry,
@@ -42,6 +43,7 @@ from ray_bench.ledger.events import ClosedPhase
 from ray_bench.metrics.lasting import LastingGauges
 from ray_bench.metrics.pace import PaceSnapshot, PaceTracker
 from ray_bench.metrics.pace_collector import PaceCollector
+from ray_bench.metrics.scrapes import SCRAPE_ENVIRON
 from ray_bench.metrics.targets import (
     advertised,
     host_file,
@@ -149,6 +151,8 @@ class MetricsExporter:
         self._scrapes = 0
         self._last_scrape_began = float("-inf")
         self._scraped = threading.Condition()
+        #: The addresses Prometheus scraped this exporter from: its linger waits for each.
+        self._scrapers: set[str] = set()
 
         self.registry = CollectorRegistry()
         r, run = self.registry, ["run"]
@@ -333,6 +337,9 @@ class MetricsExporter:
                 where="metrics exporter",
                 fix="choose a free port, or port 0 to pick one",
             ) from exc
+        app = server.get_app()
+        assert app is not None  # make_server set it
+        server.set_app(self._seeing_scrapers(app))
         self._server, self._thread = server, thread
         # A linger's figures left by an earlier session are not what this driver serves.
         text_file(self.target_file).unlink(missing_ok=True)
@@ -364,8 +371,10 @@ class MetricsExporter:
             # not at the top: `python -m ray_bench.metrics.linger` imports this package first
             from ray_bench.metrics.linger import spawn
 
+            with self._scraped:
+                scrapers = frozenset(self._scrapers)
             spawn(exposition=final, host=self.host, port=port, target=self.target_file, linger_sec=linger_sec,
-                  handed_from=os.getpid())
+                  handed_from=os.getpid(), scrapers=scrapers)
         else:
             remove_target(self.target_file, only_pid=os.getpid())
 
@@ -542,6 +551,15 @@ class MetricsExporter:
             return snap if self._live else snap.history()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _seeing_scrapers(self, app: WSGIApplication) -> WSGIApplication:
+        """``app`` (prometheus_client's WSGI app), noting the address of each Prometheus scrape."""
+        def seen(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            if SCRAPE_ENVIRON in environ:
+                with self._scraped:
+                    self._scrapers.add(str(environ.get("REMOTE_ADDR", "")))
+            return app(environ, start_response)
+        return seen
 
     def _note_scrape(self, began: float) -> None:
         with self._scraped:

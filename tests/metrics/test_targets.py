@@ -3,8 +3,10 @@ figures linger on its port for the time asked, then the target goes."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +17,8 @@ import yaml
 from support.prometheus import SCRAPE_CONFIG, alert_rules
 
 from ray_bench.metrics import MetricsExporter
-from ray_bench.metrics.linger import publish_audit
+from ray_bench.metrics.linger import publish_audit, spawn
+from ray_bench.metrics.scrapes import SCRAPE_HEADER
 from ray_bench.metrics.targets import (
     DEAD_TARGET_KEEP_SEC,
     audit_target_file,
@@ -124,6 +127,71 @@ def test_final_figures_linger_then_the_target_goes(tmp_path: Path) -> None:
     # then the linger ends and withdraws the target
     assert _until(lambda: not target.exists(), 30)
     assert _until(lambda: _get(url) is None, 10)
+
+
+def _scrape(url: str, source: str = "127.0.0.1") -> str | None:
+    """A GET as Prometheus sends it (its scrape-timeout header), from ``source``."""
+    address = url.split("/")[2]
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=2, source_address=(source, 0))
+    try:
+        conn.request("GET", "/metrics", headers={SCRAPE_HEADER: "10"})
+        return conn.getresponse().read().decode()
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
+def _lingering(tmp_path: Path, scrapers: tuple[str, ...]) -> tuple[str, Path]:
+    """A finished run's exporter, scraped from ``scrapers``, handed to its linger (60 s)."""
+    exporter = MetricsExporter("done", tmp_path, arms=["baseline"])
+    exporter.start()
+    url, target = exporter.url, exporter.target_file
+    for source in scrapers:
+        assert _scrape(url, source) is not None
+    exporter.set_finished()
+    exporter.stop(linger_sec=60.0)
+    assert _until(lambda: owner(target) not in (None, os.getpid()), 20)
+    return url, target
+
+
+def test_a_linger_ends_once_prometheus_has_scraped_the_final_figures(tmp_path: Path) -> None:
+    url, target = _lingering(tmp_path, ("127.0.0.1",))
+    # an operator's GET (no scrape header) is served and is not Prometheus storing them
+    assert 'raybench_run_finished{run="done"} 1.0' in (_get(url) or "")
+    time.sleep(1.5)
+    assert target.exists()
+    assert 'raybench_run_finished{run="done"} 1.0' in (_scrape(url) or "")
+    assert _until(lambda: not target.exists(), 10)  # not the 60 s asked
+    assert _until(lambda: _get(url) is None, 10)
+
+
+def test_a_linger_waits_for_each_scraper_of_the_driver(tmp_path: Path) -> None:
+    # the two replicas of a Prometheus HA pair, each from its own address
+    url, target = _lingering(tmp_path, ("127.0.0.1", "127.0.0.2"))
+    assert _scrape(url, "127.0.0.1") is not None
+    time.sleep(1.5)
+    assert target.exists() and _get(url) is not None
+    assert _scrape(url, "127.0.0.2") is not None
+    assert _until(lambda: not target.exists(), 10)
+
+
+def test_a_linger_nobody_scrapes_ends_when_no_prometheus_can_be_watching(tmp_path: Path) -> None:
+    target = target_file(tmp_path, "unwatched")
+    host = "127.0.0.1"
+    port = _free_port()
+    pid = spawn(exposition=b"raybench_run_finished 1\n", host=host, port=port, target=target,
+                linger_sec=60.0, unwatched_sec=1.0)
+    write_target(target, f"{host}:{port}", "unwatched", pid)
+    assert _until(lambda: _get(f"http://{host}:{port}/metrics") is not None, 20)
+    assert _until(lambda: not target.exists(), 15)  # not the 60 s asked
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _served(target: Path) -> str:
