@@ -176,6 +176,25 @@ def test_a_clean_audit_after_the_driver_went_clears_residue(prometheus: Promethe
     assert "residue-run" not in {r["metric"]["run"] for r in prometheus.query(expr)}
 
 
+def test_a_linger_ends_once_prometheus_has_its_final_figures_and_the_alert_holds(
+        prometheus: PrometheusServer) -> None:
+    """A finished run's linger asked for 5 minutes ends at Prometheus's first scrape of the final
+    figures (its scrapes carry X-Prometheus-Scrape-Timeout-Seconds), and RayBenchHalted, which
+    reads the last of them, still fires once the target is gone."""
+    exporter = MetricsExporter("halted-run", prometheus.state_root)
+    exporter.start()
+    prometheus.wait_for_target("halted-run")
+    exporter.set_halted(True)
+    exporter.set_finished()
+    exporter.stop(linger_sec=300.0)
+    began = time.monotonic()
+    prometheus.wait_for_target_gone("halted-run", timeout=60)
+    assert time.monotonic() - began < 60
+    assert not exporter.target_file.exists()
+    fired = prometheus.wait_for_data(alert_expr("RayBenchHalted"))
+    assert "halted-run" in {r["metric"]["run"] for r in fired}
+
+
 def test_stalled_run_expression(prometheus: PrometheusServer) -> None:
     # RayBenchRunStalled needs 30 minutes of silence in a run older than 30 minutes. The
     # rule's own expression is checked to parse above; here the same expression with its
