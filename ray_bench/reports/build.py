@@ -59,6 +59,8 @@ ATTEMPT_COLUMNS = (
     "regraded_by",
 )
 TOP_FINGERPRINTS = 3
+#: The paired statistics, every task's row among them (what a plot that cannot draw them all names).
+PAIRED_CSV = "report-paired.csv"
 
 
 @dataclass
@@ -100,7 +102,7 @@ class Report:
             "csv": run_root / "report.csv",
             "parquet": run_root / "report.parquet",
             "html": run_root / "report.html",
-            "paired csv": run_root / "report-paired.csv",
+            "paired csv": run_root / PAIRED_CSV,
         }
 
 

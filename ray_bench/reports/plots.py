@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ray_bench.reports.build import Report
+from ray_bench.reports.build import PAIRED_CSV, Report
 from ray_bench.textsafe import html_text as escape  # controls and bidi too (issue 58)
 
 WIDTH, HEIGHT, PAD = 640, 260, 44
@@ -151,6 +151,10 @@ def reward_plot(report: Report) -> str:
 #: Task labels longer than this are cut (the full name is in the mark's tooltip and the table).
 LABEL_CHARS = 30
 ROW_H = 22
+#: Tasks drawn per variant at most: the ones with the largest |delta|. 5,000 tasks drawn each on
+#: a row made a 110,000-pixel-tall SVG; 50 rows are about 1,100 pixels, a screen or two, and the
+#: rest are one line that says how many and where every task is (report-paired.csv).
+DRAWN_TASKS = 50
 
 
 def _short(text: str) -> str:
@@ -159,17 +163,20 @@ def _short(text: str) -> str:
 
 def delta_plot(report: Report) -> str:
     """One row per task (and variant): the paired delta with its interval over repetitions,
-    sorted by delta, then the mean over tasks with its bootstrap interval."""
+    sorted by delta, then the mean over tasks with its bootstrap interval. Beyond
+    :data:`DRAWN_TASKS` tasks of a variant, the largest |delta| and a line for the rest."""
     title = f"Paired delta per task (variant - {report.baseline}, mean reward over accepted rows)"
     if not len(report.paired):
         return _empty("plot-deltas", title, "no task with rows in both arms")
     several = len(report.variants) > 1
-    rows = report.paired.sort_values(["variant", "delta", "task"]).reset_index(drop=True)
+    rows = _drawn_tasks(report.paired).sort_values(["variant", "delta", "task"]).reset_index(drop=True)
     bound = [rows.delta.abs().max(), rows.ci_low.abs().max(), rows.ci_high.abs().max(),
              report.deltas.ci_low.abs().max(), report.deltas.ci_high.abs().max()]
     lim = max(1.0, *(float(b) for b in bound if not pd.isna(b)))
     width, left, right, top = 760, 230, 64, 28  # right: a column for the values
-    height = top + ROW_H * (len(rows) + len(report.deltas) + 1) + 36
+    left_out = report.paired.groupby("variant").size() - rows.groupby("variant").size()
+    notes = int((left_out > 0).sum())
+    height = top + ROW_H * (len(rows) + notes + len(report.deltas) + 1) + 36
     x0, x1 = left, width - right
 
     def x_of(v: float) -> float:
@@ -201,8 +208,21 @@ def delta_plot(report: Report) -> str:
         body.append(f'<text x="{width - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
                     f'fill="#555"{weight}>{value:+.2f}</text>')
 
+    def note(y: float, variant: str) -> None:
+        count, which = int(left_out[variant]), f" of {variant}" if several else ""
+        most = float(rows.delta[rows.variant == variant].abs().min())
+        text = f"⋯ {count:,} more tasks{which} with |delta| ≤ {most:.3f}, not drawn: every task is in {PAIRED_CSV}"
+        body.append(f'<text class="left-out" x="12" y="{y + 4:.1f}" font-size="12" fill="#555" '
+                    f'data-variant="{escape(variant)}" data-tasks="{count}">{escape(text)}</text>')
+
     y = float(top)
+    noted: set[str] = set()
     for p in rows.itertuples():
+        if left_out[p.variant] > 0 and p.variant not in noted and p.delta >= 0:
+            # where the tasks left out sit in the order: between the largest losses and gains
+            note(y, str(p.variant))
+            noted.add(str(p.variant))
+            y += ROW_H
         color = "#1a7f37" if p.delta > 0 else "#c62828" if p.delta < 0 else "#666"
         label = f"{p.task} ({p.variant})" if several else str(p.task)
         interval = "" if pd.isna(p.ci_low) else f", interval {p.ci_low:+.3f} to {p.ci_high:+.3f}"
@@ -210,6 +230,11 @@ def delta_plot(report: Report) -> str:
             f"{p.task} ({p.variant}): {p.delta:+.3f}{interval}; {p.pairs} pairs",
             f'data-task="{escape(str(p.task))}" data-variant="{escape(str(p.variant))}"')
         y += ROW_H
+        last = p.Index + 1 == len(rows) or rows.variant[p.Index + 1] != p.variant
+        if last and left_out[p.variant] > 0 and p.variant not in noted:  # every task drawn lost
+            note(y, str(p.variant))
+            noted.add(str(p.variant))
+            y += ROW_H
     y += ROW_H / 2
     for d in report.deltas.itertuples():
         if pd.isna(d.mean_delta):
@@ -221,6 +246,16 @@ def delta_plot(report: Report) -> str:
             bold=True)
         y += ROW_H
     return _frame("plot-deltas", title, body, width, height)
+
+
+def _drawn_tasks(paired: pd.DataFrame) -> pd.DataFrame:
+    """The tasks the delta plot draws: per variant, the :data:`DRAWN_TASKS` with the largest
+    |delta| (ties by task name); all of them when there are no more."""
+    if paired.groupby("variant").size().max() <= DRAWN_TASKS:
+        return paired
+    ranked = paired.assign(_size=paired.delta.abs()).sort_values(
+        ["variant", "_size", "task"], ascending=[True, False, True], na_position="last")
+    return ranked.groupby("variant", sort=False).head(DRAWN_TASKS).drop(columns="_size")
 
 
 def failure_plot(report: Report) -> str:

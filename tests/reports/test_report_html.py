@@ -149,3 +149,41 @@ def test_a_pace_line_of_many_rows_keeps_the_ends_of_each_vertical_step_and_a_sho
         assert min(by_x[x]) <= float(y) <= max(by_x[x])
     short = points[:PACE_POINTS]
     assert _drawn(short) == [f"{x},{y}" for x, y in short]
+
+
+def test_a_delta_plot_of_thousands_of_tasks_draws_the_largest_deltas_and_names_the_rest() -> None:
+    """5,000 tasks drawn each on a row made a 110,000-pixel-tall SVG."""
+    import math
+    from types import SimpleNamespace
+    from typing import cast
+
+    import pandas as pd
+
+    from ray_bench.reports.build import PAIRED_CSV, Report
+    from ray_bench.reports.plots import DRAWN_TASKS, ROW_H, delta_plot
+
+    tasks = [f"task-{i:04d}" for i in range(5000)]
+    paired = pd.DataFrame([{"task": t, "variant": v, "pairs": 10, "delta": round(math.sin(i * k), 3),
+                            "ci_low": round(math.sin(i * k), 3) - 0.1, "ci_high": round(math.sin(i * k), 3) + 0.1}
+                           for v, k in (("mcp", 1.0), ("tools", 0.37)) for i, t in enumerate(tasks)])
+    deltas = pd.DataFrame([{"variant": v, "tasks": 5000, "mean_delta": 0.01, "wins": 2500, "losses": 2400,
+                            "ties": 100, "ci_low": -0.01, "ci_high": 0.03} for v in ("mcp", "tools")])
+    report = cast(Report, SimpleNamespace(paired=paired, deltas=deltas, variants=["mcp", "tools"],
+                                          baseline="baseline"))
+    svg = delta_plot(report)
+    height = int(re.search(r'height="(\d+)"', svg).group(1))  # type: ignore[union-attr]
+    assert height < ROW_H * (2 * DRAWN_TASKS + 8) + 64
+    for variant in ("mcp", "tools"):
+        drawn = set(re.findall(rf'data-task="([^"]+)" data-variant="{variant}"', svg))
+        mine = paired[paired.variant == variant]
+        largest = mine.assign(size=mine.delta.abs()).sort_values(["size", "task"], ascending=[False, True])
+        assert drawn == set(largest.task.head(DRAWN_TASKS))
+        (note,) = re.findall(rf'<text class="left-out"[^>]*data-variant="{variant}" data-tasks="(\d+)">([^<]+)<', svg)
+        assert note[0] == str(5000 - DRAWN_TASKS) and f"{5000 - DRAWN_TASKS:,} more tasks of {variant}" in note[1]
+        assert PAIRED_CSV in note[1]
+    assert svg.count('class="mean-delta"') == 2
+    # a small suite: every task, no line for the rest
+    few = cast(Report, SimpleNamespace(paired=paired[paired.variant == "mcp"].head(DRAWN_TASKS),
+                                       deltas=deltas.head(1), variants=["mcp"], baseline="baseline"))
+    small = delta_plot(few)
+    assert small.count('class="task-delta"') == DRAWN_TASKS and "left-out" not in small
