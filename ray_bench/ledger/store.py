@@ -24,7 +24,7 @@ from typing import Any
 
 from ray_bench import runroot
 from ray_bench.errors import LedgerDamagedError, LedgerError, PlanError
-from ray_bench.ledger.cost import attempt_cost
+from ray_bench.ledger.cost import UsageFacts, attempt_cost, stored_usage_facts
 from ray_bench.ledger.events import KINDS, EventPayload, RunEvent, UnknownEvent, event_of, parse_event
 from ray_bench.ledger.wal import wal_adds_nothing
 from ray_bench.models.attempt import AttemptSummary
@@ -187,6 +187,9 @@ class AttemptRow:
     lower_bound: bool = False
     """Its known cost (and tokens) are a lower bound: read from its summary's usage
     (:func:`ray_bench.ledger.cost.cost_is_lower_bound`), so a ledger older than the field reads too."""
+    usage: UsageFacts | None = None
+    """Its usage record's tokens and cost (None: none, or of unknown spend), read once here for
+    every reader (the report's token and cost columns among them)."""
 
     @property
     def terminal(self) -> bool:
@@ -543,6 +546,7 @@ class Ledger:
         one = same.setdefault
         for r in rows:
             cost = _stored_cost(r[12], r[19], r[20]) if r[12] is not None else 0.0
+            usage = stored_usage_facts(r[24])
             # a reward an older ray-bench stored that is not finite (inf read as solved) is no row
             reward, finite_reward = r[15], r[15] is None or math.isfinite(r[15])
             out.append(AttemptRow(r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5], r[6],
@@ -551,7 +555,8 @@ class Ledger:
                                   bool(r[14]) and finite_reward if r[14] is not None else False,
                                   reward if finite_reward else None, one(r[16], r[16]), one(r[17], r[17]),
                                   bool(r[18]) if r[18] is not None else False, cost, r[21], one(r[22], r[22]), r[23],
-                                  lower_bound=cost is not None and r[12] is not None and _usage_lower_bound(r[24])))
+                                  lower_bound=cost is not None and r[12] is not None and _lower(usage),
+                                  usage=usage))
         return out
 
     def tally(self, solved_at: float) -> LedgerTally | None:
@@ -584,8 +589,8 @@ class Ledger:
         plain_costs = [r[0] for r in self._conn.execute(f"SELECT r.cost_usd FROM results r WHERE {plain}")]
         query = (f"SELECT r.attempt_id, r.status, r.cost_usd, {_CANCELLED_AT_ZERO}, {_USAGE} FROM results r"
                  f" WHERE NOT ({plain})")
-        costs = [CostRow(r[0], cost := _stored_cost(r[1], r[2], r[3]), cost is not None and _usage_lower_bound(r[4]))
-                 for r in self._conn.execute(query)]
+        costs = [CostRow(r[0], cost := _stored_cost(r[1], r[2], r[3]),
+                         cost is not None and _lower(stored_usage_facts(r[4]))) for r in self._conn.execute(query)]
         # attempts without a terminal record cost $0 until they have one (as :meth:`attempts` reads them)
         costs += [CostRow(r[0], 0.0, False) for r in self._conn.execute(
             "SELECT attempt_id FROM attempts WHERE cell_id IN (SELECT cell_id FROM cells WHERE open > 0)"
@@ -603,9 +608,18 @@ class Ledger:
         return AttemptSummary.loads(row[0]) if row else None
 
     def summaries(self, fields: Collection[str] | None = None) -> Iterator[tuple[str, AttemptSummary]]:
-        """Every terminal summary (``fields``: only these read, :meth:`AttemptSummary.loads`)."""
-        for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
-            yield attempt_id, AttemptSummary.loads(text, fields)
+        """Every terminal summary (``fields``: only these read, as :meth:`AttemptSummary.loads`
+        reads them; SQLite takes them out of the text, so the rest is never decoded)."""
+        if fields is None:
+            for attempt_id, text in self._conn.execute("SELECT attempt_id, summary FROM results"):
+                yield attempt_id, AttemptSummary.loads(text)
+            return
+        names = list(fields)
+        picked = ", ".join("CASE WHEN json_valid(summary) THEN summary -> ? END" for _ in names)
+        for attempt_id, *texts in self._conn.execute(f"SELECT attempt_id, {picked} FROM results",
+                                                     [f"$.{n}" for n in names]):
+            yield attempt_id, AttemptSummary.parse({n: json.loads(t) for n, t in zip(names, texts, strict=True)
+                                                    if t is not None})
 
     def events(self, kind: str | type[EventPayload] | None = None, *,
                exclude: str | type[EventPayload] | None = None) -> list[Event]:
@@ -651,16 +665,13 @@ _MAYBE_LOWER = ("coalesce(json_valid(r.summary) AND (json_extract(r.summary, '$.
                 " (json_extract(r.summary, '$.usage.unfinished_messages') IS NOT NULL OR"
                 " json_extract(r.summary, '$.usage.call_under_way') IS NOT NULL))), 1)")
 
-#: A result's usage record (its JSON text), which says whether its figures are a lower bound.
+#: A result's usage record (its JSON text): its tokens, cost and bound, read once (:func:`stored_usage_facts`).
 _USAGE = "CASE WHEN json_valid(r.summary) THEN json_extract(r.summary, '$.usage') END"
 
 
-def _usage_lower_bound(usage: str | None) -> bool:
-    """The stored usage record (JSON text, or None) is a lower bound (:attr:`Usage.lower_bound`)."""
-    if not usage:
-        return False
-    summary = AttemptSummary.parse({"usage": json.loads(usage)}) if usage.startswith("{") else None
-    return summary is not None and summary.usage_lower_bound
+def _lower(usage: UsageFacts | None) -> bool:
+    """A usage record is a lower bound (:attr:`Usage.lower_bound`); none is no bound at all."""
+    return usage is not None and usage.lower_bound
 
 
 def _stored_cost(status: str, cost: float | None, summary: str | None) -> float | None:

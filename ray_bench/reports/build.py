@@ -208,8 +208,9 @@ def _regraded(rows: pd.DataFrame, evidence: Evidence) -> tuple[pd.DataFrame, pd.
     return rows, pd.DataFrame(table, columns=_REGRADED_COLUMNS)
 
 
-#: What the report reads of each attempt's summary (its usage, and the message of its verdict).
-SUMMARY_FIELDS = ("usage", "verdict", "stale")
+#: What the report reads of each attempt's summary beside its row: the message of its verdict.
+#: Its usage is the row's (:attr:`AttemptRow.usage`), read once by the ledger.
+SUMMARY_FIELDS = ("verdict", "stale")
 
 
 def _attempts_frame(evidence: Evidence, settled: dict[str, float]) -> pd.DataFrame:
@@ -218,30 +219,27 @@ def _attempts_frame(evidence: Evidence, settled: dict[str, float]) -> pd.DataFra
     columns: dict[str, list[Any]] = {c: [] for c in (*ATTEMPT_COLUMNS, *cost.USAGE_FIELDS, "message")}
     fields = ATTEMPT_COLUMNS[1:]
     usage_columns = [columns[c] for c in cost.USAGE_FIELDS]
-    empty = AttemptSummary()
     for epoch in evidence.epochs:
         if epoch.identity not in evidence.cohort.epochs:
             continue
         columns["run_id"] += [epoch.run_id] * len(epoch.attempts)
         for name in fields:
             columns[name] += [getattr(a, name) for a in epoch.attempts]
-        # what each summary says, kept as a few values (the models are read one at a time)
-        facts = {attempt_id: _facts(summary, settled.get(attempt_id))
-                 for attempt_id, summary in epoch.each_summary(SUMMARY_FIELDS)}
+        messages = {attempt_id: text for attempt_id, summary in epoch.each_summary(SUMMARY_FIELDS)
+                    if (text := _message(summary))}
         for a in epoch.attempts:
-            values, message = facts.get(a.attempt_id) or _facts(empty, settled.get(a.attempt_id))
-            for column, value in zip(usage_columns, values, strict=True):
+            for column, value in zip(usage_columns, cost.usage_values(a.usage, settled.get(a.attempt_id)),
+                                     strict=True):
                 column.append(value)
-            columns["message"].append(message)
-        del facts
+            columns["message"].append(messages.get(a.attempt_id, ""))
+        del messages
     return cost.typed(pd.DataFrame(columns))
 
 
-def _facts(summary: AttemptSummary, settled_usd: float | None) -> tuple[tuple[Any, ...], str]:
-    """An attempt's usage and cost fields (the ledger's cost column says 0 for an attempt without
-    usage: unknown, not $0), and its message: the verdict's, or why it has none."""
+def _message(summary: AttemptSummary) -> str:
+    """An attempt's message: its verdict's, or why it has none."""
     verdict = summary.verdict.message if summary.verdict is not None else ""
-    return cost.usage_values(summary, settled_usd), verdict or ("stale runner" if summary.stale else "")
+    return verdict or ("stale runner" if summary.stale else "")
 
 
 def _failed(att: pd.DataFrame) -> pd.DataFrame:

@@ -18,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 
+from ray_bench.ledger.cost import TOKEN_FIELDS, UsageFacts, usage_facts
 from ray_bench.models.attempt import AttemptSummary
 
 COST_STATUSES = ("settled", "estimated", "unknown")
 #: Token counts an adapter records in ``usage.json`` (cache reads and writes apart from fresh input).
-TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+TOKEN_COLUMNS = TOKEN_FIELDS
 #: Per attempt: the agent's estimate (NaN when unknown), the settled charge (NaN unless settled).
 #: ``cost_basis``: ``reported`` (the CLI's figure), ``estimated`` (tokens at list price), None.
 #: ``usage_bound``: ``exact``, ``lower_bound`` (the CLI was cut mid-turn: its tokens and the
@@ -34,32 +35,28 @@ USAGE_COLUMNS = ["account", "arm", "attempts", *TOKEN_COLUMNS, "cost_usd", "sett
 
 def attempt_usage(summary: AttemptSummary | None, settled_usd: float | None) -> dict[str, Any]:
     """The token and cost fields of one attempt's report record."""
-    return dict(zip(USAGE_FIELDS, usage_values(summary, settled_usd), strict=True))
+    facts = usage_facts(summary.usage) if summary is not None else None
+    return dict(zip(USAGE_FIELDS, usage_values(facts, settled_usd), strict=True))
 
 
 #: The fields :func:`usage_values` gives, in its order.
 USAGE_FIELDS = (*TOKEN_COLUMNS, *COST_COLUMNS)
 
 
-def usage_values(summary: AttemptSummary | None, settled_usd: float | None) -> tuple[Any, ...]:
-    """The token and cost fields of one attempt (:data:`USAGE_FIELDS`), as a tuple: a report of
-    100,000 attempts builds its columns from them (a dict and a ``model_dump`` each was 5 %)."""
-    record = summary.usage if summary is not None else None
-    # ``source: unknown``: the adapter could not tell what the attempt spent; no number is shown
-    known = record is not None and record.known
-    # what ``model_dump`` gives of these keys: the fields, and the extras (cache tokens) as stored
-    extra = (record.model_extra or {}) if known and record is not None else {}
-    usage = {"input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
-             "cost_usd": record.cost_usd, "cost_basis": record.cost_basis} if known and record is not None else {}
-    tokens = tuple(int(v) if isinstance(v := usage[c] if c in usage else extra.get(c), int | float)
-                   and not isinstance(v, bool) else None for c in TOKEN_COLUMNS)
-    estimate = usage.get("cost_usd")
-    cost = float(estimate) if isinstance(estimate, int | float) else math.nan
+def usage_values(usage: UsageFacts | None, settled_usd: float | None) -> tuple[Any, ...]:
+    """The token and cost fields of one attempt (:data:`USAGE_FIELDS`), as a tuple, from its
+    usage as the ledger read it (:attr:`ray_bench.ledger.store.AttemptRow.usage`; None: no
+    record, or ``source: unknown``, so no number is shown): a report of 100,000 attempts builds
+    its columns from them (a dict and a ``model_dump`` each was 5 %)."""
+    if usage is None:
+        return (*(None,) * len(TOKEN_COLUMNS), math.nan, math.nan if settled_usd is None else float(settled_usd),
+                "settled" if settled_usd is not None else "unknown", None, None)
+    cost = math.nan if usage.cost_usd is None else usage.cost_usd
     status = "settled" if settled_usd is not None else "estimated" if not math.isnan(cost) else "unknown"
-    basis = usage.get("cost_basis")
-    return (*tokens, cost, math.nan if settled_usd is None else float(settled_usd), status,
+    basis = usage.cost_basis
+    return (*usage.tokens, cost, math.nan if settled_usd is None else float(settled_usd), status,
             basis if isinstance(basis, str) and not math.isnan(cost) else None,
-            None if not known or record is None else "lower_bound" if record.lower_bound else "exact")
+            "lower_bound" if usage.lower_bound else "exact")
 
 
 def typed(att: pd.DataFrame) -> pd.DataFrame:
