@@ -50,6 +50,7 @@ from ray_bench.metrics.targets import (
     hostport,
     prune_stale_targets,
     remove_target,
+    retire_linger,
     target_file,
     text_file,
     write_atomic,
@@ -96,6 +97,9 @@ REASON_LABEL_CHARS = 120
 
 #: ``failure_class`` label of an attempt that did not fail.
 NO_FAILURE = "none"
+
+#: How long a starting exporter waits for the port of the linger it retires (it turns each second).
+_RETIRE_SEC = 5.0
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -327,16 +331,23 @@ class MetricsExporter:
         if self._server is not None:
             return
         prune_stale_targets(self.state_root, over=(self.run_id,))
-        try:
-            server, thread = start_http_server(
-                self._requested_port, addr=self.host, registry=self.registry
-            )
-        except OSError as exc:
-            raise UserInputError(
-                f"cannot listen on {hostport(self.host, self._requested_port)}: {exc.strerror}",
-                where="metrics exporter",
-                fix="choose a free port, or port 0 to pick one",
-            ) from exc
+        # the linger of this run's last session gives way (and its port, when it is fixed)
+        retiring = time.monotonic() + _RETIRE_SEC if retire_linger(self.target_file) else 0.0
+        while True:
+            try:
+                server, thread = start_http_server(self._requested_port, addr=self.host, registry=self.registry)
+                break
+            except OSError as exc:
+                if time.monotonic() < retiring:
+                    time.sleep(0.1)
+                    continue
+                if retiring:  # claimed from a linger, and not served
+                    remove_target(self.target_file, only_pid=os.getpid())
+                raise UserInputError(
+                    f"cannot listen on {hostport(self.host, self._requested_port)}: {exc.strerror}",
+                    where="metrics exporter",
+                    fix="choose a free port, or port 0 to pick one",
+                ) from exc
         app = server.get_app()
         assert app is not None  # make_server set it
         server.set_app(self._seeing_scrapers(app))

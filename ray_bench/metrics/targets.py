@@ -97,6 +97,19 @@ def remove_target(target: Path, *, only_pid: int | None = None) -> bool:
     return True
 
 
+def retire_linger(target: Path) -> bool:
+    """Take the run's target from the linger serving an earlier session's final figures (a resume
+    of the run): the new driver's figures supersede them. The linger sees its pid file name
+    another process at its next turn (a second at most, :mod:`ray_bench.metrics.linger`) and
+    exits, freeing the port (a fixed ``--metrics-port`` the new driver binds). Returns whether a
+    linger was serving."""
+    pid = owner(target)
+    if pid is None or pid == os.getpid() or not text_file(target).exists() or not pid_alive(pid):
+        return False
+    write_atomic(pid_file(target), str(os.getpid()))
+    return True
+
+
 def owner(target: Path) -> int | None:
     try:
         text = pid_file(target).read_text().strip()

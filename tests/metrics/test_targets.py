@@ -188,6 +188,24 @@ def test_a_linger_nobody_scrapes_ends_when_no_prometheus_can_be_watching(tmp_pat
     assert _until(lambda: not target.exists(), 15)  # not the 60 s asked
 
 
+def test_a_resumed_run_retires_its_last_sessions_linger_and_takes_its_fixed_port(tmp_path: Path) -> None:
+    port = _free_port()
+    first = MetricsExporter("resumed", tmp_path, port=port)
+    first.start()
+    first.set_finished()
+    first.stop(linger_sec=60.0)
+    target = first.target_file
+    assert _until(lambda: owner(target) not in (None, os.getpid()), 20)
+    lingering = owner(target)
+    assert 'raybench_run_finished{run="resumed"} 1.0' in (_get(first.url) or "")
+    began = time.monotonic()
+    with MetricsExporter("resumed", tmp_path, port=port) as second:  # the same port: the linger gave it up
+        assert time.monotonic() - began < 10
+        assert owner(target) == os.getpid() and lingering is not None
+        assert 'raybench_run_finished{run="resumed"} 0.0' in (_get(second.url) or "")
+    assert not target.exists()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
