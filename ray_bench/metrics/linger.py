@@ -125,6 +125,9 @@ def serve(host: str, port: int, target: Path, seconds: float, handed_from: int =
     server.timeout = 1.0
     began = time.monotonic()
     until = began + seconds
+    if owner(target) not in (me, handed_from or None, None):  # a resumed driver claimed it meanwhile
+        server.server_close()
+        return 0
     # The target belongs to this process now: a driver that resumes the run replaces the pid.
     write_atomic(pid_file(target), str(me))
     try:
