@@ -10,16 +10,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from ray_bench.errors import SandboxProcessesSurvivedError
-from ray_bench.sandboxes import local, local_procs
+from ray_bench.sandboxes import local_procs
 from ray_bench.sandboxes.base import SandboxSpec
 from ray_bench.sandboxes.local import LocalBackend, LocalSandbox
-from ray_bench.sandboxes.local_procs import MARK, Window, kill_marked, scan
+from ray_bench.sandboxes.local_procs import MARK, Census, Window, census, kill_marked, scan
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -182,10 +182,10 @@ def test_a_process_that_will_not_die_is_an_error(tmp_path: Path, reap: list[int]
 def test_a_sandbox_that_ran_nothing_reads_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, sbx = _sandbox(tmp_path)
 
-    def refuse(*args: object) -> bool:
+    def refuse(*args: object) -> Census:
         raise AssertionError("scanned")
 
-    monkeypatch.setattr(local, "glance", refuse)
+    monkeypatch.setattr(local_procs, "census", refuse)
     asyncio.run(sbx.delete())
 
 
@@ -208,3 +208,102 @@ def test_the_pid_window_is_cyclic(after: int, newest: int, inside: list[int], ou
     window = Window(after=after, made=time.monotonic())
     assert all(window.holds(p, newest) for p in inside)
     assert not any(window.holds(p, newest) for p in outside)
+
+
+def _marked(mark_env: dict[str, str]) -> int:
+    """A ``sleep`` in a session of its own with ``mark_env`` added to its environment, once its
+    ``exec`` is over (its environment readable)."""
+    proc = subprocess.Popen(["sleep", "1000"], env={**os.environ, **mark_env}, start_new_session=True)
+    _until(lambda: bool(local_procs._environ(proc.pid)))
+    return proc.pid
+
+
+def test_a_similar_mark_is_never_killed(reap: list[int]) -> None:
+    # Only an entry MARK=<id> whole is the sandbox's: a longer or shorter id, a name that ends in
+    # MARK, or the text inside another variable's value are someone else's.
+    mine = _marked({MARK: "sbx-12"})
+    others = [_marked(env) for env in (
+        {MARK: "sbx-1"}, {MARK: "sbx-123"}, {MARK: "xsbx-12"}, {MARK: "sbx-12 "},
+        {f"X_{MARK}": "sbx-12"}, {"OTHER": f"{MARK}=sbx-12"},
+    )]
+    reap += [mine, *others]
+    assert asyncio.run(local_procs.reap("sbx-12")) == 1
+    _until(lambda: not _running(mine))
+    assert all(_running(p) for p in others)
+
+
+def test_a_census_files_each_process_under_every_mark_it_holds() -> None:
+    one, two = _marked({MARK: "a"}), _marked({MARK: "b"})
+    try:
+        found = census([one, two, os.getpid()])
+        assert found.marked == {"a": [one], "b": [two]}  # this process, unmarked, under none
+        assert found.exec_caught == []
+    finally:
+        for pid in (one, two):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sandboxes_ending_together_share_the_passes(tmp_path: Path, reap: list[int],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each of 12 sandboxes leaves a double-forked, setsid'd daemon; a 13th is still running. Their
+    # deletes in one turn of the loop are served by the same few passes (one finds and kills every
+    # daemon, one sees none left), each kills its own, and the running one's daemon is untouched.
+    daemon = "(setsid sh -c 'sleep 1000 & echo $! >daemon.pid; wait' >/dev/null 2>&1 </dev/null &); " \
+             "while [ ! -s daemon.pid ]; do sleep 0.01; done; cat daemon.pid"
+    backend = LocalBackend(root=tmp_path / "sandboxes")
+    boxes = [asyncio.run(backend.create(SandboxSpec(labels={"ray-bench.run": "r"}))) for _ in range(13)]
+    pids = []
+    for sbx in boxes:
+        assert isinstance(sbx, LocalSandbox)
+        reap.append(pid := _escapee(sbx, daemon))
+        pids.append(pid)
+    passes: list[int] = []
+    real = local_procs.census
+
+    def counted(candidates: Iterable[int]) -> Census:
+        found = real(candidates)
+        passes.append(sum(len(v) for v in found.marked.values()))
+        return found
+
+    monkeypatch.setattr(local_procs, "census", counted)
+
+    async def end_all() -> None:
+        await asyncio.gather(*(sbx.delete() for sbx in boxes[:12]))
+
+    asyncio.run(end_all())
+    assert not any(_running(p) for p in pids[:12])
+    assert _running(pids[12])
+    assert len(passes) <= 4 and passes[0] >= 12  # a pass per sandbox was 12 passes at least
+    asyncio.run(boxes[12].delete())
+    assert not _running(pids[12])
+
+
+def test_a_cancelled_cleanup_still_kills(tmp_path: Path, reap: list[int]) -> None:
+    pid = _marked({MARK: "sbx-cancelled"})
+    reap.append(pid)
+
+    async def cancel_then_wait() -> None:
+        asking = asyncio.ensure_future(local_procs.reap("sbx-cancelled"))
+        await asyncio.sleep(0)
+        asking.cancel()
+        deadline = time.monotonic() + 10
+        while _running(pid):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+
+    asyncio.run(cancel_then_wait())
+
+
+def test_a_process_caught_in_its_exec_is_waited_for_only_in_a_window_that_holds_it() -> None:
+    # Its environment is empty for a moment: whose it is shows only after. A young sandbox whose
+    # pid window does not hold it does not wait; an old one (no window) or one that does, waits.
+    now = time.monotonic()
+    caught = Census(marked={}, exec_caught=[500])
+    holds = local_procs._Reaping("a", Window(after=400, made=now))
+    misses = local_procs._Reaping("b", Window(after=600, made=now))
+    old = local_procs._Reaping("c", None)
+    assert not holds.step(caught, newest=700) and holds.pause == 0.005
+    assert misses.step(caught, newest=700)
+    assert not old.step(caught, newest=700)
+    old.exec_deadline = time.monotonic() - 1  # its environment never showed: not waited for forever
+    assert old.step(caught, newest=700)
