@@ -43,6 +43,8 @@ from ray_bench.sandboxes.local_procs import MARK, Window
 
 #: The passes over /proc (``census`` in a tree that shares them, ``scan`` in one that does not).
 PASSES = [0]
+#: The processes those passes read, and the CPU they took.
+READ: list[float] = [0, 0.0]
 
 
 def count_passes() -> None:
@@ -51,7 +53,12 @@ def count_passes() -> None:
 
     def counted(*args: Any) -> Any:
         PASSES[0] += 1
-        return real(*args)
+        began = time.thread_time()
+        try:
+            return real(*args)
+        finally:
+            READ[0] += len(args[-1]) if isinstance(args[-1], list) else 0
+            READ[1] += time.thread_time() - began
 
     setattr(local_procs, name, counted)
 
@@ -120,6 +127,7 @@ def one(n: int, sample: int, escape_every: int, rate: float, young: bool, root: 
           f"the host; load {os.getloadavg()[0]:.1f}", flush=True)
     drained = sandboxes[:sample] if sample else sandboxes
     PASSES[0] = 0
+    READ[:] = [0, 0.0]
     c0, w0 = cpu(), time.monotonic()
     asyncio.run(drain(drained, rate))
     wall, used = time.monotonic() - w0, cpu() - c0
@@ -131,7 +139,7 @@ def one(n: int, sample: int, escape_every: int, rate: float, young: bool, root: 
     print(f"  drained {len(drained)} of {n} ({'all at once' if rate <= 0 else f'{rate:g}/s'}, "
           f"{'young' if young else 'untrusted'} windows): wall {wall:.2f} s, CPU {used:.2f} s"
           + (f"; x{scale:g} for all {n}: wall ~{wall * scale:.0f} s, CPU ~{used * scale:.0f} s" if scale > 1 else "")
-          + f"; /proc passes {PASSES[0]}; survivors {len(left)}; "
+          + f"; /proc passes {PASSES[0]} reading {READ[0]:.0f} processes in {READ[1]:.2f} s of CPU; survivors {len(left)}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     for pid in pids:  # the rest (a sample's untouched sandboxes)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -147,9 +155,13 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=0, help="drain only this many of the N (0: all)")
     parser.add_argument("--escape-every", type=int, default=10)
     parser.add_argument("--rate", type=float, default=0.0, help="cleanups started per second (0: all at once)")
+    parser.add_argument("--gap", type=float, help="local_procs.PASS_GAP (a tree that paces its passes)")
     parser.add_argument("--young", action="store_true", help="keep the pid windows trusted")
     args = parser.parse_args()
     count_passes()
+    if args.gap is not None:
+        local_procs.PASS_GAP = args.gap  # type: ignore[attr-defined, unused-ignore]
+    print(f"backend: {local_procs.__file__}", flush=True)
     stop = threading.Event()
     threading.Thread(target=reaper, args=(stop,), daemon=True).start()
     root = Path(f"/tmp/bench-drain-{os.getpid()}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -307,3 +308,29 @@ def test_a_process_caught_in_its_exec_is_waited_for_only_in_a_window_that_holds_
     assert not old.step(caught, newest=700)
     old.exec_deadline = time.monotonic() - 1  # its environment never showed: not waited for forever
     assert old.step(caught, newest=700)
+
+
+def test_passes_are_paced_by_what_the_last_one_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cells ending one after another all the time: a pass begins no sooner than PASS_GAP times the
+    # CPU of the one before after that one began, and serves every cell that ended meanwhile.
+    began: list[float] = []
+    asked: list[int] = []
+
+    def costly(pids: list[int]) -> tuple[Census, float]:
+        began.append(time.monotonic())
+        return Census(marked={}, exec_caught=[]), 0.05
+
+    monkeypatch.setattr(local_procs, "_costed_census", costly)
+    monkeypatch.setattr(local_procs, "PASS_GAP", 4.0)
+
+    async def one_after_another() -> None:
+        async def end(i: int) -> None:
+            await asyncio.sleep(i * 0.02)
+            asked.append(await local_procs.reap(f"sbx-{i}"))
+
+        await asyncio.gather(*(end(i) for i in range(10)))
+
+    asyncio.run(one_after_another())
+    assert asked == [0] * 10
+    assert len(began) <= 3  # 10 ends over 0.18 s; a pass per end without the pace
+    assert all(later - earlier >= 0.2 for earlier, later in itertools.pairwise(began))
