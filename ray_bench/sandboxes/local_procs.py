@@ -30,7 +30,6 @@ elsewhere (no ``/proc``) nothing is found."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
@@ -159,9 +158,24 @@ class Census:
 _KEY = f"\0{MARK}=".encode()
 
 
+def _marks(env: bytes) -> set[str]:
+    """Every value of :data:`MARK` in an environment (a mark is matched whole: an entry
+    ``MARK=<id>``, not a longer name ending in ``MARK`` nor the text inside another value)."""
+    ids: set[str] = set()
+    if _KEY[1:] not in env:
+        return ids
+    entries = b"\0" + env
+    at = entries.find(_KEY)
+    while at >= 0:
+        begin = at + len(_KEY)
+        end = entries.find(b"\0", begin)
+        ids.add(entries[begin : len(entries) if end < 0 else end].decode("utf-8", "surrogateescape"))
+        at = -1 if end < 0 else entries.find(_KEY, end)
+    return ids
+
+
 def census(pids: Iterable[int]) -> Census:
-    """Read each of ``pids``' environment once and file the marked ones (a mark is matched
-    whole: an entry ``MARK=<id>``, not a longer name ending in ``MARK``)."""
+    """Read each of ``pids``' environment once and file the marked ones."""
     marked: dict[str, list[int]] = {}
     caught: list[int] = []
     for pid in pids:
@@ -172,19 +186,43 @@ def census(pids: Iterable[int]) -> Census:
             if not _settled(pid):
                 caught.append(pid)
             continue
-        if _KEY[1:] not in env:
-            continue
-        entries = b"\0" + env
-        at = entries.find(_KEY)
-        ids: set[str] = set()
-        while at >= 0:
-            begin = at + len(_KEY)
-            end = entries.find(b"\0", begin)
-            ids.add(entries[begin : len(entries) if end < 0 else end].decode("utf-8", "surrogateescape"))
-            at = -1 if end < 0 else entries.find(_KEY, end)
-        for sandbox_id in ids:
+        for sandbox_id in _marks(env):
             marked.setdefault(sandbox_id, []).append(pid)
     return Census(marked, caught)
+
+
+def _signal_kill(pid: int, pidfd: int | None) -> None:
+    if pidfd is None:
+        os.kill(pid, signal.SIGKILL)
+    else:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def _kill_if_marked(pid: int, sandbox_id: str) -> bool:
+    """SIGKILL ``pid`` if it is, now, alive and marked as ``sandbox_id``'s; whether it was (one
+    that may not be signalled counts: it is still there). The pass that listed it may be a
+    while ago (a thread's pass over 10,000 processes), and its pid may have gone to another
+    process since: a pidfd is opened first and the environment read again, so the process
+    signalled is the one read, or none when it is gone by then (pidfd_open(2))."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except OSError:  # no pidfds (before Linux 5.3) or no descriptor left: by pid, as before them
+        pidfd = None
+    try:
+        env = _environ(pid)  # a zombie's reads as empty: nothing to kill
+        if not env or sandbox_id not in _marks(env):
+            return False
+        _signal_kill(pid, pidfd)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def scan(sandbox_id: str, pids: Iterable[int]) -> tuple[list[int], list[int]]:
@@ -217,11 +255,8 @@ class _Reaping:
             pending = found.exec_caught
         else:
             pending = [p for p in found.exec_caught if window.holds(p, newest)]
-        alive = [pid for pid in found.marked.get(self.sandbox_id, ()) if not _settled(pid)]
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                self.killed.add(pid)
+        alive = [pid for pid in found.marked.get(self.sandbox_id, ()) if _kill_if_marked(pid, self.sandbox_id)]
+        self.killed.update(alive)
         if not alive and (not pending or time.monotonic() > self.exec_deadline):
             return True
         if time.monotonic() > self.deadline:

@@ -175,7 +175,7 @@ def test_a_process_that_will_not_die_is_an_error(tmp_path: Path, reap: list[int]
     reap.append(proc.pid)
     with monkeypatch.context() as patched:  # undone before `reap` kills it for real
         patched.setattr(local_procs, "KILL_ROUNDS_SEC", 0.2)
-        patched.setattr(local_procs.os, "kill", lambda pid, sig: None)
+        patched.setattr(local_procs, "_signal_kill", lambda pid, pidfd: None)
         with pytest.raises(SandboxProcessesSurvivedError, match=rf"1 of its processes survived .*pids {proc.pid}\b"):
             kill_marked("sbx-stuck")
 
@@ -334,3 +334,15 @@ def test_passes_are_paced_by_what_the_last_one_cost(monkeypatch: pytest.MonkeyPa
     assert asked == [0] * 10
     assert len(began) <= 3  # 10 ends over 0.18 s; a pass per end without the pace
     assert all(later - earlier >= 0.2 for earlier, later in itertools.pairwise(began))
+
+
+def test_a_pid_listed_by_a_pass_is_killed_only_if_it_is_still_the_sandboxs(reap: list[int]) -> None:
+    # A pass may be a while old when its kills run, and a listed pid may belong to another process
+    # by then (here: one marked as another sandbox's, and one unmarked, stand in for the reuse).
+    theirs, unmarked = _marked({MARK: "sbx-b"}), _marked({})
+    reap += [theirs, unmarked]
+    stale = Census(marked={"sbx-a": [theirs, unmarked]}, exec_caught=[])
+    reaping = local_procs._Reaping("sbx-a", None)
+    assert reaping.step(stale, newest=None)
+    assert reaping.killed == set()
+    assert _running(theirs) and _running(unmarked)
