@@ -247,6 +247,21 @@ class _Reaping:
         self.deadline = now + KILL_ROUNDS_SEC
         self.exec_deadline = now + EXEC_WAIT_SEC
         self.pause = 0.0
+        self.error: SandboxProcessesSurvivedError | None = None
+
+    def serve(self, found: Census, newest: int | None) -> bool:
+        """:meth:`step`, its error kept for :meth:`result`; True when done either way."""
+        try:
+            return self.step(found, newest)
+        except SandboxProcessesSurvivedError as e:
+            self.error = e
+            return True
+
+    def result(self) -> int:
+        """The number killed, once done; raises the error it ended with."""
+        if self.error is not None:
+            raise self.error
+        return len(self.killed)
 
     def step(self, found: Census, newest: int | None) -> bool:
         """Kill what ``found`` lists as this sandbox's; True when nothing is left to look for."""
@@ -273,14 +288,22 @@ def _look(windows: Iterable[Window | None]) -> tuple[list[int], int | None]:
     return _candidates(_widest(windows)), newest
 
 
+def _reap_blocking(reapings: list[_Reaping]) -> None:
+    """Serve ``reapings`` to the end with passes of their own, shared, on this thread."""
+    left = reapings
+    while left:
+        pids, newest = _look(r.window for r in left)
+        found = census(pids)
+        left = [r for r in left if not r.serve(found, newest)]
+        if left:
+            time.sleep(min(r.pause for r in left))
+
+
 def kill_marked(sandbox_id: str, window: Window | None = None) -> int:
-    """:class:`_Reaping` for one sandbox, blocking, with passes of its own; the number killed."""
+    """:class:`_Reaping` for one sandbox, blocking; the number killed."""
     reaping = _Reaping(sandbox_id, window)
-    while True:
-        pids, newest = _look([window])
-        if reaping.step(census(pids), newest):
-            return len(reaping.killed)
-        time.sleep(reaping.pause)
+    _reap_blocking([reaping])
+    return reaping.result()
 
 
 #: A pass reading at most this many processes runs on the event loop itself (a young sandbox's
@@ -314,7 +337,19 @@ class _Reaper:
         self._asked.append((reaping, done))
         if self._task is None:
             self._task = self._loop.create_task(self._passes())
+            self._task.add_done_callback(self._ended)
         return done
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if self._task is task:  # cancelled before it began
+            self._task = None
+        if task.cancelled() and self._task is None and self._asked:
+            # The loop is going away (a cancelled caller does not cancel the passes): what was
+            # asked for is finished here, blocking, as a thread's kill would have been.
+            left, self._asked = self._asked, []
+            _reap_blocking([reaping for reaping, _ in left])
+            for reaping, done in left:
+                _settle(done, reaping)
 
     async def _passes(self) -> None:
         batch: list[tuple[_Reaping, asyncio.Future[int]]] = []
@@ -333,13 +368,8 @@ class _Reaper:
                 self._next = began + PASS_GAP * cost
                 carried = []
                 for reaping, done in batch:
-                    try:
-                        finished = reaping.step(found, newest)
-                    except SandboxProcessesSurvivedError as e:
-                        _settle(done, error=e)
-                        continue
-                    if finished:
-                        _settle(done, len(reaping.killed))
+                    if reaping.serve(found, newest):
+                        _settle(done, reaping)
                     else:
                         carried.append((reaping, done))
                 batch = []
@@ -347,31 +377,25 @@ class _Reaper:
                 if carried:
                     self._next = max(self._next, time.monotonic() + min(r.pause for r, _ in carried))
         except asyncio.CancelledError:
-            # The loop is going away (a cancelled caller does not cancel this): a kill asked for
-            # is finished all the same, as a thread's would be.
-            for reaping, done in batch + self._asked:
-                try:
-                    _settle(done, kill_marked(reaping.sandbox_id, reaping.window))
-                except SandboxProcessesSurvivedError as e:
-                    _settle(done, error=e)
-            self._asked = []
+            self._asked[:0] = batch  # finished by _ended
             raise
         except BaseException as e:  # a fault of the pass itself: every caller hears of it
             for _, done in batch + self._asked:
-                _settle(done, error=e)
+                if not done.done():
+                    done.set_exception(e)
             self._asked = []
             raise
         finally:
             self._task = None
 
 
-def _settle(done: asyncio.Future[int], killed: int = 0, error: BaseException | None = None) -> None:
+def _settle(done: asyncio.Future[int], reaping: _Reaping) -> None:
     if done.done():  # its caller was cancelled: the kill went on without it
         return
-    if error is not None:
-        done.set_exception(error)
+    if reaping.error is not None:
+        done.set_exception(reaping.error)
     else:
-        done.set_result(killed)
+        done.set_result(len(reaping.killed))
 
 
 _REAPERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Reaper] = weakref.WeakKeyDictionary()
