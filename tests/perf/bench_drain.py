@@ -139,7 +139,8 @@ def one(n: int, sample: int, escape_every: int, rate: float, young: bool, root: 
     print(f"  drained {len(drained)} of {n} ({'all at once' if rate <= 0 else f'{rate:g}/s'}, "
           f"{'young' if young else 'untrusted'} windows): wall {wall:.2f} s, CPU {used:.2f} s"
           + (f"; x{scale:g} for all {n}: wall ~{wall * scale:.0f} s, CPU ~{used * scale:.0f} s" if scale > 1 else "")
-          + f"; /proc passes {PASSES[0]} reading {READ[0]:.0f} processes in {READ[1]:.2f} s of CPU; survivors {len(left)}; "
+          + f"; /proc passes {PASSES[0]} reading {READ[0]:.0f} processes in {READ[1]:.2f} s of CPU; "
+          f"survivors {len(left)}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     for pid in pids:  # the rest (a sample's untouched sandboxes)
         with contextlib.suppress(ProcessLookupError, PermissionError):
