@@ -37,7 +37,7 @@ from ray_bench.sandboxes.base import (
 from ray_bench.sandboxes.local_dirs import MARKER as _MARKER
 from ray_bench.sandboxes.local_dirs import create_dir, remove_dir, remove_small_dir, sweep
 from ray_bench.sandboxes.local_pipes import OutputPipe
-from ray_bench.sandboxes.local_procs import MARK, glance, kill_marked, window_now
+from ray_bench.sandboxes.local_procs import MARK, reap, window_now
 
 T = TypeVar("T")
 
@@ -250,15 +250,15 @@ class LocalSandbox(Sandbox):
         outlive it; then every process marked as this sandbox's that left its group (a
         ``setsid``; local_procs). (Only :meth:`LocalBackend.create` makes a LocalSandbox, so its
         record lists these groups alone; :meth:`LocalBackend.remove` reads the record of a
-        sandbox another runner made.) A glance on the loop first: the thread that kills and looks
-        again is taken only when something is found, which a cell that left nothing never pays."""
+        sandbox another runner made.) The look is a share of a pass that the cells of this loop
+        ending at the same time make together (local_procs.reap)."""
         for proc in list(self._procs):
             _kill_group(proc)
         for pgid in self._groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
-        if self._ran and glance(self.id, self._window):
-            await asyncio.to_thread(kill_marked, self.id, self._window)
+        if self._ran:
+            await reap(self.id, self._window)
         self._ran = False  # clean: the delete after a take_dir looks again only if more ran since
 
 
@@ -520,7 +520,7 @@ class LocalBackend(SandboxBackend):
 
     async def remove(self, ref: SandboxRef) -> None:
         _kill_recorded(self.root / ref.id)
-        await asyncio.to_thread(kill_marked, ref.id)  # every process read: its age is not known
+        await reap(ref.id)  # every process read: its age is not known
         await asyncio.to_thread(remove_dir, self.root / ref.id)
 
 

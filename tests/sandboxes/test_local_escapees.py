@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from ray_bench.errors import SandboxProcessesSurvivedError
-from ray_bench.sandboxes import local, local_procs
+from ray_bench.sandboxes import local_procs
 from ray_bench.sandboxes.base import SandboxSpec
 from ray_bench.sandboxes.local import LocalBackend, LocalSandbox
-from ray_bench.sandboxes.local_procs import MARK, Window, kill_marked, scan
+from ray_bench.sandboxes.local_procs import MARK, Census, Window, census, kill_marked, scan
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -174,7 +175,7 @@ def test_a_process_that_will_not_die_is_an_error(tmp_path: Path, reap: list[int]
     reap.append(proc.pid)
     with monkeypatch.context() as patched:  # undone before `reap` kills it for real
         patched.setattr(local_procs, "KILL_ROUNDS_SEC", 0.2)
-        patched.setattr(local_procs.os, "kill", lambda pid, sig: None)
+        patched.setattr(local_procs, "_signal_kill", lambda pid, pidfd: None)
         with pytest.raises(SandboxProcessesSurvivedError, match=rf"1 of its processes survived .*pids {proc.pid}\b"):
             kill_marked("sbx-stuck")
 
@@ -182,10 +183,10 @@ def test_a_process_that_will_not_die_is_an_error(tmp_path: Path, reap: list[int]
 def test_a_sandbox_that_ran_nothing_reads_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, sbx = _sandbox(tmp_path)
 
-    def refuse(*args: object) -> bool:
+    def refuse(*args: object) -> Census:
         raise AssertionError("scanned")
 
-    monkeypatch.setattr(local, "glance", refuse)
+    monkeypatch.setattr(local_procs, "census", refuse)
     asyncio.run(sbx.delete())
 
 
@@ -208,3 +209,143 @@ def test_the_pid_window_is_cyclic(after: int, newest: int, inside: list[int], ou
     window = Window(after=after, made=time.monotonic())
     assert all(window.holds(p, newest) for p in inside)
     assert not any(window.holds(p, newest) for p in outside)
+
+
+def _marked(mark_env: dict[str, str]) -> int:
+    """A ``sleep`` in a session of its own with ``mark_env`` added to its environment, once its
+    ``exec`` is over (its environment readable)."""
+    proc = subprocess.Popen(["sleep", "1000"], env={**os.environ, **mark_env}, start_new_session=True)
+    _until(lambda: bool(local_procs._environ(proc.pid)))
+    return proc.pid
+
+
+def test_a_similar_mark_is_never_killed(reap: list[int]) -> None:
+    # Only an entry MARK=<id> whole is the sandbox's: a longer or shorter id, a name that ends in
+    # MARK, or the text inside another variable's value are someone else's.
+    mine = _marked({MARK: "sbx-12"})
+    others = [_marked(env) for env in (
+        {MARK: "sbx-1"}, {MARK: "sbx-123"}, {MARK: "xsbx-12"}, {MARK: "sbx-12 "},
+        {f"X_{MARK}": "sbx-12"}, {"OTHER": f"{MARK}=sbx-12"},
+    )]
+    reap += [mine, *others]
+    assert asyncio.run(local_procs.reap("sbx-12")) == 1
+    _until(lambda: not _running(mine))
+    assert all(_running(p) for p in others)
+
+
+def test_a_census_files_each_process_under_every_mark_it_holds() -> None:
+    one, two = _marked({MARK: "a"}), _marked({MARK: "b"})
+    try:
+        found = census([one, two, os.getpid()])
+        assert found.marked == {"a": [one], "b": [two]}  # this process, unmarked, under none
+        assert found.exec_caught == []
+    finally:
+        for pid in (one, two):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sandboxes_ending_together_share_the_passes(tmp_path: Path, reap: list[int],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each of 12 sandboxes leaves a double-forked, setsid'd daemon; a 13th is still running. Their
+    # deletes in one turn of the loop are served by the same few passes (one finds and kills every
+    # daemon, one sees none left), each kills its own, and the running one's daemon is untouched.
+    daemon = "(setsid sh -c 'sleep 1000 & echo $! >daemon.pid; wait' >/dev/null 2>&1 </dev/null &); " \
+             "while [ ! -s daemon.pid ]; do sleep 0.01; done; cat daemon.pid"
+    backend = LocalBackend(root=tmp_path / "sandboxes")
+    boxes = [asyncio.run(backend.create(SandboxSpec(labels={"ray-bench.run": "r"}))) for _ in range(13)]
+    pids = []
+    for sbx in boxes:
+        assert isinstance(sbx, LocalSandbox)
+        reap.append(pid := _escapee(sbx, daemon))
+        pids.append(pid)
+    passes: list[int] = []
+    real = local_procs.census
+
+    def counted(candidates: Iterable[int]) -> Census:
+        found = real(candidates)
+        passes.append(sum(len(v) for v in found.marked.values()))
+        return found
+
+    monkeypatch.setattr(local_procs, "census", counted)
+
+    async def end_all() -> None:
+        await asyncio.gather(*(sbx.delete() for sbx in boxes[:12]))
+
+    asyncio.run(end_all())
+    assert not any(_running(p) for p in pids[:12])
+    assert _running(pids[12])
+    assert len(passes) <= 4 and passes[0] >= 12  # a pass per sandbox was 12 passes at least
+    asyncio.run(boxes[12].delete())
+    assert not _running(pids[12])
+
+
+@pytest.mark.parametrize("loop_goes_on", [True, False])
+def test_a_cancelled_cleanup_still_kills(reap: list[int], loop_goes_on: bool) -> None:
+    # The caller is cancelled; its loop goes on, or ends before the pass began: the kill is done
+    # all the same (a thread's kill, as before the shared passes, ran to its end too).
+    pid = _marked({MARK: "sbx-cancelled"})
+    reap.append(pid)
+
+    async def cancel() -> None:
+        asking = asyncio.ensure_future(local_procs.reap("sbx-cancelled"))
+        await asyncio.sleep(0)
+        asking.cancel()
+        deadline = time.monotonic() + 5
+        while loop_goes_on and _running(pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(cancel())
+    _until(lambda: not _running(pid), timeout=5)
+
+
+def test_a_process_caught_in_its_exec_is_waited_for_only_in_a_window_that_holds_it() -> None:
+    # Its environment is empty for a moment: whose it is shows only after. A young sandbox whose
+    # pid window does not hold it does not wait; an old one (no window) or one that does, waits.
+    now = time.monotonic()
+    caught = Census(marked={}, exec_caught=[500])
+    holds = local_procs._Reaping("a", Window(after=400, made=now))
+    misses = local_procs._Reaping("b", Window(after=600, made=now))
+    old = local_procs._Reaping("c", None)
+    assert not holds.step(caught, newest=700) and holds.pause == 0.005
+    assert misses.step(caught, newest=700)
+    assert not old.step(caught, newest=700)
+    old.exec_deadline = time.monotonic() - 1  # its environment never showed: not waited for forever
+    assert old.step(caught, newest=700)
+
+
+def test_passes_are_paced_by_what_the_last_one_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cells ending one after another all the time: a pass begins no sooner than PASS_GAP times the
+    # CPU of the one before after that one began, and serves every cell that ended meanwhile.
+    began: list[float] = []
+    asked: list[int] = []
+
+    def costly(pids: list[int]) -> tuple[Census, float]:
+        began.append(time.monotonic())
+        return Census(marked={}, exec_caught=[]), 0.05
+
+    monkeypatch.setattr(local_procs, "_costed_census", costly)
+    monkeypatch.setattr(local_procs, "PASS_GAP", 4.0)
+
+    async def one_after_another() -> None:
+        async def end(i: int) -> None:
+            await asyncio.sleep(i * 0.02)
+            asked.append(await local_procs.reap(f"sbx-{i}"))
+
+        await asyncio.gather(*(end(i) for i in range(10)))
+
+    asyncio.run(one_after_another())
+    assert asked == [0] * 10
+    assert len(began) <= 3  # 10 ends over 0.18 s; a pass per end without the pace
+    assert all(later - earlier >= 0.2 for earlier, later in itertools.pairwise(began))
+
+
+def test_a_pid_listed_by_a_pass_is_killed_only_if_it_is_still_the_sandboxs(reap: list[int]) -> None:
+    # A pass may be a while old when its kills run, and a listed pid may belong to another process
+    # by then (here: one marked as another sandbox's, and one unmarked, stand in for the reuse).
+    theirs, unmarked = _marked({MARK: "sbx-b"}), _marked({})
+    reap += [theirs, unmarked]
+    stale = Census(marked={"sbx-a": [theirs, unmarked]}, exec_caught=[])
+    reaping = local_procs._Reaping("sbx-a", None)
+    assert reaping.step(stale, newest=None)
+    assert reaping.killed == set()
+    assert _running(theirs) and _running(unmarked)
