@@ -149,14 +149,18 @@ async def run_attempt(spec: AttemptSpec, backend: SandboxBackend,
             return summary
         redactor = Redactor([*creds.secrets(), *judge.secrets(), *(tokens_in(creds.home) if creds.home else []),
                              *task_env.secrets])
+        # The upload is staged before the sandbox exists: its first build for a task (copies,
+        # mkdirs) is host work that no container needs to wait through (issue 57).
+        stage = stage_for(spec)
         t = time.monotonic()
         sandbox = await backend.create(_sandbox_spec(spec, task_env.environment))
         summary.sandbox_id = sandbox.id
         phases["sandbox_create"] = time.monotonic() - t
         if regrade is None:
-            await _run_in(sandbox, backend, spec, task_dir, creds, task_env, redactor, summary, progress)
+            await _run_in(sandbox, backend, spec, task_dir, stage, creds, task_env, redactor, summary, progress)
         else:
-            await _regrade_in(sandbox, backend, spec, task_dir, task_env, redactor, summary, progress, regrade)
+            await _regrade_in(sandbox, backend, spec, task_dir, stage, task_env, redactor, summary, progress,
+                              regrade)
     except asyncio.CancelledError:
         summary.cancelled = True
         if summary.usage is None and progress.agent is not None:
@@ -383,14 +387,15 @@ def _new_stage_root(parent: Path | None = None) -> Path:
     return root
 
 
-async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, task_dir: Path, creds: Credentials,
-                  task_env: TaskEnv, redactor: Redactor, summary: AttemptSummary, progress: _Progress) -> None:
+async def _run_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, task_dir: Path, stage: Path,
+                  creds: Credentials, task_env: TaskEnv, redactor: Redactor, summary: AttemptSummary,
+                  progress: _Progress) -> None:
     attempt_dir = Path(spec.attempt_dir)
     phases = summary.phases
     cfg = spec.task_config
     # One upload brings the instruction, the empty log directories, the agent's files and (for
-    # oracle-style arms) the solution: one round trip instead of four.
-    await sandbox.put_dir(stage_for(spec), "/")
+    # oracle-style arms) the solution: one round trip instead of four. ``stage``: stage_for(spec).
+    await sandbox.put_dir(stage, "/")
     workdir = await resolve_workdir(sandbox, spec.workdir)
     paths = _paths(sandbox, workdir)
     if spec.agent_dir:
@@ -552,12 +557,12 @@ async def _verify_apart(sandbox: Sandbox, backend: SandboxBackend, spec: Attempt
     redactor.tree(Path(spec.attempt_dir) / "logs" / "verifier")
 
 
-async def _regrade_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, task_dir: Path,
+async def _regrade_in(sandbox: Sandbox, backend: SandboxBackend, spec: AttemptSpec, task_dir: Path, stage: Path,
                       task_env: TaskEnv, redactor: Redactor,
                       summary: AttemptSummary, progress: _Progress, source: RegradeSource) -> None:
     """A regrade: the attempt's upload and paths as :func:`_run_in` makes them, the kept
     workspace over the workdir, then only :func:`_verify` (no agent, no credentials)."""
-    await sandbox.put_dir(stage_for(spec), "/")
+    await sandbox.put_dir(stage, "/")
     workdir = source.workdir or await resolve_workdir(sandbox, spec.workdir)
     t = time.monotonic()
     await restore_workspace(sandbox, source.tarball, workdir, spec.artifact_cap_bytes)

@@ -305,8 +305,12 @@ class DockerSandbox(Sandbox):
     # -- files ----------------------------------------------------------------------------
 
     async def put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
-        data = await asyncio.to_thread(_tar_dir, local_dir, sandbox_dir)
-        await self._b.call(self._put_archive, data)
+        # The archive is made in the same pool thread that sends it: one thread hop per put,
+        # not two, inside the container's life (issue 57).
+        await self._b.call(self._put_dir, local_dir, sandbox_dir)
+
+    def _put_dir(self, local_dir: Path, sandbox_dir: str) -> None:
+        self._put_archive(_tar_dir(local_dir, sandbox_dir))
 
     async def put_file(self, data: bytes, sandbox_path: str, mode: int = 0o644) -> None:
         await self._b.call(self._put_archive, tar_file(data, _sandbox_arcname(sandbox_path), mode))
