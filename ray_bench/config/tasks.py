@@ -138,6 +138,16 @@ def iter_task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[Pa
     return [f.path for f in task_files(task_dir, limits)]
 
 
+@dataclass(frozen=True)
+class TaskTree:
+    """A task tree as one walk found it (:func:`task_files`) and the checksum of those files:
+    what the drift check before ``execute``'s re-derivation has just walked and hashed, handed
+    to :func:`load_task` so that each task directory is walked and read once."""
+
+    files: list[TaskFile]
+    checksum: str
+
+
 def _file_digest(path: Path) -> bytes:
     """sha256 of a regular file, streamed; opened without blocking and checked again after
     opening, so a file swapped for a FIFO since the walk cannot hang the read."""
@@ -323,12 +333,15 @@ def numeric_size_spellings(data: dict[str, Any]) -> list[str]:
     return warned
 
 
-def load_task(task_dir: Path, route_values: Sequence[str] = ()) -> TaskRef:
+def load_task(task_dir: Path, route_values: Sequence[str] = (), tree: TaskTree | None = None) -> TaskRef:
+    """The task in ``task_dir``; ``tree``: its files and checksum as a check has just walked and
+    hashed them (the same :func:`task_files`, so the same refusals), instead of walking again."""
     if not is_utf8(task_dir.name):  # named directly (validate), not found below a root
         raise TaskDirError(f"task directory {shown_name(task_dir.name)} has a name that is not valid UTF-8",
                            where=shown_name(str(task_dir.parent)), fix="rename it: task ids are UTF-8 text")
     refuse_secret_name(task_dir)
-    files = task_files(task_dir)  # every entry checked before any byte of the task is read
+    # every entry checked before any byte of the task is read
+    files = task_files(task_dir) if tree is None else tree.files
     errors: list[UserInputError] = []
     toml_path = task_dir / "task.toml"
     config = TaskConfig()
@@ -352,7 +365,7 @@ def load_task(task_dir: Path, route_values: Sequence[str] = ()) -> TaskRef:
     return TaskRef(
         id=task_dir.name,
         path=str(task_dir.resolve()),
-        checksum=task_checksum(task_dir, files),
+        checksum=task_checksum(task_dir, files) if tree is None else tree.checksum,
         config=config,
         has_dockerfile=(env_dir / "Dockerfile").is_file(),
         has_compose=compose is not None,
