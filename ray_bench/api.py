@@ -20,6 +20,7 @@ from ray_bench.commands.verify import verify_plan, verify_receipt
 from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
 from ray_bench.errors import PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
+from ray_bench.heap import freeze, kept
 from ray_bench.ledger.store import Ledger
 from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
@@ -167,7 +168,9 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     refuse_operator_text(typed)
     session_started = time.time() if options.session_started is None else options.session_started
     confirmed = check_confirmation_form(confirm, plan_path)
-    plan, identity = load_plan_file(plan_path)
+    with kept():  # the plan lives as long as the session: out of the collector's way for good
+        plan, identity = load_plan_file(plan_path)
+        freeze(collect=False)
     refuse_operator_text(typed, [a.route.env for a in plan.accounts])  # and the values of its routes
     verify_plan(plan, identity, plan_path, receipt=False)  # drift first; the receipt: while Ray starts (below)
     check_confirmation(plan_path, identity, confirmed)
