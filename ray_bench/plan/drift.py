@@ -83,7 +83,7 @@ class DriftGuard:
             # after planning is drift, not a hang
             limits = AGENT_LIMITS if item.kind == "agent" else TASK_LIMITS
             walked: list[TaskFile] | None = task_files(path, limits) if is_dir and path.is_dir() else None
-            sig = _stat_sig([path] if walked is None else [f.path for f in walked])
+            sig = _stat_sig([path]) if walked is None else tuple((str(f.path), f.size, f.mtime_ns) for f in walked)
             if self._verified.get(key) == sig:
                 return None
             if walked is not None:  # hashed as walked: one walk a check
