@@ -18,13 +18,12 @@ from ray_bench.commands.pause import pause_run  # noqa: F401 - the library's pau
 from ray_bench.commands.receipt import render_receipt
 from ray_bench.commands.verify import verify_plan, verify_receipt
 from ray_bench.config.secrets import refuse_operator_text, refuse_secret_text
-from ray_bench.errors import MultipleInputErrors, PlanError, RayBenchError, RunStopped, UserInputError
+from ray_bench.errors import PlanError, RayBenchError, RunStopped, UserInputError
 from ray_bench.evidence.decisions import refuse_official
+from ray_bench.heap import freeze, kept
 from ray_bench.ledger.store import Ledger
-from ray_bench.models.plan import InputFile
 from ray_bench.options import check_port, check_ray_address, check_state_root
 from ray_bench.plan.compile import ArmFilter, PlanRequest, compile_plan
-from ray_bench.plan.drift import DriftGuard
 from ray_bench.plan.store import (
     check_confirmation,
     check_confirmation_form,
@@ -156,20 +155,6 @@ def refuse_unusable_runs_dir(runs_dir: Path) -> None:
             return
 
 
-def refuse_drifted_inputs(inputs: list[InputFile]) -> None:
-    """Inputs that changed after planning are bad input: refused with one line each before
-    Ray starts or anything is written. (Drift found mid-run is recorded by the driver.)"""
-    errors: list[UserInputError] = []
-    for item in inputs:
-        guard = DriftGuard([item])
-        drift = guard.check_task(item.name) if item.kind == "task" else guard.check_global()
-        if drift is not None:
-            errors.append(PlanError(f"{drift.what} changed after planning ({drift.detail})", where=drift.path,
-                                    fix="plan again and confirm the new identity"))
-    if errors:
-        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
-
-
 def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
                 observer: RunObserver | None = None, clear_halt: Path | None = None,
                 clearance_reason: str | None = None, metrics: MetricsSettings | None = None,
@@ -183,10 +168,11 @@ def execute_run(*, plan_path: Path, confirm: str | None, options: RunOptions,
     refuse_operator_text(typed)
     session_started = time.time() if options.session_started is None else options.session_started
     confirmed = check_confirmation_form(confirm, plan_path)
-    plan, identity = load_plan_file(plan_path)
+    with kept():  # the plan lives as long as the session: out of the collector's way for good
+        plan, identity = load_plan_file(plan_path)
+        freeze(collect=False)
     refuse_operator_text(typed, [a.route.env for a in plan.accounts])  # and the values of its routes
-    refuse_drifted_inputs(plan.inputs)
-    verify_plan(plan, identity, plan_path, receipt=False)  # the receipt: while Ray starts (below)
+    verify_plan(plan, identity, plan_path, receipt=False)  # drift first; the receipt: while Ray starts (below)
     check_confirmation(plan_path, identity, confirmed)
     if metrics is not None:
         check_port(metrics.port)

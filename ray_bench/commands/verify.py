@@ -19,6 +19,21 @@ names (their checksums were re-checked just before), and refuses any difference:
   first session recorded instead (a newer version renders lines an earlier one did not write,
   and the run already started on that check), see :func:`_receipt`.
 
+A resume (the run root's ledger holds a ``run_started`` of this very identity) skips the
+re-derivation of tasks, cell ids and cell set, and keeps every other check. The argument: a
+session writes ``run_started`` only after :func:`verify_plan` passed in full, and the identity is
+the hash of the plan's canonical content (``load_plan_file`` computes it from the bytes it just
+read and refuses any other form), so the plan in hand is byte for byte the one that was
+re-derived then; the inputs it names are the ones re-derived from, since the drift check has
+just re-hashed each against the checksum the plan records (:func:`verify_plan` checks drift
+first). Deriving again could only find what this version derives differently: an upgrade that
+changes ``plan_task`` or ``derived_warnings`` would refuse every run it met half-way, as the
+receipt's lines did (:func:`_receipt`). A plan edited since has another identity, which no
+``run_started`` of this ledger names (its meta binds it to the identity it was created for):
+it gets the whole check. The ledger is trusted here exactly as far as the resume's receipt
+check already trusts it; whoever can write it can also write its recorded receipt digest. At
+100,000 cells the skipped steps are ~4 s of CPU (docs/performance.md, issue 57).
+
 A refusal never shows an identity to paste: it names the receipt to review and the `plan`
 command that makes a new plan.
 """
@@ -32,7 +47,7 @@ from ray_bench.commands.receipt import render_receipt
 from ray_bench.config.bounded import load_state_json
 from ray_bench.config.loader import load_accounts, load_suite
 from ray_bench.config.selection import SelectionEntry, load_selection, resolve_selection
-from ray_bench.config.tasks import index_tasks, load_task
+from ray_bench.config.tasks import TaskTree, index_tasks, load_task
 from ray_bench.errors import LedgerError, PlanError, UserInputError
 from ray_bench.harbor.arms import HOW_TO_GET, interpreter_refusal
 from ray_bench.ledger import Ledger
@@ -49,6 +64,7 @@ from ray_bench.plan.compile import (
     resolve_agent_dirs,
     suite_roots,
 )
+from ray_bench.plan.drift import refuse_drift
 from ray_bench.plan.identity import canonical_bytes, cell_id
 from ray_bench.runroot import RunPaths
 
@@ -71,10 +87,14 @@ def refusal(plan: Plan, plan_path: Path, what: str) -> PlanError:
 
 
 def verify_plan(plan: Plan, identity: str, plan_path: Path, *, receipt: bool = True) -> str:
-    """Refuse (PlanError) a plan that differs from what ``plan`` derives from its inputs; return
-    the digest of the receipt checked (the session records it for its resumes). With
-    ``receipt=False`` the receipt is left to :func:`verify_receipt` (and "" returned): ``execute``
-    checks it while Ray starts (rendering it imports scipy for the power figures, ~1.7 s of CPU)."""
+    """Refuse (PlanError) a plan whose inputs changed since planning (drift, one line each), or
+    that differs from what ``plan`` derives from its inputs; return the digest of the receipt
+    checked (the session records it for its resumes). With ``receipt=False`` the receipt is left
+    to :func:`verify_receipt` (and "" returned): ``execute`` checks it while Ray starts.
+    The drift check walks and hashes each task directory; the re-derivation reads the tasks from
+    those walks (each directory walked and read once). A file changed between the two is met by
+    the driver's drift guard before any attempt (its stat signature is the walk's)."""
+    trees = refuse_drift(plan.inputs)
     elsewhere = _bound_to_root(plan, plan_path)
     if elsewhere is not None:
         raise PlanError(elsewhere, where=str(plan_path),
@@ -82,14 +102,14 @@ def verify_plan(plan: Plan, identity: str, plan_path: Path, *, receipt: bool = T
                             f"a new plan: {replan_command(plan)}")
     _refuse_harbor_here(plan, plan_path)
     problem = _inputs_cover(plan)
-    if problem is None:
+    if problem is None and _sessions(plan_path.resolve().parent, identity) is None:  # a resume: see above
         suite_path = Path(_input(plan, "suite").path)
         try:
             suite = load_suite(suite_path)
             accounts = load_accounts(Path(_input(plan, "accounts").path))
         except UserInputError as exc:
             raise refusal(plan, plan_path, f"its inputs no longer load ({exc.line()[:200]})") from None
-        problem = (_rederive(plan, suite, suite_path, accounts) or _cells(plan, suite.backend)
+        problem = (_rederive(plan, suite, suite_path, accounts, trees) or _cells(plan, suite.backend)
                    or _cell_set(plan, suite, suite_path))
     digest = ""
     if problem is None and receipt:
@@ -151,7 +171,10 @@ def _input(plan: Plan, kind: str) -> InputFile:
     return next(i for i in plan.inputs if i.kind == kind)
 
 
-def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile) -> str | None:
+def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile,
+              trees: dict[str, TaskTree] | None = None) -> str | None:
+    """The first problem found, or None; ``trees``: the task trees the drift check walked."""
+    walked = trees or {}
     errors: list[UserInputError] = []
     resolved, _ = resolve_agent_dirs(list(suite.arms), suite_path, errors)
     if errors:
@@ -192,7 +215,8 @@ def _rederive(plan: Plan, suite: Suite, suite_path: Path, accounts: AccountsFile
         if suite.tasks is not None and task.id not in suite.tasks:
             return f"task {task.id} is not one of the suite's tasks"
         try:
-            derived = plan_task(load_task(Path(task.path)), suite, {}, force_build=plan.force_build)
+            derived = plan_task(load_task(Path(task.path), tree=walked.get(task.path)), suite, {},
+                                force_build=plan.force_build)
         except UserInputError:
             return f"task {task.id} no longer loads"
         if derived.model_copy(update={"expected_sec": task.expected_sec, "expected_usd": task.expected_usd}) != task:

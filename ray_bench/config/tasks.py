@@ -56,6 +56,9 @@ class TaskFile:
     size: int
     executable: bool
     link: str | None = None
+    #: The modification time of what it names (a link: its target), from the walk's own stat:
+    #: with ``size``, the drift guard's signature of the file (no second stat).
+    mtime_ns: int = -1
 
 
 def _kind(mode: int) -> str:
@@ -85,7 +88,7 @@ def _refuse(task_dir: Path, rel: str, what: str, fix: str) -> TaskDirError:
     return TaskDirError(f"{rel} {what}", where=shown_path(str(task_dir)), fix=fix)
 
 
-def _entry(task_dir: Path, real_root: Path, path: Path) -> TaskFile:
+def _entry(task_dir: Path, path: Path) -> TaskFile:
     rel = path.relative_to(task_dir).as_posix()
     if not is_utf8(rel):  # its name could be neither hashed into the checksum nor shown
         raise _refuse(task_dir, shown_name(rel), "has a name that is not valid UTF-8",
@@ -99,15 +102,17 @@ def _entry(task_dir: Path, real_root: Path, path: Path) -> TaskFile:
         if problem is not None:
             raise _refuse(task_dir, rel, problem, "remove the link or restore its target")
         target = path.resolve(strict=True)
+        real_root = task_dir.resolve()  # only where a link is met (one resolve a task was 5,000 at 100,000 cells)
         if not target.is_relative_to(real_root):
             raise _refuse(task_dir, rel, "links outside the task directory",
                           "copy the file into the task instead of linking to it")
         st = target.stat()
         if stat.S_ISDIR(st.st_mode):
-            return TaskFile(rel, path, 0, False, link=target.relative_to(real_root).as_posix())
+            return TaskFile(rel, path, 0, False, link=target.relative_to(real_root).as_posix(),
+                            mtime_ns=st.st_mtime_ns)
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(task_dir, rel, f"is {_kind(st.st_mode)}", "a task holds regular files only; remove it")
-    return TaskFile(rel, path, st.st_size, os.access(path, os.X_OK))
+    return TaskFile(rel, path, st.st_size, os.access(path, os.X_OK), mtime_ns=st.st_mtime_ns)
 
 
 def task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[TaskFile]:
@@ -115,14 +120,13 @@ def task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[TaskFil
     FIFO would block a read forever, ``/dev/zero`` never ends), links resolved and kept
     inside the task, at most :data:`MAX_TASK_FILES` files and :data:`MAX_TASK_BYTES` bytes
     (sizes from ``lstat``/``stat``, so a sparse 2 GB file costs nothing to refuse)."""
-    real_root = task_dir.resolve()
     files: list[TaskFile] = []
     total = 0
     for root, dirs, names in os.walk(task_dir):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP)
         linked = [d for d in dirs if (Path(root) / d).is_symlink()]  # os.walk does not descend
         for name in sorted([*(n for n in names if n not in _SKIP), *linked]):
-            entry = _entry(task_dir, real_root, Path(root) / name)
+            entry = _entry(task_dir, Path(root) / name)
             files.append(entry)
             total += entry.size
             if len(files) > limits.files:
@@ -136,6 +140,16 @@ def task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[TaskFil
 
 def iter_task_files(task_dir: Path, limits: TreeLimits = TASK_LIMITS) -> list[Path]:
     return [f.path for f in task_files(task_dir, limits)]
+
+
+@dataclass(frozen=True)
+class TaskTree:
+    """A task tree as one walk found it (:func:`task_files`) and the checksum of those files:
+    what the drift check before ``execute``'s re-derivation has just walked and hashed, handed
+    to :func:`load_task` so that each task directory is walked and read once."""
+
+    files: list[TaskFile]
+    checksum: str
 
 
 def _file_digest(path: Path) -> bytes:
@@ -323,12 +337,15 @@ def numeric_size_spellings(data: dict[str, Any]) -> list[str]:
     return warned
 
 
-def load_task(task_dir: Path, route_values: Sequence[str] = ()) -> TaskRef:
+def load_task(task_dir: Path, route_values: Sequence[str] = (), tree: TaskTree | None = None) -> TaskRef:
+    """The task in ``task_dir``; ``tree``: its files and checksum as a check has just walked and
+    hashed them (the same :func:`task_files`, so the same refusals), instead of walking again."""
     if not is_utf8(task_dir.name):  # named directly (validate), not found below a root
         raise TaskDirError(f"task directory {shown_name(task_dir.name)} has a name that is not valid UTF-8",
                            where=shown_name(str(task_dir.parent)), fix="rename it: task ids are UTF-8 text")
     refuse_secret_name(task_dir)
-    files = task_files(task_dir)  # every entry checked before any byte of the task is read
+    # every entry checked before any byte of the task is read
+    files = task_files(task_dir) if tree is None else tree.files
     errors: list[UserInputError] = []
     toml_path = task_dir / "task.toml"
     config = TaskConfig()
@@ -352,7 +369,7 @@ def load_task(task_dir: Path, route_values: Sequence[str] = ()) -> TaskRef:
     return TaskRef(
         id=task_dir.name,
         path=str(task_dir.resolve()),
-        checksum=task_checksum(task_dir, files),
+        checksum=task_checksum(task_dir, files) if tree is None else tree.checksum,
         config=config,
         has_dockerfile=(env_dir / "Dockerfile").is_file(),
         has_compose=compose is not None,

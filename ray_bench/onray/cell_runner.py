@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import sys
 import warnings
@@ -17,6 +16,7 @@ from ray_bench.artifacts.bundle import Returned
 from ray_bench.cells.artifact_node import cancelled_reply, run_routed, sees
 from ray_bench.cells.spec import AttemptSpec
 from ray_bench.errors import SandboxDeleteRefusedError
+from ray_bench.heap import freeze
 from ray_bench.models.attempt import AttemptSummary
 from ray_bench.sandboxes import SandboxBackend, SandboxRef, make_backend
 
@@ -34,8 +34,7 @@ class CellRunner:
         collector's reach: each older-generation collection walked them all again, every few
         dozen cells. Garbage made later is collected as before."""
         self._frozen = True
-        gc.collect()
-        gc.freeze()
+        freeze()
 
     def _use_pidfd_watcher(self) -> None:
         """On Python 3.11 asyncio reaps each child with a thread of its own

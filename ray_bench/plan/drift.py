@@ -1,5 +1,6 @@
 """Drift: the confirmed inputs are re-checked before every new attempt. Stat signatures keep
-it cheap: a file is re-hashed only when its size or mtime changed."""
+it cheap: a file is re-hashed only when its size or mtime changed. Before a session starts,
+:func:`refuse_drift` hashes every input and refuses any change."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ray_bench.config.bounded import MAX_SELECTION_BYTES, read_bounded
-from ray_bench.config.tasks import AGENT_LIMITS, TASK_LIMITS, iter_task_files, task_checksum
-from ray_bench.errors import PlanError, UserInputError
+from ray_bench.config.tasks import AGENT_LIMITS, TASK_LIMITS, TaskFile, TaskTree, task_checksum, task_files
+from ray_bench.errors import MultipleInputErrors, PlanError, UserInputError
 from ray_bench.models.plan import InputFile
 
 
@@ -39,9 +40,11 @@ def _stat_sig(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
 
 
 class DriftGuard:
-    def __init__(self, inputs: list[InputFile]) -> None:
+    def __init__(self, inputs: list[InputFile], trees: dict[str, TaskTree] | None = None) -> None:
+        """``trees``: filled with each task tree this guard walked and found unchanged, by path."""
         self._inputs = {(i.kind, i.name): i for i in inputs}
         self._verified: dict[tuple[str, str], tuple[tuple[str, int, int], ...]] = {}
+        self._trees = trees
 
     def check_global(self) -> Drift | None:
         for key, item in self._inputs.items():
@@ -79,12 +82,12 @@ class DriftGuard:
             # the same bounded walk as plan's: a FIFO or a link to /dev/zero placed in a task
             # after planning is drift, not a hang
             limits = AGENT_LIMITS if item.kind == "agent" else TASK_LIMITS
-            files = (iter_task_files(path, limits) if path.is_dir() else [path]) if is_dir else [path]
-            sig = _stat_sig(files)
+            walked: list[TaskFile] | None = task_files(path, limits) if is_dir and path.is_dir() else None
+            sig = _stat_sig([path]) if walked is None else tuple((str(f.path), f.size, f.mtime_ns) for f in walked)
             if self._verified.get(key) == sig:
                 return None
-            if is_dir and path.is_dir():
-                actual = task_checksum(path, limits=limits)
+            if walked is not None:  # hashed as walked: one walk a check
+                actual = task_checksum(path, walked, limits)
         except UserInputError as exc:
             return Drift(item.kind, item.name, item.path, exc.what)
         if is_dir:
@@ -98,4 +101,23 @@ class DriftGuard:
         if actual != item.sha256:
             return Drift(item.kind, item.name, item.path, f"sha256 {actual[:12]} != confirmed {item.sha256[:12]}")
         self._verified[key] = sig
+        if self._trees is not None and item.kind == "task" and walked is not None:
+            self._trees[item.path] = TaskTree(walked, actual)
         return None
+
+
+def refuse_drift(inputs: list[InputFile]) -> dict[str, TaskTree]:
+    """Inputs that changed after planning are bad input: refused (PlanError) with one line each,
+    before Ray starts or anything is written (drift found mid-run is the driver's to record).
+    Returns each task tree as walked and hashed here, by path, for ``execute``'s re-derivation
+    (:func:`ray_bench.config.tasks.load_task`)."""
+    trees: dict[str, TaskTree] = {}
+    errors: list[UserInputError] = []
+    for item in inputs:  # each input on its own: two of one kind and name are both checked
+        drift = DriftGuard([item], trees)._check((item.kind, item.name), item)
+        if drift is not None:
+            errors.append(PlanError(f"{drift.what} changed after planning ({drift.detail})", where=drift.path,
+                                    fix="plan again and confirm the new identity"))
+    if errors:
+        raise errors[0] if len(errors) == 1 else MultipleInputErrors(errors)
+    return trees

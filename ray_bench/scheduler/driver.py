@@ -34,6 +34,7 @@ from ray_bench.errors import RunStopped
 from ray_bench.evidence.catalog import Catalog
 from ray_bench.evidence.circuit import RecoveryCircuit, circuit_from
 from ray_bench.files import write_whole
+from ray_bench.heap import kept
 from ray_bench.ledger import events as ev
 from ray_bench.ledger.store import Ledger
 from ray_bench.models.plan import Plan, PlanCell, PlanTask
@@ -211,7 +212,8 @@ class Driver:
             self._run(ledger, session.stale_end(cmd.StaleFound(row, removed)))
         stale = len(open_rows)
         history = ledger.attempts()
-        state = RunState(self.plan, history)
+        with kept():  # a state and a queue entry per cell, all kept: no collector pass over them
+            state = RunState(self.plan, history)
         self.core = RunCore(self.plan, state, capacity=self.capacity, catalog=self.catalog, circuit=RecoveryCircuit(),
                             quota_fit=self.quota_fit, spend=SpendBook.of(self.plan, history),
                             tick_sec=self.options.tick_sec, supervise_every_sec=self.options.supervisor_every_sec,

@@ -137,6 +137,16 @@ class DurationBook:
     def started(self, task: str, lease_id: str, now: float) -> None:
         self.running.setdefault(task, {})[lease_id] = now
 
+    def snapshot(self) -> DurationBook:
+        """A copy that nothing later observed or started changes (what a queue that must pop in
+        the order of this moment reads)."""
+        copy = DurationBook.__new__(DurationBook)
+        copy.__dict__.update(self.__dict__)
+        copy._sum, copy._n, copy._seen = dict(self._sum), dict(self._n), list(self._seen)
+        copy._values, copy._value = list(self._values), dict(self._value)
+        copy.running = {task: dict(runs) for task, runs in self.running.items()}
+        return copy
+
     def stopped(self, task: str, lease_id: str) -> float | None:
         runs = self.running.get(task)
         if not runs or lease_id not in runs:

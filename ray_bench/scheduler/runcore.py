@@ -80,7 +80,7 @@ from ray_bench.scheduler.finish import Append, FinishCore
 from ray_bench.scheduler.launch import AskGate, Halt, LaunchCore, Round, Wait
 from ray_bench.scheduler.observers import AttemptFinished, AttemptStarted
 from ray_bench.scheduler.quota_fit import QuotaFit
-from ray_bench.scheduler.runstate import RunState
+from ray_bench.scheduler.runstate import Aside, RunState
 from ray_bench.scheduler.spend import SpendBook
 
 #: How often the loop asks which held or cooling accounts are due a probe (health.probe_due).
@@ -115,7 +115,7 @@ class RunCore:
         self.account_names = sorted(a.name for a in plan.accounts)
         self.probes = session.AccountProbes(plan.accounts, circuit)
         #: The cells the preflight's loop set aside (None: no preflight loop runs).
-        self._aside: list[str] | None = None
+        self._aside: Aside | None = None
         #: What a turn commands once its account probes are done.
         self._after_probes: list[Command] = []
         self._recovering: tuple[tuple[str, str], ...] = ()

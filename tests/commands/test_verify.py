@@ -5,6 +5,7 @@ identity) is refused with one line."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,17 @@ def _refusal(root: Path, plan: Plan, identity: str) -> str:
 def test_the_plan_as_written_passes(planned: Path) -> None:
     plan, identity = load_plan_file(planned / PLAN_FILE)
     verify_plan(plan, identity, planned / PLAN_FILE)
+
+
+def test_the_drift_check_and_the_rederivation_walk_each_task_once(planned: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, identity = load_plan_file(planned / PLAN_FILE)
+    walks: list[str] = []
+    real = os.walk
+    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walks.append(str(top)), real(top, *a, **k))[1])
+    verify_plan(plan, identity, planned / PLAN_FILE)
+    tasks = sorted(t.path for t in plan.tasks)
+    assert len(tasks) == 8 and sorted(w for w in walks if w in tasks) == tasks
 
 
 def test_dropped_cells_and_an_emptied_preflight_are_refused(planned: Path) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
 from ray_bench.config.tasks import task_checksum
 from ray_bench.models.plan import InputFile
-from ray_bench.plan import drift
 from ray_bench.plan.drift import DriftGuard
 
 
@@ -30,11 +30,11 @@ def test_a_round_walks_each_task_once_and_names_the_first_drifted_cell(tmp_path:
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     guard = DriftGuard(_inputs(tmp_path))
     walks: list[Path] = []
-    real = drift.iter_task_files
-    monkeypatch.setattr(drift, "iter_task_files", lambda path, limits: (walks.append(path), real(path, limits))[1])
+    real = os.walk
+    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walks.append(Path(top)), real(top, *a, **k))[1])
 
     assert guard.check_launch(["a", "a", "b", "a"]) is None
-    assert sorted(p.name for p in walks) == ["a", "b"]
+    assert sorted(p.name for p in walks) == ["a", "b"]  # each hashed as walked: one walk a task
     assert guard.check_launch([]) is None
 
     (tmp_path / "b" / "tests" / "test.sh").write_text("echo 0\n")
