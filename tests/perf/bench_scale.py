@@ -173,7 +173,18 @@ def statuses(run_root: Path, cwd: Path, figures: Figures, name: str, repeat: int
 
 def fill(run_root: Path, epoch: str | None = None) -> int:
     """A finished valid row for every cell that has no attempt yet, as a run to its end leaves
-    (``epoch``: the plan identity, for a ledger with no attempt yet)."""
+    (``epoch``: the plan identity, for a ledger with no attempt yet). Done in a child process: the
+    plan it loads (~300 MiB at 100,000 cells) must not stay in this one, whose later children
+    would report it as theirs (Linux counts the RSS a child had before its ``exec``, the parent's
+    copy, in the ``ru_maxrss`` ``wait4`` returns: `status` over the filled ledger read 327 MiB)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as child:
+        return child.submit(_fill, run_root, epoch).result()
+
+
+def _fill(run_root: Path, epoch: str | None) -> int:
     from ray_bench.plan.store import load_plan_file
 
     plan, _ = load_plan_file(run_root / "launch-plan.json")
