@@ -86,7 +86,7 @@ def test_a_watch_started_before_the_run_waits_then_prints_its_lines_once(tmp_pat
     assert len(progress) == len(set(progress)), progress  # each progress line once
     assert progress[-1].startswith(f"run w1 (finished, staging): {len(plan.cells)} cells: {len(plan.cells)} valid")
     clock = time.strftime("%H:%M:%S", time.localtime(round(until)))
-    assert body.count(f"account acct-a cooling until {clock} (rate_limited)") == 1
+    assert body.count(f"account acct-a cooling until {clock} (rate_limited)") == 1, body
     assert body.count("account acct-b healthy") == 1
 
 
