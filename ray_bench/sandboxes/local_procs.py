@@ -225,13 +225,6 @@ def _kill_if_marked(pid: int, sandbox_id: str) -> bool:
             os.close(pidfd)
 
 
-def scan(sandbox_id: str, pids: Iterable[int]) -> tuple[list[int], list[int]]:
-    """(the pids marked as ``sandbox_id``'s, the pids caught mid-``exec`` whose environment is
-    empty for now)."""
-    found = census(pids)
-    return found.marked.get(sandbox_id, []), found.exec_caught
-
-
 class _Reaping:
     """One sandbox's kill across passes: SIGKILL every process marked as its own, again in the
     next pass until one finds none (a process may fork between a pass and its kill), and wait for

@@ -20,12 +20,18 @@ from ray_bench.errors import SandboxProcessesSurvivedError
 from ray_bench.sandboxes import local_procs
 from ray_bench.sandboxes.base import SandboxSpec
 from ray_bench.sandboxes.local import LocalBackend, LocalSandbox
-from ray_bench.sandboxes.local_procs import MARK, Census, Window, census, kill_marked, scan
+from ray_bench.sandboxes.local_procs import MARK, Census, Window, census, kill_marked
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 # A process of its own session that outlives the command, its pid on stdout.
 _ESCAPE = "setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $!"
+
+
+def scan(sandbox_id: str, pids: Iterable[int]) -> tuple[list[int], list[int]]:
+    """(the pids marked as ``sandbox_id``'s, the pids caught mid-``exec``): one :func:`census`."""
+    found = census(pids)
+    return found.marked.get(sandbox_id, []), found.exec_caught
 
 
 def _sandbox(tmp_path: Path, name: str = "sandboxes") -> tuple[LocalBackend, LocalSandbox]:
